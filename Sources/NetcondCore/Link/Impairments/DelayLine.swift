@@ -1,0 +1,32 @@
+/// Propagation delay of one direction of one connection: latency plus jitter, never reordering.
+///
+/// ```
+///  leaves link  t0 ───────── latency ─────────▶ t0 + latency + U(0, jitter)
+///  next segment    t1 ──── latency ──── ▶ max(t1 + latency + U(0, jitter), previous arrival)
+/// ```
+/// Latency is the minimum one-way delay; jitter adds up to that much on top, drawn per segment
+/// from the connection's own seeded stream. A segment never overtakes the one before it (TCP
+/// would hand the bytes to the application in order anyway).
+struct DelayLine {
+    private let latency: Span
+    private let jitter: Span
+    private var random: SeededRandom
+    private var lastArrival: Instant = .zero
+
+    init(latency: Span, jitter: Span, seed: UInt64) {
+        self.latency = latency
+        self.jitter = jitter
+        self.random = SeededRandom(seed: seed)
+    }
+
+    /// When a segment that left the link at `departure` reaches the other end.
+    mutating func arrival(departingAt departure: Instant) -> Instant {
+        var arrival = departure + self.latency
+        if self.jitter > .zero {
+            arrival = arrival + Span(nanoseconds: Int64(self.random.nextUnit() * Double(self.jitter.nanoseconds)))
+        }
+        if arrival < self.lastArrival { arrival = self.lastArrival }
+        self.lastArrival = arrival
+        return arrival
+    }
+}

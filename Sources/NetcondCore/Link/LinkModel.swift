@@ -1,0 +1,654 @@
+import DequeModule
+import HeapModule
+
+/// One emulated access link, shared by every connection of a run, in virtual time.
+///
+/// The model is pure: it reads no clock and no global randomness. A driver (the proxy on its event
+/// loop, or a test) tells it when bytes are offered (`send`) and asks what has arrived by a given
+/// instant (`advance`), then sleeps until `nextEventTime`. Each direction is a pipeline:
+///
+/// ```
+///  send ─▶ sender window ─▶ bottleneck FIFO ─▶ serialization ─▶ loss ─▶ delay line ─▶ in-order delivery
+///          (slow start,     (shared, drop-tail  (link rate,     (per     (latency +     (head-of-line:
+///           cubic / bbr)     at `queue` bytes)   +40 B/segment)  segment)  jitter)       a lost segment
+///                ▲                                                                        holds later ones)
+///                └──────────── acknowledgements after the reverse latency ◀──────────────┘
+/// ```
+/// A lost segment is repaired as TCP repairs it: when three later segments of the connection have
+/// arrived, the duplicate acknowledgements reach the sender one reverse latency later and it
+/// retransmits (fast retransmit, about one round trip late); otherwise — the tail of a burst or of
+/// the flow — its retransmission timer fires (RTO = srtt + max(4·rttvar, 200 ms), doubling on each
+/// timeout of the same segment). Retransmissions pass through the same link and can be lost again.
+///
+/// Simplifications, documented in the README: acknowledgements cost no bandwidth and are never
+/// lost; a retransmission may exceed the queue limit (it is never dropped by the queue).
+public final class LinkModel {
+    public let profile: Profile
+    public let seed: UInt64
+
+    /// Largest receive window a connection advertises; bounds bytes in flight (and memory).
+    public static let receiveWindow = 4 * 1024 * 1024
+    /// Size of one unit on a direction with no rate limit and no loss (nothing to segment for).
+    static let unlimitedUnit = 64 * 1024
+    /// Linux: initial SYN timeout 1 s, 6 retries (net.ipv4.tcp_syn_retries), so 127 s in all.
+    static let synRetries = 6
+    static let minRTO = Span.milliseconds(200)
+    static let maxRTO = Span.seconds(120)
+
+    public private(set) var now: Instant = .zero
+    public private(set) var counters = LinkCounters()
+
+    private var events = Heap<ScheduledEvent>()
+    private var eventOrder: UInt64 = 0
+    private var flows: [FlowID: Flow] = [:]
+    private var nextFlowIndex: UInt64 = 0
+    private let upLink: BottleneckLink
+    private let downLink: BottleneckLink
+    private var pendingDeliveries: [Delivery] = []
+
+    public init(profile: Profile, seed: UInt64) {
+        self.profile = profile
+        self.seed = seed
+        self.upLink = BottleneckLink(direction: .up, spec: profile.up)
+        self.downLink = BottleneckLink(direction: .down, spec: profile.down)
+    }
+
+    // MARK: - Driver interface
+
+    /// Opens a connection. It may send at once unless `hold` or `connect` says otherwise.
+    public func openFlow(at now: Instant) -> FlowID {
+        self.catchUp(to: now)
+        let index = self.nextFlowIndex
+        self.nextFlowIndex += 1
+        let id = FlowID(rawValue: index)
+        let flow = Flow(id: id, model: self, now: self.now)
+        self.flows[id] = flow
+        self.counters.connections += 1
+        return id
+    }
+
+    /// Emulates the connection set-up (DNS delay for names, the profile's connect delay, then a
+    /// SYN / SYN-ACK round trip that can be lost and retried after 1 s, 2 s, 4 s …), holds the flow
+    /// until it is established and says when that is, or when the client's kernel would give up.
+    public func connect(_ id: FlowID, at now: Instant, resolvesName: Bool) -> ConnectOutcome {
+        self.catchUp(to: now)
+        guard let flow = self.flows[id] else { return .timedOut(at: self.now) }
+        var t = self.now + self.profile.connectDelay
+        if resolvesName { t = t + self.profile.dnsDelay }
+        var timeout = Span.seconds(1)
+        let upLoss = self.profile.up.loss.meanRate
+        let downLoss = self.profile.down.loss.meanRate
+        for attempt in 0...Self.synRetries {
+            let synLost = flow.setupRandom.chance(upLoss)
+            let synAckLost = !synLost && flow.setupRandom.chance(downLoss)
+            if !synLost && !synAckLost {
+                let established = t + self.profile.baseRTT
+                self.hold(id, until: established)
+                return .established(at: established, synRetransmits: attempt)
+            }
+            t = t + timeout
+            timeout = timeout * 2
+        }
+        self.hold(id, until: .init(nanoseconds: .max / 2))
+        return .timedOut(at: t)
+    }
+
+    /// Nothing is sent on this connection (either direction) before `until`.
+    public func hold(_ id: FlowID, until: Instant) {
+        guard let flow = self.flows[id] else { return }
+        flow.up.readyAt = max(flow.up.readyAt, until)
+        flow.down.readyAt = max(flow.down.readyAt, until)
+    }
+
+    /// Forgets a connection. Segments already on the link still occupy it but are not delivered.
+    public func closeFlow(_ id: FlowID) {
+        self.flows.removeValue(forKey: id)
+    }
+
+    /// The application at one end wrote `bytes` bytes at `now`.
+    public func send(_ id: FlowID, _ direction: Direction, bytes: Int, at now: Instant) {
+        precondition(bytes >= 0)
+        self.catchUp(to: now)
+        guard bytes > 0, let flow = self.flows[id] else { return }
+        let side = flow.side(direction)
+        side.unsent += bytes
+        side.backlog += bytes
+        self.trySend(flow, side)
+    }
+
+    /// Processes everything that happens up to `now` and returns the bytes delivered, in order.
+    public func advance(to now: Instant) -> [Delivery] {
+        self.catchUp(to: now)
+        if self.pendingDeliveries.isEmpty { return [] }
+        let deliveries = self.pendingDeliveries
+        self.pendingDeliveries.removeAll(keepingCapacity: true)
+        return deliveries
+    }
+
+    /// When something next happens, or nil when the link is idle.
+    public var nextEventTime: Instant? {
+        self.events.min?.time
+    }
+
+    /// Bytes sent on this connection and direction that have not been delivered yet.
+    public func backlog(_ id: FlowID, _ direction: Direction) -> Int {
+        self.flows[id]?.side(direction).backlog ?? 0
+    }
+
+    /// Bytes the emulated sender has not put on the link yet (its socket buffer).
+    public func unsent(_ id: FlowID, _ direction: Direction) -> Int {
+        self.flows[id]?.side(direction).unsent ?? 0
+    }
+
+    /// The emulated sender's congestion window, in bytes (for tests and status).
+    public func congestionWindow(_ id: FlowID, _ direction: Direction) -> Int {
+        Int(self.flows[id]?.side(direction).window.cwnd ?? 0)
+    }
+
+    // MARK: - Event loop
+
+    private func catchUp(to target: Instant) {
+        while let top = self.events.min, top.time <= target {
+            let event = self.events.removeMin()
+            if event.time > self.now { self.now = event.time }
+            self.handle(event.kind)
+        }
+        if target > self.now { self.now = target }
+    }
+
+    private func schedule(_ kind: EventKind, at time: Instant) {
+        self.eventOrder += 1
+        self.events.insert(ScheduledEvent(time: max(time, self.now), order: self.eventOrder, kind: kind))
+    }
+
+    private func handle(_ kind: EventKind) {
+        switch kind {
+        case .linkFree(let direction):
+            self.linkFree(self.link(direction))
+        case .arrive(let id, let direction, let seq, let generation):
+            guard let flow = self.flows[id] else { return }
+            self.arrive(flow, flow.side(direction), seq: seq, generation: generation)
+        case .ack(let id, let direction, let seq, let bytes, let rttSample):
+            guard let flow = self.flows[id] else { return }
+            self.ack(flow, flow.side(direction), seq: seq, bytes: bytes, rttSample: rttSample)
+        case .lossDetected(let id, let direction, let seq, let generation):
+            guard let flow = self.flows[id] else { return }
+            self.repair(flow, flow.side(direction), seq: seq, generation: generation, byTimeout: false)
+        case .timeout(let id, let direction, let seq, let generation):
+            guard let flow = self.flows[id] else { return }
+            self.repair(flow, flow.side(direction), seq: seq, generation: generation, byTimeout: true)
+        case .wake(let id, let direction):
+            guard let flow = self.flows[id] else { return }
+            let side = flow.side(direction)
+            side.wakeAt = nil
+            self.trySend(flow, side)
+        }
+    }
+
+    private func link(_ direction: Direction) -> BottleneckLink {
+        direction == .up ? self.upLink : self.downLink
+    }
+
+    // MARK: - Sender
+
+    private func trySend(_ flow: Flow, _ side: FlowSide) {
+        if self.now < side.readyAt {
+            self.wake(flow, side, at: side.readyAt)
+            return
+        }
+        let link = self.link(side.direction)
+        while side.unsent > 0 {
+            let size = min(link.unitSize, side.unsent)
+            if side.inflight > 0 && Double(side.inflight + size) > side.window.allowance { break }
+            if let cap = side.capRate {
+                // The per-connection cap is a link of its own in front of the shared one: a segment
+                // enters the shared link only once the cap has finished serializing it.
+                if let release = side.capReleaseAt {
+                    if self.now < release {
+                        self.wake(flow, side, at: release)
+                        break
+                    }
+                    side.capReleaseAt = nil
+                } else {
+                    let release = self.now + cap.transmissionTime(bytes: Int64(size + link.overhead))
+                    side.capReleaseAt = release
+                    self.wake(flow, side, at: release)
+                    break
+                }
+            }
+            let seq = side.nextSeq
+            side.nextSeq += 1
+            side.records.append(SegmentRecord(size: size, sentAt: self.now))
+            side.unsent -= size
+            side.inflight += size
+            self.transmit(flow, side, seq: seq, retransmission: false)
+        }
+    }
+
+    private func wake(_ flow: Flow, _ side: FlowSide, at time: Instant) {
+        if let pending = side.wakeAt, pending <= time { return }
+        side.wakeAt = time
+        self.schedule(.wake(flow.id, side.direction), at: time)
+    }
+
+    private func transmit(_ flow: Flow, _ side: FlowSide, seq: UInt64, retransmission: Bool) {
+        self.counters.segmentsSent += 1
+        let link = self.link(side.direction)
+        guard let bandwidth = link.bandwidth else {
+            self.depart(flow.id, side.direction, seq: seq, at: self.now)
+            return
+        }
+        let size = side.record(seq).size + link.overhead
+        if !retransmission && !link.queue.isEmpty && link.queuedBytes + size > link.queueLimit {
+            self.counters.queueDrops += 1
+            self.markLost(flow, side, seq: seq)
+            return
+        }
+        link.queue.append(LinkSlot(flow: flow.id, seq: seq, wireBytes: size))
+        link.queuedBytes += size
+        if link.queue.count == 1 {
+            link.busyUntil = max(link.busyUntil, self.now) + bandwidth.transmissionTime(bytes: Int64(size))
+            self.schedule(.linkFree(link.direction), at: link.busyUntil)
+        }
+    }
+
+    // MARK: - Link
+
+    private func linkFree(_ link: BottleneckLink) {
+        guard let slot = link.queue.popFirst(), let bandwidth = link.bandwidth else { return }
+        link.queuedBytes -= slot.wireBytes
+        self.depart(slot.flow, link.direction, seq: slot.seq, at: self.now)
+        if let next = link.queue.first {
+            link.busyUntil = self.now + bandwidth.transmissionTime(bytes: Int64(next.wireBytes))
+            self.schedule(.linkFree(link.direction), at: link.busyUntil)
+        }
+    }
+
+    private func depart(_ id: FlowID, _ direction: Direction, seq: UInt64, at time: Instant) {
+        guard let flow = self.flows[id] else { return }
+        let side = flow.side(direction)
+        guard side.hasRecord(seq) else { return }
+        if side.loss.nextIsLost() {
+            self.counters.segmentsLost += 1
+            self.markLost(flow, side, seq: seq)
+            return
+        }
+        let arrival = side.delay.arrival(departingAt: time)
+        self.schedule(.arrive(id, direction, seq: seq, generation: side.record(seq).generation), at: arrival)
+    }
+
+    // MARK: - Receiver
+
+    private func arrive(_ flow: Flow, _ side: FlowSide, seq: UInt64, generation: Int) {
+        guard side.hasRecord(seq) else { return }
+        var record = side.record(seq)
+        guard record.state == .inFlight, record.generation == generation else { return }
+        record.state = .arrived
+        record.arrivedAt = self.now
+        side.setRecord(seq, record)
+
+        // Data sent after a lost transmission arriving produces (selective) acknowledgements that
+        // reveal the hole: three of them and the sender retransmits (SACK / RACK loss detection,
+        // which also finds lost retransmissions).
+        let reverseLatency = self.profile.direction(side.direction.reversed).latency
+        side.lastAckAt = self.now + reverseLatency
+        for lostSeq in side.lostSeqs {
+            var lost = side.record(lostSeq)
+            guard lost.sentAt < record.sentAt, case .lost(let dupacks, let detectable) = lost.state, detectable
+            else { continue }
+            lost.state = .lost(dupacks: dupacks + 1, detectable: dupacks + 1 < 3)
+            side.setRecord(lostSeq, lost)
+            if dupacks + 1 == 3 {
+                self.schedule(
+                    .lossDetected(flow.id, side.direction, seq: lostSeq, generation: lost.generation),
+                    at: self.now + reverseLatency
+                )
+            }
+        }
+
+        let ackAt = self.now + reverseLatency
+        let sample: Span? = record.retransmitted ? nil : ackAt - record.sentAt
+        self.schedule(.ack(flow.id, side.direction, seq: seq, bytes: record.size, rttSample: sample), at: ackAt)
+        self.deliverInOrder(flow, side)
+    }
+
+    private func deliverInOrder(_ flow: Flow, _ side: FlowSide) {
+        var bytes = 0
+        while let first = side.records.first, first.state == .arrived {
+            bytes += first.size
+            if first.retransmitted || first.arrivedAt < self.now { self.counters.segmentsDelayed += 1 }
+            side.records.removeFirst()
+            side.baseSeq += 1
+        }
+        guard bytes > 0 else { return }
+        side.backlog -= bytes
+        switch side.direction {
+        case .up: self.counters.bytesUp += Int64(bytes)
+        case .down: self.counters.bytesDown += Int64(bytes)
+        }
+        if let last = self.pendingDeliveries.last, last.flow == flow.id, last.direction == side.direction,
+            last.at == self.now
+        {
+            self.pendingDeliveries[self.pendingDeliveries.count - 1].bytes += bytes
+        } else {
+            self.pendingDeliveries.append(Delivery(flow: flow.id, direction: side.direction, bytes: bytes, at: self.now))
+        }
+    }
+
+    // MARK: - Loss and repair
+
+    private func markLost(_ flow: Flow, _ side: FlowSide, seq: UInt64) {
+        var record = side.record(seq)
+        record.state = .lost(dupacks: 0, detectable: true)
+        side.setRecord(seq, record)
+        let insertAt = side.lostSeqs.firstIndex(where: { $0 > seq }) ?? side.lostSeqs.endIndex
+        side.lostSeqs.insert(seq, at: insertAt)
+        let rto = min(side.retransmissionTimeout * Int64(1 << min(record.timeouts, 16)), Self.maxRTO)
+        self.schedule(
+            .timeout(flow.id, side.direction, seq: seq, generation: record.generation),
+            at: record.sentAt + rto
+        )
+    }
+
+    private func repair(_ flow: Flow, _ side: FlowSide, seq: UInt64, generation: Int, byTimeout: Bool) {
+        guard side.hasRecord(seq) else { return }
+        var record = side.record(seq)
+        guard case .lost = record.state, record.generation == generation else { return }
+        if byTimeout, let lastAck = side.lastAckAt {
+            // The timer restarts whenever an acknowledgement arrives (RFC 6298 §5.3): it fires only
+            // after a full RTO of silence.
+            let rto = min(side.retransmissionTimeout * Int64(1 << min(record.timeouts, 16)), Self.maxRTO)
+            if lastAck + rto > self.now {
+                self.schedule(.timeout(flow.id, side.direction, seq: seq, generation: generation), at: lastAck + rto)
+                return
+            }
+        }
+        if let index = side.lostSeqs.firstIndex(of: seq) { side.lostSeqs.remove(at: index) }
+
+        let inRecovery = side.recoveryEnd.map { seq <= $0 } ?? false
+        if byTimeout {
+            self.counters.timeouts += 1
+            record.timeouts += 1
+            side.window.onTimeout(reduceThreshold: !inRecovery)
+            side.recoveryEnd = side.nextSeq - 1
+        } else if !inRecovery {
+            side.window.onFastRetransmit()
+            side.recoveryEnd = side.nextSeq - 1
+        }
+        self.counters.retransmissions += 1
+        record.retransmitted = true
+        record.generation += 1
+        record.state = .inFlight
+        record.sentAt = self.now
+        side.setRecord(seq, record)
+        self.transmit(flow, side, seq: seq, retransmission: true)
+        self.trySend(flow, side)
+    }
+
+    private func ack(_ flow: Flow, _ side: FlowSide, seq: UInt64, bytes: Int, rttSample: Span?) {
+        side.inflight -= bytes
+        if let rttSample { side.updateRTT(rttSample) }
+        if let end = side.recoveryEnd, seq > end { side.recoveryEnd = nil }
+        if side.recoveryEnd == nil {
+            side.window.onAck(bytes: bytes, now: self.now, rtt: side.smoothedRTT ?? self.profile.baseRTT)
+        }
+        self.trySend(flow, side)
+    }
+
+    // MARK: - State
+
+    fileprivate func makeSide(_ direction: Direction, flowIndex: UInt64, now: Instant) -> FlowSide {
+        let spec = self.profile.direction(direction)
+        let link = self.link(direction)
+        let label: UInt64 = direction == .up ? 1 : 2
+        var rate = spec.bandwidth
+        if let cap = spec.connectionBandwidth { rate = rate.map { min($0, cap) } ?? cap }
+        let window = SenderWindow(
+            algorithm: self.profile.tcp,
+            mss: link.unitSize,
+            receiveWindow: Self.receiveWindow,
+            bandwidth: rate,
+            baseRTT: self.profile.baseRTT
+        )
+        return FlowSide(
+            direction: direction,
+            window: window,
+            loss: LossProcess(spec: spec.loss, seed: SeedDeriver.derive(self.seed, flowIndex, label, 1)),
+            delay: DelayLine(
+                latency: spec.latency,
+                jitter: spec.jitter,
+                seed: SeedDeriver.derive(self.seed, flowIndex, label, 2)
+            ),
+            capRate: spec.connectionBandwidth,
+            readyAt: now
+        )
+    }
+}
+
+/// Identifies one connection within a `LinkModel`; numbered in the order connections opened.
+public struct FlowID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt64
+
+    public init(rawValue: UInt64) {
+        self.rawValue = rawValue
+    }
+
+    public static func < (lhs: FlowID, rhs: FlowID) -> Bool { lhs.rawValue < rhs.rawValue }
+    public var description: String { "#\(self.rawValue)" }
+}
+
+/// Bytes of one connection and direction that reached the other end, in order, at `at`.
+public struct Delivery: Equatable, Sendable {
+    public var flow: FlowID
+    public var direction: Direction
+    public var bytes: Int
+    public var at: Instant
+
+    public init(flow: FlowID, direction: Direction, bytes: Int, at: Instant) {
+        self.flow = flow
+        self.direction = direction
+        self.bytes = bytes
+        self.at = at
+    }
+}
+
+/// What became of a connection attempt.
+public enum ConnectOutcome: Equatable, Sendable {
+    /// The handshake completed at this instant, after this many lost SYN or SYN-ACK attempts.
+    case established(at: Instant, synRetransmits: Int)
+    /// Every attempt was lost; the client's kernel gives up at this instant.
+    case timedOut(at: Instant)
+}
+
+/// Totals for the run summary.
+public struct LinkCounters: Equatable, Sendable {
+    public var connections = 0
+    public var bytesUp: Int64 = 0
+    public var bytesDown: Int64 = 0
+    /// Transmissions put on the link, retransmissions included.
+    public var segmentsSent = 0
+    /// Transmissions lost on the wire (the profile's loss process).
+    public var segmentsLost = 0
+    /// Transmissions dropped because the bottleneck queue was full.
+    public var queueDrops = 0
+    public var retransmissions = 0
+    public var timeouts = 0
+    /// Segments delivered later than they arrived (held behind a hole) or only after a repair.
+    public var segmentsDelayed = 0
+
+    public init() {}
+}
+
+// MARK: - Internal state
+
+struct ScheduledEvent: Comparable {
+    var time: Instant
+    var order: UInt64
+    var kind: EventKind
+
+    static func < (lhs: ScheduledEvent, rhs: ScheduledEvent) -> Bool {
+        if lhs.time != rhs.time { return lhs.time < rhs.time }
+        return lhs.order < rhs.order
+    }
+
+    static func == (lhs: ScheduledEvent, rhs: ScheduledEvent) -> Bool {
+        lhs.time == rhs.time && lhs.order == rhs.order
+    }
+}
+
+enum EventKind {
+    case linkFree(Direction)
+    case arrive(FlowID, Direction, seq: UInt64, generation: Int)
+    case ack(FlowID, Direction, seq: UInt64, bytes: Int, rttSample: Span?)
+    case lossDetected(FlowID, Direction, seq: UInt64, generation: Int)
+    case timeout(FlowID, Direction, seq: UInt64, generation: Int)
+    case wake(FlowID, Direction)
+}
+
+/// The shared bottleneck of one direction: a FIFO served at the link rate.
+final class BottleneckLink {
+    let direction: Direction
+    let bandwidth: Bandwidth?
+    let queueLimit: Int
+    /// Payload bytes per unit: the MSS where segmentation matters, a large chunk otherwise.
+    let unitSize: Int
+    /// Header bytes counted on the link per unit.
+    let overhead: Int
+    var queue = Deque<LinkSlot>()
+    var queuedBytes = 0
+    var busyUntil = Instant.zero
+
+    init(direction: Direction, spec: LinkDirection, mss: Int = Int(Profile.defaultMSS.bytes)) {
+        self.direction = direction
+        self.bandwidth = spec.bandwidth
+        self.queueLimit = Int(spec.queue.bytes)
+        let segmented = spec.bandwidth != nil || spec.connectionBandwidth != nil || spec.loss != .none
+        self.unitSize = segmented ? mss : LinkModel.unlimitedUnit
+        self.overhead = segmented ? Int(Profile.headerOverhead.bytes) : 0
+    }
+}
+
+struct LinkSlot {
+    var flow: FlowID
+    var seq: UInt64
+    var wireBytes: Int
+}
+
+final class Flow {
+    let id: FlowID
+    let up: FlowSide
+    let down: FlowSide
+    var setupRandom: SeededRandom
+
+    init(id: FlowID, model: LinkModel, now: Instant) {
+        self.id = id
+        self.up = model.makeSide(.up, flowIndex: id.rawValue, now: now)
+        self.down = model.makeSide(.down, flowIndex: id.rawValue, now: now)
+        self.setupRandom = SeededRandom(seed: SeedDeriver.derive(model.seed, id.rawValue, 3))
+    }
+
+    func side(_ direction: Direction) -> FlowSide {
+        direction == .up ? self.up : self.down
+    }
+}
+
+/// One direction of one connection: the sender's window and buffers, the receiver's reassembly.
+final class FlowSide {
+    let direction: Direction
+    var window: SenderWindow
+    var loss: LossProcess
+    var delay: DelayLine
+    let capRate: Bandwidth?
+    /// When the segment now crossing the per-connection cap has crossed it.
+    var capReleaseAt: Instant?
+    var readyAt: Instant
+    var wakeAt: Instant?
+    /// Offered by the application, not yet on the link.
+    var unsent = 0
+    /// Offered and not yet delivered.
+    var backlog = 0
+    /// Bytes the sender believes are in the network.
+    var inflight = 0
+    var nextSeq: UInt64 = 0
+    /// Sequence number of `records.first`.
+    var baseSeq: UInt64 = 0
+    var records = Deque<SegmentRecord>()
+    /// Sequence numbers of lost transmissions not yet repaired, ascending.
+    var lostSeqs: [UInt64] = []
+    /// Highest sequence number sent when the current loss recovery began.
+    var recoveryEnd: UInt64?
+    var smoothedRTT: Span?
+    var rttVariance = Span.zero
+    /// When the sender last received an acknowledgement (restarts the retransmission timer).
+    var lastAckAt: Instant?
+
+    init(
+        direction: Direction,
+        window: SenderWindow,
+        loss: LossProcess,
+        delay: DelayLine,
+        capRate: Bandwidth?,
+        readyAt: Instant
+    ) {
+        self.direction = direction
+        self.window = window
+        self.loss = loss
+        self.delay = delay
+        self.capRate = capRate
+        self.readyAt = readyAt
+    }
+
+    func hasRecord(_ seq: UInt64) -> Bool {
+        seq >= self.baseSeq && seq < self.baseSeq + UInt64(self.records.count)
+    }
+
+    func record(_ seq: UInt64) -> SegmentRecord {
+        self.records[Int(seq - self.baseSeq)]
+    }
+
+    func setRecord(_ seq: UInt64, _ record: SegmentRecord) {
+        self.records[Int(seq - self.baseSeq)] = record
+    }
+
+    /// RFC 6298 estimator.
+    func updateRTT(_ sample: Span) {
+        guard let srtt = self.smoothedRTT else {
+            self.smoothedRTT = sample
+            self.rttVariance = Span(nanoseconds: sample.nanoseconds / 2)
+            return
+        }
+        let error = Span(nanoseconds: abs(srtt.nanoseconds - sample.nanoseconds))
+        self.rttVariance = Span(nanoseconds: (3 * self.rttVariance.nanoseconds + error.nanoseconds) / 4)
+        self.smoothedRTT = Span(nanoseconds: (7 * srtt.nanoseconds + sample.nanoseconds) / 8)
+    }
+
+    /// RTO as Linux computes it: srtt + max(4·rttvar, 200 ms); 1 s before the first sample.
+    var retransmissionTimeout: Span {
+        guard let srtt = self.smoothedRTT else { return .seconds(1) }
+        return srtt + max(self.rttVariance * 4, LinkModel.minRTO)
+    }
+}
+
+struct SegmentRecord {
+    enum State: Equatable {
+        case inFlight
+        case arrived
+        /// Lost; `dupacks` later transmissions have arrived since; `detectable` until detection is scheduled.
+        case lost(dupacks: Int, detectable: Bool)
+    }
+
+    var size: Int
+    /// When the latest transmission left the sender.
+    var sentAt: Instant
+    var state = State.inFlight
+    var arrivedAt = Instant.zero
+    var retransmitted = false
+    var timeouts = 0
+    /// Bumped on every retransmission so that events about an older transmission are ignored.
+    var generation = 0
+
+    init(size: Int, sentAt: Instant) {
+        self.size = size
+        self.sentAt = sentAt
+    }
+}

@@ -1,0 +1,232 @@
+import Foundation
+import Yams
+
+/// A YAML node of a user file, with the file name, its position and the key path that led to it.
+///
+/// This is the reader that profile and scenario decoding share: every accessor either returns a
+/// typed value or throws a `ConfigError` that already points at the right `file:line:column` and
+/// key path, so decoders read like a schema and never lose track of where a value came from.
+///
+/// ```
+/// let root = try ConfigNode.parse(yaml: text, file: "Profiles/edge.yaml")
+/// let map = try root.mapping(allowedKeys: ["name", "down"])   // unknown keys → "did you mean"
+/// let latency = try map["down"]?.mapping(allowedKeys: …)["latency"]?.unit(Span.parse)
+/// ```
+public struct ConfigNode {
+    public let node: Node
+    /// The file as the user named it.
+    public let file: String
+    /// Dotted key path from the document root (`down.loss`, `events[2]`); empty for the root.
+    public let keyPath: String
+    public let line: Int
+    public let column: Int
+
+    public init(node: Node, file: String, keyPath: String, line: Int, column: Int) {
+        self.node = node
+        self.file = file
+        self.keyPath = keyPath
+        self.line = node.mark?.line ?? line
+        self.column = node.mark?.column ?? column
+    }
+
+    /// Parses one YAML document. Syntax errors, duplicate keys and an empty document become
+    /// `ConfigError`s with the position Yams reports.
+    public static func parse(yaml: String, file: String) throws(ConfigError) -> ConfigNode {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: yaml)
+        } catch let error as YamlError {
+            throw self.translate(error, yaml: yaml, file: file)
+        } catch {
+            throw ConfigError(file: file, line: 1, column: 1, message: "cannot read YAML: \(error)")
+        }
+        let rootNode = root.map { ConfigNode(node: $0, file: file, keyPath: "", line: 1, column: 1) }
+        guard let rootNode, !rootNode.isNull else {
+            throw ConfigError(
+                file: file, line: 1, column: 1,
+                message: "the document is empty; expected a mapping of keys (e.g. `down: {latency: 100ms}`)"
+            )
+        }
+        return rootNode
+    }
+
+    /// An error located at this node.
+    public func error(_ message: String) -> ConfigError {
+        ConfigError(file: self.file, line: self.line, column: self.column, keyPath: self.keyPath, message: message)
+    }
+
+    /// True for `~`, `null` or a key with nothing after it.
+    public var isNull: Bool {
+        guard let scalar = self.node.scalar else { return false }
+        return scalar.style == .plain && self.node.null != nil
+    }
+
+    /// What the node is, for "expected X, found Y" messages.
+    public var kindDescription: String {
+        switch self.node {
+        case .mapping: return "a mapping"
+        case .sequence: return "a list"
+        case .alias: return "an alias"
+        case .scalar(let scalar):
+            if self.isNull { return "nothing" }
+            let text = scalar.string.count > 40 ? String(scalar.string.prefix(40)) + "…" : scalar.string
+            return "'\(text)'"
+        }
+    }
+
+    /// The text as written, for messages: the scalar's text, or what kind of node it is.
+    public var text: String {
+        guard let scalar = self.node.scalar, !self.isNull else { return self.kindDescription }
+        return scalar.string.trimmingCharacters(in: .whitespaces)
+    }
+
+    /// The node as a mapping whose keys must come from `allowedKeys` (in the order given, which is
+    /// also the order the error message lists them in). A null node reads as an empty mapping.
+    /// `hints` adds a sentence for keys that are known to be put in the wrong place.
+    public func mapping(
+        allowedKeys: [String],
+        expecting: String = "a mapping",
+        hints: [String: String] = [:]
+    ) throws(ConfigError) -> ConfigMapping {
+        var entries: [(key: String, value: ConfigNode)] = []
+        if self.isNull {
+            return ConfigMapping(node: self, entries: entries)
+        }
+        guard case .mapping(let mapping) = self.node else {
+            throw self.error("expected \(expecting), found \(self.kindDescription)")
+        }
+        for (keyNode, valueNode) in mapping {
+            let keyLine = keyNode.mark?.line ?? self.line
+            let keyColumn = keyNode.mark?.column ?? self.column
+            guard case .scalar(let keyScalar) = keyNode else {
+                throw ConfigError(
+                    file: self.file, line: keyLine, column: keyColumn, keyPath: self.keyPath,
+                    message: "keys must be plain words; allowed keys: \(allowedKeys.joined(separator: ", "))"
+                )
+            }
+            let key = keyScalar.string
+            let childPath = self.keyPath.isEmpty ? key : "\(self.keyPath).\(key)"
+            guard allowedKeys.contains(key) else {
+                let list = "allowed keys: \(allowedKeys.joined(separator: ", "))"
+                throw ConfigError(
+                    file: self.file, line: keyLine, column: keyColumn, keyPath: childPath,
+                    message: hints[key].map { "unknown key '\(key)'; \($0); \(list)" }
+                        ?? Suggestion.unknown("key", key, among: allowedKeys, listedAs: "allowed keys")
+                )
+            }
+            entries.append((key, ConfigNode(
+                node: valueNode, file: self.file, keyPath: childPath, line: keyLine, column: keyColumn
+            )))
+        }
+        return ConfigMapping(node: self, entries: entries)
+    }
+
+    /// The node as a list.
+    public func list() throws(ConfigError) -> [ConfigNode] {
+        if self.isNull { return [] }
+        guard case .sequence(let sequence) = self.node else {
+            throw self.error("expected a list, found \(self.kindDescription)")
+        }
+        return sequence.enumerated().map { index, element in
+            ConfigNode(
+                node: element, file: self.file, keyPath: "\(self.keyPath)[\(index)]",
+                line: self.line, column: self.column
+            )
+        }
+    }
+
+    /// The node's text; it must be a scalar (a word, number or quoted string) and not empty.
+    public func string(expecting: String = "a value") throws(ConfigError) -> String {
+        guard case .scalar(let scalar) = self.node else {
+            throw self.error("expected \(expecting), found \(self.kindDescription)")
+        }
+        guard !self.isNull else {
+            throw self.error("has no value; expected \(expecting)")
+        }
+        return scalar.string
+    }
+
+    /// The node's text read in a unit (`try node.unit(Span.parse)`); unit errors get this node's
+    /// position and key path.
+    public func unit<Value>(_ parse: (String) throws(UnitParseError) -> Value) throws(ConfigError) -> Value {
+        let text = try self.string(expecting: "a value")
+        do {
+            return try parse(text)
+        } catch {
+            throw self.error(error.message)
+        }
+    }
+
+    /// One of a fixed set of words (`cubic`, `bbr`), with a suggestion when misspelt.
+    public func choice(_ allowed: [String]) throws(ConfigError) -> String {
+        let list = allowed.joined(separator: ", ")
+        let text = try self.string(expecting: "one of \(list)")
+        guard allowed.contains(text) else {
+            throw self.error(Suggestion.unknown("value", text, among: allowed, listedAs: "allowed"))
+        }
+        return text
+    }
+
+    static func translate(_ error: YamlError, yaml: String, file: String) -> ConfigError {
+        func syntax(_ context: YamlError.Context?, _ problem: String, _ mark: Mark) -> ConfigError {
+            var message = "YAML syntax error: \(problem)"
+            if let context { message += " (\(context.text) at \(context.mark.line):\(context.mark.column))" }
+            return ConfigError(file: file, line: mark.line, column: mark.column, message: message)
+        }
+        switch error {
+        case .scanner(let context, let problem, let mark, _),
+             .parser(let context, let problem, let mark, _),
+             .composer(let context, let problem, let mark, _):
+            return syntax(context, problem, mark)
+        case .reader(let problem, let offset, _, _):
+            let (line, column) = self.lineAndColumn(ofCharacterOffset: offset ?? 0, in: yaml)
+            return ConfigError(file: file, line: line, column: column, message: "cannot read the file: \(problem)")
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            let keys = duplicates.sorted().map { "'\($0)'" }.joined(separator: ", ")
+            return ConfigError(
+                file: file, line: context.mark.line, column: context.mark.column,
+                message: "duplicate key \(keys): each key may appear only once in a mapping"
+            )
+        default:
+            return ConfigError(file: file, line: 1, column: 1, message: "cannot read YAML: \(error)")
+        }
+    }
+
+    static func lineAndColumn(ofCharacterOffset offset: Int, in text: String) -> (Int, Int) {
+        var line = 1
+        var column = 1
+        for (index, character) in text.enumerated() {
+            if index >= offset { break }
+            if character == "\n" || character == "\r\n" {
+                line += 1
+                column = 1
+            } else {
+                column += 1
+            }
+        }
+        return (line, column)
+    }
+}
+
+/// A mapping read by `ConfigNode.mapping(allowedKeys:)`: its entries in file order.
+public struct ConfigMapping {
+    /// The mapping node itself (for errors about a missing key).
+    public let node: ConfigNode
+    public let entries: [(key: String, value: ConfigNode)]
+
+    public subscript(key: String) -> ConfigNode? {
+        self.entries.first { $0.key == key }?.value
+    }
+
+    /// The value of a key that must be present.
+    public func required(_ key: String, meaning: String) throws(ConfigError) -> ConfigNode {
+        guard let value = self[key] else {
+            let path = self.node.keyPath.isEmpty ? key : "\(self.node.keyPath).\(key)"
+            throw ConfigError(
+                file: self.node.file, line: self.node.line, column: self.node.column, keyPath: path,
+                message: "missing required key '\(key)' (\(meaning))"
+            )
+        }
+        return value
+    }
+}

@@ -1,0 +1,156 @@
+/// A resolved network profile: what the link between the client and the rest of the world looks like.
+///
+/// This is the in-memory model; `ProfileDecoder` builds it from YAML (with `extends`, units and
+/// validation), and both engines hand it to `LinkModel`. Every field has a meaning in the README's
+/// profile schema (`Profiles/README.md`).
+public struct Profile: Sendable, Equatable {
+    /// Short name (`edge`, `3g`); for a file, the name inside it or the file's base name.
+    public var name: String
+    public var description: String
+    /// Where the numbers come from.
+    public var source: String
+    /// Client → server.
+    public var up: LinkDirection
+    /// Server → client.
+    public var down: LinkDirection
+    /// Extra time a name lookup takes before a connection to a host name starts.
+    public var dnsDelay: Span
+    /// Extra set-up time for every new upstream connection, on top of the one round trip the
+    /// handshake costs.
+    public var connectDelay: Span
+    /// How the emulated sender reacts to loss.
+    public var tcp: CongestionControl
+    /// Largest payload of one emulated segment.
+    public var mss: ByteCount
+
+    public init(
+        name: String,
+        description: String = "",
+        source: String = "",
+        up: LinkDirection = LinkDirection(),
+        down: LinkDirection = LinkDirection(),
+        dnsDelay: Span = .zero,
+        connectDelay: Span = .zero,
+        tcp: CongestionControl = .cubic,
+        mss: ByteCount = Profile.defaultMSS
+    ) {
+        self.name = name
+        self.description = description
+        self.source = source
+        self.up = up
+        self.down = down
+        self.dnsDelay = dnsDelay
+        self.connectDelay = connectDelay
+        self.tcp = tcp
+        self.mss = mss
+    }
+
+    /// Payload of a full-sized segment on a 1500-byte MTU path with 40 bytes of IPv4 + TCP header.
+    public static let defaultMSS = ByteCount(bytes: 1460)
+
+    /// Bytes of IPv4 + TCP header counted on the link for every segment (see README, "Rates").
+    public static let headerOverhead = ByteCount(bytes: 40)
+
+    /// A profile that imposes nothing: no delay, no limit, no loss.
+    public static let passThrough = Profile(
+        name: "none",
+        description: "No conditions: traffic passes at full speed.",
+        source: "-"
+    )
+
+    public func direction(_ direction: Direction) -> LinkDirection {
+        switch direction {
+        case .up: return self.up
+        case .down: return self.down
+        }
+    }
+
+    /// Base round-trip time of the path: up latency + down latency.
+    public var baseRTT: Span { self.up.latency + self.down.latency }
+
+    /// True when the profile changes nothing, so a driver may relay without the model.
+    public var isPassThrough: Bool {
+        self.up.isPassThrough && self.down.isPassThrough && self.dnsDelay == .zero && self.connectDelay == .zero
+    }
+}
+
+/// Which way bytes travel. Always explicit, never implied.
+public enum Direction: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// Client → server.
+    case up
+    /// Server → client.
+    case down
+
+    public var reversed: Direction { self == .up ? .down : .up }
+    public var description: String { self.rawValue }
+}
+
+/// One direction of the access link.
+public struct LinkDirection: Sendable, Equatable {
+    /// One-way propagation delay.
+    public var latency: Span
+    /// Spread of extra delay added per segment (uniform in 0...jitter); never reorders a connection.
+    public var jitter: Span
+    /// Link rate shared by all connections of the run; `nil` = unlimited.
+    public var bandwidth: Bandwidth?
+    /// Bottleneck buffer: bytes that may wait for the link before senders are held back.
+    public var queue: ByteCount
+    /// How segments get lost.
+    public var loss: LossSpec
+    /// Optional cap per connection, on top of the shared rate.
+    public var connectionBandwidth: Bandwidth?
+
+    public init(
+        latency: Span = .zero,
+        jitter: Span = .zero,
+        bandwidth: Bandwidth? = nil,
+        queue: ByteCount = LinkDirection.defaultQueue,
+        loss: LossSpec = .none,
+        connectionBandwidth: Bandwidth? = nil
+    ) {
+        self.latency = latency
+        self.jitter = jitter
+        self.bandwidth = bandwidth
+        self.queue = queue
+        self.loss = loss
+        self.connectionBandwidth = connectionBandwidth
+    }
+
+    public static let defaultQueue = ByteCount(bytes: 64 * 1024)
+
+    public var isPassThrough: Bool {
+        self.latency == .zero && self.jitter == .zero && self.bandwidth == nil && self.loss == .none
+            && self.connectionBandwidth == nil
+    }
+}
+
+/// The loss process of one direction.
+public enum LossSpec: Sendable, Equatable {
+    case none
+    /// Each segment is lost independently with this probability.
+    case bernoulli(Probability)
+    /// Two-state Markov chain (bursts): `p` good→bad, `r` bad→good per segment, loss probability
+    /// `lossInGood` (1−k) and `lossInBad` (1−h) in each state.
+    case gilbertElliott(p: Probability, r: Probability, lossInGood: Probability, lossInBad: Probability)
+
+    /// Long-run fraction of segments lost.
+    public var meanRate: Double {
+        switch self {
+        case .none: return 0
+        case .bernoulli(let p): return p.value
+        case .gilbertElliott(let p, let r, let good, let bad):
+            let denominator = p.value + r.value
+            guard denominator > 0 else { return good.value }
+            let inBad = p.value / denominator
+            return inBad * bad.value + (1 - inBad) * good.value
+        }
+    }
+}
+
+/// How the emulated TCP sender responds to loss.
+public enum CongestionControl: String, Sendable, Equatable, CaseIterable {
+    /// Loss-based (Linux default): each loss shrinks the window; goodput falls with loss rate.
+    case cubic
+    /// Model-based: paces at the measured bottleneck rate and ignores random loss.
+    case bbr
+}

@@ -1,0 +1,414 @@
+import Foundation
+import Yams
+
+/// Builds a `Profile` from a YAML document: schema, units, `extends`, `link:` defaults and
+/// validation, with every error pointing at `file:line:column` and the key path.
+///
+/// How a profile is put together (later layers override earlier ones, key by key):
+///
+/// ```
+///   extends target (recursively, fully merged)     e.g. built-in 3g
+///     └─ this file's `link:`      → both directions
+///          └─ this file's `up:` / `down:`  → one direction each
+/// ```
+///
+/// `name`, `description` and `source` describe one file and are not inherited. The schema is
+/// documented in `Profiles/README.md`; keep the two in step.
+public struct ProfileDecoder {
+    /// Built-in profiles as YAML, by name; `extends: NAME` looks here.
+    public var builtins: [(name: String, yaml: String)]
+
+    public init(builtins: [(name: String, yaml: String)] = BuiltinProfiles.all) {
+        self.builtins = builtins
+    }
+
+    /// Decodes a profile file on disk; `path` appears in errors as given.
+    public func decodeFile(atPath path: String) throws(ConfigError) -> Profile {
+        let yaml = try Self.readFile(path, errorFile: path, errorNode: nil)
+        return try self.decode(yaml: yaml, file: path)
+    }
+
+    /// Decodes a user profile from text. `file` names it in errors, gives the default name (its base
+    /// name) and is the directory that a relative `extends` path starts from.
+    public func decode(yaml: String, file: String) throws(ConfigError) -> Profile {
+        let identity = "file:" + Self.absolutePath(file)
+        return try self.decode(yaml: yaml, file: file, isBuiltin: false, chain: [identity])
+    }
+
+    /// Decodes one of `builtins` by name (`edge`). Built-ins must say `name`, `description` and
+    /// `source`, and may extend only other built-ins.
+    public func decodeBuiltin(named name: String) throws(ConfigError) -> Profile {
+        guard let entry = self.builtins.first(where: { $0.name == name }) else {
+            throw ConfigError(
+                file: "", message: Suggestion.unknown(
+                    "profile", name, among: self.builtins.map(\.name), listedAs: "built-in profiles"
+                )
+            )
+        }
+        return try self.decode(
+            yaml: entry.yaml, file: Self.builtinFile(name), isBuiltin: true, chain: ["builtin:" + name]
+        )
+    }
+
+    /// Where a built-in lives in the repository (used in its error messages).
+    static func builtinFile(_ name: String) -> String { "Profiles/\(name).yaml" }
+
+    // MARK: - Layers
+
+    private func decode(yaml: String, file: String, isBuiltin: Bool, chain: [String]) throws(ConfigError) -> Profile {
+        let root = try ConfigNode.parse(yaml: yaml, file: file)
+        let layer = try ProfileLayer(root: root, isBuiltin: isBuiltin)
+        let merged = try self.effectiveLayer(layer, file: file, isBuiltin: isBuiltin, chain: chain)
+        return try merged.resolve(name: layer.defaultName(file: file), own: layer)
+    }
+
+    /// `layer` on top of everything it extends.
+    private func effectiveLayer(
+        _ layer: ProfileLayer,
+        file: String,
+        isBuiltin: Bool,
+        chain: [String]
+    ) throws(ConfigError) -> EffectiveLayer {
+        guard let extends = layer.extends else {
+            return EffectiveLayer().overlaid(by: layer)
+        }
+        let target = extends.value
+        let builtinNames = self.builtins.map(\.name)
+        let baseYAML: String
+        let baseFile: String
+        let baseIsBuiltin: Bool
+        let identity: String
+        if ProfileCatalog.looksLikePath(target) {
+            guard !isBuiltin else {
+                throw extends.node.error("a built-in profile may only extend another built-in, not a file")
+            }
+            let directory = (file as NSString).deletingLastPathComponent
+            let path = target.hasPrefix("/") ? target : (directory as NSString).appendingPathComponent(target)
+            identity = "file:" + Self.absolutePath(path)
+            baseFile = path
+            baseIsBuiltin = false
+            if !chain.contains(identity) {
+                baseYAML = try Self.readFile(path, errorFile: file, errorNode: extends.node)
+            } else {
+                baseYAML = ""
+            }
+        } else if let entry = self.builtins.first(where: { $0.name == target }) {
+            identity = "builtin:" + target
+            baseYAML = entry.yaml
+            baseFile = Self.builtinFile(target)
+            baseIsBuiltin = true
+        } else if target == Profile.passThrough.name {
+            return EffectiveLayer().overlaid(by: layer)
+        } else {
+            throw extends.node.error(
+                Suggestion.unknown("profile", target, among: builtinNames + ["none"], listedAs: "built-in profiles")
+                    + "; or a path to a .yaml file relative to this file"
+            )
+        }
+        if chain.contains(identity) {
+            let names = (chain + [identity]).map { Self.displayName(identity: $0) }
+            throw extends.node.error("extends cycle: \(names.joined(separator: " → "))")
+        }
+        let baseRoot = try ConfigNode.parse(yaml: baseYAML, file: baseFile)
+        let baseLayer = try ProfileLayer(root: baseRoot, isBuiltin: baseIsBuiltin)
+        let base = try self.effectiveLayer(
+            baseLayer, file: baseFile, isBuiltin: baseIsBuiltin, chain: chain + [identity]
+        )
+        return base.overlaid(by: layer)
+    }
+
+    private static func displayName(identity: String) -> String {
+        if identity.hasPrefix("builtin:") { return String(identity.dropFirst("builtin:".count)) }
+        if identity.hasPrefix("file:") {
+            return (String(identity.dropFirst("file:".count)) as NSString).lastPathComponent
+        }
+        return identity
+    }
+
+    static func absolutePath(_ path: String) -> String {
+        let absolute = path.hasPrefix("/")
+            ? path
+            : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(path)
+        return (absolute as NSString).standardizingPath
+    }
+
+    /// Reads a UTF-8 file; a failure is reported at `errorNode` (an `extends` value) when given,
+    /// else for the whole file.
+    static func readFile(_ path: String, errorFile: String, errorNode: ConfigNode?) throws(ConfigError) -> String {
+        func fail(_ message: String) -> ConfigError {
+            errorNode?.error(message) ?? ConfigError(file: errorFile, message: message)
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw fail("no such file: \(path)")
+        }
+        guard !isDirectory.boolValue else {
+            throw fail("\(path) is a directory; expected a profile .yaml file")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw fail("cannot read \(path)")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw fail("\(path) is not UTF-8 text")
+        }
+        return text
+    }
+}
+
+// MARK: - One file's keys
+
+/// A value read from a file, and the node it came from (for errors found after merging).
+struct Located<Value> {
+    var value: Value
+    var node: ConfigNode
+}
+
+/// The keys one file sets, validated one by one; nothing inherited yet.
+struct ProfileLayer {
+    static let topKeys = [
+        "name", "description", "source", "extends", "tcp", "mss", "dns_delay", "connect_delay", "link", "up", "down",
+    ]
+
+    var root: ConfigNode
+    var name: Located<String>?
+    var description: Located<String>?
+    var source: Located<String>?
+    var extends: Located<String>?
+    var tcp: Located<CongestionControl>?
+    var mss: Located<ByteCount>?
+    var dnsDelay: Located<Span>?
+    var connectDelay: Located<Span>?
+    var link = DirectionLayer()
+    var up = DirectionLayer()
+    var down = DirectionLayer()
+
+    init(root: ConfigNode, isBuiltin: Bool) throws(ConfigError) {
+        self.root = root
+        var hints: [String: String] = [:]
+        for key in DirectionLayer.keys {
+            hints[key] = "'\(key)' belongs under down:, up: or link: (both directions)"
+        }
+        let map = try root.mapping(allowedKeys: Self.topKeys, expecting: "a mapping of profile keys", hints: hints)
+        func text(_ key: String) throws(ConfigError) -> Located<String>? {
+            guard let node = map[key] else { return nil }
+            return Located(value: try node.string(expecting: "a text"), node: node)
+        }
+        self.name = try text("name")
+        self.description = try text("description")
+        self.source = try text("source")
+        self.extends = try text("extends")
+        if isBuiltin {
+            _ = try map.required("name", meaning: "required for built-in profiles: the name users type")
+            _ = try map.required(
+                "description", meaning: "required for built-in profiles: one line saying what the profile models"
+            )
+            _ = try map.required("source", meaning: "required for built-in profiles: where the numbers come from")
+        }
+        if let name = self.name, name.value.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw name.node.error("the name is empty; write a short word (e.g. my-edge) or leave the key out")
+        }
+        if let node = map["tcp"] {
+            let word = try node.choice(CongestionControl.allCases.map(\.rawValue))
+            if let value = CongestionControl(rawValue: word) {
+                self.tcp = Located(value: value, node: node)
+            }
+        }
+        if let node = map["mss"] {
+            let value = try node.unit(ByteCount.parse)
+            guard value.bytes >= 64, value.bytes <= 65_535 else {
+                throw node.error(
+                    "mss \(node.text) is out of range; allowed: 64B…65535B (e.g. 1460B, the Ethernet size)"
+                )
+            }
+            self.mss = Located(value: value, node: node)
+        }
+        self.dnsDelay = try Self.delay(map["dns_delay"], example: "dns_delay: 1.5s")
+        self.connectDelay = try Self.delay(map["connect_delay"], example: "connect_delay: 2s")
+        if let node = map["link"] { self.link = try DirectionLayer(node: node) }
+        if let node = map["up"] { self.up = try DirectionLayer(node: node) }
+        if let node = map["down"] { self.down = try DirectionLayer(node: node) }
+    }
+
+    private static func delay(_ node: ConfigNode?, example: String) throws(ConfigError) -> Located<Span>? {
+        guard let node else { return nil }
+        let value = try node.unit(Span.parse)
+        guard value <= .seconds(Int64(3600)) else {
+            throw node.error("\(node.text) is more than 1 hour; allowed: 0…1h (e.g. \(example))")
+        }
+        return Located(value: value, node: node)
+    }
+
+    /// The name when the file does not give one: its base name without extension.
+    func defaultName(file: String) -> String {
+        if let name = self.name { return name.value }
+        let base = (file as NSString).lastPathComponent
+        let stem = (base as NSString).deletingPathExtension
+        return stem.isEmpty ? base : stem
+    }
+}
+
+/// The keys of one direction (`up:`, `down:` or `link:`) that a file sets.
+struct DirectionLayer {
+    static let keys = ["bandwidth", "latency", "jitter", "queue", "loss", "connection_bandwidth"]
+    static let lossKeys = ["model", "p", "r", "loss_in_bad", "loss_in_good"]
+    static let lossModels = ["gilbert-elliott"]
+
+    var latency: Located<Span>?
+    var jitter: Located<Span>?
+    var bandwidth: Located<Bandwidth?>?
+    var queue: Located<ByteCount>?
+    var loss: Located<LossSpec>?
+    var connectionBandwidth: Located<Bandwidth?>?
+
+    init() {}
+
+    init(node: ConfigNode) throws(ConfigError) {
+        let map = try node.mapping(
+            allowedKeys: Self.keys, expecting: "a mapping of link keys (\(Self.keys.joined(separator: ", ")))"
+        )
+        if let node = map["latency"] {
+            let value = try node.unit(Span.parse)
+            guard value <= .seconds(Int64(3600)) else {
+                throw node.error("\(node.text) is more than 1 hour; allowed: one-way delay 0…1h (e.g. 400ms)")
+            }
+            self.latency = Located(value: value, node: node)
+        }
+        if let node = map["jitter"] {
+            let value = try node.unit(Span.parse)
+            guard value <= .seconds(Int64(10)) else {
+                throw node.error("\(node.text) is more than 10s; allowed: 0…10s (e.g. 20ms)")
+            }
+            self.jitter = Located(value: value, node: node)
+        }
+        if let node = map["bandwidth"] {
+            self.bandwidth = Located(value: try Self.rate(node), node: node)
+        }
+        if let node = map["connection_bandwidth"] {
+            self.connectionBandwidth = Located(value: try Self.rate(node), node: node)
+        }
+        if let node = map["queue"] {
+            let value = try node.unit(ByteCount.parse)
+            guard value <= ByteCount(bytes: 1 << 30) else {
+                throw node.error("\(node.text) is more than 1GB; allowed: mss…1GB (e.g. 64KB)")
+            }
+            self.queue = Located(value: value, node: node)
+        }
+        if let node = map["loss"] {
+            self.loss = Located(value: try Self.loss(node), node: node)
+        }
+    }
+
+    private static func rate(_ node: ConfigNode) throws(ConfigError) -> Bandwidth? {
+        let value = try node.unit(Bandwidth.parseLimit)
+        if let value, value.bitsPerSecond == 0 {
+            throw node.error(
+                "a rate of 0 never delivers anything; for a dead link use the built-in profile `offline` "
+                    + "or `loss: 100%`; allowed: unlimited, or a rate above 0 (e.g. 240kbit)"
+            )
+        }
+        if let value, value > Bandwidth(bitsPerSecond: 100_000_000_000) {
+            throw node.error("\(node.text) is more than 100Gbit; allowed: up to 100Gbit, or unlimited (e.g. 1Gbit)")
+        }
+        return value
+    }
+
+    private static func loss(_ node: ConfigNode) throws(ConfigError) -> LossSpec {
+        switch node.node {
+        case .scalar:
+            let value = try node.unit(Probability.parse)
+            return value == .zero ? .none : .bernoulli(value)
+        case .mapping:
+            let map = try node.mapping(allowedKeys: Self.lossKeys)
+            _ = try map.required(
+                "model", meaning: "the loss model: gilbert-elliott; for independent losses write `loss: 1%`"
+            )
+            if let model = map["model"] { _ = try model.choice(Self.lossModels) }
+            let p = try map.required("p", meaning: "probability per segment of entering the bad state, e.g. 1%")
+                .unit(Probability.parse)
+            let rNode = try map.required("r", meaning: "probability per segment of leaving the bad state, e.g. 25%")
+            let r = try rNode.unit(Probability.parse)
+            let lossInBad = try map["loss_in_bad"]?.unit(Probability.parse) ?? .one
+            let lossInGood = try map["loss_in_good"]?.unit(Probability.parse) ?? .zero
+            if r == .zero && p > .zero {
+                throw rNode.error(
+                    "r = 0% means the link never leaves the bad state; for a dead link write `loss: 100%`; "
+                        + "allowed: a probability above 0% (e.g. 25%)"
+                )
+            }
+            return .gilbertElliott(p: p, r: r, lossInGood: lossInGood, lossInBad: lossInBad)
+        default:
+            throw node.error(
+                "expected a probability (e.g. 1%) or a mapping "
+                    + "{model: gilbert-elliott, p: 1%, r: 25%, loss_in_bad: 100%, loss_in_good: 0%}, "
+                    + "found \(node.kindDescription)"
+            )
+        }
+    }
+
+    /// Keys set here win over `base`.
+    func overlaid(on base: DirectionLayer) -> DirectionLayer {
+        var result = base
+        if let latency = self.latency { result.latency = latency }
+        if let jitter = self.jitter { result.jitter = jitter }
+        if let bandwidth = self.bandwidth { result.bandwidth = bandwidth }
+        if let queue = self.queue { result.queue = queue }
+        if let loss = self.loss { result.loss = loss }
+        if let connectionBandwidth = self.connectionBandwidth { result.connectionBandwidth = connectionBandwidth }
+        return result
+    }
+}
+
+/// A profile as merged so far: the shared keys of all layers, not yet defaulted or cross-checked.
+struct EffectiveLayer {
+    var tcp: Located<CongestionControl>?
+    var mss: Located<ByteCount>?
+    var dnsDelay: Located<Span>?
+    var connectDelay: Located<Span>?
+    var up = DirectionLayer()
+    var down = DirectionLayer()
+
+    func overlaid(by layer: ProfileLayer) -> EffectiveLayer {
+        var result = self
+        if let tcp = layer.tcp { result.tcp = tcp }
+        if let mss = layer.mss { result.mss = mss }
+        if let dnsDelay = layer.dnsDelay { result.dnsDelay = dnsDelay }
+        if let connectDelay = layer.connectDelay { result.connectDelay = connectDelay }
+        result.up = layer.up.overlaid(on: layer.link.overlaid(on: self.up))
+        result.down = layer.down.overlaid(on: layer.link.overlaid(on: self.down))
+        return result
+    }
+
+    /// The final profile: defaults filled in, then checks that span keys (queue ≥ mss).
+    func resolve(name: String, own: ProfileLayer) throws(ConfigError) -> Profile {
+        let mss = self.mss?.value ?? Profile.defaultMSS
+        let up = try Self.direction(self.up, mss: mss)
+        let down = try Self.direction(self.down, mss: mss)
+        return Profile(
+            name: name,
+            description: own.description?.value ?? own.extends.map { "Based on \($0.value)." } ?? "",
+            source: own.source?.value ?? "",
+            up: up,
+            down: down,
+            dnsDelay: self.dnsDelay?.value ?? .zero,
+            connectDelay: self.connectDelay?.value ?? .zero,
+            tcp: self.tcp?.value ?? .cubic,
+            mss: mss
+        )
+    }
+
+    private static func direction(_ layer: DirectionLayer, mss: ByteCount) throws(ConfigError) -> LinkDirection {
+        if let queue = layer.queue, queue.value < mss {
+            throw queue.node.error(
+                "queue \(queue.value) is smaller than one segment (mss \(mss)); allowed: mss…1GB (e.g. 64KB)"
+            )
+        }
+        return LinkDirection(
+            latency: layer.latency?.value ?? .zero,
+            jitter: layer.jitter?.value ?? .zero,
+            bandwidth: layer.bandwidth?.value ?? nil,
+            queue: layer.queue?.value ?? LinkDirection.defaultQueue,
+            loss: layer.loss?.value ?? LossSpec.none,
+            connectionBandwidth: layer.connectionBandwidth?.value ?? nil
+        )
+    }
+}

@@ -1,0 +1,147 @@
+import Foundation
+
+/// How a resolved profile is shown to users: one row of the `netcond profiles` table, and the full
+/// profile as YAML for `netcond profiles show NAME` (which reads back to the same profile).
+///
+/// ```
+/// NAME  DOWN     UP       DELAY DOWN/UP  LOSS DOWN/UP  DESCRIPTION
+/// edge  240kbit  200kbit  400ms/440ms    0%/0%         2.5G EDGE: 240/200 kbit/s, 400/440 ms one way
+/// ```
+extension Profile {
+    /// Column titles matching `summaryRow`.
+    public static let summaryHeader = ["NAME", "DOWN", "UP", "DELAY DOWN/UP", "LOSS DOWN/UP", "DESCRIPTION"]
+
+    /// Name, down and up rate, one-way delays, mean loss and description, each as short text.
+    public var summaryRow: [String] {
+        [
+            self.name,
+            Self.rateText(self.down.bandwidth),
+            Self.rateText(self.up.bandwidth),
+            "\(self.down.latency)/\(self.up.latency)",
+            "\(Self.lossText(self.down.loss))/\(Self.lossText(self.up.loss))",
+            self.description,
+        ]
+    }
+
+    /// A table of `profiles` with a header, columns padded with spaces, one line per profile.
+    public static func summaryTable(_ profiles: [Profile]) -> String {
+        let rows = [self.summaryHeader] + profiles.map(\.summaryRow)
+        var widths = Array(repeating: 0, count: self.summaryHeader.count)
+        for row in rows {
+            for (index, cell) in row.enumerated() where index < widths.count - 1 {
+                widths[index] = max(widths[index], cell.count)
+            }
+        }
+        return rows.map { row in
+            row.enumerated().map { index, cell in
+                index < widths.count - 1 ? cell.padding(toLength: widths[index], withPad: " ", startingAt: 0) : cell
+            }
+            .joined(separator: "  ")
+        }
+        .joined(separator: "\n") + "\n"
+    }
+
+    /// The resolved profile as a YAML document in the profile schema, every key spelled out.
+    /// `ProfileDecoder` reads it back to an equal `Profile`.
+    public var yamlDescription: String {
+        var lines = [
+            "name: \(Self.quoted(self.name))",
+            "description: \(Self.quoted(self.description))",
+            "source: \(Self.quoted(self.source))",
+            "tcp: \(self.tcp.rawValue)",
+            "mss: \(Self.exact(self.mss))",
+            "dns_delay: \(Self.exact(self.dnsDelay))",
+            "connect_delay: \(Self.exact(self.connectDelay))",
+        ]
+        for direction in [Direction.down, Direction.up] {
+            let link = self.direction(direction)
+            lines.append("\(direction.rawValue):")
+            lines.append("  bandwidth: \(Self.exactRate(link.bandwidth))")
+            lines.append("  latency: \(Self.exact(link.latency))")
+            lines.append("  jitter: \(Self.exact(link.jitter))")
+            lines.append("  queue: \(Self.exact(link.queue))")
+            lines.append("  loss: \(Self.lossYAML(link.loss))")
+            lines.append("  connection_bandwidth: \(Self.exactRate(link.connectionBandwidth))")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    // MARK: - Pieces
+
+    static func rateText(_ rate: Bandwidth?) -> String {
+        rate.map(\.description) ?? "unlimited"
+    }
+
+    /// `0%`, `10%`, or `~0.8%` for bursts (the long-run mean).
+    static func lossText(_ loss: LossSpec) -> String {
+        switch loss {
+        case .none: return "0%"
+        case .bernoulli(let p): return p.description
+        case .gilbertElliott: return "~\(formatTrimmed(loss.meanRate * 100))%"
+        }
+    }
+
+    static func lossYAML(_ loss: LossSpec) -> String {
+        switch loss {
+        case .none:
+            return "0%"
+        case .bernoulli(let p):
+            return self.exact(p)
+        case .gilbertElliott(let p, let r, let lossInGood, let lossInBad):
+            return "{model: gilbert-elliott, p: \(self.exact(p)), r: \(self.exact(r)), "
+                + "loss_in_bad: \(self.exact(lossInBad)), loss_in_good: \(self.exact(lossInGood))}"
+        }
+    }
+
+    /// A double-quoted YAML string (JSON escaping is valid YAML).
+    static func quoted(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\t": result += "\\t"
+            case "\r": result += "\\r"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7F {
+                    result += String(format: "\\u%04X", scalar.value)
+                } else {
+                    result.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return result + "\""
+    }
+
+    /// The human form when it reads back exactly, else the exact form in the smallest unit.
+    static func exact(_ span: Span) -> String {
+        let human = span.description
+        return (try? Span.parse(human)) == span ? human : "\(span.nanoseconds)ns"
+    }
+
+    static func exact(_ bytes: ByteCount) -> String {
+        let human = bytes.description
+        return (try? ByteCount.parse(human)) == bytes ? human : "\(bytes.bytes)B"
+    }
+
+    static func exactRate(_ rate: Bandwidth?) -> String {
+        guard let rate else { return "unlimited" }
+        let human = rate.description
+        return (try? Bandwidth.parse(human)) == rate ? human : "\(rate.bitsPerSecond)bit"
+    }
+
+    static func exact(_ probability: Probability) -> String {
+        let human = probability.description
+        if (try? Probability.parse(human)) == probability { return human }
+        for digits in 0...24 {
+            let percent = String(format: "%.\(digits)f%%", probability.value * 100)
+            if (try? Probability.parse(percent)) == probability { return percent }
+        }
+        for digits in 1...40 {
+            let fraction = String(format: "%.\(digits)f", probability.value)
+            if (try? Probability.parse(fraction)) == probability { return fraction }
+        }
+        return human
+    }
+}

@@ -1,0 +1,50 @@
+import NIOCore
+import NetcondCore
+
+/// Where the origin takes "now" for its request log.
+///
+/// The default reads the monotonic clock (`CLOCK_MONOTONIC` via `NIODeadline`); tests inject a manual one so log
+/// timestamps are exact. Only the log reads it: delays are timed by the channel's event loop, so handler tests can
+/// drive them with `EmbeddedEventLoop.advanceTime`.
+public struct OriginClock: Sendable {
+    /// Returns the current instant, in nanoseconds since an arbitrary (per-clock) epoch.
+    public let now: @Sendable () -> Instant
+
+    public init(now: @escaping @Sendable () -> Instant) {
+        self.now = now
+    }
+
+    /// The process's monotonic clock.
+    public static let monotonic = OriginClock {
+        Instant(nanoseconds: Int64(clamping: NIODeadline.now().uptimeNanoseconds))
+    }
+}
+
+/// Settings of the built-in origin server. The defaults are what `netcond run` uses.
+public struct OriginConfiguration: Sendable {
+    /// Clock for request-log timestamps.
+    public var clock: OriginClock
+    /// Size of each generated body chunk handed to the channel; a body is never built whole in memory.
+    public var chunkSize: Int
+    /// Largest body `/bytes/{size}` serves.
+    public var maximumSize: ByteCount
+    /// Longest wait `/delay/{duration}` accepts.
+    public var maximumDelay: Span
+    /// The fixed `Last-Modified` of every generated file (an IMF-fixdate).
+    public var lastModified: String
+
+    public init(
+        clock: OriginClock = .monotonic,
+        chunkSize: Int = 64 * 1024,
+        maximumSize: ByteCount = ByteCount(bytes: 4 << 30),
+        maximumDelay: Span = .seconds(Int64(60)),
+        lastModified: String = "Mon, 01 Jan 2024 00:00:00 GMT"
+    ) {
+        precondition(chunkSize > 0, "chunk size must be positive")
+        self.clock = clock
+        self.chunkSize = chunkSize
+        self.maximumSize = maximumSize
+        self.maximumDelay = maximumDelay
+        self.lastModified = lastModified
+    }
+}

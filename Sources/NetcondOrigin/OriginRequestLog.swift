@@ -1,0 +1,105 @@
+import NIOHTTP1
+import NetcondCore
+
+/// Every request the origin saw, in arrival order, with what it answered: the evidence the scenario checks read
+/// ("resumes" looks at `Range` and body bytes sent, "idempotent" at `Idempotency-Key`, "backs off" at timestamps).
+///
+/// Thread-safe: connections on any event loop append and update entries; readers take snapshots.
+/// An entry is added when a request head arrives and updated as its response goes out; `isFinished` becomes true when
+/// the response ended (`completed`) or the connection went away first (not `completed`).
+public final class OriginRequestLog: Sendable {
+    /// The request headers the checks care about, copied verbatim (first value of each).
+    public struct Headers: Hashable, Sendable {
+        public var range: String?
+        public var ifNoneMatch: String?
+        public var ifRange: String?
+        public var idempotencyKey: String?
+
+        public init(range: String? = nil, ifNoneMatch: String? = nil, ifRange: String? = nil,
+                    idempotencyKey: String? = nil) {
+            self.range = range
+            self.ifNoneMatch = ifNoneMatch
+            self.ifRange = ifRange
+            self.idempotencyKey = idempotencyKey
+        }
+
+        public init(_ headers: HTTPHeaders) {
+            self.range = headers.first(name: "range")
+            self.ifNoneMatch = headers.first(name: "if-none-match")
+            self.ifRange = headers.first(name: "if-range")
+            self.idempotencyKey = headers.first(name: "idempotency-key")
+        }
+    }
+
+    /// One request and its response.
+    public struct Entry: Hashable, Sendable {
+        /// Position in arrival order, from 0.
+        public var id: Int
+        /// Which connection it came on (numbered from 0 per server), to tell keep-alive from new connections.
+        public var connection: Int
+        /// When the request head arrived (from the injected clock).
+        public var timestamp: Instant
+        public var method: String
+        /// The request target exactly as sent (`/bytes/1MB?seed=3`).
+        public var target: String
+        public var headers: Headers
+        /// Status code of the response head, or `nil` if none was sent.
+        public var status: Int?
+        /// Body bytes the socket accepted for this response (a HEAD response sends none).
+        public var bodyBytesSent: Int64
+        /// The whole response, end included, was written.
+        public var completed: Bool
+        /// The response ended or the connection closed; nothing more will change.
+        public var isFinished: Bool
+        /// When it finished (from the injected clock).
+        public var finishedAt: Instant?
+    }
+
+    private let box = LockedBox<[Entry]>([])
+
+    public init() {}
+
+    /// A snapshot of all entries, in arrival order.
+    public var entries: [Entry] {
+        self.box.withLock { $0 }
+    }
+
+    public var count: Int {
+        self.box.withLock { $0.count }
+    }
+
+    /// Adds an entry for a request whose head just arrived; returns its id.
+    func begin(connection: Int, timestamp: Instant, method: String, target: String, headers: Headers) -> Int {
+        self.box.withLock { entries in
+            let id = entries.count
+            entries.append(Entry(id: id, connection: connection, timestamp: timestamp, method: method,
+                                 target: target, headers: headers, status: nil, bodyBytesSent: 0,
+                                 completed: false, isFinished: false, finishedAt: nil))
+            return id
+        }
+    }
+
+    func recordStatus(_ status: Int, id: Int) {
+        self.box.withLock { entries in
+            guard entries.indices.contains(id), !entries[id].isFinished else { return }
+            entries[id].status = status
+        }
+    }
+
+    func addBodyBytes(_ count: Int, id: Int) {
+        self.box.withLock { entries in
+            guard entries.indices.contains(id), !entries[id].isFinished else { return }
+            entries[id].bodyBytesSent += Int64(count)
+        }
+    }
+
+    /// Marks the entry finished; only the first call counts.
+    func finish(id: Int, completed: Bool, at instant: Instant) {
+        self.box.withLock { entries in
+            guard entries.indices.contains(id), !entries[id].isFinished else { return }
+            entries[id].completed = completed
+            entries[id].isFinished = true
+            entries[id].finishedAt = instant
+        }
+    }
+}

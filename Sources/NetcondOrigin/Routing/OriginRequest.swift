@@ -1,0 +1,60 @@
+import NIOHTTP1
+
+/// A request head as endpoints see it: the method, the target split into path segments and query parameters, and
+/// the headers. Built once per request by the handler; pure, so routing is testable without a channel.
+struct OriginRequest: Sendable {
+    var method: HTTPMethod
+    /// The target exactly as received.
+    var target: String
+    /// Non-empty path segments: `/bytes/1KB/` → `["bytes", "1KB"]`. `nil` when the target is not a path (`*`, junk).
+    var segments: [Substring]?
+    /// Query parameters in order of appearance (not percent-decoded: every value the origin reads is ASCII).
+    var query: [(name: Substring, value: Substring)]
+    var headers: HTTPHeaders
+
+    init(method: HTTPMethod, target: String, headers: HTTPHeaders = [:]) {
+        self.method = method
+        self.target = target
+        self.headers = headers
+        var rest = Substring(target)
+        var isAbsoluteForm = false
+        // A proxy may forward the absolute form (`http://origin.netcond.test/bytes/1KB`); keep only the path.
+        if let schemeEnd = rest.range(of: "://"), !rest[..<schemeEnd.lowerBound].isEmpty,
+            rest[..<schemeEnd.lowerBound].allSatisfy({ $0.isLetter || $0.isNumber || "+-.".contains($0) })
+        {
+            let afterScheme = rest[schemeEnd.upperBound...]
+            rest = afterScheme.firstIndex(where: { $0 == "/" || $0 == "?" }).map { afterScheme[$0...] } ?? ""
+            isAbsoluteForm = true
+        }
+        if let hash = rest.firstIndex(of: "#") {
+            rest = rest[..<hash]
+        }
+        let path: Substring
+        let queryText: Substring
+        if let question = rest.firstIndex(of: "?") {
+            path = rest[..<question]
+            queryText = rest[rest.index(after: question)...]
+        } else {
+            path = rest
+            queryText = ""
+        }
+        if path.first == "/" {
+            self.segments = path.split(separator: "/")
+        } else if path.isEmpty && isAbsoluteForm {
+            self.segments = []
+        } else {
+            self.segments = nil
+        }
+        self.query = queryText.split(separator: "&").map { pair in
+            if let equals = pair.firstIndex(of: "=") {
+                return (pair[..<equals], pair[pair.index(after: equals)...])
+            }
+            return (pair, "")
+        }
+    }
+
+    /// The first value of query parameter `name`, if present.
+    func queryValue(_ name: String) -> Substring? {
+        self.query.first(where: { $0.name == name })?.value
+    }
+}

@@ -1,0 +1,268 @@
+import NIOCore
+import NIOHTTP1
+import NetcondCore
+
+/// One connection's HTTP/1.1 server logic, behind NIO's HTTP server pipeline (which serialises pipelined requests).
+///
+/// Each request is logged when its head arrives, its body is read and discarded, and on its end the router turns it
+/// into an ``OriginResponse``, which this handler sends: after the response's delay (a timer on the channel's event
+/// loop, cancelled if the client goes away), and with a generated body produced chunk by chunk only while the channel
+/// is writable — a 4 GB body never exists in memory, and a slow reader slows the generator, not the other way round.
+///
+/// ```
+/// idle ──head──▶ receivingBody ──end──▶ (delaying ──timer──▶) streaming ──last chunk──▶ end written ──▶ idle
+///                                                                  ▲ writable again │ not writable
+///                                                                  └────────────────┘
+/// ```
+final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// A request being answered.
+    private struct Exchange {
+        var logID: Int
+        var request: OriginRequest
+        var version: HTTPVersion
+        /// Whether the connection stays open after this response.
+        var keepAlive: Bool
+    }
+
+    /// Progress through a generated body.
+    private struct BodyCursor {
+        var source: DeterministicBytes
+        var next: Int64
+        var end: Int64
+    }
+
+    private enum State {
+        case idle
+        case receivingBody(Exchange)
+        case delaying(Exchange, OriginResponse, Scheduled<Void>)
+        case streaming(Exchange, BodyCursor)
+        /// The last response of a `Connection: close` exchange is going out; further requests are ignored.
+        case closing
+        case closed
+    }
+
+    private let router: OriginRouter
+    private let log: OriginRequestLog
+    private let clock: OriginClock
+    private let connectionID: Int
+    private let chunkSize: Int
+    /// Chunks written per event-loop turn before yielding to other connections on the same loop.
+    private let chunksPerTurn: Int
+    private var state = State.idle
+    private var isPumping = false
+    private var inputClosed = false
+
+    init(
+        router: OriginRouter,
+        log: OriginRequestLog,
+        clock: OriginClock,
+        connectionID: Int,
+        chunkSize: Int,
+        chunksPerTurn: Int = 16
+    ) {
+        precondition(chunkSize > 0 && chunksPerTurn > 0, "chunk size and chunks per turn must be positive")
+        self.router = router
+        self.log = log
+        self.clock = clock
+        self.connectionID = connectionID
+        self.chunkSize = chunkSize
+        self.chunksPerTurn = chunksPerTurn
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch self.unwrapInboundIn(data) {
+        case .head(let head):
+            guard case .idle = self.state else {
+                // The HTTP pipeline handler delivers one request at a time, so this only happens while closing.
+                return
+            }
+            let id = self.log.begin(
+                connection: self.connectionID,
+                timestamp: self.clock.now(),
+                method: head.method.rawValue,
+                target: head.uri,
+                headers: OriginRequestLog.Headers(head.headers)
+            )
+            let request = OriginRequest(method: head.method, target: head.uri, headers: head.headers)
+            self.state = .receivingBody(
+                Exchange(logID: id, request: request, version: head.version, keepAlive: head.isKeepAlive))
+            if (head.version.major, head.version.minor) >= (1, 1),
+                head.headers[canonicalForm: "expect"].contains(where: { $0.lowercased() == "100-continue" })
+            {
+                // The body is wanted (and discarded): don't make the client wait for its 100-continue timeout.
+                let interim = HTTPResponseHead(version: head.version, status: .continue)
+                context.writeAndFlush(self.wrapOutboundOut(.head(interim)), promise: nil)
+            }
+        case .body:
+            // Request bodies are read and discarded for now (POST side effects come later).
+            break
+        case .end:
+            guard case .receivingBody(let exchange) = self.state else { return }
+            let response = self.router.response(for: exchange.request)
+            if let delay = response.delay, delay > .zero {
+                let scheduled = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(delay.nanoseconds)) {
+                    self.delayElapsed(context: context)
+                }
+                self.state = .delaying(exchange, response, scheduled)
+            } else {
+                self.send(response, for: exchange, context: context)
+            }
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, case .streaming = self.state {
+            self.pump(context: context)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let channelEvent = event as? ChannelEvent, channelEvent == .inputClosed {
+            // The client half-closed: answer what is in flight, then close.
+            self.inputClosed = true
+            switch self.state {
+            case .idle, .receivingBody:
+                context.close(promise: nil)
+            case .delaying, .streaming, .closing, .closed:
+                break
+            }
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        let now = self.clock.now()
+        switch self.state {
+        case .receivingBody(let exchange), .streaming(let exchange, _):
+            self.log.finish(id: exchange.logID, completed: false, at: now)
+        case .delaying(let exchange, _, let scheduled):
+            scheduled.cancel()
+            self.log.finish(id: exchange.logID, completed: false, at: now)
+        case .idle, .closing, .closed:
+            break
+        }
+        self.state = .closed
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // Malformed requests were already answered with 400 by NIO's protocol error handler; I/O errors end the
+        // connection. Either way nothing is left to do but close.
+        context.close(promise: nil)
+    }
+
+    // MARK: - Sending
+
+    private func delayElapsed(context: ChannelHandlerContext) {
+        guard case .delaying(let exchange, let response, _) = self.state else { return }
+        self.send(response, for: exchange, context: context)
+    }
+
+    private func send(_ response: OriginResponse, for exchange: Exchange, context: ChannelHandlerContext) {
+        var exchange = exchange
+        exchange.keepAlive = exchange.keepAlive && !self.inputClosed
+        var headers = response.headers
+        if !exchange.keepAlive {
+            headers.replaceOrAdd(name: "Connection", value: "close")
+        } else if exchange.version.major == 1 && exchange.version.minor == 0 {
+            headers.replaceOrAdd(name: "Connection", value: "keep-alive")
+        }
+        let head = HTTPResponseHead(version: exchange.version, status: response.status, headers: headers)
+        self.log.recordStatus(Int(response.status.code), id: exchange.logID)
+
+        switch response.body {
+        case .none:
+            context.write(self.wrapOutboundOut(.head(head)), promise: nil)
+            self.finishResponse(exchange, context: context)
+        case .buffer(let buffer):
+            context.write(self.wrapOutboundOut(.head(head)), promise: nil)
+            let promise = self.countingPromise(bytes: buffer.readableBytes, exchange: exchange, context: context)
+            context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: promise)
+            self.finishResponse(exchange, context: context)
+        case .generated(let source, let range):
+            self.state = .streaming(exchange, BodyCursor(source: source, next: range.lowerBound, end: range.upperBound))
+            context.write(self.wrapOutboundOut(.head(head)), promise: nil)
+            self.pump(context: context)
+        }
+    }
+
+    /// Writes generated chunks while the channel is writable; resumes from `channelWritabilityChanged`.
+    private func pump(context: ChannelHandlerContext) {
+        // Flushing can make the channel writable again and re-enter through channelWritabilityChanged; the loop below
+        // already continues in that case, so a nested call must not recurse (a 1 GB body would overflow the stack).
+        guard !self.isPumping else { return }
+        self.isPumping = true
+        defer { self.isPumping = false }
+
+        var chunksThisTurn = 0
+        while case .streaming(let exchange, var cursor) = self.state {
+            if cursor.next >= cursor.end {
+                self.finishResponse(exchange, context: context)
+                return
+            }
+            if !context.channel.isWritable {
+                context.flush()
+                if context.channel.isWritable {
+                    continue
+                }
+                return
+            }
+            if chunksThisTurn >= self.chunksPerTurn {
+                // Yield so other connections on this event loop get a turn; carry on in the next one.
+                context.flush()
+                context.eventLoop.assumeIsolated().execute {
+                    self.pump(context: context)
+                }
+                return
+            }
+            let count = Int(min(Int64(self.chunkSize), cursor.end - cursor.next))
+            var buffer = context.channel.allocator.buffer(capacity: count)
+            cursor.source.fill(into: &buffer, offset: cursor.next, count: count)
+            cursor.next += Int64(count)
+            self.state = .streaming(exchange, cursor)
+            chunksThisTurn += 1
+            context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))),
+                          promise: self.countingPromise(bytes: count, exchange: exchange, context: context))
+        }
+    }
+
+    /// A write promise that adds `bytes` to the log entry once the bytes are written to the socket.
+    private func countingPromise(bytes: Int, exchange: Exchange, context: ChannelHandlerContext)
+        -> EventLoopPromise<Void>
+    {
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        let log = self.log
+        let id = exchange.logID
+        promise.futureResult.whenSuccess {
+            log.addBodyBytes(bytes, id: id)
+        }
+        return promise
+    }
+
+    /// Writes the end of the response; closes the connection afterwards unless it is kept alive.
+    private func finishResponse(_ exchange: Exchange, context: ChannelHandlerContext) {
+        // Set the state before writing: writing the end lets the pipeline handler deliver the next request at once.
+        let keepAlive = exchange.keepAlive && !self.inputClosed
+        self.state = keepAlive ? .idle : .closing
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        let log = self.log
+        let clock = self.clock
+        let id = exchange.logID
+        promise.futureResult.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success:
+                log.finish(id: id, completed: true, at: clock.now())
+            case .failure:
+                log.finish(id: id, completed: false, at: clock.now())
+            }
+            if !keepAlive {
+                context.close(promise: nil)
+            }
+        }
+        context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: promise)
+    }
+}

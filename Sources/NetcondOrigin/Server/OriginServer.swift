@@ -1,0 +1,151 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NetcondCore
+
+/// netcond's built-in origin (`http://origin.netcond.test`): an HTTP/1.1 server on a loopback port in the netcond
+/// process, serving deterministic files, status codes and delays, and logging every request for the checks.
+///
+/// ```swift
+/// let origin = OriginServer()
+/// let address = try await origin.start(group: group)      // 127.0.0.1:<ephemeral>
+/// …
+/// try await origin.stop()                                 // listener and every open connection closed
+/// ```
+public final class OriginServer: Sendable {
+    public let configuration: OriginConfiguration
+    /// Every request served, in arrival order.
+    public let requestLog: OriginRequestLog
+
+    private enum Phase {
+        case idle
+        case starting
+        case running(Channel)
+        case stopped
+    }
+
+    private struct State {
+        var phase = Phase.idle
+        var connections: [ObjectIdentifier: Channel] = [:]
+        var nextConnectionID = 0
+    }
+
+    private let router: OriginRouter
+    private let state = LockedBox(State())
+
+    public init(configuration: OriginConfiguration = .init()) {
+        self.configuration = configuration
+        self.requestLog = OriginRequestLog()
+        self.router = OriginRouter(configuration: configuration)
+    }
+
+    /// The address the listener is bound to, while running.
+    public var localAddress: SocketAddress? {
+        self.state.withLock { state in
+            if case .running(let channel) = state.phase {
+                return channel.localAddress
+            }
+            return nil
+        }
+    }
+
+    /// Binds `host:port` (port 0 = ephemeral) on `group` and starts serving; returns the bound address.
+    /// A server starts once; after ``stop()`` make a new one.
+    public func start(group: EventLoopGroup, host: String = "127.0.0.1", port: Int = 0) async throws -> SocketAddress {
+        try self.state.withLock { state in
+            guard case .idle = state.phase else { throw OriginServerError.alreadyStarted }
+            state.phase = .starting
+        }
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                self.initializeConnection(channel)
+            }
+        let listener: Channel
+        do {
+            listener = try await bootstrap.bind(host: host, port: port).get()
+        } catch {
+            self.state.withLock { $0.phase = .idle }
+            throw error
+        }
+        let stillWanted = self.state.withLock { state in
+            guard case .starting = state.phase else { return false }
+            state.phase = .running(listener)
+            return true
+        }
+        guard stillWanted, let address = listener.localAddress else {
+            try? await listener.close()
+            throw OriginServerError.stoppedWhileStarting
+        }
+        return address
+    }
+
+    /// Closes the listener and every open connection (in-flight responses are cut off, and logged as incomplete).
+    /// Safe to call more than once.
+    public func stop() async throws {
+        let (listener, connections) = self.state.withLock { state -> (Channel?, [Channel]) in
+            var listener: Channel?
+            if case .running(let channel) = state.phase {
+                listener = channel
+            }
+            state.phase = .stopped
+            let connections = Array(state.connections.values)
+            state.connections = [:]
+            return (listener, connections)
+        }
+        if let listener {
+            try await Self.closeIgnoringAlreadyClosed(listener)
+        }
+        for connection in connections {
+            try await Self.closeIgnoringAlreadyClosed(connection)
+        }
+    }
+
+    private func initializeConnection(_ channel: Channel) -> EventLoopFuture<Void> {
+        let key = ObjectIdentifier(channel)
+        let connectionID: Int? = self.state.withLock { state in
+            if case .stopped = state.phase { return nil }
+            let id = state.nextConnectionID
+            state.nextConnectionID += 1
+            state.connections[key] = channel
+            return id
+        }
+        guard let connectionID else {
+            return channel.close()
+        }
+        channel.closeFuture.whenComplete { _ in
+            self.state.withLock { state in
+                _ = state.connections.removeValue(forKey: key)
+            }
+        }
+        let handler = OriginHTTPHandler(
+            router: self.router,
+            log: self.requestLog,
+            clock: self.configuration.clock,
+            connectionID: connectionID,
+            chunkSize: self.configuration.chunkSize
+        )
+        return channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+            try channel.pipeline.syncOperations.addHandler(handler)
+        }
+    }
+
+    private static func closeIgnoringAlreadyClosed(_ channel: Channel) async throws {
+        do {
+            try await channel.close()
+        } catch ChannelError.alreadyClosed {
+            // Closed by the peer or by itself in the meantime: nothing to do.
+        }
+    }
+}
+
+/// Misuse of ``OriginServer``'s lifecycle.
+public enum OriginServerError: Error, Hashable, Sendable {
+    /// ``OriginServer/start(group:host:port:)`` was called on a server that was already started.
+    case alreadyStarted
+    /// ``OriginServer/stop()`` was called while the server was still binding.
+    case stoppedWhileStarting
+}

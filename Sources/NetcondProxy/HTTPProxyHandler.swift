@@ -1,0 +1,475 @@
+import DequeModule
+import NIOCore
+import NIOHTTP1
+import NetcondCore
+
+/// The HTTP/1.1 forward proxy on one client connection: absolute-form requests, keep-alive,
+/// streamed bodies both ways (chunked or not), and `CONNECT` tunnels.
+///
+/// Requests are handled one at a time; parts of a pipelined next request wait until the current
+/// response has ended. The upstream connection is kept while the client keeps asking the same
+/// host:port. Failures become short plain-text responses: 400 for a request the proxy cannot
+/// route, 502 for an upstream that refuses or does not resolve, 504 when the emulated link loses
+/// every SYN.
+final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private enum State {
+        /// Waiting for a request head.
+        case idle
+        /// A head arrived; connecting upstream. Later parts wait in `queued`.
+        case connecting
+        /// Request parts go straight upstream.
+        case forwarding
+        /// The client asked for a tunnel; the HTTP handlers are about to be removed.
+        case tunnel
+        case closed
+    }
+
+    private let shaper: LinkShaper
+    private let connector: UpstreamConnector
+    private let stats: ProxyStats
+    private let selfAddresses: [SocketAddress]
+    private var context: ChannelHandlerContext?
+    private var state = State.idle
+    private var queued = Deque<HTTPServerRequestPart>()
+    private var upstream: Channel?
+    private var upstreamHandler: UpstreamHTTPHandler?
+    private var upstreamTarget: UpstreamTarget?
+    private var requestKeepAlive = true
+    private var requestEnded = false
+    private var responseEnded = false
+    private var responseStarted = false
+    private var pendingRead = false
+    private var linkWritable = true
+
+    init(shaper: LinkShaper, connector: UpstreamConnector, stats: ProxyStats, selfAddresses: [SocketAddress]) {
+        self.shaper = shaper
+        self.connector = connector
+        self.stats = stats
+        self.selfAddresses = selfAddresses
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    // MARK: Client → proxy
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part = self.unwrapInboundIn(data)
+        switch self.state {
+        case .idle:
+            if case .head(let head) = part {
+                self.start(head, context: context)
+            }
+        case .connecting:
+            self.queued.append(part)
+        case .forwarding:
+            if !self.requestEnded {
+                self.forward(part)
+            } else {
+                self.queued.append(part)
+            }
+        case .tunnel, .closed:
+            break
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if self.state == .forwarding { self.upstream?.flush() }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.state = .closed
+        self.upstream?.close(promise: nil)
+        self.upstream = nil
+        context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? LinkWritabilityChanged {
+            self.linkWritable = event.isWritable
+            if self.clientWritable { self.upstreamHandler?.resumeReading() }
+            return
+        }
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            // The client will send nothing more; once the current exchange is over, close.
+            if self.state == .idle {
+                context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
+            } else {
+                self.requestKeepAlive = false
+            }
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if error is HTTPParserError { self.stats.badRequests += 1 }
+        context.fireErrorCaught(error)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if self.clientWritable { self.upstreamHandler?.resumeReading() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        let canRead: Bool
+        switch self.state {
+        case .idle: canRead = true
+        case .connecting, .tunnel: canRead = false
+        case .forwarding: canRead = !self.requestEnded && (self.upstream?.isWritable ?? false)
+        case .closed: canRead = true
+        }
+        if canRead {
+            context.read()
+        } else {
+            self.pendingRead = true
+        }
+    }
+
+    private func resumeReadingIfPossible() {
+        guard self.pendingRead, let context = self.context else { return }
+        self.pendingRead = false
+        self.read(context: context)
+    }
+
+    var clientWritable: Bool {
+        guard let context = self.context else { return false }
+        return context.channel.isWritable && self.linkWritable
+    }
+
+    // MARK: Starting a request
+
+    private func start(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        self.requestEnded = false
+        self.responseEnded = false
+        self.responseStarted = false
+        self.requestKeepAlive = head.isKeepAlive
+        if head.method == .CONNECT {
+            guard let target = UpstreamTarget(authority: head.uri, defaultPort: 443) else {
+                return self.fail(400, "CONNECT needs host:port, got '\(head.uri)'", context: context)
+            }
+            self.state = .tunnel
+            self.openTunnel(to: target, context: context)
+            return
+        }
+        guard let (target, path) = self.route(head) else {
+            return self.fail(
+                400,
+                "netcond is a forward proxy: send an absolute URL (GET http://host/path) or CONNECT host:port; "
+                    + "got '\(head.uri)'",
+                context: context
+            )
+        }
+        if self.selfAddresses.contains(where: { Self.matches($0, target) }) {
+            return self.fail(400, "refusing a request to the proxy itself (\(target))", context: context)
+        }
+        var upstreamHead = head
+        upstreamHead.uri = path
+        upstreamHead.headers.remove(name: "Proxy-Connection")
+        upstreamHead.headers.remove(name: "Proxy-Authorization")
+        if !upstreamHead.headers.contains(name: "Host") {
+            upstreamHead.headers.add(name: "Host", value: Self.hostHeader(target))
+        }
+        if let upstream = self.upstream, upstream.isActive, self.upstreamTarget == target {
+            self.state = .forwarding
+            self.forward(.head(upstreamHead))
+            return
+        }
+        self.upstream?.close(promise: nil)
+        self.upstream = nil
+        self.upstreamHandler = nil
+        self.state = .connecting
+        self.queued.prepend(.head(upstreamHead))
+        let flow = self.shaper.flow
+        self.connector.connect(to: target, flow: flow) { [weak self] result in
+            self?.connected(result, target: target)
+        }
+    }
+
+    /// Target and origin-form path of a request, or nil when it cannot be routed.
+    private func route(_ head: HTTPRequestHead) -> (UpstreamTarget, String)? {
+        let uri = head.uri
+        if uri.lowercased().hasPrefix("http://") {
+            let rest = uri.dropFirst("http://".count)
+            let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+            let authority = rest[..<authorityEnd]
+            let authorityWithoutUser = authority.split(separator: "@").last.map(String.init) ?? ""
+            guard let target = UpstreamTarget(authority: authorityWithoutUser, defaultPort: 80) else { return nil }
+            var path = String(rest[authorityEnd...])
+            if path.hasPrefix("#") { path = "" }
+            if let hash = path.firstIndex(of: "#") { path = String(path[..<hash]) }
+            if path.isEmpty || path.hasPrefix("?") { path = "/" + path }
+            return (target, path)
+        }
+        if uri.hasPrefix("/"), let host = head.headers.first(name: "Host"),
+            let target = UpstreamTarget(authority: host, defaultPort: 80)
+        {
+            return (target, uri)
+        }
+        return nil
+    }
+
+    private static func hostHeader(_ target: UpstreamTarget) -> String {
+        target.port == 80 ? target.host : target.description
+    }
+
+    private static func matches(_ address: SocketAddress, _ target: UpstreamTarget) -> Bool {
+        address.port == target.port && (address.ipAddress == target.host
+            || (target.host == "localhost" && (address.ipAddress == "127.0.0.1" || address.ipAddress == "::1")))
+    }
+
+    private func connected(_ result: Result<Channel, UpstreamError>, target: UpstreamTarget) {
+        guard self.state == .connecting, let context = self.context else {
+            if case .success(let channel) = result { channel.close(promise: nil) }
+            return
+        }
+        switch result {
+        case .failure(let error):
+            self.queued.removeAll()
+            self.fail(error.httpStatus, error.description, context: context)
+        case .success(let channel):
+            let handler = UpstreamHTTPHandler(owner: self)
+            do {
+                try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                try channel.pipeline.syncOperations.addHandler(handler)
+            } catch {
+                channel.close(promise: nil)
+                return self.fail(502, "cannot set up the upstream connection: \(error)", context: context)
+            }
+            self.upstream = channel
+            self.upstreamHandler = handler
+            self.upstreamTarget = target
+            self.state = .forwarding
+            channel.setOption(.autoRead, value: true).whenFailure { _ in channel.close(promise: nil) }
+            self.drainQueue()
+            channel.flush()
+            self.resumeReadingIfPossible()
+        }
+    }
+
+    private func drainQueue() {
+        while self.state == .forwarding, !self.requestEnded, let part = self.queued.popFirst() {
+            self.forward(part)
+        }
+    }
+
+    private func forward(_ part: HTTPServerRequestPart) {
+        guard let upstream = self.upstream else { return }
+        switch part {
+        case .head(let head):
+            upstream.write(HTTPClientRequestPart.head(head), promise: nil)
+        case .body(let buffer):
+            upstream.write(HTTPClientRequestPart.body(.byteBuffer(buffer)), promise: nil)
+        case .end(let trailers):
+            upstream.writeAndFlush(HTTPClientRequestPart.end(trailers), promise: nil)
+            self.requestEnded = true
+            self.finishIfDone()
+        }
+    }
+
+    // MARK: Upstream → client
+
+    func upstreamResponse(_ part: HTTPClientResponsePart) {
+        guard let context = self.context else { return }
+        switch part {
+        case .head(let head):
+            self.responseStarted = true
+            if !head.isKeepAlive { self.requestKeepAlive = false }
+            context.write(self.wrapOutboundOut(.head(head)), promise: nil)
+        case .body(let buffer):
+            context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        case .end(let trailers):
+            context.writeAndFlush(self.wrapOutboundOut(.end(trailers)), promise: nil)
+            if self.responseStarted && !Self.isInformational(part) {
+                self.responseEnded = true
+                self.finishIfDone()
+            }
+        }
+    }
+
+    private static func isInformational(_ part: HTTPClientResponsePart) -> Bool { false }
+
+    func upstreamFlush() {
+        self.context?.flush()
+    }
+
+    func upstreamClosed(error: Error?) {
+        self.upstream = nil
+        self.upstreamHandler = nil
+        guard let context = self.context, self.state == .forwarding else { return }
+        if self.responseEnded { return }
+        if !self.responseStarted {
+            let reason = error.map { "upstream failed: \($0)" } ?? "upstream closed the connection without a response"
+            self.fail(502, reason, context: context)
+        } else {
+            // A response cut short: the client must see the connection end, not a clean response.
+            self.state = .closed
+            context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
+        }
+    }
+
+    func upstreamWritabilityChanged() {
+        if self.upstream?.isWritable ?? false { self.resumeReadingIfPossible() }
+    }
+
+    private func finishIfDone() {
+        guard self.requestEnded && self.responseEnded, let context = self.context else { return }
+        if !self.requestKeepAlive {
+            self.state = .closed
+            self.upstream?.close(promise: nil)
+            context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
+            return
+        }
+        self.state = .idle
+        if case .head(let head)? = self.queued.popFirst() {
+            self.start(head, context: context)
+            if self.state == .forwarding { self.drainQueue() }
+        }
+        self.resumeReadingIfPossible()
+    }
+
+    private func fail(_ status: Int, _ reason: String, context: ChannelHandlerContext) {
+        self.state = .closed
+        let body = "netcond: \(reason)\n"
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
+        headers.add(name: "Content-Length", value: String(body.utf8.count))
+        headers.add(name: "Connection", value: "close")
+        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: status), headers: headers)
+        context.write(self.wrapOutboundOut(.head(head)), promise: nil)
+        context.write(self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: body)))), promise: nil)
+        context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+        context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
+    }
+
+    // MARK: CONNECT
+
+    private func openTunnel(to target: UpstreamTarget, context: ChannelHandlerContext) {
+        let flow = self.shaper.prepareFlow()
+        self.connector.connect(to: target, flow: flow) { [weak self] result in
+            guard let self, let context = self.context, self.state == .tunnel else {
+                if case .success(let channel) = result { channel.close(promise: nil) }
+                return
+            }
+            switch result {
+            case .failure(let error):
+                self.fail(error.httpStatus, error.description, context: context)
+            case .success(let upstream):
+                self.establishTunnel(upstream, context: context)
+            }
+        }
+    }
+
+    private func establishTunnel(_ upstream: Channel, context: ChannelHandlerContext) {
+        let (clientGlue, upstreamGlue) = GlueHandler.matchedPair()
+        do {
+            try upstream.pipeline.syncOperations.addHandler(upstreamGlue)
+            let pipeline = context.pipeline.syncOperations
+            // Take the HTTP encoder out first: a 200 to CONNECT has no body, and it goes out raw.
+            pipeline.removeHandler(try pipeline.handler(type: HTTPResponseEncoder.self), promise: nil)
+            if let errorHandler = try? pipeline.handler(type: HTTPServerProtocolErrorHandler.self) {
+                pipeline.removeHandler(errorHandler, promise: nil)
+            }
+            let established = context.channel.allocator.buffer(string: "HTTP/1.1 200 Connection Established\r\n\r\n")
+            context.writeAndFlush(NIOAny(established), promise: nil)
+            // Everything after the 200 is tunnel traffic and crosses the emulated link.
+            self.shaper.beginShaping()
+            try pipeline.addHandler(clientGlue)
+            let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+            pipeline.removeHandler(context: context, promise: nil)
+            // The decoder hands bytes it has buffered past the CONNECT head on to the glue.
+            pipeline.removeHandler(decoder, promise: nil)
+            upstream.setOption(.autoRead, value: true).whenFailure { _ in upstream.close(promise: nil) }
+            context.channel.read()
+        } catch {
+            upstream.close(promise: nil)
+            context.close(promise: nil)
+        }
+    }
+}
+
+/// The upstream end of an HTTP proxy exchange: hands response parts to the client's handler and
+/// reads only while the client (and its emulated link) can take more.
+final class UpstreamHTTPHandler: ChannelDuplexHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundIn = HTTPClientRequestPart
+    typealias OutboundOut = HTTPClientRequestPart
+
+    private weak var owner: HTTPProxyHandler?
+    private var context: ChannelHandlerContext?
+    private var pendingRead = false
+    private var closedReported = false
+
+    init(owner: HTTPProxyHandler) {
+        self.owner = owner
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        self.owner?.upstreamResponse(self.unwrapInboundIn(data))
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.owner?.upstreamFlush()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.reportClosed(error: nil)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        self.reportClosed(error: error)
+        context.close(promise: nil)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            // EOF-delimited bodies end here; the decoder has already emitted `.end` for them.
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        self.owner?.upstreamWritabilityChanged()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if self.owner?.clientWritable ?? true {
+            context.read()
+        } else {
+            self.pendingRead = true
+        }
+    }
+
+    func resumeReading() {
+        if self.pendingRead, let context = self.context {
+            self.pendingRead = false
+            context.read()
+        }
+    }
+
+    private func reportClosed(error: Error?) {
+        guard !self.closedReported else { return }
+        self.closedReported = true
+        self.owner?.upstreamClosed(error: error)
+    }
+}

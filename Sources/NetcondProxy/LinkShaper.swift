@@ -1,0 +1,267 @@
+import DequeModule
+import NIOCore
+import NetcondCore
+
+/// Puts the emulated link between a client and the proxy: the first handler of every client channel.
+///
+/// ```
+///  client socket ──read──▶ [LinkShaper: up, delayed by the model] ──▶ protocol handlers ──▶ upstream
+///  client socket ◀─write── [LinkShaper: down, delayed by the model] ◀── protocol handlers ◀── upstream
+/// ```
+/// Bytes are held here until the `LinkModel` says they arrived, then passed on unchanged and in
+/// order. It starts passive (proxy-protocol bytes such as a CONNECT request or a SOCKS greeting
+/// are not traffic of the emulated link) and is activated with a flow. Backpressure: the client is
+/// read only while the model's unsent up bytes are under `sendBuffer`; while its unsent down bytes
+/// are over it, the handler fires `LinkWritabilityChanged(false)` so the proxy stops reading the
+/// upstream. Half-close and close wait until every byte before them has been delivered.
+final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    /// The emulated sender's socket buffer: how far ahead of the link a fast sender may get.
+    static let sendBuffer = 64 * 1024
+
+    private let driver: LinkDriver?
+    private let stats: ProxyStats
+    private(set) var flow: FlowID?
+    private var context: ChannelHandlerContext?
+    private var up = PendingBytes()
+    private var down = PendingBytes()
+    private var inputClosedPending = false
+    private var outputClosePending: [EventLoopPromise<Void>?] = []
+    private var closeWhenDrained = false
+    private var readPending = false
+    private var linkWritable = true
+
+    init(driver: LinkDriver?, stats: ProxyStats) {
+        self.driver = driver
+        self.stats = stats
+    }
+
+    private var preparedFlow: FlowID?
+
+    /// Opens this connection's flow on the link (so its set-up can be emulated) without shaping yet.
+    /// Nil when the run has no link model (pass-through).
+    func prepareFlow() -> FlowID? {
+        if let flow = self.preparedFlow { return flow }
+        guard let driver = self.driver else { return nil }
+        let flow = driver.open(self)
+        self.preparedFlow = flow
+        return flow
+    }
+
+    /// Starts shaping: from now on every byte in either direction crosses the emulated link.
+    @discardableResult
+    func beginShaping() -> FlowID? {
+        self.flow = self.prepareFlow()
+        return self.flow
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        if let flow = self.preparedFlow { self.driver?.close(flow) }
+        self.flow = nil
+        self.preparedFlow = nil
+        for promise in self.up.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }
+        for promise in self.down.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }
+        for promise in self.outputClosePending { promise?.fail(ChannelError.ioOnClosedChannel) }
+        self.outputClosePending = []
+    }
+
+    // MARK: Up: client → server
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = self.unwrapInboundIn(data)
+        self.stats.bytesUp += Int64(buffer.readableBytes)
+        guard let flow = self.flow, let driver = self.driver else {
+            context.fireChannelRead(data)
+            return
+        }
+        self.up.append(buffer, promise: nil)
+        driver.send(flow, .up, bytes: buffer.readableBytes)
+    }
+
+    /// Feeds bytes that were read before shaping began (a protocol sniffer's look-ahead) into the
+    /// link as if they had just been read.
+    func inject(_ buffer: ByteBuffer) {
+        guard let context = self.context else { return }
+        guard let flow = self.flow, let driver = self.driver else {
+            context.fireChannelRead(self.wrapInboundOut(buffer))
+            context.fireChannelReadComplete()
+            return
+        }
+        self.up.append(buffer, promise: nil)
+        driver.send(flow, .up, bytes: buffer.readableBytes)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if self.flow == nil { context.fireChannelReadComplete() }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed, self.flow != nil, !self.up.isEmpty {
+            self.inputClosedPending = true
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if let flow = self.flow, let driver = self.driver,
+            driver.model.unsent(flow, .up) >= Self.sendBuffer
+        {
+            self.readPending = true
+            return
+        }
+        context.read()
+    }
+
+    // MARK: Down: server → client
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let buffer = self.unwrapOutboundIn(data)
+        self.stats.bytesDown += Int64(buffer.readableBytes)
+        guard let flow = self.flow, let driver = self.driver else {
+            context.write(data, promise: promise)
+            return
+        }
+        self.down.append(buffer, promise: promise)
+        driver.send(flow, .down, bytes: buffer.readableBytes)
+        if self.linkWritable && driver.model.unsent(flow, .down) >= Self.sendBuffer {
+            self.linkWritable = false
+            context.fireUserInboundEventTriggered(LinkWritabilityChanged(isWritable: false))
+        }
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        if self.flow == nil { context.flush() }
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        if mode == .output && self.flow != nil && !self.down.isEmpty {
+            self.outputClosePending.append(promise)
+            return
+        }
+        context.close(mode: mode, promise: promise)
+    }
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        if event is CloseWhenDrained {
+            promise?.succeed()
+            if self.flow == nil || self.down.isEmpty {
+                context.close(promise: nil)
+            } else {
+                self.closeWhenDrained = true
+            }
+            return
+        }
+        context.triggerUserOutboundEvent(event, promise: promise)
+    }
+
+    // MARK: Deliveries from the link
+
+    func deliver(_ direction: Direction, bytes: Int) {
+        guard let context = self.context else { return }
+        switch direction {
+        case .up:
+            for (slice, _) in self.up.take(bytes) {
+                context.fireChannelRead(self.wrapInboundOut(slice))
+            }
+            context.fireChannelReadComplete()
+            if self.up.isEmpty && self.inputClosedPending {
+                self.inputClosedPending = false
+                context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+            }
+            if self.readPending, let flow = self.flow, let driver = self.driver,
+                driver.model.unsent(flow, .up) < Self.sendBuffer
+            {
+                self.readPending = false
+                context.read()
+            }
+        case .down:
+            for (slice, promise) in self.down.take(bytes) {
+                context.write(self.wrapOutboundOut(slice), promise: promise)
+            }
+            context.flush()
+            if self.down.isEmpty {
+                for promise in self.outputClosePending { context.close(mode: .output, promise: promise) }
+                self.outputClosePending = []
+                if self.closeWhenDrained {
+                    self.closeWhenDrained = false
+                    context.close(promise: nil)
+                    return
+                }
+            }
+            if !self.linkWritable, let flow = self.flow, let driver = self.driver,
+                driver.model.unsent(flow, .down) < Self.sendBuffer
+            {
+                self.linkWritable = true
+                context.fireUserInboundEventTriggered(LinkWritabilityChanged(isWritable: true))
+            }
+        }
+    }
+}
+
+/// Fired inbound by `LinkShaper` when the emulated link stops or starts accepting down bytes.
+struct LinkWritabilityChanged {
+    var isWritable: Bool
+}
+
+/// Sent outbound to a client channel: close it once every byte written before has been delivered.
+struct CloseWhenDrained {}
+
+/// Buffers held for the link, consumed in order by byte count.
+struct PendingBytes {
+    private var buffers = Deque<(ByteBuffer, EventLoopPromise<Void>?)>()
+    private(set) var count = 0
+
+    var isEmpty: Bool { self.buffers.isEmpty }
+
+    mutating func append(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>?) {
+        guard buffer.readableBytes > 0 else {
+            if buffers.isEmpty {
+                promise?.succeed()
+            } else {
+                self.buffers.append((buffer, promise))
+            }
+            return
+        }
+        self.count += buffer.readableBytes
+        self.buffers.append((buffer, promise))
+    }
+
+    /// Removes the first `bytes` bytes; a buffer's promise goes with its last byte.
+    mutating func take(_ bytes: Int) -> [(ByteBuffer, EventLoopPromise<Void>?)] {
+        var remaining = bytes
+        var out: [(ByteBuffer, EventLoopPromise<Void>?)] = []
+        while remaining > 0 || (self.buffers.first.map { $0.0.readableBytes == 0 } ?? false) {
+            guard var (buffer, promise) = self.buffers.popFirst() else { break }
+            if buffer.readableBytes <= remaining {
+                remaining -= buffer.readableBytes
+                self.count -= buffer.readableBytes
+                out.append((buffer, promise))
+            } else {
+                let slice = buffer.readSlice(length: remaining)!
+                self.count -= remaining
+                remaining = 0
+                out.append((slice, nil))
+                self.buffers.prepend((buffer, promise))
+            }
+        }
+        precondition(remaining == 0, "link delivered more bytes than were sent")
+        return out
+    }
+
+    mutating func drainPromises() -> [EventLoopPromise<Void>?] {
+        let promises = self.buffers.map { $0.1 }
+        self.buffers.removeAll()
+        self.count = 0
+        return promises
+    }
+}

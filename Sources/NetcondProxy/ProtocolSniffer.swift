@@ -1,0 +1,113 @@
+import NIOCore
+import NIOHTTP1
+
+/// Tells what a new client speaks from its first bytes and sets up the channel for it, so one port
+/// serves HTTP proxy requests, CONNECT tunnels and SOCKS5.
+///
+/// ```
+///  0x05 …        → SOCKS5 negotiation (not shaped), then a shaped tunnel
+///  "CONNECT " …  → HTTP; the CONNECT exchange is not shaped, the tunnel is
+///  anything else → HTTP, shaped from the first byte (the request is real traffic)
+/// ```
+final class ProtocolSniffer: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private let shaper: LinkShaper
+    private let connector: UpstreamConnector
+    private let stats: ProxyStats
+    private let selfAddresses: [SocketAddress]
+    private var seen: ByteBuffer?
+
+    init(shaper: LinkShaper, connector: UpstreamConnector, stats: ProxyStats, selfAddresses: [SocketAddress]) {
+        self.shaper = shaper
+        self.connector = connector
+        self.stats = stats
+        self.selfAddresses = selfAddresses
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var incoming = self.unwrapInboundIn(data)
+        if self.seen == nil {
+            self.seen = incoming
+        } else {
+            self.seen!.writeBuffer(&incoming)
+        }
+        guard let seen = self.seen, let first = seen.getInteger(at: seen.readerIndex, as: UInt8.self) else { return }
+        do {
+            switch first {
+            case 0x05:
+                try self.become(SOCKS5Handler(shaper: self.shaper, connector: self.connector), shaped: false, context: context)
+            case 0x04:
+                // SOCKS4: "request rejected".
+                context.writeAndFlush(self.wrapInboundOut(context.channel.allocator.buffer(bytes: [0, 0x5B, 0, 0, 0, 0, 0, 0])))
+                    .assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+            default:
+                let prefix = Array("CONNECT ".utf8)
+                let available = seen.getBytes(at: seen.readerIndex, length: min(seen.readableBytes, prefix.count)) ?? []
+                if available.count < prefix.count && Array(prefix.prefix(available.count)) == available {
+                    return  // could still be CONNECT: wait for more
+                }
+                let isConnect = available == prefix
+                try context.pipeline.syncOperations.configureHTTPServerPipeline(
+                    position: .after(self),
+                    withPipeliningAssistance: false,
+                    withErrorHandling: true
+                )
+                let handler = HTTPProxyHandler(
+                    shaper: self.shaper,
+                    connector: self.connector,
+                    stats: self.stats,
+                    selfAddresses: self.selfAddresses
+                )
+                try context.pipeline.syncOperations.addHandler(handler)
+                try self.finish(shaped: !isConnect, context: context)
+            }
+        } catch {
+            context.close(promise: nil)
+        }
+    }
+
+    private func become(_ handler: ChannelHandler, shaped: Bool, context: ChannelHandlerContext) throws {
+        try context.pipeline.syncOperations.addHandler(handler, position: .after(self))
+        try self.finish(shaped: shaped, context: context)
+    }
+
+    private func finish(shaped: Bool, context: ChannelHandlerContext) throws {
+        guard let seen = self.seen else { return }
+        self.seen = nil
+        if shaped {
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            self.shaper.beginShaping()
+            self.shaper.inject(seen)
+        } else {
+            context.fireChannelRead(self.wrapInboundOut(seen))
+            context.fireChannelReadComplete()
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        }
+    }
+}
+
+extension ChannelPipeline.SynchronousOperations {
+    /// NIO's `configureHTTPServerPipeline` at a chosen position.
+    func configureHTTPServerPipeline(
+        position: ChannelPipeline.SynchronousOperations.Position,
+        withPipeliningAssistance: Bool,
+        withErrorHandling: Bool
+    ) throws {
+        let responseEncoder = HTTPResponseEncoder()
+        let requestDecoder = ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes))
+        var handlers: [RemovableChannelHandler] = [responseEncoder, requestDecoder]
+        if withErrorHandling { handlers.append(HTTPServerProtocolErrorHandler()) }
+        switch position {
+        case .after(let handler):
+            var anchor: ChannelHandler = handler
+            for next in handlers {
+                try self.addHandler(next, position: .after(anchor))
+                anchor = next
+            }
+        default:
+            try self.addHandlers(handlers, position: position)
+        }
+    }
+}

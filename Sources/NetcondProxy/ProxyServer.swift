@@ -1,0 +1,222 @@
+import NIOCore
+import NIOPosix
+import NetcondCore
+
+/// A port forward: connections to `listen` are relayed to `target` through the emulated link.
+public struct PortForward: Sendable, Equatable, CustomStringConvertible {
+    public var listenHost: String
+    public var listenPort: Int
+    public var targetHost: String
+    public var targetPort: Int
+
+    public init(listenHost: String, listenPort: Int, targetHost: String, targetPort: Int) {
+        self.listenHost = listenHost
+        self.listenPort = listenPort
+        self.targetHost = targetHost
+        self.targetPort = targetPort
+    }
+
+    public var description: String { "\(self.listenHost):\(self.listenPort)=\(self.targetHost):\(self.targetPort)" }
+}
+
+/// What a proxy run needs to know.
+public struct ProxyConfiguration: Sendable {
+    public var profile: Profile
+    public var seed: UInt64
+    public var listenHost: String
+    /// 0 picks a free port.
+    public var listenPort: Int
+    public var forwards: [PortForward]
+    /// Where `origin.netcond.test` (and any other `*.netcond.test`) goes; nil = not served.
+    public var originAddress: SocketAddress?
+
+    public init(
+        profile: Profile,
+        seed: UInt64,
+        listenHost: String = "127.0.0.1",
+        listenPort: Int = 0,
+        forwards: [PortForward] = [],
+        originAddress: SocketAddress? = nil
+    ) {
+        self.profile = profile
+        self.seed = seed
+        self.listenHost = listenHost
+        self.listenPort = listenPort
+        self.forwards = forwards
+        self.originAddress = originAddress
+    }
+}
+
+/// Where a started proxy listens.
+public struct ProxyAddresses: Sendable {
+    public var proxy: SocketAddress
+    public var forwards: [SocketAddress]
+}
+
+/// Errors starting the proxy, worded for users.
+public struct ProxyStartError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// The stream engine: an HTTP / CONNECT / SOCKS5 proxy and port forwards, all on one event loop,
+/// all crossing one emulated access link (`LinkModel`).
+public final class ProxyServer: Sendable {
+    public let configuration: ProxyConfiguration
+    private let loop: EventLoop
+    private let state: NIOLoopBoundBox<State>
+
+    private final class State {
+        var driver: LinkDriver?
+        let stats = ProxyStats()
+        var listeners: [Channel] = []
+        var children: [ObjectIdentifier: Channel] = [:]
+        var selfAddresses: [SocketAddress] = []
+    }
+
+    public init(configuration: ProxyConfiguration, group: EventLoopGroup) {
+        self.configuration = configuration
+        self.loop = group.next()
+        self.state = NIOLoopBoundBox.makeBoxSendingValue(State(), eventLoop: self.loop)
+    }
+
+    /// Binds the proxy port and every forward. Throws a user-facing error when a port is taken.
+    public func start() async throws -> ProxyAddresses {
+        let proxy = try await self.bind(host: self.configuration.listenHost, port: self.configuration.listenPort) {
+            channel, state, connector in
+            let shaper = LinkShaper(driver: state.driver, stats: state.stats)
+            let sniffer = ProtocolSniffer(
+                shaper: shaper,
+                connector: connector,
+                stats: state.stats,
+                selfAddresses: state.selfAddresses
+            )
+            try channel.pipeline.syncOperations.addHandlers([shaper, sniffer])
+        }
+        var forwardAddresses: [SocketAddress] = []
+        for forward in self.configuration.forwards {
+            let target = UpstreamTarget(host: forward.targetHost, port: forward.targetPort)
+            let address = try await self.bind(host: forward.listenHost, port: forward.listenPort) {
+                channel, state, connector in
+                let shaper = LinkShaper(driver: state.driver, stats: state.stats)
+                let (clientGlue, upstreamGlue) = GlueHandler.matchedPair()
+                try channel.pipeline.syncOperations.addHandlers([shaper, clientGlue])
+                let flow = shaper.beginShaping()
+                connector.connect(to: target, flow: flow) { result in
+                    switch result {
+                    case .failure:
+                        // Nothing to say in a raw TCP stream: end it at once, like a refused connection.
+                        channel.close(promise: nil)
+                    case .success(let upstream):
+                        guard channel.isActive else {
+                            upstream.close(promise: nil)
+                            return
+                        }
+                        do {
+                            try upstream.pipeline.syncOperations.addHandler(upstreamGlue)
+                            upstream.setOption(.autoRead, value: true).whenFailure { _ in upstream.close(promise: nil) }
+                            channel.read()
+                        } catch {
+                            upstream.close(promise: nil)
+                            channel.close(promise: nil)
+                        }
+                    }
+                }
+            }
+            forwardAddresses.append(address)
+        }
+        return ProxyAddresses(proxy: proxy, forwards: forwardAddresses)
+    }
+
+    private func bind(
+        host: String,
+        port: Int,
+        configure: @escaping (Channel, State, UpstreamConnector) throws -> Void
+    ) async throws -> SocketAddress {
+        let loop = self.loop
+        let state = self.state
+        let configuration = self.configuration
+        let bootstrap = ServerBootstrap(group: loop, childGroup: loop)
+            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                loop.makeCompletedFuture {
+                    let state = state.value
+                    if state.driver == nil && !configuration.profile.isPassThrough {
+                        state.driver = LinkDriver(profile: configuration.profile, seed: configuration.seed, eventLoop: loop)
+                    }
+                    state.stats.connections += 1
+                    let id = ObjectIdentifier(channel)
+                    state.children[id] = channel
+                    channel.closeFuture.assumeIsolated().whenComplete { _ in state.children.removeValue(forKey: id) }
+                    var overrides = HostOverrides()
+                    overrides.netcondTest = configuration.originAddress
+                    if let origin = configuration.originAddress { overrides.exact["origin.netcond.test"] = origin }
+                    let connector = UpstreamConnector(
+                        eventLoop: loop,
+                        driver: state.driver,
+                        overrides: overrides,
+                        stats: state.stats
+                    )
+                    try configure(channel, state, connector)
+                }
+            }
+        let channel: Channel
+        do {
+            channel = try await bootstrap.bind(host: host, port: port).get()
+        } catch {
+            throw ProxyStartError(description: "cannot listen on \(host):\(port): \(Self.reason(error))")
+        }
+        guard let address = channel.localAddress else {
+            throw ProxyStartError(description: "cannot listen on \(host):\(port): no local address")
+        }
+        try await loop.submit {
+            state.value.listeners.append(channel)
+            state.value.selfAddresses.append(address)
+        }.get()
+        return address
+    }
+
+    private static func reason(_ error: Error) -> String {
+        if let error = error as? IOError {
+            switch error.errnoCode {
+            case 98: return "the address is already in use"
+            case 99: return "the address is not available on this machine"
+            case 13: return "permission denied (ports below 1024 need root)"
+            default: return "\(error)"
+            }
+        }
+        return "\(error)"
+    }
+
+    /// Closes every listener and connection.
+    public func stop() async {
+        let state = self.state
+        let loop = self.loop
+        let closing: EventLoopFuture<Void> = self.loop.flatSubmit {
+            let all = state.value.listeners + Array(state.value.children.values)
+            state.value.listeners = []
+            let futures = all.map { channel in channel.close().recover { _ in } }
+            return EventLoopFuture.andAllComplete(futures, on: loop)
+        }
+        _ = try? await closing.get()
+    }
+
+    /// Counters so far.
+    public func summary() async -> ProxySummary {
+        let state = self.state
+        let summary = try? await self.loop.submit { () -> ProxySummary in
+            let s = state.value
+            return ProxySummary(
+                connections: s.stats.connections,
+                bytesUp: s.stats.bytesUp,
+                bytesDown: s.stats.bytesDown,
+                upstreamFailures: s.stats.upstreamFailures,
+                badRequests: s.stats.badRequests,
+                link: s.driver?.model.counters ?? LinkCounters()
+            )
+        }.get()
+        return summary ?? ProxySummary(connections: 0, bytesUp: 0, bytesDown: 0, upstreamFailures: 0, badRequests: 0, link: LinkCounters())
+    }
+}

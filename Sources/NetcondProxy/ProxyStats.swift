@@ -1,0 +1,20 @@
+import NetcondCore
+
+/// Counters of one proxy run, kept on the proxy's event loop.
+final class ProxyStats {
+    var connections = 0
+    var bytesUp: Int64 = 0
+    var bytesDown: Int64 = 0
+    var upstreamFailures = 0
+    var badRequests = 0
+}
+
+/// A snapshot of a run's counters, for the summary line and status.
+public struct ProxySummary: Sendable, Equatable {
+    public var connections: Int
+    public var bytesUp: Int64
+    public var bytesDown: Int64
+    public var upstreamFailures: Int
+    public var badRequests: Int
+    public var link: LinkCounters
+}

@@ -1,0 +1,204 @@
+import NIOCore
+import NIOPosix
+import NetcondCore
+
+/// Where a client wants to go.
+struct UpstreamTarget: Hashable, CustomStringConvertible {
+    var host: String
+    var port: Int
+
+    var description: String {
+        self.host.contains(":") ? "[\(self.host)]:\(self.port)" : "\(self.host):\(self.port)"
+    }
+
+    /// True when `host` is a name (resolving it costs the profile's DNS delay), not an address literal.
+    var isName: Bool {
+        (try? SocketAddress(ipAddress: self.host, port: 0)) == nil
+    }
+
+    /// Parses `host:port`, `[v6]:port`, or `host` with a default port. Nil when malformed.
+    init?(authority: String, defaultPort: Int?) {
+        var host = Substring(authority)
+        var port = defaultPort
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return nil }
+            let rest = host[host.index(after: close)...]
+            host = host[host.index(after: host.startIndex)..<close]
+            if rest.hasPrefix(":") {
+                port = Int(rest.dropFirst())
+                if port == nil { return nil }
+            } else if !rest.isEmpty {
+                return nil
+            }
+        } else if let colon = host.lastIndex(of: ":") {
+            guard let parsed = Int(host[host.index(after: colon)...]) else { return nil }
+            port = parsed
+            host = host[..<colon]
+        }
+        guard let port, (1...65535).contains(port), !host.isEmpty,
+            host.allSatisfy({ $0.isLetter || $0.isNumber || "-._:%".contains($0) })
+        else { return nil }
+        self.host = String(host)
+        self.port = port
+    }
+
+    init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+}
+
+/// Why an upstream connection could not be made; each maps to an HTTP status and a SOCKS5 reply.
+enum UpstreamError: Error, Equatable, CustomStringConvertible {
+    case nameNotResolved(String)
+    case refused(UpstreamTarget, String)
+    case timedOut(UpstreamTarget)
+
+    var description: String {
+        switch self {
+        case .nameNotResolved(let host): return "cannot resolve host '\(host)'"
+        case .refused(let target, let reason): return "cannot connect to \(target): \(reason)"
+        case .timedOut(let target): return "connection to \(target) timed out (the emulated link lost every SYN)"
+        }
+    }
+
+    var httpStatus: HTTPResponseStatusCode {
+        switch self {
+        case .timedOut: return 504
+        default: return 502
+        }
+    }
+
+    /// RFC 1928 reply code.
+    var socksReply: UInt8 {
+        switch self {
+        case .nameNotResolved: return 0x04  // host unreachable
+        case .refused: return 0x05  // connection refused
+        case .timedOut: return 0x06  // TTL expired (the closest code for a timeout)
+        }
+    }
+}
+
+typealias HTTPResponseStatusCode = Int
+
+/// Names the proxy answers itself instead of asking DNS.
+struct HostOverrides: Sendable {
+    /// Exact names (lower-case) and the address they go to, e.g. `origin.netcond.test`.
+    var exact: [String: SocketAddress] = [:]
+    /// Any other `*.netcond.test` name goes here (the built-in origin).
+    var netcondTest: SocketAddress?
+
+    func lookup(_ host: String) -> SocketAddress?? {
+        let name = host.lowercased().trimmingSuffix(".")
+        if let address = self.exact[name] { return .some(address) }
+        if name == "netcond.test" || name.hasSuffix(".netcond.test") { return .some(self.netcondTest) }
+        if name == "invalid" || name.hasSuffix(".invalid") { return .some(nil) }
+        return nil
+    }
+}
+
+extension String {
+    fileprivate func trimmingSuffix(_ suffix: String) -> String {
+        self.hasSuffix(suffix) ? String(self.dropLast(suffix.count)) : self
+    }
+}
+
+/// Opens upstream connections at the moment the emulated link would have them open.
+///
+/// The real connection (loopback or otherwise) starts at once; the caller is answered only when
+/// both it and the emulated set-up (`LinkModel.connect`: DNS delay, SYN round trip, SYN losses)
+/// are done, so a refusal is reported one emulated round trip after the attempt, as on a real link.
+struct UpstreamConnector {
+    let eventLoop: EventLoop
+    let driver: LinkDriver?
+    let overrides: HostOverrides
+    let stats: ProxyStats
+
+    /// `flow` is the client's flow on the link (nil when the link is pass-through).
+    func connect(
+        to target: UpstreamTarget,
+        flow: FlowID?,
+        completion: @escaping (Result<Channel, UpstreamError>) -> Void
+    ) {
+        let loop = self.eventLoop
+        let isolated = loop.assumeIsolated()
+        var emulatedReady: NIODeadline = loop.now
+        var emulatedTimeout = false
+        if let driver = self.driver, let flow {
+            switch driver.connect(flow, resolvesName: target.isName) {
+            case .established(let at, _):
+                emulatedReady = driver.deadline(for: at)
+            case .timedOut(let at):
+                emulatedReady = driver.deadline(for: at)
+                emulatedTimeout = true
+            }
+        }
+
+        let bootstrap = ClientBootstrap(group: loop)
+            .channelOption(.allowRemoteHalfClosure, value: true)
+            .channelOption(.autoRead, value: false)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connectTimeout(.seconds(30))
+        let attempt: EventLoopFuture<Channel>
+        switch self.overrides.lookup(target.host) {
+        case .some(.some(let address)):
+            var address = address
+            if target.port != 80 && target.port != 443 { address.port = target.port }
+            attempt = bootstrap.connect(to: address)
+        case .some(.none):
+            attempt = loop.makeFailedFuture(UpstreamError.nameNotResolved(target.host))
+        case .none:
+            attempt = bootstrap.connect(host: target.host, port: target.port)
+        }
+        let stats = self.stats
+        attempt.hop(to: loop).assumeIsolated().whenComplete { result in
+            let outcome: Result<Channel, UpstreamError>
+            switch result {
+            case .success(let channel):
+                if emulatedTimeout {
+                    channel.close(promise: nil)
+                    outcome = .failure(.timedOut(target))
+                } else {
+                    outcome = .success(channel)
+                }
+            case .failure(let error):
+                stats.upstreamFailures += 1
+                outcome = .failure(emulatedTimeout ? .timedOut(target) : Self.classify(error, target: target))
+            }
+            if loop.now >= emulatedReady {
+                completion(outcome)
+            } else {
+                isolated.scheduleTask(deadline: emulatedReady) { completion(outcome) }
+            }
+        }
+    }
+
+    static func classify(_ error: Error, target: UpstreamTarget) -> UpstreamError {
+        if let error = error as? UpstreamError { return error }
+        if let error = error as? NIOConnectionError {
+            if error.dnsAError != nil || error.dnsAAAAError != nil,
+                error.connectionErrors.isEmpty
+            {
+                return .nameNotResolved(target.host)
+            }
+            if let first = error.connectionErrors.first {
+                return .refused(target, Self.reason(first.error))
+            }
+            return .nameNotResolved(target.host)
+        }
+        return .refused(target, Self.reason(error))
+    }
+
+    private static func reason(_ error: Error) -> String {
+        if let error = error as? IOError {
+            switch error.errnoCode {
+            case 111: return "connection refused"
+            case 113, 101: return "no route to host"
+            case 110: return "timed out"
+            default: return "\(error)"
+            }
+        }
+        if error is ChannelError { return "connect timed out" }
+        return "\(error)"
+    }
+}

@@ -1,0 +1,184 @@
+import NIOCore
+import NIOPosix
+import NetcondCore
+import NetcondOrigin
+import NetcondProxy
+
+/// One netcond run's machinery: the built-in origin and the proxy, on their own threads.
+///
+/// The proxy runs every connection on one event loop (one emulated access link); the origin has a
+/// loop of its own so that serving does not steal time from the link's timers.
+public final class Session: Sendable {
+    public let profile: Profile
+    public let seed: UInt64
+    public let proxyAddress: SocketAddress
+    public let forwardAddresses: [SocketAddress]
+    public let originAddress: SocketAddress
+    public let origin: OriginServer
+    private let proxy: ProxyServer
+    private let proxyGroup: MultiThreadedEventLoopGroup
+    private let originGroup: MultiThreadedEventLoopGroup
+    private let startedAt: NIODeadline
+
+    /// The name clients use for the built-in origin.
+    public static let originHost = "origin.netcond.test"
+
+    private init(
+        profile: Profile,
+        seed: UInt64,
+        proxy: ProxyServer,
+        addresses: ProxyAddresses,
+        origin: OriginServer,
+        originAddress: SocketAddress,
+        proxyGroup: MultiThreadedEventLoopGroup,
+        originGroup: MultiThreadedEventLoopGroup
+    ) {
+        self.profile = profile
+        self.seed = seed
+        self.proxy = proxy
+        self.proxyAddress = addresses.proxy
+        self.forwardAddresses = addresses.forwards
+        self.origin = origin
+        self.originAddress = originAddress
+        self.proxyGroup = proxyGroup
+        self.originGroup = originGroup
+        self.startedAt = .now()
+    }
+
+    /// Starts the origin and the proxy. Throws a user-facing `ProxyStartError` when a port is taken.
+    public static func start(
+        profile: Profile,
+        seed: UInt64,
+        listenHost: String = "127.0.0.1",
+        listenPort: Int = 0,
+        forwards: [PortForward] = []
+    ) async throws -> Session {
+        let originGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let proxyGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let origin = OriginServer()
+        do {
+            let originAddress = try await origin.start(group: originGroup)
+            let proxy = ProxyServer(
+                configuration: ProxyConfiguration(
+                    profile: profile,
+                    seed: seed,
+                    listenHost: listenHost,
+                    listenPort: listenPort,
+                    forwards: forwards,
+                    originAddress: originAddress
+                ),
+                group: proxyGroup
+            )
+            do {
+                let addresses = try await proxy.start()
+                return Session(
+                    profile: profile,
+                    seed: seed,
+                    proxy: proxy,
+                    addresses: addresses,
+                    origin: origin,
+                    originAddress: originAddress,
+                    proxyGroup: proxyGroup,
+                    originGroup: originGroup
+                )
+            } catch {
+                await proxy.stop()
+                throw error
+            }
+        } catch {
+            try? await origin.stop()
+            try? await proxyGroup.shutdownGracefully()
+            try? await originGroup.shutdownGracefully()
+            throw error
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`, what clients put in their proxy variables.
+    public var proxyURL: String {
+        "http://\(Self.hostPort(self.proxyAddress))"
+    }
+
+    /// The environment a client runs with: `base` plus the proxy variables (both cases, since curl
+    /// and wget ignore upper-case `HTTP_PROXY`), `NO_PROXY` emptied, and netcond's own variables.
+    public func childEnvironment(base: [String: String]) -> [String: String] {
+        var environment = base
+        for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+            environment[name] = self.proxyURL
+            environment[name.lowercased()] = self.proxyURL
+        }
+        environment["NO_PROXY"] = ""
+        environment["no_proxy"] = ""
+        environment["NETCOND_PROXY"] = self.proxyURL
+        environment["NETCOND_ORIGIN"] = "http://\(Self.originHost)"
+        environment["NETCOND_SEED"] = String(self.seed)
+        environment["NETCOND_PROFILE"] = self.profile.name
+        return environment
+    }
+
+    /// Closes every listener and connection and stops the threads.
+    public func stop() async {
+        await self.proxy.stop()
+        try? await self.origin.stop()
+        try? await self.proxyGroup.shutdownGracefully()
+        try? await self.originGroup.shutdownGracefully()
+    }
+
+    public func summary() async -> ProxySummary {
+        await self.proxy.summary()
+    }
+
+    /// One line for the end of a run.
+    public func summaryLine() async -> String {
+        let summary = await self.summary()
+        let elapsed = Span(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds - self.startedAt.uptimeNanoseconds))
+        return Self.summaryLine(profile: self.profile.name, seed: self.seed, elapsed: elapsed, summary: summary)
+    }
+
+    public static func summaryLine(profile: String, seed: UInt64, elapsed: Span, summary: ProxySummary) -> String {
+        let link = summary.link
+        var parts = [
+            "\(formatSeconds(elapsed))",
+            "up \(formatBytes(summary.bytesUp)), down \(formatBytes(summary.bytesDown))",
+            "\(summary.connections) connection\(summary.connections == 1 ? "" : "s")",
+            "\(link.segmentsDelayed) segment\(link.segmentsDelayed == 1 ? "" : "s") delayed, "
+                + "\(link.segmentsLost + link.queueDrops) lost",
+        ]
+        if summary.upstreamFailures > 0 { parts.append("\(summary.upstreamFailures) upstream failures") }
+        if summary.badRequests > 0 { parts.append("\(summary.badRequests) bad requests") }
+        return "netcond: \(profile): " + parts.joined(separator: ", ") + " (seed \(seed))"
+    }
+
+    static func hostPort(_ address: SocketAddress) -> String {
+        let ip = address.ipAddress ?? "127.0.0.1"
+        let host = ip.contains(":") ? "[\(ip)]" : ip
+        return "\(host):\(address.port ?? 0)"
+    }
+}
+
+func formatSeconds(_ span: Span) -> String {
+    let seconds = span.seconds
+    if seconds < 10 { return "\(trimmed(seconds, decimals: 2)) s" }
+    return "\(trimmed(seconds, decimals: 1)) s"
+}
+
+func formatBytes(_ bytes: Int64) -> String {
+    let value = Double(bytes)
+    if bytes < 1024 { return "\(bytes) B" }
+    if bytes < 1024 * 1024 { return "\(trimmed(value / 1024, decimals: 1)) KB" }
+    if bytes < 1024 * 1024 * 1024 { return "\(trimmed(value / 1024 / 1024, decimals: 1)) MB" }
+    return "\(trimmed(value / 1024 / 1024 / 1024, decimals: 2)) GB"
+}
+
+private func trimmed(_ value: Double, decimals: Int) -> String {
+    let scale = pow(10.0, Double(decimals))
+    let rounded = (value * scale).rounded() / scale
+    var text = "\(rounded)"
+    if text.hasSuffix(".0") { text.removeLast(2) }
+    return text
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif

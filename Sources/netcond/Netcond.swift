@@ -1,0 +1,81 @@
+import ArgumentParser
+import NetcondCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@main
+struct Netcond: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "netcond",
+        abstract: "Run programs under emulated network conditions and check how they behave.",
+        discussion: """
+            Examples:
+              netcond demo                                  EDGE against the built-in origin, no internet needed
+              netcond run edge -- curl -o x http://origin.netcond.test/bytes/200KB
+              netcond run Profiles/3g.yaml -- python3 client.py
+              netcond proxy lte --listen 127.0.0.1:8080      manual throttling while developing
+              netcond profiles                              list the built-in profiles
+            """,
+        version: "0.1.0",
+        subcommands: [
+            RunCommand.self, ProxyCommand.self, ProfilesCommand.self, ValidateCommand.self, DemoCommand.self,
+            FetchCommand.self,
+        ]
+    )
+
+    /// Usage errors exit 2 (not ArgumentParser's 64), as documented.
+    static func main() async {
+        do {
+            var command = try Self.parseAsRoot()
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let code = Self.exitCode(for: error)
+            if code == .validationFailure {
+                printError(Self.fullMessage(for: error))
+                Glibc.exit(2)
+            }
+            Self.exit(withError: error)
+        }
+    }
+}
+
+/// Options every command that runs conditions takes.
+struct SeedOption: ParsableArguments {
+    @Option(name: .long, help: "Seed for loss and jitter decisions (default: $NETCOND_SEED, else random; printed).")
+    var seed: UInt64?
+
+    /// The seed to use: the flag, `NETCOND_SEED`, or a random one.
+    func resolve() throws -> UInt64 {
+        if let seed = self.seed { return seed }
+        if let text = getenv("NETCOND_SEED").map({ String(cString: $0) }), !text.isEmpty {
+            guard let seed = UInt64(text) else {
+                throw ValidationError("NETCOND_SEED must be a whole number from 0 to \(UInt64.max), got '\(text)'")
+            }
+            return seed
+        }
+        return UInt64.random(in: 1...999_999)
+    }
+}
+
+func printError(_ message: String) {
+    var line = message
+    if !line.hasSuffix("\n") { line += "\n" }
+    fflush(nil)
+    line.withCString { pointer in _ = write(2, pointer, strlen(pointer)) }
+}
+
+/// Resolves a profile argument or exits 2 with the error.
+func resolveProfile(_ nameOrPath: String) -> Profile {
+    do {
+        return try ProfileCatalog.resolve(nameOrPath)
+    } catch {
+        printError("netcond: \(error.description)")
+        Glibc.exit(2)
+    }
+}

@@ -1,0 +1,63 @@
+import ArgumentParser
+import NetcondCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct ProfilesCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "profiles",
+        abstract: "List the built-in profiles, or show one resolved.",
+        subcommands: [List.self, Show.self],
+        defaultSubcommand: List.self
+    )
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the built-in profiles.")
+
+        func run() throws {
+            print(Profile.summaryTable(ProfileCatalog.builtin), terminator: "")
+        }
+    }
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "show",
+            abstract: "Print a profile (built-in name or file) fully resolved, as YAML."
+        )
+
+        @Argument(help: "A built-in profile name or a profile YAML file.")
+        var profile: String
+
+        func run() throws {
+            print(resolveProfile(self.profile).yamlDescription, terminator: "")
+        }
+    }
+}
+
+struct ValidateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "validate",
+        abstract: "Check profile files; exit 2 with file:line:column and the reason at the first error."
+    )
+
+    @Argument(help: "Profile YAML files.")
+    var files: [String]
+
+    func validate() throws {
+        if self.files.isEmpty { throw ValidationError("give at least one file to validate") }
+    }
+
+    func run() throws {
+        for file in self.files {
+            do {
+                let profile = try ProfileDecoder().decodeFile(atPath: file)
+                print("ok: \(file) (profile \(profile.name))")
+            } catch {
+                printError("netcond: \(error.description)")
+                throw ExitCode(2)
+            }
+        }
+    }
+}

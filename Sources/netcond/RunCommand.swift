@@ -1,0 +1,165 @@
+import ArgumentParser
+import Dispatch
+import NetcondCore
+import NetcondProxy
+import NetcondScenario
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run a program under a profile's conditions.",
+        discussion: """
+            Starts the proxy on a free loopback port and the built-in origin (http://origin.netcond.test), \
+            gives the program HTTP_PROXY / HTTPS_PROXY / ALL_PROXY (and lower-case twins, NO_PROXY emptied), \
+            passes SIGINT / SIGTERM / SIGHUP / SIGQUIT on to it and exits with its exit code \
+            (128+N when it was killed by signal N). A summary line goes to stderr at the end.
+            """
+    )
+
+    @Argument(help: "A built-in profile name (see `netcond profiles`) or a profile YAML file.")
+    var profile: String
+
+    @Argument(parsing: .postTerminator, help: "The program and its arguments, after `--`.")
+    var command: [String] = []
+
+    @OptionGroup var seed: SeedOption
+
+    @Option(name: .long, help: "Also forward LISTEN=TARGET ([host:]port=host:port), for programs that ignore proxies.")
+    var forward: [String] = []
+
+    @Flag(name: .long, help: "Do not print the summary line.")
+    var quiet = false
+
+    func validate() throws {
+        if self.command.isEmpty {
+            throw ValidationError("no command given after '--' (usage: netcond run PROFILE -- COMMAND [ARGS...])")
+        }
+        _ = try self.forward.map(parseForward)
+    }
+
+    func run() async throws {
+        let profile = resolveProfile(self.profile)
+        let seed = try self.seed.resolve()
+        let forwards = try self.forward.map(parseForward)
+        let session: Session
+        do {
+            session = try await Session.start(profile: profile, seed: seed, forwards: forwards)
+        } catch {
+            printError("netcond: \(error)")
+            throw ExitCode(3)
+        }
+        let environment = session.childEnvironment(base: currentEnvironment())
+        let signals = SignalForwarder()
+        let child: ChildProcess
+        do {
+            child = try ChildProcess.spawn(self.command, environment: environment)
+        } catch {
+            await session.stop()
+            printError("netcond: \(error.description)")
+            throw ExitCode(error.exitCode)
+        }
+        signals.forward(to: child)
+        let status = await child.wait()
+        signals.stop()
+        if !self.quiet { printError(await session.summaryLine()) }
+        await session.stop()
+        throw ExitCode(status.shellCode)
+    }
+}
+
+/// Parses `[host:]port=host:port`.
+func parseForward(_ text: String) throws -> PortForward {
+    let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
+    guard parts.count == 2, let listen = try? parseListen(parts[0]),
+        let colon = parts[1].lastIndex(of: ":"),
+        let targetPort = Int(parts[1][parts[1].index(after: colon)...]), (1...65535).contains(targetPort),
+        colon > parts[1].startIndex
+    else {
+        throw ValidationError(
+            "--forward '\(text)' is not LISTEN=TARGET; allowed: [host:]port=host:port, e.g. 127.0.0.1:9000=example.com:80"
+        )
+    }
+    return PortForward(
+        listenHost: listen.host,
+        listenPort: listen.port,
+        targetHost: String(parts[1][..<colon]).trimmingCharacters(in: "[]"),
+        targetPort: targetPort
+    )
+}
+
+/// Parses `host:port`, `:port` or `port` (host defaults to 127.0.0.1).
+func parseListen(_ text: String) throws -> (host: String, port: Int) {
+    var host = "127.0.0.1"
+    var portText = Substring(text)
+    if let colon = text.lastIndex(of: ":") {
+        let hostPart = text[..<colon]
+        if !hostPart.isEmpty { host = String(hostPart).trimmingCharacters(in: "[]") }
+        portText = text[text.index(after: colon)...]
+    }
+    guard let port = Int(portText), (0...65535).contains(port) else {
+        throw ValidationError("'\(text)' is not an address to listen on; allowed: host:port, :port or port (0-65535)")
+    }
+    return (host, port)
+}
+
+extension String {
+    fileprivate func trimmingCharacters(in set: String) -> String {
+        var text = Substring(self)
+        while let first = text.first, set.contains(first) { text = text.dropFirst() }
+        while let last = text.last, set.contains(last) { text = text.dropLast() }
+        return String(text)
+    }
+}
+
+func currentEnvironment() -> [String: String] {
+    var environment: [String: String] = [:]
+    var pointer = environ
+    while let entry = pointer.pointee {
+        let text = String(cString: entry)
+        if let equals = text.firstIndex(of: "=") {
+            environment[String(text[..<equals])] = String(text[text.index(after: equals)...])
+        }
+        pointer += 1
+    }
+    return environment
+}
+
+/// Catches the signals a user sends netcond and passes them on to the child.
+final class SignalForwarder: @unchecked Sendable {
+    private var sources: [DispatchSourceSignal] = []
+    private let queue = DispatchQueue(label: "netcond.signals")
+
+    init() {
+        for signal in ChildProcess.forwardedSignals {
+            Glibc.signal(signal, SIG_IGN)
+        }
+    }
+
+    func forward(to child: ChildProcess) {
+        for signal in ChildProcess.forwardedSignals {
+            let source = DispatchSource.makeSignalSource(signal: signal, queue: self.queue)
+            source.setEventHandler { child.signal(signal) }
+            source.resume()
+            self.sources.append(source)
+        }
+    }
+
+    /// Delivers each caught signal to `handler` instead (for `netcond proxy`).
+    func onSignal(_ handler: @escaping @Sendable (Int32) -> Void) {
+        for signal in [SIGINT, SIGTERM, SIGHUP] {
+            let source = DispatchSource.makeSignalSource(signal: signal, queue: self.queue)
+            source.setEventHandler { handler(signal) }
+            source.resume()
+            self.sources.append(source)
+        }
+    }
+
+    func stop() {
+        for source in self.sources { source.cancel() }
+        self.sources = []
+    }
+}

@@ -1,0 +1,136 @@
+import NIOCore
+import NIOEmbedded
+import NetcondCore
+import Testing
+
+@testable import NetcondProxy
+
+/// The shaper in virtual time: `EmbeddedEventLoop.advanceTime` drives the link.
+@Suite struct LinkShaperTests {
+    func makeChannel(_ profile: Profile) throws -> (EmbeddedChannel, LinkShaper) {
+        let loop = EmbeddedEventLoop()
+        let driver = LinkDriver(profile: profile, seed: 1, eventLoop: loop)
+        let shaper = LinkShaper(driver: driver, stats: ProxyStats())
+        let channel = EmbeddedChannel(handler: shaper, loop: loop)
+        return (channel, shaper)
+    }
+
+    func symmetric(latency: Span, bandwidth: Bandwidth? = nil) -> Profile {
+        let direction = LinkDirection(latency: latency, bandwidth: bandwidth)
+        return Profile(name: "t", up: direction, down: direction)
+    }
+
+    @Test func passiveUntilShapingBegins() throws {
+        let (channel, _) = try self.makeChannel(self.symmetric(latency: .milliseconds(100)))
+        try channel.writeInbound(ByteBuffer(string: "CONNECT x:443 HTTP/1.1\r\n\r\n"))
+        #expect(try channel.readInbound(as: ByteBuffer.self) == ByteBuffer(string: "CONNECT x:443 HTTP/1.1\r\n\r\n"))
+        try channel.writeOutbound(ByteBuffer(string: "HTTP/1.1 200 OK\r\n\r\n"))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "HTTP/1.1 200 OK\r\n\r\n"))
+    }
+
+    @Test func upAndDownWaitExactlyTheLatency() throws {
+        let (channel, shaper) = try self.makeChannel(self.symmetric(latency: .milliseconds(100)))
+        shaper.beginShaping()
+        try channel.writeInbound(ByteBuffer(string: "request"))
+        channel.writeAndFlush(ByteBuffer(string: "response"), promise: nil)
+        #expect(try channel.readInbound(as: ByteBuffer.self) == nil)
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(99))
+        #expect(try channel.readInbound(as: ByteBuffer.self) == nil)
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+        #expect(try channel.readInbound(as: ByteBuffer.self) == ByteBuffer(string: "request"))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "response"))
+    }
+
+    @Test func bytesKeepTheirOrderAndContentAcrossSegments() throws {
+        // 240 kbit/s: each 1460-byte segment takes 50 ms on the link.
+        let (channel, shaper) = try self.makeChannel(self.symmetric(latency: .milliseconds(10), bandwidth: .kbit(240)))
+        shaper.beginShaping()
+        var expected: [UInt8] = []
+        for chunk in 0..<5 {
+            let bytes = (0..<1000).map { UInt8(truncatingIfNeeded: $0 * 7 + chunk) }
+            expected += bytes
+            channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+        }
+        var received: [UInt8] = []
+        var steps = 0
+        while received.count < expected.count && steps < 100 {
+            channel.embeddedEventLoop.advanceTime(by: .milliseconds(10))
+            while var buffer = try channel.readOutbound(as: ByteBuffer.self) {
+                received += buffer.readBytes(length: buffer.readableBytes) ?? []
+            }
+            steps += 1
+        }
+        #expect(received == expected)
+        // Five writes at one instant become five 1000-byte segments (no Nagle): each takes
+        // 1040 × 8 / 240 kbit = 34.67 ms on the link, so the last arrives at 173.3 ms + 10 ms.
+        #expect(steps == 19)
+    }
+
+    @Test func halfCloseWaitsForDataBeforeIt() throws {
+        let (channel, shaper) = try self.makeChannel(self.symmetric(latency: .milliseconds(50)))
+        shaper.beginShaping()
+        channel.writeAndFlush(ByteBuffer(string: "last words"), promise: nil)
+        let closed = channel.close(mode: .output)
+        channel.embeddedEventLoop.run()
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        var closedAt: String?
+        closed.whenComplete { _ in closedAt = "done" }
+        #expect(closedAt == nil)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(50))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "last words"))
+        #expect(closedAt == "done")
+    }
+
+    @Test func inputClosedIsDeliveredAfterTheBytes() throws {
+        let (channel, shaper) = try self.makeChannel(self.symmetric(latency: .milliseconds(50)))
+        let recorder = EventRecorder()
+        try channel.pipeline.syncOperations.addHandler(recorder)
+        shaper.beginShaping()
+        try channel.writeInbound(ByteBuffer(string: "abc"))
+        channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        #expect(recorder.events.isEmpty)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(50))
+        #expect(recorder.events == ["read abc", "inputClosed"])
+    }
+
+    @Test func stopsReadingWhenTheLinkIsBehind() throws {
+        // 8 kbit/s: 1 KB takes a second; after the send buffer fills, reads are held back.
+        let (channel, shaper) = try self.makeChannel(self.symmetric(latency: .zero, bandwidth: .kbit(8)))
+        shaper.beginShaping()
+        let counter = ReadCounter()
+        try channel.pipeline.syncOperations.addHandler(counter, position: .first)
+        channel.read()
+        #expect(counter.reads == 1)
+        try channel.writeInbound(ByteBuffer(repeating: 1, count: LinkShaper.sendBuffer + 100_000))
+        channel.read()
+        #expect(counter.reads == 1)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(3600))
+        #expect(counter.reads == 2)
+    }
+}
+
+final class EventRecorder: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    var events: [String] = []
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = self.unwrapInboundIn(data)
+        self.events.append("read \(String(buffer: buffer))")
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed { self.events.append("inputClosed") }
+    }
+}
+
+final class ReadCounter: ChannelOutboundHandler {
+    typealias OutboundIn = Never
+    var reads = 0
+
+    func read(context: ChannelHandlerContext) {
+        self.reads += 1
+        context.read()
+    }
+}

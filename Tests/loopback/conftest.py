@@ -1,0 +1,110 @@
+"""Shared helpers for the real-client tests: they run the netcond binary the way users do."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+NETCOND = os.environ.get("NETCOND_BIN") or shutil.which("netcond") or ".build/debug/netcond"
+
+
+def origin_bytes(size, seed=0):
+    """The built-in origin's /bytes/{size}?seed= content (SplitMix64 in counter mode, little-endian words)."""
+    mask = (1 << 64) - 1
+    out = bytearray()
+    for w in range((size + 7) // 8):
+        z = (seed + (w + 1) * 0x9E3779B97F4A7C15) & mask
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        z ^= z >> 31
+        out += z.to_bytes(8, "little")
+    return bytes(out[:size])
+
+
+def run(args, timeout=120, env=None, **kwargs):
+    """Runs netcond with args; returns the CompletedProcess (text mode)."""
+    full_env = dict(os.environ)
+    full_env.pop("NETCOND_SEED", None)
+    if env:
+        full_env.update(env)
+    return subprocess.run([NETCOND] + args, capture_output=True, text=True, timeout=timeout, env=full_env, **kwargs)
+
+
+def write_profile(directory, name, text):
+    path = os.path.join(directory, name + ".yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def closed_port():
+    """A loopback port nothing listens on (bound, then closed)."""
+    return free_port()
+
+
+@pytest.fixture
+def tmp(tmp_path):
+    return str(tmp_path)
+
+
+class Proxy:
+    """`netcond proxy` in the background; stopped (SIGINT) by the test that started it."""
+
+    def __init__(self, profile, extra=()):
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [NETCOND, "proxy", profile, "--listen", f"127.0.0.1:{self.port}", "--seed", "1", *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                if self.process.poll() is not None:
+                    raise RuntimeError("netcond proxy exited: " + self.process.stderr.read())
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("netcond proxy did not start listening")
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        out, err = self.process.communicate()
+        return self.process.returncode, out, err
+
+
+@pytest.fixture
+def proxy_factory():
+    started = []
+
+    def start(profile, extra=()):
+        p = Proxy(profile, extra)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.stop()

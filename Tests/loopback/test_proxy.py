@@ -1,0 +1,215 @@
+"""The proxy with real clients: bytes intact, protocols, errors, timing within generous tolerance."""
+import hashlib
+import os
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import closed_port, origin_bytes, run, write_profile
+
+
+def curl(proxy, *args, timeout=60):
+    return subprocess.run(["curl", "-sS", "-x", proxy.url, *args], capture_output=True, timeout=timeout)
+
+
+def test_edge_download_is_intact_and_never_faster_than_the_link(tmp):
+    out = os.path.join(tmp, "x")
+    started = time.monotonic()
+    result = run(["run", "edge", "--seed", "3", "--", "curl", "-sS", "-o", out,
+                  "http://origin.netcond.test/bytes/200KB"])
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert open(out, "rb").read() == origin_bytes(200 * 1024)
+    # 200 KB at 240 kbit/s with 40 bytes of header per 1460: at least 7.0 s on the link alone.
+    assert elapsed >= 200 * 1024 * 8 / 240_000 * 1500 / 1460
+    assert elapsed < 40
+    assert "netcond: edge:" in result.stderr
+
+
+def test_http_keepalive_range_and_304_through_the_proxy(proxy_factory):
+    proxy = proxy_factory("none")
+    result = curl(proxy, "-o", "/dev/null", "-o", "/dev/null", "-w", "%{http_code} %{num_connects}\\n",
+                  "http://origin.netcond.test/bytes/1KB", "http://origin.netcond.test/bytes/2KB")
+    assert result.stdout.decode().split("\n")[:2] == ["200 1", "200 0"]
+    ranged = curl(proxy, "-r", "100-199", "http://origin.netcond.test/bytes/1KB")
+    assert ranged.stdout == origin_bytes(1024)[100:200]
+    etag = curl(proxy, "-I", "http://origin.netcond.test/bytes/1KB").stdout.decode()
+    tag = [line.split(":", 1)[1].strip() for line in etag.splitlines() if line.lower().startswith("etag")][0]
+    again = curl(proxy, "-o", "/dev/null", "-w", "%{http_code}", "-H", f"If-None-Match: {tag}",
+                 "http://origin.netcond.test/bytes/1KB")
+    assert again.stdout == b"304"
+
+
+def test_large_download_with_wget_and_python_clients(proxy_factory):
+    proxy = proxy_factory("lte")
+    expected = hashlib.sha256(origin_bytes(3 * 1024 * 1024, seed=9)).hexdigest()
+    url = "http://origin.netcond.test/bytes/3MB?seed=9"
+    env = dict(os.environ, http_proxy=proxy.url, https_proxy=proxy.url)
+    wget = subprocess.run(["wget", "-q", "-O", "-", url], capture_output=True, env=env, timeout=120)
+    assert hashlib.sha256(wget.stdout).hexdigest() == expected
+    script = (
+        "import hashlib, requests, httpx\n"
+        f"r = requests.get('{url}', timeout=60)\n"
+        "print(hashlib.sha256(r.content).hexdigest())\n"
+        f"h = httpx.get('{url}', timeout=60)\n"
+        "print(hashlib.sha256(h.content).hexdigest())\n"
+    )
+    python = subprocess.run(["python3", "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert python.stdout.split() == [expected, expected], python.stderr
+
+
+def test_chunked_upload_is_forwarded(proxy_factory):
+    proxy = proxy_factory("3g")
+    # The origin answers POST to /bytes with 405 after reading the body; the body must get through intact
+    # (the exchange completes and the connection stays usable).
+    body = os.urandom(50_000)
+    result = subprocess.run(
+        ["curl", "-sS", "-x", proxy.url, "-H", "Transfer-Encoding: chunked", "--data-binary", "@-",
+         "-o", "/dev/null", "-w", "%{http_code}", "http://origin.netcond.test/"],
+        input=body, capture_output=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode() in ("200", "404", "405")
+
+
+def test_connect_tunnel_and_socks5_reach_the_origin(proxy_factory):
+    proxy = proxy_factory("dsl")
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+        s.sendall(b"CONNECT origin.netcond.test:80 HTTP/1.1\r\nHost: origin.netcond.test:80\r\n\r\n")
+        head = s.recv(1024)
+        assert head.startswith(b"HTTP/1.1 200")
+        s.sendall(b"GET /bytes/100 HTTP/1.1\r\nHost: origin.netcond.test\r\nConnection: close\r\n\r\n")
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        assert data.split(b"\r\n\r\n", 1)[1] == origin_bytes(100)
+    socks = subprocess.run(
+        ["curl", "-sS", "--socks5-hostname", f"127.0.0.1:{proxy.port}", "http://origin.netcond.test/bytes/5000"],
+        capture_output=True, timeout=60,
+    )
+    assert socks.stdout == origin_bytes(5000), socks.stderr
+
+
+def test_unreachable_upstreams_get_502_with_a_reason(proxy_factory):
+    proxy = proxy_factory("none")
+    port = closed_port()
+    refused = curl(proxy, "-w", "\\n%{http_code}", f"http://127.0.0.1:{port}/")
+    body, code = refused.stdout.decode().rsplit("\n", 1)
+    assert code == "502" and "connection refused" in body
+    unknown = curl(proxy, "-w", "\\n%{http_code}", "http://no-such-host.invalid/")
+    body, code = unknown.stdout.decode().rsplit("\n", 1)
+    assert code == "502" and "cannot resolve host 'no-such-host.invalid'" in body
+    socks = subprocess.run(
+        ["curl", "-sS", "--socks5-hostname", f"127.0.0.1:{proxy.port}", "http://no-such-host.invalid/"],
+        capture_output=True, timeout=30,
+    )
+    assert socks.returncode != 0
+    assert b"unreachable" in socks.stderr.lower() or b"socks" in socks.stderr.lower()
+
+
+def test_malformed_request_gets_400_and_the_proxy_keeps_serving(proxy_factory):
+    proxy = proxy_factory("none")
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+        s.sendall(b"THIS IS NOT HTTP\r\n\x00\x01\r\n\r\n")
+        assert s.recv(1024).startswith(b"HTTP/1.1 400")
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+        s.sendall(b"GET /no-absolute-url HTTP/1.1\r\n\r\n")
+        assert s.recv(1024).startswith(b"HTTP/1.1 400")
+    ok = curl(proxy, "http://origin.netcond.test/bytes/10")
+    assert ok.stdout == origin_bytes(10)
+
+
+class EchoServer:
+    """A loopback TCP server that echoes everything and half-closes after the client does."""
+
+    def __init__(self):
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(16)
+        self.port = self.socket.getsockname()[1]
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.socket.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.echo, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def echo(conn):
+        with conn:
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    conn.shutdown(socket.SHUT_WR)
+                    return
+                conn.sendall(data)
+
+    def close(self):
+        self.socket.close()
+
+
+@pytest.mark.parametrize("profile", ["none", "lossy"])
+def test_forward_echo_is_byte_identical_with_half_close(proxy_factory, tmp, profile):
+    server = EchoServer()
+    try:
+        if profile == "lossy":
+            profile = write_profile(tmp, "lossy", "link:\n  bandwidth: 20Mbit\n  latency: 5ms\n  jitter: 3ms\n"
+                                    "  loss: 5%\n")
+        forward_port = closed_port()
+        proxy = proxy_factory(profile, ["--forward", f"127.0.0.1:{forward_port}=127.0.0.1:{server.port}"])
+        payload = os.urandom(2 * 1024 * 1024)
+        received = bytearray()
+        with socket.create_connection(("127.0.0.1", forward_port), timeout=60) as s:
+            def reader():
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        return
+                    received.extend(chunk)
+            t = threading.Thread(target=reader)
+            t.start()
+            s.sendall(payload)
+            s.shutdown(socket.SHUT_WR)
+            t.join(timeout=90)
+        assert bytes(received) == payload
+    finally:
+        server.close()
+
+
+def test_latency_is_never_early_and_not_much_late(proxy_factory, tmp):
+    profile = write_profile(tmp, "rtt", "link:\n  latency: 100ms\n")
+    server = EchoServer()
+    try:
+        forward_port = closed_port()
+        proxy_factory(profile, ["--forward", f"127.0.0.1:{forward_port}=127.0.0.1:{server.port}"])
+        with socket.create_connection(("127.0.0.1", forward_port), timeout=10) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            samples = []
+            for _ in range(10):
+                started = time.monotonic()
+                s.sendall(b"x" * 100)
+                got = b""
+                while len(got) < 100:
+                    got += s.recv(100 - len(got))
+                samples.append(time.monotonic() - started)
+        # The first exchange also waits for the emulated handshake (one more round trip).
+        assert min(samples) >= 0.200
+        assert sorted(samples)[len(samples) // 2] < 0.200 * 3
+    finally:
+        server.close()
+
+
+def test_offline_connects_never_complete(proxy_factory):
+    proxy = proxy_factory("offline")
+    result = curl(proxy, "--max-time", "2", "-o", "/dev/null", "-w", "%{http_code}", "http://origin.netcond.test/")
+    assert result.returncode == 28  # curl: operation timed out

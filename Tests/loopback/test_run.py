@@ -1,0 +1,117 @@
+"""`netcond run`, `profiles`, `validate`: exit codes, environment, signals, clear errors."""
+import os
+import signal
+import subprocess
+import time
+
+from conftest import NETCOND, run, write_profile
+
+
+def test_child_exit_code_and_signal_death_are_passed_through():
+    assert run(["run", "none", "--", "sh", "-c", "exit 7"]).returncode == 7
+    assert run(["run", "none", "--", "sh", "-c", "kill -TERM $$"]).returncode == 128 + signal.SIGTERM
+
+
+def test_child_gets_proxy_variables_in_both_cases_and_empty_no_proxy():
+    result = run(["run", "3g", "--seed", "5", "--", "env"])
+    assert result.returncode == 0
+    env = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+    proxy = env["http_proxy"]
+    assert proxy.startswith("http://127.0.0.1:")
+    for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "https_proxy", "all_proxy"]:
+        assert env[name] == proxy
+    assert env["NO_PROXY"] == "" and env["no_proxy"] == ""
+    assert env["NETCOND_ORIGIN"] == "http://origin.netcond.test"
+    assert env["NETCOND_SEED"] == "5"
+    # The summary line names the profile and the seed.
+    assert "netcond: 3g:" in result.stderr and "(seed 5)" in result.stderr
+
+
+def test_seed_comes_from_environment():
+    result = run(["run", "none", "--", "sh", "-c", 'echo "$NETCOND_SEED"'], env={"NETCOND_SEED": "77"})
+    assert result.stdout.strip() == "77"
+    bad = run(["run", "none", "--", "true"], env={"NETCOND_SEED": "seven"})
+    assert bad.returncode == 2 and "NETCOND_SEED" in bad.stderr
+
+
+def test_missing_command_is_127_and_no_command_is_2():
+    missing = run(["run", "none", "--", "no-such-program-netcond"])
+    assert missing.returncode == 127
+    assert "command not found: no-such-program-netcond" in missing.stderr
+    nothing = run(["run", "none"])
+    assert nothing.returncode == 2
+    assert "no command given" in nothing.stderr
+
+
+def test_unknown_profile_suggests_the_nearest():
+    result = run(["run", "edg", "--", "true"])
+    assert result.returncode == 2
+    assert "did you mean 'edge'" in result.stderr
+
+
+def test_sigterm_to_netcond_reaches_the_child_and_leaves_no_orphan(tmp):
+    marker = os.path.join(tmp, "pid")
+    process = subprocess.Popen(
+        [NETCOND, "run", "none", "--", "sh", "-c", f'echo $$ > {marker}; exec sleep 60'],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.time() + 20
+    while not os.path.exists(marker) and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    child = int(open(marker).read())
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=20) == 128 + signal.SIGTERM
+    try:
+        os.kill(child, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive
+
+
+def test_profiles_table_and_show():
+    table = run(["profiles"])
+    assert table.returncode == 0
+    names = [line.split()[0] for line in table.stdout.splitlines()[1:]]
+    for name in ["gprs", "edge", "3g", "hspa", "lte", "5g", "dsl", "cable", "wifi", "wifi-lossy",
+                 "satellite-geo", "satellite-leo", "very-bad", "offline", "high-latency-dns"]:
+        assert name in names
+    shown = run(["profiles", "show", "edge"])
+    assert shown.returncode == 0
+    assert "bandwidth: 240kbit" in shown.stdout and "latency: 400ms" in shown.stdout
+
+
+def test_validate_reports_file_line_column(tmp):
+    good = write_profile(tmp, "good", "extends: 3g\ndown:\n  latency: 1s\n")
+    assert run(["validate", good]).returncode == 0
+    bad = write_profile(tmp, "bad", "down:\n  latency: 100ms\n  los: 1%\n")
+    result = run(["validate", good, bad])
+    assert result.returncode == 2
+    assert f"{bad}:3:3:" in result.stderr
+    assert "did you mean 'loss'" in result.stderr
+    loss = write_profile(tmp, "loss", "down:\n  loss: 150%\n")
+    result = run(["validate", loss])
+    assert result.returncode == 2 and f"{loss}:2:9:" in result.stderr and "100%" in result.stderr
+    missing = run(["validate", os.path.join(tmp, "nope.yaml")])
+    assert missing.returncode == 2 and "nope.yaml" in missing.stderr
+
+
+def test_port_taken_is_a_one_line_error_with_exit_3():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        result = run(["proxy", "none", "--listen", f"127.0.0.1:{port}"], timeout=20)
+    assert result.returncode == 3
+    assert "already in use" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bad_listen_and_forward_are_usage_errors():
+    assert run(["proxy", "none", "--listen", "localhost:99999"]).returncode == 2
+    result = run(["run", "none", "--forward", "9000", "--", "true"])
+    assert result.returncode == 2 and "LISTEN=TARGET" in result.stderr
