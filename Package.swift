@@ -48,9 +48,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(name: "CNetcondSpawn"),
         .target(
             name: "NetcondScenario",
             dependencies: [
+                "CNetcondSpawn",
                 "NetcondCore",
                 "NetcondProxy",
                 "NetcondOrigin",

@@ -290,14 +290,10 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
         case .end(let trailers):
             context.writeAndFlush(self.wrapOutboundOut(.end(trailers)), promise: nil)
-            if self.responseStarted && !Self.isInformational(part) {
-                self.responseEnded = true
-                self.finishIfDone()
-            }
+            self.responseEnded = true
+            self.finishIfDone()
         }
     }
-
-    private static func isInformational(_ part: HTTPClientResponsePart) -> Bool { false }
 
     func upstreamFlush() {
         self.context?.flush()

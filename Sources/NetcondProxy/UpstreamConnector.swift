@@ -62,7 +62,7 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
         }
     }
 
-    var httpStatus: HTTPResponseStatusCode {
+    var httpStatus: Int {
         switch self {
         case .timedOut: return 504
         default: return 502
@@ -78,8 +78,6 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
         }
     }
 }
-
-typealias HTTPResponseStatusCode = Int
 
 /// Names the proxy answers itself instead of asking DNS.
 struct HostOverrides: Sendable {

@@ -1,3 +1,7 @@
+import CNetcondSpawn
+import Dispatch
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -8,8 +12,9 @@ import Darwin
 
 /// A program netcond runs under emulated conditions.
 ///
-/// Started with `posix_spawnp` (PATH search like a shell), in netcond's process group so that it
-/// keeps the terminal, with the signals netcond catches reset to their defaults. `wait()` blocks a
+/// Started by `netcond_spawn` (fork + exec, PATH searched like a shell) in netcond's process group so
+/// that it keeps the terminal, with every signal at its default, and with PR_SET_PDEATHSIG so that it
+/// is killed if netcond itself dies, even by SIGKILL: no orphan is ever left. `wait()` blocks a
 /// dedicated thread in `waitpid`, never the event loops.
 public final class ChildProcess: Sendable {
     public let pid: pid_t
@@ -18,51 +23,38 @@ public final class ChildProcess: Sendable {
     /// Signals netcond passes on to the child.
     public static let forwardedSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
 
-    private init(pid: pid_t, command: [String]) {
+    private let reaper: Reaper
+
+    private init(pid: pid_t, command: [String], reaper: Reaper) {
         self.pid = pid
         self.command = command
+        self.reaper = reaper
     }
 
     /// Starts `command[0]` with its arguments. Throws `.notFound` (the shell's 127) or
     /// `.notExecutable` (126) with a message naming the program.
     public static func spawn(
         _ command: [String],
-        environment: [String: String]
+        environment: [String: String],
+        workingDirectory: String? = nil
     ) throws(ChildProcessError) -> ChildProcess {
         guard let program = command.first, !program.isEmpty else { throw .noCommand }
         let path = environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
         try Self.check(program, searchPath: path)
 
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in Self.forwardedSignals + [SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        posix_spawnattr_setsigmask(&attributes, &mask)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-
-        let argv = command.map { strdup($0) } + [nil]
-        let envp = environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
-        }
-        var pid = pid_t()
-        // posix_spawnp searches PATH in the *parent's* environment; resolve it ourselves.
         let resolved = Self.resolve(program, searchPath: path) ?? program
-        let result = posix_spawn(&pid, resolved, &actions, &attributes, argv, envp)
+        let environmentLines = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+        // The parent-death signal fires when the *thread* that forked ends, so the fork happens on a
+        // thread of its own that lives exactly as long as the child (it waits for it).
+        let reaper = Reaper(path: resolved, arguments: command, environment: environmentLines, directory: workingDirectory)
+        let result = reaper.start()
         guard result == 0 else {
+            if let workingDirectory, result == ENOENT || result == ENOTDIR || result == EACCES {
+                throw .spawnFailed(program, "cannot enter \(workingDirectory): \(String(cString: strerror(result)))")
+            }
             throw .spawnFailed(program, String(cString: strerror(result)))
         }
-        return ChildProcess(pid: pid, command: command)
+        return ChildProcess(pid: reaper.pid, command: command, reaper: reaper)
     }
 
     /// Sends a signal to the child (ignored once it has been reaped).
@@ -72,10 +64,8 @@ public final class ChildProcess: Sendable {
 
     /// Waits for the child to end.
     public func wait() async -> ExitStatus {
-        let pid = self.pid
-        return await withCheckedContinuation { continuation in
-            let thread = WaitThread(pid: pid) { continuation.resume(returning: $0) }
-            thread.start()
+        await withCheckedContinuation { continuation in
+            self.reaper.whenExited { continuation.resume(returning: $0) }
         }
     }
 
@@ -143,42 +133,84 @@ public enum ChildProcessError: Error, Equatable, CustomStringConvertible {
     }
 }
 
-/// A thread that reaps one child.
-private final class WaitThread: @unchecked Sendable {
-    private let pid: pid_t
-    private let done: @Sendable (ExitStatus) -> Void
+/// The thread that starts one child and reaps it.
+private final class Reaper: @unchecked Sendable {
+    private let path: String
+    private let arguments: [String]
+    private let environment: [String]
+    private let directory: String?
+    private let started = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var startResult: Int32 = 0
+    private(set) var pid: pid_t = 0
+    private var status: ExitStatus?
+    private var waiters: [@Sendable (ExitStatus) -> Void] = []
 
-    init(pid: pid_t, done: @escaping @Sendable (ExitStatus) -> Void) {
-        self.pid = pid
-        self.done = done
+    init(path: String, arguments: [String], environment: [String], directory: String?) {
+        self.path = path
+        self.arguments = arguments
+        self.environment = environment
+        self.directory = directory
     }
 
-    func start() {
+    /// Starts the thread and the child; returns 0 or an errno value.
+    func start() -> Int32 {
         var thread = pthread_t()
         let box = Unmanaged.passRetained(self)
-        pthread_create(&thread, nil, { raw in
-            let this = Unmanaged<WaitThread>.fromOpaque(raw!).takeRetainedValue()
+        let created = pthread_create(&thread, nil, { raw in
+            let this = Unmanaged<Reaper>.fromOpaque(raw!).takeRetainedValue()
             this.run()
             return nil
         }, box.toOpaque())
+        guard created == 0 else {
+            box.release()
+            return created
+        }
         pthread_detach(thread)
+        self.started.wait()
+        return self.startResult
+    }
+
+    func whenExited(_ callback: @escaping @Sendable (ExitStatus) -> Void) {
+        self.lock.lock()
+        if let status = self.status {
+            self.lock.unlock()
+            callback(status)
+            return
+        }
+        self.waiters.append(callback)
+        self.lock.unlock()
     }
 
     private func run() {
-        var status: Int32 = 0
+        let argv = self.arguments.map { strdup($0) } + [nil]
+        let envp = self.environment.map { strdup($0) } + [nil]
+        var pid = pid_t()
+        self.startResult = netcond_spawn(self.path, argv, envp, self.directory, &pid)
+        argv.forEach { free($0) }
+        envp.forEach { free($0) }
+        self.pid = pid
+        self.started.signal()
+        guard self.startResult == 0 else { return }
+
+        var raw: Int32 = 0
+        var status = ExitStatus.exited(127)
         while true {
-            let result = waitpid(self.pid, &status, 0)
-            if result == self.pid { break }
+            let result = waitpid(pid, &raw, 0)
+            if result == pid {
+                // WIFEXITED / WEXITSTATUS / WTERMSIG are macros; decode the status word directly.
+                let signal = raw & 0x7f
+                status = signal == 0 ? .exited((raw >> 8) & 0xff) : .signaled(signal)
+                break
+            }
             if result == -1 && errno == EINTR { continue }
-            self.done(.exited(127))
-            return
+            break
         }
-        // WIFEXITED / WEXITSTATUS / WTERMSIG are macros; decode the status word directly.
-        let termSignal = status & 0x7f
-        if termSignal == 0 {
-            self.done(.exited((status >> 8) & 0xff))
-        } else {
-            self.done(.signaled(termSignal))
-        }
+        self.lock.lock()
+        self.status = status
+        let waiters = self.waiters
+        self.waiters = []
+        self.lock.unlock()
+        for waiter in waiters { waiter(status) }
     }
 }

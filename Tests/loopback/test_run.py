@@ -115,3 +115,32 @@ def test_bad_listen_and_forward_are_usage_errors():
     assert run(["proxy", "none", "--listen", "localhost:99999"]).returncode == 2
     result = run(["run", "none", "--forward", "9000", "--", "true"])
     assert result.returncode == 2 and "LISTEN=TARGET" in result.stderr
+
+
+def test_even_sigkill_of_netcond_leaves_no_orphan(tmp):
+    marker = os.path.join(tmp, "pid")
+    process = subprocess.Popen(
+        [NETCOND, "run", "none", "--", "sh", "-c", f'echo $$ > {marker}; exec sleep 60'],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.time() + 20
+    while not os.path.exists(marker) and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    child = int(open(marker).read())
+    process.kill()
+    process.wait(timeout=10)
+    deadline = time.time() + 5
+    alive = True
+    while alive and time.time() < deadline:
+        try:
+            os.kill(child, 0)
+            # A zombie reparented to init counts as gone once reaped; give it a moment.
+            with open(f"/proc/{child}/stat") as f:
+                if f.read().split()[2] == "Z":
+                    alive = False
+            time.sleep(0.05)
+        except (ProcessLookupError, FileNotFoundError):
+            alive = False
+    assert not alive

@@ -1,0 +1,13 @@
+#ifndef NETCOND_SPAWN_H
+#define NETCOND_SPAWN_H
+
+#include <sys/types.h>
+
+/// Starts `path` with `argv` and `envp` (NULL-terminated) in a child that:
+/// - dies with SIGKILL if netcond dies, whatever the cause (PR_SET_PDEATHSIG), so no orphan is left;
+/// - has every signal at its default disposition and an empty signal mask;
+/// - runs in `directory` when it is not NULL.
+/// Returns 0 and sets *pid, or an errno value (the exec's own failure is reported through a pipe).
+int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, pid_t *pid);
+
+#endif

@@ -1,0 +1,63 @@
+#define _GNU_SOURCE
+#include "netcond_spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, pid_t *pid) {
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) return errno;
+    pid_t parent = getpid();
+    pid_t child = fork();
+    if (child < 0) {
+        int error = errno;
+        close(report[0]);
+        close(report[1]);
+        return error;
+    }
+    if (child == 0) {
+        /* Only async-signal-safe calls from here on. */
+        int error = 0;
+#ifdef __linux__
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) error = errno;
+        if (getppid() != parent) _exit(127); /* netcond died before the prctl took effect */
+#endif
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = SIG_DFL;
+        for (int signal = 1; signal < NSIG; signal++) sigaction(signal, &action, NULL);
+        sigset_t empty;
+        sigemptyset(&empty);
+        sigprocmask(SIG_SETMASK, &empty, NULL);
+        if (error == 0 && directory != NULL && chdir(directory) != 0) error = errno;
+        if (error == 0) {
+            execve(path, argv, envp);
+            error = errno;
+        }
+        ssize_t ignored = write(report[1], &error, sizeof error);
+        (void)ignored;
+        _exit(127);
+    }
+    close(report[1]);
+    int error = 0;
+    ssize_t got;
+    do {
+        got = read(report[0], &error, sizeof error);
+    } while (got < 0 && errno == EINTR);
+    close(report[0]);
+    if (got == (ssize_t)sizeof error && error != 0) {
+        /* The exec failed: reap the child, which has already exited. */
+        int status;
+        while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+        return error;
+    }
+    *pid = child;
+    return 0;
+}
