@@ -213,3 +213,43 @@ def test_offline_connects_never_complete(proxy_factory):
     proxy = proxy_factory("offline")
     result = curl(proxy, "--max-time", "2", "-o", "/dev/null", "-w", "%{http_code}", "http://origin.netcond.test/")
     assert result.returncode == 28  # curl: operation timed out
+
+
+def test_eof_delimited_response_and_head_through_the_proxy(proxy_factory):
+    """A server that ends its body by closing (no Content-Length) and a HEAD request."""
+    body = os.urandom(100_000)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+
+    def serve():
+        for _ in range(2):
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    request += chunk
+                if request.startswith(b"HEAD"):
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 12345\r\n\r\n")
+                else:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + body)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        proxy = proxy_factory("3g")
+        got = curl(proxy, f"http://127.0.0.1:{port}/stream")
+        assert got.returncode == 0, got.stderr
+        assert got.stdout == body
+        head = curl(proxy, "-I", f"http://127.0.0.1:{port}/head")
+        assert head.returncode == 0, head.stderr
+        assert b"12345" in head.stdout
+    finally:
+        listener.close()
