@@ -40,6 +40,7 @@ let package = Package(
         .target(
             name: "NetcondProxy",
             dependencies: [
+                "CNetcondSystem",
                 "NetcondCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -48,11 +49,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .target(name: "CNetcondSpawn"),
+        .target(name: "CNetcondSystem"),
         .target(
             name: "NetcondScenario",
             dependencies: [
-                "CNetcondSpawn",
+                "CNetcondSystem",
                 "NetcondCore",
                 "NetcondProxy",
                 "NetcondOrigin",

@@ -1,3 +1,4 @@
+import CNetcondSystem
 import NIOCore
 import NIOPosix
 import NetcondCore
@@ -77,10 +78,14 @@ public final class ProxyServer: Sendable {
         self.configuration = configuration
         self.loop = group.next()
         self.state = NIOLoopBoundBox.makeBoxSendingValue(State(), eventLoop: self.loop)
+        // The link's timers are its delays: ask the kernel not to coalesce this thread's wake-ups.
+        self.loop.execute { _ = netcond_set_timer_slack(1) }
     }
 
     /// Binds the proxy port and every forward. Throws a user-facing error when a port is taken.
     public func start() async throws -> ProxyAddresses {
+        // Every proxied connection costs two descriptors; use all the process may have.
+        _ = netcond_raise_open_file_limit()
         let proxy = try await self.bind(host: self.configuration.listenHost, port: self.configuration.listenPort) {
             channel, state, connector in
             let shaper = LinkShaper(driver: state.driver, stats: state.stats)
@@ -136,6 +141,12 @@ public final class ProxyServer: Sendable {
         let state = self.state
         let configuration = self.configuration
         let bootstrap = ServerBootstrap(group: loop, childGroup: loop)
+            .serverChannelInitializer { channel in
+                // Out of descriptors: pause accepting for a moment instead of spinning on EMFILE.
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(AcceptBackoffHandler())
+                }
+            }
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)

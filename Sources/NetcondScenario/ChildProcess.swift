@@ -1,4 +1,4 @@
-import CNetcondSpawn
+import CNetcondSystem
 import Dispatch
 import Foundation
 

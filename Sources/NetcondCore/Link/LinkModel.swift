@@ -240,12 +240,25 @@ public final class LinkModel {
         }
         let size = side.record(seq).size + link.overhead
         if !retransmission && !link.queue.isEmpty && link.queuedBytes + size > link.queueLimit {
-            self.counters.queueDrops += 1
-            self.markLost(flow, side, seq: seq)
-            return
+            // Overflow. The connection holding the most of the queue loses a segment (fq_codel's
+            // overflow rule), so one bulk transfer cannot starve the others; service stays FIFO, so
+            // everyone still waits behind a full queue (bufferbloat).
+            while link.queuedBytes + size > link.queueLimit, let victim = link.longestQueue(otherThan: flow.id, atLeast: (link.queuedByFlow[flow.id] ?? 0) + size) {
+                let slot = link.remove(at: victim)
+                self.counters.queueDrops += 1
+                if let victimFlow = self.flows[slot.flow] {
+                    self.markLost(victimFlow, victimFlow.side(link.direction), seq: slot.seq)
+                }
+            }
+            if link.queuedBytes + size > link.queueLimit {
+                self.counters.queueDrops += 1
+                self.markLost(flow, side, seq: seq)
+                return
+            }
         }
-        link.queue.append(LinkSlot(flow: flow.id, seq: seq, wireBytes: size))
+        link.queue.append(LinkSlot(flow: flow.id, seq: seq, wireBytes: size, retransmission: retransmission))
         link.queuedBytes += size
+        link.queuedByFlow[flow.id, default: 0] += size
         if link.queue.count == 1 {
             link.busyUntil = max(link.busyUntil, self.now) + bandwidth.transmissionTime(bytes: Int64(size))
             self.schedule(.linkFree(link.direction), at: link.busyUntil)
@@ -256,7 +269,7 @@ public final class LinkModel {
 
     private func linkFree(_ link: BottleneckLink) {
         guard let slot = link.queue.popFirst(), let bandwidth = link.bandwidth else { return }
-        link.queuedBytes -= slot.wireBytes
+        link.forget(slot)
         self.depart(slot.flow, link.direction, seq: slot.seq, at: self.now)
         if let next = link.queue.first {
             link.busyUntil = self.now + bandwidth.transmissionTime(bytes: Int64(next.wireBytes))
@@ -516,6 +529,8 @@ final class BottleneckLink {
     let overhead: Int
     var queue = Deque<LinkSlot>()
     var queuedBytes = 0
+    /// Queued bytes per connection (entries removed when they reach zero).
+    var queuedByFlow: [FlowID: Int] = [:]
     var busyUntil = Instant.zero
 
     init(direction: Direction, spec: LinkDirection, mss: Int = Int(Profile.defaultMSS.bytes)) {
@@ -528,10 +543,43 @@ final class BottleneckLink {
     }
 }
 
+extension BottleneckLink {
+    func forget(_ slot: LinkSlot) {
+        self.queuedBytes -= slot.wireBytes
+        let left = (self.queuedByFlow[slot.flow] ?? 0) - slot.wireBytes
+        self.queuedByFlow[slot.flow] = left > 0 ? left : nil
+    }
+
+    /// The connection (not `flow`) with the most queued bytes, if it holds more than `atLeast` and
+    /// has a droppable segment; ties go to the lowest connection number, so runs are reproducible.
+    /// Returns the index of its last droppable segment (never the one being serialized).
+    func longestQueue(otherThan flow: FlowID, atLeast: Int) -> Int? {
+        var best: (flow: FlowID, bytes: Int)?
+        for (candidate, bytes) in self.queuedByFlow where candidate != flow && bytes > atLeast {
+            if let current = best, current.bytes > bytes || (current.bytes == bytes && current.flow < candidate) {
+                continue
+            }
+            best = (candidate, bytes)
+        }
+        guard let victim = best?.flow else { return nil }
+        guard let index = self.queue.lastIndex(where: { $0.flow == victim && !$0.retransmission }), index > 0 else {
+            return nil
+        }
+        return index
+    }
+
+    func remove(at index: Int) -> LinkSlot {
+        let slot = self.queue.remove(at: index)
+        self.forget(slot)
+        return slot
+    }
+}
+
 struct LinkSlot {
     var flow: FlowID
     var seq: UInt64
     var wireBytes: Int
+    var retransmission: Bool
 }
 
 final class Flow {

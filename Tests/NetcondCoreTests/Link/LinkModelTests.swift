@@ -151,6 +151,31 @@ import Testing
         #expect(abs(byA / (byA + byB) - 0.5) < 0.05)
     }
 
+    @Test(arguments: [UInt64(7), 21, 35])
+    func twoDownloadsShareFairlyFromTheStart(startGapMilliseconds: UInt64) {
+        // The second download starts a few milliseconds after the first and, over the first ten
+        // seconds, still gets its half: an overflowing queue drops from whoever holds most of it.
+        // (With plain drop-tail the first flow kept 60-63 % here.)
+        var sim = LinkSimulation(.test(latency: .milliseconds(10), bandwidth: .mbit(2)), seed: startGapMilliseconds)
+        let first = sim.model.openFlow(at: .zero)
+        let second = sim.model.openFlow(at: .zero)
+        let secondStarts = Instant.ms(Int64(startGapMilliseconds))
+        var now = Instant.zero
+        while now < .s(12) {
+            for flow in [first, second] where (flow == first || now >= secondStarts)
+                && sim.model.unsent(flow, .down) < 64 * 1024
+            {
+                sim.model.send(flow, .down, bytes: 16 * 1024, at: now)
+            }
+            sim.deliveries += sim.model.advance(to: now)
+            now = min(sim.model.nextEventTime ?? now + .milliseconds(1), .s(12))
+            if now == .s(12) { break }
+        }
+        let byFirst = Double(sim.delivered(first, .down, by: .s(11)) - sim.delivered(first, .down, by: .s(1)))
+        let bySecond = Double(sim.delivered(second, .down, by: .s(11)) - sim.delivered(second, .down, by: .s(1)))
+        #expect(abs(byFirst / (byFirst + bySecond) - 0.5) < 0.05, "first flow's share \(byFirst / (byFirst + bySecond))")
+    }
+
     @Test func fullQueueAddsQueueingDelay() {
         // 2 Mbit/s, 50 ms each way, 64 KB queue: a bulk download keeps the queue near full, so a small
         // message sent behind it waits for the queue to drain (bufferbloat).

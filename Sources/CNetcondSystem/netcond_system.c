@@ -1,11 +1,12 @@
 #define _GNU_SOURCE
-#include "netcond_spawn.h"
+#include "netcond_system.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -60,4 +61,23 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
     }
     *pid = child;
     return 0;
+}
+
+int netcond_set_timer_slack(unsigned long nanoseconds) {
+#ifdef __linux__
+    return prctl(PR_SET_TIMERSLACK, nanoseconds, 0, 0, 0) == 0 ? 0 : errno;
+#else
+    (void)nanoseconds;
+    return 0;
+#endif
+}
+
+long netcond_raise_open_file_limit(void) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+    if (limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+    }
+    return (long)limit.rlim_cur;
 }
