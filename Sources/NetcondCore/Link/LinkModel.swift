@@ -432,7 +432,8 @@ public final class LinkModel {
                 jitter: spec.jitter,
                 seed: SeedDeriver.derive(self.seed, flowIndex, label, 2)
             ),
-            capRate: spec.connectionBandwidth,
+            // BBR paces at the bottleneck rate it measures instead of bursting its window into the queue.
+            capRate: self.profile.tcp == .bbr ? rate : spec.connectionBandwidth,
             readyAt: now
         )
     }

@@ -38,8 +38,9 @@ import Testing
             loss: cell.loss,
             tcp: cell.tcp
         )
-        profile.up.queue = ByteCount(bytes: 256 * 1024)
-        profile.down.queue = ByteCount(bytes: 256 * 1024)
+        // 1000 packets, netem's default queue limit (the reference's packet-level emulator).
+        profile.up.queue = ByteCount(bytes: 1500 * 1024)
+        profile.down.queue = ByteCount(bytes: 1500 * 1024)
         return profile
     }
 

@@ -10,9 +10,10 @@
 ///       │╱      │╱
 ///       └──────────────▶ time
 /// ```
-/// `cubic` follows RFC 8312 (C = 0.4, β = 0.7, with the Reno-friendly region), so goodput under
-/// random loss falls as loss-based congestion control makes it fall. `bbr` grows to twice the
-/// path's bandwidth-delay product and ignores loss, as BBR's model-based pacing does.
+/// `cubic` follows RFC 8312 (C = 0.4, β = 0.7, with the Reno-friendly region), unpaced as Linux
+/// sends it without the fq qdisc, so goodput under random loss falls as loss-based congestion
+/// control makes it fall. `bbr` grows to twice the path's bandwidth-delay
+/// product and ignores loss; the link model also paces it at the bottleneck rate, as BBR paces.
 struct SenderWindow {
     private let algorithm: CongestionControl
     private let mss: Double
