@@ -47,7 +47,20 @@ final class LinkDriver {
 
     func close(_ flow: FlowID) {
         self.endpoints.removeValue(forKey: flow)
+        self.waitingForRoom.removeValue(forKey: flow)
         self.model.closeFlow(flow)
+    }
+
+    /// Endpoints whose sender buffer was full: told after every pump, since room appears when the
+    /// model sends (an acknowledgement), not only when it delivers.
+    private var waitingForRoom: [FlowID: LinkEndpoint] = [:]
+
+    func notifyWhenRoom(_ flow: FlowID) {
+        self.waitingForRoom[flow] = self.endpoints[flow]
+    }
+
+    func stopWaitingForRoom(_ flow: FlowID) {
+        self.waitingForRoom.removeValue(forKey: flow)
     }
 
     func send(_ flow: FlowID, _ direction: Direction, bytes: Int) {
@@ -68,6 +81,11 @@ final class LinkDriver {
             let deliveries = self.model.advance(to: self.now)
             for delivery in deliveries {
                 self.endpoints[delivery.flow]?.deliver(delivery.direction, bytes: delivery.bytes)
+            }
+            if !self.waitingForRoom.isEmpty {
+                for flow in self.waitingForRoom.keys.sorted() {
+                    self.waitingForRoom[flow]?.roomMayHaveChanged()
+                }
             }
         } while self.needsAnotherPass
         self.armTimer()
@@ -94,4 +112,6 @@ final class LinkDriver {
 /// Something that receives the bytes the link delivers for one connection.
 protocol LinkEndpoint: AnyObject {
     func deliver(_ direction: Direction, bytes: Int)
+    /// The model may have taken bytes from a full sender buffer.
+    func roomMayHaveChanged()
 }

@@ -117,6 +117,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
             driver.model.unsent(flow, .up) >= Self.sendBuffer
         {
             self.readPending = true
+            driver.notifyWhenRoom(flow)
             return
         }
         context.read()
@@ -135,6 +136,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
         driver.send(flow, .down, bytes: buffer.readableBytes)
         if self.linkWritable && driver.model.unsent(flow, .down) >= Self.sendBuffer {
             self.linkWritable = false
+            driver.notifyWhenRoom(flow)
             context.fireUserInboundEventTriggered(LinkWritabilityChanged(isWritable: false))
         }
     }
@@ -178,12 +180,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
                 self.inputClosedPending = false
                 context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
             }
-            if self.readPending, let flow = self.flow, let driver = self.driver,
-                driver.model.unsent(flow, .up) < Self.sendBuffer
-            {
-                self.readPending = false
-                context.read()
-            }
+            self.roomMayHaveChanged()
         case .down:
             for (slice, promise) in self.down.take(bytes) {
                 context.write(self.wrapOutboundOut(slice), promise: promise)
@@ -198,12 +195,24 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
                     return
                 }
             }
-            if !self.linkWritable, let flow = self.flow, let driver = self.driver,
-                driver.model.unsent(flow, .down) < Self.sendBuffer
-            {
-                self.linkWritable = true
-                context.fireUserInboundEventTriggered(LinkWritabilityChanged(isWritable: true))
-            }
+            self.roomMayHaveChanged()
+        }
+    }
+
+    /// Resumes reading the client, or lets the proxy read the upstream again, once the emulated
+    /// sender's buffer has room (checked after every pump of the link while either is held back).
+    func roomMayHaveChanged() {
+        guard let context = self.context, let flow = self.flow, let driver = self.driver else { return }
+        if self.readPending && driver.model.unsent(flow, .up) < Self.sendBuffer {
+            self.readPending = false
+            context.read()
+        }
+        if !self.linkWritable && driver.model.unsent(flow, .down) < Self.sendBuffer {
+            self.linkWritable = true
+            context.fireUserInboundEventTriggered(LinkWritabilityChanged(isWritable: true))
+        }
+        if !self.readPending && self.linkWritable {
+            driver.stopWaitingForRoom(flow)
         }
     }
 }

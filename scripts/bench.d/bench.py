@@ -769,15 +769,22 @@ def item_loss_steady(h, t, srv):
             for c in cells:
                 t.add(f"{name} RTT {c[0]}ms loss {c[1]}% {c[2]}", "skipped: time budget", "-", "SKIP")
             continue
+        # A loss-bound cubic cell moves a few segments per round trip: one 60 s run is a handful of
+        # sawtooth periods, so those cells take the median of three seeds; the others one seed.
+        def seeds_for(c):
+            return (5, 6, 7) if c[2] == "cubic" and c[1] > 0 else (5,)
+
         ncs, res, ths = {}, {}, []
         try:
             for c in cells:
-                try:
-                    ncs[c] = Netcond(h, loss_profile(h, *c), [srv.source], seed=5, name=f"steady-{c[0]}-{c[1]}-{c[2]}")
-                except Exception as e:
-                    res[c] = e
-            for c, nc in ncs.items():
-                th = threading.Thread(target=download, args=(nc.forwards[0], total, skip, res, c), daemon=True)
+                for seed in seeds_for(c):
+                    try:
+                        ncs[(c, seed)] = Netcond(h, loss_profile(h, *c), [srv.source], seed=seed,
+                                                 name=f"steady-{c[0]}-{c[1]}-{c[2]}-{seed}")
+                    except Exception as e:
+                        res[(c, seed)] = e
+            for key, nc in ncs.items():
+                th = threading.Thread(target=download, args=(nc.forwards[0], total, skip, res, key), daemon=True)
                 th.start()
                 ths.append(th)
             for th in ths:
@@ -788,13 +795,16 @@ def item_loss_steady(h, t, srv):
         for c in cells:
             ref = LOSS_REF[c[:3]][0]
             label = f"{name} RTT {c[0]}ms loss {c[1]}% {c[2]}" + (f", queue {c[3]} (extra)" if len(c) > 3 else "")
-            v = res.get(c, RuntimeError("no result"))
-            if isinstance(v, Exception):
-                t.error(label, v)
+            values = [res.get((c, seed), RuntimeError("no result")) for seed in seeds_for(c)]
+            errors = [v for v in values if isinstance(v, Exception)]
+            if errors:
+                t.error(label, errors[0])
                 continue
-            mbit = v * 8 / 1e6
+            runs = sorted(v * 8 / 1e6 for v in values)
+            mbit = runs[len(runs) // 2]
+            spread = f", seeds 5-7: {runs[0]:.2f}-{runs[-1]:.2f}" if len(runs) > 1 else ""
             verdict = "PASS" if within(mbit, ref, 0.3) else "FAIL"
-            t.add(label, f"{mbit:.2f} Mbit/s ({mbit / ref:.2f}x ref)", f"{ref} Mbit/s ±30 %",
+            t.add(label, f"{mbit:.2f} Mbit/s ({mbit / ref:.2f}x ref{spread})", f"{ref} Mbit/s ±30 %",
                   verdict if len(c) == 3 else f"INFO ({verdict.lower()})")
     t.notes.append("Steady goodput: a download from a Python source through a forward (45 s at 100 ms, 65 s at "
                    "500 ms), measured from 5 s; the cells of one RTT run at the same time, each in its own netcond "
@@ -802,7 +812,8 @@ def item_loss_steady(h, t, srv):
                    f"Profiles: `tcp: T, link: {{bandwidth: 12Mbit, latency: RTT/2, loss: L, queue: {LOSS_QUEUE}}}`: "
                    "1000 packets, netem's default queue limit (the reference was measured through a packet-level "
                    "emulator; the issue names no queue). The extra 64KB row shows unpaced cubic slow start "
-                   "overflowing a shallow buffer at 500 ms (informational).")
+                   "overflowing a shallow buffer at 500 ms (informational). Loss-bound cubic cells are the median of "
+                   "seeds 5-7 (a 60 s run at 500 ms holds only a few sawtooth periods); the others use seed 5.")
 
 
 def item_loss_curl(h, t):

@@ -200,6 +200,9 @@ public final class LinkModel {
         while side.unsent > 0 {
             let size = min(link.unitSize, side.unsent)
             if side.inflight > 0 && Double(side.inflight + size) > side.window.allowance { break }
+            // The receiver buffers what arrived behind a hole; its window bounds everything sent
+            // but not yet delivered in order (and so the memory a connection can hold).
+            if side.backlog - side.unsent > 0 && side.backlog - side.unsent + size > Self.receiveWindow { break }
             if let cap = side.capRate {
                 // The per-connection cap is a link of its own in front of the shared one: a segment
                 // enters the shared link only once the cap has finished serializing it.
