@@ -141,7 +141,8 @@ public final class Session: Sendable {
             "up \(formatBytes(summary.bytesUp)), down \(formatBytes(summary.bytesDown))",
             "\(summary.connections) connection\(summary.connections == 1 ? "" : "s")",
             "\(link.segmentsDelayed) segment\(link.segmentsDelayed == 1 ? "" : "s") delayed, "
-                + "\(link.segmentsLost + link.queueDrops) lost",
+                + "\(link.segmentsLost + link.queueDrops) lost"
+                + (link.queueDrops > 0 ? " (\(link.queueDrops) by the full queue)" : ""),
         ]
         if summary.upstreamFailures > 0 { parts.append("\(summary.upstreamFailures) upstream failures") }
         if summary.badRequests > 0 { parts.append("\(summary.badRequests) bad requests") }

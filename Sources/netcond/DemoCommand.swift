@@ -42,14 +42,12 @@ struct DemoCommand: AsyncParsableCommand {
         var failed = false
         do {
             let result = try await fetcher.get(url, keepBody: true) { bytes in printer.update(bytes) }
-            printer.finish()
             let expected = DeterministicBytes(seed: 0)
             let intact = result.status != 200 || expected.firstMismatch(in: result.body, offset: 0) == nil
             print("  HTTP \(result.status): \(result.bodyBytes) bytes, first byte after \(format(result.timeToFirstByte)), "
                 + "done after \(format(result.total)) — bytes \(intact ? "intact" : "CORRUPTED")")
             failed = !intact || result.status >= 400
         } catch {
-            printer.finish()
             print("  failed: \(error)")
             failed = true
         }
@@ -75,8 +73,6 @@ final class ProgressPrinter: @unchecked Sendable {
         print("  … \(bytes / 1024) KB after \(((now - self.start) * 10).rounded() / 10) s")
         fflush(nil)
     }
-
-    func finish() {}
 
     private static func now() -> Double {
         var time = timespec()
