@@ -155,7 +155,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.responseStarted = false
         self.requestKeepAlive = head.isKeepAlive
         if head.method == .CONNECT {
-            guard let target = UpstreamTarget(authority: head.uri, defaultPort: 443) else {
+            guard let target = UpstreamTarget(authority: head.uri, defaultPort: nil) else {
                 return self.fail(400, "CONNECT needs host:port, got '\(head.uri)'", context: context)
             }
             self.state = .tunnel

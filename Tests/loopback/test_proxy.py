@@ -253,3 +253,26 @@ def test_eof_delimited_response_and_head_through_the_proxy(proxy_factory):
         assert b"12345" in head.stdout
     finally:
         listener.close()
+
+
+def test_connection_setup_costs_one_round_trip_and_a_request_another(proxy_factory, tmp):
+    """CONNECT's 200 comes after the emulated handshake (one RTT); a plain GET needs two RTTs."""
+    profile = write_profile(tmp, "rtt400", "link:\n  latency: 200ms\n")
+    proxy = proxy_factory(profile)
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+        started = time.monotonic()
+        s.sendall(b"CONNECT origin.netcond.test:80 HTTP/1.1\r\nHost: origin.netcond.test:80\r\n\r\n")
+        assert s.recv(1024).startswith(b"HTTP/1.1 200")
+        handshake = time.monotonic() - started
+        started = time.monotonic()
+        s.sendall(b"GET /bytes/10 HTTP/1.1\r\nHost: origin.netcond.test\r\n\r\n")
+        response = b""
+        while not response.endswith(origin_bytes(10)):
+            chunk = s.recv(4096)
+            assert chunk
+            response += chunk
+        exchange = time.monotonic() - started
+    assert 0.400 <= handshake < 0.400 * 3
+    assert 0.400 <= exchange < 0.400 * 3
+    result = curl(proxy, "-o", "/dev/null", "-w", "%{time_total}", "http://origin.netcond.test/bytes/10")
+    assert 0.800 <= float(result.stdout) < 0.800 * 3
