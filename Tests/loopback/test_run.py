@@ -49,7 +49,8 @@ def test_unknown_profile_suggests_the_nearest():
     assert "did you mean 'edge'" in result.stderr
 
 
-def test_sigterm_to_netcond_reaches_the_child_and_leaves_no_orphan(tmp):
+def start_sleeping_child(tmp):
+    """`netcond run none -- sleep 60` (via sh, which writes its pid first); returns (netcond, child pid)."""
     marker = os.path.join(tmp, "pid")
     process = subprocess.Popen(
         [NETCOND, "run", "none", "--", "sh", "-c", f'echo $$ > {marker}; exec sleep 60'],
@@ -60,7 +61,11 @@ def test_sigterm_to_netcond_reaches_the_child_and_leaves_no_orphan(tmp):
     while not os.path.exists(marker) and time.time() < deadline:
         time.sleep(0.05)
     time.sleep(0.2)
-    child = int(open(marker).read())
+    return process, int(open(marker).read())
+
+
+def test_sigterm_to_netcond_reaches_the_child_and_leaves_no_orphan(tmp):
+    process, child = start_sleeping_child(tmp)
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=20) == 128 + signal.SIGTERM
     try:
@@ -118,17 +123,7 @@ def test_bad_listen_and_forward_are_usage_errors():
 
 
 def test_even_sigkill_of_netcond_leaves_no_orphan(tmp):
-    marker = os.path.join(tmp, "pid")
-    process = subprocess.Popen(
-        [NETCOND, "run", "none", "--", "sh", "-c", f'echo $$ > {marker}; exec sleep 60'],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.time() + 20
-    while not os.path.exists(marker) and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.2)
-    child = int(open(marker).read())
+    process, child = start_sleeping_child(tmp)
     process.kill()
     process.wait(timeout=10)
     deadline = time.time() + 5
