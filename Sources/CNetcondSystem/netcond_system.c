@@ -63,15 +63,6 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
     return 0;
 }
 
-int netcond_set_timer_slack(unsigned long nanoseconds) {
-#ifdef __linux__
-    return prctl(PR_SET_TIMERSLACK, nanoseconds, 0, 0, 0) == 0 ? 0 : errno;
-#else
-    (void)nanoseconds;
-    return 0;
-#endif
-}
-
 long netcond_raise_open_file_limit(void) {
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;

@@ -78,8 +78,6 @@ public final class ProxyServer: Sendable {
         self.configuration = configuration
         self.loop = group.next()
         self.state = NIOLoopBoundBox.makeBoxSendingValue(State(), eventLoop: self.loop)
-        // The link's timers are its delays: ask the kernel not to coalesce this thread's wake-ups.
-        self.loop.execute { _ = netcond_set_timer_slack(1) }
     }
 
     /// Binds the proxy port and every forward. Throws a user-facing error when a port is taken.

@@ -10,10 +10,6 @@
 /// Returns 0 and sets *pid, or an errno value (the exec's own failure is reported through a pipe).
 int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, pid_t *pid);
 
-/// Asks the kernel to wake this thread's timers as precisely as it can (PR_SET_TIMERSLACK, in ns).
-/// Returns 0 or an errno value; a no-op elsewhere than Linux.
-int netcond_set_timer_slack(unsigned long nanoseconds);
-
 /// Raises the soft open-file limit to the hard limit; returns the new soft limit (or -1).
 long netcond_raise_open_file_limit(void);
 
