@@ -180,7 +180,6 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
                 self.inputClosedPending = false
                 context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
             }
-            self.roomMayHaveChanged()
         case .down:
             for (slice, promise) in self.down.take(bytes) {
                 context.write(self.wrapOutboundOut(slice), promise: promise)
@@ -195,12 +194,12 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
                     return
                 }
             }
-            self.roomMayHaveChanged()
         }
     }
 
     /// Resumes reading the client, or lets the proxy read the upstream again, once the emulated
-    /// sender's buffer has room (checked after every pump of the link while either is held back).
+    /// sender's buffer has room. The driver calls it after every pump while this shaper is held
+    /// back (it registered with `notifyWhenRoom`), deliveries or not.
     func roomMayHaveChanged() {
         guard let context = self.context, let flow = self.flow, let driver = self.driver else { return }
         if self.readPending && driver.model.unsent(flow, .up) < Self.sendBuffer {

@@ -202,7 +202,8 @@ public final class LinkModel {
             if side.inflight > 0 && Double(side.inflight + size) > side.window.allowance { break }
             // The receiver buffers what arrived behind a hole; its window bounds everything sent
             // but not yet delivered in order (and so the memory a connection can hold).
-            if side.backlog - side.unsent > 0 && side.backlog - side.unsent + size > Self.receiveWindow { break }
+            let undelivered = side.backlog - side.unsent
+            if undelivered > 0 && undelivered + size > Self.receiveWindow { break }
             if let cap = side.capRate {
                 // The per-connection cap is a link of its own in front of the shared one: a segment
                 // enters the shared link only once the cap has finished serializing it.
@@ -246,7 +247,10 @@ public final class LinkModel {
             // Overflow. The connection holding the most of the queue loses a segment (fq_codel's
             // overflow rule), so one bulk transfer cannot starve the others; service stays FIFO, so
             // everyone still waits behind a full queue (bufferbloat).
-            while link.queuedBytes + size > link.queueLimit, let victim = link.longestQueue(otherThan: flow.id, atLeast: (link.queuedByFlow[flow.id] ?? 0) + size) {
+            let mine = (link.queuedByFlow[flow.id] ?? 0) + size
+            while link.queuedBytes + size > link.queueLimit,
+                let victim = link.overflowVictim(otherThan: flow.id, holdingMoreThan: mine)
+            {
                 let slot = link.remove(at: victim)
                 self.counters.queueDrops += 1
                 if let victimFlow = self.flows[slot.flow] {
@@ -554,12 +558,13 @@ extension BottleneckLink {
         self.queuedByFlow[slot.flow] = left > 0 ? left : nil
     }
 
-    /// The connection (not `flow`) with the most queued bytes, if it holds more than `atLeast` and
-    /// has a droppable segment; ties go to the lowest connection number, so runs are reproducible.
-    /// Returns the index of its last droppable segment (never the one being serialized).
-    func longestQueue(otherThan flow: FlowID, atLeast: Int) -> Int? {
+    /// Queue index of the segment to drop on overflow: the last droppable segment (never the one
+    /// being serialized, never a retransmission) of the connection, other than `flow`, that holds
+    /// the most queued bytes, if that is more than `threshold`. Ties go to the lowest connection
+    /// number, so runs are reproducible.
+    func overflowVictim(otherThan flow: FlowID, holdingMoreThan threshold: Int) -> Int? {
         var best: (flow: FlowID, bytes: Int)?
-        for (candidate, bytes) in self.queuedByFlow where candidate != flow && bytes > atLeast {
+        for (candidate, bytes) in self.queuedByFlow where candidate != flow && bytes > threshold {
             if let current = best, current.bytes > bytes || (current.bytes == bytes && current.flow < candidate) {
                 continue
             }
