@@ -395,6 +395,18 @@ def download(port, total, skip, results, key, timeout=5.0):
         results[key] = e
 
 
+def parallel_downloads(ports, total, skip):
+    """Runs `download` on every {key: port} at once; returns {key: bytes/s or the exception}."""
+    res = {}
+    ths = [threading.Thread(target=download, args=(port, total, skip, res, key), daemon=True)
+           for key, port in ports.items()]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join(total + 20)
+    return {key: res.get(key, RuntimeError("download thread did not finish")) for key in ports}
+
+
 def pct(values, p):
     v = sorted(values)
     if not v:
@@ -691,16 +703,10 @@ def item_bandwidth(h, t, srv):
         prof = write_profile(h, "bw2Mbit2", "link:\n  bandwidth: 2Mbit\n  latency: 10ms\n")
         nc = Netcond(h, prof, [srv.source], seed=3, name="bw2Mbit-par")
         try:
-            res = {}
-            ths = [threading.Thread(target=download, args=(nc.forwards[0], total, skip, res, k), daemon=True)
-                   for k in ("a", "b")]
-            for th in ths:
-                th.start()
-            for th in ths:
-                th.join(total + 20)
+            res = parallel_downloads({"a": nc.forwards[0], "b": nc.forwards[0]}, total, skip)
             half = 2e6 * PAYLOAD_SHARE / 2
             for k in ("a", "b"):
-                v = res.get(k, RuntimeError("download thread did not finish"))
+                v = res[k]
                 if isinstance(v, Exception):
                     t.error(f"{name} 2Mbit, 2 parallel downloads, #{k}", v)
                     continue
@@ -774,7 +780,7 @@ def item_loss_steady(h, t, srv):
         def seeds_for(c):
             return (5, 6, 7) if c[2] == "cubic" and c[1] > 0 else (5,)
 
-        ncs, res, ths = {}, {}, []
+        ncs, res = {}, {}
         try:
             for c in cells:
                 for seed in seeds_for(c):
@@ -783,12 +789,7 @@ def item_loss_steady(h, t, srv):
                                                  name=f"steady-{c[0]}-{c[1]}-{c[2]}-{seed}")
                     except Exception as e:
                         res[(c, seed)] = e
-            for key, nc in ncs.items():
-                th = threading.Thread(target=download, args=(nc.forwards[0], total, skip, res, key), daemon=True)
-                th.start()
-                ths.append(th)
-            for th in ths:
-                th.join(total + 20)
+            res.update(parallel_downloads({key: nc.forwards[0] for key, nc in ncs.items()}, total, skip))
         finally:
             for nc in ncs.values():
                 nc.stop()
