@@ -38,17 +38,41 @@ final class LinkDriver {
         return flow
     }
 
-    /// Emulates the set-up of a new upstream connection on this flow (see `LinkModel.connect`).
-    func connect(_ flow: FlowID, resolvesName: Bool) -> ConnectOutcome {
-        let outcome = self.model.connect(flow, at: self.now, resolvesName: resolvesName)
+    /// Emulates the set-up of a new upstream connection on this flow (see `LinkModel.connect`);
+    /// `completion` runs when the emulated handshake is done, refused, or has timed out.
+    func connect(_ flow: FlowID, resolvesName: Bool, completion: @escaping (ConnectOutcome) -> Void) {
+        self.connectWaiters[flow] = completion
+        self.model.connect(flow, at: self.now, resolvesName: resolvesName)
         self.pump()
-        return outcome
     }
 
     func close(_ flow: FlowID) {
         self.endpoints.removeValue(forKey: flow)
         self.waitingForRoom.removeValue(forKey: flow)
+        self.connectWaiters.removeValue(forKey: flow)
         self.model.closeFlow(flow)
+    }
+
+    /// Called whenever the link's state changes (schedule phase, outage, stall), with the new state.
+    var onStateChange: ((LinkState, Instant) -> Void)?
+
+    private var connectWaiters: [FlowID: (ConnectOutcome) -> Void] = [:]
+
+    // MARK: Live control
+
+    func switchProfile(to profile: Profile) {
+        self.model.switchProfile(to: profile, at: self.now)
+        self.pump()
+    }
+
+    func setOutage(_ outage: OutageBehaviour?) {
+        self.model.setOutage(outage, at: self.now)
+        self.pump()
+    }
+
+    func setStall(_ stall: StallDirection?) {
+        self.model.setStall(stall, at: self.now)
+        self.pump()
     }
 
     /// Endpoints whose sender buffer was full: told after every pump, since room appears when the
@@ -82,6 +106,9 @@ final class LinkDriver {
             for delivery in deliveries {
                 self.endpoints[delivery.flow]?.deliver(delivery.direction, bytes: delivery.bytes)
             }
+            for notice in self.model.takeNotices() {
+                self.handle(notice)
+            }
             if !self.waitingForRoom.isEmpty {
                 for flow in self.waitingForRoom.keys.sorted() {
                     self.waitingForRoom[flow]?.roomMayHaveChanged()
@@ -89,6 +116,21 @@ final class LinkDriver {
             }
         } while self.needsAnotherPass
         self.armTimer()
+    }
+
+    private func handle(_ notice: LinkNotice) {
+        switch notice {
+        case .connected(let flow, let outcome):
+            self.connectWaiters.removeValue(forKey: flow)?(outcome)
+        case .reset(let flow, let at):
+            self.waitingForRoom.removeValue(forKey: flow)
+            if let waiter = self.connectWaiters.removeValue(forKey: flow) {
+                waiter(.refused(at: at))
+            }
+            self.endpoints.removeValue(forKey: flow)?.linkReset()
+        case .stateChanged(let state, let at):
+            self.onStateChange?(state, at)
+        }
     }
 
     private func armTimer() {
@@ -114,4 +156,6 @@ protocol LinkEndpoint: AnyObject {
     func deliver(_ direction: Direction, bytes: Int)
     /// The model may have taken bytes from a full sender buffer.
     func roomMayHaveChanged()
+    /// The connection was reset on the link (a `reset` outage): drop what is held, reset the socket.
+    func linkReset()
 }

@@ -216,6 +216,21 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     }
 }
 
+extension LinkShaper {
+    /// The link reset this connection: everything held is dropped (the model counted it) and the
+    /// client's socket is closed with a TCP reset (SO_LINGER 0), as a middlebox's RST would.
+    func linkReset() {
+        guard let context = self.context else { return }
+        self.flow = nil
+        self.preparedFlow = nil
+        for promise in self.up.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }
+        for promise in self.down.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }
+        for promise in self.outputClosePending { promise?.fail(ChannelError.ioOnClosedChannel) }
+        self.outputClosePending = []
+        context.channel.resetConnection()
+    }
+}
+
 /// Fired inbound by `LinkShaper` when the emulated link stops or starts accepting down bytes.
 struct LinkWritabilityChanged {
     var isWritable: Bool

@@ -107,8 +107,8 @@ public final class ProxyServer: Sendable {
                 connector.connect(to: target, flow: flow) { result in
                     switch result {
                     case .failure:
-                        // Nothing to say in a raw TCP stream: end it at once, like a refused connection.
-                        channel.close(promise: nil)
+                        // Nothing to say in a raw TCP stream: reset it at once, like a refused connection.
+                        channel.resetConnection()
                     case .success(let upstream):
                         guard channel.isActive else {
                             upstream.close(promise: nil)

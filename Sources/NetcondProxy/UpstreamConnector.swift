@@ -119,17 +119,13 @@ struct UpstreamConnector {
         completion: @escaping (Result<Channel, UpstreamError>) -> Void
     ) {
         let loop = self.eventLoop
-        let isolated = loop.assumeIsolated()
-        var emulatedReady: NIODeadline = loop.now
-        var emulatedTimeout = false
+        let attempt = ConnectAttempt(target: target, completion: completion)
         if let driver = self.driver, let flow {
-            switch driver.connect(flow, resolvesName: target.isName) {
-            case .established(let at, _):
-                emulatedReady = driver.deadline(for: at)
-            case .timedOut(let at):
-                emulatedReady = driver.deadline(for: at)
-                emulatedTimeout = true
+            driver.connect(flow, resolvesName: target.isName) { outcome in
+                attempt.emulated(outcome)
             }
+        } else {
+            attempt.emulated(.established(at: .zero, synRetransmits: 0))
         }
 
         let bootstrap = ClientBootstrap(group: loop)
@@ -137,36 +133,25 @@ struct UpstreamConnector {
             .channelOption(.autoRead, value: false)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(30))
-        let attempt: EventLoopFuture<Channel>
+        let real: EventLoopFuture<Channel>
         switch self.overrides.lookup(target.host) {
         case .some(.some(let address)):
             var address = address
             if target.port != 80 && target.port != 443 { address.port = target.port }
-            attempt = bootstrap.connect(to: address)
+            real = bootstrap.connect(to: address)
         case .some(.none):
-            attempt = loop.makeFailedFuture(UpstreamError.nameNotResolved(target.host))
+            real = loop.makeFailedFuture(UpstreamError.nameNotResolved(target.host))
         case .none:
-            attempt = bootstrap.connect(host: target.host, port: target.port)
+            real = bootstrap.connect(host: target.host, port: target.port)
         }
         let stats = self.stats
-        attempt.hop(to: loop).assumeIsolated().whenComplete { result in
-            let outcome: Result<Channel, UpstreamError>
+        real.hop(to: loop).assumeIsolated().whenComplete { result in
             switch result {
             case .success(let channel):
-                if emulatedTimeout {
-                    channel.close(promise: nil)
-                    outcome = .failure(.timedOut(target))
-                } else {
-                    outcome = .success(channel)
-                }
+                attempt.real(.success(channel))
             case .failure(let error):
                 stats.upstreamFailures += 1
-                outcome = .failure(emulatedTimeout ? .timedOut(target) : Self.classify(error, target: target))
-            }
-            if loop.now >= emulatedReady {
-                completion(outcome)
-            } else {
-                isolated.scheduleTask(deadline: emulatedReady) { completion(outcome) }
+                attempt.real(.failure(Self.classify(error, target: target)))
             }
         }
     }
@@ -198,5 +183,49 @@ struct UpstreamConnector {
         }
         if error is ChannelError { return "connect timed out" }
         return "\(error)"
+    }
+}
+
+/// One upstream connection being made: the real socket and the emulated set-up run side by side;
+/// the caller hears once both are done, at the emulated moment. The emulated outcome wins: a
+/// timed-out or refused emulated handshake closes a real connection that did succeed.
+private final class ConnectAttempt {
+    let target: UpstreamTarget
+    private var completion: ((Result<Channel, UpstreamError>) -> Void)?
+    private var emulatedOutcome: ConnectOutcome?
+    private var realResult: Result<Channel, UpstreamError>?
+
+    init(target: UpstreamTarget, completion: @escaping (Result<Channel, UpstreamError>) -> Void) {
+        self.target = target
+        self.completion = completion
+    }
+
+    func emulated(_ outcome: ConnectOutcome) {
+        self.emulatedOutcome = outcome
+        self.finishIfDone()
+    }
+
+    func real(_ result: Result<Channel, UpstreamError>) {
+        self.realResult = result
+        self.finishIfDone()
+    }
+
+    private func finishIfDone() {
+        guard let emulated = self.emulatedOutcome, let real = self.realResult, let completion else { return }
+        self.completion = nil
+        switch (emulated, real) {
+        case (.established, _):
+            completion(real)
+        case (.refused, .success(let channel)):
+            channel.close(promise: nil)
+            completion(.failure(.refused(self.target, "connection refused (netcond outage)")))
+        case (.refused, .failure(let error)):
+            completion(.failure(error))
+        case (.timedOut, .success(let channel)):
+            channel.close(promise: nil)
+            completion(.failure(.timedOut(self.target)))
+        case (.timedOut, .failure):
+            completion(.failure(.timedOut(self.target)))
+        }
     }
 }

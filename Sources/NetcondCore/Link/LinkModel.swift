@@ -23,7 +23,10 @@ import HeapModule
 /// Simplifications, documented in the README: acknowledgements cost no bandwidth and are never
 /// lost; a retransmission may exceed the queue limit (it is never dropped by the queue).
 public final class LinkModel {
-    public let profile: Profile
+    /// The profile in force: the one the model was made with, or the last one switched to.
+    public internal(set) var profile: Profile
+    /// The conditions in force now: the profile's own, or those of the current schedule phase.
+    public internal(set) var conditions: LinkConditions
     public let seed: UInt64
 
     /// Largest receive window a connection advertises; bounds bytes in flight (and memory).
@@ -36,21 +39,26 @@ public final class LinkModel {
     static let maxRTO = Span.seconds(120)
 
     public private(set) var now: Instant = .zero
-    public private(set) var counters = LinkCounters()
+    public internal(set) var counters = LinkCounters()
 
     private var events = Heap<ScheduledEvent>()
     private var eventOrder: UInt64 = 0
-    private var flows: [FlowID: Flow] = [:]
+    var flows: [FlowID: Flow] = [:]
     private var nextFlowIndex: UInt64 = 0
-    private let upLink: BottleneckLink
-    private let downLink: BottleneckLink
+    let upLink: BottleneckLink
+    let downLink: BottleneckLink
     private var pendingDeliveries: [Delivery] = []
+    var pendingNotices: [LinkNotice] = []
+    /// Time-varying state: schedule phase, outages and stalls (see `LinkModel+Conditions.swift`).
+    var timeline = TimelineState()
 
     public init(profile: Profile, seed: UInt64) {
         self.profile = profile
+        self.conditions = profile.conditions
         self.seed = seed
-        self.upLink = BottleneckLink(direction: .up, spec: profile.up)
-        self.downLink = BottleneckLink(direction: .down, spec: profile.down)
+        self.upLink = BottleneckLink(direction: .up, spec: profile.up, mss: Int(profile.mss.bytes))
+        self.downLink = BottleneckLink(direction: .down, spec: profile.down, mss: Int(profile.mss.bytes))
+        self.startTimeline()
     }
 
     // MARK: - Driver interface
@@ -67,30 +75,59 @@ public final class LinkModel {
         return id
     }
 
-    /// Emulates the connection set-up (DNS delay for names, the profile's connect delay, then a
-    /// SYN / SYN-ACK round trip that can be lost and retried after 1 s, 2 s, 4 s …), holds the flow
-    /// until it is established and says when that is, or when the client's kernel would give up.
-    public func connect(_ id: FlowID, at now: Instant, resolvesName: Bool) -> ConnectOutcome {
+    /// Emulates the connection set-up: DNS delay for names, the connect delay, then a SYN / SYN-ACK
+    /// round trip that can be lost and retried after 1 s, 2 s, 4 s … (6 retries, 127 s in all, as
+    /// Linux does). Nothing is sent on the flow until it is established. The outcome arrives as a
+    /// `LinkNotice` (`established`, `refused` during a `refuse`/`reset` outage, or `timedOut`) from
+    /// `takeNotices()` at the instant it happens.
+    public func connect(_ id: FlowID, at now: Instant, resolvesName: Bool) {
         self.catchUp(to: now)
-        guard let flow = self.flows[id] else { return .timedOut(at: self.now) }
-        var t = self.now + self.profile.connectDelay
-        if resolvesName { t = t + self.profile.dnsDelay }
-        var timeout = Span.seconds(1)
-        let upLoss = self.profile.up.loss.meanRate
-        let downLoss = self.profile.down.loss.meanRate
-        for attempt in 0...Self.synRetries {
-            let synLost = flow.setupRandom.chance(upLoss)
-            let synAckLost = !synLost && flow.setupRandom.chance(downLoss)
+        guard let flow = self.flows[id] else { return }
+        flow.up.readyAt = .distantFuture
+        flow.down.readyAt = .distantFuture
+        var t = self.now + self.conditions.connectDelay
+        if resolvesName { t = t + self.conditions.dnsDelay }
+        self.schedule(.synAttempt(id, attempt: 0), at: t)
+    }
+
+    private func synAttempt(_ flow: Flow, attempt: Int) {
+        switch self.timeline.outage {
+        case .refuse, .reset:
+            self.schedule(.connectResult(flow.id, .refused(at: .zero)), at: self.now + self.conditions.baseRTT)
+            return
+        case .blackhole:
+            break
+        case nil:
+            let synLost = flow.setupRandom.chance(self.conditions.up.loss.meanRate)
+            let synAckLost = !synLost && flow.setupRandom.chance(self.conditions.down.loss.meanRate)
             if !synLost && !synAckLost {
-                let established = t + self.profile.baseRTT
-                self.hold(id, until: established)
-                return .established(at: established, synRetransmits: attempt)
+                let result = ConnectOutcome.established(at: .zero, synRetransmits: attempt)
+                self.schedule(.connectResult(flow.id, result), at: self.now + self.conditions.baseRTT)
+                return
             }
-            t = t + timeout
-            timeout = timeout * 2
         }
-        self.hold(id, until: .init(nanoseconds: .max / 2))
-        return .timedOut(at: t)
+        let timeout = Span.seconds(1) * Int64(1 << attempt)
+        if attempt < Self.synRetries {
+            self.schedule(.synAttempt(flow.id, attempt: attempt + 1), at: self.now + timeout)
+        } else {
+            self.schedule(.connectResult(flow.id, .timedOut(at: .zero)), at: self.now + timeout)
+        }
+    }
+
+    private func connectResult(_ flow: Flow, _ outcome: ConnectOutcome) {
+        switch outcome {
+        case .established(_, let retransmits):
+            self.pendingNotices.append(.connected(flow.id, .established(at: self.now, synRetransmits: retransmits)))
+            flow.up.readyAt = self.now
+            flow.down.readyAt = self.now
+            self.trySend(flow, flow.up)
+            self.trySend(flow, flow.down)
+        case .refused:
+            self.counters.refusedConnections += 1
+            self.pendingNotices.append(.connected(flow.id, .refused(at: self.now)))
+        case .timedOut:
+            self.pendingNotices.append(.connected(flow.id, .timedOut(at: self.now)))
+        }
     }
 
     /// Nothing is sent on this connection (either direction) before `until`.
@@ -114,6 +151,14 @@ public final class LinkModel {
         side.unsent += bytes
         side.backlog += bytes
         self.trySend(flow, side)
+    }
+
+    /// What happened to connections and to the link's state since the last call (connection
+    /// outcomes, resets, phase changes), in order.
+    public func takeNotices() -> [LinkNotice] {
+        let notices = self.pendingNotices
+        self.pendingNotices.removeAll(keepingCapacity: true)
+        return notices
     }
 
     /// Processes everything that happens up to `now` and returns the bytes delivered, in order.
@@ -147,7 +192,7 @@ public final class LinkModel {
 
     // MARK: - Event loop
 
-    private func catchUp(to target: Instant) {
+    func catchUp(to target: Instant) {
         while let top = self.events.min, top.time <= target {
             let event = self.events.removeMin()
             if event.time > self.now { self.now = event.time }
@@ -156,7 +201,7 @@ public final class LinkModel {
         if target > self.now { self.now = target }
     }
 
-    private func schedule(_ kind: EventKind, at time: Instant) {
+    func schedule(_ kind: EventKind, at time: Instant) {
         self.eventOrder += 1
         self.events.insert(ScheduledEvent(time: max(time, self.now), order: self.eventOrder, kind: kind))
     }
@@ -167,6 +212,12 @@ public final class LinkModel {
             self.linkFree(self.link(direction))
         case .arrive(let id, let direction, let seq, let generation):
             guard let flow = self.flows[id] else { return }
+            let link = self.link(direction)
+            if link.paused {
+                // A stalled direction moves no byte: what reaches the far end waits there.
+                link.heldArrivals.append(HeldArrival(flow: id, seq: seq, generation: generation))
+                return
+            }
             self.arrive(flow, flow.side(direction), seq: seq, generation: generation)
         case .ack(let id, let direction, let seq, let bytes, let rttSample):
             guard let flow = self.flows[id] else { return }
@@ -182,10 +233,18 @@ public final class LinkModel {
             let side = flow.side(direction)
             side.wakeAt = nil
             self.trySend(flow, side)
+        case .synAttempt(let id, let attempt):
+            guard let flow = self.flows[id] else { return }
+            self.synAttempt(flow, attempt: attempt)
+        case .connectResult(let id, let outcome):
+            guard let flow = self.flows[id] else { return }
+            self.connectResult(flow, outcome)
+        case .timeline(let event):
+            self.handleTimeline(event)
         }
     }
 
-    private func link(_ direction: Direction) -> BottleneckLink {
+    func link(_ direction: Direction) -> BottleneckLink {
         direction == .up ? self.upLink : self.downLink
     }
 
@@ -238,7 +297,7 @@ public final class LinkModel {
     private func transmit(_ flow: Flow, _ side: FlowSide, seq: UInt64, retransmission: Bool) {
         self.counters.segmentsSent += 1
         let link = self.link(side.direction)
-        guard let bandwidth = link.bandwidth else {
+        if link.bandwidth == nil && !link.paused && link.queue.isEmpty {
             self.depart(flow.id, side.direction, seq: seq, at: self.now)
             return
         }
@@ -266,21 +325,42 @@ public final class LinkModel {
         link.queue.append(LinkSlot(flow: flow.id, seq: seq, wireBytes: size, retransmission: retransmission))
         link.queuedBytes += size
         link.queuedByFlow[flow.id, default: 0] += size
-        if link.queue.count == 1 {
-            link.busyUntil = max(link.busyUntil, self.now) + bandwidth.transmissionTime(bytes: Int64(size))
-            self.schedule(.linkFree(link.direction), at: link.busyUntil)
-        }
+        self.serve(link)
     }
 
     // MARK: - Link
 
+    /// Starts serializing the head of the queue unless the link is busy or stalled. A link without
+    /// a rate limit only queues while stalled; it lets everything go at once when the stall ends.
+    func serve(_ link: BottleneckLink) {
+        guard !link.paused, !link.serving, let first = link.queue.first else { return }
+        guard let bandwidth = link.bandwidth else {
+            while let slot = link.queue.popFirst() {
+                link.forget(slot)
+                self.depart(slot.flow, link.direction, seq: slot.seq, at: self.now)
+            }
+            return
+        }
+        link.serving = true
+        link.busyUntil = max(link.busyUntil, self.now) + bandwidth.transmissionTime(bytes: Int64(first.wireBytes))
+        self.schedule(.linkFree(link.direction), at: link.busyUntil)
+    }
+
     private func linkFree(_ link: BottleneckLink) {
-        guard let slot = link.queue.popFirst(), let bandwidth = link.bandwidth else { return }
+        link.serving = false
+        guard let slot = link.queue.popFirst() else { return }
         link.forget(slot)
         self.depart(slot.flow, link.direction, seq: slot.seq, at: self.now)
-        if let next = link.queue.first {
-            link.busyUntil = self.now + bandwidth.transmissionTime(bytes: Int64(next.wireBytes))
-            self.schedule(.linkFree(link.direction), at: link.busyUntil)
+        self.serve(link)
+    }
+
+    /// Segments that reached the far end of a stalled direction arrive now (the stall ended).
+    func releaseHeldArrivals(_ link: BottleneckLink) {
+        let held = link.heldArrivals
+        link.heldArrivals.removeAll()
+        for arrival in held {
+            guard let flow = self.flows[arrival.flow] else { continue }
+            self.arrive(flow, flow.side(link.direction), seq: arrival.seq, generation: arrival.generation)
         }
     }
 
@@ -288,6 +368,12 @@ public final class LinkModel {
         guard let flow = self.flows[id] else { return }
         let side = flow.side(direction)
         guard side.hasRecord(seq) else { return }
+        if self.timeline.outage != nil {
+            // Nothing passes during an outage; TCP repairs it by timeout once the link is back.
+            self.counters.outageDrops += 1
+            self.markLost(flow, side, seq: seq)
+            return
+        }
         if side.loss.nextIsLost() {
             self.counters.segmentsLost += 1
             self.markLost(flow, side, seq: seq)
@@ -310,7 +396,7 @@ public final class LinkModel {
         // Data sent after a lost transmission arriving produces (selective) acknowledgements that
         // reveal the hole: three of them and the sender retransmits (SACK / RACK loss detection,
         // which also finds lost retransmissions).
-        let reverseLatency = self.profile.direction(side.direction.reversed).latency
+        let reverseLatency = self.conditions.direction(side.direction.reversed).latency
         side.lastAckAt = self.now + reverseLatency
         for lostSeq in side.lostSeqs {
             var lost = side.record(lostSeq)
@@ -410,7 +496,7 @@ public final class LinkModel {
         if let rttSample { side.updateRTT(rttSample) }
         if let end = side.recoveryEnd, seq > end { side.recoveryEnd = nil }
         if side.recoveryEnd == nil {
-            side.window.onAck(bytes: bytes, now: self.now, rtt: side.smoothedRTT ?? self.profile.baseRTT)
+            side.window.onAck(bytes: bytes, now: self.now, rtt: side.smoothedRTT ?? self.conditions.baseRTT)
         }
         self.trySend(flow, side)
     }
@@ -418,17 +504,15 @@ public final class LinkModel {
     // MARK: - State
 
     fileprivate func makeSide(_ direction: Direction, flowIndex: UInt64, now: Instant) -> FlowSide {
-        let spec = self.profile.direction(direction)
+        let spec = self.conditions.direction(direction)
         let link = self.link(direction)
         let label: UInt64 = direction == .up ? 1 : 2
-        var rate = spec.bandwidth
-        if let cap = spec.connectionBandwidth { rate = rate.map { min($0, cap) } ?? cap }
         let window = SenderWindow(
             algorithm: self.profile.tcp,
             mss: link.unitSize,
             receiveWindow: Self.receiveWindow,
-            bandwidth: rate,
-            baseRTT: self.profile.baseRTT
+            bandwidth: spec.pathRate,
+            baseRTT: self.conditions.baseRTT
         )
         return FlowSide(
             direction: direction,
@@ -439,10 +523,17 @@ public final class LinkModel {
                 jitter: spec.jitter,
                 seed: SeedDeriver.derive(self.seed, flowIndex, label, 2)
             ),
-            // BBR paces at the bottleneck rate it measures instead of bursting its window into the queue.
-            capRate: self.profile.tcp == .bbr ? rate : spec.connectionBandwidth,
+            capRate: self.capRate(for: spec, tcp: self.profile.tcp),
+            tcp: self.profile.tcp,
             readyAt: now
         )
+    }
+
+    /// The rate a connection's own sender is held to: the per-connection cap, or for BBR (which
+    /// paces at the bottleneck rate it measures instead of bursting its window into the queue) the
+    /// path's rate.
+    func capRate(for spec: LinkDirection, tcp: CongestionControl) -> Bandwidth? {
+        tcp == .bbr ? spec.pathRate : spec.connectionBandwidth
     }
 }
 
@@ -477,8 +568,44 @@ public struct Delivery: Equatable, Sendable {
 public enum ConnectOutcome: Equatable, Sendable {
     /// The handshake completed at this instant, after this many lost SYN or SYN-ACK attempts.
     case established(at: Instant, synRetransmits: Int)
+    /// Refused (a `refuse` or `reset` outage): the client sees the refusal at this instant.
+    case refused(at: Instant)
     /// Every attempt was lost; the client's kernel gives up at this instant.
     case timedOut(at: Instant)
+}
+
+/// Something the driver must act on or report, in the order it happened.
+public enum LinkNotice: Equatable, Sendable {
+    /// A `connect` finished.
+    case connected(FlowID, ConnectOutcome)
+    /// The connection was reset (a `reset` outage began); the model has forgotten it.
+    case reset(FlowID, at: Instant)
+    /// The link's state changed: a schedule phase began or ended, an outage or a stall began or ended.
+    case stateChanged(LinkState, at: Instant)
+}
+
+/// What the link is doing, for the status line and the event log.
+public struct LinkState: Equatable, Sendable, CustomStringConvertible {
+    /// The schedule phase in force (`lte`, `tunnel`), or the profile's name outside a schedule.
+    public var phase: String
+    public var outage: OutageBehaviour?
+    /// Directions in which no byte moves now.
+    public var stalled: [Direction]
+
+    public init(phase: String, outage: OutageBehaviour? = nil, stalled: [Direction] = []) {
+        self.phase = phase
+        self.outage = outage
+        self.stalled = stalled
+    }
+
+    public var description: String {
+        var parts = [self.phase]
+        if let outage = self.outage { parts.append("outage (\(outage))") }
+        if !self.stalled.isEmpty {
+            parts.append("stalled " + (self.stalled.count == 2 ? "both ways" : self.stalled[0].description))
+        }
+        return parts.joined(separator: ", ")
+    }
 }
 
 /// Totals for the run summary.
@@ -496,6 +623,12 @@ public struct LinkCounters: Equatable, Sendable {
     public var timeouts = 0
     /// Segments delivered later than they arrived (held behind a hole) or only after a repair.
     public var segmentsDelayed = 0
+    /// Transmissions lost because an outage was in force.
+    public var outageDrops = 0
+    /// Connections reset by a `reset` outage.
+    public var resets = 0
+    /// Connection attempts refused by a `refuse` or `reset` outage.
+    public var refusedConnections = 0
 
     public init() {}
 }
@@ -524,31 +657,57 @@ enum EventKind {
     case lossDetected(FlowID, Direction, seq: UInt64, generation: Int)
     case timeout(FlowID, Direction, seq: UInt64, generation: Int)
     case wake(FlowID, Direction)
+    case synAttempt(FlowID, attempt: Int)
+    case connectResult(FlowID, ConnectOutcome)
+    case timeline(TimelineEvent)
 }
 
 /// The shared bottleneck of one direction: a FIFO served at the link rate.
 final class BottleneckLink {
     let direction: Direction
-    let bandwidth: Bandwidth?
-    let queueLimit: Int
+    let mss: Int
+    private(set) var bandwidth: Bandwidth?
+    private(set) var queueLimit: Int
     /// Payload bytes per unit: the MSS where segmentation matters, a large chunk otherwise.
-    let unitSize: Int
+    private(set) var unitSize: Int
     /// Header bytes counted on the link per unit.
-    let overhead: Int
+    private(set) var overhead: Int
     var queue = Deque<LinkSlot>()
     var queuedBytes = 0
     /// Queued bytes per connection (entries removed when they reach zero).
     var queuedByFlow: [FlowID: Int] = [:]
     var busyUntil = Instant.zero
+    /// A `linkFree` event is pending for the head of the queue.
+    var serving = false
+    /// Stalled: nothing is serialized and nothing arrives at the far end.
+    var paused = false
+    /// Segments that reached the far end while the direction was stalled, in arrival order.
+    var heldArrivals: [HeldArrival] = []
 
-    init(direction: Direction, spec: LinkDirection, mss: Int = Int(Profile.defaultMSS.bytes)) {
+    init(direction: Direction, spec: LinkDirection, mss: Int) {
         self.direction = direction
+        self.mss = mss
+        self.bandwidth = nil
+        self.queueLimit = 0
+        self.unitSize = 0
+        self.overhead = 0
+        self.configure(spec)
+    }
+
+    /// Takes new conditions. Queued segments stay queued (in order); new segments use the new size.
+    func configure(_ spec: LinkDirection) {
         self.bandwidth = spec.bandwidth
         self.queueLimit = Int(spec.queue.bytes)
         let segmented = spec.bandwidth != nil || spec.connectionBandwidth != nil || spec.loss != .none
-        self.unitSize = segmented ? mss : LinkModel.unlimitedUnit
+        self.unitSize = segmented ? self.mss : LinkModel.unlimitedUnit
         self.overhead = segmented ? Int(Profile.headerOverhead.bytes) : 0
     }
+}
+
+struct HeldArrival {
+    var flow: FlowID
+    var seq: UInt64
+    var generation: Int
 }
 
 extension BottleneckLink {
@@ -615,7 +774,8 @@ final class FlowSide {
     var window: SenderWindow
     var loss: LossProcess
     var delay: DelayLine
-    let capRate: Bandwidth?
+    var capRate: Bandwidth?
+    let tcp: CongestionControl
     /// When the segment now crossing the per-connection cap has crossed it.
     var capReleaseAt: Instant?
     var readyAt: Instant
@@ -645,6 +805,7 @@ final class FlowSide {
         loss: LossProcess,
         delay: DelayLine,
         capRate: Bandwidth?,
+        tcp: CongestionControl,
         readyAt: Instant
     ) {
         self.direction = direction
@@ -652,6 +813,7 @@ final class FlowSide {
         self.loss = loss
         self.delay = delay
         self.capRate = capRate
+        self.tcp = tcp
         self.readyAt = readyAt
     }
 

@@ -205,8 +205,8 @@ public enum BuiltinProfiles {
             name: "satellite-leo",
             yaml: #"""
             name: satellite-leo
-            description: "Low-earth-orbit satellite (Starlink): 100/15 Mbit/s, ~40 ms round trip"
-            source: "Ookla Speedtest and SpaceX medians for Starlink (about 100 Mbit/s down, 15 Mbit/s up, 30-45 ms latency), rounded; loss is a low illustrative figure. Handovers every 15 s belong in a scenario timeline"
+            description: "Low-earth-orbit satellite (Starlink): 100/15 Mbit/s, ~40 ms round trip, a latency spike and loss burst every 15 s"
+            source: "Ookla Speedtest and SpaceX medians for Starlink (about 100 Mbit/s down, 15 Mbit/s up, 30-45 ms latency), rounded; loss is a low illustrative figure. Starlink reassigns satellites on a fixed 15 s schedule; measurements show a latency spike and a loss burst at each boundary, modelled here as a 300 ms phase"
             down:
               bandwidth: 100Mbit
               latency: 20ms
@@ -219,6 +219,67 @@ public enum BuiltinProfiles {
               jitter: 5ms
               queue: 256KB
               loss: 0.1%
+            schedule:
+              repeat: true
+              phases:
+                - name: steady
+                  for: 14700ms
+                - name: handover
+                  for: 300ms
+                  link:
+                    latency: 60ms
+                    loss: 20%
+
+            """#
+        ),
+        (
+            name: "subway",
+            yaml: #"""
+            name: subway
+            description: "Metro ride: LTE at stations and on open track, no signal in tunnels (on 60-120 s, off 20-40 s, repeating)"
+            source: "Illustrative timing of an underground line (about 90 s of coverage between 30 s dead zones), with Network Link Conditioner LTE figures while covered; durations are drawn from the ranges per cycle, from the run's seed"
+            extends: lte
+            schedule:
+              repeat: true
+              phases:
+                - name: covered
+                  for: 60s..120s
+                - name: tunnel
+                  for: 20s..40s
+                  outage: blackhole
+
+            """#
+        ),
+        (
+            name: "train-wifi",
+            yaml: #"""
+            name: train-wifi
+            description: "On-board train Wi-Fi over a cellular backhaul: a few Mbit/s shared, high and jittery latency, short stalls at cell handovers, dead zones"
+            source: "Illustrative figures in line with published measurements of European on-board Wi-Fi (2-10 Mbit/s, 100-300 ms round trip, frequent handover stalls); durations drawn per cycle from the run's seed"
+            down:
+              bandwidth: 4Mbit
+              latency: 80ms
+              jitter: 40ms
+              queue: 256KB
+              loss: 0.5%
+            up:
+              bandwidth: 1Mbit
+              latency: 80ms
+              jitter: 40ms
+              queue: 128KB
+              loss: 0.5%
+            stalls:
+              every: 30s..90s
+              for: 2s..6s
+              direction: both
+            schedule:
+              repeat: true
+              phases:
+                - name: covered
+                  for: 3m..8m
+                - name: dead zone
+                  for: 30s..90s
+                  outage: blackhole
 
             """#
         ),

@@ -22,6 +22,10 @@ public struct Profile: Sendable, Equatable {
     public var tcp: CongestionControl
     /// Largest payload of one emulated segment.
     public var mss: ByteCount
+    /// Conditions that change over time (nil: the conditions above hold for the whole run).
+    public var schedule: ConditionSchedule?
+    /// Periodic stalls, on top of the conditions and the schedule.
+    public var stalls: StallSpec?
 
     public init(
         name: String,
@@ -32,7 +36,9 @@ public struct Profile: Sendable, Equatable {
         dnsDelay: Span = .zero,
         connectDelay: Span = .zero,
         tcp: CongestionControl = .cubic,
-        mss: ByteCount = Profile.defaultMSS
+        mss: ByteCount = Profile.defaultMSS,
+        schedule: ConditionSchedule? = nil,
+        stalls: StallSpec? = nil
     ) {
         self.name = name
         self.description = description
@@ -43,6 +49,8 @@ public struct Profile: Sendable, Equatable {
         self.connectDelay = connectDelay
         self.tcp = tcp
         self.mss = mss
+        self.schedule = schedule
+        self.stalls = stalls
     }
 
     /// Payload of a full-sized segment on a 1500-byte MTU path with 40 bytes of IPv4 + TCP header.
@@ -68,9 +76,21 @@ public struct Profile: Sendable, Equatable {
     /// Base round-trip time of the path: up latency + down latency.
     public var baseRTT: Span { self.up.latency + self.down.latency }
 
+    /// The link conditions (without the schedule): what a phase that `use`s this profile gets.
+    public var conditions: LinkConditions {
+        get { LinkConditions(up: self.up, down: self.down, dnsDelay: self.dnsDelay, connectDelay: self.connectDelay) }
+        set {
+            self.up = newValue.up
+            self.down = newValue.down
+            self.dnsDelay = newValue.dnsDelay
+            self.connectDelay = newValue.connectDelay
+        }
+    }
+
     /// True when the profile changes nothing, so a driver may relay without the model.
     public var isPassThrough: Bool {
         self.up.isPassThrough && self.down.isPassThrough && self.dnsDelay == .zero && self.connectDelay == .zero
+            && self.schedule == nil && self.stalls == nil
     }
 }
 
@@ -117,6 +137,13 @@ public struct LinkDirection: Sendable, Equatable {
     }
 
     public static let defaultQueue = ByteCount(bytes: 64 * 1024)
+
+    /// The rate one connection can reach alone: the link rate or the per-connection cap, whichever
+    /// is lower (nil when neither is set).
+    public var pathRate: Bandwidth? {
+        guard let cap = self.connectionBandwidth else { return self.bandwidth }
+        return self.bandwidth.map { min($0, cap) } ?? cap
+    }
 
     public var isPassThrough: Bool {
         self.latency == .zero && self.jitter == .zero && self.bandwidth == nil && self.loss == .none

@@ -59,7 +59,74 @@ public struct ProfileDecoder {
         let root = try ConfigNode.parse(yaml: yaml, file: file)
         let layer = try ProfileLayer(root: root, isBuiltin: isBuiltin)
         let merged = try self.effectiveLayer(layer, file: file, isBuiltin: isBuiltin, chain: chain)
-        return try merged.resolve(name: layer.defaultName(file: file), own: layer)
+        return try merged.resolve(name: layer.defaultName(file: file), own: layer) { use, declaringFile throws(ConfigError) in
+            try self.conditions(of: use, declaredIn: declaringFile, isBuiltin: isBuiltin, chain: chain)
+        }
+    }
+
+    /// A profile named by `extends:` or a phase's `use:`: its identity (for cycle checks), text,
+    /// file and kind. Nil for `none`.
+    private struct ProfileSource {
+        var identity: String
+        var yaml: String
+        var file: String
+        var isBuiltin: Bool
+    }
+
+    private func locate(
+        _ reference: Located<String>,
+        from file: String,
+        isBuiltin: Bool,
+        chain: [String],
+        key: String
+    ) throws(ConfigError) -> ProfileSource? {
+        let target = reference.value
+        if ProfileCatalog.looksLikePath(target) {
+            guard !isBuiltin else {
+                throw reference.node.error("a built-in profile may only \(key) another built-in, not a file")
+            }
+            let directory = (file as NSString).deletingLastPathComponent
+            let path = target.hasPrefix("/") ? target : (directory as NSString).appendingPathComponent(target)
+            let identity = "file:" + Self.absolutePath(path)
+            let yaml = chain.contains(identity) ? "" : try Self.readFile(path, errorFile: file, errorNode: reference.node)
+            return ProfileSource(identity: identity, yaml: yaml, file: path, isBuiltin: false)
+        } else if let entry = self.builtins.first(where: { $0.name == target }) {
+            return ProfileSource(
+                identity: "builtin:" + target, yaml: entry.yaml, file: Self.builtinFile(target), isBuiltin: true
+            )
+        } else if target == Profile.passThrough.name {
+            return nil
+        } else {
+            throw reference.node.error(
+                Suggestion.unknown(
+                    "profile", target, among: self.builtins.map(\.name) + ["none"], listedAs: "built-in profiles"
+                ) + "; or a path to a .yaml file relative to this file"
+            )
+        }
+    }
+
+    private func checkCycle(_ identity: String, chain: [String], at node: ConfigNode, key: String) throws(ConfigError) {
+        if chain.contains(identity) {
+            let names = (chain + [identity]).map { Self.displayName(identity: $0) }
+            throw node.error("\(key) cycle: \(names.joined(separator: " → "))")
+        }
+    }
+
+    /// The conditions of the profile a phase `use`s.
+    private func conditions(
+        of use: Located<String>,
+        declaredIn file: String,
+        isBuiltin: Bool,
+        chain: [String]
+    ) throws(ConfigError) -> LinkConditions {
+        guard let source = try self.locate(use, from: file, isBuiltin: isBuiltin, chain: chain, key: "use") else {
+            return Profile.passThrough.conditions
+        }
+        try self.checkCycle(source.identity, chain: chain, at: use.node, key: "use")
+        let profile = try self.decode(
+            yaml: source.yaml, file: source.file, isBuiltin: source.isBuiltin, chain: chain + [source.identity]
+        )
+        return profile.conditions
     }
 
     /// `layer` on top of everything it extends.
@@ -72,43 +139,12 @@ public struct ProfileDecoder {
         guard let extends = layer.extends else {
             return EffectiveLayer().overlaid(by: layer)
         }
-        let target = extends.value
-        let builtinNames = self.builtins.map(\.name)
-        let baseYAML: String
-        let baseFile: String
-        let baseIsBuiltin: Bool
-        let identity: String
-        if ProfileCatalog.looksLikePath(target) {
-            guard !isBuiltin else {
-                throw extends.node.error("a built-in profile may only extend another built-in, not a file")
-            }
-            let directory = (file as NSString).deletingLastPathComponent
-            let path = target.hasPrefix("/") ? target : (directory as NSString).appendingPathComponent(target)
-            identity = "file:" + Self.absolutePath(path)
-            baseFile = path
-            baseIsBuiltin = false
-            if !chain.contains(identity) {
-                baseYAML = try Self.readFile(path, errorFile: file, errorNode: extends.node)
-            } else {
-                baseYAML = ""
-            }
-        } else if let entry = self.builtins.first(where: { $0.name == target }) {
-            identity = "builtin:" + target
-            baseYAML = entry.yaml
-            baseFile = Self.builtinFile(target)
-            baseIsBuiltin = true
-        } else if target == Profile.passThrough.name {
+        guard let source = try self.locate(extends, from: file, isBuiltin: isBuiltin, chain: chain, key: "extend")
+        else {
             return EffectiveLayer().overlaid(by: layer)
-        } else {
-            throw extends.node.error(
-                Suggestion.unknown("profile", target, among: builtinNames + ["none"], listedAs: "built-in profiles")
-                    + "; or a path to a .yaml file relative to this file"
-            )
         }
-        if chain.contains(identity) {
-            let names = (chain + [identity]).map { Self.displayName(identity: $0) }
-            throw extends.node.error("extends cycle: \(names.joined(separator: " → "))")
-        }
+        try self.checkCycle(source.identity, chain: chain, at: extends.node, key: "extends")
+        let (baseYAML, baseFile, baseIsBuiltin, identity) = (source.yaml, source.file, source.isBuiltin, source.identity)
         let baseRoot = try ConfigNode.parse(yaml: baseYAML, file: baseFile)
         let baseLayer = try ProfileLayer(root: baseRoot, isBuiltin: baseIsBuiltin)
         let base = try self.effectiveLayer(
@@ -167,6 +203,7 @@ struct Located<Value> {
 struct ProfileLayer {
     static let topKeys = [
         "name", "description", "source", "extends", "tcp", "mss", "dns_delay", "connect_delay", "link", "up", "down",
+        "schedule", "stalls",
     ]
 
     var root: ConfigNode
@@ -181,6 +218,8 @@ struct ProfileLayer {
     var link = DirectionLayer()
     var up = DirectionLayer()
     var down = DirectionLayer()
+    var schedule: ScheduleLayer?
+    var stalls: StallLayer?
 
     init(root: ConfigNode, isBuiltin: Bool) throws(ConfigError) {
         self.root = root
@@ -227,6 +266,8 @@ struct ProfileLayer {
         if let node = map["link"] { self.link = try DirectionLayer(node: node) }
         if let node = map["up"] { self.up = try DirectionLayer(node: node) }
         if let node = map["down"] { self.down = try DirectionLayer(node: node) }
+        if let node = map["schedule"] { self.schedule = try ScheduleLayer(node: node, file: root.file) }
+        if let node = map["stalls"] { self.stalls = try StallLayer(node: node) }
     }
 
     private static func delay(_ node: ConfigNode?, example: String) throws(ConfigError) -> Located<Span>? {
@@ -366,9 +407,13 @@ struct EffectiveLayer {
     var connectDelay: Located<Span>?
     var up = DirectionLayer()
     var down = DirectionLayer()
+    var schedule: ScheduleLayer?
+    var stalls: StallLayer?
 
     func overlaid(by layer: ProfileLayer) -> EffectiveLayer {
         var result = self
+        if let schedule = layer.schedule { result.schedule = schedule }
+        if let stalls = layer.stalls { result.stalls = stalls }
         if let tcp = layer.tcp { result.tcp = tcp }
         if let mss = layer.mss { result.mss = mss }
         if let dnsDelay = layer.dnsDelay { result.dnsDelay = dnsDelay }
@@ -379,11 +424,16 @@ struct EffectiveLayer {
     }
 
     /// The final profile: defaults filled in, then checks that span keys (queue ≥ mss).
-    func resolve(name: String, own: ProfileLayer) throws(ConfigError) -> Profile {
+    /// `conditionsOf` gives the conditions of a profile a phase `use`s (and the file declaring it).
+    func resolve(
+        name: String,
+        own: ProfileLayer,
+        conditionsOf: (Located<String>, String) throws(ConfigError) -> LinkConditions
+    ) throws(ConfigError) -> Profile {
         let mss = self.mss?.value ?? Profile.defaultMSS
         let up = try Self.direction(self.up, mss: mss)
         let down = try Self.direction(self.down, mss: mss)
-        return Profile(
+        var profile = Profile(
             name: name,
             description: own.description?.value ?? own.extends.map { "Based on \($0.value)." } ?? "",
             source: own.source?.value ?? "",
@@ -392,8 +442,19 @@ struct EffectiveLayer {
             dnsDelay: self.dnsDelay?.value ?? .zero,
             connectDelay: self.connectDelay?.value ?? .zero,
             tcp: self.tcp?.value ?? .cubic,
-            mss: mss
+            mss: mss,
+            stalls: self.stalls?.spec
         )
+        if let schedule = self.schedule {
+            var phases: [SchedulePhase] = []
+            for phase in schedule.phases {
+                let base = try phase.use.map { use throws(ConfigError) in try conditionsOf(use, phase.file) }
+                    ?? profile.conditions
+                phases.append(try phase.resolve(base: base, mss: mss))
+            }
+            profile.schedule = ConditionSchedule(phases: phases, repeats: schedule.repeats)
+        }
+        return profile
     }
 
     private static func direction(_ layer: DirectionLayer, mss: ByteCount) throws(ConfigError) -> LinkDirection {

@@ -54,16 +54,48 @@ extension Profile {
             "connect_delay: \(Self.exact(self.connectDelay))",
         ]
         for direction in [Direction.down, Direction.up] {
-            let link = self.direction(direction)
             lines.append("\(direction.rawValue):")
-            lines.append("  bandwidth: \(Self.exactRate(link.bandwidth))")
-            lines.append("  latency: \(Self.exact(link.latency))")
-            lines.append("  jitter: \(Self.exact(link.jitter))")
-            lines.append("  queue: \(Self.exact(link.queue))")
-            lines.append("  loss: \(Self.lossYAML(link.loss))")
-            lines.append("  connection_bandwidth: \(Self.exactRate(link.connectionBandwidth))")
+            lines += Self.directionYAML(self.direction(direction)).map { "  " + $0 }
+        }
+        if let stalls = self.stalls {
+            lines.append(
+                "stalls: {every: \(Self.exact(stalls.every)), for: \(Self.exact(stalls.duration)), "
+                    + "direction: \(stalls.direction)}"
+            )
+        }
+        if let schedule = self.schedule {
+            lines.append("schedule:")
+            lines.append("  repeat: \(schedule.repeats)")
+            lines.append("  phases:")
+            for phase in schedule.phases {
+                var phaseLines = [
+                    "name: \(Self.quoted(phase.label))",
+                    "for: \(Self.exact(phase.duration))",
+                ]
+                if let outage = phase.outage { phaseLines.append("outage: \(outage)") }
+                if let stall = phase.stall { phaseLines.append("stall: \(stall)") }
+                phaseLines.append("dns_delay: \(Self.exact(phase.conditions.dnsDelay))")
+                phaseLines.append("connect_delay: \(Self.exact(phase.conditions.connectDelay))")
+                for direction in [Direction.down, Direction.up] {
+                    phaseLines.append("\(direction.rawValue):")
+                    phaseLines += Self.directionYAML(phase.conditions.direction(direction)).map { "  " + $0 }
+                }
+                lines.append("    - " + phaseLines[0])
+                lines += phaseLines.dropFirst().map { "      " + $0 }
+            }
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    private static func directionYAML(_ link: LinkDirection) -> [String] {
+        [
+            "bandwidth: \(Self.exactRate(link.bandwidth))",
+            "latency: \(Self.exact(link.latency))",
+            "jitter: \(Self.exact(link.jitter))",
+            "queue: \(Self.exact(link.queue))",
+            "loss: \(Self.lossYAML(link.loss))",
+            "connection_bandwidth: \(Self.exactRate(link.connectionBandwidth))",
+        ]
     }
 
     // MARK: - Pieces
@@ -118,6 +150,10 @@ extension Profile {
     static func exact(_ span: Span) -> String {
         let human = span.description
         return (try? Span.parse(human)) == span ? human : "\(span.nanoseconds)ns"
+    }
+
+    static func exact(_ range: SpanRange) -> String {
+        range.isFixed ? self.exact(range.lower) : "\(self.exact(range.lower))..\(self.exact(range.upper))"
     }
 
     static func exact(_ bytes: ByteCount) -> String {

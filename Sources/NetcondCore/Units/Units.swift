@@ -14,6 +14,8 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
     }
 
     public static let zero = Instant(nanoseconds: 0)
+    /// Later than any instant a run reaches (about 146 years); never overflows when a span is added.
+    public static let distantFuture = Instant(nanoseconds: .max / 2)
 
     public static func < (lhs: Instant, rhs: Instant) -> Bool {
         lhs.nanoseconds < rhs.nanoseconds

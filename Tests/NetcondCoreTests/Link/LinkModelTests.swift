@@ -38,18 +38,22 @@ import Testing
     @Test func connectCostsOneRoundTripPlusDNS() {
         var profile = Profile.test(latency: .milliseconds(100))
         profile.dnsDelay = .milliseconds(300)
-        let model = LinkModel(profile: profile, seed: 1)
-        let flow = model.openFlow(at: .zero)
-        #expect(model.connect(flow, at: .ms(1), resolvesName: true) == .established(at: .ms(501), synRetransmits: 0))
-        let other = model.openFlow(at: .zero)
-        #expect(model.connect(other, at: .ms(1), resolvesName: false) == .established(at: .ms(201), synRetransmits: 0))
-        // Data written before the handshake completes waits for it.
-        model.send(other, .up, bytes: 10, at: .ms(2))
         var sim = LinkSimulation(profile)
-        sim = LinkSimulation(profile)
-        _ = sim
-        #expect(model.advance(to: .ms(300)) == [])
-        #expect(model.advance(to: .ms(301)) == [Delivery(flow: other, direction: .up, bytes: 10, at: .ms(301))])
+        let flow = sim.model.openFlow(at: .zero)
+        let other = sim.model.openFlow(at: .zero)
+        sim.model.connect(flow, at: .ms(1), resolvesName: true)
+        sim.model.connect(other, at: .ms(1), resolvesName: false)
+        // Data written before the handshake completes waits for it.
+        sim.model.send(other, .up, bytes: 10, at: .ms(2))
+        sim.run(until: .ms(300))
+        #expect(sim.deliveries == [])
+        sim.run(until: .ms(1000))
+        #expect(sim.deliveries == [Delivery(flow: other, direction: .up, bytes: 10, at: .ms(301))])
+        let outcomes = sim.notices.compactMap { notice -> ConnectOutcome? in
+            if case .connected(_, let outcome) = notice { return outcome }
+            return nil
+        }
+        #expect(outcomes == [.established(at: .ms(201), synRetransmits: 0), .established(at: .ms(501), synRetransmits: 0)])
     }
 
     @Test func totalLossNeverConnectsAndNeverDelivers() {
@@ -57,7 +61,7 @@ import Testing
         var sim = LinkSimulation(profile)
         let flow = sim.model.openFlow(at: .zero)
         // 1 + 2 + 4 + 8 + 16 + 32 + 64 s of SYN timeouts, as Linux does with tcp_syn_retries = 6.
-        #expect(sim.model.connect(flow, at: .zero, resolvesName: false) == .timedOut(at: .s(127)))
+        #expect(sim.connect(flow, at: .zero) == .timedOut(at: .s(127)))
         let other = sim.model.openFlow(at: .zero)
         sim.model.send(other, .down, bytes: 10_000, at: .zero)
         sim.run(until: .s(600))

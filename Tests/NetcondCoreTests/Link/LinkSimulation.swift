@@ -4,6 +4,8 @@
 struct LinkSimulation {
     let model: LinkModel
     var deliveries: [Delivery] = []
+    /// Every notice the model gave, in order (connection outcomes, resets, state changes).
+    var notices: [LinkNotice] = []
 
     init(_ profile: Profile, seed: UInt64 = 1) {
         self.model = LinkModel(profile: profile, seed: seed)
@@ -13,8 +15,34 @@ struct LinkSimulation {
     mutating func run(until deadline: Instant) {
         while let next = self.model.nextEventTime, next <= deadline {
             self.deliveries += self.model.advance(to: next)
+            self.notices += self.model.takeNotices()
         }
         self.deliveries += self.model.advance(to: deadline)
+        self.notices += self.model.takeNotices()
+    }
+
+    /// Starts a connection's set-up at `time` and runs until its outcome (nil if none by `deadline`).
+    mutating func connect(
+        _ flow: FlowID,
+        at time: Instant,
+        resolvesName: Bool = false,
+        deadline: Instant = .s(1000)
+    ) -> ConnectOutcome? {
+        self.model.connect(flow, at: time, resolvesName: resolvesName)
+        while true {
+            self.notices += self.model.takeNotices()
+            for case .connected(flow, let outcome) in self.notices { return outcome }
+            guard let next = self.model.nextEventTime, next <= deadline else { return nil }
+            self.deliveries += self.model.advance(to: next)
+        }
+    }
+
+    /// The state changes the model reported, in order.
+    var stateChanges: [(LinkState, Instant)] {
+        self.notices.compactMap { notice in
+            if case .stateChanged(let state, let at) = notice { return (state, at) }
+            return nil
+        }
     }
 
     /// Bytes delivered on a flow and direction by `time`.

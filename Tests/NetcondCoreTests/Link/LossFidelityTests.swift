@@ -62,7 +62,7 @@ import Testing
         let cell = Cell(rttMilliseconds: rtt, loss: 0, tcp: tcp, goodput: 0)
         var sim = LinkSimulation(Self.profile(cell), seed: 1)
         let flow = sim.model.openFlow(at: .zero)
-        guard case .established = sim.model.connect(flow, at: .zero, resolvesName: false) else {
+        guard case .established = sim.connect(flow, at: .zero) else {
             Issue.record("no connection")
             return
         }

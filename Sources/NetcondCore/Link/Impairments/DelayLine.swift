@@ -8,8 +8,8 @@
 /// from the connection's own seeded stream. A segment never overtakes the one before it (TCP
 /// would hand the bytes to the application in order anyway).
 struct DelayLine {
-    private let latency: Span
-    private let jitter: Span
+    private(set) var latency: Span
+    private(set) var jitter: Span
     private var random: SeededRandom
     private var lastArrival: Instant = .zero
 
@@ -17,6 +17,13 @@ struct DelayLine {
         self.latency = latency
         self.jitter = jitter
         self.random = SeededRandom(seed: seed)
+    }
+
+    /// New latency and jitter apply to segments that leave from now on; a segment still never
+    /// overtakes one that left before the change (a shorter path does not reorder the stream).
+    mutating func reconfigure(latency: Span, jitter: Span) {
+        self.latency = latency
+        self.jitter = jitter
     }
 
     /// When a segment that left the link at `departure` reaches the other end.

@@ -10,13 +10,21 @@
 /// Each connection direction owns one process with its own seeded stream, so decisions for the
 /// i-th transmission of a connection do not depend on other connections.
 struct LossProcess {
-    private let spec: LossSpec
+    private(set) var spec: LossSpec
     private var random: SeededRandom
     private var inBadState = false
 
     init(spec: LossSpec, seed: UInt64) {
         self.spec = spec
         self.random = SeededRandom(seed: seed)
+    }
+
+    /// A new loss process from now on, drawing from the same stream (so a run stays reproducible).
+    /// A burst in progress ends with the change.
+    mutating func reconfigure(_ spec: LossSpec) {
+        guard spec != self.spec else { return }
+        self.spec = spec
+        self.inBadState = false
     }
 
     /// True when the next transmission is lost.

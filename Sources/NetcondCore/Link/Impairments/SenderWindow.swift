@@ -16,11 +16,11 @@
 /// product and ignores loss; the link model also paces it at the bottleneck rate, as BBR paces.
 struct SenderWindow {
     private let algorithm: CongestionControl
-    private let mss: Double
+    private var mss: Double
     /// Upper bound of the window: the receiver's advertised window.
     private let receiveWindow: Double
     /// BBR's target: 2 × bandwidth × base RTT (nil when the path has no rate limit).
-    private let bbrTarget: Double?
+    private var bbrTarget: Double?
 
     /// Window in bytes.
     private(set) var cwnd: Double
@@ -40,13 +40,27 @@ struct SenderWindow {
         self.algorithm = algorithm
         self.mss = Double(mss)
         self.receiveWindow = Double(receiveWindow)
-        if let bandwidth, baseRTT > .zero {
-            let bdp = Double(bandwidth.bitsPerSecond) / 8 * baseRTT.seconds
-            self.bbrTarget = max(2 * bdp, 4 * Double(mss))
-        } else {
-            self.bbrTarget = nil
-        }
+        self.bbrTarget = Self.bbrTarget(mss: mss, bandwidth: bandwidth, baseRTT: baseRTT)
         self.cwnd = Self.initialSegments * Double(mss)
+    }
+
+    private static func bbrTarget(mss: Int, bandwidth: Bandwidth?, baseRTT: Span) -> Double? {
+        guard let bandwidth, baseRTT > .zero else { return nil }
+        let bdp = Double(bandwidth.bitsPerSecond) / 8 * baseRTT.seconds
+        return max(2 * bdp, 4 * Double(mss))
+    }
+
+    /// The path changed (a schedule phase or a live switch): the window keeps its size in
+    /// segments; BBR re-targets twice the new bandwidth-delay product (as it would after probing).
+    mutating func retarget(mss: Int, bandwidth: Bandwidth?, baseRTT: Span) {
+        let newMSS = Double(mss)
+        if newMSS != self.mss {
+            self.cwnd = self.cwnd / self.mss * newMSS
+            if self.ssthresh.isFinite { self.ssthresh = self.ssthresh / self.mss * newMSS }
+            self.mss = newMSS
+        }
+        self.bbrTarget = Self.bbrTarget(mss: mss, bandwidth: bandwidth, baseRTT: baseRTT)
+        if self.algorithm == .bbr, let target = self.bbrTarget { self.cwnd = min(self.cwnd, target) }
     }
 
     /// Bytes the sender may have outstanding now.
