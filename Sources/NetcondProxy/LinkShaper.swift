@@ -13,7 +13,10 @@ import NetcondCore
 /// are not traffic of the emulated link) and is activated with a flow. Backpressure: the client is
 /// read only while the model's unsent up bytes are under `sendBuffer`; while its unsent down bytes
 /// are over it, the handler fires `LinkWritabilityChanged(false)` so the proxy stops reading the
-/// upstream. Half-close and close wait until every byte before them has been delivered.
+/// upstream. Half-close and close wait until every byte before them has been delivered. While the
+/// link changes nothing (`LinkModel.isTransparent`, e.g. `none` in a run that may be switched live)
+/// and this connection has nothing held, bytes skip the model; once conditions change they cross
+/// it again, behind anything still held.
 final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -34,6 +37,8 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     private var closeWhenDrained = false
     private var readPending = false
     private var linkWritable = true
+    /// Bytes were passed on without the model since the last read-complete.
+    private var readBypassed = false
 
     init(driver: LinkDriver?, stats: ProxyStats) {
         self.driver = driver
@@ -79,7 +84,8 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = self.unwrapInboundIn(data)
         self.stats.bytesUp += Int64(buffer.readableBytes)
-        guard let flow = self.flow, let driver = self.driver else {
+        guard let flow = self.flow, let driver = self.driver, !(driver.model.isTransparent && self.up.isEmpty) else {
+            self.readBypassed = true
             context.fireChannelRead(data)
             return
         }
@@ -91,7 +97,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     /// link as if they had just been read.
     func inject(_ buffer: ByteBuffer) {
         guard let context = self.context else { return }
-        guard let flow = self.flow, let driver = self.driver else {
+        guard let flow = self.flow, let driver = self.driver, !(driver.model.isTransparent && self.up.isEmpty) else {
             context.fireChannelRead(self.wrapInboundOut(buffer))
             context.fireChannelReadComplete()
             return
@@ -101,7 +107,10 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if self.flow == nil { context.fireChannelReadComplete() }
+        if self.flow == nil || self.readBypassed {
+            self.readBypassed = false
+            context.fireChannelReadComplete()
+        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -128,7 +137,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let buffer = self.unwrapOutboundIn(data)
         self.stats.bytesDown += Int64(buffer.readableBytes)
-        guard let flow = self.flow, let driver = self.driver else {
+        guard let flow = self.flow, let driver = self.driver, !(driver.model.isTransparent && self.down.isEmpty) else {
             context.write(data, promise: promise)
             return
         }
@@ -142,7 +151,8 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     }
 
     func flush(context: ChannelHandlerContext) {
-        if self.flow == nil { context.flush() }
+        // Held bytes are flushed when delivered; this flushes what skipped the model (cheap when nothing did).
+        context.flush()
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {

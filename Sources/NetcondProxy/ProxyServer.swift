@@ -30,6 +30,9 @@ public struct ProxyConfiguration: Sendable {
     public var forwards: [PortForward]
     /// Where `origin.netcond.test` (and any other `*.netcond.test`) goes; nil = not served.
     public var originAddress: SocketAddress?
+    /// Conditions may change while running (control API): every connection goes through the link
+    /// model even when the profile imposes nothing, so a later switch shapes it too.
+    public var controllable: Bool
 
     public init(
         profile: Profile,
@@ -37,7 +40,8 @@ public struct ProxyConfiguration: Sendable {
         listenHost: String = "127.0.0.1",
         listenPort: Int = 0,
         forwards: [PortForward] = [],
-        originAddress: SocketAddress? = nil
+        originAddress: SocketAddress? = nil,
+        controllable: Bool = false
     ) {
         self.profile = profile
         self.seed = seed
@@ -45,6 +49,7 @@ public struct ProxyConfiguration: Sendable {
         self.listenPort = listenPort
         self.forwards = forwards
         self.originAddress = originAddress
+        self.controllable = controllable
     }
 }
 
@@ -66,9 +71,21 @@ public final class ProxyServer: Sendable {
     private let loop: EventLoop
     private let state: NIOLoopBoundBox<State>
 
+    /// The loop every proxied connection and the link model live on.
+    public var eventLoop: EventLoop { self.loop }
+
     private final class State {
         var driver: LinkDriver?
+        var profile: Profile
+        var startedAt: NIODeadline
+        var onStateChange: (@Sendable (LinkState, Span) -> Void)?
         let stats = ProxyStats()
+
+        init(profile: Profile, startedAt: NIODeadline) {
+            self.profile = profile
+            self.startedAt = startedAt
+        }
+
         var listeners: [Channel] = []
         var children: [ObjectIdentifier: Channel] = [:]
         var selfAddresses: [SocketAddress] = []
@@ -77,13 +94,41 @@ public final class ProxyServer: Sendable {
     public init(configuration: ProxyConfiguration, group: EventLoopGroup) {
         self.configuration = configuration
         self.loop = group.next()
-        self.state = NIOLoopBoundBox.makeBoxSendingValue(State(), eventLoop: self.loop)
+        self.state = NIOLoopBoundBox.makeBoxSendingValue(
+            State(profile: configuration.profile, startedAt: .now()),
+            eventLoop: self.loop
+        )
+    }
+
+    /// Called on the proxy's loop whenever the link's state changes (schedule phase, outage,
+    /// stall), with the time since the start. Set before `start()` to see the initial state.
+    public func observeStateChanges(_ handler: @escaping @Sendable (LinkState, Span) -> Void) async {
+        let state = self.state
+        try? await self.loop.submit {
+            state.value.onStateChange = handler
+        }.get()
     }
 
     /// Binds the proxy port and every forward. Throws a user-facing error when a port is taken.
     public func start() async throws -> ProxyAddresses {
         // Every proxied connection costs two descriptors; use all the process may have.
         _ = netcond_raise_open_file_limit()
+        // The link exists from the start, so a schedule's clock starts with the run.
+        let configuration = self.configuration
+        let state = self.state
+        let loop = self.loop
+        try await loop.submit {
+            let s = state.value
+            s.startedAt = loop.now
+            if !configuration.profile.isPassThrough || configuration.controllable {
+                let driver = LinkDriver(profile: configuration.profile, seed: configuration.seed, eventLoop: loop)
+                driver.onStateChange = { linkState, at in
+                    s.onStateChange?(linkState, Span(nanoseconds: at.nanoseconds))
+                }
+                s.driver = driver
+                driver.pump()
+            }
+        }.get()
         let proxy = try await self.bind(host: self.configuration.listenHost, port: self.configuration.listenPort) {
             channel, state, connector in
             let shaper = LinkShaper(driver: state.driver, stats: state.stats)
@@ -152,9 +197,6 @@ public final class ProxyServer: Sendable {
             .childChannelInitializer { channel in
                 loop.makeCompletedFuture {
                     let state = state.value
-                    if state.driver == nil && !configuration.profile.isPassThrough {
-                        state.driver = LinkDriver(profile: configuration.profile, seed: configuration.seed, eventLoop: loop)
-                    }
                     state.stats.connections += 1
                     let id = ObjectIdentifier(channel)
                     state.children[id] = channel
@@ -187,7 +229,7 @@ public final class ProxyServer: Sendable {
         return address
     }
 
-    private static func reason(_ error: Error) -> String {
+    static func reason(_ error: Error) -> String {
         if let error = error as? IOError {
             switch error.errnoCode {
             case 98: return "the address is already in use"
@@ -210,6 +252,61 @@ public final class ProxyServer: Sendable {
             return EventLoopFuture.andAllComplete(futures, on: loop)
         }
         _ = try? await closing.get()
+    }
+
+    // MARK: - Live control
+
+    /// The link's state and the run's counters; call on `eventLoop`.
+    func statusOnLoop() -> ControlStatus {
+        let s = self.state.value
+        let linkState = s.driver?.model.state ?? LinkState(phase: s.profile.name)
+        let counters = s.driver?.model.counters ?? LinkCounters()
+        return ControlStatus(
+            profile: s.profile.name,
+            phase: linkState.phase,
+            outage: linkState.outage?.rawValue,
+            stalled: linkState.stalled.map(\.rawValue),
+            seed: self.configuration.seed,
+            elapsedSeconds: Double(self.loop.now.uptimeNanoseconds - s.startedAt.uptimeNanoseconds) / 1e9,
+            connectionsTotal: s.stats.connections,
+            connectionsOpen: s.children.count,
+            bytesUp: s.stats.bytesUp,
+            bytesDown: s.stats.bytesDown,
+            segmentsLost: counters.segmentsLost,
+            queueDrops: counters.queueDrops,
+            outageDrops: counters.outageDrops,
+            retransmissions: counters.retransmissions,
+            resets: counters.resets,
+            refusedConnections: counters.refusedConnections,
+            upstreamFailures: s.stats.upstreamFailures
+        )
+    }
+
+    /// Applies a change to the running link; call on `eventLoop`. Returns the status after it.
+    func applyOnLoop(_ command: ControlCommand) -> ControlStatus {
+        let s = self.state.value
+        switch command {
+        case .switchProfile(let profile):
+            s.profile = profile
+            s.driver?.switchProfile(to: profile)
+        case .outage(let outage):
+            s.driver?.setOutage(outage)
+        case .stall(let stall):
+            s.driver?.setStall(stall)
+        }
+        return self.statusOnLoop()
+    }
+
+    /// The link's state and counters now.
+    public func status() async -> ControlStatus? {
+        try? await self.loop.submit { self.statusOnLoop() }.get()
+    }
+
+    /// Changes the running link (as the control API does). Without a link model (a pass-through
+    /// profile in a run that is not `controllable`) only the profile name changes.
+    @discardableResult
+    public func apply(_ command: ControlCommand) async -> ControlStatus? {
+        try? await self.loop.submit { self.applyOnLoop(command) }.get()
     }
 
     /// Counters so far.

@@ -172,7 +172,11 @@ struct UpstreamConnector {
         return .refused(target, Self.reason(error))
     }
 
-    private static func reason(_ error: Error) -> String {
+    static func reason(_ error: Error) -> String {
+        if let error = error as? NIOConnectionError {
+            if let first = error.connectionErrors.first { return Self.reason(first.error) }
+            return "the name does not resolve"
+        }
         if let error = error as? IOError {
             switch error.errnoCode {
             case 111: return "connection refused"
@@ -228,4 +232,9 @@ private final class ConnectAttempt {
             completion(.failure(.timedOut(self.target)))
         }
     }
+}
+
+/// Why a connection could not be made, in a few words (`connection refused`, `timed out`).
+public func describeConnectError(_ error: Error) -> String {
+    UpstreamConnector.reason(error)
 }

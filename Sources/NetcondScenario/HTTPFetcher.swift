@@ -2,6 +2,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NetcondCore
+import NetcondProxy
 
 /// A minimal HTTP/1.1 client that goes through an HTTP proxy: what `netcond demo` and
 /// `netcond fetch` use, so the demo needs no program of the user's.
@@ -35,6 +36,19 @@ public struct HTTPFetcher: Sendable {
         keepBody: Bool,
         progress: (@Sendable (Int) -> Void)? = nil
     ) async throws -> Result {
+        try await self.send(method: "GET", url: url, keepBody: keepBody, progress: progress)
+    }
+
+    /// Sends one request for `url` (absolute `http://…`, sent in absolute form to `proxyHost:proxyPort`,
+    /// which may be a proxy or the server itself) and reads the whole response.
+    public func send(
+        method: String,
+        url: String,
+        body: [UInt8]? = nil,
+        contentType: String? = nil,
+        keepBody: Bool,
+        progress: (@Sendable (Int) -> Void)? = nil
+    ) async throws -> Result {
         guard url.lowercased().hasPrefix("http://") else {
             throw Failure(description: "only http:// URLs can be fetched, got '\(url)'")
         }
@@ -56,14 +70,25 @@ public struct HTTPFetcher: Sendable {
         do {
             channel = try await bootstrap.connect(host: self.proxyHost, port: self.proxyPort).get()
         } catch {
-            throw Failure(description: "cannot connect to the proxy at \(self.proxyHost):\(self.proxyPort): \(error)")
+            let failure = Failure(
+                description: "cannot connect to \(self.proxyHost):\(self.proxyPort): \(describeConnectError(error))"
+            )
+            promise.fail(failure)
+            throw failure
         }
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: String(host))
-        headers.add(name: "User-Agent", value: "netcond-fetch")
+        headers.add(name: "User-Agent", value: "netcond")
         headers.add(name: "Connection", value: "close")
-        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: url, headers: headers)
+        if let body {
+            headers.add(name: "Content-Length", value: String(body.count))
+            if let contentType { headers.add(name: "Content-Type", value: contentType) }
+        }
+        let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: method), uri: url, headers: headers)
         channel.write(HTTPClientRequestPart.head(head), promise: nil)
+        if let body, !body.isEmpty {
+            channel.write(HTTPClientRequestPart.body(.byteBuffer(channel.allocator.buffer(bytes: body))), promise: nil)
+        }
         channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
         defer { channel.close(promise: nil) }
         return try await promise.futureResult.get()

@@ -15,7 +15,10 @@ public final class Session: Sendable {
     public let forwardAddresses: [SocketAddress]
     public let originAddress: SocketAddress
     public let origin: OriginServer
-    private let proxy: ProxyServer
+    /// Where the control API listens (nil when not served).
+    public let controlAddress: SocketAddress?
+    public let proxy: ProxyServer
+    private let control: ControlServer?
     private let proxyGroup: MultiThreadedEventLoopGroup
     private let originGroup: MultiThreadedEventLoopGroup
     private let startedAt: NIODeadline
@@ -28,6 +31,8 @@ public final class Session: Sendable {
         seed: UInt64,
         proxy: ProxyServer,
         addresses: ProxyAddresses,
+        control: ControlServer?,
+        controlAddress: SocketAddress?,
         origin: OriginServer,
         originAddress: SocketAddress,
         proxyGroup: MultiThreadedEventLoopGroup,
@@ -38,6 +43,8 @@ public final class Session: Sendable {
         self.proxy = proxy
         self.proxyAddress = addresses.proxy
         self.forwardAddresses = addresses.forwards
+        self.control = control
+        self.controlAddress = controlAddress
         self.origin = origin
         self.originAddress = originAddress
         self.proxyGroup = proxyGroup
@@ -51,7 +58,9 @@ public final class Session: Sendable {
         seed: UInt64,
         listenHost: String = "127.0.0.1",
         listenPort: Int = 0,
-        forwards: [PortForward] = []
+        forwards: [PortForward] = [],
+        control: (host: String, port: Int)? = ("127.0.0.1", 0),
+        onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
     ) async throws -> Session {
         let originGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let proxyGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -65,23 +74,35 @@ public final class Session: Sendable {
                     listenHost: listenHost,
                     listenPort: listenPort,
                     forwards: forwards,
-                    originAddress: originAddress
+                    originAddress: originAddress,
+                    controllable: control != nil
                 ),
                 group: proxyGroup
             )
+            var controlServer: ControlServer?
             do {
+                if let onStateChange { await proxy.observeStateChanges(onStateChange) }
                 let addresses = try await proxy.start()
+                var controlAddress: SocketAddress?
+                if let control {
+                    let server = ControlServer(proxy: proxy)
+                    controlServer = server
+                    controlAddress = try await server.start(host: control.host, port: control.port)
+                }
                 return Session(
                     profile: profile,
                     seed: seed,
                     proxy: proxy,
                     addresses: addresses,
+                    control: controlServer,
+                    controlAddress: controlAddress,
                     origin: origin,
                     originAddress: originAddress,
                     proxyGroup: proxyGroup,
                     originGroup: originGroup
                 )
             } catch {
+                await controlServer?.stop()
                 await proxy.stop()
                 throw error
             }
@@ -98,6 +119,11 @@ public final class Session: Sendable {
         "http://\(Self.hostPort(self.proxyAddress))"
     }
 
+    /// `http://127.0.0.1:PORT` of the control API, when served.
+    public var controlURL: String? {
+        self.controlAddress.map { "http://\(Self.hostPort($0))" }
+    }
+
     /// The environment a client runs with: `base` plus the proxy variables (both cases, since curl
     /// and wget ignore upper-case `HTTP_PROXY`), `NO_PROXY` emptied, and netcond's own variables.
     public func childEnvironment(base: [String: String]) -> [String: String] {
@@ -112,11 +138,13 @@ public final class Session: Sendable {
         environment["NETCOND_ORIGIN"] = "http://\(Self.originHost)"
         environment["NETCOND_SEED"] = String(self.seed)
         environment["NETCOND_PROFILE"] = self.profile.name
+        if let controlURL = self.controlURL { environment["NETCOND_CONTROL"] = controlURL }
         return environment
     }
 
     /// Closes every listener and connection and stops the threads.
     public func stop() async {
+        await self.control?.stop()
         await self.proxy.stop()
         try? await self.origin.stop()
         try? await self.proxyGroup.shutdownGracefully()
@@ -154,28 +182,6 @@ public final class Session: Sendable {
         let host = ip.contains(":") ? "[\(ip)]" : ip
         return "\(host):\(address.port ?? 0)"
     }
-}
-
-func formatSeconds(_ span: Span) -> String {
-    let seconds = span.seconds
-    if seconds < 10 { return "\(trimmed(seconds, decimals: 2)) s" }
-    return "\(trimmed(seconds, decimals: 1)) s"
-}
-
-func formatBytes(_ bytes: Int64) -> String {
-    let value = Double(bytes)
-    if bytes < 1024 { return "\(bytes) B" }
-    if bytes < 1024 * 1024 { return "\(trimmed(value / 1024, decimals: 1)) KB" }
-    if bytes < 1024 * 1024 * 1024 { return "\(trimmed(value / 1024 / 1024, decimals: 1)) MB" }
-    return "\(trimmed(value / 1024 / 1024 / 1024, decimals: 2)) GB"
-}
-
-private func trimmed(_ value: Double, decimals: Int) -> String {
-    let scale = pow(10.0, Double(decimals))
-    let rounded = (value * scale).rounded() / scale
-    var text = "\(rounded)"
-    if text.hasSuffix(".0") { text.removeLast(2) }
-    return text
 }
 
 #if canImport(Glibc)

@@ -16,11 +16,12 @@ struct Netcond: AsyncParsableCommand {
               netcond run edge -- curl -o x http://origin.netcond.test/bytes/200KB
               netcond run Profiles/3g.yaml -- python3 client.py
               netcond proxy lte --listen 127.0.0.1:8080      manual throttling while developing
+              netcond ctl outage refuse                     change a running proxy's conditions live
               netcond profiles                              list the built-in profiles
             """,
         version: "0.1.0",
         subcommands: [
-            RunCommand.self, ProxyCommand.self, ProfilesCommand.self, ValidateCommand.self, DemoCommand.self,
+            RunCommand.self, ProxyCommand.self, CtlCommand.self, ProfilesCommand.self, ValidateCommand.self, DemoCommand.self,
             FetchCommand.self,
         ]
     )

@@ -26,11 +26,33 @@ struct ProxyCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Also forward LISTEN=TARGET ([host:]port=host:port), for programs that ignore proxies.")
     var forward: [String] = []
 
+    @Option(
+        name: .long,
+        help: "Where the control API (netcond ctl) listens: host:port, :port or port (default: the proxy's port + 1; 0 = any free port)."
+    )
+    var control: String?
+
+    @Flag(name: .long, help: "Serve no control API.")
+    var noControl = false
+
     @OptionGroup var seed: SeedOption
 
     func validate() throws {
-        _ = try parseListen(self.listen)
+        let listen = try parseListen(self.listen)
         _ = try self.forward.map(parseForward)
+        if let control = self.control {
+            if self.noControl { throw ValidationError("--control and --no-control exclude each other") }
+            _ = try parseListen(control)
+        } else if listen.port == 65535 && !self.noControl {
+            throw ValidationError("the control API's default port would be 65536; give --control host:port or --no-control")
+        }
+    }
+
+    /// The control API's address: `--control`, else the listen port + 1 (any port when listening on 0).
+    private func controlAddress(listen: (host: String, port: Int)) throws -> (host: String, port: Int)? {
+        if self.noControl { return nil }
+        if let control = self.control { return try parseListen(control) }
+        return (listen.host, listen.port == 0 ? 0 : listen.port + 1)
     }
 
     func run() async throws {
@@ -39,6 +61,7 @@ struct ProxyCommand: AsyncParsableCommand {
         let listen = try parseListen(self.listen)
         let forwards = try self.forward.map(parseForward)
         let signals = SignalForwarder()
+        let status = LiveStatus(live: true)
         let session: Session
         do {
             session = try await Session.start(
@@ -46,7 +69,9 @@ struct ProxyCommand: AsyncParsableCommand {
                 seed: seed,
                 listenHost: listen.host,
                 listenPort: listen.port,
-                forwards: forwards
+                forwards: forwards,
+                control: try self.controlAddress(listen: listen),
+                onStateChange: { state, at in status.stateChanged(state, at: at) }
             )
         } catch {
             printError("netcond: \(error)")
@@ -57,13 +82,24 @@ struct ProxyCommand: AsyncParsableCommand {
             print("netcond: forwarding \(address.ipAddress ?? "?"):\(address.port ?? 0) → \(forward.targetHost):\(forward.targetPort)")
         }
         print("netcond: built-in origin at http://\(Session.originHost) (through the proxy)")
+        if let controlURL = session.controlURL {
+            print("netcond: control API on \(controlURL) (netcond ctl status --control \(controlURL))")
+        }
         print("  export http_proxy=\(session.proxyURL) https_proxy=\(session.proxyURL)")
         fflush(nil)
         let stopped = AsyncStream<Int32> { continuation in
             signals.onSignal { signal in continuation.yield(signal) }
         }
+        let ticker = Task {
+            while !Task.isCancelled {
+                if let now = await session.proxy.status() { status.update(now) }
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
         for await _ in stopped { break }
+        ticker.cancel()
         signals.stop()
+        status.finish()
         printError(await session.summaryLine())
         await session.stop()
     }

@@ -31,7 +31,7 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Also forward LISTEN=TARGET ([host:]port=host:port), for programs that ignore proxies.")
     var forward: [String] = []
 
-    @Flag(name: .long, help: "Do not print the summary line.")
+    @Flag(name: .long, help: "Do not print the summary line or the link's state changes.")
     var quiet = false
 
     func validate() throws {
@@ -46,8 +46,13 @@ struct RunCommand: AsyncParsableCommand {
         let seed = try self.seed.resolve()
         let forwards = try self.forward.map(parseForward)
         let session: Session
+        // The child owns the terminal: state changes (schedule phases, live outages) are log lines only.
+        let stateLog = LiveStatus(live: false)
+        let quiet = self.quiet
         do {
-            session = try await Session.start(profile: profile, seed: seed, forwards: forwards)
+            session = try await Session.start(profile: profile, seed: seed, forwards: forwards) { state, at in
+                if !quiet { stateLog.stateChanged(state, at: at) }
+            }
         } catch {
             printError("netcond: \(error)")
             throw ExitCode(3)

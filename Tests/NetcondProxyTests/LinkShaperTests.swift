@@ -134,3 +134,49 @@ final class ReadCounter: ChannelOutboundHandler {
         context.read()
     }
 }
+
+/// A run whose conditions may be switched live keeps a link model even while the link changes
+/// nothing; bytes then skip it, and cross it again, in order, once conditions change.
+@Suite struct LinkShaperTransparencyTests {
+    @Test func bytesSkipATransparentLinkAndAreShapedOnceItChangesWithoutReordering() throws {
+        let loop = EmbeddedEventLoop()
+        let driver = LinkDriver(profile: .passThrough, seed: 1, eventLoop: loop)
+        let shaper = LinkShaper(driver: driver, stats: ProxyStats())
+        let channel = EmbeddedChannel(handler: shaper, loop: loop)
+        shaper.beginShaping()
+        #expect(driver.model.isTransparent)
+        channel.writeAndFlush(ByteBuffer(string: "a"), promise: nil)
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "a"))
+        try channel.writeInbound(ByteBuffer(string: "q"))
+        #expect(try channel.readInbound(as: ByteBuffer.self) == ByteBuffer(string: "q"))
+
+        let slow = LinkDirection(latency: .milliseconds(100))
+        driver.switchProfile(to: Profile(name: "slow", up: slow, down: slow))
+        #expect(!driver.model.isTransparent)
+        channel.writeAndFlush(ByteBuffer(string: "b"), promise: nil)
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        // Back to nothing while "b" is still on the link: "c" must wait behind it.
+        driver.switchProfile(to: .passThrough)
+        #expect(driver.model.isTransparent)
+        channel.writeAndFlush(ByteBuffer(string: "c"), promise: nil)
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        loop.advanceTime(by: .milliseconds(100))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "b"))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "c"))
+        channel.writeAndFlush(ByteBuffer(string: "d"), promise: nil)
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "d"))
+    }
+
+    @Test func anOutageOrAStallMakesAnEmptyLinkOpaque() throws {
+        let driver = LinkDriver(profile: .passThrough, seed: 1, eventLoop: EmbeddedEventLoop())
+        driver.setOutage(.blackhole)
+        #expect(!driver.model.isTransparent)
+        driver.setOutage(nil)
+        driver.setStall(.up)
+        #expect(!driver.model.isTransparent)
+        driver.setStall(nil)
+        #expect(driver.model.isTransparent)
+        driver.switchProfile(to: try ProfileCatalog.resolve("high-latency-dns"))
+        #expect(!driver.model.isTransparent)
+    }
+}

@@ -62,6 +62,10 @@ class Proxy:
 
     def __init__(self, profile, extra=()):
         self.port = free_port()
+        self.control_port = None
+        if "--control" not in extra and "--no-control" not in extra:
+            self.control_port = free_port()
+            extra = ("--control", f"127.0.0.1:{self.control_port}", *extra)
         self.process = subprocess.Popen(
             [NETCOND, "proxy", profile, "--listen", f"127.0.0.1:{self.port}", "--seed", "1", *extra],
             stdout=subprocess.PIPE,
@@ -83,6 +87,14 @@ class Proxy:
     @property
     def url(self):
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def control_url(self):
+        return f"http://127.0.0.1:{self.control_port}"
+
+    def ctl(self, *args, timeout=30):
+        """`netcond ctl ARGS --control` this proxy's control API."""
+        return run(["ctl", *args, "--control", self.control_url], timeout=timeout)
 
     def stop(self):
         if self.process.poll() is None:

@@ -12,9 +12,11 @@
 /// so. Durations drawn from ranges come from the run's seed, so a seed repeats the same timeline.
 ///
 /// Nothing already accepted is lost by a change: queued and in-flight segments keep their place
-/// and are served under the new conditions. An outage drops what departs while it lasts (TCP
-/// repairs it by timeout, with backoff, once the link is back); only a `reset` outage discards a
-/// connection, and it is counted and reported.
+/// and are served under the new conditions. A `blackhole` drops what departs while it lasts (TCP
+/// repairs it by timeout, with backoff, once the link is back); `refuse` and `reset` answer new
+/// connections with a refusal one round trip after the SYN and let open ones carry on (the far
+/// end is reachable but turns connections away); only a `reset` outage discards connections, when
+/// it begins, and each is counted and reported.
 struct TimelineState {
     /// Bumped when a profile (and its schedule) starts: events of an older schedule are ignored.
     var generation = 0
@@ -163,6 +165,10 @@ extension LinkModel {
                 self.serve(link)
             }
         }
+
+        self.isTransparent = self.conditions.up.isPassThrough && self.conditions.down.isPassThrough
+            && self.conditions.dnsDelay == .zero && self.conditions.connectDelay == .zero
+            && self.timeline.outage == nil && !self.upLink.paused && !self.downLink.paused
 
         let state = self.state
         if state != self.timeline.lastState {

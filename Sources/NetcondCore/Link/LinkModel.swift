@@ -27,6 +27,10 @@ public final class LinkModel {
     public internal(set) var profile: Profile
     /// The conditions in force now: the profile's own, or those of the current schedule phase.
     public internal(set) var conditions: LinkConditions
+    /// True while the link changes nothing (no delay, rate, loss, set-up cost, outage or stall): a
+    /// driver may then relay a connection's bytes without the model, as long as none of that
+    /// connection's earlier bytes are still held (so nothing is reordered).
+    public internal(set) var isTransparent = false
     public let seed: UInt64
 
     /// Largest receive window a connection advertises; bounds bytes in flight (and memory).
@@ -118,16 +122,24 @@ public final class LinkModel {
         switch outcome {
         case .established(_, let retransmits):
             self.pendingNotices.append(.connected(flow.id, .established(at: self.now, synRetransmits: retransmits)))
-            flow.up.readyAt = self.now
-            flow.down.readyAt = self.now
-            self.trySend(flow, flow.up)
-            self.trySend(flow, flow.down)
+            self.releaseAfterSetUp(flow)
         case .refused:
             self.counters.refusedConnections += 1
             self.pendingNotices.append(.connected(flow.id, .refused(at: self.now)))
+            self.releaseAfterSetUp(flow)
         case .timedOut:
             self.pendingNotices.append(.connected(flow.id, .timedOut(at: self.now)))
+            self.releaseAfterSetUp(flow)
         }
+    }
+
+    /// The set-up is over: data moves again. After a failed one too, since the client's side of
+    /// the flow lives on and the proxy answers it (502, SOCKS5 reply) over the same emulated link.
+    private func releaseAfterSetUp(_ flow: Flow) {
+        flow.up.readyAt = self.now
+        flow.down.readyAt = self.now
+        self.trySend(flow, flow.up)
+        self.trySend(flow, flow.down)
     }
 
     /// Nothing is sent on this connection (either direction) before `until`.
@@ -368,8 +380,10 @@ public final class LinkModel {
         guard let flow = self.flows[id] else { return }
         let side = flow.side(direction)
         guard side.hasRecord(seq) else { return }
-        if self.timeline.outage != nil {
-            // Nothing passes during an outage; TCP repairs it by timeout once the link is back.
+        if self.timeline.outage == .blackhole {
+            // Nothing passes through a blackhole; TCP repairs it by timeout once the link is back.
+            // (`refuse` and `reset` turn new connections away; what is open keeps flowing, which
+            // is also how a request reaches the proxy to be answered with the refusal.)
             self.counters.outageDrops += 1
             self.markLost(flow, side, seq: seq)
             return

@@ -31,6 +31,16 @@ import Testing
         #expect(sim.model.counters.refusedConnections == 1)
     }
 
+    @Test func refusingLetsOpenConnectionsCarryOn() {
+        var sim = LinkSimulation(.test(latency: .milliseconds(50)))
+        let flow = sim.model.openFlow(at: .zero)
+        sim.model.setOutage(.refuse, at: .zero)
+        sim.model.send(flow, .down, bytes: 1000, at: .ms(5))
+        sim.run(until: .s(1))
+        #expect(sim.deliveries == [Delivery(flow: flow, direction: .down, bytes: 1000, at: .ms(55))])
+        #expect(sim.model.counters.outageDrops == 0)
+    }
+
     @Test func anOpenTransferResumesByRetransmissionTimeoutAfterABlackhole() {
         var sim = LinkSimulation(.test(latency: .milliseconds(50)))
         let flow = sim.model.openFlow(at: .zero)
@@ -79,5 +89,18 @@ import Testing
         #expect(sim.connect(during, at: .s(6)) == .refused(at: .ms(6020)))
         let after = sim.model.openFlow(at: .s(7))
         #expect(sim.connect(after, at: .s(7)) == .established(at: .ms(7020), synRetransmits: 0))
+    }
+}
+
+extension OutageTests {
+    @Test func afterARefusalTheProxysAnswerCrossesTheLink() {
+        var sim = LinkSimulation(.test(latency: .milliseconds(50)))
+        sim.model.setOutage(.refuse, at: .zero)
+        let flow = sim.model.openFlow(at: .zero)
+        #expect(sim.connect(flow, at: .zero) == .refused(at: .ms(100)))
+        // The 502 the proxy writes then reaches the client one way later.
+        sim.model.send(flow, .down, bytes: 200, at: .ms(100))
+        sim.run(until: .s(1))
+        #expect(sim.deliveries == [Delivery(flow: flow, direction: .down, bytes: 200, at: .ms(150))])
     }
 }

@@ -1,0 +1,204 @@
+import Foundation
+import NetcondCore
+
+/// The live control API, as a pure function from a request to what to do: `netcond ctl` and any
+/// program under `netcond run` (at `NETCOND_CONTROL`) use it to read the link's state and change
+/// conditions while a run goes on.
+///
+/// | method + path        | body                                     | does                                   |
+/// | -------------------- | ---------------------------------------- | -------------------------------------- |
+/// | `GET /status`        |                                          | state and counters                     |
+/// | `POST /profile`      | `{"name": "3g"}` or `{"yaml": "…"}`       | switch profile (its schedule restarts) |
+/// | `POST /outage`       | `{"behaviour": "blackhole"}`             | start an outage (blackhole/refuse/reset) |
+/// | `DELETE /outage`     |                                          | end the live outage                    |
+/// | `POST /stall`        | `{"direction": "down"}`                  | stall up, down or both                 |
+/// | `DELETE /stall`      |                                          | end the live stall                     |
+///
+/// Every answer is JSON: the status after the change, or `{"error": "…"}` with 400 (bad body),
+/// 404 (unknown path), 405 (wrong method) or 413 (body too large); a rejected request changes nothing.
+public enum ControlAPI {
+    public static let maxBodyBytes = 1 << 20
+
+    public enum Route: Equatable, Sendable {
+        case status
+        case command(ControlCommand)
+    }
+
+    public struct Rejection: Error, Equatable, Sendable {
+        public var status: Int
+        public var message: String
+    }
+
+    static let paths = ["/status", "/profile", "/outage", "/stall"]
+
+    /// What a request asks for. `target` may be origin-form (`/status`) or absolute-form
+    /// (`http://127.0.0.1:8081/status`).
+    public static func route(method: String, target: String, body: [UInt8]) -> Result<Route, Rejection> {
+        let path = Self.path(of: target)
+        func wrongMethod(_ allowed: String) -> Result<Route, Rejection> {
+            .failure(Rejection(status: 405, message: "\(method) \(path) is not supported; allowed: \(allowed) \(path)"))
+        }
+        guard body.count <= Self.maxBodyBytes else {
+            return .failure(Rejection(status: 413, message: "the body is over 1 MB"))
+        }
+        switch path {
+        case "/status":
+            return method == "GET" ? .success(.status) : wrongMethod("GET")
+        case "/profile":
+            guard method == "POST" else { return wrongMethod("POST") }
+            return Self.object(body, example: #"{"name": "3g"} or {"yaml": "extends: 3g\n…"}"#).flatMap(Self.profile)
+        case "/outage":
+            switch method {
+            case "DELETE": return .success(.command(.outage(nil)))
+            case "POST":
+                return Self.object(body, example: #"{"behaviour": "blackhole"}"#).flatMap { object in
+                    let value = object["behaviour"] ?? object["behavior"]
+                    return Self.word(value, key: "behaviour", among: OutageBehaviour.allCases.map(\.rawValue))
+                        .map { .command(.outage(OutageBehaviour(rawValue: $0))) }
+                }
+            default: return wrongMethod("POST or DELETE")
+            }
+        case "/stall":
+            switch method {
+            case "DELETE": return .success(.command(.stall(nil)))
+            case "POST":
+                return Self.object(body, example: #"{"direction": "down"}"#).flatMap { object in
+                    Self.word(object["direction"], key: "direction", among: StallDirection.allCases.map(\.rawValue))
+                        .map { .command(.stall(StallDirection(rawValue: $0))) }
+                }
+            default: return wrongMethod("POST or DELETE")
+            }
+        default:
+            return .failure(
+                Rejection(status: 404, message: "no such endpoint \(path); endpoints: \(Self.paths.joined(separator: ", "))")
+            )
+        }
+    }
+
+    static func path(of target: String) -> String {
+        var rest = Substring(target)
+        if let scheme = rest.range(of: "://") {
+            rest = rest[scheme.upperBound...]
+            rest = rest.firstIndex(of: "/").map { rest[$0...] } ?? "/"
+        }
+        if let query = rest.firstIndex(of: "?") { rest = rest[..<query] }
+        return String(rest)
+    }
+
+    private static func object(_ body: [UInt8], example: String) -> Result<[String: Any], Rejection> {
+        let bad = Rejection(status: 400, message: "expected a JSON object like \(example)")
+        guard !body.isEmpty,
+            let parsed = try? JSONSerialization.jsonObject(with: Data(body)),
+            let object = parsed as? [String: Any]
+        else { return .failure(bad) }
+        return .success(object)
+    }
+
+    private static func word(_ value: Any?, key: String, among allowed: [String]) -> Result<String, Rejection> {
+        guard let text = value as? String else {
+            return .failure(Rejection(status: 400, message: "'\(key)' is missing or not a string; allowed: \(allowed.joined(separator: ", "))"))
+        }
+        guard allowed.contains(text) else {
+            return .failure(Rejection(status: 400, message: "unknown \(key) '\(text)'; allowed: \(allowed.joined(separator: ", "))"))
+        }
+        return .success(text)
+    }
+
+    private static func profile(_ object: [String: Any]) -> Result<Route, Rejection> {
+        if let name = object["name"] as? String {
+            do {
+                guard !ProfileCatalog.looksLikePath(name) else {
+                    return .failure(Rejection(
+                        status: 400,
+                        message: "'\(name)' is a path; the proxy does not read files: send the file's text as {\"yaml\": …} (netcond ctl does)"
+                    ))
+                }
+                return .success(.command(.switchProfile(try ProfileCatalog.resolve(name))))
+            } catch {
+                return .failure(Rejection(status: 400, message: "\(error)"))
+            }
+        }
+        if let yaml = object["yaml"] as? String {
+            do {
+                let name = (object["file"] as? String) ?? "profile.yaml"
+                return .success(.command(.switchProfile(try ProfileDecoder().decode(yaml: yaml, file: name))))
+            } catch {
+                return .failure(Rejection(status: 400, message: "\(error)"))
+            }
+        }
+        return .failure(Rejection(status: 400, message: #"expected {"name": "3g"} (a built-in) or {"yaml": "…"} (a profile's text)"#))
+    }
+}
+
+/// A change to a running link.
+public enum ControlCommand: Equatable, Sendable {
+    case switchProfile(Profile)
+    /// Start an outage, or end the live one (nil).
+    case outage(OutageBehaviour?)
+    /// Stall a direction, or end the live stall (nil).
+    case stall(StallDirection?)
+}
+
+/// What `GET /status` answers (and every successful change).
+public struct ControlStatus: Codable, Equatable, Sendable {
+    public var profile: String
+    public var phase: String
+    public var outage: String?
+    public var stalled: [String]
+    public var seed: UInt64
+    public var elapsedSeconds: Double
+    public var connectionsTotal: Int
+    public var connectionsOpen: Int
+    public var bytesUp: Int64
+    public var bytesDown: Int64
+    public var segmentsLost: Int
+    public var queueDrops: Int
+    public var outageDrops: Int
+    public var retransmissions: Int
+    public var resets: Int
+    public var refusedConnections: Int
+    public var upstreamFailures: Int
+
+    enum CodingKeys: String, CodingKey {
+        case profile, phase, outage, stalled, seed
+        case elapsedSeconds = "elapsed_seconds"
+        case connectionsTotal = "connections_total"
+        case connectionsOpen = "connections_open"
+        case bytesUp = "bytes_up"
+        case bytesDown = "bytes_down"
+        case segmentsLost = "segments_lost"
+        case queueDrops = "queue_drops"
+        case outageDrops = "outage_drops"
+        case retransmissions
+        case resets
+        case refusedConnections = "refused_connections"
+        case upstreamFailures = "upstream_failures"
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(self.profile, forKey: .profile)
+        try container.encode(self.phase, forKey: .phase)
+        try container.encode(self.outage, forKey: .outage)  // `null` when there is none: a stable schema
+        try container.encode(self.stalled, forKey: .stalled)
+        try container.encode(self.seed, forKey: .seed)
+        try container.encode(self.elapsedSeconds, forKey: .elapsedSeconds)
+        try container.encode(self.connectionsTotal, forKey: .connectionsTotal)
+        try container.encode(self.connectionsOpen, forKey: .connectionsOpen)
+        try container.encode(self.bytesUp, forKey: .bytesUp)
+        try container.encode(self.bytesDown, forKey: .bytesDown)
+        try container.encode(self.segmentsLost, forKey: .segmentsLost)
+        try container.encode(self.queueDrops, forKey: .queueDrops)
+        try container.encode(self.outageDrops, forKey: .outageDrops)
+        try container.encode(self.retransmissions, forKey: .retransmissions)
+        try container.encode(self.resets, forKey: .resets)
+        try container.encode(self.refusedConnections, forKey: .refusedConnections)
+        try container.encode(self.upstreamFailures, forKey: .upstreamFailures)
+    }
+
+    public func json() -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return Array((try? encoder.encode(self)) ?? Data("{}".utf8)) + [0x0A]
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NetcondCore
+
+/// Serves `ControlAPI` over HTTP/1.1 on a loopback port, on the proxy's event loop.
+public final class ControlServer: Sendable {
+    private let proxy: ProxyServer
+    private let channel: NIOLockedValueBox<Channel?> = NIOLockedValueBox(nil)
+
+    public init(proxy: ProxyServer) {
+        self.proxy = proxy
+    }
+
+    /// Binds `host:port` (0 = any free port) and returns the address.
+    public func start(host: String, port: Int) async throws -> SocketAddress {
+        let proxy = self.proxy
+        let bootstrap = ServerBootstrap(group: proxy.eventLoop)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(ControlHTTPHandler(proxy: proxy))
+                }
+            }
+        let channel: Channel
+        do {
+            channel = try await bootstrap.bind(host: host, port: port).get()
+        } catch {
+            throw ProxyStartError(description: "cannot listen for control on \(host):\(port): \(ProxyServer.reason(error))")
+        }
+        self.channel.withLockedValue { $0 = channel }
+        guard let address = channel.localAddress else {
+            throw ProxyStartError(description: "cannot listen for control on \(host):\(port): no local address")
+        }
+        return address
+    }
+
+    public func stop() async {
+        let channel = self.channel.withLockedValue { channel in
+            defer { channel = nil }
+            return channel
+        }
+        try? await channel?.close()
+    }
+}
+
+private final class ControlHTTPHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let proxy: ProxyServer
+    private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+    private var tooLarge = false
+
+    init(proxy: ProxyServer) {
+        self.proxy = proxy
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch self.unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            self.body = []
+            self.tooLarge = false
+        case .body(var buffer):
+            if self.body.count + buffer.readableBytes > ControlAPI.maxBodyBytes {
+                self.tooLarge = true
+            } else if let bytes = buffer.readBytes(length: buffer.readableBytes) {
+                self.body += bytes
+            }
+        case .end:
+            guard let head = self.head else { return }
+            self.head = nil
+            let keepAlive = head.isKeepAlive
+            let route: Result<ControlAPI.Route, ControlAPI.Rejection>
+            if self.tooLarge {
+                route = .failure(ControlAPI.Rejection(status: 413, message: "the body is over 1 MB"))
+            } else {
+                route = ControlAPI.route(method: head.method.rawValue, target: head.uri, body: self.body)
+            }
+            self.body = []
+            switch route {
+            case .failure(let rejection):
+                self.respond(context: context, status: rejection.status, json: Self.errorJSON(rejection.message), keepAlive: keepAlive)
+            case .success(let route):
+                // Runs on this loop (the proxy's), so the link changes at once, in order.
+                let status: ControlStatus
+                switch route {
+                case .status: status = self.proxy.statusOnLoop()
+                case .command(let command): status = self.proxy.applyOnLoop(command)
+                }
+                self.respond(context: context, status: 200, json: status.json(), keepAlive: keepAlive)
+            }
+        }
+    }
+
+    private static func errorJSON(_ message: String) -> [UInt8] {
+        let data = (try? JSONSerialization.data(withJSONObject: ["error": message], options: [.sortedKeys])) ?? Data()
+        return Array(data) + [0x0A]
+    }
+
+    private func respond(context: ChannelHandlerContext, status: Int, json: [UInt8], keepAlive: Bool) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Content-Length", value: "\(json.count)")
+        headers.add(name: "Cache-Control", value: "no-store")
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: status), headers: headers)
+        context.write(self.wrapOutboundOut(.head(head)), promise: nil)
+        context.write(self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: json)))), promise: nil)
+        let done = context.writeAndFlush(self.wrapOutboundOut(.end(nil)))
+        if !keepAlive {
+            done.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        }
+    }
+}

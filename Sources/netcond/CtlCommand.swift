@@ -1,0 +1,163 @@
+import ArgumentParser
+import Foundation
+import NetcondCore
+import NetcondProxy
+import NetcondScenario
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `netcond ctl`: the command-line client of a running proxy's control API.
+struct CtlCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ctl",
+        abstract: "Change the conditions of a running `netcond proxy` or `netcond run` live.",
+        discussion: """
+            Talks to the control API at --control, else $NETCOND_CONTROL (set for every program under \
+            `netcond run`), else http://127.0.0.1:8081 (where `netcond proxy` listens by default).
+              netcond ctl status                 profile, phase, outage/stall, counters
+              netcond ctl profile 3g             switch to a built-in profile or a YAML file
+              netcond ctl outage refuse          blackhole | refuse | reset; `outage end` ends it
+              netcond ctl stall down             up | down | both; `stall end` ends it
+            Exit status: 0 done, 2 the request was refused (bad value; nothing changed), 3 no proxy answered.
+            """,
+        subcommands: [Status.self, SwitchProfile.self, Outage.self, Stall.self]
+    )
+
+    struct Target: ParsableArguments {
+        @Option(name: .long, help: "The control API's URL (default: $NETCOND_CONTROL, else http://127.0.0.1:8081).")
+        var control: String?
+
+        @Flag(name: .long, help: "Print the answer as JSON instead of a summary.")
+        var json = false
+
+        func endpoint() throws -> (host: String, port: Int, base: String) {
+            var text = self.control ?? ProcessInfo.processInfo.environment["NETCOND_CONTROL"] ?? ""
+            if text.isEmpty { text = "http://127.0.0.1:8081" }
+            if !text.lowercased().hasPrefix("http://") { text = "http://" + text }
+            var hostPort = String(text.dropFirst(7))
+            if let slash = hostPort.firstIndex(of: "/") { hostPort = String(hostPort[..<slash]) }
+            guard let colon = hostPort.lastIndex(of: ":"), let port = Int(hostPort[hostPort.index(after: colon)...]),
+                (1...65535).contains(port), colon > hostPort.startIndex
+            else {
+                throw ValidationError(
+                    "'\(self.control ?? text)' is not a control URL; allowed: http://HOST:PORT, e.g. http://127.0.0.1:8081"
+                )
+            }
+            let host = String(hostPort[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+            return (host, port, "http://\(hostPort)")
+        }
+
+        /// Sends the request and prints the answer; exits 2 on a rejection, 3 when nothing answered.
+        func send(_ method: String, _ path: String, body: [String: String]? = nil) async throws {
+            let endpoint = try self.endpoint()
+            let fetcher = HTTPFetcher(proxyHost: endpoint.host, proxyPort: endpoint.port)
+            let payload = try body.map { Array(try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys])) }
+            let result: HTTPFetcher.Result
+            do {
+                result = try await fetcher.send(
+                    method: method,
+                    url: endpoint.base + path,
+                    body: payload,
+                    contentType: payload == nil ? nil : "application/json",
+                    keepBody: true
+                )
+            } catch {
+                printError("netcond ctl: no control API at \(endpoint.base): \(error) (is `netcond proxy` running? see --control)")
+                throw ExitCode(3)
+            }
+            let object = (try? JSONSerialization.jsonObject(with: Data(result.body))) as? [String: Any]
+            guard result.status == 200 else {
+                let message = object?["error"] as? String ?? String(decoding: result.body, as: UTF8.self)
+                printError("netcond ctl: \(message)")
+                throw ExitCode(result.status == 404 || result.status == 405 ? 3 : 2)
+            }
+            if self.json {
+                print(String(decoding: result.body, as: UTF8.self), terminator: "")
+            } else if let status = try? JSONDecoder().decode(ControlStatus.self, from: Data(result.body)) {
+                print(status.summary)
+            } else {
+                print(String(decoding: result.body, as: UTF8.self), terminator: "")
+            }
+        }
+    }
+
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show the link's state and counters.")
+        @OptionGroup var target: Target
+
+        func run() async throws {
+            try await self.target.send("GET", "/status")
+        }
+    }
+
+    struct SwitchProfile: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "profile",
+            abstract: "Switch to another profile (its schedule starts over); connections stay open."
+        )
+        @Argument(help: "A built-in profile name or a profile YAML file (read and checked here).")
+        var profile: String
+        @OptionGroup var target: Target
+
+        func run() async throws {
+            if ProfileCatalog.looksLikePath(self.profile) {
+                // Resolved here (with `extends:` and `use:` files relative to it), sent self-contained.
+                let profile = resolveProfile(self.profile)
+                try await self.target.send("POST", "/profile", body: ["yaml": profile.yamlDescription, "file": self.profile])
+            } else {
+                _ = resolveProfile(self.profile)
+                try await self.target.send("POST", "/profile", body: ["name": self.profile])
+            }
+        }
+    }
+
+    struct Outage: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Start an outage (blackhole, refuse or reset) or end it (end)."
+        )
+        @Argument(help: "blackhole (nothing passes), refuse (new connections refused), reset (open ones reset, new refused), or end.")
+        var behaviour: String
+        @OptionGroup var target: Target
+
+        func validate() throws {
+            let allowed = OutageBehaviour.allCases.map(\.rawValue) + ["end"]
+            guard allowed.contains(self.behaviour) else {
+                throw ValidationError("unknown outage '\(self.behaviour)'; allowed: \(allowed.joined(separator: ", "))")
+            }
+        }
+
+        func run() async throws {
+            if self.behaviour == "end" {
+                try await self.target.send("DELETE", "/outage")
+            } else {
+                try await self.target.send("POST", "/outage", body: ["behaviour": self.behaviour])
+            }
+        }
+    }
+
+    struct Stall: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stall a direction (no byte moves; connections stay open) or end it (end)."
+        )
+        @Argument(help: "up, down, both, or end.")
+        var direction: String
+        @OptionGroup var target: Target
+
+        func validate() throws {
+            let allowed = StallDirection.allCases.map(\.rawValue) + ["end"]
+            guard allowed.contains(self.direction) else {
+                throw ValidationError("unknown stall direction '\(self.direction)'; allowed: \(allowed.joined(separator: ", "))")
+            }
+        }
+
+        func run() async throws {
+            if self.direction == "end" {
+                try await self.target.send("DELETE", "/stall")
+            } else {
+                try await self.target.send("POST", "/stall", body: ["direction": self.direction])
+            }
+        }
+    }
+}

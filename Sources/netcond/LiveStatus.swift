@@ -1,0 +1,79 @@
+import Foundation
+import NetcondCore
+import NetcondProxy
+import NetcondScenario
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a running `netcond proxy` (or `run`) tells the person watching, on stderr: state changes
+/// as log lines (`+90.0 s  subway: tunnel, outage (blackhole)`), and on a terminal one status line
+/// redrawn every second (profile, phase, rates, open connections, drops).
+final class LiveStatus: @unchecked Sendable {
+    private let lock = NSLock()
+    private let live: Bool
+    private var lineShown = false
+    private var previous: ControlStatus?
+    private var lastLine: String?
+    private var sawInitialState = false
+
+    /// `live`: redraw a status line (only when stderr is a terminal).
+    init(live: Bool) {
+        self.live = live && isatty(2) == 1
+    }
+
+    /// A state change of the link, `at` since the start. The initial state is not news: the
+    /// command's own header names the profile.
+    func stateChanged(_ state: LinkState, at: Span) {
+        let first = self.lock.withLock {
+            defer { self.sawInitialState = true }
+            return !self.sawInitialState
+        }
+        if first { return }
+        self.log("netcond: +\(String(format: "%.1f", at.seconds)) s  link: \(state)")
+    }
+
+    /// One log line, above the status line when one is shown.
+    func log(_ line: String) {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        var text = self.lineShown ? "\r\u{1B}[K" : ""
+        text += line + "\n"
+        self.lineShown = false
+        Self.write(text)
+        if self.live, let line = self.lastLine { self.draw(line) }
+    }
+
+    /// Redraws the status line with `status` (rates since the previous call).
+    func update(_ status: ControlStatus) {
+        guard self.live else { return }
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        let line = status.liveLine(since: self.previous)
+        self.previous = status
+        self.lastLine = line
+        self.draw(line)
+    }
+
+    /// Clears the status line (before the summary).
+    func finish() {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        if self.lineShown { Self.write("\r\u{1B}[K") }
+        self.lineShown = false
+    }
+
+    private func draw(_ line: String) {
+        var columns = winsize()
+        let width = ioctl(2, UInt(TIOCGWINSZ), &columns) == 0 && columns.ws_col > 10 ? Int(columns.ws_col) - 1 : 119
+        let shown = line.count > width ? String(line.prefix(width - 1)) + "…" : line
+        Self.write("\r\u{1B}[K" + shown)
+        self.lineShown = true
+    }
+
+    private static func write(_ text: String) {
+        fflush(nil)
+        text.withCString { pointer in _ = Glibc.write(2, pointer, strlen(pointer)) }
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import NetcondCore
+import Testing
+
+@testable import NetcondProxy
+
+/// The control API's routing: what each request asks for, and a clear rejection for every bad one.
+@Suite struct ControlAPITests {
+    func route(_ method: String, _ target: String, _ body: String = "") -> Result<ControlAPI.Route, ControlAPI.Rejection> {
+        ControlAPI.route(method: method, target: target, body: Array(body.utf8))
+    }
+
+    func rejection(_ result: Result<ControlAPI.Route, ControlAPI.Rejection>) -> ControlAPI.Rejection? {
+        if case .failure(let rejection) = result { return rejection }
+        return nil
+    }
+
+    @Test func statusInOriginAndAbsoluteFormAndWithAQuery() {
+        #expect(self.route("GET", "/status") == .success(.status))
+        #expect(self.route("GET", "http://127.0.0.1:8081/status") == .success(.status))
+        #expect(self.route("GET", "/status?pretty=1") == .success(.status))
+    }
+
+    @Test func outagesAndStallsStartAndEnd() {
+        for behaviour in OutageBehaviour.allCases {
+            #expect(self.route("POST", "/outage", #"{"behaviour": "\#(behaviour.rawValue)"}"#) == .success(.command(.outage(behaviour))))
+        }
+        #expect(self.route("POST", "/outage", #"{"behavior": "refuse"}"#) == .success(.command(.outage(.refuse))))
+        #expect(self.route("DELETE", "/outage") == .success(.command(.outage(nil))))
+        for direction in StallDirection.allCases {
+            #expect(self.route("POST", "/stall", #"{"direction": "\#(direction.rawValue)"}"#) == .success(.command(.stall(direction))))
+        }
+        #expect(self.route("DELETE", "/stall") == .success(.command(.stall(nil))))
+    }
+
+    @Test func profileByNameAndByText() throws {
+        let builtin = try ProfileCatalog.resolve("3g")
+        #expect(self.route("POST", "/profile", #"{"name": "3g"}"#) == .success(.command(.switchProfile(builtin))))
+        let yaml = "name: slow\\nextends: edge\\ndown: {latency: 900ms}\\n"
+        guard case .success(.command(.switchProfile(let profile))) = self.route("POST", "/profile", #"{"yaml": "\#(yaml)"}"#) else {
+            Issue.record("the YAML was not accepted")
+            return
+        }
+        #expect(profile.name == "slow")
+        #expect(profile.down.latency == .milliseconds(900))
+        #expect(profile.up.bandwidth == (try ProfileCatalog.resolve("edge")).up.bandwidth)
+    }
+
+    @Test func aResolvedProfileSentAsTextComesBackEqual() throws {
+        // What `netcond ctl profile FILE` sends: the resolved profile's YAML.
+        let subway = try ProfileCatalog.resolve("subway")
+        let body = try JSONSerialization.data(withJSONObject: ["yaml": subway.yamlDescription, "file": "subway.yaml"])
+        #expect(ControlAPI.route(method: "POST", target: "/profile", body: Array(body)) == .success(.command(.switchProfile(subway))))
+    }
+
+    @Test(arguments: [
+        ("GET", "/nope", "", 404, "no such endpoint /nope"),
+        ("POST", "/status", "", 405, "allowed: GET /status"),
+        ("GET", "/outage", "", 405, "allowed: POST or DELETE /outage"),
+        ("PUT", "/stall", "", 405, "allowed: POST or DELETE /stall"),
+        ("GET", "/profile", "", 405, "allowed: POST /profile"),
+        ("POST", "/outage", "", 400, "expected a JSON object"),
+        ("POST", "/outage", "blackhole", 400, "expected a JSON object"),
+        ("POST", "/outage", "[1, 2]", 400, "expected a JSON object"),
+        ("POST", "/outage", #"{"behaviour": "explode"}"#, 400, "unknown behaviour 'explode'; allowed: blackhole, refuse, reset"),
+        ("POST", "/outage", #"{"behaviour": 3}"#, 400, "'behaviour' is missing or not a string"),
+        ("POST", "/outage", #"{"kind": "refuse"}"#, 400, "'behaviour' is missing"),
+        ("POST", "/stall", #"{"direction": "sideways"}"#, 400, "unknown direction 'sideways'; allowed: up, down, both"),
+        ("POST", "/profile", #"{"name": "4g"}"#, 400, "4g"),
+        ("POST", "/profile", #"{"name": "Profiles/edge.yaml"}"#, 400, "is a path"),
+        ("POST", "/profile", #"{"nmae": "3g"}"#, 400, #"expected {"name": "3g"}"#),
+        ("POST", "/profile", #"{"yaml": "down: {bandwidth: -3kbit}"}"#, 400, "profile.yaml:1"),
+        ("POST", "/profile", #"{"yaml": "down: {bandwith: 3kbit}", "file": "mine.yaml"}"#, 400, "mine.yaml:1"),
+    ] as [(String, String, String, Int, String)])
+    func badRequestsAreRejectedWithAReason(method: String, target: String, body: String, status: Int, reason: String) {
+        let rejection = self.rejection(self.route(method, target, body))
+        #expect(rejection?.status == status)
+        #expect(rejection?.message.contains(reason) == true, "\(rejection?.message ?? "accepted")")
+    }
+
+    @Test func anOversizedBodyIsRejected() {
+        let body = [UInt8](repeating: 0x20, count: ControlAPI.maxBodyBytes + 1)
+        #expect(self.rejection(ControlAPI.route(method: "POST", target: "/profile", body: body))?.status == 413)
+    }
+
+    @Test func statusJSONUsesSnakeCaseAndRoundTrips() throws {
+        let status = ControlStatus(
+            profile: "subway", phase: "tunnel", outage: "blackhole", stalled: ["down"], seed: 7, elapsedSeconds: 1.5,
+            connectionsTotal: 3, connectionsOpen: 1, bytesUp: 10, bytesDown: 2000, segmentsLost: 1, queueDrops: 0,
+            outageDrops: 4, retransmissions: 5, resets: 0, refusedConnections: 2, upstreamFailures: 0
+        )
+        let text = String(decoding: status.json(), as: UTF8.self)
+        #expect(text.contains(#""connections_open":1"#))
+        #expect(text.contains(#""outage":"blackhole""#))
+        #expect(text.hasSuffix("\n"))
+        #expect(try JSONDecoder().decode(ControlStatus.self, from: Data(status.json())) == status)
+        var calm = status
+        calm.outage = nil
+        #expect(String(decoding: calm.json(), as: UTF8.self).contains(#""outage":null"#))
+    }
+}

@@ -1,0 +1,184 @@
+"""Live control: `netcond ctl` and the control API change a running proxy's conditions, and real
+clients (curl) see the outage, the stall or the new profile."""
+import json
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from conftest import NETCOND, origin_bytes, run, write_profile
+
+
+def curl(proxy, *args, timeout=60):
+    return subprocess.run(["curl", "-sS", "-x", proxy.url, *args], capture_output=True, timeout=timeout)
+
+
+def status(proxy):
+    result = proxy.ctl("status", "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def api(proxy, method, path, body=None):
+    """A raw request to the control API: (status code, parsed JSON)."""
+    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    request = urllib.request.Request(proxy.control_url + path, data=data, method=method)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def wait_until(predicate, seconds=20):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_status_reports_profile_state_and_counters(proxy_factory):
+    proxy = proxy_factory("lte")
+    before = status(proxy)  # the fixture's readiness probe was a connection too
+    assert curl(proxy, "-o", "/dev/null", "http://origin.netcond.test/bytes/10KB").returncode == 0
+    now = status(proxy)
+    assert now["profile"] == "lte" and now["phase"] == "lte"
+    assert now["outage"] is None and now["stalled"] == []
+    assert now["connections_total"] == before["connections_total"] + 1 and now["bytes_down"] > 10 * 1024
+    assert now["seed"] == 1
+    text = proxy.ctl("status")
+    assert text.returncode == 0 and text.stdout.startswith("lte · ") and "↓ 10." in text.stdout
+
+
+def test_refuse_outage_turns_new_connections_away_and_ends(proxy_factory):
+    proxy = proxy_factory("lte")
+    assert proxy.ctl("outage", "refuse").returncode == 0
+    refused = curl(proxy, "-o", "-", "-w", "%{http_code}", "http://origin.netcond.test/bytes/1KB")
+    assert refused.stdout.endswith(b"502")
+    assert b"connection refused (netcond outage)" in refused.stdout
+    tunnel = curl(proxy, "-p", "-o", "/dev/null", "http://origin.netcond.test/bytes/1KB")
+    assert tunnel.returncode == 56 and b"502" in tunnel.stderr
+    socks = subprocess.run(["curl", "-sS", "-x", f"socks5h://127.0.0.1:{proxy.port}", "http://origin.netcond.test/"],
+                           capture_output=True, timeout=60)
+    assert socks.returncode == 97  # SOCKS5 reply 5: connection refused
+    assert status(proxy)["refused_connections"] == 3
+    assert proxy.ctl("outage", "end").returncode == 0
+    after = curl(proxy, "http://origin.netcond.test/bytes/5KB?seed=3")
+    assert after.returncode == 0 and after.stdout == origin_bytes(5 * 1024, seed=3)
+    err = proxy.stop()[2]
+    assert "link: lte, outage (refuse)" in err and "link: lte\n" in err
+
+
+def test_reset_outage_resets_an_open_download(proxy_factory):
+    proxy = proxy_factory("edge")
+    download = subprocess.Popen(["curl", "-sS", "-x", proxy.url, "-o", "/dev/null",
+                                 "http://origin.netcond.test/bytes/500KB"], stderr=subprocess.PIPE)
+    try:
+        assert wait_until(lambda: status(proxy)["bytes_down"] > 20_000)
+        assert proxy.ctl("outage", "reset").returncode == 0
+        assert download.wait(timeout=30) == 56  # curl: failure receiving data (connection reset)
+        assert b"reset" in download.stderr.read().lower()
+    finally:
+        download.kill()
+        download.wait()
+    assert status(proxy)["resets"] == 1
+
+
+def test_blackhole_hangs_new_connections_until_it_ends(proxy_factory):
+    proxy = proxy_factory("lte")
+    assert proxy.ctl("outage", "blackhole").returncode == 0
+    hung = curl(proxy, "--max-time", "2", "-o", "/dev/null", "http://origin.netcond.test/bytes/1KB")
+    assert hung.returncode == 28  # timed out: nothing came back
+    assert proxy.ctl("outage", "end").returncode == 0
+    after = curl(proxy, "http://origin.netcond.test/bytes/2KB")
+    assert after.returncode == 0 and after.stdout == origin_bytes(2048)
+
+
+def test_a_stall_holds_the_bytes_and_loses_none(proxy_factory):
+    proxy = proxy_factory("lte")
+    assert proxy.ctl("stall", "down").returncode == 0
+    started = time.time()
+    download = subprocess.Popen(["curl", "-sS", "-x", proxy.url, "http://origin.netcond.test/bytes/64KB?seed=4"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(1.5)
+        assert download.poll() is None, "the download finished during a stall"
+        assert status(proxy)["stalled"] == ["down"]
+        assert proxy.ctl("stall", "end").returncode == 0
+        out, _ = download.communicate(timeout=30)
+    finally:
+        download.kill()
+        download.wait()
+    assert download.returncode == 0 and out == origin_bytes(64 * 1024, seed=4)
+    assert time.time() - started >= 1.5
+
+
+def test_switching_profile_live_changes_what_new_requests_see(proxy_factory, tmp):
+    proxy = proxy_factory("none")
+    assert proxy.ctl("profile", "edge").returncode == 0
+    assert status(proxy)["profile"] == "edge"
+    timed = curl(proxy, "-o", "/dev/null", "-w", "%{time_total}", "http://origin.netcond.test/bytes/1KB")
+    # Two EDGE round trips (set-up, request): never earlier than 1.68 s.
+    assert float(timed.stdout) >= 1.68
+    mine = write_profile(tmp, "mine", "name: mine\nextends: none\ndown: {latency: 300ms}\n")
+    assert proxy.ctl("profile", mine).returncode == 0
+    assert status(proxy)["profile"] == "mine"
+    broken = write_profile(tmp, "broken", "name: broken\ndown:\n  bandwith: 3kbit\n")
+    bad = proxy.ctl("profile", broken)
+    assert bad.returncode == 2 and f"{broken}:3" in bad.stderr and "bandwidth" in bad.stderr
+    assert proxy.ctl("profile", "4g").returncode == 2
+    assert status(proxy)["profile"] == "mine"
+
+
+def test_bad_control_requests_get_400_with_a_reason_and_change_nothing(proxy_factory):
+    proxy = proxy_factory("3g")
+    before = status(proxy)
+    cases = [
+        ("POST", "/outage", {"behaviour": "explode"}, 400, "unknown behaviour 'explode'"),
+        ("POST", "/outage", b"not json", 400, "expected a JSON object"),
+        ("POST", "/stall", {"direction": "sideways"}, 400, "allowed: up, down, both"),
+        ("POST", "/profile", {"name": "Profiles/edge.yaml"}, 400, "is a path"),
+        ("POST", "/profile", {"yaml": "down: {loss: 140%}"}, 400, "profile.yaml:1"),
+        ("GET", "/outage", None, 405, "allowed: POST or DELETE"),
+        ("GET", "/nowhere", None, 404, "endpoints: /status"),
+    ]
+    for method, path, body, code, reason in cases:
+        got, answer = api(proxy, method, path, body)
+        assert got == code, (method, path, answer)
+        assert reason in answer["error"], answer
+    after = status(proxy)
+    for key in ["profile", "phase", "outage", "stalled", "resets", "refused_connections"]:
+        assert after[key] == before[key]
+    # ctl checks values before sending and exits 2; an absent API is 3.
+    assert proxy.ctl("outage", "explode").returncode == 2
+    nothing = run(["ctl", "status", "--control", "http://127.0.0.1:1"])
+    assert nothing.returncode == 3 and "no control API at http://127.0.0.1:1" in nothing.stderr
+
+
+def test_a_program_under_run_controls_its_own_conditions():
+    script = (
+        'curl -s "$NETCOND_CONTROL/status" | grep -q \'"profile":"lte"\' || exit 10; '
+        f'{NETCOND} ctl outage refuse >/dev/null || exit 11; '
+        'curl -s -o /dev/null -w "%{http_code}\\n" http://origin.netcond.test/bytes/1KB; '
+        f'{NETCOND} ctl outage end >/dev/null || exit 12; '
+        'curl -s -o /dev/null -w "%{http_code}\\n" http://origin.netcond.test/bytes/1KB'
+    )
+    result = run(["run", "lte", "--", "sh", "-c", script])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["502", "200"]
+    assert "link: lte, outage (refuse)" in result.stderr
+
+
+def test_proxy_control_port_options(proxy_factory):
+    proxy = proxy_factory("lte", ("--no-control",))
+    rc, out, err = proxy.stop()
+    assert "control API" not in out
+    taken = proxy_factory("lte")
+    clash = run(["proxy", "lte", "--listen", "127.0.0.1:0", "--control", f"127.0.0.1:{taken.port}"], timeout=30)
+    assert clash.returncode == 3 and "cannot listen for control" in clash.stderr and "already in use" in clash.stderr
+    both = run(["proxy", "lte", "--control", "0", "--no-control"])
+    assert both.returncode == 2
