@@ -26,6 +26,9 @@ public struct Profile: Sendable, Equatable {
     public var schedule: ConditionSchedule?
     /// Periodic stalls, on top of the conditions and the schedule.
     public var stalls: StallSpec?
+    /// Faults injected into plain HTTP exchanges (not link conditions: a pass-through profile may
+    /// have them).
+    public var faults: [HTTPFault]
 
     public init(
         name: String,
@@ -38,7 +41,8 @@ public struct Profile: Sendable, Equatable {
         tcp: CongestionControl = .cubic,
         mss: ByteCount = Profile.defaultMSS,
         schedule: ConditionSchedule? = nil,
-        stalls: StallSpec? = nil
+        stalls: StallSpec? = nil,
+        faults: [HTTPFault] = []
     ) {
         self.name = name
         self.description = description
@@ -51,6 +55,7 @@ public struct Profile: Sendable, Equatable {
         self.mss = mss
         self.schedule = schedule
         self.stalls = stalls
+        self.faults = faults
     }
 
     /// Payload of a full-sized segment on a 1500-byte MTU path with 40 bytes of IPv4 + TCP header.

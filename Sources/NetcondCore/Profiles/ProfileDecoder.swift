@@ -203,7 +203,7 @@ struct Located<Value> {
 struct ProfileLayer {
     static let topKeys = [
         "name", "description", "source", "extends", "tcp", "mss", "dns_delay", "connect_delay", "link", "up", "down",
-        "schedule", "stalls",
+        "schedule", "stalls", "faults",
     ]
 
     var root: ConfigNode
@@ -220,6 +220,7 @@ struct ProfileLayer {
     var down = DirectionLayer()
     var schedule: ScheduleLayer?
     var stalls: StallLayer?
+    var faults: [HTTPFault]?
 
     init(root: ConfigNode, isBuiltin: Bool) throws(ConfigError) {
         self.root = root
@@ -268,6 +269,7 @@ struct ProfileLayer {
         if let node = map["down"] { self.down = try DirectionLayer(node: node) }
         if let node = map["schedule"] { self.schedule = try ScheduleLayer(node: node, file: root.file) }
         if let node = map["stalls"] { self.stalls = try StallLayer(node: node) }
+        if let node = map["faults"] { self.faults = try HTTPFault.decodeList(node) }
     }
 
     private static func delay(_ node: ConfigNode?, example: String) throws(ConfigError) -> Located<Span>? {
@@ -409,9 +411,11 @@ struct EffectiveLayer {
     var down = DirectionLayer()
     var schedule: ScheduleLayer?
     var stalls: StallLayer?
+    var faults: [HTTPFault]?
 
     func overlaid(by layer: ProfileLayer) -> EffectiveLayer {
         var result = self
+        if let faults = layer.faults { result.faults = faults }
         if let schedule = layer.schedule { result.schedule = schedule }
         if let stalls = layer.stalls { result.stalls = stalls }
         if let tcp = layer.tcp { result.tcp = tcp }
@@ -443,7 +447,8 @@ struct EffectiveLayer {
             connectDelay: self.connectDelay?.value ?? .zero,
             tcp: self.tcp?.value ?? .cubic,
             mss: mss,
-            stalls: self.stalls?.spec
+            stalls: self.stalls?.spec,
+            faults: self.faults ?? []
         )
         if let schedule = self.schedule {
             var phases: [SchedulePhase] = []

@@ -84,6 +84,10 @@ extension Profile {
                 lines += phaseLines.dropFirst().map { "      " + $0 }
             }
         }
+        if !self.faults.isEmpty {
+            lines.append("faults:")
+            lines += self.faults.map { "  - " + $0.yamlDescription }
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 

@@ -1,0 +1,73 @@
+/// The faults in force in a run and the decision, per request, of which one hits it: the
+/// profile's faults first, then those added live, in order; the first that matches and is
+/// selected wins. Pure and deterministic: time comes in, fractions draw from the run's seed.
+public struct FaultPlan: Sendable {
+    public struct Rule: Sendable, Equatable {
+        public var id: Int
+        public var fault: HTTPFault
+        /// Requests it matched (whether or not it was selected).
+        public var matched: Int
+        /// Requests it hit.
+        public var applied: Int
+    }
+
+    /// A decision: the rule that hit, and the fault to apply.
+    public struct Hit: Sendable, Equatable {
+        public var id: Int
+        public var fault: HTTPFault
+    }
+
+    public private(set) var rules: [Rule] = []
+    private var nextID = 1
+    private var random: SeededRandom
+
+    public init(faults: [HTTPFault] = [], seed: UInt64) {
+        self.random = SeededRandom(seed: seed ^ 0xFA17_FA17_FA17_FA17)
+        for fault in faults { self.add(fault) }
+    }
+
+    public var isEmpty: Bool { self.rules.isEmpty }
+
+    /// Adds a fault after the others; returns its id.
+    @discardableResult
+    public mutating func add(_ fault: HTTPFault) -> Int {
+        let id = self.nextID
+        self.nextID += 1
+        self.rules.append(Rule(id: id, fault: fault, matched: 0, applied: 0))
+        return id
+    }
+
+    /// Removes one fault; false when there is none with that id.
+    public mutating func remove(id: Int) -> Bool {
+        guard let index = self.rules.firstIndex(where: { $0.id == id }) else { return false }
+        self.rules.remove(at: index)
+        return true
+    }
+
+    public mutating func removeAll() {
+        self.rules.removeAll()
+    }
+
+    /// Replaces the faults (a profile switch): counts start over, ids go on.
+    public mutating func replace(with faults: [HTTPFault]) {
+        self.rules.removeAll()
+        for fault in faults { self.add(fault) }
+    }
+
+    /// The fault that hits `request` at `elapsed` since the run started, if any; counts it.
+    public mutating func decide(_ request: FaultRequest, at elapsed: Span) -> Hit? {
+        for index in self.rules.indices {
+            let fault = self.rules[index].fault
+            guard fault.match.matches(request) else { continue }
+            let select = fault.select
+            if let from = select.from, elapsed < from { continue }
+            if let until = select.until, elapsed >= until { continue }
+            self.rules[index].matched += 1
+            if let first = select.first, self.rules[index].applied >= first { continue }
+            if let fraction = select.fraction, !self.random.chance(fraction.value) { continue }
+            self.rules[index].applied += 1
+            return Hit(id: self.rules[index].id, fault: fault)
+        }
+        return nil
+    }
+}
