@@ -16,13 +16,15 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
 
-    private enum State {
+    private enum State: Equatable {
         /// Waiting for a request head.
         case idle
         /// A head arrived; connecting upstream. Later parts wait in `queued`.
         case connecting
         /// Request parts go straight upstream.
         case forwarding
+        /// A fault answers this request itself: its parts are read and dropped until its end.
+        case answering(status: Int, retryAfter: RetryAfter?)
         /// The client asked for a tunnel; the HTTP handlers are about to be removed.
         case tunnel
         case closed
@@ -44,12 +46,29 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var responseStarted = false
     private var pendingRead = false
     private var linkWritable = true
+    private let faults: FaultBook?
+    /// The fault applied to the current exchange's response, if any.
+    private var fault: HTTPFaultAction?
+    /// `first_byte`: response parts wait here until this moment.
+    private var responseNotBefore: NIODeadline?
+    private var heldResponse: [HTTPClientResponsePart] = []
+    private var releaseTimer: Scheduled<Void>?
+    private var responseBodyBytes = 0
+    /// The upstream closed while a `first_byte` fault held the response.
+    private var pendingUpstreamClose: (error: Error?, pending: Bool)?
 
-    init(shaper: LinkShaper, connector: UpstreamConnector, stats: ProxyStats, selfAddresses: [SocketAddress]) {
+    init(
+        shaper: LinkShaper,
+        connector: UpstreamConnector,
+        stats: ProxyStats,
+        selfAddresses: [SocketAddress],
+        faults: FaultBook? = nil
+    ) {
         self.shaper = shaper
         self.connector = connector
         self.stats = stats
         self.selfAddresses = selfAddresses
+        self.faults = faults
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -58,6 +77,8 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        self.releaseTimer?.cancel()
+        self.releaseTimer = nil
     }
 
     // MARK: Client → proxy
@@ -77,6 +98,8 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             } else {
                 self.queued.append(part)
             }
+        case .answering(let status, let retryAfter):
+            if case .end = part { self.answer(status, retryAfter: retryAfter, context: context) }
         case .tunnel, .closed:
             break
         }
@@ -124,7 +147,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func read(context: ChannelHandlerContext) {
         let canRead: Bool
         switch self.state {
-        case .idle: canRead = true
+        case .idle, .answering: canRead = true
         case .connecting, .tunnel: canRead = false
         case .forwarding: canRead = !self.requestEnded && (self.upstream?.isWritable ?? false)
         case .closed: canRead = true
@@ -144,7 +167,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     var clientWritable: Bool {
         guard let context = self.context else { return false }
-        return context.channel.isWritable && self.linkWritable
+        return context.channel.isWritable && self.linkWritable && self.responseNotBefore == nil
     }
 
     // MARK: Starting a request
@@ -153,6 +176,9 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.requestEnded = false
         self.responseEnded = false
         self.responseStarted = false
+        self.fault = nil
+        self.responseNotBefore = nil
+        self.responseBodyBytes = 0
         self.requestKeepAlive = head.isKeepAlive
         if head.method == .CONNECT {
             guard let target = UpstreamTarget(authority: head.uri, defaultPort: nil) else {
@@ -172,6 +198,17 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         if self.selfAddresses.contains(where: { Self.matches($0, target) }) {
             return self.fail(400, "refusing a request to the proxy itself (\(target))", context: context)
+        }
+        let request = FaultRequest(method: head.method.rawValue, host: target.host, path: path)
+        switch self.faults?.decide(request, now: context.eventLoop.now) {
+        case .status(let status, let retryAfter)?:
+            self.state = .answering(status: status, retryAfter: retryAfter)
+            return
+        case .firstByte(let delay)?:
+            self.fault = .firstByte(delay)
+            self.responseNotBefore = context.eventLoop.now + .nanoseconds(delay.nanoseconds)
+        case let other:
+            self.fault = other
         }
         var upstreamHead = head
         upstreamHead.uri = path
@@ -280,13 +317,43 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: Upstream → client
 
     func upstreamResponse(_ part: HTTPClientResponsePart) {
-        guard let context = self.context else { return }
+        guard let context = self.context, self.state == .forwarding else { return }
+        if let notBefore = self.responseNotBefore {
+            // `first_byte`: the response waits (and the upstream is not read meanwhile).
+            self.heldResponse.append(part)
+            if self.releaseTimer == nil {
+                self.releaseTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: notBefore) {
+                    self.releaseHeldResponse()
+                }
+            }
+            return
+        }
         switch part {
-        case .head(let head):
+        case .head(var head):
+            if self.fault == .dropResponse {
+                // Processed upstream, never answered: the client sees the connection close.
+                self.state = .closed
+                self.upstream?.close(promise: nil)
+                context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
+                return
+            }
+            if case .slowClose = self.fault {
+                head.headers.replaceOrAdd(name: "Connection", value: "close")
+            }
             self.responseStarted = true
             if !head.isKeepAlive { self.requestKeepAlive = false }
             context.write(self.wrapOutboundOut(.head(head)), promise: nil)
-        case .body(let buffer):
+        case .body(var buffer):
+            switch self.fault {
+            case .truncateAfter(let limit)?, .resetAfter(let limit)?:
+                let room = max(0, Int(limit.bytes) - self.responseBodyBytes)
+                if buffer.readableBytes >= room {
+                    return self.cut(after: buffer.readSlice(length: room)!, reset: self.fault != .truncateAfter(limit), context: context)
+                }
+            default:
+                break
+            }
+            self.responseBodyBytes += buffer.readableBytes
             context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
         case .end(let trailers):
             context.writeAndFlush(self.wrapOutboundOut(.end(trailers)), promise: nil)
@@ -295,14 +362,50 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    func upstreamFlush() {
+    /// `first_byte`: the wait is over; what was held goes out in order, then the upstream is read again.
+    private func releaseHeldResponse() {
+        self.releaseTimer = nil
+        self.responseNotBefore = nil
+        let held = self.heldResponse
+        self.heldResponse = []
+        for part in held { self.upstreamResponse(part) }
         self.context?.flush()
+        if let close = self.pendingUpstreamClose {
+            self.pendingUpstreamClose = nil
+            self.upstreamClosed(error: close.error)
+        }
+        if self.clientWritable { self.upstreamHandler?.resumeReading() }
+    }
+
+    /// `truncate_after` / `reset_after`: the last bytes the client gets, then a FIN or a reset.
+    private func cut(after last: ByteBuffer, reset: Bool, context: ChannelHandlerContext) {
+        self.state = .closed
+        self.upstream?.close(promise: nil)
+        self.upstream = nil
+        self.upstreamHandler = nil
+        self.responseBodyBytes += last.readableBytes
+        let written = context.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(last))))
+        if reset {
+            let channel = context.channel
+            written.whenComplete { _ in channel.resetConnection() }
+        } else {
+            context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
+        }
+    }
+
+    func upstreamFlush() {
+        if self.responseNotBefore == nil { self.context?.flush() }
     }
 
     func upstreamClosed(error: Error?) {
         self.upstream = nil
         self.upstreamHandler = nil
         guard let context = self.context, self.state == .forwarding else { return }
+        if self.responseNotBefore != nil {
+            // Held parts first; the close is looked at again once they have gone out.
+            self.pendingUpstreamClose = (error, true)
+            return
+        }
         if self.responseEnded { return }
         if !self.responseStarted {
             let reason = error.map { "upstream failed: \($0)" } ?? "upstream closed the connection without a response"
@@ -323,6 +426,13 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if !self.requestKeepAlive {
             self.state = .closed
             self.upstream?.close(promise: nil)
+            if case .slowClose(let delay) = self.fault {
+                // The response is complete; the connection lingers before it closes.
+                context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(delay.nanoseconds)) {
+                    self.context?.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
+                }
+                return
+            }
             context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
             return
         }
@@ -330,8 +440,33 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if case .head(let head)? = self.queued.popFirst() {
             self.start(head, context: context)
             if self.state == .forwarding { self.drainQueue() }
+            if case .answering(let status, let retryAfter) = self.state {
+                // A pipelined request a fault answers: its queued parts are dropped up to its end.
+                while let part = self.queued.popFirst() {
+                    if case .end = part {
+                        self.answer(status, retryAfter: retryAfter, context: context)
+                        return
+                    }
+                }
+            }
         }
         self.resumeReadingIfPossible()
+    }
+
+    /// A `status` fault's answer, once the request has been read; the connection stays usable.
+    private func answer(_ status: Int, retryAfter: RetryAfter?, context: ChannelHandlerContext) {
+        self.state = .forwarding
+        self.requestEnded = true
+        let code = HTTPResponseStatus(statusCode: status)
+        let body = "netcond fault: \(status) \(code.reasonPhrase)\n"
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
+        headers.add(name: "Content-Length", value: String(body.utf8.count))
+        if let retryAfter { headers.add(name: "Retry-After", value: retryAfter.headerValue) }
+        if !self.requestKeepAlive { headers.add(name: "Connection", value: "close") }
+        self.upstreamResponse(.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers)))
+        self.upstreamResponse(.body(context.channel.allocator.buffer(string: body)))
+        self.upstreamResponse(.end(nil))
     }
 
     private func fail(_ status: Int, _ reason: String, context: ChannelHandlerContext) {

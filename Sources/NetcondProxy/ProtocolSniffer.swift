@@ -17,13 +17,21 @@ final class ProtocolSniffer: ChannelInboundHandler, RemovableChannelHandler {
     private let connector: UpstreamConnector
     private let stats: ProxyStats
     private let selfAddresses: [SocketAddress]
+    private let faults: FaultBook?
     private var seen: ByteBuffer?
 
-    init(shaper: LinkShaper, connector: UpstreamConnector, stats: ProxyStats, selfAddresses: [SocketAddress]) {
+    init(
+        shaper: LinkShaper,
+        connector: UpstreamConnector,
+        stats: ProxyStats,
+        selfAddresses: [SocketAddress],
+        faults: FaultBook? = nil
+    ) {
         self.shaper = shaper
         self.connector = connector
         self.stats = stats
         self.selfAddresses = selfAddresses
+        self.faults = faults
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -58,7 +66,8 @@ final class ProtocolSniffer: ChannelInboundHandler, RemovableChannelHandler {
                     shaper: self.shaper,
                     connector: self.connector,
                     stats: self.stats,
-                    selfAddresses: self.selfAddresses
+                    selfAddresses: self.selfAddresses,
+                    faults: self.faults
                 )
                 try context.pipeline.syncOperations.addHandler(handler)
                 try self.finish(shaped: !isConnect, context: context)

@@ -80,10 +80,12 @@ public final class ProxyServer: Sendable {
         var startedAt: NIODeadline
         var onStateChange: (@Sendable (LinkState, Span) -> Void)?
         let stats = ProxyStats()
+        let faults: FaultBook
 
-        init(profile: Profile, startedAt: NIODeadline) {
+        init(profile: Profile, seed: UInt64, startedAt: NIODeadline) {
             self.profile = profile
             self.startedAt = startedAt
+            self.faults = FaultBook(faults: profile.faults, seed: seed, startedAt: startedAt)
         }
 
         var listeners: [Channel] = []
@@ -95,7 +97,7 @@ public final class ProxyServer: Sendable {
         self.configuration = configuration
         self.loop = group.next()
         self.state = NIOLoopBoundBox.makeBoxSendingValue(
-            State(profile: configuration.profile, startedAt: .now()),
+            State(profile: configuration.profile, seed: configuration.seed, startedAt: .now()),
             eventLoop: self.loop
         )
     }
@@ -120,10 +122,13 @@ public final class ProxyServer: Sendable {
         try await loop.submit {
             let s = state.value
             s.startedAt = loop.now
+            s.faults.startedAt = s.startedAt
             if !configuration.profile.isPassThrough || configuration.controllable {
                 let driver = LinkDriver(profile: configuration.profile, seed: configuration.seed, eventLoop: loop)
                 driver.onStateChange = { linkState, at in
-                    s.onStateChange?(linkState, Span(nanoseconds: at.nanoseconds))
+                    let elapsed = Span(nanoseconds: at.nanoseconds)
+                    s.faults.record(ProxyEvent(at: elapsed.seconds, kind: "link", detail: "link: \(linkState)"))
+                    s.onStateChange?(linkState, elapsed)
                 }
                 s.driver = driver
                 driver.pump()
@@ -136,7 +141,8 @@ public final class ProxyServer: Sendable {
                 shaper: shaper,
                 connector: connector,
                 stats: state.stats,
-                selfAddresses: state.selfAddresses
+                selfAddresses: state.selfAddresses,
+                faults: state.faults
             )
             try channel.pipeline.syncOperations.addHandlers([shaper, sniffer])
         }
@@ -278,7 +284,47 @@ public final class ProxyServer: Sendable {
             retransmissions: counters.retransmissions,
             resets: counters.resets,
             refusedConnections: counters.refusedConnections,
-            upstreamFailures: s.stats.upstreamFailures
+            upstreamFailures: s.stats.upstreamFailures,
+            faults: s.faults.plan.rules.count,
+            faultsApplied: s.faults.plan.rules.reduce(0) { $0 + $1.applied }
+        )
+    }
+
+    /// The answer to a control request (status code and JSON); call on `eventLoop`.
+    func controlAnswerOnLoop(_ route: ControlAPI.Route) -> (status: Int, json: [UInt8]) {
+        let s = self.state.value
+        switch route {
+        case .status:
+            return (200, self.statusOnLoop().json())
+        case .faults:
+            return (200, self.faultsOnLoop(added: nil).controlJSON())
+        case .events:
+            return (200, ControlEvents(events: s.faults.events, dropped: s.faults.eventsDropped).controlJSON())
+        case .command(.addFault(let fault)):
+            let id = s.faults.add(fault)
+            return (200, self.faultsOnLoop(added: id).controlJSON())
+        case .command(.removeFault(let id?)):
+            guard s.faults.remove(id: id) else {
+                let ids = s.faults.plan.rules.map { String($0.id) }.joined(separator: ", ")
+                let message = "no fault \(id); faults in force: \(ids.isEmpty ? "none" : ids)"
+                return (404, ControlError(error: message).controlJSON())
+            }
+            return (200, self.faultsOnLoop(added: nil).controlJSON())
+        case .command(.removeFault(nil)):
+            s.faults.removeAll()
+            return (200, self.faultsOnLoop(added: nil).controlJSON())
+        case .command(let command):
+            return (200, self.applyOnLoop(command).json())
+        }
+    }
+
+    private func faultsOnLoop(added: Int?) -> ControlFaults {
+        let rules = self.state.value.faults.plan.rules
+        return ControlFaults(
+            faults: rules.map {
+                ControlFault(id: $0.id, label: $0.fault.label, fault: $0.fault.yamlDescription, matched: $0.matched, applied: $0.applied)
+            },
+            added: added
         )
     }
 
@@ -289,10 +335,15 @@ public final class ProxyServer: Sendable {
         case .switchProfile(let profile):
             s.profile = profile
             s.driver?.switchProfile(to: profile)
+            s.faults.replace(with: profile.faults)
         case .outage(let outage):
             s.driver?.setOutage(outage)
         case .stall(let stall):
             s.driver?.setStall(stall)
+        case .addFault(let fault):
+            _ = s.faults.add(fault)
+        case .removeFault(let id):
+            if let id { _ = s.faults.remove(id: id) } else { s.faults.removeAll() }
         }
         return self.statusOnLoop()
     }

@@ -20,9 +20,13 @@ struct CtlCommand: AsyncParsableCommand {
               netcond ctl profile 3g             switch to a built-in profile or a YAML file
               netcond ctl outage refuse          blackhole | refuse | reset; `outage end` ends it
               netcond ctl stall down             up | down | both; `stall end` ends it
+              netcond ctl fault add '{match: {path: /api/*}, status: 503, retry_after: 5s, first: 3}'
+              netcond ctl fault list             the faults in force and how often each hit
+              netcond ctl fault remove 2         or `fault remove all`
+              netcond ctl events                 the run's event log (faults hit, link changes)
             Exit status: 0 done, 2 the request was refused (bad value; nothing changed), 3 no proxy answered.
             """,
-        subcommands: [Status.self, SwitchProfile.self, Outage.self, Stall.self]
+        subcommands: [Status.self, SwitchProfile.self, Outage.self, Stall.self, Fault.self, Events.self]
     )
 
     struct Target: ParsableArguments {
@@ -49,11 +53,19 @@ struct CtlCommand: AsyncParsableCommand {
             return (host, port, "http://\(hostPort)")
         }
 
-        /// Sends the request and prints the answer; exits 2 on a rejection, 3 when nothing answered.
-        func send(_ method: String, _ path: String, body: [String: String]? = nil) async throws {
+        /// Sends the request and prints the answer (JSON with --json, else `summary` of it);
+        /// exits 2 on a rejection, 3 when nothing answered.
+        func send(
+            _ method: String,
+            _ path: String,
+            body: [String: String]? = nil,
+            text: String? = nil,
+            summary: (Data) -> String? = { data in (try? JSONDecoder().decode(ControlStatus.self, from: data))?.summary }
+        ) async throws {
             let endpoint = try self.endpoint()
             let fetcher = HTTPFetcher(proxyHost: endpoint.host, proxyPort: endpoint.port)
-            let payload = try body.map { Array(try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys])) }
+            var payload = try body.map { Array(try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys])) }
+            if let text { payload = Array(text.utf8) }
             let result: HTTPFetcher.Result
             do {
                 result = try await fetcher.send(
@@ -67,16 +79,15 @@ struct CtlCommand: AsyncParsableCommand {
                 printError("netcond ctl: no control API at \(endpoint.base): \(error) (is `netcond proxy` running? see --control)")
                 throw ExitCode(3)
             }
-            let object = (try? JSONSerialization.jsonObject(with: Data(result.body))) as? [String: Any]
+            let data = Data(result.body)
             guard result.status == 200 else {
+                let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
                 let message = object?["error"] as? String ?? String(decoding: result.body, as: UTF8.self)
                 printError("netcond ctl: \(message)")
-                throw ExitCode(result.status == 404 || result.status == 405 ? 3 : 2)
+                throw ExitCode(result.status == 405 ? 3 : 2)
             }
-            if self.json {
-                print(String(decoding: result.body, as: UTF8.self), terminator: "")
-            } else if let status = try? JSONDecoder().decode(ControlStatus.self, from: Data(result.body)) {
-                print(status.summary)
+            if !self.json, let line = summary(data) {
+                print(line)
             } else {
                 print(String(decoding: result.body, as: UTF8.self), terminator: "")
             }
@@ -157,6 +168,86 @@ struct CtlCommand: AsyncParsableCommand {
                 try await self.target.send("DELETE", "/stall")
             } else {
                 try await self.target.send("POST", "/stall", body: ["direction": self.direction])
+            }
+        }
+    }
+}
+
+extension CtlCommand {
+    struct Fault: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add, list or remove HTTP faults (plain HTTP through the proxy, and the built-in origin).",
+            subcommands: [Add.self, List.self, Remove.self]
+        )
+
+        static func listing(_ data: Data) -> String? {
+            guard let faults = try? JSONDecoder().decode(ControlFaults.self, from: data) else { return nil }
+            var lines: [String] = []
+            if let added = faults.added { lines.append("added fault \(added)") }
+            if faults.faults.isEmpty { lines.append("no faults in force") }
+            for fault in faults.faults {
+                lines.append("\(fault.id)  \(fault.fault)  (hit \(fault.applied) of \(fault.matched) matching requests)")
+            }
+            return lines.joined(separator: "\n")
+        }
+
+        struct Add: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Add a fault after the others (the profile schema's fault entry, YAML or JSON)."
+            )
+            @Argument(help: "e.g. '{match: {method: POST, path: /orders}, drop_response: true, first: 1}'")
+            var fault: String
+            @OptionGroup var target: Target
+
+            func run() async throws {
+                do {
+                    _ = try HTTPFault.decode(yaml: self.fault, file: "fault")
+                } catch {
+                    printError("netcond ctl: \(error.description)")
+                    throw ExitCode(2)
+                }
+                try await self.target.send("POST", "/faults", text: self.fault, summary: Fault.listing)
+            }
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "The faults in force, with how often each hit.")
+            @OptionGroup var target: Target
+
+            func run() async throws {
+                try await self.target.send("GET", "/faults", summary: Fault.listing)
+            }
+        }
+
+        struct Remove: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Remove one fault by id, or all.")
+            @Argument(help: "A fault id from `netcond ctl fault list`, or all.")
+            var id: String
+            @OptionGroup var target: Target
+
+            func validate() throws {
+                guard self.id == "all" || (Int(self.id) ?? 0) > 0 else {
+                    throw ValidationError("'\(self.id)' is not a fault id; allowed: a number from `netcond ctl fault list`, or all")
+                }
+            }
+
+            func run() async throws {
+                try await self.target.send("DELETE", self.id == "all" ? "/faults" : "/faults/\(self.id)", summary: Fault.listing)
+            }
+        }
+    }
+
+    struct Events: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "The run's event log: faults that hit, link state changes.")
+        @OptionGroup var target: Target
+
+        func run() async throws {
+            try await self.target.send("GET", "/events") { data in
+                guard let log = try? JSONDecoder().decode(ControlEvents.self, from: data) else { return nil }
+                var lines = log.events.map { String(format: "+%.3f s  ", $0.at) + $0.detail }
+                if log.events.isEmpty { lines.append("no events yet") }
+                if log.dropped > 0 { lines.append("(\(log.dropped) more not kept: the log is full)") }
+                return lines.joined(separator: "\n")
             }
         }
     }

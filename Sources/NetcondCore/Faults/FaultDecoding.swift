@@ -3,7 +3,7 @@ import Foundation
 extension HTTPFault {
     static let selectionKeys = ["first", "fraction", "from", "until"]
     static let keys = ["name", "match"] + HTTPFaultAction.kinds + ["retry_after"] + Self.selectionKeys
-    static let example = "{match: {path: /api/*}, status: 503, retry_after: 5s, first: 3}"
+    public static let example = "{match: {path: /api/*}, status: 503, retry_after: 5s, first: 3}"
 
     /// One fault from its own text (the control API's `POST /faults`; JSON is YAML too).
     public static func decode(yaml: String, file: String) throws(ConfigError) -> HTTPFault {
@@ -180,7 +180,11 @@ extension HTTPFault {
         switch self.action {
         case .status(let code, let retryAfter):
             parts.append("status: \(code)")
-            if let retryAfter { parts.append("retry_after: \(Profile.quoted(retryAfter.headerValue))") }
+            switch retryAfter {
+            case .seconds(let seconds)?: parts.append("retry_after: \(seconds)s")
+            case .date(let date)?: parts.append("retry_after: \(Profile.quoted(date))")
+            case nil: break
+            }
         case .firstByte(let span): parts.append("first_byte: \(Profile.exact(span))")
         case .slowClose(let span): parts.append("slow_close: \(Profile.exact(span))")
         case .truncateAfter(let bytes): parts.append("truncate_after: \(Profile.exact(bytes))")

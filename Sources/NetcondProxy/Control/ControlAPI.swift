@@ -13,6 +13,10 @@ import NetcondCore
 /// | `DELETE /outage`     |                                          | end the live outage                    |
 /// | `POST /stall`        | `{"direction": "down"}`                  | stall up, down or both                 |
 /// | `DELETE /stall`      |                                          | end the live stall                     |
+/// | `GET /faults`        |                                          | the faults in force, with their counts |
+/// | `POST /faults`       | a fault, e.g. `{"status": 503, "first": 3}` | add a fault (after the others)      |
+/// | `DELETE /faults/ID`  |                                          | remove one fault (`DELETE /faults`: all) |
+/// | `GET /events`        |                                          | the run's event log (faults hit, link changes) |
 ///
 /// Every answer is JSON: the status after the change, or `{"error": "…"}` with 400 (bad body),
 /// 404 (unknown path), 405 (wrong method) or 413 (body too large); a rejected request changes nothing.
@@ -21,6 +25,8 @@ public enum ControlAPI {
 
     public enum Route: Equatable, Sendable {
         case status
+        case faults
+        case events
         case command(ControlCommand)
     }
 
@@ -29,7 +35,7 @@ public enum ControlAPI {
         public var message: String
     }
 
-    static let paths = ["/status", "/profile", "/outage", "/stall"]
+    static let paths = ["/status", "/profile", "/outage", "/stall", "/faults", "/events"]
 
     /// What a request asks for. `target` may be origin-form (`/status`) or absolute-form
     /// (`http://127.0.0.1:8081/status`).
@@ -68,7 +74,33 @@ public enum ControlAPI {
                 }
             default: return wrongMethod("POST or DELETE")
             }
+        case "/events":
+            return method == "GET" ? .success(.events) : wrongMethod("GET")
+        case "/faults":
+            switch method {
+            case "GET": return .success(.faults)
+            case "DELETE": return .success(.command(.removeFault(nil)))
+            case "POST":
+                guard !body.isEmpty else {
+                    return .failure(Rejection(status: 400, message: "expected a fault, e.g. \(HTTPFault.example)"))
+                }
+                do {
+                    return .success(.command(.addFault(try HTTPFault.decode(yaml: String(decoding: body, as: UTF8.self), file: "body"))))
+                } catch {
+                    return .failure(Rejection(status: 400, message: "\(error)"))
+                }
+            default: return wrongMethod("GET, POST or DELETE")
+            }
         default:
+            if path.hasPrefix("/faults/") {
+                guard method == "DELETE" else {
+                    return .failure(Rejection(status: 405, message: "\(method) \(path) is not supported; allowed: DELETE \(path)"))
+                }
+                guard let id = Int(path.dropFirst("/faults/".count)), id > 0 else {
+                    return .failure(Rejection(status: 400, message: "'\(path.dropFirst("/faults/".count))' is not a fault id; allowed: a number from GET /faults"))
+                }
+                return .success(.command(.removeFault(id)))
+            }
             return .failure(
                 Rejection(status: 404, message: "no such endpoint \(path); endpoints: \(Self.paths.joined(separator: ", "))")
             )
@@ -137,6 +169,42 @@ public enum ControlCommand: Equatable, Sendable {
     case outage(OutageBehaviour?)
     /// Stall a direction, or end the live stall (nil).
     case stall(StallDirection?)
+    /// Add an HTTP fault after the others.
+    case addFault(HTTPFault)
+    /// Remove one fault by id, or all (nil).
+    case removeFault(Int?)
+}
+
+/// One fault in force, as `GET /faults` lists it.
+public struct ControlFault: Codable, Equatable, Sendable {
+    public var id: Int
+    public var label: String
+    /// The fault in the profile schema (YAML flow style): what `POST /faults` takes.
+    public var fault: String
+    public var matched: Int
+    public var applied: Int
+}
+
+/// `GET /faults`; `added` is the id `POST /faults` gave.
+public struct ControlFaults: Codable, Equatable, Sendable {
+    public var faults: [ControlFault]
+    public var added: Int?
+}
+
+/// `GET /events`.
+public struct ControlEvents: Codable, Equatable, Sendable {
+    public var events: [ProxyEvent]
+    /// Events not kept because the log was full.
+    public var dropped: Int
+}
+
+extension Encodable {
+    /// Sorted-key JSON and a newline, as every control answer is written.
+    func controlJSON() -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return Array((try? encoder.encode(self)) ?? Data("{}".utf8)) + [0x0A]
+    }
 }
 
 /// What `GET /status` answers (and every successful change).
@@ -158,6 +226,9 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     public var resets: Int
     public var refusedConnections: Int
     public var upstreamFailures: Int
+    /// Faults in force, and requests they hit so far.
+    public var faults: Int
+    public var faultsApplied: Int
 
     enum CodingKeys: String, CodingKey {
         case profile, phase, outage, stalled, seed
@@ -173,6 +244,8 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         case resets
         case refusedConnections = "refused_connections"
         case upstreamFailures = "upstream_failures"
+        case faults
+        case faultsApplied = "faults_applied"
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -194,11 +267,14 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         try container.encode(self.resets, forKey: .resets)
         try container.encode(self.refusedConnections, forKey: .refusedConnections)
         try container.encode(self.upstreamFailures, forKey: .upstreamFailures)
+        try container.encode(self.faults, forKey: .faults)
+        try container.encode(self.faultsApplied, forKey: .faultsApplied)
     }
 
-    public func json() -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return Array((try? encoder.encode(self)) ?? Data("{}".utf8)) + [0x0A]
-    }
+    public func json() -> [UInt8] { self.controlJSON() }
+}
+
+/// Every rejection: `{"error": "what is wrong; allowed: …"}`.
+public struct ControlError: Codable, Equatable, Sendable {
+    public var error: String
 }

@@ -88,19 +88,14 @@ private final class ControlHTTPHandler: ChannelInboundHandler {
                 self.respond(context: context, status: rejection.status, json: Self.errorJSON(rejection.message), keepAlive: keepAlive)
             case .success(let route):
                 // Runs on this loop (the proxy's), so the link changes at once, in order.
-                let status: ControlStatus
-                switch route {
-                case .status: status = self.proxy.statusOnLoop()
-                case .command(let command): status = self.proxy.applyOnLoop(command)
-                }
-                self.respond(context: context, status: 200, json: status.json(), keepAlive: keepAlive)
+                let answer = self.proxy.controlAnswerOnLoop(route)
+                self.respond(context: context, status: answer.status, json: answer.json, keepAlive: keepAlive)
             }
         }
     }
 
     private static func errorJSON(_ message: String) -> [UInt8] {
-        let data = (try? JSONSerialization.data(withJSONObject: ["error": message], options: [.sortedKeys])) ?? Data()
-        return Array(data) + [0x0A]
+        ControlError(error: message).controlJSON()
     }
 
     private func respond(context: ChannelHandlerContext, status: Int, json: [UInt8], keepAlive: Bool) {

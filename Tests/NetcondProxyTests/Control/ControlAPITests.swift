@@ -78,6 +78,30 @@ import Testing
         #expect(rejection?.message.contains(reason) == true, "\(rejection?.message ?? "accepted")")
     }
 
+    @Test func faultsAreAddedListedAndRemoved() {
+        #expect(self.route("GET", "/faults") == .success(.faults))
+        #expect(self.route("GET", "/events") == .success(.events))
+        #expect(
+            self.route("POST", "/faults", #"{"status": 503, "retry_after": "5s", "first": 2}"#)
+                == .success(.command(.addFault(HTTPFault(action: .status(503, retryAfter: .seconds(5)), select: FaultSelection(first: 2)))))
+        )
+        #expect(self.route("POST", "/faults", "{drop_response: true, match: {method: POST}}")
+            == .success(.command(.addFault(HTTPFault(match: RequestMatch(method: "POST"), action: .dropResponse)))))
+        #expect(self.route("DELETE", "/faults/3") == .success(.command(.removeFault(3))))
+        #expect(self.route("DELETE", "/faults") == .success(.command(.removeFault(nil))))
+        let bad = [
+            self.route("POST", "/faults", ""),
+            self.route("POST", "/faults", #"{"status": 200}"#),
+            self.route("POST", "/faults", #"{"explode": true}"#),
+            self.route("DELETE", "/faults/x"),
+            self.route("GET", "/faults/1"),
+            self.route("POST", "/events"),
+        ].map { self.rejection($0) }
+        #expect(bad.map { $0?.status } == [400, 400, 400, 400, 405, 405])
+        #expect(bad[1]?.message.contains("body:1:") == true)
+        #expect(bad[2]?.message.contains("first_byte") == true)
+    }
+
     @Test func anOversizedBodyIsRejected() {
         let body = [UInt8](repeating: 0x20, count: ControlAPI.maxBodyBytes + 1)
         #expect(self.rejection(ControlAPI.route(method: "POST", target: "/profile", body: body))?.status == 413)
@@ -87,7 +111,8 @@ import Testing
         let status = ControlStatus(
             profile: "subway", phase: "tunnel", outage: "blackhole", stalled: ["down"], seed: 7, elapsedSeconds: 1.5,
             connectionsTotal: 3, connectionsOpen: 1, bytesUp: 10, bytesDown: 2000, segmentsLost: 1, queueDrops: 0,
-            outageDrops: 4, retransmissions: 5, resets: 0, refusedConnections: 2, upstreamFailures: 0
+            outageDrops: 4, retransmissions: 5, resets: 0, refusedConnections: 2, upstreamFailures: 0,
+            faults: 1, faultsApplied: 3
         )
         let text = String(decoding: status.json(), as: UTF8.self)
         #expect(text.contains(#""connections_open":1"#))
