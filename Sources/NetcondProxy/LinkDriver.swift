@@ -40,9 +40,15 @@ final class LinkDriver {
 
     /// Emulates the set-up of a new upstream connection on this flow (see `LinkModel.connect`);
     /// `completion` runs when the emulated handshake is done, refused, or has timed out.
-    func connect(_ flow: FlowID, resolvesName: Bool, completion: @escaping (ConnectOutcome) -> Void) {
+    func connect(
+        _ flow: FlowID,
+        host: String = "",
+        port: Int = 80,
+        resolvesName: Bool,
+        completion: @escaping (ConnectOutcome) -> Void
+    ) {
         self.connectWaiters[flow] = completion
-        self.model.connect(flow, at: self.now, resolvesName: resolvesName)
+        self.model.connect(flow, at: self.now, host: host, port: port, resolvesName: resolvesName)
         self.pump()
     }
 

@@ -50,13 +50,14 @@ struct UpstreamTarget: Hashable, CustomStringConvertible {
 
 /// Why an upstream connection could not be made; each maps to an HTTP status and a SOCKS5 reply.
 enum UpstreamError: Error, Equatable, CustomStringConvertible {
-    case nameNotResolved(String)
+    /// The host, and why (nil: the resolver said so).
+    case nameNotResolved(String, String? = nil)
     case refused(UpstreamTarget, String)
     case timedOut(UpstreamTarget)
 
     var description: String {
         switch self {
-        case .nameNotResolved(let host): return "cannot resolve host '\(host)'"
+        case .nameNotResolved(let host, let why): return "cannot resolve host '\(host)'" + (why.map { " (\($0))" } ?? "")
         case .refused(let target, let reason): return "cannot connect to \(target): \(reason)"
         case .timedOut(let target): return "connection to \(target) timed out (the emulated link lost every SYN)"
         }
@@ -121,7 +122,7 @@ struct UpstreamConnector {
         let loop = self.eventLoop
         let attempt = ConnectAttempt(target: target, completion: completion)
         if let driver = self.driver, let flow {
-            driver.connect(flow, resolvesName: target.isName) { outcome in
+            driver.connect(flow, host: target.host, port: target.port, resolvesName: target.isName) { outcome in
                 attempt.emulated(outcome)
             }
         } else {
@@ -230,6 +231,12 @@ private final class ConnectAttempt {
             completion(.failure(.timedOut(self.target)))
         case (.timedOut, .failure):
             completion(.failure(.timedOut(self.target)))
+        case (.refusedByFirewall, let real):
+            if case .success(let channel) = real { channel.close(promise: nil) }
+            completion(.failure(.refused(self.target, "connection refused (netcond firewall: port \(self.target.port) is not allowed)")))
+        case (.nameNotResolved, let real):
+            if case .success(let channel) = real { channel.close(promise: nil) }
+            completion(.failure(.nameNotResolved(self.target.host, "netcond dns_fail")))
         }
     }
 }

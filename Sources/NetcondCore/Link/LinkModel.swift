@@ -48,6 +48,8 @@ public final class LinkModel {
     private var events = Heap<ScheduledEvent>()
     private var eventOrder: UInt64 = 0
     var flows: [FlowID: Flow] = [:]
+    /// Connection attempts so far (for `connect_hold`'s first N).
+    var connectAttempts = 0
     private var nextFlowIndex: UInt64 = 0
     let upLink: BottleneckLink
     let downLink: BottleneckLink
@@ -84,17 +86,38 @@ public final class LinkModel {
     /// Linux does). Nothing is sent on the flow until it is established. The outcome arrives as a
     /// `LinkNotice` (`established`, `refused` during a `refuse`/`reset` outage, or `timedOut`) from
     /// `takeNotices()` at the instant it happens.
-    public func connect(_ id: FlowID, at now: Instant, resolvesName: Bool) {
+    ///
+    /// The profile's set-up rules come first: a name in `dns_fail` fails after the DNS delay
+    /// (`nameNotResolved`), a port the firewall does not allow is refused one round trip later
+    /// (`refusedByFirewall`) or blackholed, and the first connections may be held before their
+    /// handshake starts (`connect_hold`).
+    public func connect(_ id: FlowID, at now: Instant, host: String = "", port: Int = 80, resolvesName: Bool) {
         self.catchUp(to: now)
         guard let flow = self.flows[id] else { return }
         flow.up.readyAt = .distantFuture
         flow.down.readyAt = .distantFuture
-        var t = self.now + self.conditions.connectDelay
+        let index = self.connectAttempts
+        self.connectAttempts += 1
+        var t = self.now
         if resolvesName { t = t + self.conditions.dnsDelay }
-        self.schedule(.synAttempt(id, attempt: 0), at: t)
+        switch self.profile.setup.verdict(host: host, port: port, isName: resolvesName, index: index) {
+        case .nameFails:
+            self.counters.setupFailures += 1
+            self.schedule(.connectResult(id, .nameNotResolved(at: .zero)), at: t)
+        case .refused:
+            self.counters.setupFailures += 1
+            self.schedule(.connectResult(id, .refusedByFirewall(at: .zero)), at: t + self.conditions.connectDelay + self.conditions.baseRTT)
+        case .blackholed:
+            self.counters.setupFailures += 1
+            flow.firewalled = true
+            self.schedule(.synAttempt(id, attempt: 0), at: t + self.conditions.connectDelay)
+        case .proceed(let hold):
+            self.schedule(.synAttempt(id, attempt: 0), at: t + hold + self.conditions.connectDelay)
+        }
     }
 
     private func synAttempt(_ flow: Flow, attempt: Int) {
+        if flow.firewalled { return self.retrySYN(flow, after: attempt) }
         switch self.timeline.outage {
         case .refuse, .reset:
             self.schedule(.connectResult(flow.id, .refused(at: .zero)), at: self.now + self.conditions.baseRTT)
@@ -110,6 +133,11 @@ public final class LinkModel {
                 return
             }
         }
+        self.retrySYN(flow, after: attempt)
+    }
+
+    /// The SYN (or its SYN-ACK) of this attempt was lost: retry after 1, 2, 4 … s, then give up.
+    private func retrySYN(_ flow: Flow, after attempt: Int) {
         let timeout = Span.seconds(1) * Int64(1 << attempt)
         if attempt < Self.synRetries {
             self.schedule(.synAttempt(flow.id, attempt: attempt + 1), at: self.now + timeout)
@@ -129,6 +157,12 @@ public final class LinkModel {
             self.releaseAfterSetUp(flow)
         case .timedOut:
             self.pendingNotices.append(.connected(flow.id, .timedOut(at: self.now)))
+            self.releaseAfterSetUp(flow)
+        case .refusedByFirewall:
+            self.pendingNotices.append(.connected(flow.id, .refusedByFirewall(at: self.now)))
+            self.releaseAfterSetUp(flow)
+        case .nameNotResolved:
+            self.pendingNotices.append(.connected(flow.id, .nameNotResolved(at: self.now)))
             self.releaseAfterSetUp(flow)
         }
     }
@@ -586,6 +620,10 @@ public enum ConnectOutcome: Equatable, Sendable {
     case refused(at: Instant)
     /// Every attempt was lost; the client's kernel gives up at this instant.
     case timedOut(at: Instant)
+    /// The profile's firewall does not allow the port (`otherwise: refuse`).
+    case refusedByFirewall(at: Instant)
+    /// The name is in the profile's `dns_fail` list.
+    case nameNotResolved(at: Instant)
 }
 
 /// Something the driver must act on or report, in the order it happened.
@@ -641,6 +679,8 @@ public struct LinkCounters: Equatable, Sendable {
     public var outageDrops = 0
     /// Connections reset by a `reset` outage.
     public var resets = 0
+    /// Connection attempts that met a firewall rule or a `dns_fail` name.
+    public var setupFailures = 0
     /// Connection attempts refused by a `refuse` or `reset` outage.
     public var refusedConnections = 0
 
@@ -769,6 +809,8 @@ final class Flow {
     let up: FlowSide
     let down: FlowSide
     var setupRandom: SeededRandom
+    /// The firewall drops this connection's SYNs (`otherwise: blackhole`).
+    var firewalled = false
 
     init(id: FlowID, model: LinkModel, now: Instant) {
         self.id = id

@@ -29,6 +29,8 @@ public struct Profile: Sendable, Equatable {
     /// Faults injected into plain HTTP exchanges (not link conditions: a pass-through profile may
     /// have them).
     public var faults: [HTTPFault]
+    /// Firewall, connect hold and DNS failures for new connections.
+    public var setup: SetupRules
 
     public init(
         name: String,
@@ -42,7 +44,8 @@ public struct Profile: Sendable, Equatable {
         mss: ByteCount = Profile.defaultMSS,
         schedule: ConditionSchedule? = nil,
         stalls: StallSpec? = nil,
-        faults: [HTTPFault] = []
+        faults: [HTTPFault] = [],
+        setup: SetupRules = SetupRules()
     ) {
         self.name = name
         self.description = description
@@ -56,6 +59,7 @@ public struct Profile: Sendable, Equatable {
         self.schedule = schedule
         self.stalls = stalls
         self.faults = faults
+        self.setup = setup
     }
 
     /// Payload of a full-sized segment on a 1500-byte MTU path with 40 bytes of IPv4 + TCP header.
@@ -95,7 +99,7 @@ public struct Profile: Sendable, Equatable {
     /// True when the profile changes nothing, so a driver may relay without the model.
     public var isPassThrough: Bool {
         self.up.isPassThrough && self.down.isPassThrough && self.dnsDelay == .zero && self.connectDelay == .zero
-            && self.schedule == nil && self.stalls == nil
+            && self.schedule == nil && self.stalls == nil && self.setup.isEmpty
     }
 }
 

@@ -203,7 +203,7 @@ struct Located<Value> {
 struct ProfileLayer {
     static let topKeys = [
         "name", "description", "source", "extends", "tcp", "mss", "dns_delay", "connect_delay", "link", "up", "down",
-        "schedule", "stalls", "faults",
+        "schedule", "stalls", "faults", "firewall", "connect_hold", "dns_fail",
     ]
 
     var root: ConfigNode
@@ -221,6 +221,9 @@ struct ProfileLayer {
     var schedule: ScheduleLayer?
     var stalls: StallLayer?
     var faults: [HTTPFault]?
+    var firewall: (allowPorts: [Int], otherwise: FirewallAction)?
+    var connectHold: (hold: Span, first: Int)?
+    var dnsFail: [String]?
 
     init(root: ConfigNode, isBuiltin: Bool) throws(ConfigError) {
         self.root = root
@@ -270,6 +273,9 @@ struct ProfileLayer {
         if let node = map["schedule"] { self.schedule = try ScheduleLayer(node: node, file: root.file) }
         if let node = map["stalls"] { self.stalls = try StallLayer(node: node) }
         if let node = map["faults"] { self.faults = try HTTPFault.decodeList(node) }
+        if let node = map["firewall"] { self.firewall = try SetupRules.firewall(node) }
+        if let node = map["connect_hold"] { self.connectHold = try SetupRules.connectHold(node) }
+        if let node = map["dns_fail"] { self.dnsFail = try SetupRules.dnsFail(node) }
     }
 
     private static func delay(_ node: ConfigNode?, example: String) throws(ConfigError) -> Located<Span>? {
@@ -412,10 +418,20 @@ struct EffectiveLayer {
     var schedule: ScheduleLayer?
     var stalls: StallLayer?
     var faults: [HTTPFault]?
+    var setup = SetupRules()
 
     func overlaid(by layer: ProfileLayer) -> EffectiveLayer {
         var result = self
         if let faults = layer.faults { result.faults = faults }
+        if let firewall = layer.firewall {
+            result.setup.allowPorts = firewall.allowPorts
+            result.setup.otherwise = firewall.otherwise
+        }
+        if let hold = layer.connectHold {
+            result.setup.hold = hold.hold
+            result.setup.holdFirst = hold.first
+        }
+        if let dnsFail = layer.dnsFail { result.setup.dnsFail = dnsFail }
         if let schedule = layer.schedule { result.schedule = schedule }
         if let stalls = layer.stalls { result.stalls = stalls }
         if let tcp = layer.tcp { result.tcp = tcp }
@@ -448,7 +464,8 @@ struct EffectiveLayer {
             tcp: self.tcp?.value ?? .cubic,
             mss: mss,
             stalls: self.stalls?.spec,
-            faults: self.faults ?? []
+            faults: self.faults ?? [],
+            setup: self.setup
         )
         if let schedule = self.schedule {
             var phases: [SchedulePhase] = []

@@ -84,6 +84,15 @@ extension Profile {
                 lines += phaseLines.dropFirst().map { "      " + $0 }
             }
         }
+        if let ports = self.setup.allowPorts {
+            lines.append("firewall: {allow_ports: [\(ports.map(String.init).joined(separator: ", "))], otherwise: \(self.setup.otherwise.rawValue)}")
+        }
+        if self.setup.hold > .zero {
+            lines.append("connect_hold: {for: \(Self.exact(self.setup.hold)), first: \(self.setup.holdFirst)}")
+        }
+        if !self.setup.dnsFail.isEmpty {
+            lines.append("dns_fail: [\(self.setup.dnsFail.map(Self.quoted).joined(separator: ", "))]")
+        }
         if !self.faults.isEmpty {
             lines.append("faults:")
             lines += self.faults.map { "  - " + $0.yamlDescription }

@@ -25,10 +25,12 @@ struct LinkSimulation {
     mutating func connect(
         _ flow: FlowID,
         at time: Instant,
+        host: String = "",
+        port: Int = 80,
         resolvesName: Bool = false,
         deadline: Instant = .s(1000)
     ) -> ConnectOutcome? {
-        self.model.connect(flow, at: time, resolvesName: resolvesName)
+        self.model.connect(flow, at: time, host: host, port: port, resolvesName: resolvesName)
         while true {
             self.notices += self.model.takeNotices()
             for case .connected(flow, let outcome) in self.notices { return outcome }
