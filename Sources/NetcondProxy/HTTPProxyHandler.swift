@@ -23,8 +23,9 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case connecting
         /// Request parts go straight upstream.
         case forwarding
-        /// A fault answers this request itself: its parts are read and dropped until its end.
-        case answering(status: Int, retryAfter: RetryAfter?)
+        /// netcond answers this request itself (a fault's status, the captive portal, a probe):
+        /// its parts are read and dropped until its end.
+        case answering(CannedResponse)
         /// The client asked for a tunnel; the HTTP handlers are about to be removed.
         case tunnel
         case closed
@@ -46,7 +47,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var responseStarted = false
     private var pendingRead = false
     private var linkWritable = true
-    private let faults: FaultBook?
+    private let rules: ProxyRules?
     /// The fault applied to the current exchange's response, if any.
     private var fault: HTTPFaultAction?
     /// `first_byte`: response parts wait here until this moment.
@@ -54,6 +55,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var heldResponse: [HTTPClientResponsePart] = []
     private var releaseTimer: Scheduled<Void>?
     private var responseBodyBytes = 0
+    private var requestIsHead = false
     /// The upstream closed while a `first_byte` fault held the response.
     private var pendingUpstreamClose: (error: Error?, pending: Bool)?
 
@@ -62,13 +64,13 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         connector: UpstreamConnector,
         stats: ProxyStats,
         selfAddresses: [SocketAddress],
-        faults: FaultBook? = nil
+        rules: ProxyRules? = nil
     ) {
         self.shaper = shaper
         self.connector = connector
         self.stats = stats
         self.selfAddresses = selfAddresses
-        self.faults = faults
+        self.rules = rules
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -98,8 +100,8 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             } else {
                 self.queued.append(part)
             }
-        case .answering(let status, let retryAfter):
-            if case .end = part { self.answer(status, retryAfter: retryAfter, context: context) }
+        case .answering(let response):
+            if case .end = part { self.answer(response, context: context) }
         case .tunnel, .closed:
             break
         }
@@ -199,10 +201,24 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if self.selfAddresses.contains(where: { Self.matches($0, target) }) {
             return self.fail(400, "refusing a request to the proxy itself (\(target))", context: context)
         }
+        self.requestIsHead = head.method == .HEAD
+        let now = context.eventLoop.now
+        if let answer = self.rules?.captiveAnswer(method: head.method.rawValue, host: target.host, path: path, now: now) {
+            self.state = .answering(answer)
+            return
+        }
         let request = FaultRequest(method: head.method.rawValue, host: target.host, path: path)
-        switch self.faults?.decide(request, now: context.eventLoop.now) {
+        switch self.rules?.decide(request, now: now) {
         case .status(let status, let retryAfter)?:
-            self.state = .answering(status: status, retryAfter: retryAfter)
+            let code = HTTPResponseStatus(statusCode: status)
+            self.state = .answering(
+                CannedResponse(
+                    status: status,
+                    headers: retryAfter.map { [("Retry-After", $0.headerValue)] } ?? [],
+                    body: Array("netcond fault: \(status) \(code.reasonPhrase)\n".utf8),
+                    contentType: "text/plain; charset=utf-8"
+                )
+            )
             return
         case .firstByte(let delay)?:
             self.fault = .firstByte(delay)
@@ -440,11 +456,11 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if case .head(let head)? = self.queued.popFirst() {
             self.start(head, context: context)
             if self.state == .forwarding { self.drainQueue() }
-            if case .answering(let status, let retryAfter) = self.state {
-                // A pipelined request a fault answers: its queued parts are dropped up to its end.
+            if case .answering(let response) = self.state {
+                // A pipelined request netcond answers: its queued parts are dropped up to its end.
                 while let part = self.queued.popFirst() {
                     if case .end = part {
-                        self.answer(status, retryAfter: retryAfter, context: context)
+                        self.answer(response, context: context)
                         return
                     }
                 }
@@ -453,19 +469,20 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.resumeReadingIfPossible()
     }
 
-    /// A `status` fault's answer, once the request has been read; the connection stays usable.
-    private func answer(_ status: Int, retryAfter: RetryAfter?, context: ChannelHandlerContext) {
+    /// netcond's own answer, once the request has been read; the connection stays usable.
+    private func answer(_ response: CannedResponse, context: ChannelHandlerContext) {
         self.state = .forwarding
         self.requestEnded = true
-        let code = HTTPResponseStatus(statusCode: status)
-        let body = "netcond fault: \(status) \(code.reasonPhrase)\n"
         var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
-        headers.add(name: "Content-Length", value: String(body.utf8.count))
-        if let retryAfter { headers.add(name: "Retry-After", value: retryAfter.headerValue) }
+        if let contentType = response.contentType { headers.add(name: "Content-Type", value: contentType) }
+        headers.add(name: "Content-Length", value: String(response.body.count))
+        for (name, value) in response.headers { headers.add(name: name, value: value) }
         if !self.requestKeepAlive { headers.add(name: "Connection", value: "close") }
-        self.upstreamResponse(.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers)))
-        self.upstreamResponse(.body(context.channel.allocator.buffer(string: body)))
+        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
+        self.upstreamResponse(.head(head))
+        if !response.body.isEmpty && !self.requestIsHead {
+            self.upstreamResponse(.body(context.channel.allocator.buffer(bytes: response.body)))
+        }
         self.upstreamResponse(.end(nil))
     }
 

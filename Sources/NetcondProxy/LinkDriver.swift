@@ -45,10 +45,11 @@ final class LinkDriver {
         host: String = "",
         port: Int = 80,
         resolvesName: Bool,
+        intercept: SetupVerdict? = nil,
         completion: @escaping (ConnectOutcome) -> Void
     ) {
         self.connectWaiters[flow] = completion
-        self.model.connect(flow, at: self.now, host: host, port: port, resolvesName: resolvesName)
+        self.model.connect(flow, at: self.now, host: host, port: port, resolvesName: resolvesName, intercept: intercept)
         self.pump()
     }
 

@@ -17,7 +17,7 @@ final class ProtocolSniffer: ChannelInboundHandler, RemovableChannelHandler {
     private let connector: UpstreamConnector
     private let stats: ProxyStats
     private let selfAddresses: [SocketAddress]
-    private let faults: FaultBook?
+    private let rules: ProxyRules?
     private var seen: ByteBuffer?
 
     init(
@@ -25,13 +25,13 @@ final class ProtocolSniffer: ChannelInboundHandler, RemovableChannelHandler {
         connector: UpstreamConnector,
         stats: ProxyStats,
         selfAddresses: [SocketAddress],
-        faults: FaultBook? = nil
+        rules: ProxyRules? = nil
     ) {
         self.shaper = shaper
         self.connector = connector
         self.stats = stats
         self.selfAddresses = selfAddresses
-        self.faults = faults
+        self.rules = rules
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -67,7 +67,7 @@ final class ProtocolSniffer: ChannelInboundHandler, RemovableChannelHandler {
                     connector: self.connector,
                     stats: self.stats,
                     selfAddresses: self.selfAddresses,
-                    faults: self.faults
+                    rules: self.rules
                 )
                 try context.pipeline.syncOperations.addHandler(handler)
                 try self.finish(shaped: !isConnect, context: context)

@@ -80,12 +80,12 @@ public final class ProxyServer: Sendable {
         var startedAt: NIODeadline
         var onStateChange: (@Sendable (LinkState, Span) -> Void)?
         let stats = ProxyStats()
-        let faults: FaultBook
+        let rules: ProxyRules
 
         init(profile: Profile, seed: UInt64, startedAt: NIODeadline) {
             self.profile = profile
             self.startedAt = startedAt
-            self.faults = FaultBook(faults: profile.faults, seed: seed, startedAt: startedAt)
+            self.rules = ProxyRules(profile: profile, seed: seed, startedAt: startedAt)
         }
 
         var listeners: [Channel] = []
@@ -122,12 +122,12 @@ public final class ProxyServer: Sendable {
         try await loop.submit {
             let s = state.value
             s.startedAt = loop.now
-            s.faults.startedAt = s.startedAt
+            s.rules.startedAt = s.startedAt
             if !configuration.profile.isPassThrough || configuration.controllable {
                 let driver = LinkDriver(profile: configuration.profile, seed: configuration.seed, eventLoop: loop)
                 driver.onStateChange = { linkState, at in
                     let elapsed = Span(nanoseconds: at.nanoseconds)
-                    s.faults.record(ProxyEvent(at: elapsed.seconds, kind: "link", detail: "link: \(linkState)"))
+                    s.rules.record(ProxyEvent(at: elapsed.seconds, kind: "link", detail: "link: \(linkState)"))
                     s.onStateChange?(linkState, elapsed)
                 }
                 s.driver = driver
@@ -142,7 +142,7 @@ public final class ProxyServer: Sendable {
                 connector: connector,
                 stats: state.stats,
                 selfAddresses: state.selfAddresses,
-                faults: state.faults
+                rules: state.rules
             )
             try channel.pipeline.syncOperations.addHandlers([shaper, sniffer])
         }
@@ -214,7 +214,8 @@ public final class ProxyServer: Sendable {
                         eventLoop: loop,
                         driver: state.driver,
                         overrides: overrides,
-                        stats: state.stats
+                        stats: state.stats,
+                        rules: state.rules
                     )
                     try configure(channel, state, connector)
                 }
@@ -285,8 +286,9 @@ public final class ProxyServer: Sendable {
             resets: counters.resets,
             refusedConnections: counters.refusedConnections,
             upstreamFailures: s.stats.upstreamFailures,
-            faults: s.faults.plan.rules.count,
-            faultsApplied: s.faults.plan.rules.reduce(0) { $0 + $1.applied }
+            faults: s.rules.plan.rules.count,
+            faultsApplied: s.rules.plan.rules.reduce(0) { $0 + $1.applied },
+            captivePortal: s.rules.portalState(now: self.loop.now)
         )
     }
 
@@ -299,27 +301,29 @@ public final class ProxyServer: Sendable {
         case .faults:
             return (200, self.faultsOnLoop(added: nil).controlJSON())
         case .events:
-            return (200, ControlEvents(events: s.faults.events, dropped: s.faults.eventsDropped).controlJSON())
+            return (200, ControlEvents(events: s.rules.events, dropped: s.rules.eventsDropped).controlJSON())
         case .command(.addFault(let fault)):
-            let id = s.faults.add(fault)
+            let id = s.rules.add(fault)
             return (200, self.faultsOnLoop(added: id).controlJSON())
         case .command(.removeFault(let id?)):
-            guard s.faults.remove(id: id) else {
-                let ids = s.faults.plan.rules.map { String($0.id) }.joined(separator: ", ")
+            guard s.rules.remove(id: id) else {
+                let ids = s.rules.plan.rules.map { String($0.id) }.joined(separator: ", ")
                 let message = "no fault \(id); faults in force: \(ids.isEmpty ? "none" : ids)"
                 return (404, ControlError(error: message).controlJSON())
             }
             return (200, self.faultsOnLoop(added: nil).controlJSON())
         case .command(.removeFault(nil)):
-            s.faults.removeAll()
+            s.rules.removeAll()
             return (200, self.faultsOnLoop(added: nil).controlJSON())
+        case .command(.captive) where s.rules.captive.spec == nil:
+            return (400, ControlError(error: "the profile '\(s.profile.name)' has no captive portal; switch to one that does (e.g. captive-hotel) or add captive_portal: to yours").controlJSON())
         case .command(let command):
             return (200, self.applyOnLoop(command).json())
         }
     }
 
     private func faultsOnLoop(added: Int?) -> ControlFaults {
-        let rules = self.state.value.faults.plan.rules
+        let rules = self.state.value.rules.plan.rules
         return ControlFaults(
             faults: rules.map {
                 ControlFault(id: $0.id, label: $0.fault.label, fault: $0.fault.yamlDescription, matched: $0.matched, applied: $0.applied)
@@ -335,15 +339,17 @@ public final class ProxyServer: Sendable {
         case .switchProfile(let profile):
             s.profile = profile
             s.driver?.switchProfile(to: profile)
-            s.faults.replace(with: profile.faults)
+            s.rules.switchProfile(to: profile)
         case .outage(let outage):
             s.driver?.setOutage(outage)
         case .stall(let stall):
             s.driver?.setStall(stall)
         case .addFault(let fault):
-            _ = s.faults.add(fault)
+            _ = s.rules.add(fault)
         case .removeFault(let id):
-            if let id { _ = s.faults.remove(id: id) } else { s.faults.removeAll() }
+            if let id { _ = s.rules.remove(id: id) } else { s.rules.removeAll() }
+        case .captive(let open):
+            s.rules.setPortal(open: open, now: self.loop.now)
         }
         return self.statusOnLoop()
     }

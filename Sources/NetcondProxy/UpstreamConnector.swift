@@ -112,6 +112,7 @@ struct UpstreamConnector {
     let driver: LinkDriver?
     let overrides: HostOverrides
     let stats: ProxyStats
+    var rules: ProxyRules? = nil
 
     /// `flow` is the client's flow on the link (nil when the link is pass-through).
     func connect(
@@ -120,11 +121,22 @@ struct UpstreamConnector {
         completion: @escaping (Result<Channel, UpstreamError>) -> Void
     ) {
         let loop = self.eventLoop
-        let attempt = ConnectAttempt(target: target, completion: completion)
+        var refusal = "connection refused (netcond firewall: port \(target.port) is not allowed)"
+        var intercept: SetupVerdict?
+        // Only tunnels, SOCKS5 and forwards get here while a portal is closed (plain HTTP is
+        // answered by the portal itself).
+        if let behaviour = self.rules?.captiveIntercepts(host: target.host, port: target.port, now: loop.now) {
+            intercept = behaviour == .reset ? .refused : .blackholed
+            refusal = "connection reset (netcond captive portal: log in at \(CaptivePortal.loginURL))"
+        }
+        let attempt = ConnectAttempt(target: target, refusal: refusal, completion: completion)
         if let driver = self.driver, let flow {
-            driver.connect(flow, host: target.host, port: target.port, resolvesName: target.isName) { outcome in
+            driver.connect(flow, host: target.host, port: target.port, resolvesName: target.isName, intercept: intercept) {
+                outcome in
                 attempt.emulated(outcome)
             }
+        } else if intercept != nil {
+            attempt.emulated(.refusedByFirewall(at: .zero))
         } else {
             attempt.emulated(.established(at: .zero, synRetransmits: 0))
         }
@@ -134,8 +146,15 @@ struct UpstreamConnector {
             .channelOption(.autoRead, value: false)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(30))
+        // A connection the portal or the profile's set-up rules stop is never really attempted:
+        // no lookup, no packet leaves for a host the run pretends is unreachable.
+        let stopped = intercept != nil
+            || self.driver.map {
+                $0.model.profile.setup.verdict(host: target.host, port: target.port, isName: target.isName, index: .max)
+                    != .proceed(hold: .zero)
+            } ?? false
         let real: EventLoopFuture<Channel>
-        switch self.overrides.lookup(target.host) {
+        switch stopped ? .some(.none) : self.overrides.lookup(target.host) {
         case .some(.some(let address)):
             var address = address
             if target.port != 80 && target.port != 443 { address.port = target.port }
@@ -151,7 +170,7 @@ struct UpstreamConnector {
             case .success(let channel):
                 attempt.real(.success(channel))
             case .failure(let error):
-                stats.upstreamFailures += 1
+                if !stopped { stats.upstreamFailures += 1 }
                 attempt.real(.failure(Self.classify(error, target: target)))
             }
         }
@@ -196,12 +215,15 @@ struct UpstreamConnector {
 /// timed-out or refused emulated handshake closes a real connection that did succeed.
 private final class ConnectAttempt {
     let target: UpstreamTarget
+    /// What a refusal by a set-up rule is reported as (the firewall's or the portal's).
+    let refusal: String
     private var completion: ((Result<Channel, UpstreamError>) -> Void)?
     private var emulatedOutcome: ConnectOutcome?
     private var realResult: Result<Channel, UpstreamError>?
 
-    init(target: UpstreamTarget, completion: @escaping (Result<Channel, UpstreamError>) -> Void) {
+    init(target: UpstreamTarget, refusal: String, completion: @escaping (Result<Channel, UpstreamError>) -> Void) {
         self.target = target
+        self.refusal = refusal
         self.completion = completion
     }
 
@@ -233,7 +255,7 @@ private final class ConnectAttempt {
             completion(.failure(.timedOut(self.target)))
         case (.refusedByFirewall, let real):
             if case .success(let channel) = real { channel.close(promise: nil) }
-            completion(.failure(.refused(self.target, "connection refused (netcond firewall: port \(self.target.port) is not allowed)")))
+            completion(.failure(.refused(self.target, self.refusal)))
         case (.nameNotResolved, let real):
             if case .success(let channel) = real { channel.close(promise: nil) }
             completion(.failure(.nameNotResolved(self.target.host, "netcond dns_fail")))

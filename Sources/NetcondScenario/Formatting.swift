@@ -41,6 +41,7 @@ extension ControlStatus {
         if self.phase != self.profile { parts.append("phase \(self.phase)") }
         if let outage = self.outage { parts.append("OUTAGE \(outage)") }
         if !self.stalled.isEmpty { parts.append("STALLED \(self.stalled.joined(separator: "+"))") }
+        if let portal = self.captivePortal { parts.append("portal \(portal)") }
         return parts.joined(separator: " · ")
     }
 

@@ -139,6 +139,7 @@ public final class Session: Sendable {
         environment["NETCOND_SEED"] = String(self.seed)
         environment["NETCOND_PROFILE"] = self.profile.name
         if let controlURL = self.controlURL { environment["NETCOND_CONTROL"] = controlURL }
+        environment["NETCOND_CAPTIVE_API"] = CaptivePortal.apiURL
         return environment
     }
 

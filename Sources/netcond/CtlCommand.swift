@@ -23,10 +23,11 @@ struct CtlCommand: AsyncParsableCommand {
               netcond ctl fault add '{match: {path: /api/*}, status: 503, retry_after: 5s, first: 3}'
               netcond ctl fault list             the faults in force and how often each hit
               netcond ctl fault remove 2         or `fault remove all`
+              netcond ctl captive open           log in to the profile's captive portal (`captive close`: back to the portal)
               netcond ctl events                 the run's event log (faults hit, link changes)
             Exit status: 0 done, 2 the request was refused (bad value; nothing changed), 3 no proxy answered.
             """,
-        subcommands: [Status.self, SwitchProfile.self, Outage.self, Stall.self, Fault.self, Events.self]
+        subcommands: [Status.self, SwitchProfile.self, Outage.self, Stall.self, Fault.self, Captive.self, Events.self]
     )
 
     struct Target: ParsableArguments {
@@ -249,6 +250,27 @@ extension CtlCommand {
                 if log.dropped > 0 { lines.append("(\(log.dropped) more not kept: the log is full)") }
                 return lines.joined(separator: "\n")
             }
+        }
+    }
+}
+
+extension CtlCommand {
+    struct Captive: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Open the captive portal (as a login would) or close it again."
+        )
+        @Argument(help: "open or close.")
+        var action: String
+        @OptionGroup var target: Target
+
+        func validate() throws {
+            guard ["open", "close"].contains(self.action) else {
+                throw ValidationError("unknown captive action '\(self.action)'; allowed: open, close")
+            }
+        }
+
+        func run() async throws {
+            try await self.target.send("POST", "/captive", body: nil, text: self.action == "open" ? #"{"open": true}"# : #"{"open": false}"#)
         }
     }
 }

@@ -91,7 +91,15 @@ public final class LinkModel {
     /// (`nameNotResolved`), a port the firewall does not allow is refused one round trip later
     /// (`refusedByFirewall`) or blackholed, and the first connections may be held before their
     /// handshake starts (`connect_hold`).
-    public func connect(_ id: FlowID, at now: Instant, host: String = "", port: Int = 80, resolvesName: Bool) {
+    /// `intercept` (a captive portal's) replaces the profile's verdict.
+    public func connect(
+        _ id: FlowID,
+        at now: Instant,
+        host: String = "",
+        port: Int = 80,
+        resolvesName: Bool,
+        intercept: SetupVerdict? = nil
+    ) {
         self.catchUp(to: now)
         guard let flow = self.flows[id] else { return }
         flow.up.readyAt = .distantFuture
@@ -100,7 +108,7 @@ public final class LinkModel {
         self.connectAttempts += 1
         var t = self.now
         if resolvesName { t = t + self.conditions.dnsDelay }
-        switch self.profile.setup.verdict(host: host, port: port, isName: resolvesName, index: index) {
+        switch intercept ?? self.profile.setup.verdict(host: host, port: port, isName: resolvesName, index: index) {
         case .nameFails:
             self.counters.setupFailures += 1
             self.schedule(.connectResult(id, .nameNotResolved(at: .zero)), at: t)

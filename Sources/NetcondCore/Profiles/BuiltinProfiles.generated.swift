@@ -284,6 +284,28 @@ public enum BuiltinProfiles {
             """#
         ),
         (
+            name: "captive-hotel",
+            yaml: #"""
+            name: captive-hotel
+            description: "Hotel Wi-Fi behind a captive portal: login page for any HTTP, HTTPS reset until you log in"
+            source: "Portal behaviour as Apple, Android and Windows probes meet it (RFC 8908 API at portal.netcond.test/api); link numbers are netcond's assumption for a crowded hotel network, not a measurement"
+            down:
+              bandwidth: 6Mbit
+              latency: 25ms
+              jitter: 5ms
+              queue: 128KB
+            up:
+              bandwidth: 2Mbit
+              latency: 25ms
+              jitter: 5ms
+              queue: 64KB
+            captive_portal:
+              http: page
+              https: reset
+
+            """#
+        ),
+        (
             name: "very-bad",
             yaml: #"""
             name: very-bad

@@ -31,6 +31,8 @@ public struct Profile: Sendable, Equatable {
     public var faults: [HTTPFault]
     /// Firewall, connect hold and DNS failures for new connections.
     public var setup: SetupRules
+    /// A captive portal in front of the link (nil: none).
+    public var captivePortal: CaptivePortalSpec?
 
     public init(
         name: String,
@@ -45,7 +47,8 @@ public struct Profile: Sendable, Equatable {
         schedule: ConditionSchedule? = nil,
         stalls: StallSpec? = nil,
         faults: [HTTPFault] = [],
-        setup: SetupRules = SetupRules()
+        setup: SetupRules = SetupRules(),
+        captivePortal: CaptivePortalSpec? = nil
     ) {
         self.name = name
         self.description = description
@@ -60,6 +63,7 @@ public struct Profile: Sendable, Equatable {
         self.stalls = stalls
         self.faults = faults
         self.setup = setup
+        self.captivePortal = captivePortal
     }
 
     /// Payload of a full-sized segment on a 1500-byte MTU path with 40 bytes of IPv4 + TCP header.
@@ -100,6 +104,7 @@ public struct Profile: Sendable, Equatable {
     public var isPassThrough: Bool {
         self.up.isPassThrough && self.down.isPassThrough && self.dnsDelay == .zero && self.connectDelay == .zero
             && self.schedule == nil && self.stalls == nil && self.setup.isEmpty
+            && self.captivePortal == nil
     }
 }
 

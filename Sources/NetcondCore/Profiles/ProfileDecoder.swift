@@ -203,7 +203,7 @@ struct Located<Value> {
 struct ProfileLayer {
     static let topKeys = [
         "name", "description", "source", "extends", "tcp", "mss", "dns_delay", "connect_delay", "link", "up", "down",
-        "schedule", "stalls", "faults", "firewall", "connect_hold", "dns_fail",
+        "schedule", "stalls", "faults", "firewall", "connect_hold", "dns_fail", "captive_portal",
     ]
 
     var root: ConfigNode
@@ -224,6 +224,7 @@ struct ProfileLayer {
     var firewall: (allowPorts: [Int], otherwise: FirewallAction)?
     var connectHold: (hold: Span, first: Int)?
     var dnsFail: [String]?
+    var captivePortal: CaptivePortalSpec?
 
     init(root: ConfigNode, isBuiltin: Bool) throws(ConfigError) {
         self.root = root
@@ -276,6 +277,7 @@ struct ProfileLayer {
         if let node = map["firewall"] { self.firewall = try SetupRules.firewall(node) }
         if let node = map["connect_hold"] { self.connectHold = try SetupRules.connectHold(node) }
         if let node = map["dns_fail"] { self.dnsFail = try SetupRules.dnsFail(node) }
+        if let node = map["captive_portal"] { self.captivePortal = try CaptivePortalSpec(node: node) }
     }
 
     private static func delay(_ node: ConfigNode?, example: String) throws(ConfigError) -> Located<Span>? {
@@ -419,9 +421,11 @@ struct EffectiveLayer {
     var stalls: StallLayer?
     var faults: [HTTPFault]?
     var setup = SetupRules()
+    var captivePortal: CaptivePortalSpec?
 
     func overlaid(by layer: ProfileLayer) -> EffectiveLayer {
         var result = self
+        if let portal = layer.captivePortal { result.captivePortal = portal }
         if let faults = layer.faults { result.faults = faults }
         if let firewall = layer.firewall {
             result.setup.allowPorts = firewall.allowPorts
@@ -465,7 +469,8 @@ struct EffectiveLayer {
             mss: mss,
             stalls: self.stalls?.spec,
             faults: self.faults ?? [],
-            setup: self.setup
+            setup: self.setup,
+            captivePortal: self.captivePortal
         )
         if let schedule = self.schedule {
             var phases: [SchedulePhase] = []

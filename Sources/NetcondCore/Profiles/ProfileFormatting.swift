@@ -93,6 +93,11 @@ extension Profile {
         if !self.setup.dnsFail.isEmpty {
             lines.append("dns_fail: [\(self.setup.dnsFail.map(Self.quoted).joined(separator: ", "))]")
         }
+        if let portal = self.captivePortal {
+            var keys = ["http: \(portal.http.rawValue)", "https: \(portal.https.rawValue)", "open: \(portal.startsOpen)"]
+            if let session = portal.session { keys.append("session: \(Self.exact(session))") }
+            lines.append("captive_portal: {\(keys.joined(separator: ", "))}")
+        }
         if !self.faults.isEmpty {
             lines.append("faults:")
             lines += self.faults.map { "  - " + $0.yamlDescription }

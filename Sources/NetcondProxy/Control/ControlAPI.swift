@@ -17,6 +17,7 @@ import NetcondCore
 /// | `POST /faults`       | a fault, e.g. `{"status": 503, "first": 3}` | add a fault (after the others)      |
 /// | `DELETE /faults/ID`  |                                          | remove one fault (`DELETE /faults`: all) |
 /// | `GET /events`        |                                          | the run's event log (faults hit, link changes) |
+/// | `POST /captive`      | `{"open": true}`                         | open (log in) or close the captive portal |
 ///
 /// Every answer is JSON: the status after the change, or `{"error": "…"}` with 400 (bad body),
 /// 404 (unknown path), 405 (wrong method) or 413 (body too large); a rejected request changes nothing.
@@ -35,7 +36,7 @@ public enum ControlAPI {
         public var message: String
     }
 
-    static let paths = ["/status", "/profile", "/outage", "/stall", "/faults", "/events"]
+    static let paths = ["/status", "/profile", "/outage", "/stall", "/faults", "/events", "/captive"]
 
     /// What a request asks for. `target` may be origin-form (`/status`) or absolute-form
     /// (`http://127.0.0.1:8081/status`).
@@ -76,6 +77,14 @@ public enum ControlAPI {
             }
         case "/events":
             return method == "GET" ? .success(.events) : wrongMethod("GET")
+        case "/captive":
+            guard method == "POST" else { return wrongMethod("POST") }
+            return Self.object(body, example: #"{"open": true}"#).flatMap { object in
+                guard let open = object["open"] as? Bool else {
+                    return .failure(Rejection(status: 400, message: "'open' is missing or not true/false; allowed: {\"open\": true} or {\"open\": false}"))
+                }
+                return .success(.command(.captive(open: open)))
+            }
         case "/faults":
             switch method {
             case "GET": return .success(.faults)
@@ -173,6 +182,8 @@ public enum ControlCommand: Equatable, Sendable {
     case addFault(HTTPFault)
     /// Remove one fault by id, or all (nil).
     case removeFault(Int?)
+    /// Open (log in) or close the captive portal.
+    case captive(open: Bool)
 }
 
 /// One fault in force, as `GET /faults` lists it.
@@ -229,6 +240,8 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     /// Faults in force, and requests they hit so far.
     public var faults: Int
     public var faultsApplied: Int
+    /// `closed` (intercepting), `open`, or nil when the profile has no portal.
+    public var captivePortal: String?
 
     enum CodingKeys: String, CodingKey {
         case profile, phase, outage, stalled, seed
@@ -246,6 +259,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         case upstreamFailures = "upstream_failures"
         case faults
         case faultsApplied = "faults_applied"
+        case captivePortal = "captive_portal"
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -269,6 +283,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         try container.encode(self.upstreamFailures, forKey: .upstreamFailures)
         try container.encode(self.faults, forKey: .faults)
         try container.encode(self.faultsApplied, forKey: .faultsApplied)
+        try container.encode(self.captivePortal, forKey: .captivePortal)
     }
 
     public func json() -> [UInt8] { self.controlJSON() }

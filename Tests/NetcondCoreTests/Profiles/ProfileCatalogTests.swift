@@ -8,7 +8,7 @@ import Testing
 @Suite struct ProfileCatalogTests {
     static let expectedOrder = [
         "gprs", "edge", "3g", "hspa", "lte", "5g", "dsl", "cable", "wifi", "wifi-lossy",
-        "satellite-geo", "satellite-leo", "subway", "train-wifi", "very-bad", "high-latency-dns", "offline",
+        "satellite-geo", "satellite-leo", "subway", "train-wifi", "captive-hotel", "very-bad", "high-latency-dns", "offline",
     ]
 
     @Test func builtinsInCatalogOrder() {

@@ -1,0 +1,129 @@
+import NIOCore
+import NetcondCore
+
+/// What the proxy does above the link, on its event loop: the run's HTTP faults and captive
+/// portal, and the event log of what they did. Handlers ask it what a request or a new connection
+/// meets; every fault hit, portal answer or interception, portal opening and change of the link's
+/// state is recorded with its time since the start, for `GET /events` (and the scenario checks).
+final class ProxyRules {
+    private(set) var plan: FaultPlan
+    private(set) var captive: CaptivePortal
+    private(set) var events: [ProxyEvent] = []
+    /// Events not kept because the log was full.
+    private(set) var eventsDropped = 0
+    var startedAt: NIODeadline
+
+    static let maxEvents = 100_000
+
+    init(profile: Profile, seed: UInt64, startedAt: NIODeadline) {
+        self.plan = FaultPlan(faults: profile.faults, seed: seed)
+        self.captive = CaptivePortal(spec: profile.captivePortal)
+        self.startedAt = startedAt
+    }
+
+    /// A profile switch: its faults and portal replace the current ones.
+    func switchProfile(to profile: Profile) {
+        self.plan.replace(with: profile.faults)
+        self.captive.replace(with: profile.captivePortal)
+    }
+
+    // MARK: Captive portal
+
+    /// netcond's own answer to a plain HTTP request (the portal's page or redirect, the portal
+    /// site, a connectivity probe), or nil when it goes on to the server.
+    func captiveAnswer(method: String, host: String, path: String, now: NIODeadline) -> CannedResponse? {
+        let elapsed = self.elapsed(at: now)
+        let wasClosed = self.captive.isClosed(at: elapsed)
+        guard let answer = self.captive.answer(method: method, host: host, path: path, at: elapsed) else { return nil }
+        let url = "http://\(host)\(path)"
+        if wasClosed && !self.captive.isClosed(at: elapsed) {
+            self.record(ProxyEvent(at: elapsed.seconds, kind: "captive", detail: "portal opened: \(method) \(url)", method: method, host: host, path: path))
+        } else if wasClosed && host.lowercased() != CaptivePortal.host {
+            self.record(ProxyEvent(at: elapsed.seconds, kind: "captive", detail: "portal answered \(answer.status): \(method) \(url)", method: method, host: host, path: path))
+        }
+        return answer
+    }
+
+    /// What a connection that is not plain HTTP meets while the portal is closed (recorded).
+    func captiveIntercepts(host: String, port: Int, now: NIODeadline) -> CaptiveHTTPSBehaviour? {
+        let elapsed = self.elapsed(at: now)
+        guard let behaviour = self.captive.intercepts(host: host, port: port, at: elapsed) else { return nil }
+        self.record(ProxyEvent(at: elapsed.seconds, kind: "captive", detail: "portal \(behaviour.rawValue): \(host):\(port)", host: host))
+        return behaviour
+    }
+
+    /// `closed`, `open`, or nil without a portal.
+    func portalState(now: NIODeadline) -> String? {
+        guard self.captive.spec != nil else { return nil }
+        return self.captive.isClosed(at: self.elapsed(at: now)) ? "closed" : "open"
+    }
+
+    /// Opens or closes the portal (live or from a timeline).
+    func setPortal(open: Bool, now: NIODeadline) {
+        let elapsed = self.elapsed(at: now)
+        if open { self.captive.open(at: elapsed) } else { self.captive.close() }
+        self.record(ProxyEvent(at: elapsed.seconds, kind: "captive", detail: open ? "portal opened (control)" : "portal closed (control)"))
+    }
+
+    func elapsed(at now: NIODeadline) -> Span {
+        Span(nanoseconds: Int64(now.uptimeNanoseconds) - Int64(self.startedAt.uptimeNanoseconds))
+    }
+
+    /// The fault that hits this request, if any (recorded).
+    func decide(_ request: FaultRequest, now: NIODeadline) -> HTTPFaultAction? {
+        guard !self.plan.isEmpty else { return nil }
+        let elapsed = self.elapsed(at: now)
+        guard let hit = self.plan.decide(request, at: elapsed) else { return nil }
+        self.record(
+            ProxyEvent(
+                at: elapsed.seconds,
+                kind: "fault",
+                detail: "fault \(hit.id) (\(hit.fault.label)): \(request.method) http://\(request.host)\(request.path)",
+                fault: hit.id,
+                method: request.method,
+                host: request.host,
+                path: request.path
+            )
+        )
+        return hit.fault.action
+    }
+
+    func add(_ fault: HTTPFault) -> Int { self.plan.add(fault) }
+    func remove(id: Int) -> Bool { self.plan.remove(id: id) }
+    func removeAll() { self.plan.removeAll() }
+    func replace(with faults: [HTTPFault]) { self.plan.replace(with: faults) }
+
+    func record(_ event: ProxyEvent) {
+        guard self.events.count < Self.maxEvents else {
+            self.eventsDropped += 1
+            return
+        }
+        self.events.append(event)
+    }
+}
+
+/// One line of a run's event log.
+public struct ProxyEvent: Codable, Equatable, Sendable {
+    /// Seconds since the run started.
+    public var at: Double
+    /// `fault` (a fault hit a request) or `link` (the link's state changed).
+    public var kind: String
+    public var detail: String
+    public var fault: Int?
+    public var method: String?
+    public var host: String?
+    public var path: String?
+
+    public init(
+        at: Double, kind: String, detail: String, fault: Int? = nil, method: String? = nil, host: String? = nil,
+        path: String? = nil
+    ) {
+        self.at = at
+        self.kind = kind
+        self.detail = detail
+        self.fault = fault
+        self.method = method
+        self.host = host
+        self.path = path
+    }
+}
