@@ -82,10 +82,10 @@ public final class ProxyServer: Sendable {
         let stats = ProxyStats()
         let rules: ProxyRules
 
-        init(profile: Profile, seed: UInt64, startedAt: NIODeadline) {
+        init(profile: Profile, seed: UInt64, startedAt: NIODeadline, eventLoop: EventLoop) {
             self.profile = profile
             self.startedAt = startedAt
-            self.rules = ProxyRules(profile: profile, seed: seed, startedAt: startedAt)
+            self.rules = ProxyRules(profile: profile, seed: seed, startedAt: startedAt, eventLoop: eventLoop)
         }
 
         var listeners: [Channel] = []
@@ -97,7 +97,7 @@ public final class ProxyServer: Sendable {
         self.configuration = configuration
         self.loop = group.next()
         self.state = NIOLoopBoundBox.makeBoxSendingValue(
-            State(profile: configuration.profile, seed: configuration.seed, startedAt: .now()),
+            State(profile: configuration.profile, seed: configuration.seed, startedAt: .now(), eventLoop: self.loop),
             eventLoop: self.loop
         )
     }
@@ -255,6 +255,7 @@ public final class ProxyServer: Sendable {
         let closing: EventLoopFuture<Void> = self.loop.flatSubmit {
             let all = state.value.listeners + Array(state.value.children.values)
             state.value.listeners = []
+            state.value.rules.portalTLS.stop()
             let futures = all.map { channel in channel.close().recover { _ in } }
             return EventLoopFuture.andAllComplete(futures, on: loop)
         }

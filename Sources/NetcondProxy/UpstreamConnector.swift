@@ -125,9 +125,18 @@ struct UpstreamConnector {
         var intercept: SetupVerdict?
         // Only tunnels, SOCKS5 and forwards get here while a portal is closed (plain HTTP is
         // answered by the portal itself).
-        if let behaviour = self.rules?.captiveIntercepts(host: target.host, port: target.port, now: loop.now) {
-            intercept = behaviour == .reset ? .refused : .blackholed
+        var toPortal: PortalTLSServer?
+        switch self.rules?.captiveIntercepts(host: target.host, port: target.port, now: loop.now) {
+        case .reset?:
+            intercept = .refused
             refusal = "connection reset (netcond captive portal: log in at \(CaptivePortal.loginURL))"
+        case .blackhole?:
+            intercept = .blackholed
+        case .wrongCertificate?:
+            // The portal answers in the target's place, with its own certificate.
+            toPortal = self.rules?.portalTLS
+        case nil:
+            break
         }
         let attempt = ConnectAttempt(target: target, refusal: refusal, completion: completion)
         if let driver = self.driver, let flow {
@@ -154,15 +163,19 @@ struct UpstreamConnector {
                     != .proceed(hold: .zero)
             } ?? false
         let real: EventLoopFuture<Channel>
-        switch stopped ? .some(.none) : self.overrides.lookup(target.host) {
-        case .some(.some(let address)):
-            var address = address
-            if target.port != 80 && target.port != 443 { address.port = target.port }
-            real = bootstrap.connect(to: address)
-        case .some(.none):
-            real = loop.makeFailedFuture(UpstreamError.nameNotResolved(target.host))
-        case .none:
-            real = bootstrap.connect(host: target.host, port: target.port)
+        if let toPortal {
+            real = toPortal.start().flatMap { address in bootstrap.connect(to: address) }
+        } else {
+            switch stopped ? .some(.none) : self.overrides.lookup(target.host) {
+            case .some(.some(let address)):
+                var address = address
+                if target.port != 80 && target.port != 443 { address.port = target.port }
+                real = bootstrap.connect(to: address)
+            case .some(.none):
+                real = loop.makeFailedFuture(UpstreamError.nameNotResolved(target.host))
+            case .none:
+                real = bootstrap.connect(host: target.host, port: target.port)
+            }
         }
         let stats = self.stats
         real.hop(to: loop).assumeIsolated().whenComplete { result in

@@ -71,3 +71,27 @@ def test_without_a_portal_the_probes_answer_no_portal_offline(proxy_factory):
     assert curl(proxy, "http://detectportal.firefox.com/success.txt").stdout == b"success\n"
     refused = proxy.ctl("captive", "open")
     assert refused.returncode == 2 and "has no captive portal" in refused.stderr
+
+
+def test_wrong_certificate_portal_fails_tls_verification(tmp):
+    profile = os.path.join(tmp, "mitm.yaml")
+    with open(profile, "w") as f:
+        f.write("extends: captive-hotel\ncaptive_portal: {https: wrong-certificate}\n")
+    strict = run(["run", profile, "--", "curl", "-sS", "-o", "/dev/null", "https://example.com/"])
+    assert strict.returncode == 60 and "certificate" in strict.stderr  # SSL certificate problem
+    lax = run(["run", profile, "--", "curl", "-sS", "-k", "https://example.com/"])
+    assert lax.returncode == 0 and "Log in" in lax.stdout  # a client that ignores it gets the portal
+    script = (
+        "import requests\n"
+        "try:\n"
+        "    requests.get('https://example.com/', timeout=20)\n"
+        "    print('accepted')\n"
+        "except requests.exceptions.SSLError as e:\n"
+        "    print('SSLError', 'certificate verify failed' in str(e))\n"
+    )
+    python = run(["run", profile, "--", "python3", "-c", script])
+    assert python.stdout.split() == ["SSLError", "True"]
+    subject = run(["run", profile, "--", "sh", "-c",
+                   "echo | openssl s_client -proxy \"${http_proxy#http://}\" -connect example.com:443 "
+                   "-servername example.com 2>/dev/null | openssl x509 -noout -subject -ext subjectAltName"])
+    assert "CN = portal.netcond.test" in subject.stdout and "DNS:portal.netcond.test" in subject.stdout

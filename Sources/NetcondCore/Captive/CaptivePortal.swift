@@ -123,7 +123,7 @@ public struct CaptivePortal: Sendable {
         }
     }
 
-    static func loginPage(status: Int) -> CannedResponse {
+    public static func loginPage(status: Int) -> CannedResponse {
         let page = """
             <!DOCTYPE html>
             <html><head><title>Hotel Wi-Fi - Log in</title></head>
@@ -216,6 +216,9 @@ public enum CaptiveHTTPSBehaviour: String, Sendable, Equatable, CaseIterable {
     case reset
     /// The handshake never completes.
     case blackhole
+    /// The connection succeeds, to the portal: a TLS handshake with a certificate for
+    /// `portal.netcond.test` from an untrusted throwaway CA (the name is wrong for every other host).
+    case wrongCertificate = "wrong-certificate"
 }
 
 /// A response netcond writes itself (a portal page, a probe's answer, a fault's status).

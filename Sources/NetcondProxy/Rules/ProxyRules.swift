@@ -8,6 +8,8 @@ import NetcondCore
 final class ProxyRules {
     private(set) var plan: FaultPlan
     private(set) var captive: CaptivePortal
+    /// The portal's TLS side (`https: wrong-certificate`), started on first use.
+    let portalTLS: PortalTLSServer
     private(set) var events: [ProxyEvent] = []
     /// Events not kept because the log was full.
     private(set) var eventsDropped = 0
@@ -15,9 +17,10 @@ final class ProxyRules {
 
     static let maxEvents = 100_000
 
-    init(profile: Profile, seed: UInt64, startedAt: NIODeadline) {
+    init(profile: Profile, seed: UInt64, startedAt: NIODeadline, eventLoop: EventLoop) {
         self.plan = FaultPlan(faults: profile.faults, seed: seed)
         self.captive = CaptivePortal(spec: profile.captivePortal)
+        self.portalTLS = PortalTLSServer(eventLoop: eventLoop)
         self.startedAt = startedAt
     }
 

@@ -1,0 +1,94 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import NetcondCore
+
+/// The captive portal's HTTPS side for `https: wrong-certificate`: a TLS server on loopback that
+/// presents a certificate for `portal.netcond.test` from a throwaway CA, whatever name the client
+/// asked for, and serves the login page to a client that goes on anyway (`curl -k`). Intercepted
+/// connections are sent here instead of to their target. Lives on the proxy's loop; started on
+/// first use, closed with the proxy.
+final class PortalTLSServer {
+    private let eventLoop: EventLoop
+    private var address: EventLoopFuture<SocketAddress>?
+    private var channel: Channel?
+
+    init(eventLoop: EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    /// Where to connect (binding on first use).
+    func start() -> EventLoopFuture<SocketAddress> {
+        if let address = self.address { return address }
+        let loop = self.eventLoop
+        let future: EventLoopFuture<SocketAddress>
+        do {
+            let ca = try ThrowawayCA(name: "netcond captive portal CA (untrusted)")
+            let issued = try ca.issue(for: [CaptivePortal.host])
+            var configuration = TLSConfiguration.makeServerConfiguration(
+                certificateChain: issued.chain.map { .certificate($0) },
+                privateKey: .privateKey(issued.key)
+            )
+            configuration.applicationProtocols = ["http/1.1"]
+            let context = try NIOSSLContext(configuration: configuration)
+            let bootstrap = ServerBootstrap(group: loop)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                        try channel.pipeline.syncOperations.addHandler(PortalPageHandler())
+                    }
+                }
+            future = bootstrap.bind(host: "127.0.0.1", port: 0).flatMapThrowing { channel in
+                self.channel = channel
+                guard let address = channel.localAddress else { throw ChannelError.unknownLocalAddress }
+                return address
+            }
+        } catch {
+            future = loop.makeFailedFuture(error)
+        }
+        self.address = future
+        return future
+    }
+
+    func stop() {
+        self.channel?.close(promise: nil)
+        self.channel = nil
+    }
+}
+
+/// Every request over the portal's TLS gets the login page.
+private final class PortalPageHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private var keepAlive = true
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch self.unwrapInboundIn(data) {
+        case .head(let head):
+            self.keepAlive = head.isKeepAlive
+        case .body:
+            break
+        case .end:
+            let page = CaptivePortal.loginPage(status: 200)
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: page.contentType ?? "text/html")
+            headers.add(name: "Content-Length", value: String(page.body.count))
+            if !self.keepAlive { headers.add(name: "Connection", value: "close") }
+            context.write(self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+            context.write(self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: page.body)))), promise: nil)
+            let done = context.writeAndFlush(self.wrapOutboundOut(.end(nil)))
+            if !self.keepAlive {
+                done.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+            }
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // A client that rejects the certificate aborts the handshake: expected, nothing to report.
+        context.close(promise: nil)
+    }
+}
