@@ -54,6 +54,22 @@ struct CtlCommand: AsyncParsableCommand {
             return (host, port, "http://\(hostPort)")
         }
 
+        /// `word` must be one of `allowed` or `end`.
+        static func checkStartOrEnd(_ word: String, among allowed: [String], what: String) throws {
+            guard (allowed + ["end"]).contains(word) else {
+                throw ValidationError("unknown \(what) '\(word)'; allowed: \((allowed + ["end"]).joined(separator: ", "))")
+            }
+        }
+
+        /// `end` → `DELETE path`; anything else → `POST path {key: word}`.
+        func startOrEnd(_ word: String, path: String, key: String) async throws {
+            if word == "end" {
+                try await self.send("DELETE", path)
+            } else {
+                try await self.send("POST", path, body: [key: word])
+            }
+        }
+
         /// Sends the request and prints the answer (JSON with --json, else `summary` of it);
         /// exits 2 on a rejection, 3 when nothing answered.
         func send(
@@ -134,18 +150,11 @@ struct CtlCommand: AsyncParsableCommand {
         @OptionGroup var target: Target
 
         func validate() throws {
-            let allowed = OutageBehaviour.allCases.map(\.rawValue) + ["end"]
-            guard allowed.contains(self.behaviour) else {
-                throw ValidationError("unknown outage '\(self.behaviour)'; allowed: \(allowed.joined(separator: ", "))")
-            }
+            try Target.checkStartOrEnd(self.behaviour, among: OutageBehaviour.allCases.map(\.rawValue), what: "outage")
         }
 
         func run() async throws {
-            if self.behaviour == "end" {
-                try await self.target.send("DELETE", "/outage")
-            } else {
-                try await self.target.send("POST", "/outage", body: ["behaviour": self.behaviour])
-            }
+            try await self.target.startOrEnd(self.behaviour, path: "/outage", key: "behaviour")
         }
     }
 
@@ -158,18 +167,11 @@ struct CtlCommand: AsyncParsableCommand {
         @OptionGroup var target: Target
 
         func validate() throws {
-            let allowed = StallDirection.allCases.map(\.rawValue) + ["end"]
-            guard allowed.contains(self.direction) else {
-                throw ValidationError("unknown stall direction '\(self.direction)'; allowed: \(allowed.joined(separator: ", "))")
-            }
+            try Target.checkStartOrEnd(self.direction, among: StallDirection.allCases.map(\.rawValue), what: "stall direction")
         }
 
         func run() async throws {
-            if self.direction == "end" {
-                try await self.target.send("DELETE", "/stall")
-            } else {
-                try await self.target.send("POST", "/stall", body: ["direction": self.direction])
-            }
+            try await self.target.startOrEnd(self.direction, path: "/stall", key: "direction")
         }
     }
 }

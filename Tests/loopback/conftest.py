@@ -34,6 +34,16 @@ def run(args, timeout=120, env=None, **kwargs):
     return subprocess.run([NETCOND] + args, capture_output=True, text=True, timeout=timeout, env=full_env, **kwargs)
 
 
+def read_to_eof(sock):
+    """Everything a socket receives until the peer closes."""
+    data = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+
+
 def write_profile(directory, name, text):
     path = os.path.join(directory, name + ".yaml")
     with open(path, "w") as f:

@@ -6,7 +6,7 @@ import socket
 import subprocess
 import time
 
-from conftest import NETCOND, origin_bytes, run, write_profile
+from conftest import read_to_eof, NETCOND, origin_bytes, run, write_profile
 
 
 def curl(proxy, *args, timeout=60):
@@ -78,12 +78,7 @@ def test_slow_close_keeps_an_eof_reader_waiting(proxy_factory):
     with socket.create_connection(("127.0.0.1", proxy.port), timeout=20) as s:
         started = time.monotonic()
         s.sendall(b"GET http://origin.netcond.test/bytes/100 HTTP/1.1\r\nHost: origin.netcond.test\r\n\r\n")
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+        data = read_to_eof(s)
         waited = time.monotonic() - started
     assert data.startswith(b"HTTP/1.1 200") and b"connection: close" in data.lower()
     assert data.endswith(origin_bytes(100))

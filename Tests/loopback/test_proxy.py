@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import closed_port, origin_bytes, run, write_profile
+from conftest import read_to_eof, closed_port, origin_bytes, run, write_profile
 
 
 def curl(proxy, *args, timeout=60):
@@ -82,12 +82,7 @@ def test_connect_tunnel_and_socks5_reach_the_origin(proxy_factory):
         head = s.recv(1024)
         assert head.startswith(b"HTTP/1.1 200")
         s.sendall(b"GET /bytes/100 HTTP/1.1\r\nHost: origin.netcond.test\r\nConnection: close\r\n\r\n")
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+        data = read_to_eof(s)
         assert data.split(b"\r\n\r\n", 1)[1] == origin_bytes(100)
     socks = subprocess.run(
         ["curl", "-sS", "--socks5-hostname", f"127.0.0.1:{proxy.port}", "http://origin.netcond.test/bytes/5000"],
