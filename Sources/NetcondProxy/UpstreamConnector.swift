@@ -113,6 +113,8 @@ struct UpstreamConnector {
     let overrides: HostOverrides
     let stats: ProxyStats
     var rules: ProxyRules? = nil
+    /// Makes the real connection instead of a socket (handler tests hand over an `EmbeddedChannel`).
+    var connectOverride: ((UpstreamTarget) -> EventLoopFuture<Channel>)? = nil
 
     /// `flow` is the client's flow on the link (nil when the link is pass-through).
     func connect(
@@ -150,11 +152,13 @@ struct UpstreamConnector {
             attempt.emulated(.established(at: .zero, synRetransmits: 0))
         }
 
-        let bootstrap = ClientBootstrap(group: loop)
-            .channelOption(.allowRemoteHalfClosure, value: true)
-            .channelOption(.autoRead, value: false)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .connectTimeout(.seconds(30))
+        func bootstrap() -> ClientBootstrap {
+            ClientBootstrap(group: loop)
+                .channelOption(.allowRemoteHalfClosure, value: true)
+                .channelOption(.autoRead, value: false)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .connectTimeout(.seconds(30))
+        }
         // A connection the portal or the profile's set-up rules stop is never really attempted:
         // no lookup, no packet leaves for a host the run pretends is unreachable.
         let stopped = intercept != nil
@@ -164,17 +168,19 @@ struct UpstreamConnector {
             } ?? false
         let real: EventLoopFuture<Channel>
         if let toPortal {
-            real = toPortal.start().flatMap { address in bootstrap.connect(to: address) }
+            real = toPortal.start().flatMap { address in bootstrap().connect(to: address) }
+        } else if let connectOverride = self.connectOverride, !stopped {
+            real = connectOverride(target)
         } else {
             switch stopped ? .some(.none) : self.overrides.lookup(target.host) {
             case .some(.some(let address)):
                 var address = address
                 if target.port != 80 && target.port != 443 { address.port = target.port }
-                real = bootstrap.connect(to: address)
+                real = bootstrap().connect(to: address)
             case .some(.none):
                 real = loop.makeFailedFuture(UpstreamError.nameNotResolved(target.host))
             case .none:
-                real = bootstrap.connect(host: target.host, port: target.port)
+                real = bootstrap().connect(host: target.host, port: target.port)
             }
         }
         let stats = self.stats
