@@ -182,3 +182,31 @@ def test_proxy_control_port_options(proxy_factory):
     assert clash.returncode == 3 and "cannot listen for control" in clash.stderr and "already in use" in clash.stderr
     both = run(["proxy", "lte", "--control", "0", "--no-control"])
     assert both.returncode == 2
+
+
+def test_on_a_terminal_the_proxy_redraws_a_status_line():
+    import pty
+    import select
+    import signal as signals
+    from conftest import free_port
+    port, control = free_port(), free_port()
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(NETCOND, [NETCOND, "proxy", "lte", "--listen", f"127.0.0.1:{port}", "--control", f"127.0.0.1:{control}"])
+    output = b""
+    try:
+        deadline = time.time() + 15
+        while time.time() < deadline and output.count(b"\r\x1b[K") < 3:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if ready:
+                try:
+                    output += os.read(fd, 4096)
+                except OSError:
+                    break
+    finally:
+        os.kill(pid, signals.SIGINT)
+        _, status = os.waitpid(pid, 0)
+    lines = [part.decode() for part in output.split(b"\r\x1b[K")[1:]]
+    assert len(lines) >= 2, output
+    assert lines[0] == "lte · 0 open"  # no rates before a second sample
+    assert lines[1].startswith("lte · ↓ 0 bit/s ↑ 0 bit/s · 0 open"), lines
