@@ -16,6 +16,18 @@ final class LinkDriver {
     private var timerDeadline: Instant?
     private var dispatching = false
     private var needsAnotherPass = false
+    /// How late each timer wake-up came after its deadline (netcond's own share of any delay).
+    private(set) var timerLateness = LatenessHistogram()
+    /// When set, a quiet link wakes this long before a deadline and spins to it (the loop has
+    /// nothing else to do then): an epoll timer wake-up here is ~0.1 ms late at the median,
+    /// which is a fifth of the latency budget of a round trip. A busy link (bytes read more often
+    /// than every `quietGap` on average) wakes on time without spinning: there the loop is awake
+    /// anyway, and a spin would hold up other connections.
+    var spinWindow: Span = .zero
+    static let quietGap: UInt64 = 10_000_000
+    private var lastActivity = NIODeadline.uptimeNanoseconds(0)
+    /// Moving average of the time between reads (ns), weight 1/8.
+    private var averageGap: UInt64 = 0
 
     init(profile: Profile, seed: UInt64, eventLoop: EventLoop) {
         self.model = LinkModel(profile: profile, seed: seed)
@@ -95,6 +107,10 @@ final class LinkDriver {
     }
 
     func send(_ flow: FlowID, _ direction: Direction, bytes: Int) {
+        let now = self.eventLoop.now
+        let gap = now.uptimeNanoseconds &- self.lastActivity.uptimeNanoseconds
+        self.averageGap = self.averageGap - self.averageGap / 8 + min(gap, 1_000_000_000) / 8
+        self.lastActivity = now
         self.model.send(flow, direction, bytes: bytes, at: self.now)
         self.pump()
     }
@@ -149,10 +165,21 @@ final class LinkDriver {
         }
         if let current = self.timerDeadline, current <= next, self.timer != nil { return }
         self.timer?.cancel()
+        self.arm(next, early: self.averageGap > Self.quietGap ? self.spinWindow : .zero)
+    }
+
+    private func arm(_ next: Instant, early: Span) {
         self.timerDeadline = next
-        self.timer = self.eventLoop.assumeIsolated().scheduleTask(deadline: self.deadline(for: next)) {
+        let due = self.deadline(for: next)
+        let wake = early > .zero ? due - TimeAmount.nanoseconds(early.nanoseconds) : due
+        self.timer = self.eventLoop.assumeIsolated().scheduleTask(deadline: wake) {
             self.timer = nil
             self.timerDeadline = nil
+            if early > .zero {
+                // The link is quiet: spin the last stretch (at most `spinWindow`).
+                while NIODeadline.now() < due {}
+            }
+            self.timerLateness.record(self.now - next)
             self.pump()
         }
     }

@@ -33,6 +33,8 @@ public struct ProxyConfiguration: Sendable {
     /// Conditions may change while running (control API): every connection goes through the link
     /// model even when the profile imposes nothing, so a later switch shapes it too.
     public var controllable: Bool
+    /// How long before a deadline a quiet link wakes to spin to it (zero: never spin).
+    public var timerSpin: Span
 
     public init(
         profile: Profile,
@@ -41,7 +43,8 @@ public struct ProxyConfiguration: Sendable {
         listenPort: Int = 0,
         forwards: [PortForward] = [],
         originAddress: SocketAddress? = nil,
-        controllable: Bool = false
+        controllable: Bool = false,
+        timerSpin: Span = .microseconds(300)
     ) {
         self.profile = profile
         self.seed = seed
@@ -50,6 +53,7 @@ public struct ProxyConfiguration: Sendable {
         self.forwards = forwards
         self.originAddress = originAddress
         self.controllable = controllable
+        self.timerSpin = timerSpin
     }
 }
 
@@ -125,6 +129,7 @@ public final class ProxyServer: Sendable {
             s.rules.startedAt = s.startedAt
             if !configuration.profile.isPassThrough || configuration.controllable {
                 let driver = LinkDriver(profile: configuration.profile, seed: configuration.seed, eventLoop: loop)
+                driver.spinWindow = configuration.timerSpin
                 driver.onStateChange = { linkState, at in
                     let elapsed = Span(nanoseconds: at.nanoseconds)
                     s.rules.record(ProxyEvent(at: elapsed.seconds, kind: "link", detail: "link: \(linkState)"))
@@ -289,7 +294,12 @@ public final class ProxyServer: Sendable {
             upstreamFailures: s.stats.upstreamFailures,
             faults: s.rules.plan.rules.count,
             faultsApplied: s.rules.plan.rules.reduce(0) { $0 + $1.applied },
-            captivePortal: s.rules.portalState(now: self.loop.now)
+            captivePortal: s.rules.portalState(now: self.loop.now),
+            timerWakeups: s.driver?.timerLateness.count ?? 0,
+            timerLateUs: s.driver.map { driver in
+                [driver.timerLateness.percentile(50), driver.timerLateness.percentile(99), driver.timerLateness.maximum]
+                    .map { Double($0.nanoseconds) / 1000 }
+            } ?? []
         )
     }
 

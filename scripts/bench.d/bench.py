@@ -247,6 +247,7 @@ class Netcond:
         self.proc = h.spawn(self.argv, self.name)
         self.forwards = []
         self.proxy_port = None
+        self.control_url = None
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             text = self._read(".out")
@@ -255,6 +256,8 @@ class Netcond:
             if m and len(fw) >= len(targets) and "export http_proxy" in text:
                 self.proxy_port = int(m.group(1))
                 self.forwards = [int(p) for p in fw]
+                c = re.search(r"control API on (http://127\.0\.0\.1:\d+)", text)
+                self.control_url = c.group(1) if c else None
                 break
             if self.proc.poll() is not None:
                 break
@@ -264,6 +267,18 @@ class Netcond:
             rc = self.proc.poll()
             self.h.stop(self.proc, wait=2)
             raise RuntimeError(f"netcond did not start (exit {rc}): {err.strip()} [{self.display}]")
+
+    def control_status(self):
+        """`GET /status` of the control API (None when it does not answer)."""
+        if not self.control_url:
+            return None
+        import urllib.request
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(self.control_url + "/status", timeout=5) as r:
+                return json.loads(r.read())
+        except Exception:
+            return None
 
     def _read(self, ext):
         try:
@@ -614,10 +629,12 @@ def item_latency(h, t, srv):
             n = 200
             load = os.getloadavg()[0]
             probe = TimerProbe(h)
+            before = nc.control_status()
             try:
                 results, firsts, errors = pingpong_many(port, conns, n, deadline=time.monotonic() + 90)
             finally:
                 floor = probe.finish()
+            after = nc.control_status()
             label = f"{name}, {conns} conn{'s' if conns > 1 else ''}"
             if errors or len(results) < conns * n:
                 t.add(label, f"{len(errors)} errors ({errors[:1]}), {len(results)} of {conns * n} samples",
@@ -630,6 +647,13 @@ def item_latency(h, t, srv):
             t.add(f"{label}: RTT-200ms p99", f"{p99:.3f} ms", "<= 1.5 ms", "PASS" if p99 <= 1.5 else "FAIL")
             t.add(f"{label}: RTT-200ms max", f"{mx:.3f} ms", "(report)", "INFO")
             t.add(f"{label}: RTT-200ms min", f"{mn:.3f} ms", ">= 0 ms", "PASS" if mn >= 0 else "FAIL")
+            if after and after.get("timer_late_us_p50_p99_max"):
+                # netcond's own share: how late its link timers fired (cumulative since it started).
+                p50_us, p99_us, max_us = after["timer_late_us_p50_p99_max"]
+                wakeups = after["timer_wakeups"] - (before or {}).get("timer_wakeups", 0)
+                t.add(f"{label}: netcond's own timer lateness p50 / p99 / max (its share of each hop)",
+                      f"{p50_us:.0f} / {p99_us:.0f} / {max_us:.0f} us ({wakeups} wake-ups, 10 us resolution)",
+                      "(evidence)", "INFO")
             if floor:
                 t.add(f"{label}: control, 2 x 100ms sleeps in Python at the same time: oversleep p50 / p99 / max",
                       f"{pct(floor, 50):.3f} / {pct(floor, 99):.3f} / {max(floor):.3f} ms ({len(floor)} samples)",

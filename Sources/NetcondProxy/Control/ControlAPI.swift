@@ -242,6 +242,10 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     public var faultsApplied: Int
     /// `closed` (intercepting), `open`, or nil when the profile has no portal.
     public var captivePortal: String?
+    /// netcond's own timing: link timer wake-ups, and how late they came (50th, 99th percentile,
+    /// maximum, in microseconds; 10 µs resolution).
+    public var timerWakeups: Int
+    public var timerLateUs: [Double]
 
     enum CodingKeys: String, CodingKey {
         case profile, phase, outage, stalled, seed
@@ -260,6 +264,8 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         case faults
         case faultsApplied = "faults_applied"
         case captivePortal = "captive_portal"
+        case timerWakeups = "timer_wakeups"
+        case timerLateUs = "timer_late_us_p50_p99_max"
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -284,6 +290,8 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         try container.encode(self.faults, forKey: .faults)
         try container.encode(self.faultsApplied, forKey: .faultsApplied)
         try container.encode(self.captivePortal, forKey: .captivePortal)
+        try container.encode(self.timerWakeups, forKey: .timerWakeups)
+        try container.encode(self.timerLateUs, forKey: .timerLateUs)
     }
 
     public func json() -> [UInt8] { self.controlJSON() }

@@ -112,7 +112,8 @@ import Testing
             profile: "subway", phase: "tunnel", outage: "blackhole", stalled: ["down"], seed: 7, elapsedSeconds: 1.5,
             connectionsTotal: 3, connectionsOpen: 1, bytesUp: 10, bytesDown: 2000, segmentsLost: 1, queueDrops: 0,
             outageDrops: 4, retransmissions: 5, resets: 0, refusedConnections: 2, upstreamFailures: 0,
-            faults: 1, faultsApplied: 3, captivePortal: "closed"
+            faults: 1, faultsApplied: 3, captivePortal: "closed",
+            timerWakeups: 10, timerLateUs: [20, 60, 900]
         )
         let text = String(decoding: status.json(), as: UTF8.self)
         #expect(text.contains(#""connections_open":1"#))
