@@ -18,13 +18,14 @@ final class LinkDriver {
     private var needsAnotherPass = false
     /// How late each timer wake-up came after its deadline (netcond's own share of any delay).
     private(set) var timerLateness = LatenessHistogram()
-    /// When set, a quiet link wakes this long before a deadline and spins to it (the loop has
-    /// nothing else to do then): an epoll timer wake-up here is ~0.1 ms late at the median,
+    /// When set, a quiet link wakes this long before an isolated deadline (≥ 2 ms away) and spins
+    /// to it (the loop has nothing else to do then): an epoll timer wake-up here is ~0.1 ms late at the median,
     /// which is a fifth of the latency budget of a round trip. A busy link (bytes read more often
     /// than every `quietGap` on average) wakes on time without spinning: there the loop is awake
     /// anyway, and a spin would hold up other connections.
     var spinWindow: Span = .zero
     static let quietGap: UInt64 = 10_000_000
+    static let isolatedAfter = Span.milliseconds(2)
     private var lastActivity = NIODeadline.uptimeNanoseconds(0)
     /// Moving average of the time between reads (ns), weight 1/8.
     private var averageGap: UInt64 = 0
@@ -165,7 +166,10 @@ final class LinkDriver {
         }
         if let current = self.timerDeadline, current <= next, self.timer != nil { return }
         self.timer?.cancel()
-        self.arm(next, early: self.averageGap > Self.quietGap ? self.spinWindow : .zero)
+        // Spin only for an isolated deadline on a quiet link: with deadlines close together (a
+        // busy link serialising segments) the loop is awake anyway and a spin would starve its I/O.
+        let isolated = next - self.now > Self.isolatedAfter
+        self.arm(next, early: isolated && self.averageGap > Self.quietGap ? self.spinWindow : .zero)
     }
 
     private func arm(_ next: Instant, early: Span) {
