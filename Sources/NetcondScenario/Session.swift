@@ -169,13 +169,24 @@ public final class Session: Sendable {
             "\(formatSeconds(elapsed))",
             "up \(formatBytes(summary.bytesUp)), down \(formatBytes(summary.bytesDown))",
             "\(summary.connections) connection\(summary.connections == 1 ? "" : "s")",
-            "\(link.segmentsDelayed) segment\(link.segmentsDelayed == 1 ? "" : "s") delayed, "
-                + "\(link.segmentsLost + link.queueDrops) lost"
-                + (link.queueDrops > 0 ? " (\(link.queueDrops) by the full queue)" : ""),
+            Self.lossText(link),
         ]
         if summary.upstreamFailures > 0 { parts.append("\(summary.upstreamFailures) upstream failures") }
         if summary.badRequests > 0 { parts.append("\(summary.badRequests) bad requests") }
         return "netcond: \(profile): " + parts.joined(separator: ", ") + " (seed \(seed))"
+    }
+
+    /// `no segment lost`, or `15 segments lost (15 by the full queue), 31 held behind a loss`.
+    static func lossText(_ link: LinkCounters) -> String {
+        let lost = link.segmentsLost + link.queueDrops + link.outageDrops
+        guard lost > 0 else { return "no segment lost" }
+        var causes: [String] = []
+        if link.queueDrops > 0 { causes.append("\(link.queueDrops) by the full queue") }
+        if link.outageDrops > 0 { causes.append("\(link.outageDrops) in outages") }
+        var text = "\(lost) segment\(lost == 1 ? "" : "s") lost"
+        if !causes.isEmpty { text += " (" + causes.joined(separator: ", ") + ")" }
+        if link.segmentsDelayed > 0 { text += ", \(link.segmentsDelayed) held behind a loss" }
+        return text
     }
 
     static func hostPort(_ address: SocketAddress) -> String {

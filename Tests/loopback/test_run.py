@@ -139,3 +139,14 @@ def test_even_sigkill_of_netcond_leaves_no_orphan(tmp):
         except (ProcessLookupError, FileNotFoundError):
             alive = False
     assert not alive
+
+
+def test_summary_line_names_losses_and_their_causes(tmp_path):
+    clean = run(["run", "lte", "--seed", "3", "--", "curl", "-s", "-o", "/dev/null", "http://origin.netcond.test/bytes/10KB"])
+    assert clean.stderr.strip().endswith("1 connection, no segment lost (seed 3)")
+    # 20 % loss over ~70 segments: some are lost whatever the segmentation (0.8^70 ≈ 2e-7).
+    profile = write_profile(str(tmp_path), "lossy", "tcp: bbr\nlink: {latency: 5ms, loss: 20%}\n")
+    lossy = run(["run", profile, "--seed", "3", "--", "curl", "-s", "-o", "/dev/null", "http://origin.netcond.test/bytes/100KB"])
+    line = lossy.stderr.strip().splitlines()[-1]
+    import re
+    assert re.search(r"1 connection, \d+ segments? lost(, \d+ held behind a loss)? \(seed 3\)$", line), line
