@@ -56,8 +56,8 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var releaseTimer: Scheduled<Void>?
     private var responseBodyBytes = 0
     private var requestIsHead = false
-    /// The upstream closed while a `first_byte` fault held the response.
-    private var pendingUpstreamClose: (error: Error?, pending: Bool)?
+    /// The upstream closed while a `first_byte` fault held the response: `.some(error or nil)`.
+    private var upstreamClosedWhileHeld: (any Error)?? = nil
 
     init(
         shaper: LinkShaper,
@@ -208,7 +208,8 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         let request = FaultRequest(method: head.method.rawValue, host: target.host, path: path)
-        switch self.rules?.decide(request, now: now) {
+        self.fault = self.rules?.decide(request, now: now)
+        switch self.fault {
         case .status(let status, let retryAfter)?:
             let code = HTTPResponseStatus(statusCode: status)
             self.state = .answering(
@@ -221,10 +222,9 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             )
             return
         case .firstByte(let delay)?:
-            self.fault = .firstByte(delay)
-            self.responseNotBefore = context.eventLoop.now + .nanoseconds(delay.nanoseconds)
-        case let other:
-            self.fault = other
+            self.responseNotBefore = now + .nanoseconds(delay.nanoseconds)
+        default:
+            break
         }
         var upstreamHead = head
         upstreamHead.uri = path
@@ -386,9 +386,9 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.heldResponse = []
         for part in held { self.upstreamResponse(part) }
         self.context?.flush()
-        if let close = self.pendingUpstreamClose {
-            self.pendingUpstreamClose = nil
-            self.upstreamClosed(error: close.error)
+        if let error = self.upstreamClosedWhileHeld {
+            self.upstreamClosedWhileHeld = nil
+            self.upstreamClosed(error: error)
         }
         if self.clientWritable { self.upstreamHandler?.resumeReading() }
     }
@@ -419,7 +419,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard let context = self.context, self.state == .forwarding else { return }
         if self.responseNotBefore != nil {
             // Held parts first; the close is looked at again once they have gone out.
-            self.pendingUpstreamClose = (error, true)
+            self.upstreamClosedWhileHeld = .some(error)
             return
         }
         if self.responseEnded { return }

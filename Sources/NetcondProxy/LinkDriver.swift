@@ -37,8 +37,10 @@ final class LinkDriver {
     }
 
     /// The loop's clock (virtual on an `EmbeddedEventLoop`, so handler tests run in virtual time).
-    var now: Instant {
-        Instant(nanoseconds: Int64(self.eventLoop.now.uptimeNanoseconds) - Int64(self.epoch.uptimeNanoseconds))
+    var now: Instant { self.instant(self.eventLoop.now) }
+
+    private func instant(_ deadline: NIODeadline) -> Instant {
+        Instant(nanoseconds: Int64(deadline.uptimeNanoseconds) - Int64(self.epoch.uptimeNanoseconds))
     }
 
     func deadline(for instant: Instant) -> NIODeadline {
@@ -53,6 +55,7 @@ final class LinkDriver {
 
     /// Emulates the set-up of a new upstream connection on this flow (see `LinkModel.connect`);
     /// `completion` runs when the emulated handshake is done, refused, or has timed out.
+    @discardableResult
     func connect(
         _ flow: FlowID,
         host: String = "",
@@ -60,10 +63,11 @@ final class LinkDriver {
         resolvesName: Bool,
         intercept: SetupVerdict? = nil,
         completion: @escaping (ConnectOutcome) -> Void
-    ) {
+    ) -> SetupVerdict {
         self.connectWaiters[flow] = completion
-        self.model.connect(flow, at: self.now, host: host, port: port, resolvesName: resolvesName, intercept: intercept)
+        let verdict = self.model.connect(flow, at: self.now, host: host, port: port, resolvesName: resolvesName, intercept: intercept)
         self.pump()
+        return verdict
     }
 
     func close(_ flow: FlowID) {
@@ -112,7 +116,7 @@ final class LinkDriver {
         let gap = now.uptimeNanoseconds &- self.lastActivity.uptimeNanoseconds
         self.averageGap = self.averageGap - self.averageGap / 8 + min(gap, 1_000_000_000) / 8
         self.lastActivity = now
-        self.model.send(flow, direction, bytes: bytes, at: self.now)
+        self.model.send(flow, direction, bytes: bytes, at: self.instant(now))
         self.pump()
     }
 

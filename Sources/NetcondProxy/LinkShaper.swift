@@ -37,8 +37,9 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     private var closeWhenDrained = false
     private var readPending = false
     private var linkWritable = true
-    /// Bytes were passed on without the model since the last read-complete.
+    /// Bytes were passed on without the model since the last read-complete / flush.
     private var readBypassed = false
+    private var writeBypassed = false
 
     init(driver: LinkDriver?, stats: ProxyStats) {
         self.driver = driver
@@ -138,6 +139,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
         let buffer = self.unwrapOutboundIn(data)
         self.stats.bytesDown += Int64(buffer.readableBytes)
         guard let flow = self.flow, let driver = self.driver, !(driver.model.isTransparent && self.down.isEmpty) else {
+            self.writeBypassed = true
             context.write(data, promise: promise)
             return
         }
@@ -151,8 +153,11 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     }
 
     func flush(context: ChannelHandlerContext) {
-        // Held bytes are flushed when delivered; this flushes what skipped the model (cheap when nothing did).
-        context.flush()
+        // Held bytes are flushed when they are delivered; only what skipped the model is flushed here.
+        if self.flow == nil || self.writeBypassed {
+            self.writeBypassed = false
+            context.flush()
+        }
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {

@@ -81,14 +81,12 @@ public final class ProxyServer: Sendable {
     private final class State {
         var driver: LinkDriver?
         var profile: Profile
-        var startedAt: NIODeadline
         var onStateChange: (@Sendable (LinkState, Span) -> Void)?
         let stats = ProxyStats()
         let rules: ProxyRules
 
         init(profile: Profile, seed: UInt64, startedAt: NIODeadline, eventLoop: EventLoop) {
             self.profile = profile
-            self.startedAt = startedAt
             self.rules = ProxyRules(profile: profile, seed: seed, startedAt: startedAt, eventLoop: eventLoop)
         }
 
@@ -125,8 +123,7 @@ public final class ProxyServer: Sendable {
         let loop = self.loop
         try await loop.submit {
             let s = state.value
-            s.startedAt = loop.now
-            s.rules.startedAt = s.startedAt
+            s.rules.startedAt = loop.now
             if !configuration.profile.isPassThrough || configuration.controllable {
                 let driver = LinkDriver(profile: configuration.profile, seed: configuration.seed, eventLoop: loop)
                 driver.spinWindow = configuration.timerSpin
@@ -280,7 +277,7 @@ public final class ProxyServer: Sendable {
             outage: linkState.outage?.rawValue,
             stalled: linkState.stalled.map(\.rawValue),
             seed: self.configuration.seed,
-            elapsedSeconds: Double(self.loop.now.uptimeNanoseconds - s.startedAt.uptimeNanoseconds) / 1e9,
+            elapsedSeconds: s.rules.elapsed(at: self.loop.now).seconds,
             connectionsTotal: s.stats.connections,
             connectionsOpen: s.children.count,
             bytesUp: s.stats.bytesUp,
@@ -303,33 +300,45 @@ public final class ProxyServer: Sendable {
         )
     }
 
-    /// The answer to a control request (status code and JSON); call on `eventLoop`.
+    /// The answer to a control request (status code and JSON); call on `eventLoop`. Every change
+    /// goes through `applyOnLoop`; fault commands answer with the fault list, the others with the
+    /// status.
     func controlAnswerOnLoop(_ route: ControlAPI.Route) -> (status: Int, json: [UInt8]) {
-        let s = self.state.value
+        let rules = self.state.value.rules
         switch route {
         case .status:
             return (200, self.statusOnLoop().json())
         case .faults:
             return (200, self.faultsOnLoop(added: nil).controlJSON())
         case .events:
-            return (200, ControlEvents(events: s.rules.events, dropped: s.rules.eventsDropped).controlJSON())
-        case .command(.addFault(let fault)):
-            let id = s.rules.add(fault)
-            return (200, self.faultsOnLoop(added: id).controlJSON())
-        case .command(.removeFault(let id?)):
-            guard s.rules.remove(id: id) else {
-                let ids = s.rules.plan.rules.map { String($0.id) }.joined(separator: ", ")
-                let message = "no fault \(id); faults in force: \(ids.isEmpty ? "none" : ids)"
-                return (404, ControlError(error: message).controlJSON())
-            }
-            return (200, self.faultsOnLoop(added: nil).controlJSON())
-        case .command(.removeFault(nil)):
-            s.rules.removeAll()
-            return (200, self.faultsOnLoop(added: nil).controlJSON())
-        case .command(.captive) where s.rules.captive.spec == nil:
-            return (400, ControlError(error: "the profile '\(s.profile.name)' has no captive portal; switch to one that does (e.g. captive-hotel) or add captive_portal: to yours").controlJSON())
+            return (200, ControlEvents(events: rules.events, dropped: rules.eventsDropped).controlJSON())
         case .command(let command):
-            return (200, self.applyOnLoop(command).json())
+            if let rejection = self.rejectionOnLoop(command) {
+                return (rejection.status, ControlError(error: rejection.message).controlJSON())
+            }
+            let status = self.applyOnLoop(command)
+            switch command {
+            case .addFault: return (200, self.faultsOnLoop(added: rules.plan.rules.last?.id).controlJSON())
+            case .removeFault: return (200, self.faultsOnLoop(added: nil).controlJSON())
+            default: return (200, status.json())
+            }
+        }
+    }
+
+    /// Why a well-formed command cannot apply to this run (nothing is changed then).
+    private func rejectionOnLoop(_ command: ControlCommand) -> ControlAPI.Rejection? {
+        let s = self.state.value
+        switch command {
+        case .removeFault(let id?) where !s.rules.plan.rules.contains(where: { $0.id == id }):
+            let ids = s.rules.plan.rules.map { String($0.id) }.joined(separator: ", ")
+            return ControlAPI.Rejection(status: 404, message: "no fault \(id); faults in force: \(ids.isEmpty ? "none" : ids)")
+        case .captive where s.rules.captive.spec == nil:
+            return ControlAPI.Rejection(
+                status: 400,
+                message: "the profile '\(s.profile.name)' has no captive portal; switch to one that does (e.g. captive-hotel) or add captive_portal: to yours"
+            )
+        default:
+            return nil
         }
     }
 

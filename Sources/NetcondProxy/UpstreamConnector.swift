@@ -141,14 +141,17 @@ struct UpstreamConnector {
             break
         }
         let attempt = ConnectAttempt(target: target, refusal: refusal, completion: completion)
+        let verdict: SetupVerdict
         if let driver = self.driver, let flow {
-            driver.connect(flow, host: target.host, port: target.port, resolvesName: target.isName, intercept: intercept) {
+            verdict = driver.connect(flow, host: target.host, port: target.port, resolvesName: target.isName, intercept: intercept) {
                 outcome in
                 attempt.emulated(outcome)
             }
-        } else if intercept != nil {
+        } else if let intercept {
+            verdict = intercept
             attempt.emulated(.refusedByFirewall(at: .zero))
         } else {
+            verdict = .proceed(hold: .zero)
             attempt.emulated(.established(at: .zero, synRetransmits: 0))
         }
 
@@ -161,11 +164,8 @@ struct UpstreamConnector {
         }
         // A connection the portal or the profile's set-up rules stop is never really attempted:
         // no lookup, no packet leaves for a host the run pretends is unreachable.
-        let stopped = intercept != nil
-            || self.driver.map {
-                $0.model.profile.setup.verdict(host: target.host, port: target.port, isName: target.isName, index: .max)
-                    != .proceed(hold: .zero)
-            } ?? false
+        let stopped: Bool
+        if case .proceed = verdict { stopped = false } else { stopped = true }
         let real: EventLoopFuture<Channel>
         if let toPortal {
             real = toPortal.start().flatMap { address in bootstrap().connect(to: address) }

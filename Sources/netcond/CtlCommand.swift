@@ -40,18 +40,14 @@ struct CtlCommand: AsyncParsableCommand {
         func endpoint() throws -> (host: String, port: Int, base: String) {
             var text = self.control ?? ProcessInfo.processInfo.environment["NETCOND_CONTROL"] ?? ""
             if text.isEmpty { text = "http://127.0.0.1:8081" }
-            if !text.lowercased().hasPrefix("http://") { text = "http://" + text }
-            var hostPort = String(text.dropFirst(7))
-            if let slash = hostPort.firstIndex(of: "/") { hostPort = String(hostPort[..<slash]) }
-            guard let colon = hostPort.lastIndex(of: ":"), let port = Int(hostPort[hostPort.index(after: colon)...]),
-                (1...65535).contains(port), colon > hostPort.startIndex
-            else {
-                throw ValidationError(
-                    "'\(self.control ?? text)' is not a control URL; allowed: http://HOST:PORT, e.g. http://127.0.0.1:8081"
-                )
+            var hostPort = Substring(text)
+            if hostPort.lowercased().hasPrefix("http://") { hostPort = hostPort.dropFirst(7) }
+            if let slash = hostPort.firstIndex(of: "/") { hostPort = hostPort[..<slash] }
+            guard let address = try? parseListen(String(hostPort)), address.port != 0 else {
+                throw ValidationError("'\(text)' is not a control URL; allowed: http://HOST:PORT, e.g. http://127.0.0.1:8081")
             }
-            let host = String(hostPort[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-            return (host, port, "http://\(hostPort)")
+            let host = address.host.contains(":") ? "[\(address.host)]" : address.host
+            return (address.host, address.port, "http://\(host):\(address.port)")
         }
 
         /// `word` must be one of `allowed` or `end`.

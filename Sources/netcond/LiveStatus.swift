@@ -41,7 +41,7 @@ final class LiveStatus: @unchecked Sendable {
         var text = self.lineShown ? "\r\u{1B}[K" : ""
         text += line + "\n"
         self.lineShown = false
-        Self.write(text)
+        writeStandardError(text)
         if self.live, let line = self.lastLine { self.draw(line) }
     }
 
@@ -60,7 +60,7 @@ final class LiveStatus: @unchecked Sendable {
     func finish() {
         self.lock.lock()
         defer { self.lock.unlock() }
-        if self.lineShown { Self.write("\r\u{1B}[K") }
+        if self.lineShown { writeStandardError("\r\u{1B}[K") }
         self.lineShown = false
     }
 
@@ -68,12 +68,7 @@ final class LiveStatus: @unchecked Sendable {
         var columns = winsize()
         let width = ioctl(2, UInt(TIOCGWINSZ), &columns) == 0 && columns.ws_col > 10 ? Int(columns.ws_col) - 1 : 119
         let shown = line.count > width ? String(line.prefix(width - 1)) + "…" : line
-        Self.write("\r\u{1B}[K" + shown)
+        writeStandardError("\r\u{1B}[K" + shown)
         self.lineShown = true
-    }
-
-    private static func write(_ text: String) {
-        fflush(nil)
-        text.withCString { pointer in _ = Glibc.write(2, pointer, strlen(pointer)) }
     }
 }

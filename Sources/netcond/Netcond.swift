@@ -65,10 +65,13 @@ struct SeedOption: ParsableArguments {
 }
 
 func printError(_ message: String) {
-    var line = message
-    if !line.hasSuffix("\n") { line += "\n" }
+    writeStandardError(message.hasSuffix("\n") ? message : message + "\n")
+}
+
+/// Writes `text` to stderr as is, after whatever stdout holds.
+func writeStandardError(_ text: String) {
     fflush(nil)
-    line.withCString { pointer in _ = write(2, pointer, strlen(pointer)) }
+    text.withCString { pointer in _ = write(2, pointer, strlen(pointer)) }
 }
 
 /// Resolves a profile argument or exits 2 with the error.

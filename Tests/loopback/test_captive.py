@@ -60,7 +60,7 @@ def test_live_close_and_open_and_the_api_for_clients(proxy_factory):
     )
     result = run(["run", "captive-hotel", "--", "python3", "-c", script])
     assert result.stdout.split() == ["application/captive+json", "True", "http://portal.netcond.test/login"]
-    nothing = run(["ctl", "captive", "open", "--control", proxy.control_url.replace(str(proxy.control_port), "1")])
+    nothing = run(["ctl", "captive", "open", "--control", "http://127.0.0.1:1"])
     assert nothing.returncode == 3
 
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A captive portal (hotel, airport, train Wi-Fi): until the client logs in, plain HTTP gets the
 /// login page (or a redirect to it) whatever the host, and every other connection is reset,
 /// blackholed or met with a certificate for the wrong name. The OS connectivity probes
@@ -172,19 +174,12 @@ public struct CaptivePortal: Sendable {
         }
     }
 
+    /// Every byte but the RFC 3986 unreserved characters percent-encoded (a URL as a query value).
     static func percentEncoded(_ text: String) -> String {
-        var out = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(2)
-            }
-        }
-        return out
+        text.addingPercentEncoding(withAllowedCharacters: Self.unreserved) ?? text
     }
+
+    private static let unreserved = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
 }
 
 /// How a profile's portal behaves.
@@ -238,12 +233,6 @@ public struct CannedResponse: Sendable, Equatable {
     public static func == (lhs: CannedResponse, rhs: CannedResponse) -> Bool {
         lhs.status == rhs.status && lhs.body == rhs.body && lhs.contentType == rhs.contentType
             && lhs.headers.map { "\($0.0): \($0.1)" } == rhs.headers.map { "\($0.0): \($0.1)" }
-    }
-}
-
-extension String {
-    fileprivate func leftPadded(_ width: Int) -> String {
-        String(repeating: "0", count: max(0, width - self.count)) + self
     }
 }
 

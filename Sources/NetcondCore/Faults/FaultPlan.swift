@@ -5,7 +5,7 @@ public struct FaultPlan: Sendable {
     public struct Rule: Sendable, Equatable {
         public var id: Int
         public var fault: HTTPFault
-        /// Requests it matched (whether or not it was selected).
+        /// Requests it matched inside its time window (whether or not `first`/`fraction` picked them).
         public var matched: Int
         /// Requests it hit.
         public var applied: Int

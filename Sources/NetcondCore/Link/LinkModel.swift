@@ -91,7 +91,9 @@ public final class LinkModel {
     /// (`nameNotResolved`), a port the firewall does not allow is refused one round trip later
     /// (`refusedByFirewall`) or blackholed, and the first connections may be held before their
     /// handshake starts (`connect_hold`).
-    /// `intercept` (a captive portal's) replaces the profile's verdict.
+    /// `intercept` (a captive portal's) replaces the profile's verdict. Returns the verdict, so the
+    /// caller knows whether a real connection is worth attempting.
+    @discardableResult
     public func connect(
         _ id: FlowID,
         at now: Instant,
@@ -99,16 +101,17 @@ public final class LinkModel {
         port: Int = 80,
         resolvesName: Bool,
         intercept: SetupVerdict? = nil
-    ) {
+    ) -> SetupVerdict {
         self.catchUp(to: now)
-        guard let flow = self.flows[id] else { return }
-        flow.up.readyAt = .distantFuture
-        flow.down.readyAt = .distantFuture
         let index = self.connectAttempts
         self.connectAttempts += 1
+        let verdict = intercept ?? self.profile.setup.verdict(host: host, port: port, isName: resolvesName, index: index)
+        guard let flow = self.flows[id] else { return verdict }
+        flow.up.readyAt = .distantFuture
+        flow.down.readyAt = .distantFuture
         var t = self.now
         if resolvesName { t = t + self.conditions.dnsDelay }
-        switch intercept ?? self.profile.setup.verdict(host: host, port: port, isName: resolvesName, index: index) {
+        switch verdict {
         case .nameFails:
             self.counters.setupFailures += 1
             self.schedule(.connectResult(id, .nameNotResolved(at: .zero)), at: t)
@@ -122,6 +125,7 @@ public final class LinkModel {
         case .proceed(let hold):
             self.schedule(.synAttempt(id, attempt: 0), at: t + hold + self.conditions.connectDelay)
         }
+        return verdict
     }
 
     private func synAttempt(_ flow: Flow, attempt: Int) {
@@ -154,25 +158,11 @@ public final class LinkModel {
         }
     }
 
+    /// Outcomes are scheduled undated and stamped with the moment they happen.
     private func connectResult(_ flow: Flow, _ outcome: ConnectOutcome) {
-        switch outcome {
-        case .established(_, let retransmits):
-            self.pendingNotices.append(.connected(flow.id, .established(at: self.now, synRetransmits: retransmits)))
-            self.releaseAfterSetUp(flow)
-        case .refused:
-            self.counters.refusedConnections += 1
-            self.pendingNotices.append(.connected(flow.id, .refused(at: self.now)))
-            self.releaseAfterSetUp(flow)
-        case .timedOut:
-            self.pendingNotices.append(.connected(flow.id, .timedOut(at: self.now)))
-            self.releaseAfterSetUp(flow)
-        case .refusedByFirewall:
-            self.pendingNotices.append(.connected(flow.id, .refusedByFirewall(at: self.now)))
-            self.releaseAfterSetUp(flow)
-        case .nameNotResolved:
-            self.pendingNotices.append(.connected(flow.id, .nameNotResolved(at: self.now)))
-            self.releaseAfterSetUp(flow)
-        }
+        if case .refused = outcome { self.counters.refusedConnections += 1 }
+        self.pendingNotices.append(.connected(flow.id, outcome.happening(at: self.now)))
+        self.releaseAfterSetUp(flow)
     }
 
     /// The set-up is over: data moves again. After a failed one too, since the client's side of
@@ -632,6 +622,17 @@ public enum ConnectOutcome: Equatable, Sendable {
     case refusedByFirewall(at: Instant)
     /// The name is in the profile's `dns_fail` list.
     case nameNotResolved(at: Instant)
+
+    /// The same outcome, at `instant`.
+    func happening(at instant: Instant) -> ConnectOutcome {
+        switch self {
+        case .established(_, let retransmits): return .established(at: instant, synRetransmits: retransmits)
+        case .refused: return .refused(at: instant)
+        case .timedOut: return .timedOut(at: instant)
+        case .refusedByFirewall: return .refusedByFirewall(at: instant)
+        case .nameNotResolved: return .nameNotResolved(at: instant)
+        }
+    }
 }
 
 /// Something the driver must act on or report, in the order it happened.

@@ -23,6 +23,7 @@ import NetcondCore
 /// 404 (unknown path), 405 (wrong method) or 413 (body too large); a rejected request changes nothing.
 public enum ControlAPI {
     public static let maxBodyBytes = 1 << 20
+    static let tooLarge = Rejection(status: 413, message: "the body is over 1 MB")
 
     public enum Route: Equatable, Sendable {
         case status
@@ -45,9 +46,7 @@ public enum ControlAPI {
         func wrongMethod(_ allowed: String) -> Result<Route, Rejection> {
             .failure(Rejection(status: 405, message: "\(method) \(path) is not supported; allowed: \(allowed) \(path)"))
         }
-        guard body.count <= Self.maxBodyBytes else {
-            return .failure(Rejection(status: 413, message: "the body is over 1 MB"))
-        }
+        guard body.count <= Self.maxBodyBytes else { return .failure(Self.tooLarge) }
         switch path {
         case "/status":
             return method == "GET" ? .success(.status) : wrongMethod("GET")

@@ -78,24 +78,20 @@ private final class ControlHTTPHandler: ChannelInboundHandler {
             let keepAlive = head.isKeepAlive
             let route: Result<ControlAPI.Route, ControlAPI.Rejection>
             if self.tooLarge {
-                route = .failure(ControlAPI.Rejection(status: 413, message: "the body is over 1 MB"))
+                route = .failure(ControlAPI.tooLarge)
             } else {
                 route = ControlAPI.route(method: head.method.rawValue, target: head.uri, body: self.body)
             }
             self.body = []
             switch route {
             case .failure(let rejection):
-                self.respond(context: context, status: rejection.status, json: Self.errorJSON(rejection.message), keepAlive: keepAlive)
+                self.respond(context: context, status: rejection.status, json: ControlError(error: rejection.message).controlJSON(), keepAlive: keepAlive)
             case .success(let route):
                 // Runs on this loop (the proxy's), so the link changes at once, in order.
                 let answer = self.proxy.controlAnswerOnLoop(route)
                 self.respond(context: context, status: answer.status, json: answer.json, keepAlive: keepAlive)
             }
         }
-    }
-
-    private static func errorJSON(_ message: String) -> [UInt8] {
-        ControlError(error: message).controlJSON()
     }
 
     private func respond(context: ChannelHandlerContext, status: Int, json: [UInt8], keepAlive: Bool) {

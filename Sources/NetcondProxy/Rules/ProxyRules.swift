@@ -94,7 +94,6 @@ final class ProxyRules {
     func add(_ fault: HTTPFault) -> Int { self.plan.add(fault) }
     func remove(id: Int) -> Bool { self.plan.remove(id: id) }
     func removeAll() { self.plan.removeAll() }
-    func replace(with faults: [HTTPFault]) { self.plan.replace(with: faults) }
 
     func record(_ event: ProxyEvent) {
         guard self.events.count < Self.maxEvents else {
@@ -109,7 +108,8 @@ final class ProxyRules {
 public struct ProxyEvent: Codable, Equatable, Sendable {
     /// Seconds since the run started.
     public var at: Double
-    /// `fault` (a fault hit a request) or `link` (the link's state changed).
+    /// `fault` (a fault hit a request), `captive` (the portal answered, intercepted, opened or
+    /// closed) or `link` (the link's state changed).
     public var kind: String
     public var detail: String
     public var fault: Int?
