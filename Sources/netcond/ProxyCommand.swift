@@ -37,6 +37,8 @@ struct ProxyCommand: AsyncParsableCommand {
 
     @OptionGroup var seed: SeedOption
 
+    @OptionGroup var lowLatency: LowLatencyOption
+
     func validate() throws {
         let listen = try parseListen(self.listen)
         _ = try self.forward.map(parseForward)
@@ -58,6 +60,8 @@ struct ProxyCommand: AsyncParsableCommand {
     func run() async throws {
         let profile = resolveProfile(self.profile)
         let seed = try self.seed.resolve()
+        let latencyHold = self.lowLatency.hold()
+        defer { withExtendedLifetime(latencyHold) {} }
         let listen = try parseListen(self.listen)
         let forwards = try self.forward.map(parseForward)
         let signals = SignalForwarder()

@@ -28,6 +28,8 @@ struct RunCommand: AsyncParsableCommand {
 
     @OptionGroup var seed: SeedOption
 
+    @OptionGroup var lowLatency: LowLatencyOption
+
     @Option(name: .long, help: "Also forward LISTEN=TARGET ([host:]port=host:port), for programs that ignore proxies.")
     var forward: [String] = []
 
@@ -44,6 +46,8 @@ struct RunCommand: AsyncParsableCommand {
     func run() async throws {
         let profile = resolveProfile(self.profile)
         let seed = try self.seed.resolve()
+        let latencyHold = self.lowLatency.hold()
+        defer { withExtendedLifetime(latencyHold) {} }
         let forwards = try self.forward.map(parseForward)
         let session: Session
         // The child owns the terminal: state changes (schedule phases, live outages) are log lines only.
