@@ -66,6 +66,7 @@ let package = Package(
                 "NetcondCore",
                 "NetcondProxy",
                 "NetcondOrigin",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -88,6 +89,11 @@ let package = Package(
         .testTarget(
             name: "NetcondCoreTests",
             dependencies: ["NetcondCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "NetcondScenarioTests",
+            dependencies: ["NetcondScenario", "NetcondCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -32,13 +32,16 @@ public struct OriginConfiguration: Sendable {
     public var maximumDelay: Span
     /// The fixed `Last-Modified` of every generated file (an IMF-fixdate).
     public var lastModified: String
+    /// A scenario's named files and faults (`/files/{name}`).
+    public var content: OriginContent
 
     public init(
         clock: OriginClock = .monotonic,
         chunkSize: Int = 64 * 1024,
         maximumSize: ByteCount = ByteCount(bytes: 4 << 30),
         maximumDelay: Span = .seconds(Int64(60)),
-        lastModified: String = "Mon, 01 Jan 2024 00:00:00 GMT"
+        lastModified: String = "Mon, 01 Jan 2024 00:00:00 GMT",
+        content: OriginContent = OriginContent()
     ) {
         precondition(chunkSize > 0, "chunk size must be positive")
         self.clock = clock
@@ -46,5 +49,6 @@ public struct OriginConfiguration: Sendable {
         self.maximumSize = maximumSize
         self.maximumDelay = maximumDelay
         self.lastModified = lastModified
+        self.content = content
     }
 }

@@ -45,6 +45,8 @@ public final class OriginRequestLog: Sendable {
         public var headers: Headers
         /// Status code of the response head, or `nil` if none was sent.
         public var status: Int?
+        /// The response's `Retry-After`, as sent.
+        public var retryAfter: String?
         /// Body bytes the socket accepted for this response (a HEAD response sends none).
         public var bodyBytesSent: Int64
         /// The whole response, end included, was written.
@@ -73,16 +75,17 @@ public final class OriginRequestLog: Sendable {
         self.box.withLock { entries in
             let id = entries.count
             entries.append(Entry(id: id, connection: connection, timestamp: timestamp, method: method,
-                                 target: target, headers: headers, status: nil, bodyBytesSent: 0,
+                                 target: target, headers: headers, status: nil, retryAfter: nil, bodyBytesSent: 0,
                                  completed: false, isFinished: false, finishedAt: nil))
             return id
         }
     }
 
-    func recordStatus(_ status: Int, id: Int) {
+    func recordStatus(_ status: Int, retryAfter: String? = nil, id: Int) {
         self.box.withLock { entries in
             guard entries.indices.contains(id), !entries[id].isFinished else { return }
             entries[id].status = status
+            entries[id].retryAfter = retryAfter
         }
     }
 

@@ -60,11 +60,12 @@ public final class Session: Sendable {
         listenPort: Int = 0,
         forwards: [PortForward] = [],
         control: (host: String, port: Int)? = ("127.0.0.1", 0),
+        originContent: OriginContent = OriginContent(),
         onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
     ) async throws -> Session {
         let originGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let proxyGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let origin = OriginServer()
+        let origin = OriginServer(configuration: OriginConfiguration(content: originContent))
         do {
             let originAddress = try await origin.start(group: originGroup)
             let proxy = ProxyServer(

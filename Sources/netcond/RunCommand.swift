@@ -36,14 +36,30 @@ struct RunCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Do not print the summary line or the link's state changes.")
     var quiet = false
 
+    @Flag(name: .long, help: "Scenario runs: keep the client's working directory (its path is printed).")
+    var keep = false
+
+    /// The scenario this run names, when the argument is a scenario file rather than a profile.
+    private var scenarioPath: String? {
+        guard ProfileCatalog.looksLikePath(self.profile),
+            let text = try? String(contentsOfFile: self.profile, encoding: .utf8),
+            ScenarioDecoder.looksLikeScenario(yaml: text)
+        else { return nil }
+        return self.profile
+    }
+
     func validate() throws {
-        if self.command.isEmpty {
+        if self.command.isEmpty && self.scenarioPath == nil {
             throw ValidationError("no command given after '--' (usage: netcond run PROFILE -- COMMAND [ARGS...])")
         }
         _ = try self.forward.map(parseForward)
     }
 
     func run() async throws {
+        if let scenarioPath = self.scenarioPath {
+            try await self.runScenario(scenarioPath)
+            return
+        }
         let profile = resolveProfile(self.profile)
         let seed = try self.seed.resolve()
         let latencyHold = self.lowLatency.hold()
@@ -77,6 +93,46 @@ struct RunCommand: AsyncParsableCommand {
         if !self.quiet { printError(await session.summaryLine()) }
         await session.stop()
         throw ExitCode(status.shellCode)
+    }
+}
+
+extension RunCommand {
+    /// `netcond run SCENARIO.yaml [-- COMMAND]`: exit 0 when every check passes, 1 when one fails,
+    /// 2 for a bad file or usage, 3 when netcond could not run.
+    func runScenario(_ path: String) async throws {
+        let scenario: Scenario
+        do {
+            scenario = try ScenarioDecoder.decodeFile(atPath: path)
+        } catch {
+            printError("netcond: \(error.description)")
+            throw ExitCode(2)
+        }
+        let seed = try self.seed.resolve()
+        let latencyHold = self.lowLatency.hold()
+        defer { withExtendedLifetime(latencyHold) {} }
+        let command = self.command.isEmpty ? scenario.client.command : self.command
+        printError(ScenarioReport.header(scenario, seed: seed, command: command ?? []))
+        let signals = SignalForwarder()
+        let quiet = self.quiet
+        let outcome: ScenarioOutcome
+        do {
+            outcome = try await ScenarioRunner.run(
+                scenario, command: self.command, seed: seed, baseEnvironment: currentEnvironment(),
+                keepWorkingDirectory: self.keep,
+                onStart: { child in signals.forward(to: child) },
+                onEvent: { line in if !quiet { printError("netcond: \(line)") } }
+            )
+        } catch {
+            signals.stop()
+            printError("netcond: \(error.description)")
+            throw ExitCode(error.exitCode)
+        }
+        signals.stop()
+        if !self.quiet { printError(outcome.summaryLine) }
+        if self.keep { printError("netcond: working directory kept: \(outcome.evidence.workingDirectory)") }
+        for line in ScenarioReport.checkLines(outcome) { print(line) }
+        printError(ScenarioReport.verdictLine(outcome, scenarioArgument: path, commandFromFile: self.command.isEmpty))
+        throw ExitCode(outcome.passed ? 0 : 1)
     }
 }
 

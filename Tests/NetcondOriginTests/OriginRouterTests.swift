@@ -168,6 +168,7 @@ struct OriginRouterTests {
             If-None-Match, If-Range
               /status/{code}[?retry_after=S]  that status (200-599); Retry-After for 429/503
               /delay/{duration}               waits (500ms, 2s, 1.5s; max 60s), then 200 with JSON
+              /files/{name}                   the scenario's files (none in this run)
 
             """)
         #expect(self.respond("/nope").status == .notFound)

@@ -74,10 +74,10 @@ struct EmbeddedOrigin {
     let log: OriginRequestLog
     let clock: ManualClock
 
-    init(chunkSize: Int = 64 * 1024, chunksPerTurn: Int = 16) throws {
+    init(chunkSize: Int = 64 * 1024, chunksPerTurn: Int = 16, content: OriginContent = OriginContent()) throws {
         self.log = OriginRequestLog()
         self.clock = ManualClock()
-        let configuration = OriginConfiguration(clock: self.clock.originClock, chunkSize: chunkSize)
+        let configuration = OriginConfiguration(clock: self.clock.originClock, chunkSize: chunkSize, content: content)
         let handler = OriginHTTPHandler(
             router: OriginRouter(configuration: configuration),
             log: self.log,

@@ -55,11 +55,25 @@ public struct ProfileDecoder {
 
     // MARK: - Layers
 
+    /// Decodes a profile written inline in another file (a scenario's `profile:` mapping): errors
+    /// keep that file's positions and key paths; a relative `extends` starts from its directory.
+    func decode(node: ConfigNode, defaultName: String) throws(ConfigError) -> Profile {
+        let identity = "inline:" + Self.absolutePath(node.file) + ":\(node.line)"
+        return try self.decode(root: node, file: node.file, isBuiltin: false, chain: [identity], defaultName: defaultName)
+    }
+
     private func decode(yaml: String, file: String, isBuiltin: Bool, chain: [String]) throws(ConfigError) -> Profile {
         let root = try ConfigNode.parse(yaml: yaml, file: file)
+        return try self.decode(root: root, file: file, isBuiltin: isBuiltin, chain: chain, defaultName: nil)
+    }
+
+    private func decode(
+        root: ConfigNode, file: String, isBuiltin: Bool, chain: [String], defaultName: String?
+    ) throws(ConfigError) -> Profile {
         let layer = try ProfileLayer(root: root, isBuiltin: isBuiltin)
         let merged = try self.effectiveLayer(layer, file: file, isBuiltin: isBuiltin, chain: chain)
-        return try merged.resolve(name: layer.defaultName(file: file), own: layer) { use, declaringFile throws(ConfigError) in
+        let name = layer.name?.value ?? defaultName ?? layer.defaultName(file: file)
+        return try merged.resolve(name: name, own: layer) { use, declaringFile throws(ConfigError) in
             try self.conditions(of: use, declaredIn: declaringFile, isBuiltin: isBuiltin, chain: chain)
         }
     }

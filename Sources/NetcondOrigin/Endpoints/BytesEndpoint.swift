@@ -39,10 +39,15 @@ struct BytesEndpoint: OriginEndpoint {
             seed = value
         }
 
+        return Self.serveFile(request, size: size, seed: seed, lastModified: self.lastModified)
+    }
+
+    /// A deterministic file served like a static one (shared with `/files/{name}`).
+    static func serveFile(_ request: OriginRequest, size: Int64, seed: UInt64, lastModified: String) -> OriginResponse {
         let etag = EntityTag(opaque: "\(size)-\(seed)")
         var headers: HTTPHeaders = [
             "ETag": etag.headerValue,
-            "Last-Modified": self.lastModified,
+            "Last-Modified": lastModified,
             "Accept-Ranges": "bytes",
         ]
         if let ifNoneMatch = request.headers.first(name: "if-none-match"),
@@ -52,7 +57,7 @@ struct BytesEndpoint: OriginEndpoint {
         }
 
         var resolution = ByteRangeRequest.Resolution.full
-        if let range = request.headers.first(name: "range"), self.ifRangeHolds(request.headers, etag: etag) {
+        if let range = request.headers.first(name: "range"), Self.ifRangeHolds(request.headers, etag: etag, lastModified: lastModified) {
             resolution = ByteRangeRequest(header: range).resolve(size: size)
         }
         let source = DeterministicBytes(seed: seed)
@@ -74,12 +79,12 @@ struct BytesEndpoint: OriginEndpoint {
 
     /// `If-Range` absent, or naming the current representation: an entity tag by strong comparison, or exactly the
     /// `Last-Modified` date (which is old enough to be a strong validator).
-    private func ifRangeHolds(_ headers: HTTPHeaders, etag: EntityTag) -> Bool {
+    private static func ifRangeHolds(_ headers: HTTPHeaders, etag: EntityTag, lastModified: String) -> Bool {
         guard let ifRange = headers.first(name: "if-range") else { return true }
         let value = ifRange.trimmingWhitespace
         if value.hasPrefix("\"") || value.hasPrefix("W/") {
             return EntityTag(parsing: value).map { $0.strongMatches(etag) } ?? false
         }
-        return value == self.lastModified
+        return value == lastModified
     }
 }

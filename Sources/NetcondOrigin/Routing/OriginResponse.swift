@@ -30,6 +30,10 @@ struct OriginResponse: Equatable, Sendable {
     var body: Body
     /// Wait this long (on the channel's event loop) before sending anything.
     var delay: Span?
+    /// Send only this many body bytes, then close the connection (a cut mid-body).
+    var cutAfter: Int64?
+    /// Never answer: the connection stays open, silent, until the client goes away.
+    var hang = false
 
     init(status: HTTPResponseStatus, headers: HTTPHeaders = [:], body: Body = .none, delay: Span? = nil) {
         self.status = status

@@ -23,12 +23,13 @@ struct OriginRouter: Sendable {
         self.endpoints = endpoints
     }
 
-    /// The standard origin: `/bytes`, `/status`, `/delay`.
+    /// The standard origin: `/bytes`, `/status`, `/delay`, and the scenario's `/files`.
     init(configuration: OriginConfiguration) {
         self.init(endpoints: [
             BytesEndpoint(maximumSize: configuration.maximumSize.bytes, lastModified: configuration.lastModified),
             StatusEndpoint(),
             DelayEndpoint(maximumDelay: configuration.maximumDelay),
+            FilesEndpoint(content: configuration.content, lastModified: configuration.lastModified),
         ])
     }
 

@@ -32,12 +32,18 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         var source: DeterministicBytes
         var next: Int64
         var end: Int64
+        /// The response is cut at `end`: close instead of ending it.
+        var isCut = false
+        /// The last chunk's write, which a cut waits for before closing.
+        var lastWrite: EventLoopFuture<Void>?
     }
 
     private enum State {
         case idle
         case receivingBody(Exchange)
         case delaying(Exchange, OriginResponse, Scheduled<Void>)
+        /// Never answering (a scenario's `hang` fault).
+        case hanging(Exchange)
         case streaming(Exchange, BodyCursor)
         /// The last response of a `Connection: close` exchange is going out; further requests are ignored.
         case closing
@@ -102,7 +108,9 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .end:
             guard case .receivingBody(let exchange) = self.state else { return }
             let response = self.router.response(for: exchange.request)
-            if let delay = response.delay, delay > .zero {
+            if response.hang {
+                self.state = .hanging(exchange)
+            } else if let delay = response.delay, delay > .zero {
                 let scheduled = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(delay.nanoseconds)) {
                     self.delayElapsed(context: context)
                 }
@@ -127,7 +135,7 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             switch self.state {
             case .idle, .receivingBody:
                 context.close(promise: nil)
-            case .delaying, .streaming, .closing, .closed:
+            case .delaying, .streaming, .hanging, .closing, .closed:
                 break
             }
         }
@@ -137,7 +145,7 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     func channelInactive(context: ChannelHandlerContext) {
         let now = self.clock.now()
         switch self.state {
-        case .receivingBody(let exchange), .streaming(let exchange, _):
+        case .receivingBody(let exchange), .streaming(let exchange, _), .hanging(let exchange):
             self.log.finish(id: exchange.logID, completed: false, at: now)
         case .delaying(let exchange, _, let scheduled):
             scheduled.cancel()
@@ -172,7 +180,8 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             headers.replaceOrAdd(name: "Connection", value: "keep-alive")
         }
         let head = HTTPResponseHead(version: exchange.version, status: response.status, headers: headers)
-        self.log.recordStatus(Int(response.status.code), id: exchange.logID)
+        self.log.recordStatus(
+            Int(response.status.code), retryAfter: response.headers.first(name: "retry-after"), id: exchange.logID)
 
         switch response.body {
         case .none:
@@ -184,7 +193,12 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: promise)
             self.finishResponse(exchange, context: context)
         case .generated(let source, let range):
-            self.state = .streaming(exchange, BodyCursor(source: source, next: range.lowerBound, end: range.upperBound))
+            var cursor = BodyCursor(source: source, next: range.lowerBound, end: range.upperBound)
+            if let cut = response.cutAfter, cut < range.count {
+                cursor.end = range.lowerBound + max(0, cut)
+                cursor.isCut = true
+            }
+            self.state = .streaming(exchange, cursor)
             context.write(self.wrapOutboundOut(.head(head)), promise: nil)
             self.pump(context: context)
         }
@@ -201,7 +215,11 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         var chunksThisTurn = 0
         while case .streaming(let exchange, var cursor) = self.state {
             if cursor.next >= cursor.end {
-                self.finishResponse(exchange, context: context)
+                if cursor.isCut {
+                    self.cut(exchange, after: cursor.lastWrite, context: context)
+                } else {
+                    self.finishResponse(exchange, context: context)
+                }
                 return
             }
             if !context.channel.isWritable {
@@ -223,10 +241,29 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             var buffer = context.channel.allocator.buffer(capacity: count)
             cursor.source.fill(into: &buffer, offset: cursor.next, count: count)
             cursor.next += Int64(count)
-            self.state = .streaming(exchange, cursor)
             chunksThisTurn += 1
-            context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))),
-                          promise: self.countingPromise(bytes: count, exchange: exchange, context: context))
+            let promise = self.countingPromise(bytes: count, exchange: exchange, context: context)
+            cursor.lastWrite = promise.futureResult
+            self.state = .streaming(exchange, cursor)
+            context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: promise)
+        }
+    }
+
+    /// Ends a cut response: once its last chunk is in the socket, the connection closes (FIN) without the rest.
+    private func cut(_ exchange: Exchange, after lastWrite: EventLoopFuture<Void>?, context: ChannelHandlerContext) {
+        self.state = .closing
+        context.flush()
+        let log = self.log
+        let clock = self.clock
+        let id = exchange.logID
+        let close = {
+            log.finish(id: id, completed: false, at: clock.now())
+            context.close(promise: nil)
+        }
+        if let lastWrite {
+            lastWrite.assumeIsolated().whenComplete { _ in close() }
+        } else {
+            close()
         }
     }
 

@@ -1,0 +1,245 @@
+/// A scenario: conditions, a timeline of changes, what the built-in origin serves, the client to
+/// run and the checks that judge it. Decoded from `Scenarios/*.yaml` by ``ScenarioDecoder``; the
+/// schema is documented in `Scenarios/README.md`.
+///
+/// ```
+///  profile ──▶ link          timeline ──▶ changes at +t      origin ──▶ files + faults
+///                 └──────── client (NETCOND_URL, NETCOND_OUTPUT, NETCOND_WORKDIR) ────────┘
+///                                         │ exit, output files, request log
+///                                         ▼
+///                                 checks → verdict + evidence
+/// ```
+public struct Scenario: Sendable, Equatable {
+    public var name: String
+    public var description: String
+    /// The file it came from, as the user named it.
+    public var file: String
+    public var profile: Profile
+    public var timeline: [ScenarioEvent]
+    public var origin: OriginContent
+    public var client: ClientSpec
+    public var checks: [CheckSpec]
+
+    public init(
+        name: String, description: String, file: String, profile: Profile, timeline: [ScenarioEvent],
+        origin: OriginContent, client: ClientSpec, checks: [CheckSpec]
+    ) {
+        self.name = name
+        self.description = description
+        self.file = file
+        self.profile = profile
+        self.timeline = timeline
+        self.origin = origin
+        self.client = client
+        self.checks = checks
+    }
+}
+
+/// A change of conditions at a moment of the run (time since the client started).
+public struct ScenarioEvent: Sendable, Equatable {
+    public var at: Span
+    public var action: ScenarioAction
+
+    public init(at: Span, action: ScenarioAction) {
+        self.at = at
+        self.action = action
+    }
+}
+
+/// What a timeline event does; each is one of the live control changes.
+public enum ScenarioAction: Sendable, Equatable, CustomStringConvertible {
+    case switchProfile(Profile)
+    /// Start an outage, or end the current one (nil).
+    case outage(OutageBehaviour?)
+    /// Stall a direction, or end the current stall (nil).
+    case stall(StallDirection?)
+    case addFault(HTTPFault)
+    /// Remove every fault added so far (timeline and profile alike).
+    case clearFaults
+    case captive(open: Bool)
+
+    public var description: String {
+        switch self {
+        case .switchProfile(let profile): return "profile → \(profile.name)"
+        case .outage(let behaviour): return behaviour.map { "outage (\($0))" } ?? "outage ends"
+        case .stall(let direction): return direction.map { "stall (\($0))" } ?? "stall ends"
+        case .addFault(let fault): return "fault: \(fault.label)"
+        case .clearFaults: return "faults cleared"
+        case .captive(let open): return open ? "captive portal opens" : "captive portal closes"
+        }
+    }
+}
+
+/// What the built-in origin serves in a scenario, besides its standard endpoints.
+public struct OriginContent: Sendable, Equatable {
+    /// Served at `/files/{name}`.
+    public var files: [OriginFile]
+    public var faults: [OriginFault]
+
+    public init(files: [OriginFile] = [], faults: [OriginFault] = []) {
+        self.files = files
+        self.faults = faults
+    }
+
+    public func file(named name: String) -> OriginFile? {
+        self.files.first { $0.name == name }
+    }
+}
+
+/// A named file of deterministic bytes (the stream of `seed`, like `/bytes/{size}?seed=`).
+public struct OriginFile: Sendable, Equatable {
+    public var name: String
+    public var size: ByteCount
+    public var seed: UInt64
+
+    public init(name: String, size: ByteCount, seed: UInt64 = 0) {
+        self.name = name
+        self.size = size
+        self.seed = seed
+    }
+
+    /// The path the origin serves it at.
+    public var path: String { "/files/\(self.name)" }
+}
+
+/// A fault the origin itself applies to requests for one of its files, by the request's number
+/// (1 = the first GET for that file).
+public struct OriginFault: Sendable, Equatable {
+    public var file: String
+    public var action: OriginFaultAction
+    public var requests: RequestNumbers
+
+    public init(file: String, action: OriginFaultAction, requests: RequestNumbers = .all) {
+        self.file = file
+        self.action = action
+        self.requests = requests
+    }
+}
+
+public enum OriginFaultAction: Sendable, Equatable, CustomStringConvertible {
+    /// The response body stops after this many bytes and the connection closes (FIN).
+    case cutAfter(ByteCount)
+    /// The origin answers this status (with `Retry-After` when given) instead of the file.
+    case status(Int, retryAfter: RetryAfter?)
+    /// The origin reads the request and never answers.
+    case hang
+
+    public var description: String {
+        switch self {
+        case .cutAfter(let bytes): return "cut after \(bytes)"
+        case .status(let code, let retryAfter):
+            return "status \(code)" + (retryAfter.map { " (Retry-After: \($0.headerValue))" } ?? "")
+        case .hang: return "never answer"
+        }
+    }
+}
+
+/// Which requests (numbered from 1) a fault applies to.
+public enum RequestNumbers: Sendable, Equatable {
+    case all
+    case first(Int)
+    case only([Int])
+
+    public func contains(_ number: Int) -> Bool {
+        switch self {
+        case .all: return true
+        case .first(let count): return number <= count
+        case .only(let numbers): return numbers.contains(number)
+        }
+    }
+}
+
+/// The program a scenario runs.
+public struct ClientSpec: Sendable, Equatable {
+    /// The command line; nil when the scenario expects it after `--`.
+    public var command: [String]?
+    /// `NETCOND_URL`: a path on the origin (`/files/big.bin`) or an absolute URL.
+    public var url: String?
+    /// `NETCOND_OUTPUT`: a file name inside the run's working directory.
+    public var output: String?
+    /// Extra environment variables.
+    public var environment: [String: String]
+    /// The client is stopped (SIGTERM, then SIGKILL 2 s later) when it runs this long.
+    public var deadline: Span
+
+    public static let defaultDeadline = Span.seconds(Int64(60))
+
+    public init(
+        command: [String]? = nil, url: String? = nil, output: String? = nil, environment: [String: String] = [:],
+        deadline: Span = Self.defaultDeadline
+    ) {
+        self.command = command
+        self.url = url
+        self.output = output
+        self.environment = environment
+        self.deadline = deadline
+    }
+}
+
+/// A check and its parameters.
+public enum CheckSpec: Sendable, Equatable {
+    case completes(CompletesCheck)
+    case resumes(ResumesCheck)
+    case backsOff(BacksOffCheck)
+
+    public var name: String {
+        switch self {
+        case .completes: return "completes"
+        case .resumes: return "resumes"
+        case .backsOff: return "backs-off"
+        }
+    }
+
+    public static let names = ["completes", "resumes", "backs-off"]
+}
+
+/// The client exits with `exit` before its deadline, and each output file equals its origin file.
+public struct CompletesCheck: Sendable, Equatable {
+    public var exit: Int32
+    /// Output file (relative to the working directory) → origin file name.
+    public var files: [(output: String, file: String)]
+
+    public init(exit: Int32 = 0, files: [(output: String, file: String)] = []) {
+        self.exit = exit
+        self.files = files
+    }
+
+    public static func == (a: Self, b: Self) -> Bool {
+        a.exit == b.exit && a.files.elementsEqual(b.files) { $0.output == $1.output && $0.file == $1.file }
+    }
+}
+
+/// After a cut, the next request for the file asks for the rest: `Range: bytes=M-` with
+/// N − slack ≤ M ≤ N (N: bytes the client had); all bytes served ≤ size × (1 + tolerance).
+public struct ResumesCheck: Sendable, Equatable {
+    public var file: String
+    public var slack: ByteCount
+    public var tolerance: Double
+
+    public init(file: String, slack: ByteCount = ByteCount(bytes: 64 * 1024), tolerance: Double = 0.25) {
+        self.file = file
+        self.slack = slack
+        self.tolerance = tolerance
+    }
+}
+
+/// During failures, the gaps between the client's attempts grow by `factor` (each at least
+/// factor × the previous, less `jitter`), or honour `Retry-After`; at most `maxPerMinute`
+/// attempts per minute; and after the failures end the client comes back within `recovery`.
+public struct BacksOffCheck: Sendable, Equatable {
+    /// The file whose requests count as attempts (nil: every request to the origin).
+    public var file: String?
+    public var factor: Double
+    public var jitter: Double
+    public var maxPerMinute: Int
+    /// The client must make a successful request within this long of the last failure (nil: not checked).
+    public var recovery: Span?
+
+    public init(file: String? = nil, factor: Double = 1.5, jitter: Double = 0.2, maxPerMinute: Int = 30, recovery: Span? = nil) {
+        self.file = file
+        self.factor = factor
+        self.jitter = jitter
+        self.maxPerMinute = maxPerMinute
+        self.recovery = recovery
+    }
+}

@@ -1,0 +1,336 @@
+import Foundation
+
+/// Builds a ``Scenario`` from YAML, with every error at `file:line:column` and its key path, as
+/// for profiles. The schema is documented in `Scenarios/README.md`; keep the two in step.
+public enum ScenarioDecoder {
+    static let topKeys = ["name", "description", "profile", "timeline", "origin", "client", "checks"]
+
+    /// True when a YAML file is a scenario rather than a profile: it has `checks:` or `client:` at
+    /// the top. (A profile never has either.) Unreadable text is not a scenario.
+    public static func looksLikeScenario(yaml: String) -> Bool {
+        yaml.split(separator: "\n").contains { line in
+            line.hasPrefix("checks:") || line.hasPrefix("client:")
+        }
+    }
+
+    public static func decodeFile(atPath path: String) throws(ConfigError) -> Scenario {
+        let yaml = try ProfileDecoder.readFile(path, errorFile: path, errorNode: nil)
+        return try self.decode(yaml: yaml, file: path)
+    }
+
+    public static func decode(yaml: String, file: String) throws(ConfigError) -> Scenario {
+        let root = try ConfigNode.parse(yaml: yaml, file: file)
+        let map = try root.mapping(allowedKeys: Self.topKeys, expecting: "a mapping of scenario keys")
+        let base = ((file as NSString).lastPathComponent as NSString).deletingPathExtension
+        let name = try map["name"]?.string(expecting: "a short name") ?? base
+        let description = try map["description"]?.string(expecting: "one line saying what the scenario proves") ?? ""
+        let profileNode = try map.required("profile", meaning: "the conditions: a built-in name, a profile file, or a mapping")
+        let profile = try Self.profile(profileNode, scenarioName: name)
+        let origin = try map["origin"].map { node throws(ConfigError) in try Self.origin(node) } ?? OriginContent()
+        let timeline = try map["timeline"].map { node throws(ConfigError) in try Self.timeline(node) } ?? []
+        let client = try map["client"].map { node throws(ConfigError) in try Self.client(node) } ?? ClientSpec()
+        let checksNode = try map.required("checks", meaning: "what to judge: completes, resumes, backs-off")
+        let checks = try Self.checks(checksNode, origin: origin, client: client)
+        try Self.checkReferences(origin: origin, client: client, node: map["client"] ?? root)
+        return Scenario(
+            name: name, description: description, file: file, profile: profile, timeline: timeline,
+            origin: origin, client: client, checks: checks
+        )
+    }
+
+    // MARK: - Profile
+
+    private static func profile(_ node: ConfigNode, scenarioName: String) throws(ConfigError) -> Profile {
+        if case .mapping = node.node {
+            return try ProfileDecoder().decode(node: node, defaultName: scenarioName)
+        }
+        let text = try node.string(expecting: "a built-in profile name, a profile file, or a mapping")
+        if ProfileCatalog.looksLikePath(text) {
+            let directory = (node.file as NSString).deletingLastPathComponent
+            let path = text.hasPrefix("/") || directory.isEmpty ? text : (directory as NSString).appendingPathComponent(text)
+            _ = try ProfileDecoder.readFile(path, errorFile: node.file, errorNode: node)
+            return try ProfileDecoder().decodeFile(atPath: path)
+        }
+        guard let profile = ProfileCatalog.builtin(named: text) else {
+            throw node.error(
+                Suggestion.unknown("profile", text, among: ProfileCatalog.knownNames, listedAs: "built-in profiles")
+                    + "; or a path to a .yaml file relative to this file, or a mapping"
+            )
+        }
+        return profile
+    }
+
+    // MARK: - Origin
+
+    static let originFaultActions = ["cut_after", "status", "hang"]
+
+    private static func origin(_ node: ConfigNode) throws(ConfigError) -> OriginContent {
+        let map = try node.mapping(allowedKeys: ["files", "faults"])
+        var content = OriginContent()
+        if let filesNode = map["files"] {
+            guard case .mapping(let mapping) = filesNode.node else {
+                throw filesNode.error("expected a mapping of file names to {size, seed} (e.g. big.bin: {size: 2MB, seed: 7}), found \(filesNode.kindDescription)")
+            }
+            for (keyNode, valueNode) in mapping {
+                let name = keyNode.scalar?.string ?? ""
+                let child = ConfigNode(
+                    node: valueNode, file: node.file, keyPath: "origin.files.\(name)",
+                    line: keyNode.mark?.line ?? filesNode.line, column: keyNode.mark?.column ?? filesNode.column
+                )
+                guard !name.isEmpty, name.count <= 100,
+                    name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }),
+                    name != ".", name != ".."
+                else {
+                    throw child.error("file name '\(name)' is not allowed; allowed: letters, digits, '.', '_', '-' (e.g. big.bin)")
+                }
+                let spec = try child.mapping(allowedKeys: ["size", "seed"], expecting: "{size: 2MB, seed: 7}")
+                let sizeNode = try spec.required("size", meaning: "how many bytes the file has, e.g. 2MB")
+                let size = try sizeNode.unit(ByteCount.parse)
+                guard size.bytes >= 1, size.bytes <= 4 << 30 else {
+                    throw sizeNode.error("size \(sizeNode.text) is out of range; allowed: 1B…4GB")
+                }
+                let seed = try spec["seed"].map { node throws(ConfigError) in try Self.integer(node, in: 0...Int(Int32.max), meaning: "a seed") } ?? 0
+                content.files.append(OriginFile(name: name, size: size, seed: UInt64(seed)))
+            }
+        }
+        if let faultsNode = map["faults"] {
+            for element in try faultsNode.list() {
+                content.faults.append(try Self.originFault(element, files: content.files))
+            }
+        }
+        return content
+    }
+
+    private static func originFault(_ node: ConfigNode, files: [OriginFile]) throws(ConfigError) -> OriginFault {
+        let example = "{file: big.bin, cut_after: 600KB, first: 1}"
+        let map = try node.mapping(
+            allowedKeys: ["file"] + Self.originFaultActions + ["retry_after", "first", "requests"],
+            expecting: "an origin fault (e.g. \(example))"
+        )
+        let fileNode = try map.required("file", meaning: "which origin file it applies to")
+        let file = try fileNode.string(expecting: "a file name from origin.files")
+        guard files.contains(where: { $0.name == file }) else {
+            throw fileNode.error(Suggestion.unknown("file", file, among: files.map(\.name), listedAs: "files in origin.files"))
+        }
+        let given = map.entries.map(\.key).filter { Self.originFaultActions.contains($0) }
+        guard let kind = given.first, let kindNode = map[kind] else {
+            throw node.error("the fault does nothing; allowed: one of \(Self.originFaultActions.joined(separator: ", ")) (e.g. \(example))")
+        }
+        if given.count > 1, let second = map[given[1]] {
+            throw second.error("one fault does one thing, and this one already has \(kind); allowed: one per entry (add another entry)")
+        }
+        if kind != "status", let retryAfter = map["retry_after"] {
+            throw retryAfter.error("retry_after goes with status:; allowed here: remove it")
+        }
+        let action: OriginFaultAction
+        switch kind {
+        case "cut_after":
+            let bytes = try kindNode.unit(ByteCount.parse)
+            action = .cutAfter(bytes)
+        case "status":
+            let code = try Self.integer(kindNode, in: 400...599, meaning: "an error status (e.g. 503)")
+            action = .status(code, retryAfter: try map["retry_after"].map { node throws(ConfigError) in try RetryAfter(node: node) })
+        default:
+            let word = try kindNode.choice(["true", "false"])
+            guard word == "true" else { throw kindNode.error("hang: false does nothing; allowed: true (or remove the entry)") }
+            action = .hang
+        }
+        var requests = RequestNumbers.all
+        if let first = map["first"] {
+            if map["requests"] != nil { throw first.error("first and requests exclude each other; allowed: one of them") }
+            requests = .first(try Self.integer(first, in: 1...1_000_000, meaning: "how many requests, from the first"))
+        } else if let list = map["requests"] {
+            var numbers: [Int] = []
+            for element in try list.list() {
+                numbers.append(try Self.integer(element, in: 1...1_000_000, meaning: "a request number, from 1"))
+            }
+            guard !numbers.isEmpty else { throw list.error("the list is empty; allowed: request numbers from 1 (e.g. [1, 3])") }
+            requests = .only(numbers)
+        }
+        return OriginFault(file: file, action: action, requests: requests)
+    }
+
+    // MARK: - Timeline
+
+    static let timelineActions = ["profile", "outage", "stall", "fault", "faults", "captive"]
+
+    private static func timeline(_ node: ConfigNode) throws(ConfigError) -> [ScenarioEvent] {
+        let example = "{at: 5s, outage: refuse}"
+        var events: [ScenarioEvent] = []
+        for element in try node.list() {
+            let map = try element.mapping(allowedKeys: ["at"] + Self.timelineActions, expecting: "an event (e.g. \(example))")
+            let atNode = try map.required("at", meaning: "when, from the client's start (e.g. 5s)")
+            let at = try atNode.unit(Span.parse)
+            guard at <= .seconds(Int64(3600)) else { throw atNode.error("at \(atNode.text) is too late; allowed: 0s…1h") }
+            let given = map.entries.map(\.key).filter { Self.timelineActions.contains($0) }
+            guard let kind = given.first, let value = map[kind] else {
+                throw element.error("the event does nothing; allowed: one of \(Self.timelineActions.joined(separator: ", ")) (e.g. \(example))")
+            }
+            if given.count > 1, let second = map[given[1]] {
+                throw second.error("one event does one thing, and this one already has \(kind); allowed: one per entry (add another entry at the same time)")
+            }
+            let action: ScenarioAction
+            switch kind {
+            case "profile":
+                action = .switchProfile(try Self.profile(value, scenarioName: "timeline"))
+            case "outage":
+                let word = try value.choice(OutageBehaviour.allCases.map(\.rawValue) + ["end"])
+                action = .outage(OutageBehaviour(rawValue: word))
+            case "stall":
+                let word = try value.choice(StallDirection.allCases.map(\.rawValue) + ["end"])
+                action = .stall(StallDirection(rawValue: word))
+            case "fault":
+                action = .addFault(try HTTPFault(node: value))
+            case "faults":
+                _ = try value.choice(["clear"])
+                action = .clearFaults
+            default:
+                let word = try value.choice(["open", "close"])
+                action = .captive(open: word == "open")
+            }
+            events.append(ScenarioEvent(at: at, action: action))
+        }
+        // Stable: events at the same moment keep the file's order.
+        return events.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }.map(\.element)
+    }
+
+    // MARK: - Client
+
+    private static func client(_ node: ConfigNode) throws(ConfigError) -> ClientSpec {
+        let map = try node.mapping(allowedKeys: ["command", "url", "output", "env", "deadline"])
+        var client = ClientSpec()
+        if let command = map["command"] {
+            if case .sequence = command.node {
+                var argv: [String] = []
+                for element in try command.list() { argv.append(try element.string(expecting: "an argument")) }
+                guard !argv.isEmpty else { throw command.error("the command is empty; allowed: a list of arguments or one shell line") }
+                client.command = argv
+            } else {
+                client.command = ["/bin/sh", "-c", try command.string(expecting: "a shell line or a list of arguments")]
+            }
+        }
+        if let url = map["url"] {
+            let text = try url.string(expecting: "a path on the origin (/files/big.bin) or a URL")
+            guard text.hasPrefix("/") || text.hasPrefix("http://") || text.hasPrefix("https://") else {
+                throw url.error("'\(text)' is neither a path nor a URL; allowed: /files/NAME, /status/503, http://…")
+            }
+            client.url = text
+        }
+        if let output = map["output"] {
+            let text = try output.string(expecting: "a file name")
+            guard !text.contains("/"), text != ".", text != ".." else {
+                throw output.error("'\(text)' is not a plain file name; allowed: a name inside the run's working directory (e.g. big.bin)")
+            }
+            client.output = text
+        }
+        if let env = map["env"] {
+            guard case .mapping(let mapping) = env.node else {
+                throw env.error("expected a mapping of variable names to values, found \(env.kindDescription)")
+            }
+            for (key, value) in mapping {
+                guard let name = key.scalar?.string, !name.isEmpty, !name.contains("=") else {
+                    throw env.error("variable names must be plain words")
+                }
+                client.environment[name] = value.scalar?.string ?? ""
+            }
+        }
+        if let deadline = map["deadline"] {
+            let span = try deadline.unit(Span.parse)
+            guard span >= .milliseconds(100), span <= .seconds(Int64(3600)) else {
+                throw deadline.error("deadline \(deadline.text) is out of range; allowed: 100ms…1h")
+            }
+            client.deadline = span
+        }
+        return client
+    }
+
+    /// The file `NETCOND_URL` names, when it is one of the origin's (`/files/NAME`).
+    static func urlFile(_ client: ClientSpec) -> String? {
+        guard let url = client.url, url.hasPrefix("/files/") else { return nil }
+        return String(url.dropFirst("/files/".count).prefix { $0 != "?" })
+    }
+
+    private static func checkReferences(origin: OriginContent, client: ClientSpec, node: ConfigNode) throws(ConfigError) {
+        if let file = Self.urlFile(client), origin.file(named: file) == nil {
+            throw node.error("url names /files/\(file), which origin.files does not define; allowed: "
+                + (origin.files.isEmpty ? "define it under origin.files" : origin.files.map { "/files/\($0.name)" }.joined(separator: ", ")))
+        }
+    }
+
+    // MARK: - Checks
+
+    private static func checks(_ node: ConfigNode, origin: OriginContent, client: ClientSpec) throws(ConfigError) -> [CheckSpec] {
+        let map = try node.mapping(allowedKeys: CheckSpec.names, expecting: "a mapping of checks (completes, resumes, backs-off)")
+        guard !map.entries.isEmpty else {
+            throw node.error("no checks; allowed: \(CheckSpec.names.joined(separator: ", ")) (e.g. completes: {})")
+        }
+        let defaultFile = Self.urlFile(client)
+        func fileReference(_ node: ConfigNode?, in check: ConfigNode) throws(ConfigError) -> String {
+            guard let node else {
+                guard let defaultFile else {
+                    throw check.error("which file? the client's url is not an origin file; allowed: file: NAME from origin.files")
+                }
+                return defaultFile
+            }
+            let name = try node.string(expecting: "a file name from origin.files")
+            guard origin.file(named: name) != nil else {
+                throw node.error(Suggestion.unknown("file", name, among: origin.files.map(\.name), listedAs: "files in origin.files"))
+            }
+            return name
+        }
+        var checks: [CheckSpec] = []
+        for (key, value) in map.entries {
+            switch key {
+            case "completes":
+                let spec = try value.mapping(allowedKeys: ["exit", "files"])
+                var check = CompletesCheck()
+                if let exit = spec["exit"] { check.exit = Int32(try Self.integer(exit, in: 0...255, meaning: "an exit code")) }
+                if let files = spec["files"] {
+                    guard case .mapping(let mapping) = files.node else {
+                        throw files.error("expected a mapping of output files to origin files (e.g. {big.bin: big.bin}), found \(files.kindDescription)")
+                    }
+                    for (k, v) in mapping {
+                        let output = k.scalar?.string ?? ""
+                        let child = ConfigNode(node: v, file: files.file, keyPath: "\(files.keyPath).\(output)", line: k.mark?.line ?? files.line, column: k.mark?.column ?? files.column)
+                        guard !output.isEmpty, !output.hasPrefix("/"), !output.split(separator: "/").contains("..") else {
+                            throw child.error("'\(output)' is not a path inside the working directory")
+                        }
+                        check.files.append((output, try fileReference(child, in: files)))
+                    }
+                } else if let output = client.output, let file = defaultFile {
+                    check.files = [(output, file)]
+                }
+                checks.append(.completes(check))
+            case "resumes":
+                let spec = try value.mapping(allowedKeys: ["file", "slack", "tolerance"])
+                var check = ResumesCheck(file: try fileReference(spec["file"], in: value))
+                if let slack = spec["slack"] { check.slack = try slack.unit(ByteCount.parse) }
+                if let tolerance = spec["tolerance"] { check.tolerance = try tolerance.unit(Probability.parse).value }
+                checks.append(.resumes(check))
+            default:
+                let spec = try value.mapping(allowedKeys: ["file", "factor", "jitter", "max_per_minute", "recovery"])
+                var check = BacksOffCheck()
+                check.file = spec["file"] != nil || defaultFile != nil ? try fileReference(spec["file"], in: value) : nil
+                if let factor = spec["factor"] {
+                    guard let number = Double(try factor.string(expecting: "a number")), number >= 1, number <= 10 else {
+                        throw factor.error("factor \(factor.text) is out of range; allowed: 1…10 (e.g. 1.5)")
+                    }
+                    check.factor = number
+                }
+                if let jitter = spec["jitter"] { check.jitter = try jitter.unit(Probability.parse).value }
+                if let cap = spec["max_per_minute"] { check.maxPerMinute = try Self.integer(cap, in: 1...100_000, meaning: "attempts per minute") }
+                if let recovery = spec["recovery"] { check.recovery = try recovery.unit(Span.parse) }
+                checks.append(.backsOff(check))
+            }
+        }
+        return checks
+    }
+
+    private static func integer(_ node: ConfigNode, in range: ClosedRange<Int>, meaning: String) throws(ConfigError) -> Int {
+        let text = try node.string(expecting: meaning)
+        guard let value = Int(text), range.contains(value) else {
+            throw node.error("'\(text)' is not \(meaning); allowed: a whole number \(range.lowerBound)…\(range.upperBound)")
+        }
+        return value
+    }
+}

@@ -1,0 +1,46 @@
+import NIOHTTP1
+import NetcondCore
+
+/// `GET /files/{name}` — the scenario's named files (fixed size and seed), served like `/bytes` (ETag, Range,
+/// If-None-Match, If-Range), with the scenario's origin faults applied by request number: the k-th GET of a file
+/// may be cut after N body bytes, answered with an error status (and `Retry-After`), or never answered.
+struct FilesEndpoint: OriginEndpoint {
+    let content: OriginContent
+    let lastModified: String
+    /// GETs seen per file name.
+    let requestCounts = LockedBox<[String: Int]>([:])
+
+    var name: String { "files" }
+    var methods: [HTTPMethod] { [.GET] }
+    var usage: (pattern: String, summary: String) {
+        let names = self.content.files.map(\.name)
+        return ("/files/{name}", names.isEmpty ? "the scenario's files (none in this run)" : "the scenario's files: \(names.joined(separator: ", "))")
+    }
+
+    func respond(to request: OriginRequest, arguments: ArraySlice<Substring>) -> OriginResponse {
+        guard arguments.count == 1, let name = arguments.first, let file = self.content.file(named: String(name)) else {
+            let known = self.content.files.map { "/files/\($0.name)" }.joined(separator: ", ")
+            return .text(.notFound, "no such file: \(request.target)\nfiles in this run: \(known.isEmpty ? "none" : known)\n")
+        }
+        var response = BytesEndpoint.serveFile(request, size: file.size.bytes, seed: file.seed, lastModified: self.lastModified)
+        guard request.method == .GET else { return response }
+        let number = self.requestCounts.withLock { counts in
+            counts[file.name, default: 0] += 1
+            return counts[file.name]!
+        }
+        guard let fault = self.content.faults.first(where: { $0.file == file.name && $0.requests.contains(number) }) else {
+            return response
+        }
+        switch fault.action {
+        case .cutAfter(let bytes):
+            response.cutAfter = bytes.bytes
+        case .status(let code, let retryAfter):
+            var headers: HTTPHeaders = [:]
+            if let retryAfter { headers.add(name: "Retry-After", value: retryAfter.headerValue) }
+            response = .text(HTTPResponseStatus(statusCode: code), "netcond origin: \(fault.action) (request \(number) for \(file.name))\n", headers: headers)
+        case .hang:
+            response.hang = true
+        }
+        return response
+    }
+}

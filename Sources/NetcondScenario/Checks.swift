@@ -1,0 +1,298 @@
+import Foundation
+import NetcondCore
+import NetcondOrigin
+
+/// What a run left behind for the checks to judge: how the client ended, what the origin saw, and
+/// where the client's files are. Times are seconds since the client started.
+public struct RunEvidence: Sendable {
+    public struct Request: Sendable, Equatable {
+        /// Seconds since the client started.
+        public var at: Double
+        public var method: String
+        /// Path without the query (`/files/big.bin`).
+        public var path: String
+        public var range: String?
+        public var idempotencyKey: String?
+        public var status: Int?
+        public var retryAfter: String?
+        public var bodyBytesSent: Int64
+        public var completed: Bool
+
+        public init(
+            at: Double, method: String = "GET", path: String, range: String? = nil, idempotencyKey: String? = nil,
+            status: Int? = 200, retryAfter: String? = nil, bodyBytesSent: Int64 = 0, completed: Bool = true
+        ) {
+            self.at = at
+            self.method = method
+            self.path = path
+            self.range = range
+            self.idempotencyKey = idempotencyKey
+            self.status = status
+            self.retryAfter = retryAfter
+            self.bodyBytesSent = bodyBytesSent
+            self.completed = completed
+        }
+
+        /// Failed from the client's point of view: an error status, no answer, or a cut body.
+        var failed: Bool {
+            guard let status = self.status else { return true }
+            return status >= 500 || status == 429 || status == 408 || !self.completed
+        }
+
+        /// The `M` of `Range: bytes=M-` (nil without a Range header or for another form).
+        var rangeStart: Int64? {
+            guard let range = self.range?.trimmingCharacters(in: .whitespaces).lowercased(), range.hasPrefix("bytes=") else { return nil }
+            let spec = range.dropFirst("bytes=".count)
+            guard let dash = spec.firstIndex(of: "-"), !spec.contains(",") else { return nil }
+            return Int64(spec[..<dash].trimmingCharacters(in: .whitespaces))
+        }
+    }
+
+    public var exit: ExitStatus?
+    /// The client was stopped at its deadline.
+    public var timedOut: Bool
+    public var deadline: Span
+    /// Seconds from the client's start to its end.
+    public var duration: Double
+    public var requests: [Request]
+    public var workingDirectory: String
+    public var origin: OriginContent
+
+    public init(
+        exit: ExitStatus?, timedOut: Bool, deadline: Span, duration: Double, requests: [Request],
+        workingDirectory: String, origin: OriginContent
+    ) {
+        self.exit = exit
+        self.timedOut = timedOut
+        self.deadline = deadline
+        self.duration = duration
+        self.requests = requests
+        self.workingDirectory = workingDirectory
+        self.origin = origin
+    }
+
+    /// GETs of one origin file, in order.
+    func gets(of file: String) -> [Request] {
+        self.requests.filter { $0.method == "GET" && $0.path == "/files/\(file)" }
+    }
+}
+
+/// A check's verdict and the evidence that decided it: one line, then details.
+public struct CheckResult: Sendable, Equatable {
+    public var name: String
+    public var passed: Bool
+    /// One line: what was seen, and on failure what was needed.
+    public var evidence: String
+    public var details: [String]
+
+    public init(name: String, passed: Bool, evidence: String, details: [String] = []) {
+        self.name = name
+        self.passed = passed
+        self.evidence = evidence
+        self.details = details
+    }
+}
+
+public enum Checks {
+    public static func evaluate(_ spec: CheckSpec, _ evidence: RunEvidence) -> CheckResult {
+        switch spec {
+        case .completes(let check): return self.completes(check, evidence)
+        case .resumes(let check): return self.resumes(check, evidence)
+        case .backsOff(let check): return self.backsOff(check, evidence)
+        }
+    }
+
+    // MARK: completes
+
+    static func completes(_ check: CompletesCheck, _ evidence: RunEvidence) -> CheckResult {
+        let name = "completes"
+        if evidence.timedOut {
+            return CheckResult(name: name, passed: false, evidence: "still running at its \(formatSeconds(evidence.deadline)) deadline; stopped (need exit \(check.exit) before it)")
+        }
+        guard let exit = evidence.exit else {
+            return CheckResult(name: name, passed: false, evidence: "the client did not run")
+        }
+        let ended = "after \(Self.seconds(evidence.duration))"
+        guard exit == .exited(check.exit) else {
+            return CheckResult(name: name, passed: false, evidence: "\(Self.describe(exit)) \(ended) (need exit \(check.exit))")
+        }
+        var details: [String] = []
+        var failure: String?
+        for (output, fileName) in check.files {
+            guard let file = evidence.origin.file(named: fileName) else { continue }
+            let verdict = Self.compare(path: (evidence.workingDirectory as NSString).appendingPathComponent(output), with: file)
+            details.append("\(output): \(verdict.text)")
+            if !verdict.identical && failure == nil { failure = "\(output): \(verdict.text)" }
+        }
+        if let failure {
+            return CheckResult(name: name, passed: false, evidence: "exit \(exit.shellCode) \(ended), but \(failure)", details: details)
+        }
+        let files = details.isEmpty ? "" : "; " + details.joined(separator: "; ")
+        return CheckResult(name: name, passed: true, evidence: "exit \(check.exit) \(ended)\(files)", details: details)
+    }
+
+    /// Compares a file with an origin file's bytes, streaming.
+    static func compare(path: String, with file: OriginFile) -> (identical: Bool, text: String) {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            return (false, "missing (the client wrote no such file)")
+        }
+        defer { try? handle.close() }
+        let source = DeterministicBytes(seed: file.seed)
+        let size = file.size.bytes
+        var offset: Int64 = 0
+        while true {
+            let chunk = (try? handle.read(upToCount: 1 << 20)) ?? Data()
+            if chunk.isEmpty { break }
+            let inRange = Int(max(0, min(Int64(chunk.count), size - offset)))
+            if let mismatch = source.firstMismatch(in: chunk.prefix(inRange), offset: offset) {
+                let hint = Self.looksLikeHTML(chunk) ? " (it looks like an HTML page)" : ""
+                return (false, "differs from /files/\(file.name) at byte \(Self.bytes(mismatch))\(hint)")
+            }
+            offset += Int64(chunk.count)
+            if offset > size {
+                return (false, "\(Self.bytes(offset))+ bytes, longer than /files/\(file.name) (\(Self.bytes(size)))")
+            }
+        }
+        if offset < size {
+            return (false, "\(Self.bytes(offset)) of \(Self.bytes(size)) bytes (short)")
+        }
+        return (true, "\(Self.bytes(size)) bytes identical to /files/\(file.name)")
+    }
+
+    private static func looksLikeHTML(_ data: Data) -> Bool {
+        let head = String(decoding: data.prefix(512), as: UTF8.self).lowercased()
+        return head.contains("<html") || head.contains("<!doctype html")
+    }
+
+    // MARK: resumes
+
+    static func resumes(_ check: ResumesCheck, _ evidence: RunEvidence) -> CheckResult {
+        let name = "resumes"
+        guard let file = evidence.origin.file(named: check.file) else {
+            return CheckResult(name: name, passed: false, evidence: "no file \(check.file) at the origin")
+        }
+        let gets = evidence.gets(of: check.file)
+        var details: [String] = []
+        var cuts = 0
+        for (index, request) in gets.enumerated() where request.bodyBytesSent > 0 && !request.completed {
+            cuts += 1
+            let had = (request.status == 206 ? request.rangeStart ?? 0 : 0) + request.bodyBytesSent
+            guard index + 1 < gets.count else {
+                return CheckResult(
+                    name: name, passed: false,
+                    evidence: "cut at byte \(Self.bytes(had)) (+\(Self.seconds(request.at))), and the client never asked again",
+                    details: details)
+            }
+            let next = gets[index + 1]
+            let after = "+\(Self.seconds(next.at - request.at)) after the cut"
+            guard let start = next.rangeStart else {
+                return CheckResult(
+                    name: name, passed: false,
+                    evidence: "cut at byte \(Self.bytes(had)); the next request asked for the whole file again (no Range, \(after))",
+                    details: details)
+            }
+            guard start <= had, start >= had - check.slack.bytes else {
+                return CheckResult(
+                    name: name, passed: false,
+                    evidence: "cut at byte \(Self.bytes(had)); the next request asked Range: bytes=\(start)- (need \(Self.bytes(max(0, had - check.slack.bytes)))…\(Self.bytes(had)))",
+                    details: details)
+            }
+            details.append("cut at \(Self.bytes(had)) → Range: bytes=\(start)- (\(after))")
+        }
+        guard cuts > 0 else {
+            return CheckResult(
+                name: name, passed: false,
+                evidence: gets.isEmpty ? "the client never asked for /files/\(file.name)" : "no response for /files/\(file.name) was cut, so nothing had to resume (\(gets.count) request\(gets.count == 1 ? "" : "s"))")
+        }
+        let served = gets.reduce(Int64(0)) { $0 + $1.bodyBytesSent }
+        let ratio = Double(served) / Double(file.size.bytes)
+        let servedText = "\(Self.bytes(served)) served for a \(Self.bytes(file.size.bytes)) file (\(String(format: "%.2f", ratio))×)"
+        guard ratio <= 1 + check.tolerance else {
+            return CheckResult(name: name, passed: false,
+                               evidence: details.joined(separator: "; ") + "; but \(servedText), need ≤ \(String(format: "%.2f", 1 + check.tolerance))×",
+                               details: details)
+        }
+        return CheckResult(name: name, passed: true, evidence: details.joined(separator: "; ") + "; \(servedText)", details: details)
+    }
+
+    // MARK: backs-off
+
+    static func backsOff(_ check: BacksOffCheck, _ evidence: RunEvidence) -> CheckResult {
+        let name = "backs-off"
+        let attempts = check.file.map { evidence.gets(of: $0) } ?? evidence.requests
+        guard let firstFailure = attempts.firstIndex(where: \.failed) else {
+            return CheckResult(name: name, passed: false,
+                               evidence: attempts.isEmpty ? "no attempt reached the origin" : "no attempt failed, so there was nothing to back off from (\(attempts.count) attempts)")
+        }
+        let lastFailure = attempts.lastIndex(where: \.failed)!
+        let window = Array(attempts[firstFailure...min(lastFailure + 1, attempts.count - 1)])
+        let times = window.map(\.at)
+        let retries = times.dropFirst().map { "+" + Self.seconds($0 - times[0]) }
+        let gaps = zip(times.dropFirst(), times).map { $0 - $1 }
+        let gapText = gaps.map { Self.seconds($0) }.joined(separator: " ")
+        var problems: [String] = []
+        if gaps.isEmpty {
+            problems.append("the client never retried after the failure at +\(Self.seconds(window[0].at))")
+        }
+        for (index, gap) in gaps.enumerated() {
+            let failed = window[index]
+            if let retryAfter = failed.retryAfter, let seconds = Double(retryAfter) {
+                if gap < seconds * (1 - check.jitter) {
+                    problems.append("retry \(index + 1) came \(Self.seconds(gap)) after a Retry-After: \(retryAfter)")
+                }
+            } else if index > 0 {
+                let needed = gaps[index - 1] * check.factor * (1 - check.jitter)
+                if gap < needed {
+                    problems.append("gap \(index + 1) was \(Self.seconds(gap)) after \(Self.seconds(gaps[index - 1])) (need ≥ ×\(Self.factor(check.factor)))")
+                }
+            }
+        }
+        // Attempts in any 60 s window.
+        var busiest = 0
+        var lower = 0
+        for upper in times.indices {
+            while times[upper] - times[lower] >= 60 { lower += 1 }
+            busiest = max(busiest, upper - lower + 1)
+        }
+        if busiest > check.maxPerMinute {
+            problems.append("\(busiest) attempts within a minute (cap \(check.maxPerMinute))")
+        }
+        if let recovery = check.recovery {
+            let failureEnd = attempts[lastFailure].at
+            if let back = attempts[(lastFailure + 1)...].first(where: { !$0.failed }) {
+                if back.at - failureEnd > recovery.seconds {
+                    problems.append("came back \(Self.seconds(back.at - failureEnd)) after the last failure (need ≤ \(formatSeconds(recovery)))")
+                }
+            } else {
+                problems.append("never came back after the last failure at +\(Self.seconds(failureEnd))")
+            }
+        }
+        let retryAfters = Set(window.compactMap(\.retryAfter))
+        let context = retryAfters.isEmpty ? "" : " (Retry-After \(retryAfters.sorted().joined(separator: ", ")) s)"
+        let seen = retries.isEmpty ? "1 failed attempt" : "retries at \(retries.joined(separator: " ")), gaps \(gapText)\(context)"
+        if problems.isEmpty {
+            return CheckResult(name: name, passed: true, evidence: seen)
+        }
+        return CheckResult(name: name, passed: false, evidence: "\(seen) — " + problems.prefix(2).joined(separator: "; ")
+                           + (problems.count > 2 ? "; and \(problems.count - 2) more" : ""))
+    }
+
+    // MARK: formatting
+
+    static func seconds(_ value: Double) -> String { String(format: "%.2fs", value) }
+    static func factor(_ value: Double) -> String { String(format: "%g", value) }
+    static func bytes(_ value: Int64) -> String {
+        let formatter = NumberFormatter()
+        formatter.numberStyle = .decimal
+        formatter.groupingSeparator = ","
+        formatter.usesGroupingSeparator = true
+        return formatter.string(from: NSNumber(value: value)) ?? String(value)
+    }
+
+    static func describe(_ exit: ExitStatus) -> String {
+        switch exit {
+        case .exited(let code): return "exit \(code)"
+        case .signaled(let signal): return "killed by signal \(signal)"
+        }
+    }
+}

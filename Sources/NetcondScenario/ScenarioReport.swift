@@ -1,0 +1,36 @@
+import Foundation
+import NetcondCore
+
+/// The readable report of scenario runs: one line per check with its evidence, and for a failure
+/// the command that repeats the run.
+public enum ScenarioReport {
+    public static func header(_ scenario: Scenario, seed: UInt64, command: [String]) -> String {
+        var text = "netcond: scenario \(scenario.name) (\(scenario.file)), profile \(scenario.profile.name), seed \(seed)\n"
+        if !scenario.description.isEmpty { text += "  \(scenario.description)\n" }
+        text += "  client: \(self.shellLine(command))"
+        return text
+    }
+
+    /// `✓ completes — exit 0 after 3.10s; …` lines.
+    public static func checkLines(_ outcome: ScenarioOutcome) -> [String] {
+        outcome.results.map { "\($0.passed ? "✓" : "✗") \($0.name) — \($0.evidence)" }
+    }
+
+    public static func verdictLine(_ outcome: ScenarioOutcome, scenarioArgument: String, commandFromFile: Bool) -> String {
+        let failed = outcome.results.filter { !$0.passed }.count
+        if failed == 0 {
+            return "netcond: \(outcome.scenario.name) passed (\(outcome.results.count) check\(outcome.results.count == 1 ? "" : "s"), client ran \(String(format: "%.1f", outcome.evidence.duration)) s)"
+        }
+        var repeatCommand = ["netcond", "run", scenarioArgument, "--seed", String(outcome.seed)]
+        if !commandFromFile { repeatCommand += ["--"] + outcome.command }
+        return "netcond: \(outcome.scenario.name) FAILED (\(failed) of \(outcome.results.count) checks); repeat with: \(self.shellLine(repeatCommand))"
+    }
+
+    /// Words joined for a shell: plain words as they are, others in single quotes.
+    public static func shellLine(_ words: [String]) -> String {
+        words.map { word in
+            let plain = !word.isEmpty && word.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_./=:,+@%".contains($0)) }
+            return plain ? word : "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        }.joined(separator: " ")
+    }
+}

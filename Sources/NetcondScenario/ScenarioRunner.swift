@@ -1,0 +1,192 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NetcondCore
+import NetcondOrigin
+import NetcondProxy
+
+/// One scenario run: what happened and what the checks made of it.
+public struct ScenarioOutcome: Sendable {
+    public var scenario: Scenario
+    public var seed: UInt64
+    public var command: [String]
+    public var evidence: RunEvidence
+    public var results: [CheckResult]
+    /// The timeline as applied: seconds since the client started, and what changed.
+    public var applied: [(at: Double, what: String)]
+    /// netcond's own start-up: from the start of the run to the client's start, in seconds.
+    public var startup: Double
+    /// The one-line link summary of the run.
+    public var summaryLine: String
+
+    public var passed: Bool { self.results.allSatisfy(\.passed) }
+}
+
+/// Failures of netcond itself (exit 3), as opposed to the client failing a check (exit 1).
+public struct ScenarioRunError: Error, CustomStringConvertible {
+    public var description: String
+    public var exitCode: Int32
+}
+
+/// Runs a scenario: starts the origin (with the scenario's files and faults) and the proxy (with its
+/// profile), gives the client a fresh working directory and its variables, plays the timeline,
+/// stops the client at its deadline, then runs the checks on what the origin saw and the client left.
+public enum ScenarioRunner {
+    /// How long a client has after SIGTERM at its deadline before SIGKILL.
+    static let termGrace = Span.seconds(Int64(2))
+
+    public static func run(
+        _ scenario: Scenario,
+        command override: [String]?,
+        seed: UInt64,
+        baseEnvironment: [String: String],
+        keepWorkingDirectory: Bool = false,
+        onStart: (@Sendable (ChildProcess) -> Void)? = nil,
+        onEvent: (@Sendable (String) -> Void)? = nil
+    ) async throws(ScenarioRunError) -> ScenarioOutcome {
+        let began = NIODeadline.now()
+        guard let command = (override?.isEmpty == false ? override : nil) ?? scenario.client.command else {
+            throw ScenarioRunError(
+                description: "\(scenario.file): the scenario names no client command; give one after '--' or as client.command",
+                exitCode: 2)
+        }
+        let session: Session
+        do {
+            session = try await Session.start(profile: scenario.profile, seed: seed, originContent: scenario.origin)
+        } catch {
+            throw ScenarioRunError(description: "cannot start: \(error)", exitCode: 3)
+        }
+        let workdir: String
+        do {
+            workdir = try Self.makeWorkingDirectory(name: scenario.name)
+        } catch {
+            await session.stop()
+            throw error
+        }
+        var environment = session.childEnvironment(base: baseEnvironment)
+        for (name, value) in scenario.client.environment { environment[name] = value }
+        environment["NETCOND_WORKDIR"] = workdir
+        environment["NETCOND_SCENARIO"] = scenario.name
+        if let url = scenario.client.url {
+            environment["NETCOND_URL"] = url.hasPrefix("/") ? "http://\(Session.originHost)\(url)" : url
+        }
+        if let output = scenario.client.output {
+            environment["NETCOND_OUTPUT"] = (workdir as NSString).appendingPathComponent(output)
+        }
+
+        let child: ChildProcess
+        do {
+            child = try ChildProcess.spawn(command, environment: environment, workingDirectory: workdir)
+        } catch {
+            await session.stop()
+            Self.remove(workdir)
+            throw ScenarioRunError(description: error.description, exitCode: error.exitCode)
+        }
+        let started = NIODeadline.now()
+        onStart?(child)
+        let startup = Double(started.uptimeNanoseconds - began.uptimeNanoseconds) / 1e9
+        let applied = NIOLockedValueBox<[(at: Double, what: String)]>([])
+        let proxy = session.proxy
+        let timeline = Task {
+            for event in scenario.timeline {
+                let due = started + .nanoseconds(event.at.nanoseconds)
+                let wait = due.uptimeNanoseconds > NIODeadline.now().uptimeNanoseconds
+                    ? due.uptimeNanoseconds - NIODeadline.now().uptimeNanoseconds : 0
+                if wait > 0 { try? await Task.sleep(nanoseconds: wait) }
+                if Task.isCancelled { return }
+                await proxy.apply(Self.command(for: event.action))
+                let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+                applied.withLockedValue { $0.append((at, event.action.description)) }
+                onEvent?(String(format: "+%.1f s  %@", at, event.action.description))
+            }
+        }
+        let timedOut = NIOLockedValueBox(false)
+        let deadline = scenario.client.deadline
+        let watchdog = Task {
+            try? await Task.sleep(nanoseconds: UInt64(deadline.nanoseconds))
+            if Task.isCancelled { return }
+            timedOut.withLockedValue { $0 = true }
+            onEvent?("client still running at its \(formatSeconds(deadline)) deadline: SIGTERM")
+            child.signal(SIGTERM)
+            try? await Task.sleep(nanoseconds: UInt64(Self.termGrace.nanoseconds))
+            if Task.isCancelled { return }
+            child.signal(SIGKILL)
+        }
+        let exit = await child.wait()
+        let ended = NIODeadline.now()
+        watchdog.cancel()
+        timeline.cancel()
+        _ = await timeline.value
+
+        let startNanos = Int64(started.uptimeNanoseconds)
+        let requests = session.origin.requestLog.entries.map { entry in
+            RunEvidence.Request(
+                at: Double(entry.timestamp.nanoseconds - startNanos) / 1e9,
+                method: entry.method,
+                path: Self.path(of: entry.target),
+                range: entry.headers.range,
+                idempotencyKey: entry.headers.idempotencyKey,
+                status: entry.status,
+                retryAfter: entry.retryAfter,
+                bodyBytesSent: entry.bodyBytesSent,
+                completed: entry.completed
+            )
+        }
+        let evidence = RunEvidence(
+            exit: exit,
+            timedOut: timedOut.withLockedValue { $0 },
+            deadline: deadline,
+            duration: Double(ended.uptimeNanoseconds - started.uptimeNanoseconds) / 1e9,
+            requests: requests,
+            workingDirectory: workdir,
+            origin: scenario.origin
+        )
+        let results = scenario.checks.map { Checks.evaluate($0, evidence) }
+        let summaryLine = await session.summaryLine()
+        await session.stop()
+        if !keepWorkingDirectory { Self.remove(workdir) }
+        return ScenarioOutcome(
+            scenario: scenario, seed: seed, command: command, evidence: evidence, results: results,
+            applied: applied.withLockedValue { $0 }, startup: startup, summaryLine: summaryLine
+        )
+    }
+
+    static func command(for action: ScenarioAction) -> ControlCommand {
+        switch action {
+        case .switchProfile(let profile): return .switchProfile(profile)
+        case .outage(let behaviour): return .outage(behaviour)
+        case .stall(let direction): return .stall(direction)
+        case .addFault(let fault): return .addFault(fault)
+        case .clearFaults: return .removeFault(nil)
+        case .captive(let open): return .captive(open: open)
+        }
+    }
+
+    /// The path of a request target (origin-form or absolute-form), without the query.
+    static func path(of target: String) -> String {
+        var rest = Substring(target)
+        if let scheme = rest.range(of: "://") {
+            let afterScheme = rest[scheme.upperBound...]
+            rest = afterScheme.firstIndex(of: "/").map { afterScheme[$0...] } ?? "/"
+        }
+        return String(rest.prefix { $0 != "?" && $0 != "#" })
+    }
+
+    private static func makeWorkingDirectory(name: String) throws(ScenarioRunError) -> String {
+        let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        let safe = String(name.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" }.prefix(40))
+        var template = Array("\(base)/netcond-\(safe)-XXXXXX".utf8CString)
+        guard let pointer = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw ScenarioRunError(description: "cannot create a working directory in \(base): \(String(cString: strerror(errno)))", exitCode: 3)
+        }
+        return String(cString: pointer)
+    }
+
+    static func remove(_ directory: String) {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,0 +1,141 @@
+import Foundation
+import Testing
+
+@testable import NetcondCore
+
+/// Scenario files: every section decodes, and every bad value names file:line:column, the key and
+/// what is allowed.
+@Suite struct ScenarioDecoderTests {
+    static let file = "Scenarios/test.yaml"
+
+    static let full = """
+        name: demo
+        description: a demo
+        profile: 3g
+        origin:
+          files:
+            big.bin: {size: 2MB, seed: 7}
+          faults:
+            - {file: big.bin, cut_after: 600KB, first: 1}
+            - {file: big.bin, status: 503, retry_after: 2s, requests: [2, 3]}
+            - {file: big.bin, hang: true}
+        timeline:
+          - {at: 5s, outage: refuse}
+          - {at: 2s, stall: down}
+          - {at: 5s, outage: end}
+          - {at: 1s, fault: {status: 500, first: 1}}
+          - {at: 3s, captive: open}
+          - {at: 4s, faults: clear}
+          - {at: 6s, profile: edge}
+        client:
+          command: curl -o "$NETCOND_OUTPUT" "$NETCOND_URL"
+          url: /files/big.bin
+          output: big.bin
+          env: {A: b}
+          deadline: 30s
+        checks:
+          completes: {}
+          resumes: {slack: 32KB, tolerance: 10%}
+          backs-off: {factor: 2, max_per_minute: 10, recovery: 5s}
+        """
+
+    func decode(_ yaml: String) throws(ConfigError) -> Scenario {
+        try ScenarioDecoder.decode(yaml: yaml, file: Self.file)
+    }
+
+    @Test func everySectionDecodes() throws {
+        let scenario = try self.decode(Self.full)
+        #expect(scenario.name == "demo")
+        #expect(scenario.profile.name == "3g")
+        #expect(scenario.origin.files == [OriginFile(name: "big.bin", size: ByteCount(bytes: 2 << 20), seed: 7)])
+        #expect(scenario.origin.faults == [
+            OriginFault(file: "big.bin", action: .cutAfter(ByteCount(bytes: 600 * 1024)), requests: .first(1)),
+            OriginFault(file: "big.bin", action: .status(503, retryAfter: .seconds(2)), requests: .only([2, 3])),
+            OriginFault(file: "big.bin", action: .hang, requests: .all),
+        ])
+        // Sorted by time; same-moment events keep the file's order.
+        #expect(scenario.timeline.map(\.at) == [.seconds(1), .seconds(2), .seconds(3), .seconds(4), .seconds(5), .seconds(5), .seconds(6)])
+        #expect(scenario.timeline[4].action == .outage(.refuse))
+        #expect(scenario.timeline[5].action == .outage(nil))
+        #expect(scenario.timeline[1].action == .stall(.down))
+        #expect(scenario.timeline[2].action == .captive(open: true))
+        #expect(scenario.timeline[3].action == .clearFaults)
+        if case .switchProfile(let profile) = scenario.timeline[6].action { #expect(profile.name == "edge") } else { Issue.record("no profile switch") }
+        #expect(scenario.client.command == ["/bin/sh", "-c", #"curl -o "$NETCOND_OUTPUT" "$NETCOND_URL""#])
+        #expect(scenario.client.url == "/files/big.bin")
+        #expect(scenario.client.output == "big.bin")
+        #expect(scenario.client.environment == ["A": "b"])
+        #expect(scenario.client.deadline == .seconds(30))
+        #expect(scenario.checks == [
+            .completes(CompletesCheck(exit: 0, files: [("big.bin", "big.bin")])),
+            .resumes(ResumesCheck(file: "big.bin", slack: ByteCount(bytes: 32 * 1024), tolerance: 0.1)),
+            .backsOff(BacksOffCheck(file: "big.bin", factor: 2, jitter: 0.2, maxPerMinute: 10, recovery: .seconds(5))),
+        ])
+    }
+
+    @Test func inlineProfileKeepsThisFilesPositions() throws {
+        let scenario = try self.decode("profile:\n  extends: edge\n  down: {latency: 50ms}\nchecks:\n  completes: {}\n")
+        #expect(scenario.profile.down.latency == .milliseconds(50))
+        #expect(scenario.profile.name == "test")
+        let error = #expect(throws: ConfigError.self) {
+            try self.decode("profile:\n  down: {latency: fast}\nchecks:\n  completes: {}\n")
+        }
+        #expect(error?.line == 2)
+        #expect(error?.keyPath == "profile.down.latency")
+    }
+
+    @Test func shippedScenariosAreValid() throws {
+        let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Scenarios")
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".yaml") }
+        #expect(names.count >= 3)
+        for name in names {
+            let path = directory.appendingPathComponent(name).path
+            let scenario = try ScenarioDecoder.decodeFile(atPath: path)
+            #expect(!scenario.description.isEmpty, "\(name) needs a description")
+            #expect(scenario.name + ".yaml" == name)
+            #expect(ScenarioDecoder.looksLikeScenario(yaml: try String(contentsOfFile: path, encoding: .utf8)))
+        }
+    }
+
+    @Test(arguments: [
+        ("profile: edge\nchecks: {complets: {}}\n", 2, "checks.complets", "did you mean 'completes'"),
+        ("checks: {completes: {}}\n", 1, "profile", "missing required key 'profile'"),
+        ("profile: edg\nchecks: {completes: {}}\n", 1, "profile", "did you mean 'edge'"),
+        ("profile: edge\n", 1, "checks", "missing required key 'checks'"),
+        ("profile: edge\nchecks: {}\n", 2, "checks", "no checks"),
+        ("profile: edge\norigin: {files: {big.bin: {size: 0B}}}\nchecks: {completes: {}}\n", 2, "origin.files.big.bin.size", "out of range"),
+        ("profile: edge\norigin: {files: {'../x': {size: 1KB}}}\nchecks: {completes: {}}\n", 2, "origin.files.../x", "not allowed"),
+        ("profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: b, hang: true}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].file", "unknown file 'b'"),
+        ("profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0]", "does nothing"),
+        ("profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a, hang: true, status: 503}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].status", "one fault does one thing"),
+        ("profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a, status: 200}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].status", "400…599"),
+        ("profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a, cut_after: 1KB, retry_after: 2s}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].retry_after", "goes with status"),
+        ("profile: edge\ntimeline: [{at: 5s, outage: sometimes}]\nchecks: {completes: {}}\n", 2, "timeline[0].outage", "allowed: blackhole, refuse, reset, end"),
+        ("profile: edge\ntimeline: [{outage: refuse}]\nchecks: {completes: {}}\n", 2, "timeline[0].at", "missing required key 'at'"),
+        ("profile: edge\ntimeline: [{at: soon, outage: refuse}]\nchecks: {completes: {}}\n", 2, "timeline[0].at", ""),
+        ("profile: edge\ntimeline: [{at: 1s, outage: refuse, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].stall", "one event does one thing"),
+        ("profile: edge\nclient: {url: files/x}\nchecks: {completes: {}}\n", 2, "client.url", "neither a path nor a URL"),
+        ("profile: edge\nclient: {url: /files/x}\nchecks: {completes: {}}\n", 2, "client", "origin.files does not define"),
+        ("profile: edge\nclient: {output: ../x}\nchecks: {completes: {}}\n", 2, "client.output", "not a plain file name"),
+        ("profile: edge\nclient: {deadline: 10ms}\nchecks: {completes: {}}\n", 2, "client.deadline", "100ms…1h"),
+        ("profile: edge\nchecks: {resumes: {}}\n", 2, "checks.resumes", "which file?"),
+        ("profile: edge\norigin: {files: {a: {size: 1KB}}}\nchecks: {backs-off: {file: a, factor: 0.5}}\n", 3, "checks.backs-off.factor", "1…10"),
+        ("profile: edge\nchecks: {completes: {exit: 300}}\n", 2, "checks.completes.exit", "0…255"),
+    ])
+    func badInputNamesTheSpot(yaml: String, line: Int, keyPath: String, message: String) {
+        let error = #expect(throws: ConfigError.self) { try self.decode(yaml) }
+        #expect(error?.file == Self.file)
+        #expect(error?.line == line, "\(error?.description ?? "")")
+        #expect(error?.keyPath == keyPath, "\(error?.description ?? "")")
+        if !message.isEmpty { #expect(error?.description.contains(message) == true, "\(error?.description ?? "")") }
+    }
+
+    @Test func missingProfileFileNamesTheScenarioLine() {
+        let error = #expect(throws: ConfigError.self) {
+            try self.decode("profile: nowhere/edge.yaml\nchecks: {completes: {}}\n")
+        }
+        #expect(error?.line == 1)
+        #expect(error?.description.contains("nowhere/edge.yaml") == true)
+    }
+}

@@ -1,0 +1,187 @@
+import Foundation
+import Testing
+
+@testable import NetcondCore
+@testable import NetcondScenario
+
+/// The checks on hand-made evidence: each passes for a client that behaves and fails, with the
+/// evidence that decided it, for one that does not.
+@Suite struct ChecksTests {
+    static let big = OriginFile(name: "big.bin", size: ByteCount(bytes: 1_000_000), seed: 7)
+    typealias Request = RunEvidence.Request
+
+    func evidence(_ requests: [Request], exit: NetcondScenario.ExitStatus? = .exited(0), timedOut: Bool = false, directory: String = "/nonexistent") -> RunEvidence {
+        RunEvidence(
+            exit: exit, timedOut: timedOut, deadline: .seconds(60), duration: 3.5, requests: requests,
+            workingDirectory: directory, origin: OriginContent(files: [Self.big])
+        )
+    }
+
+    // MARK: resumes
+
+    @Test func resumingClientPasses() {
+        let result = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([
+            Request(at: 0.1, path: "/files/big.bin", status: 200, bodyBytesSent: 300_000, completed: false),
+            Request(at: 1.2, path: "/files/big.bin", range: "bytes=300000-", status: 206, bodyBytesSent: 700_000),
+        ]))
+        #expect(result.passed, "\(result.evidence)")
+        #expect(result.evidence.contains("cut at 300,000 → Range: bytes=300000-"))
+        #expect(result.evidence.contains("1,000,000 served for a 1,000,000 file (1.00×)"))
+    }
+
+    @Test func cutsOfRangeResponsesCountFromTheirStart() {
+        let result = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([
+            Request(at: 0.1, path: "/files/big.bin", status: 200, bodyBytesSent: 300_000, completed: false),
+            Request(at: 1.2, path: "/files/big.bin", range: "bytes=300000-", status: 206, bodyBytesSent: 300_000, completed: false),
+            Request(at: 2.2, path: "/files/big.bin", range: "bytes=590000-", status: 206, bodyBytesSent: 410_000),
+        ]))
+        #expect(result.passed, "\(result.evidence)")
+        #expect(result.evidence.contains("cut at 600,000 → Range: bytes=590000-"))
+    }
+
+    @Test func startingOverFails() {
+        let result = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([
+            Request(at: 0.1, path: "/files/big.bin", status: 200, bodyBytesSent: 300_000, completed: false),
+            Request(at: 1.2, path: "/files/big.bin", status: 200, bodyBytesSent: 1_000_000),
+        ]))
+        #expect(!result.passed)
+        #expect(result.evidence.contains("asked for the whole file again (no Range"))
+    }
+
+    @Test func neverRetryingFails() {
+        let result = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([
+            Request(at: 0.1, path: "/files/big.bin", status: 200, bodyBytesSent: 300_000, completed: false),
+        ]))
+        #expect(!result.passed)
+        #expect(result.evidence.contains("never asked again"))
+    }
+
+    @Test func resumingTooEarlyOrLateFails() {
+        for start in [100_000, 300_001] {
+            let result = Checks.resumes(ResumesCheck(file: "big.bin", slack: ByteCount(bytes: 65_536)), self.evidence([
+                Request(at: 0.1, path: "/files/big.bin", status: 200, bodyBytesSent: 300_000, completed: false),
+                Request(at: 1.2, path: "/files/big.bin", range: "bytes=\(start)-", status: 206, bodyBytesSent: 1_000_000 - Int64(start)),
+            ]))
+            #expect(!result.passed)
+            #expect(result.evidence.contains("need 234,464…300,000"), "\(result.evidence)")
+        }
+    }
+
+    @Test func servingTooMuchFails() {
+        let result = Checks.resumes(ResumesCheck(file: "big.bin", tolerance: 0.1), self.evidence([
+            Request(at: 0.1, path: "/files/big.bin", status: 200, bodyBytesSent: 300_000, completed: false),
+            Request(at: 1.2, path: "/files/big.bin", range: "bytes=300000-", status: 206, bodyBytesSent: 700_000),
+            Request(at: 2.0, path: "/files/big.bin", status: 200, bodyBytesSent: 1_000_000),
+        ]))
+        #expect(!result.passed)
+        #expect(result.evidence.contains("(2.00×), need ≤ 1.10×"), "\(result.evidence)")
+    }
+
+    @Test func noCutIsReportedNotPassed() {
+        let result = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([
+            Request(at: 0.1, path: "/files/big.bin", status: 200, bodyBytesSent: 1_000_000),
+        ]))
+        #expect(!result.passed)
+        #expect(result.evidence.contains("no response for /files/big.bin was cut"))
+    }
+
+    // MARK: backs-off
+
+    func attempts(_ times: [Double], retryAfter: String? = nil, thenSuccessAt success: Double? = nil) -> [Request] {
+        times.map { Request(at: $0, path: "/files/big.bin", status: 503, retryAfter: retryAfter, bodyBytesSent: 20) }
+            + (success.map { [Request(at: $0, path: "/files/big.bin", status: 200, bodyBytesSent: 1_000_000)] } ?? [])
+    }
+
+    @Test func exponentialBackoffPasses() {
+        let result = Checks.backsOff(BacksOffCheck(file: "big.bin", recovery: .seconds(20)),
+                                     self.evidence(self.attempts([0, 1, 3, 7], thenSuccessAt: 15)))
+        #expect(result.passed, "\(result.evidence)")
+        #expect(result.evidence == "retries at +1.00s +3.00s +7.00s +15.00s, gaps 1.00s 2.00s 4.00s 8.00s")
+    }
+
+    @Test func tightLoopFails() {
+        let times = (0..<40).map { Double($0) * 0.05 }
+        let result = Checks.backsOff(BacksOffCheck(file: "big.bin", maxPerMinute: 30), self.evidence(self.attempts(times)))
+        #expect(!result.passed)
+        #expect(result.evidence.contains("(need ≥ ×1.5)"), "\(result.evidence)")
+        #expect(result.evidence.contains("and "), "\(result.evidence)")
+    }
+
+    @Test func retryAfterIsHonouredOrNot() {
+        let honoured = Checks.backsOff(BacksOffCheck(file: "big.bin"), self.evidence(self.attempts([0, 2.1, 4.2], retryAfter: "2", thenSuccessAt: 6.3)))
+        #expect(honoured.passed, "\(honoured.evidence)")
+        let ignored = Checks.backsOff(BacksOffCheck(file: "big.bin"), self.evidence(self.attempts([0, 0.1, 0.2], retryAfter: "2", thenSuccessAt: 0.3)))
+        #expect(!ignored.passed)
+        #expect(ignored.evidence.contains("retry 1 came 0.10s after a Retry-After: 2"), "\(ignored.evidence)")
+    }
+
+    @Test func attemptsPerMinuteAreCapped() {
+        // Growing gaps, but far too many in a minute.
+        let times = [0.0, 0.1, 0.3, 0.7, 1.5, 3.1, 6.3]
+        let result = Checks.backsOff(BacksOffCheck(file: "big.bin", factor: 1.5, maxPerMinute: 5), self.evidence(self.attempts(times)))
+        #expect(!result.passed)
+        #expect(result.evidence.contains("7 attempts within a minute (cap 5)"), "\(result.evidence)")
+    }
+
+    @Test func neverComingBackFails() {
+        let result = Checks.backsOff(BacksOffCheck(file: "big.bin", recovery: .seconds(10)), self.evidence(self.attempts([0, 1, 3])))
+        #expect(!result.passed)
+        #expect(result.evidence.contains("never came back after the last failure at +3.00s"), "\(result.evidence)")
+        let late = Checks.backsOff(BacksOffCheck(file: "big.bin", recovery: .seconds(10)), self.evidence(self.attempts([0, 1, 3], thenSuccessAt: 30)))
+        #expect(!late.passed)
+        #expect(late.evidence.contains("came back 27.00s after the last failure (need ≤ 10 s)"), "\(late.evidence)")
+    }
+
+    @Test func noFailureMeansNothingToJudge() {
+        let result = Checks.backsOff(BacksOffCheck(file: "big.bin"), self.evidence(self.attempts([], thenSuccessAt: 1)))
+        #expect(!result.passed)
+        #expect(result.evidence.contains("no attempt failed"))
+    }
+
+    // MARK: completes
+
+    @Test func completesComparesTheFileByteForByte() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-checks-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let good = Data(DeterministicBytesReference.bytes(seed: 7, count: 1_000_000))
+        try good.write(to: directory.appendingPathComponent("ok.bin"))
+        var bad = good
+        bad[123_456] ^= 0xFF
+        try bad.write(to: directory.appendingPathComponent("bad.bin"))
+        try good.prefix(500_000).write(to: directory.appendingPathComponent("short.bin"))
+        try Data("<html><body>Log in to Hotel Wi-Fi</body></html>".utf8).write(to: directory.appendingPathComponent("portal.bin"))
+
+        func run(_ output: String, exit: NetcondScenario.ExitStatus = .exited(0), timedOut: Bool = false) -> CheckResult {
+            Checks.completes(CompletesCheck(files: [(output, "big.bin")]),
+                             self.evidence([], exit: exit, timedOut: timedOut, directory: directory.path))
+        }
+        #expect(run("ok.bin").passed)
+        #expect(run("ok.bin").evidence == "exit 0 after 3.50s; ok.bin: 1,000,000 bytes identical to /files/big.bin")
+        #expect(run("bad.bin").evidence.contains("differs from /files/big.bin at byte 123,456"))
+        #expect(run("short.bin").evidence.contains("500,000 of 1,000,000 bytes (short)"))
+        #expect(run("portal.bin").evidence.contains("(it looks like an HTML page)"))
+        #expect(run("missing.bin").evidence.contains("missing"))
+        #expect(!run("ok.bin", exit: .exited(18)).passed)
+        #expect(run("ok.bin", exit: .exited(18)).evidence == "exit 18 after 3.50s (need exit 0)")
+        #expect(run("ok.bin", exit: .signaled(9), timedOut: true).evidence.contains("still running at its 60 s deadline"))
+    }
+}
+
+/// The origin's byte stream, computed independently (SplitMix64 in counter mode, little-endian).
+enum DeterministicBytesReference {
+    static func bytes(seed: UInt64, count: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(count + 8)
+        var word: UInt64 = 0
+        while out.count < count {
+            word += 1
+            var z = seed &+ word &* 0x9E37_79B9_7F4A_7C15
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            z ^= z >> 31
+            withUnsafeBytes(of: z.littleEndian) { out.append(contentsOf: $0) }
+        }
+        return Array(out.prefix(count))
+    }
+}

@@ -1,0 +1,140 @@
+"""Scenarios on real clients: each check passes on a client that behaves well and fails on one that
+does not, with no cooperation from the clients (they only read NETCOND_URL / NETCOND_OUTPUT)."""
+import glob
+import os
+import textwrap
+
+from conftest import run
+
+SCENARIOS = os.path.join(os.path.dirname(__file__), "..", "..", "Scenarios")
+WGET = 'wget -q -O "$NETCOND_OUTPUT" "$NETCOND_URL"'
+CURL = 'curl -sS -o "$NETCOND_OUTPUT" "$NETCOND_URL"'
+
+
+def scenario(name, client, extra=(), timeout=120, env=None):
+    return run(["run", os.path.join(SCENARIOS, name + ".yaml"), "--seed", "3", *extra, "--", "sh", "-c", client],
+               timeout=timeout, env=env)
+
+
+def line(result, check):
+    """The report line of one check ('✓ resumes — …')."""
+    found = [l for l in result.stdout.splitlines() if l[2:].startswith(check + " —")]
+    assert len(found) == 1, (result.stdout, result.stderr)
+    return found[0]
+
+
+def test_wget_resumes_after_a_dropout_and_curl_starts_nothing_again():
+    good = scenario("resume-after-dropout", WGET)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert line(good, "resumes").startswith("✓")
+    assert "cut at 614,400 → Range: bytes=614400-" in line(good, "resumes")
+    assert "2,097,152 bytes identical to /files/big.bin" in line(good, "completes")
+    assert "resume-after-dropout passed" in good.stderr
+
+    bad = scenario("resume-after-dropout", CURL)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert line(bad, "resumes").startswith("✗")
+    assert "never asked again" in line(bad, "resumes")
+    assert "exit 18" in line(bad, "completes")
+    # A failing run says how to repeat it, seed included.
+    assert "repeat with: netcond run " in bad.stderr and "--seed 3 -- sh -c" in bad.stderr
+
+
+def test_a_client_that_retries_from_zero_fails_resumes():
+    # python requests with urllib3's Retry reconnects after the cut, but asks for the whole file again.
+    client = textwrap.dedent("""
+        import os, requests
+        from requests.adapters import HTTPAdapter
+        from urllib3.util.retry import Retry
+        s = requests.Session()
+        s.mount("http://", HTTPAdapter(max_retries=Retry(total=3, backoff_factor=0.1)))
+        for attempt in range(3):
+            try:
+                r = s.get(os.environ["NETCOND_URL"], timeout=30)
+                open(os.environ["NETCOND_OUTPUT"], "wb").write(r.content)
+                break
+            except requests.exceptions.RequestException as e:
+                print("retrying:", e)
+    """)
+    bad = scenario("resume-after-dropout", f"python3 -c '{client}'")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "asked for the whole file again (no Range" in line(bad, "resumes")
+
+
+def test_three_cuts_in_a_row():
+    good = scenario("resume-after-reset-storm", WGET)
+    assert good.returncode == 0, good.stdout + good.stderr
+    resumes = line(good, "resumes")
+    for at in ("307,200", "614,400", "921,600"):
+        assert f"cut at {at} → Range: bytes={at.replace(',', '')}-" in resumes
+
+
+def test_curl_honours_retry_after_and_wget_in_a_tight_loop_does_not():
+    good = scenario("backoff-503-retry-after", 'curl -sS --retry 5 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert line(good, "backs-off").startswith("✓")
+    assert "(Retry-After 2 s)" in line(good, "backs-off")
+
+    bad = scenario("backoff-503-retry-after",
+                   'wget -q --tries=10 --waitretry=0 --retry-on-http-error=503 -O "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert line(bad, "backs-off").startswith("✗")
+    assert "after a Retry-After: 2" in line(bad, "backs-off")
+    # It did get the file in the end: only the manners fail.
+    assert line(bad, "completes").startswith("✓")
+
+
+def test_deadline_stops_a_hanging_client_and_fails_completes(tmp_path):
+    path = tmp_path / "hang.yaml"
+    path.write_text(textwrap.dedent("""
+        description: the origin never answers; the client has 2 s
+        profile: none
+        origin:
+          files: {slow.bin: {size: 1KB}}
+          faults: [{file: slow.bin, hang: true}]
+        client: {url: /files/slow.bin, output: slow.bin, deadline: 2s}
+        checks:
+          completes: {}
+    """))
+    env = {"TMPDIR": str(tmp_path)}
+    hung = run(["run", str(path), "--seed", "1", "--", "sh", "-c", CURL], timeout=60, env=env)
+    assert hung.returncode == 1, hung.stdout + hung.stderr
+    assert "still running at its 2 s deadline" in line(hung, "completes")
+    patient = run(["run", str(path), "--seed", "1", "--", "sh", "-c", 'curl -sS --max-time 1 -o "$NETCOND_OUTPUT" "$NETCOND_URL"'],
+                  timeout=60, env=env)
+    assert patient.returncode == 1
+    assert "exit 28" in line(patient, "completes")
+    # No working directory is left behind.
+    assert not glob.glob(str(tmp_path / "netcond-*"))
+
+
+def test_command_from_the_file_and_keep(tmp_path):
+    path = tmp_path / "own.yaml"
+    path.write_text(textwrap.dedent("""
+        profile: lte
+        origin: {files: {a.bin: {size: 100KB, seed: 5}}}
+        client:
+          command: curl -sS -o "$NETCOND_OUTPUT" "$NETCOND_URL" && test "$PWD" = "$NETCOND_WORKDIR"
+          url: /files/a.bin
+          output: a.bin
+        checks: {completes: {}}
+    """))
+    r = run(["run", str(path), "--keep"], timeout=60, env={"TMPDIR": str(tmp_path)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    kept = [l for l in r.stderr.splitlines() if "working directory kept:" in l]
+    assert kept and os.path.getsize(os.path.join(kept[0].split(": ", 2)[-1], "a.bin")) == 100 * 1024
+
+
+def test_bad_scenarios_are_usage_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("profile: lte\nclient: {url: /files/x.bin}\nchecks:\n  complete: {}\n")
+    r = run(["run", str(bad), "--", "true"])
+    assert r.returncode == 2
+    assert f"{bad}:4:3: checks.complete: unknown key 'complete'; did you mean 'completes'" in r.stderr
+    nocommand = tmp_path / "nocommand.yaml"
+    nocommand.write_text("profile: lte\nchecks: {completes: {}}\n")
+    r = run(["run", str(nocommand)])
+    assert r.returncode == 2
+    assert "names no client command" in r.stderr
+    r = run(["run", str(nocommand), "--", "no-such-program-netcond"])
+    assert r.returncode == 127
