@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import NetcondCore
 
 #if canImport(Glibc)
@@ -39,10 +40,10 @@ struct ProfilesCommand: ParsableCommand {
 struct ValidateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "validate",
-        abstract: "Check profile files; exit 2 with file:line:column and the reason at the first error."
+        abstract: "Check profile and scenario files; exit 2 with file:line:column and the reason at the first error."
     )
 
-    @Argument(help: "Profile YAML files.")
+    @Argument(help: "Profile or scenario YAML files (a scenario has checks: or client:).")
     var files: [String]
 
     func validate() throws {
@@ -52,6 +53,11 @@ struct ValidateCommand: ParsableCommand {
     func run() throws {
         for file in self.files {
             do {
+                if let text = try? String(contentsOfFile: file, encoding: .utf8), ScenarioDecoder.looksLikeScenario(yaml: text) {
+                    let scenario = try ScenarioDecoder.decodeFile(atPath: file)
+                    print("ok: \(file) (scenario \(scenario.name), profile \(scenario.profile.name), \(scenario.checks.count) check\(scenario.checks.count == 1 ? "" : "s"))")
+                    continue
+                }
                 let profile = try ProfileDecoder().decodeFile(atPath: file)
                 print("ok: \(file) (profile \(profile.name))")
             } catch {

@@ -138,3 +138,15 @@ def test_bad_scenarios_are_usage_errors(tmp_path):
     assert "names no client command" in r.stderr
     r = run(["run", str(nocommand), "--", "no-such-program-netcond"])
     assert r.returncode == 127
+
+
+def test_validate_checks_scenarios_too(tmp_path):
+    shipped = sorted(glob.glob(os.path.join(SCENARIOS, "*.yaml")))
+    r = run(["validate", *shipped])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("(scenario ") == len(shipped)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("profile: edge\nchecks: {resumes: {}}\n")
+    r = run(["validate", str(bad)])
+    assert r.returncode == 2
+    assert f"{bad}:2:19: checks.resumes: which file?" in r.stderr
