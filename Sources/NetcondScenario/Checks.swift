@@ -118,7 +118,7 @@ public enum Checks {
         }
         var details: [String] = []
         var failure: String?
-        for (output, fileName) in check.files {
+        for (output, fileName) in check.files.map({ ($0.output, $0.file) }) {
             guard let file = evidence.origin.file(named: fileName) else { continue }
             let verdict = Self.compare(path: (evidence.workingDirectory as NSString).appendingPathComponent(output), with: file)
             details.append("\(output): \(verdict.text)")

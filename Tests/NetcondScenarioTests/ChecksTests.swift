@@ -153,7 +153,7 @@ import Testing
         try Data("<html><body>Log in to Hotel Wi-Fi</body></html>".utf8).write(to: directory.appendingPathComponent("portal.bin"))
 
         func run(_ output: String, exit: NetcondScenario.ExitStatus = .exited(0), timedOut: Bool = false) -> CheckResult {
-            Checks.completes(CompletesCheck(files: [(output, "big.bin")]),
+            Checks.completes(CompletesCheck(files: [OutputFile(output: output, file: "big.bin")]),
                              self.evidence([], exit: exit, timedOut: timedOut, directory: directory.path))
         }
         #expect(run("ok.bin").passed)

@@ -27,19 +27,7 @@ extension HTTPFault {
             expecting: "a fault: one of \(HTTPFaultAction.kinds.joined(separator: ", ")) with optional match: "
                 + "and first/fraction/from/until (e.g. \(Self.example))"
         )
-        let given = map.entries.map(\.key).filter { HTTPFaultAction.kinds.contains($0) }  // in the file's order
-        guard let kind = given.first, let kindNode = map[kind] else {
-            throw node.error(
-                "the fault says what to do with none of its keys; allowed: one of "
-                    + "\(HTTPFaultAction.kinds.joined(separator: ", ")) (e.g. \(Self.example))"
-            )
-        }
-        if given.count > 1, let second = map[given[1]] {
-            throw second.error(
-                "one fault does one thing, and this one already has \(kind); "
-                    + "allowed: one of \(HTTPFaultAction.kinds.joined(separator: ", ")) per entry (add another entry)"
-            )
-        }
+        let (kind, kindNode) = try map.single(of: HTTPFaultAction.kinds, thing: "fault", example: Self.example)
         if let name = map["name"] { self.name = try name.string(expecting: "a short label") } else { self.name = nil }
         self.match = try map["match"].map { node throws(ConfigError) in try RequestMatch(node: node) } ?? RequestMatch()
         self.action = try Self.action(kind, kindNode, retryAfter: map["retry_after"])
@@ -52,11 +40,7 @@ extension HTTPFault {
         }
         switch kind {
         case "status":
-            let text = try node.string(expecting: "an HTTP status code, 400…599 (e.g. 503)")
-            guard let code = Int(text), (400...599).contains(code) else {
-                throw node.error("status '\(text)' is not an error status; allowed: 400…599 (e.g. 503, 429, 500)")
-            }
-            return .status(code, retryAfter: try retryAfter.map { node throws(ConfigError) in try RetryAfter(node: node) })
+            return .status(try Self.errorStatus(node), retryAfter: try retryAfter.map { node throws(ConfigError) in try RetryAfter(node: node) })
         case "first_byte":
             return .firstByte(try Self.delay(node, example: "first_byte: 30s"))
         case "slow_close":
@@ -72,6 +56,15 @@ extension HTTPFault {
             }
             return .dropResponse
         }
+    }
+
+    /// `status: 503`: an error status the proxy or the origin answers instead.
+    static func errorStatus(_ node: ConfigNode) throws(ConfigError) -> Int {
+        let text = try node.string(expecting: "an HTTP status code, 400…599 (e.g. 503)")
+        guard let code = Int(text), (400...599).contains(code) else {
+            throw node.error("status '\(text)' is not an error status; allowed: 400…599 (e.g. 503, 429, 500)")
+        }
+        return code
     }
 
     private static func delay(_ node: ConfigNode, example: String) throws(ConfigError) -> Span {

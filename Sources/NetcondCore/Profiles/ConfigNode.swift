@@ -121,6 +121,37 @@ public struct ConfigNode {
         return ConfigMapping(node: self, entries: entries)
     }
 
+    /// The node as a mapping whose keys are the user's own (file names, variable names): each
+    /// entry with its key, the value positioned and key-pathed under it. Keys must be plain words.
+    public func entries(expecting: String) throws(ConfigError) -> [(key: String, value: ConfigNode)] {
+        if self.isNull { return [] }
+        guard case .mapping(let mapping) = self.node else {
+            throw self.error("expected \(expecting), found \(self.kindDescription)")
+        }
+        var entries: [(key: String, value: ConfigNode)] = []
+        for (keyNode, valueNode) in mapping {
+            let line = keyNode.mark?.line ?? self.line
+            let column = keyNode.mark?.column ?? self.column
+            guard case .scalar(let keyScalar) = keyNode, !keyScalar.string.isEmpty else {
+                throw ConfigError(file: self.file, line: line, column: column, keyPath: self.keyPath,
+                                  message: "keys must be plain words; expected \(expecting)")
+            }
+            let key = keyScalar.string
+            let path = self.keyPath.isEmpty ? key : "\(self.keyPath).\(key)"
+            entries.append((key, ConfigNode(node: valueNode, file: self.file, keyPath: path, line: line, column: column)))
+        }
+        return entries
+    }
+
+    /// A whole number in `range`; otherwise an error saying what it should be.
+    public func integer(in range: ClosedRange<Int>, meaning: String) throws(ConfigError) -> Int {
+        let text = try self.string(expecting: meaning)
+        guard let value = Int(text), range.contains(value) else {
+            throw self.error("'\(text)' is not \(meaning); allowed: a whole number \(range.lowerBound)…\(range.upperBound)")
+        }
+        return value
+    }
+
     /// The node as a list.
     public func list() throws(ConfigError) -> [ConfigNode] {
         if self.isNull { return [] }
@@ -216,6 +247,22 @@ public struct ConfigMapping {
 
     public subscript(key: String) -> ConfigNode? {
         self.entries.first { $0.key == key }?.value
+    }
+
+    /// The one key of `kinds` an entry gives (a fault's action, a timeline event's change), with
+    /// its value. None, or two, is an error naming the `thing` and showing an `example`.
+    public func single(of kinds: [String], thing: String, example: String) throws(ConfigError) -> (kind: String, value: ConfigNode) {
+        let given = self.entries.filter { kinds.contains($0.key) }  // in the file's order
+        let list = kinds.joined(separator: ", ")
+        guard let first = given.first else {
+            throw self.node.error(
+                "the \(thing) does nothing: it says what to do with none of its keys; allowed: one of \(list) (e.g. \(example))")
+        }
+        if given.count > 1 {
+            throw given[1].value.error(
+                "one \(thing) does one thing, and this one already has \(first.key); allowed: one of \(list) per entry (add another entry)")
+        }
+        return (first.key, first.value)
     }
 
     /// The value of a key that must be present.

@@ -196,16 +196,22 @@ public enum CheckSpec: Sendable, Equatable {
 /// The client exits with `exit` before its deadline, and each output file equals its origin file.
 public struct CompletesCheck: Sendable, Equatable {
     public var exit: Int32
-    /// Output file (relative to the working directory) → origin file name.
-    public var files: [(output: String, file: String)]
+    public var files: [OutputFile]
 
-    public init(exit: Int32 = 0, files: [(output: String, file: String)] = []) {
+    public init(exit: Int32 = 0, files: [OutputFile] = []) {
         self.exit = exit
         self.files = files
     }
+}
 
-    public static func == (a: Self, b: Self) -> Bool {
-        a.exit == b.exit && a.files.elementsEqual(b.files) { $0.output == $1.output && $0.file == $1.file }
+/// A file the client writes (relative to its working directory) and the origin file it must equal.
+public struct OutputFile: Sendable, Equatable {
+    public var output: String
+    public var file: String
+
+    public init(output: String, file: String) {
+        self.output = output
+        self.file = file
     }
 }
 

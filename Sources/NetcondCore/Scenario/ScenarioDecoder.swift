@@ -48,8 +48,8 @@ public enum ScenarioDecoder {
         if ProfileCatalog.looksLikePath(text) {
             let directory = (node.file as NSString).deletingLastPathComponent
             let path = text.hasPrefix("/") || directory.isEmpty ? text : (directory as NSString).appendingPathComponent(text)
-            _ = try ProfileDecoder.readFile(path, errorFile: node.file, errorNode: node)
-            return try ProfileDecoder().decodeFile(atPath: path)
+            let yaml = try ProfileDecoder.readFile(path, errorFile: node.file, errorNode: node)
+            return try ProfileDecoder().decode(yaml: yaml, file: path)
         }
         guard let profile = ProfileCatalog.builtin(named: text) else {
             throw node.error(
@@ -68,16 +68,8 @@ public enum ScenarioDecoder {
         let map = try node.mapping(allowedKeys: ["files", "faults"])
         var content = OriginContent()
         if let filesNode = map["files"] {
-            guard case .mapping(let mapping) = filesNode.node else {
-                throw filesNode.error("expected a mapping of file names to {size, seed} (e.g. big.bin: {size: 2MB, seed: 7}), found \(filesNode.kindDescription)")
-            }
-            for (keyNode, valueNode) in mapping {
-                let name = keyNode.scalar?.string ?? ""
-                let child = ConfigNode(
-                    node: valueNode, file: node.file, keyPath: "origin.files.\(name)",
-                    line: keyNode.mark?.line ?? filesNode.line, column: keyNode.mark?.column ?? filesNode.column
-                )
-                guard !name.isEmpty, name.count <= 100,
+            for (name, child) in try filesNode.entries(expecting: "a mapping of file names to {size, seed} (e.g. big.bin: {size: 2MB, seed: 7})") {
+                guard name.count <= 100,
                     name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }),
                     name != ".", name != ".."
                 else {
@@ -89,7 +81,7 @@ public enum ScenarioDecoder {
                 guard size.bytes >= 1, size.bytes <= 4 << 30 else {
                     throw sizeNode.error("size \(sizeNode.text) is out of range; allowed: 1B…4GB")
                 }
-                let seed = try spec["seed"].map { node throws(ConfigError) in try Self.integer(node, in: 0...Int(Int32.max), meaning: "a seed") } ?? 0
+                let seed = try spec["seed"].map { node throws(ConfigError) in try node.integer(in: 0...Int(Int32.max), meaning: "a seed") } ?? 0
                 content.files.append(OriginFile(name: name, size: size, seed: UInt64(seed)))
             }
         }
@@ -112,13 +104,7 @@ public enum ScenarioDecoder {
         guard files.contains(where: { $0.name == file }) else {
             throw fileNode.error(Suggestion.unknown("file", file, among: files.map(\.name), listedAs: "files in origin.files"))
         }
-        let given = map.entries.map(\.key).filter { Self.originFaultActions.contains($0) }
-        guard let kind = given.first, let kindNode = map[kind] else {
-            throw node.error("the fault does nothing; allowed: one of \(Self.originFaultActions.joined(separator: ", ")) (e.g. \(example))")
-        }
-        if given.count > 1, let second = map[given[1]] {
-            throw second.error("one fault does one thing, and this one already has \(kind); allowed: one per entry (add another entry)")
-        }
+        let (kind, kindNode) = try map.single(of: Self.originFaultActions, thing: "fault", example: example)
         if kind != "status", let retryAfter = map["retry_after"] {
             throw retryAfter.error("retry_after goes with status:; allowed here: remove it")
         }
@@ -128,8 +114,7 @@ public enum ScenarioDecoder {
             let bytes = try kindNode.unit(ByteCount.parse)
             action = .cutAfter(bytes)
         case "status":
-            let code = try Self.integer(kindNode, in: 400...599, meaning: "an error status (e.g. 503)")
-            action = .status(code, retryAfter: try map["retry_after"].map { node throws(ConfigError) in try RetryAfter(node: node) })
+            action = .status(try HTTPFault.errorStatus(kindNode), retryAfter: try map["retry_after"].map { node throws(ConfigError) in try RetryAfter(node: node) })
         default:
             let word = try kindNode.choice(["true", "false"])
             guard word == "true" else { throw kindNode.error("hang: false does nothing; allowed: true (or remove the entry)") }
@@ -138,11 +123,11 @@ public enum ScenarioDecoder {
         var requests = RequestNumbers.all
         if let first = map["first"] {
             if map["requests"] != nil { throw first.error("first and requests exclude each other; allowed: one of them") }
-            requests = .first(try Self.integer(first, in: 1...1_000_000, meaning: "how many requests, from the first"))
+            requests = .first(try first.integer(in: 1...1_000_000, meaning: "how many requests, from the first"))
         } else if let list = map["requests"] {
             var numbers: [Int] = []
             for element in try list.list() {
-                numbers.append(try Self.integer(element, in: 1...1_000_000, meaning: "a request number, from 1"))
+                numbers.append(try element.integer(in: 1...1_000_000, meaning: "a request number, from 1"))
             }
             guard !numbers.isEmpty else { throw list.error("the list is empty; allowed: request numbers from 1 (e.g. [1, 3])") }
             requests = .only(numbers)
@@ -162,13 +147,7 @@ public enum ScenarioDecoder {
             let atNode = try map.required("at", meaning: "when, from the client's start (e.g. 5s)")
             let at = try atNode.unit(Span.parse)
             guard at <= .seconds(Int64(3600)) else { throw atNode.error("at \(atNode.text) is too late; allowed: 0s…1h") }
-            let given = map.entries.map(\.key).filter { Self.timelineActions.contains($0) }
-            guard let kind = given.first, let value = map[kind] else {
-                throw element.error("the event does nothing; allowed: one of \(Self.timelineActions.joined(separator: ", ")) (e.g. \(example))")
-            }
-            if given.count > 1, let second = map[given[1]] {
-                throw second.error("one event does one thing, and this one already has \(kind); allowed: one per entry (add another entry at the same time)")
-            }
+            let (kind, value) = try map.single(of: Self.timelineActions, thing: "event", example: example)
             let action: ScenarioAction
             switch kind {
             case "profile":
@@ -224,14 +203,9 @@ public enum ScenarioDecoder {
             client.output = text
         }
         if let env = map["env"] {
-            guard case .mapping(let mapping) = env.node else {
-                throw env.error("expected a mapping of variable names to values, found \(env.kindDescription)")
-            }
-            for (key, value) in mapping {
-                guard let name = key.scalar?.string, !name.isEmpty, !name.contains("=") else {
-                    throw env.error("variable names must be plain words")
-                }
-                client.environment[name] = value.scalar?.string ?? ""
+            for (name, value) in try env.entries(expecting: "a mapping of variable names to values") {
+                guard !name.contains("=") else { throw value.error("'\(name)' is not a variable name; allowed: a name without '='") }
+                client.environment[name] = value.isNull ? "" : try value.string(expecting: "a text value")
             }
         }
         if let deadline = map["deadline"] {
@@ -284,21 +258,16 @@ public enum ScenarioDecoder {
             case "completes":
                 let spec = try value.mapping(allowedKeys: ["exit", "files"])
                 var check = CompletesCheck()
-                if let exit = spec["exit"] { check.exit = Int32(try Self.integer(exit, in: 0...255, meaning: "an exit code")) }
+                if let exit = spec["exit"] { check.exit = Int32(try exit.integer(in: 0...255, meaning: "an exit code")) }
                 if let files = spec["files"] {
-                    guard case .mapping(let mapping) = files.node else {
-                        throw files.error("expected a mapping of output files to origin files (e.g. {big.bin: big.bin}), found \(files.kindDescription)")
-                    }
-                    for (k, v) in mapping {
-                        let output = k.scalar?.string ?? ""
-                        let child = ConfigNode(node: v, file: files.file, keyPath: "\(files.keyPath).\(output)", line: k.mark?.line ?? files.line, column: k.mark?.column ?? files.column)
-                        guard !output.isEmpty, !output.hasPrefix("/"), !output.split(separator: "/").contains("..") else {
+                    for (output, child) in try files.entries(expecting: "a mapping of output files to origin files (e.g. {big.bin: big.bin})") {
+                        guard !output.hasPrefix("/"), !output.split(separator: "/").contains("..") else {
                             throw child.error("'\(output)' is not a path inside the working directory")
                         }
-                        check.files.append((output, try fileReference(child, in: files)))
+                        check.files.append(OutputFile(output: output, file: try fileReference(child, in: files)))
                     }
                 } else if let output = client.output, let file = defaultFile {
-                    check.files = [(output, file)]
+                    check.files = [OutputFile(output: output, file: file)]
                 }
                 checks.append(.completes(check))
             case "resumes":
@@ -318,19 +287,11 @@ public enum ScenarioDecoder {
                     check.factor = number
                 }
                 if let jitter = spec["jitter"] { check.jitter = try jitter.unit(Probability.parse).value }
-                if let cap = spec["max_per_minute"] { check.maxPerMinute = try Self.integer(cap, in: 1...100_000, meaning: "attempts per minute") }
+                if let cap = spec["max_per_minute"] { check.maxPerMinute = try cap.integer(in: 1...100_000, meaning: "attempts per minute") }
                 if let recovery = spec["recovery"] { check.recovery = try recovery.unit(Span.parse) }
                 checks.append(.backsOff(check))
             }
         }
         return checks
-    }
-
-    private static func integer(_ node: ConfigNode, in range: ClosedRange<Int>, meaning: String) throws(ConfigError) -> Int {
-        let text = try node.string(expecting: meaning)
-        guard let value = Int(text), range.contains(value) else {
-            throw node.error("'\(text)' is not \(meaning); allowed: a whole number \(range.lowerBound)…\(range.upperBound)")
-        }
-        return value
     }
 }

@@ -67,7 +67,7 @@ import Testing
         #expect(scenario.client.environment == ["A": "b"])
         #expect(scenario.client.deadline == .seconds(30))
         #expect(scenario.checks == [
-            .completes(CompletesCheck(exit: 0, files: [("big.bin", "big.bin")])),
+            .completes(CompletesCheck(exit: 0, files: [OutputFile(output: "big.bin", file: "big.bin")])),
             .resumes(ResumesCheck(file: "big.bin", slack: ByteCount(bytes: 32 * 1024), tolerance: 0.1)),
             .backsOff(BacksOffCheck(file: "big.bin", factor: 2, jitter: 0.2, maxPerMinute: 10, recovery: .seconds(5))),
         ])
