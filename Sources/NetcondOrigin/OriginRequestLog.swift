@@ -55,6 +55,12 @@ public final class OriginRequestLog: Sendable {
         public var isFinished: Bool
         /// When it finished (from the injected clock).
         public var finishedAt: Instant?
+
+        /// The target's path, without query, as the router reads it (`/files/big.bin` also for the absolute form).
+        public var path: String {
+            let segments = OriginRequest(method: .init(rawValue: self.method), target: self.target).segments ?? []
+            return "/" + segments.joined(separator: "/")
+        }
     }
 
     private let box = LockedBox<[Entry]>([])

@@ -73,7 +73,8 @@ public struct RunEvidence: Sendable {
 
     /// GETs of one origin file, in order.
     func gets(of file: String) -> [Request] {
-        self.requests.filter { $0.method == "GET" && $0.path == "/files/\(file)" }
+        let path = OriginFile.path(of: file)
+        return self.requests.filter { $0.method == "GET" && $0.path == path }
     }
 }
 
@@ -146,17 +147,17 @@ public enum Checks {
             let inRange = Int(max(0, min(Int64(chunk.count), size - offset)))
             if let mismatch = source.firstMismatch(in: chunk.prefix(inRange), offset: offset) {
                 let hint = Self.looksLikeHTML(chunk) ? " (it looks like an HTML page)" : ""
-                return (false, "differs from /files/\(file.name) at byte \(Self.bytes(mismatch))\(hint)")
+                return (false, "differs from \(file.path) at byte \(Self.bytes(mismatch))\(hint)")
             }
             offset += Int64(chunk.count)
             if offset > size {
-                return (false, "\(Self.bytes(offset))+ bytes, longer than /files/\(file.name) (\(Self.bytes(size)))")
+                return (false, "\(Self.bytes(offset))+ bytes, longer than \(file.path) (\(Self.bytes(size)))")
             }
         }
         if offset < size {
             return (false, "\(Self.bytes(offset)) of \(Self.bytes(size)) bytes (short)")
         }
-        return (true, "\(Self.bytes(size)) bytes identical to /files/\(file.name)")
+        return (true, "\(Self.bytes(size)) bytes identical to \(file.path)")
     }
 
     private static func looksLikeHTML(_ data: Data) -> Bool {
@@ -202,7 +203,7 @@ public enum Checks {
         guard cuts > 0 else {
             return CheckResult(
                 name: name, passed: false,
-                evidence: gets.isEmpty ? "the client never asked for /files/\(file.name)" : "no response for /files/\(file.name) was cut, so nothing had to resume (\(gets.count) request\(gets.count == 1 ? "" : "s"))")
+                evidence: gets.isEmpty ? "the client never asked for \(file.path)" : "no response for \(file.path) was cut, so nothing had to resume (\(gets.count) request\(gets.count == 1 ? "" : "s"))")
         }
         let served = gets.reduce(Int64(0)) { $0 + $1.bodyBytesSent }
         let ratio = Double(served) / Double(file.size.bytes)
@@ -281,12 +282,15 @@ public enum Checks {
 
     static func seconds(_ value: Double) -> String { String(format: "%.2fs", value) }
     static func factor(_ value: Double) -> String { String(format: "%g", value) }
+    /// `2,097,152`: exact byte counts, grouped in thousands.
     static func bytes(_ value: Int64) -> String {
-        let formatter = NumberFormatter()
-        formatter.numberStyle = .decimal
-        formatter.groupingSeparator = ","
-        formatter.usesGroupingSeparator = true
-        return formatter.string(from: NSNumber(value: value)) ?? String(value)
+        let digits = String(value.magnitude)
+        var grouped = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0 && (digits.count - index) % 3 == 0 { grouped += "," }
+            grouped.append(digit)
+        }
+        return (value < 0 ? "-" : "") + grouped
     }
 
     static func describe(_ exit: ExitStatus) -> String {

@@ -35,9 +35,21 @@ public enum ScenarioRunner {
     /// How long a client has after SIGTERM at its deadline before SIGKILL.
     static let termGrace = Span.seconds(Int64(2))
 
+    /// The client command: the one given after `--`, else the scenario's. Exit 2 when neither names one.
+    public static func command(for scenario: Scenario, override: [String]) throws(ScenarioRunError) -> [String] {
+        if !override.isEmpty { return override }
+        guard let command = scenario.client.command else {
+            throw ScenarioRunError(
+                description: "\(scenario.file): the scenario names no client command; give one after '--' or as client.command",
+                exitCode: 2)
+        }
+        return command
+    }
+
+    /// Runs `scenario` with `command` (see ``command(for:override:)``).
     public static func run(
         _ scenario: Scenario,
-        command override: [String]?,
+        command: [String],
         seed: UInt64,
         baseEnvironment: [String: String],
         keepWorkingDirectory: Bool = false,
@@ -45,11 +57,6 @@ public enum ScenarioRunner {
         onEvent: (@Sendable (String) -> Void)? = nil
     ) async throws(ScenarioRunError) -> ScenarioOutcome {
         let began = NIODeadline.now()
-        guard let command = (override?.isEmpty == false ? override : nil) ?? scenario.client.command else {
-            throw ScenarioRunError(
-                description: "\(scenario.file): the scenario names no client command; give one after '--' or as client.command",
-                exitCode: 2)
-        }
         let session: Session
         do {
             session = try await Session.start(profile: scenario.profile, seed: seed, originContent: scenario.origin)
@@ -89,10 +96,8 @@ public enum ScenarioRunner {
         let proxy = session.proxy
         let timeline = Task {
             for event in scenario.timeline {
-                let due = started + .nanoseconds(event.at.nanoseconds)
-                let wait = due.uptimeNanoseconds > NIODeadline.now().uptimeNanoseconds
-                    ? due.uptimeNanoseconds - NIODeadline.now().uptimeNanoseconds : 0
-                if wait > 0 { try? await Task.sleep(nanoseconds: wait) }
+                let wait = started + .nanoseconds(event.at.nanoseconds) - NIODeadline.now()
+                if wait > .zero { try? await Task.sleep(nanoseconds: UInt64(wait.nanoseconds)) }
                 if Task.isCancelled { return }
                 await proxy.apply(Self.command(for: event.action))
                 let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
@@ -123,7 +128,7 @@ public enum ScenarioRunner {
             RunEvidence.Request(
                 at: Double(entry.timestamp.nanoseconds - startNanos) / 1e9,
                 method: entry.method,
-                path: Self.path(of: entry.target),
+                path: entry.path,
                 range: entry.headers.range,
                 idempotencyKey: entry.headers.idempotencyKey,
                 status: entry.status,
@@ -160,16 +165,6 @@ public enum ScenarioRunner {
         case .clearFaults: return .removeFault(nil)
         case .captive(let open): return .captive(open: open)
         }
-    }
-
-    /// The path of a request target (origin-form or absolute-form), without the query.
-    static func path(of target: String) -> String {
-        var rest = Substring(target)
-        if let scheme = rest.range(of: "://") {
-            let afterScheme = rest[scheme.upperBound...]
-            rest = afterScheme.firstIndex(of: "/").map { afterScheme[$0...] } ?? "/"
-        }
-        return String(rest.prefix { $0 != "?" && $0 != "#" })
     }
 
     private static func makeWorkingDirectory(name: String) throws(ScenarioRunError) -> String {

@@ -1,5 +1,4 @@
 import ArgumentParser
-import Foundation
 import NetcondCore
 
 #if canImport(Glibc)
@@ -53,7 +52,7 @@ struct ValidateCommand: ParsableCommand {
     func run() throws {
         for file in self.files {
             do {
-                if let text = try? String(contentsOfFile: file, encoding: .utf8), ScenarioDecoder.looksLikeScenario(yaml: text) {
+                if ScenarioDecoder.isScenarioFile(atPath: file) {
                     let scenario = try ScenarioDecoder.decodeFile(atPath: file)
                     print("ok: \(file) (scenario \(scenario.name), profile \(scenario.profile.name), \(scenario.checks.count) check\(scenario.checks.count == 1 ? "" : "s"))")
                     continue

@@ -41,10 +41,9 @@ struct RunCommand: AsyncParsableCommand {
 
     /// The scenario this run names, when the argument is a scenario file rather than a profile.
     private var scenarioPath: String? {
-        guard ProfileCatalog.looksLikePath(self.profile),
-            let text = try? String(contentsOfFile: self.profile, encoding: .utf8),
-            ScenarioDecoder.looksLikeScenario(yaml: text)
-        else { return nil }
+        guard ProfileCatalog.looksLikePath(self.profile), ScenarioDecoder.isScenarioFile(atPath: self.profile) else {
+            return nil
+        }
         return self.profile
     }
 
@@ -110,14 +109,20 @@ extension RunCommand {
         let seed = try self.seed.resolve()
         let latencyHold = self.lowLatency.hold()
         defer { withExtendedLifetime(latencyHold) {} }
-        let command = self.command.isEmpty ? scenario.client.command : self.command
-        printError(ScenarioReport.header(scenario, seed: seed, command: command ?? []))
+        let command: [String]
+        do {
+            command = try ScenarioRunner.command(for: scenario, override: self.command)
+        } catch {
+            printError("netcond: \(error.description)")
+            throw ExitCode(error.exitCode)
+        }
+        printError(ScenarioReport.header(scenario, seed: seed, command: command))
         let signals = SignalForwarder()
         let quiet = self.quiet
         let outcome: ScenarioOutcome
         do {
             outcome = try await ScenarioRunner.run(
-                scenario, command: self.command, seed: seed, baseEnvironment: currentEnvironment(),
+                scenario, command: command, seed: seed, baseEnvironment: currentEnvironment(),
                 keepWorkingDirectory: self.keep,
                 onStart: { child in signals.forward(to: child) },
                 onEvent: { line in if !quiet { printError("netcond: \(line)") } }

@@ -99,7 +99,16 @@ public struct OriginFile: Sendable, Equatable {
     }
 
     /// The path the origin serves it at.
-    public var path: String { "/files/\(self.name)" }
+    public var path: String { Self.path(of: self.name) }
+
+    /// `/files/NAME`.
+    public static func path(of name: String) -> String { "/files/\(name)" }
+
+    /// The file name in a `/files/NAME[?query]` path, or nil for any other path.
+    public static func name(inPath path: String) -> String? {
+        guard path.hasPrefix("/files/") else { return nil }
+        return String(path.dropFirst("/files/".count).prefix { $0 != "?" })
+    }
 }
 
 /// A fault the origin itself applies to requests for one of its files, by the request's number

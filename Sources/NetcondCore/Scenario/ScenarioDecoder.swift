@@ -5,12 +5,19 @@ import Foundation
 public enum ScenarioDecoder {
     static let topKeys = ["name", "description", "profile", "timeline", "origin", "client", "checks"]
 
-    /// True when a YAML file is a scenario rather than a profile: it has `checks:` or `client:` at
-    /// the top. (A profile never has either.) Unreadable text is not a scenario.
+    /// True when a YAML document is a scenario rather than a profile: its top-level mapping has
+    /// `checks:` or `client:` (a profile never has either). Unreadable YAML is not a scenario.
     public static func looksLikeScenario(yaml: String) -> Bool {
-        yaml.split(separator: "\n").contains { line in
-            line.hasPrefix("checks:") || line.hasPrefix("client:")
+        guard let root = try? ConfigNode.parse(yaml: yaml, file: ""), case .mapping(let mapping) = root.node else {
+            return false
         }
+        return mapping.keys.contains { ["checks", "client"].contains($0.scalar?.string) }
+    }
+
+    /// True when `path` names a readable scenario file (see ``looksLikeScenario(yaml:)``).
+    public static func isScenarioFile(atPath path: String) -> Bool {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return false }
+        return self.looksLikeScenario(yaml: text)
     }
 
     public static func decodeFile(atPath path: String) throws(ConfigError) -> Scenario {
@@ -47,7 +54,7 @@ public enum ScenarioDecoder {
         let text = try node.string(expecting: "a built-in profile name, a profile file, or a mapping")
         if ProfileCatalog.looksLikePath(text) {
             let directory = (node.file as NSString).deletingLastPathComponent
-            let path = text.hasPrefix("/") || directory.isEmpty ? text : (directory as NSString).appendingPathComponent(text)
+            let path = text.hasPrefix("/") ? text : (directory as NSString).appendingPathComponent(text)
             let yaml = try ProfileDecoder.readFile(path, errorFile: node.file, errorNode: node)
             return try ProfileDecoder().decode(yaml: yaml, file: path)
         }
@@ -220,14 +227,13 @@ public enum ScenarioDecoder {
 
     /// The file `NETCOND_URL` names, when it is one of the origin's (`/files/NAME`).
     static func urlFile(_ client: ClientSpec) -> String? {
-        guard let url = client.url, url.hasPrefix("/files/") else { return nil }
-        return String(url.dropFirst("/files/".count).prefix { $0 != "?" })
+        client.url.flatMap(OriginFile.name(inPath:))
     }
 
     private static func checkReferences(origin: OriginContent, client: ClientSpec, node: ConfigNode) throws(ConfigError) {
         if let file = Self.urlFile(client), origin.file(named: file) == nil {
-            throw node.error("url names /files/\(file), which origin.files does not define; allowed: "
-                + (origin.files.isEmpty ? "define it under origin.files" : origin.files.map { "/files/\($0.name)" }.joined(separator: ", ")))
+            throw node.error("url names \(OriginFile.path(of: file)), which origin.files does not define; allowed: "
+                + (origin.files.isEmpty ? "define it under origin.files" : origin.files.map(\.path).joined(separator: ", ")))
         }
     }
 
@@ -279,7 +285,7 @@ public enum ScenarioDecoder {
             default:
                 let spec = try value.mapping(allowedKeys: ["file", "factor", "jitter", "max_per_minute", "recovery"])
                 var check = BacksOffCheck()
-                check.file = spec["file"] != nil || defaultFile != nil ? try fileReference(spec["file"], in: value) : nil
+                check.file = try spec["file"].map { node throws(ConfigError) in try fileReference(node, in: value) } ?? defaultFile
                 if let factor = spec["factor"] {
                     guard let number = Double(try factor.string(expecting: "a number")), number >= 1, number <= 10 else {
                         throw factor.error("factor \(factor.text) is out of range; allowed: 1…10 (e.g. 1.5)")

@@ -19,7 +19,7 @@ struct FilesEndpoint: OriginEndpoint {
 
     func respond(to request: OriginRequest, arguments: ArraySlice<Substring>) -> OriginResponse {
         guard arguments.count == 1, let name = arguments.first, let file = self.content.file(named: String(name)) else {
-            let known = self.content.files.map { "/files/\($0.name)" }.joined(separator: ", ")
+            let known = self.content.files.map(\.path).joined(separator: ", ")
             return .text(.notFound, "no such file: \(request.target)\nfiles in this run: \(known.isEmpty ? "none" : known)\n")
         }
         var response = BytesEndpoint.serveFile(request, size: file.size.bytes, seed: file.seed, lastModified: self.lastModified)

@@ -131,6 +131,15 @@ import Testing
         if !message.isEmpty { #expect(error?.description.contains(message) == true, "\(error?.description ?? "")") }
     }
 
+    @Test func scenariosAreToldFromProfilesByTheirTopKeys() {
+        #expect(ScenarioDecoder.looksLikeScenario(yaml: "profile: lte\nchecks: {completes: {}}\n"))
+        #expect(ScenarioDecoder.looksLikeScenario(yaml: #"{"profile": "lte", "client": {"command": "true"}}"#))
+        #expect(ScenarioDecoder.looksLikeScenario(yaml: "profile: lte\nchecks :\n  completes: {}\n"))
+        #expect(!ScenarioDecoder.looksLikeScenario(yaml: "extends: edge\ndown: {latency: 1s}\n"))
+        #expect(!ScenarioDecoder.looksLikeScenario(yaml: "down:\n  checks: 1\n"))
+        #expect(!ScenarioDecoder.looksLikeScenario(yaml: "checks: [unclosed\n"))
+    }
+
     @Test func missingProfileFileNamesTheScenarioLine() {
         let error = #expect(throws: ConfigError.self) {
             try self.decode("profile: nowhere/edge.yaml\nchecks: {completes: {}}\n")
