@@ -33,7 +33,6 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let shaper: LinkShaper
     private let connector: UpstreamConnector
-    private let stats: ProxyStats
     private let selfAddresses: [SocketAddress]
     private var context: ChannelHandlerContext?
     private var state = State.idle
@@ -47,31 +46,26 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var responseStarted = false
     private var pendingRead = false
     private var linkWritable = true
-    private let rules: ProxyRules?
     /// The fault applied to the current exchange's response, if any.
     private var fault: HTTPFaultAction?
     /// `first_byte`: response parts wait here until this moment.
     private var responseNotBefore: NIODeadline?
     private var heldResponse: [HTTPClientResponsePart] = []
+    /// The current fault's timer: releasing a held response (`first_byte`) or closing late (`slow_close`).
     private var releaseTimer: Scheduled<Void>?
     private var responseBodyBytes = 0
     private var requestIsHead = false
     /// The upstream closed while a `first_byte` fault held the response: `.some(error or nil)`.
     private var upstreamClosedWhileHeld: (any Error)?? = nil
 
-    init(
-        shaper: LinkShaper,
-        connector: UpstreamConnector,
-        stats: ProxyStats,
-        selfAddresses: [SocketAddress],
-        rules: ProxyRules? = nil
-    ) {
+    init(shaper: LinkShaper, connector: UpstreamConnector, selfAddresses: [SocketAddress]) {
         self.shaper = shaper
         self.connector = connector
-        self.stats = stats
         self.selfAddresses = selfAddresses
-        self.rules = rules
     }
+
+    private var stats: ProxyStats { self.connector.stats }
+    private var rules: ProxyRules? { self.connector.rules }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -444,7 +438,8 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             self.upstream?.close(promise: nil)
             if case .slowClose(let delay) = self.fault {
                 // The response is complete; the connection lingers before it closes.
-                context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(delay.nanoseconds)) {
+                // Kept, so that a connection that goes away first cancels it.
+                self.releaseTimer = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(delay.nanoseconds)) {
                     self.context?.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
                 }
                 return

@@ -116,21 +116,30 @@ final class LinkDriver {
         let gap = now.uptimeNanoseconds &- self.lastActivity.uptimeNanoseconds
         self.averageGap = self.averageGap - self.averageGap / 8 + min(gap, 1_000_000_000) / 8
         self.lastActivity = now
-        self.model.send(flow, direction, bytes: bytes, at: self.instant(now))
-        self.pump()
+        let instant = self.instant(now)
+        self.model.send(flow, direction, bytes: bytes, at: instant)
+        self.pump(at: instant)
     }
 
     /// Delivers whatever is due and sets the timer for what comes next.
     func pump() {
+        self.pump(at: self.now)
+    }
+
+    /// `pump()` with the clock already read by the caller: one reading per entry, and a fresh one
+    /// only when delivering made more work due.
+    private func pump(at start: Instant) {
         if self.dispatching {
             self.needsAnotherPass = true
             return
         }
         self.dispatching = true
         defer { self.dispatching = false }
+        var now = start
         repeat {
+            if self.needsAnotherPass { now = self.now }
             self.needsAnotherPass = false
-            let deliveries = self.model.advance(to: self.now)
+            let deliveries = self.model.advance(to: now)
             for delivery in deliveries {
                 self.endpoints[delivery.flow]?.deliver(delivery.direction, bytes: delivery.bytes)
             }
@@ -143,7 +152,7 @@ final class LinkDriver {
                 }
             }
         } while self.needsAnotherPass
-        self.armTimer()
+        self.armTimer(now: now)
     }
 
     private func handle(_ notice: LinkNotice) {
@@ -161,7 +170,7 @@ final class LinkDriver {
         }
     }
 
-    private func armTimer() {
+    private func armTimer(now: Instant) {
         guard let next = self.model.nextEventTime else {
             self.timer?.cancel()
             self.timer = nil
@@ -172,7 +181,7 @@ final class LinkDriver {
         self.timer?.cancel()
         // Spin only for an isolated deadline on a quiet link: with deadlines close together (a
         // busy link serialising segments) the loop is awake anyway and a spin would starve its I/O.
-        let isolated = next - self.now > Self.isolatedAfter
+        let isolated = next - now > Self.isolatedAfter
         self.arm(next, early: isolated && self.averageGap > Self.quietGap ? self.spinWindow : .zero)
     }
 
@@ -187,8 +196,9 @@ final class LinkDriver {
                 // The link is quiet: spin the last stretch (at most `spinWindow`).
                 while NIODeadline.now() < due {}
             }
-            self.timerLateness.record(self.now - next)
-            self.pump()
+            let now = self.now
+            self.timerLateness.record(now - next)
+            self.pump(at: now)
         }
     }
 }

@@ -80,12 +80,22 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
         self.outputClosePending = []
     }
 
+    /// The flow and driver that new bytes go through, or nil when they skip the link: no flow or
+    /// link yet, or the link is transparent and nothing of this direction is still held in it
+    /// (bytes behind held ones must follow them, in order).
+    private func shaping(holding: Bool) -> (FlowID, LinkDriver)? {
+        guard let flow = self.flow, let driver = self.driver, !(driver.model.isTransparent && !holding) else {
+            return nil
+        }
+        return (flow, driver)
+    }
+
     // MARK: Up: client → server
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = self.unwrapInboundIn(data)
         self.stats.bytesUp += Int64(buffer.readableBytes)
-        guard let flow = self.flow, let driver = self.driver, !(driver.model.isTransparent && self.up.isEmpty) else {
+        guard let (flow, driver) = self.shaping(holding: !self.up.isEmpty) else {
             self.readBypassed = true
             context.fireChannelRead(data)
             return
@@ -98,7 +108,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     /// link as if they had just been read.
     func inject(_ buffer: ByteBuffer) {
         guard let context = self.context else { return }
-        guard let flow = self.flow, let driver = self.driver, !(driver.model.isTransparent && self.up.isEmpty) else {
+        guard let (flow, driver) = self.shaping(holding: !self.up.isEmpty) else {
             context.fireChannelRead(self.wrapInboundOut(buffer))
             context.fireChannelReadComplete()
             return
@@ -138,7 +148,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let buffer = self.unwrapOutboundIn(data)
         self.stats.bytesDown += Int64(buffer.readableBytes)
-        guard let flow = self.flow, let driver = self.driver, !(driver.model.isTransparent && self.down.isEmpty) else {
+        guard let (flow, driver) = self.shaping(holding: !self.down.isEmpty) else {
             self.writeBypassed = true
             context.write(data, promise: promise)
             return

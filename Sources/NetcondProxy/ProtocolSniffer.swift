@@ -15,23 +15,14 @@ final class ProtocolSniffer: ChannelInboundHandler, RemovableChannelHandler {
 
     private let shaper: LinkShaper
     private let connector: UpstreamConnector
-    private let stats: ProxyStats
     private let selfAddresses: [SocketAddress]
-    private let rules: ProxyRules?
     private var seen: ByteBuffer?
 
-    init(
-        shaper: LinkShaper,
-        connector: UpstreamConnector,
-        stats: ProxyStats,
-        selfAddresses: [SocketAddress],
-        rules: ProxyRules? = nil
-    ) {
+    /// The connector carries the run's counters and rules to the handler chosen here.
+    init(shaper: LinkShaper, connector: UpstreamConnector, selfAddresses: [SocketAddress]) {
         self.shaper = shaper
         self.connector = connector
-        self.stats = stats
         self.selfAddresses = selfAddresses
-        self.rules = rules
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -62,13 +53,7 @@ final class ProtocolSniffer: ChannelInboundHandler, RemovableChannelHandler {
                     withPipeliningAssistance: false,
                     withErrorHandling: true
                 )
-                let handler = HTTPProxyHandler(
-                    shaper: self.shaper,
-                    connector: self.connector,
-                    stats: self.stats,
-                    selfAddresses: self.selfAddresses,
-                    rules: self.rules
-                )
+                let handler = HTTPProxyHandler(shaper: self.shaper, connector: self.connector, selfAddresses: self.selfAddresses)
                 try context.pipeline.syncOperations.addHandler(handler)
                 try self.finish(shaped: !isConnect, context: context)
             }

@@ -139,13 +139,7 @@ public final class ProxyServer: Sendable {
         let proxy = try await self.bind(host: self.configuration.listenHost, port: self.configuration.listenPort) {
             channel, state, connector in
             let shaper = LinkShaper(driver: state.driver, stats: state.stats)
-            let sniffer = ProtocolSniffer(
-                shaper: shaper,
-                connector: connector,
-                stats: state.stats,
-                selfAddresses: state.selfAddresses,
-                rules: state.rules
-            )
+            let sniffer = ProtocolSniffer(shaper: shaper, connector: connector, selfAddresses: state.selfAddresses)
             try channel.pipeline.syncOperations.addHandlers([shaper, sniffer])
         }
         var forwardAddresses: [SocketAddress] = []

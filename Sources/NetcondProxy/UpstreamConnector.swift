@@ -148,8 +148,9 @@ struct UpstreamConnector {
                 attempt.emulated(outcome)
             }
         } else if let intercept {
+            // No link model to time it (a pass-through run): refused or given up at once.
             verdict = intercept
-            attempt.emulated(.refusedByFirewall(at: .zero))
+            attempt.emulated(intercept == .blackholed ? .timedOut(at: .zero) : .refusedByFirewall(at: .zero))
         } else {
             verdict = .proceed(hold: .zero)
             attempt.emulated(.established(at: .zero, synRetransmits: 0))
@@ -171,8 +172,10 @@ struct UpstreamConnector {
             real = toPortal.start().flatMap { address in bootstrap().connect(to: address) }
         } else if let connectOverride = self.connectOverride, !stopped {
             real = connectOverride(target)
+        } else if stopped {
+            real = loop.makeFailedFuture(UpstreamError.nameNotResolved(target.host))  // never attempted
         } else {
-            switch stopped ? .some(.none) : self.overrides.lookup(target.host) {
+            switch self.overrides.lookup(target.host) {
             case .some(.some(let address)):
                 var address = address
                 if target.port != 80 && target.port != 443 { address.port = target.port }

@@ -29,7 +29,7 @@ import Testing
                 return loop.makeSucceededFuture(upstream)
             }
             let shaper = LinkShaper(driver: nil, stats: stats)
-            let sniffer = ProtocolSniffer(shaper: shaper, connector: connector, stats: stats, selfAddresses: [], rules: rules)
+            let sniffer = ProtocolSniffer(shaper: shaper, connector: connector, selfAddresses: [])
             try self.client.pipeline.syncOperations.addHandlers([shaper, sniffer])
             try self.client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50000)).wait()
             precondition(self.client.isActive)

@@ -17,7 +17,7 @@ import Testing
             overrides: HostOverrides(),
             stats: stats
         )
-        let sniffer = ProtocolSniffer(shaper: shaper, connector: connector, stats: stats, selfAddresses: [])
+        let sniffer = ProtocolSniffer(shaper: shaper, connector: connector, selfAddresses: [])
         try channel.pipeline.syncOperations.addHandlers([shaper, sniffer])
         return channel
     }
