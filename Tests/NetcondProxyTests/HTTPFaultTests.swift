@@ -111,6 +111,7 @@ import Testing
         rig.loop.run()
         #expect(try rig.received().hasSuffix("Content-Length: 5\r\n\r\n"))
         #expect(!rig.client.isActive)
+        #expect(!rig.upstreams[0].isActive)
     }
 
     @Test func dropResponseLetsTheServerProcessItAndAnswersNothing() throws {

@@ -34,6 +34,29 @@ def run(args, timeout=120, env=None, **kwargs):
     return subprocess.run([NETCOND] + args, capture_output=True, text=True, timeout=timeout, env=full_env, **kwargs)
 
 
+def curl(proxy, *args, timeout=60):
+    """curl through a running proxy (`-x`); returns the CompletedProcess (bytes)."""
+    return subprocess.run(["curl", "-sS", "-x", proxy.url, *args], capture_output=True, timeout=timeout)
+
+
+def status(proxy):
+    """The proxy's `netcond ctl status --json`, parsed."""
+    import json
+    result = proxy.ctl("status", "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def wait_until(predicate, seconds=20):
+    """Polls `predicate` every 0.1 s for at most `seconds`; True once it holds."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def read_to_eof(sock):
     """Everything a socket receives until the peer closes."""
     data = b""

@@ -6,11 +6,7 @@ import json
 import os
 import subprocess
 
-from conftest import origin_bytes, run
-
-
-def curl(proxy, *args, timeout=60):
-    return subprocess.run(["curl", "-sS", "-x", proxy.url, *args], capture_output=True, timeout=timeout)
+from conftest import curl, origin_bytes, run, status
 
 
 def test_a_naive_download_saves_the_portal_page_as_data(tmp):
@@ -32,7 +28,7 @@ def test_probes_detect_the_portal_and_a_login_opens_it(proxy_factory):
     assert tls.returncode == 56 and b"502" in tls.stderr
     api = curl(proxy, "-D", "-", "http://portal.netcond.test/api")
     assert b"application/captive+json" in api.stdout and b'"captive": true' in api.stdout
-    assert json.loads(proxy.ctl("status", "--json").stdout)["captive_portal"] == "closed"
+    assert status(proxy)["captive_portal"] == "closed"
 
     login = curl(proxy, "-d", "room=101&accept=on", "http://portal.netcond.test/login")
     assert login.returncode == 0 and b"connected" in login.stdout

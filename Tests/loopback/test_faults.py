@@ -6,11 +6,7 @@ import socket
 import subprocess
 import time
 
-from conftest import read_to_eof, NETCOND, origin_bytes, run, write_profile
-
-
-def curl(proxy, *args, timeout=60):
-    return subprocess.run(["curl", "-sS", "-x", proxy.url, *args], capture_output=True, timeout=timeout)
+from conftest import NETCOND, curl, origin_bytes, read_to_eof, run, status, write_profile
 
 
 def test_503_with_retry_after_from_a_profile_file_and_a_client_that_honours_it(tmp):
@@ -101,7 +97,7 @@ def test_bad_faults_are_refused_with_a_reason(proxy_factory, tmp):
     assert unknown.returncode == 2 and "drop_response" in unknown.stderr
     missing = proxy.ctl("fault", "remove", "7")
     assert missing.returncode == 2 and "no fault 7" in missing.stderr
-    assert json.loads(proxy.ctl("status", "--json").stdout)["faults"] == 0
+    assert status(proxy)["faults"] == 0
     path = write_profile(tmp, "bad", "faults:\n  - {match: {url: /x}, status: 503}\n")
     result = run(["validate", path])
     assert result.returncode == 2 and f"{path}:2:" in result.stderr and "'url'" in result.stderr

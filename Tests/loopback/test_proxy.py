@@ -8,11 +8,7 @@ import time
 
 import pytest
 
-from conftest import read_to_eof, closed_port, origin_bytes, run, write_profile
-
-
-def curl(proxy, *args, timeout=60):
-    return subprocess.run(["curl", "-sS", "-x", proxy.url, *args], capture_output=True, timeout=timeout)
+from conftest import closed_port, curl, origin_bytes, read_to_eof, run, write_profile
 
 
 def test_edge_download_is_intact_and_never_faster_than_the_link(tmp):

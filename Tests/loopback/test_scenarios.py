@@ -142,6 +142,7 @@ def test_bad_scenarios_are_usage_errors(tmp_path):
 
 def test_validate_checks_scenarios_too(tmp_path):
     shipped = sorted(glob.glob(os.path.join(SCENARIOS, "*.yaml")))
+    assert len(shipped) >= 3
     r = run(["validate", *shipped])
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("(scenario ") == len(shipped)

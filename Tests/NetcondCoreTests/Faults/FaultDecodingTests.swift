@@ -49,9 +49,18 @@ import Testing
         #expect(profile.faults[0].action == .dropResponse && profile.faults[0].select.first == 1)
         let again = try ProfileDecoder().decode(yaml: profile.yamlDescription, file: "again.yaml")
         #expect(again == profile)
-        // A file extending it inherits its faults unless it gives its own list.
-        let base = try ProfileDecoder().decode(yaml: "faults: [{status: 500}]\n", file: "base.yaml")
-        #expect(base.faults.count == 1)
+    }
+
+    @Test func aFileExtendingAnotherInheritsItsFaultsUnlessItGivesItsOwn() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-faults-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try "extends: 3g\nfaults: [{status: 500}]\n".write(to: directory.appendingPathComponent("base.yaml"), atomically: true, encoding: .utf8)
+        let inherits = try ProfileDecoder().decode(yaml: "extends: base.yaml\n", file: directory.appendingPathComponent("child.yaml").path)
+        #expect(inherits.faults.map(\.action) == [.status(500, retryAfter: nil)])
+        let own = try ProfileDecoder().decode(
+            yaml: "extends: base.yaml\nfaults: [{drop_response: true}]\n", file: directory.appendingPathComponent("own.yaml").path)
+        #expect(own.faults.map(\.action) == [.dropResponse])
     }
 
     @Test(arguments: [
