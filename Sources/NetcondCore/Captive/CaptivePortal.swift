@@ -80,7 +80,7 @@ public struct CaptivePortal: Sendable {
 
     /// What a connection that is not plain HTTP (CONNECT, SOCKS5, forwards) to `port` meets while
     /// the portal is closed; nil when it passes.
-    public func intercepts(host: String, port: Int, at now: Span) -> CaptiveHTTPSBehaviour? {
+    public func intercepts(host: String, at now: Span) -> CaptiveHTTPSBehaviour? {
         guard self.isClosed(at: now), let spec = self.spec, host.lowercased() != Self.host else { return nil }
         return spec.https
     }
@@ -255,11 +255,7 @@ extension CaptivePortalSpec {
         }
         if let node = map["open"] { self.startsOpen = try node.choice(["true", "false"]) == "true" }
         if let node = map["session"] {
-            let session = try node.unit(Span.parse)
-            guard session >= .seconds(1), session <= .seconds(Int64(24 * 3600)) else {
-                throw node.error("session \(node.text) is out of range; allowed: 1s…24h (e.g. session: 30m)")
-            }
-            self.session = session
+            self.session = try node.span(in: .seconds(1)...(.seconds(Int64(24 * 3600))), allowed: "1s…24h", example: "session: 30m")
         }
     }
 }

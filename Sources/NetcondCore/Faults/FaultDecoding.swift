@@ -68,11 +68,7 @@ extension HTTPFault {
     }
 
     private static func delay(_ node: ConfigNode, example: String) throws(ConfigError) -> Span {
-        let value = try node.unit(Span.parse)
-        guard value >= .milliseconds(1), value <= .seconds(Int64(3600)) else {
-            throw node.error("\(node.text) is out of range; allowed: 1ms…1h (e.g. \(example))")
-        }
-        return value
+        try node.span(in: .milliseconds(1)...(.seconds(Int64(3600))), allowed: "1ms…1h", example: example)
     }
 }
 

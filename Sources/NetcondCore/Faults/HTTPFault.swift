@@ -44,17 +44,6 @@ public enum HTTPFaultAction: Sendable, Equatable, CustomStringConvertible {
 
     public static let kinds = ["status", "first_byte", "truncate_after", "reset_after", "drop_response", "slow_close"]
 
-    public var kind: String {
-        switch self {
-        case .status: return "status"
-        case .firstByte: return "first_byte"
-        case .truncateAfter: return "truncate_after"
-        case .resetAfter: return "reset_after"
-        case .dropResponse: return "drop_response"
-        case .slowClose: return "slow_close"
-        }
-    }
-
     public var description: String {
         switch self {
         case .status(let code, let retryAfter):

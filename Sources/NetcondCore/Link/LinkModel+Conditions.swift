@@ -166,9 +166,7 @@ extension LinkModel {
             }
         }
 
-        self.isTransparent = self.conditions.up.isPassThrough && self.conditions.down.isPassThrough
-            && self.conditions.dnsDelay == .zero && self.conditions.connectDelay == .zero
-            && self.timeline.outage == nil && !self.upLink.paused && !self.downLink.paused
+        self.isTransparent = self.conditions.isPassThrough && self.timeline.outage == nil && !self.upLink.paused && !self.downLink.paused
 
         let state = self.state
         if state != self.timeline.lastState {

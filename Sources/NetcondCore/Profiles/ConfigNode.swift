@@ -143,6 +143,24 @@ public struct ConfigNode {
         return entries
     }
 
+    /// A duration in `range`; otherwise "TEXT is out of range; allowed: ALLOWED (e.g. EXAMPLE)".
+    public func span(in range: ClosedRange<Span>, allowed: String, example: String) throws(ConfigError) -> Span {
+        let value = try self.unit(Span.parse)
+        guard range.contains(value) else {
+            throw self.error("\(self.text) is out of range; allowed: \(allowed) (e.g. \(example))")
+        }
+        return value
+    }
+
+    /// A delay a profile or phase adds to set-up (`dns_delay`, `connect_delay`): 0…1h.
+    public func setupDelay(example: String) throws(ConfigError) -> Span {
+        let value = try self.unit(Span.parse)
+        guard value <= .seconds(Int64(3600)) else {
+            throw self.error("\(self.text) is more than 1 hour; allowed: 0…1h (e.g. \(example))")
+        }
+        return value
+    }
+
     /// A whole number in `range`; otherwise an error saying what it should be.
     public func integer(in range: ClosedRange<Int>, meaning: String) throws(ConfigError) -> Int {
         let text = try self.string(expecting: meaning)

@@ -102,8 +102,7 @@ public struct Profile: Sendable, Equatable {
 
     /// True when the profile changes nothing, so a driver may relay without the model.
     public var isPassThrough: Bool {
-        self.up.isPassThrough && self.down.isPassThrough && self.dnsDelay == .zero && self.connectDelay == .zero
-            && self.schedule == nil && self.stalls == nil && self.setup.isEmpty
+        self.conditions.isPassThrough && self.schedule == nil && self.stalls == nil && self.setup.isEmpty
             && self.captivePortal == nil
     }
 }

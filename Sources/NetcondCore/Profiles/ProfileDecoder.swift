@@ -296,11 +296,7 @@ struct ProfileLayer {
 
     private static func delay(_ node: ConfigNode?, example: String) throws(ConfigError) -> Located<Span>? {
         guard let node else { return nil }
-        let value = try node.unit(Span.parse)
-        guard value <= .seconds(Int64(3600)) else {
-            throw node.error("\(node.text) is more than 1 hour; allowed: 0…1h (e.g. \(example))")
-        }
-        return Located(value: value, node: node)
+        return Located(value: try node.setupDelay(example: example), node: node)
     }
 
     /// The name when the file does not give one: its base name without extension.

@@ -7,6 +7,11 @@ public struct LinkConditions: Sendable, Equatable {
     public var dnsDelay: Span
     public var connectDelay: Span
 
+    /// True when these conditions change nothing: no delay, rate, loss or set-up cost.
+    public var isPassThrough: Bool {
+        self.up.isPassThrough && self.down.isPassThrough && self.dnsDelay == .zero && self.connectDelay == .zero
+    }
+
     public init(
         up: LinkDirection = LinkDirection(),
         down: LinkDirection = LinkDirection(),

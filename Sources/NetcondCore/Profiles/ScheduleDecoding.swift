@@ -83,22 +83,14 @@ struct PhaseLayer {
         if let node = map["link"] { self.link = try DirectionLayer(node: node) }
         if let node = map["up"] { self.up = try DirectionLayer(node: node) }
         if let node = map["down"] { self.down = try DirectionLayer(node: node) }
-        if let node = map["dns_delay"] { self.dnsDelay = try Self.setupDelay(node) }
-        if let node = map["connect_delay"] { self.connectDelay = try Self.setupDelay(node) }
+        if let node = map["dns_delay"] { self.dnsDelay = try node.setupDelay(example: "2s") }
+        if let node = map["connect_delay"] { self.connectDelay = try node.setupDelay(example: "2s") }
         if let node = map["outage"] {
             self.outage = OutageBehaviour(rawValue: try node.choice(OutageBehaviour.allCases.map(\.rawValue)))
         }
         if let node = map["stall"] {
             self.stall = StallDirection(rawValue: try node.choice(StallDirection.allCases.map(\.rawValue)))
         }
-    }
-
-    private static func setupDelay(_ node: ConfigNode) throws(ConfigError) -> Span {
-        let value = try node.unit(Span.parse)
-        guard value <= .seconds(Int64(3600)) else {
-            throw node.error("\(node.text) is more than 1 hour; allowed: 0…1h (e.g. 2s)")
-        }
-        return value
     }
 
     /// The phase's conditions: `base` (the `use:` profile's, or the profile's own), with this

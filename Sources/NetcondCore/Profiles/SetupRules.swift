@@ -88,11 +88,7 @@ extension SetupRules {
     /// `connect_hold: 60s` or `{for: 60s, first: 3}`.
     static func connectHold(_ node: ConfigNode) throws(ConfigError) -> (hold: Span, first: Int) {
         func duration(_ node: ConfigNode) throws(ConfigError) -> Span {
-            let value = try node.unit(Span.parse)
-            guard value > .zero, value <= .seconds(Int64(3600)) else {
-                throw node.error("\(node.text) is out of range; allowed: above 0 up to 1h (e.g. connect_hold: 60s)")
-            }
-            return value
+            try node.span(in: .nanoseconds(1)...(.seconds(Int64(3600))), allowed: "above 0 up to 1h", example: "connect_hold: 60s")
         }
         if node.node.mapping == nil {
             return (try duration(node), 1)

@@ -152,8 +152,7 @@ public enum ScenarioDecoder {
         for element in try node.list() {
             let map = try element.mapping(allowedKeys: ["at"] + Self.timelineActions, expecting: "an event (e.g. \(example))")
             let atNode = try map.required("at", meaning: "when, from the client's start (e.g. 5s)")
-            let at = try atNode.unit(Span.parse)
-            guard at <= .seconds(Int64(3600)) else { throw atNode.error("at \(atNode.text) is too late; allowed: 0s…1h") }
+            let at = try atNode.span(in: .zero...(.seconds(Int64(3600))), allowed: "0s…1h", example: "at: 5s")
             let (kind, value) = try map.single(of: Self.timelineActions, thing: "event", example: example)
             let action: ScenarioAction
             switch kind {
@@ -216,11 +215,7 @@ public enum ScenarioDecoder {
             }
         }
         if let deadline = map["deadline"] {
-            let span = try deadline.unit(Span.parse)
-            guard span >= .milliseconds(100), span <= .seconds(Int64(3600)) else {
-                throw deadline.error("deadline \(deadline.text) is out of range; allowed: 100ms…1h")
-            }
-            client.deadline = span
+            client.deadline = try deadline.span(in: .milliseconds(100)...(.seconds(Int64(3600))), allowed: "100ms…1h", example: "deadline: 30s")
         }
         return client
     }
@@ -294,7 +289,7 @@ public enum ScenarioDecoder {
                 }
                 if let jitter = spec["jitter"] { check.jitter = try jitter.unit(Probability.parse).value }
                 if let cap = spec["max_per_minute"] { check.maxPerMinute = try cap.integer(in: 1...100_000, meaning: "attempts per minute") }
-                if let recovery = spec["recovery"] { check.recovery = try recovery.unit(Span.parse) }
+                if let recovery = spec["recovery"] { check.recovery = try recovery.span(in: .zero...(.seconds(Int64(3600))), allowed: "0s…1h", example: "recovery: 10s") }
                 checks.append(.backsOff(check))
             }
         }

@@ -50,7 +50,7 @@ final class ProxyRules {
     /// What a connection that is not plain HTTP meets while the portal is closed (recorded).
     func captiveIntercepts(host: String, port: Int, now: NIODeadline) -> CaptiveHTTPSBehaviour? {
         let elapsed = self.elapsed(at: now)
-        guard let behaviour = self.captive.intercepts(host: host, port: port, at: elapsed) else { return nil }
+        guard let behaviour = self.captive.intercepts(host: host, at: elapsed) else { return nil }
         self.record(ProxyEvent(at: elapsed.seconds, kind: "captive", detail: "portal \(behaviour.rawValue): \(host):\(port)", host: host))
         return behaviour
     }
