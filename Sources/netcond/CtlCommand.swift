@@ -126,14 +126,12 @@ struct CtlCommand: AsyncParsableCommand {
         @OptionGroup var target: Target
 
         func run() async throws {
-            if ProfileCatalog.looksLikePath(self.profile) {
-                // Resolved here (with `extends:` and `use:` files relative to it), sent self-contained.
-                let profile = resolveProfile(self.profile)
-                try await self.target.send("POST", "/profile", body: ["yaml": profile.yamlDescription, "file": self.profile])
-            } else {
-                _ = resolveProfile(self.profile)
-                try await self.target.send("POST", "/profile", body: ["name": self.profile])
-            }
+            // Checked here; a file is resolved here too (with `extends:` and `use:` files relative
+            // to it) and sent self-contained, a built-in goes by name.
+            let profile = resolveProfile(self.profile)
+            let body = ProfileCatalog.looksLikePath(self.profile)
+                ? ["yaml": profile.yamlDescription, "file": self.profile] : ["name": self.profile]
+            try await self.target.send("POST", "/profile", body: body)
         }
     }
 

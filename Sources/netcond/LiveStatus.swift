@@ -12,7 +12,8 @@ import Glibc
 /// redrawn every second (profile, phase, rates, open connections, drops).
 final class LiveStatus: @unchecked Sendable {
     private let lock = NSLock()
-    private let live: Bool
+    /// A status line is redrawn (stderr is a terminal and the command asked for it).
+    let live: Bool
     private var lineShown = false
     private var previous: ControlStatus?
     private var lastLine: String?

@@ -95,7 +95,8 @@ struct ProxyCommand: AsyncParsableCommand {
             signals.onSignal { signal in continuation.yield(signal) }
         }
         let ticker = Task {
-            while !Task.isCancelled {
+            // Nothing to redraw when stderr is not a terminal: no need to ask the proxy.
+            while status.live && !Task.isCancelled {
                 if let now = await session.proxy.status() { status.update(now) }
                 try? await Task.sleep(for: .seconds(1))
             }

@@ -35,12 +35,10 @@ extension HTTPFault {
     }
 
     private static func action(_ kind: String, _ node: ConfigNode, retryAfter: ConfigNode?) throws(ConfigError) -> HTTPFaultAction {
-        if kind != "status", let retryAfter {
-            throw retryAfter.error("retry_after goes with status: (a 503 or 429 the proxy answers); allowed here: remove it")
-        }
+        let retryAfter = try Self.retryAfter(retryAfter, kind: kind)
         switch kind {
         case "status":
-            return .status(try Self.errorStatus(node), retryAfter: try retryAfter.map { node throws(ConfigError) in try RetryAfter(node: node) })
+            return .status(try Self.errorStatus(node), retryAfter: retryAfter)
         case "first_byte":
             return .firstByte(try Self.delay(node, example: "first_byte: 30s"))
         case "slow_close":
@@ -50,12 +48,18 @@ extension HTTPFault {
         case "reset_after":
             return .resetAfter(try node.unit(ByteCount.parse))
         default:
-            let word = try node.choice(["true", "false"])
-            guard word == "true" else {
-                throw node.error("drop_response: false does nothing; allowed: true (or remove the entry)")
-            }
+            try node.onlyTrue("drop_response")
             return .dropResponse
         }
+    }
+
+    /// `retry_after:` of a fault whose action is `kind`: only a `status` fault may carry one.
+    static func retryAfter(_ node: ConfigNode?, kind: String) throws(ConfigError) -> RetryAfter? {
+        guard let node else { return nil }
+        guard kind == "status" else {
+            throw node.error("retry_after goes with status: (a 503 or 429 answered instead); allowed here: remove it")
+        }
+        return try RetryAfter(node: node)
     }
 
     /// `status: 503`: an error status the proxy or the origin answers instead.

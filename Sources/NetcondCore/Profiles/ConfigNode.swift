@@ -161,6 +161,13 @@ public struct ConfigNode {
         return value
     }
 
+    /// A switch that only makes sense on (`drop_response: true`, `hang: true`): `false` is an error.
+    public func onlyTrue(_ key: String) throws(ConfigError) {
+        guard try self.choice(["true", "false"]) == "true" else {
+            throw self.error("\(key): false does nothing; allowed: true (or remove the entry)")
+        }
+    }
+
     /// A whole number in `range`; otherwise an error saying what it should be.
     public func integer(in range: ClosedRange<Int>, meaning: String) throws(ConfigError) -> Int {
         let text = try self.string(expecting: meaning)

@@ -112,19 +112,16 @@ public enum ScenarioDecoder {
             throw fileNode.error(Suggestion.unknown("file", file, among: files.map(\.name), listedAs: "files in origin.files"))
         }
         let (kind, kindNode) = try map.single(of: Self.originFaultActions, thing: "fault", example: example)
-        if kind != "status", let retryAfter = map["retry_after"] {
-            throw retryAfter.error("retry_after goes with status:; allowed here: remove it")
-        }
+        let retryAfter = try HTTPFault.retryAfter(map["retry_after"], kind: kind)
         let action: OriginFaultAction
         switch kind {
         case "cut_after":
             let bytes = try kindNode.unit(ByteCount.parse)
             action = .cutAfter(bytes)
         case "status":
-            action = .status(try HTTPFault.errorStatus(kindNode), retryAfter: try map["retry_after"].map { node throws(ConfigError) in try RetryAfter(node: node) })
+            action = .status(try HTTPFault.errorStatus(kindNode), retryAfter: retryAfter)
         default:
-            let word = try kindNode.choice(["true", "false"])
-            guard word == "true" else { throw kindNode.error("hang: false does nothing; allowed: true (or remove the entry)") }
+            try kindNode.onlyTrue("hang")
             action = .hang
         }
         var requests = RequestNumbers.all
