@@ -468,13 +468,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func answer(_ response: CannedResponse, context: ChannelHandlerContext) {
         self.state = .forwarding
         self.requestEnded = true
-        var headers = HTTPHeaders()
-        if let contentType = response.contentType { headers.add(name: "Content-Type", value: contentType) }
-        headers.add(name: "Content-Length", value: String(response.body.count))
-        for (name, value) in response.headers { headers.add(name: name, value: value) }
-        if !self.requestKeepAlive { headers.add(name: "Connection", value: "close") }
-        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
-        self.upstreamResponse(.head(head))
+        self.upstreamResponse(.head(response.head(keepAlive: self.requestKeepAlive)))
         if !response.body.isEmpty && !self.requestIsHead {
             self.upstreamResponse(.body(context.channel.allocator.buffer(bytes: response.body)))
         }
@@ -483,14 +477,9 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func fail(_ status: Int, _ reason: String, context: ChannelHandlerContext) {
         self.state = .closed
-        let body = "netcond: \(reason)\n"
-        var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
-        headers.add(name: "Content-Length", value: String(body.utf8.count))
-        headers.add(name: "Connection", value: "close")
-        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: status), headers: headers)
-        context.write(self.wrapOutboundOut(.head(head)), promise: nil)
-        context.write(self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: body)))), promise: nil)
+        let response = CannedResponse.text(status, "netcond: \(reason)\n")
+        context.write(self.wrapOutboundOut(.head(response.head(keepAlive: false))), promise: nil)
+        context.write(self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
         context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
         context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
     }

@@ -30,10 +30,11 @@ final class LinkDriver {
     /// Moving average of the time between reads (ns), weight 1/8.
     private var averageGap: UInt64 = 0
 
-    init(profile: Profile, seed: UInt64, eventLoop: EventLoop) {
+    /// `epoch`: the model's time zero, the run's start (default: now).
+    init(profile: Profile, seed: UInt64, eventLoop: EventLoop, epoch: NIODeadline? = nil) {
         self.model = LinkModel(profile: profile, seed: seed)
         self.eventLoop = eventLoop
-        self.epoch = eventLoop.now
+        self.epoch = epoch ?? eventLoop.now
     }
 
     /// The loop's clock (virtual on an `EmbeddedEventLoop`, so handler tests run in virtual time).

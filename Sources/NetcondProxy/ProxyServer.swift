@@ -125,7 +125,9 @@ public final class ProxyServer: Sendable {
             let s = state.value
             s.rules.startedAt = loop.now
             if !configuration.profile.isPassThrough || configuration.controllable {
-                let driver = LinkDriver(profile: configuration.profile, seed: configuration.seed, eventLoop: loop)
+                // One start for the link's clock and the rules' (fault windows, events, portal sessions).
+                let driver = LinkDriver(
+                    profile: configuration.profile, seed: configuration.seed, eventLoop: loop, epoch: s.rules.startedAt)
                 driver.spinWindow = configuration.timerSpin
                 driver.onStateChange = { linkState, at in
                     let elapsed = Span(nanoseconds: at.nanoseconds)

@@ -74,19 +74,21 @@ public enum RetryAfter: Sendable, Equatable {
 /// nil matches anything. Hosts and methods compare case-insensitively, paths exactly (without the
 /// query string).
 public struct RequestMatch: Sendable, Equatable {
-    public var host: String?
+    /// Kept lower-case, so that matching lowers only the request's side.
+    public var host: String? { didSet { self.host = self.host?.lowercased() } }
     public var path: String?
-    public var method: String?
+    /// Kept upper-case, so that matching raises only the request's side.
+    public var method: String? { didSet { self.method = self.method?.uppercased() } }
 
     public init(host: String? = nil, path: String? = nil, method: String? = nil) {
-        self.host = host
+        self.host = host?.lowercased()
         self.path = path
-        self.method = method
+        self.method = method?.uppercased()
     }
 
     public func matches(_ request: FaultRequest) -> Bool {
-        if let host = self.host, !Glob.matches(host.lowercased(), request.host.lowercased()) { return false }
-        if let method = self.method, !Glob.matches(method.uppercased(), request.method.uppercased()) { return false }
+        if let host = self.host, !Glob.matches(host, request.host.lowercased()) { return false }
+        if let method = self.method, !Glob.matches(method, request.method.uppercased()) { return false }
         if let path = self.path, !Glob.matches(path, request.pathWithoutQuery) { return false }
         return true
     }

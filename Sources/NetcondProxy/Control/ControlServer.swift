@@ -95,17 +95,7 @@ private final class ControlHTTPHandler: ChannelInboundHandler {
     }
 
     private func respond(context: ChannelHandlerContext, status: Int, json: [UInt8], keepAlive: Bool) {
-        var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: "application/json")
-        headers.add(name: "Content-Length", value: "\(json.count)")
-        headers.add(name: "Cache-Control", value: "no-store")
-        if !keepAlive { headers.add(name: "Connection", value: "close") }
-        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: status), headers: headers)
-        context.write(self.wrapOutboundOut(.head(head)), promise: nil)
-        context.write(self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: json)))), promise: nil)
-        let done = context.writeAndFlush(self.wrapOutboundOut(.end(nil)))
-        if !keepAlive {
-            done.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
-        }
+        CannedResponse(status: status, headers: [("Cache-Control", "no-store")], body: json, contentType: "application/json")
+            .write(to: context, keepAlive: keepAlive)
     }
 }

@@ -73,17 +73,7 @@ private final class PortalPageHandler: ChannelInboundHandler {
         case .body:
             break
         case .end:
-            let page = CaptivePortal.loginPage(status: 200)
-            var headers = HTTPHeaders()
-            headers.add(name: "Content-Type", value: page.contentType ?? "text/html")
-            headers.add(name: "Content-Length", value: String(page.body.count))
-            if !self.keepAlive { headers.add(name: "Connection", value: "close") }
-            context.write(self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
-            context.write(self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: page.body)))), promise: nil)
-            let done = context.writeAndFlush(self.wrapOutboundOut(.end(nil)))
-            if !self.keepAlive {
-                done.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
-            }
+            CaptivePortal.loginPage(status: 200).write(to: context, keepAlive: self.keepAlive)
         }
     }
 
