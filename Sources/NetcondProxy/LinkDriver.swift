@@ -56,13 +56,12 @@ final class LinkDriver {
 
     /// Emulates the set-up of a new upstream connection on this flow (see `LinkModel.connect`);
     /// `completion` runs when the emulated handshake is done, refused, or has timed out.
-    @discardableResult
     func connect(
         _ flow: FlowID,
-        host: String = "",
-        port: Int = 80,
+        host: String,
+        port: Int,
         resolvesName: Bool,
-        intercept: SetupVerdict? = nil,
+        intercept: SetupVerdict?,
         completion: @escaping (ConnectOutcome) -> Void
     ) -> SetupVerdict {
         self.connectWaiters[flow] = completion

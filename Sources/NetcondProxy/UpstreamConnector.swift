@@ -200,15 +200,9 @@ struct UpstreamConnector {
 
     static func classify(_ error: Error, target: UpstreamTarget) -> UpstreamError {
         if let error = error as? UpstreamError { return error }
-        if let error = error as? NIOConnectionError {
-            if error.dnsAError != nil || error.dnsAAAAError != nil,
-                error.connectionErrors.isEmpty
-            {
-                return .nameNotResolved(target.host)
-            }
-            if let first = error.connectionErrors.first {
-                return .refused(target, Self.reason(first.error))
-            }
+        // A lookup that found no address at all: the name does not resolve; anything else is
+        // a refusal, with the reason `reason` gives.
+        if let error = error as? NIOConnectionError, error.connectionErrors.isEmpty {
             return .nameNotResolved(target.host)
         }
         return .refused(target, Self.reason(error))

@@ -101,9 +101,7 @@ public enum ControlAPI {
             }
         default:
             if path.hasPrefix("/faults/") {
-                guard method == "DELETE" else {
-                    return .failure(Rejection(status: 405, message: "\(method) \(path) is not supported; allowed: DELETE \(path)"))
-                }
+                guard method == "DELETE" else { return wrongMethod("DELETE") }
                 guard let id = Int(path.dropFirst("/faults/".count)), id > 0 else {
                     return .failure(Rejection(status: 400, message: "'\(path.dropFirst("/faults/".count))' is not a fault id; allowed: a number from GET /faults"))
                 }
