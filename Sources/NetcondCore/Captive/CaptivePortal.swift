@@ -248,10 +248,10 @@ extension CaptivePortalSpec {
         )
         self.init()
         if let node = map["http"] {
-            self.http = CaptiveHTTPBehaviour(rawValue: try node.choice(CaptiveHTTPBehaviour.allCases.map(\.rawValue))) ?? .page
+            self.http = try node.choice(CaptiveHTTPBehaviour.self)
         }
         if let node = map["https"] {
-            self.https = CaptiveHTTPSBehaviour(rawValue: try node.choice(CaptiveHTTPSBehaviour.allCases.map(\.rawValue))) ?? .reset
+            self.https = try node.choice(CaptiveHTTPSBehaviour.self)
         }
         if let node = map["open"] { self.startsOpen = try node.choice(["true", "false"]) == "true" }
         if let node = map["session"] {

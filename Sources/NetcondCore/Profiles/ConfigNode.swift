@@ -223,6 +223,14 @@ public struct ConfigNode {
         return text
     }
 
+    /// One of an enumeration's raw values (`refuse`, `blackhole`), as the case.
+    public func choice<Choice: CaseIterable & RawRepresentable>(_ type: Choice.Type) throws(ConfigError) -> Choice
+    where Choice.RawValue == String {
+        let word = try self.choice(type.allCases.map(\.rawValue))
+        // `choice` accepted only raw values of `type`.
+        return Choice(rawValue: word)!
+    }
+
     static func translate(_ error: YamlError, yaml: String, file: String) -> ConfigError {
         func syntax(_ context: YamlError.Context?, _ problem: String, _ mark: Mark) -> ConfigError {
             var message = "YAML syntax error: \(problem)"

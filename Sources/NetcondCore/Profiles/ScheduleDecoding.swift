@@ -86,10 +86,10 @@ struct PhaseLayer {
         if let node = map["dns_delay"] { self.dnsDelay = try node.setupDelay(example: "2s") }
         if let node = map["connect_delay"] { self.connectDelay = try node.setupDelay(example: "2s") }
         if let node = map["outage"] {
-            self.outage = OutageBehaviour(rawValue: try node.choice(OutageBehaviour.allCases.map(\.rawValue)))
+            self.outage = try node.choice(OutageBehaviour.self)
         }
         if let node = map["stall"] {
-            self.stall = StallDirection(rawValue: try node.choice(StallDirection.allCases.map(\.rawValue)))
+            self.stall = try node.choice(StallDirection.self)
         }
     }
 
@@ -132,7 +132,7 @@ struct StallLayer {
         )
         var direction = StallDirection.both
         if let node = map["direction"] {
-            direction = StallDirection(rawValue: try node.choice(StallDirection.allCases.map(\.rawValue))) ?? .both
+            direction = try node.choice(StallDirection.self)
         }
         guard every.lower > duration.upper else {
             throw everyNode.error(

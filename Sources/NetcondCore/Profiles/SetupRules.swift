@@ -80,7 +80,7 @@ extension SetupRules {
         }
         var otherwise = FirewallAction.refuse
         if let node = map["otherwise"] {
-            otherwise = FirewallAction(rawValue: try node.choice(FirewallAction.allCases.map(\.rawValue))) ?? .refuse
+            otherwise = try node.choice(FirewallAction.self)
         }
         return (ports, otherwise)
     }
