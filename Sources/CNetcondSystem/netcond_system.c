@@ -12,7 +12,8 @@
 #include <sys/prctl.h>
 #endif
 
-int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, pid_t *pid) {
+int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int output_fd,
+                  pid_t *pid) {
     int report[2];
     if (pipe2(report, O_CLOEXEC) != 0) return errno;
     pid_t parent = getpid();
@@ -38,6 +39,12 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
         sigemptyset(&empty);
         sigprocmask(SIG_SETMASK, &empty, NULL);
         if (error == 0 && directory != NULL && chdir(directory) != 0) error = errno;
+        if (error == 0 && output_fd >= 0) {
+            if (setpgid(0, 0) != 0) error = errno;
+            int input = open("/dev/null", O_RDONLY);
+            if (input < 0 || dup2(input, 0) < 0 || dup2(output_fd, 1) < 0 || dup2(output_fd, 2) < 0) error = errno;
+            if (input > 0) close(input);
+        }
         if (error == 0) {
             execve(path, argv, envp);
             error = errno;
@@ -47,6 +54,8 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
         _exit(127);
     }
     close(report[1]);
+    /* Set the group from both sides, so that it exists whichever runs first. */
+    if (output_fd >= 0) setpgid(child, child);
     int error = 0;
     ssize_t got;
     do {

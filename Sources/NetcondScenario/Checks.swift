@@ -17,10 +17,13 @@ public struct RunEvidence: Sendable {
         public var retryAfter: String?
         public var bodyBytesSent: Int64
         public var completed: Bool
+        /// Seconds since the client started when the origin finished (or cut) the response.
+        public var ended: Double?
 
         public init(
             at: Double, method: String = "GET", path: String, range: String? = nil, idempotencyKey: String? = nil,
-            status: Int? = 200, retryAfter: String? = nil, bodyBytesSent: Int64 = 0, completed: Bool = true
+            status: Int? = 200, retryAfter: String? = nil, bodyBytesSent: Int64 = 0, completed: Bool = true,
+            ended: Double? = nil
         ) {
             self.at = at
             self.method = method
@@ -31,6 +34,7 @@ public struct RunEvidence: Sendable {
             self.retryAfter = retryAfter
             self.bodyBytesSent = bodyBytesSent
             self.completed = completed
+            self.ended = ended
         }
 
         /// Failed from the client's point of view: an error status, no answer, or a cut body.
@@ -185,7 +189,8 @@ public enum Checks {
                     details: details)
             }
             let next = gets[index + 1]
-            let after = "+\(Self.seconds(next.at - request.at)) after the cut"
+            let after = request.ended.map { "+\(Self.seconds(next.at - $0)) after the origin cut it" }
+                ?? "+\(Self.seconds(next.at - request.at)) after the cut request began"
             guard let start = next.rangeStart else {
                 return CheckResult(
                     name: name, passed: false,

@@ -19,24 +19,31 @@ import Darwin
 public final class ChildProcess: Sendable {
     public let pid: pid_t
     public let command: [String]
+    /// The child leads a process group of its own (its output is captured): signals go to the group,
+    /// so a shell's children are stopped with it.
+    public let ownsGroup: Bool
 
     /// Signals netcond passes on to the child.
     public static let forwardedSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
 
     private let reaper: Reaper
 
-    private init(pid: pid_t, command: [String], reaper: Reaper) {
+    private init(pid: pid_t, command: [String], ownsGroup: Bool, reaper: Reaper) {
         self.pid = pid
         self.command = command
+        self.ownsGroup = ownsGroup
         self.reaper = reaper
     }
 
     /// Starts `command[0]` with its arguments. Throws `.notFound` (the shell's 127) or
-    /// `.notExecutable` (126) with a message naming the program.
+    /// `.notExecutable` (126) with a message naming the program. With `outputFile`, the child's
+    /// stdout and stderr go to that file (created or truncated), its stdin is /dev/null, and it leads
+    /// a process group of its own (it has no terminal to share).
     public static func spawn(
         _ command: [String],
         environment: [String: String],
-        workingDirectory: String? = nil
+        workingDirectory: String? = nil,
+        outputFile: String? = nil
     ) throws(ChildProcessError) -> ChildProcess {
         guard let program = command.first, !program.isEmpty else { throw .noCommand }
         let path = environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
@@ -46,7 +53,17 @@ public final class ChildProcess: Sendable {
         let environmentLines = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
         // The parent-death signal fires when the *thread* that forked ends, so the fork happens on a
         // thread of its own that lives exactly as long as the child (it waits for it).
-        let reaper = Reaper(path: resolved, arguments: command, environment: environmentLines, directory: workingDirectory)
+        var outputDescriptor: Int32 = -1
+        if let outputFile {
+            outputDescriptor = open(outputFile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            guard outputDescriptor >= 0 else {
+                throw .spawnFailed(program, "cannot write its output to \(outputFile): \(String(cString: strerror(errno)))")
+            }
+        }
+        defer { if outputDescriptor >= 0 { close(outputDescriptor) } }
+        let reaper = Reaper(
+            path: resolved, arguments: command, environment: environmentLines, directory: workingDirectory,
+            outputDescriptor: outputDescriptor)
         let result = reaper.start()
         guard result == 0 else {
             if let workingDirectory, result == ENOENT || result == ENOTDIR || result == EACCES {
@@ -54,12 +71,17 @@ public final class ChildProcess: Sendable {
             }
             throw .spawnFailed(program, String(cString: strerror(result)))
         }
-        return ChildProcess(pid: reaper.pid, command: command, reaper: reaper)
+        return ChildProcess(pid: reaper.pid, command: command, ownsGroup: outputFile != nil, reaper: reaper)
     }
 
-    /// Sends a signal to the child (ignored once it has been reaped).
+    /// Sends a signal to the child, or to its process group when it has one of its own (which may
+    /// outlive the child itself: a shell's background jobs). Not sent to a reaped child that led no group.
     public func signal(_ signal: Int32) {
-        kill(self.pid, signal)
+        if self.ownsGroup {
+            kill(-self.pid, signal)
+        } else if !self.reaper.hasExited {
+            kill(self.pid, signal)
+        }
     }
 
     /// Waits for the child to end.
@@ -139,6 +161,7 @@ private final class Reaper: @unchecked Sendable {
     private let arguments: [String]
     private let environment: [String]
     private let directory: String?
+    private let outputDescriptor: Int32
     private let started = DispatchSemaphore(value: 0)
     private let lock = NSLock()
     private var startResult: Int32 = 0
@@ -146,11 +169,12 @@ private final class Reaper: @unchecked Sendable {
     private var status: ExitStatus?
     private var waiters: [@Sendable (ExitStatus) -> Void] = []
 
-    init(path: String, arguments: [String], environment: [String], directory: String?) {
+    init(path: String, arguments: [String], environment: [String], directory: String?, outputDescriptor: Int32) {
         self.path = path
         self.arguments = arguments
         self.environment = environment
         self.directory = directory
+        self.outputDescriptor = outputDescriptor
     }
 
     /// Starts the thread and the child; returns 0 or an errno value.
@@ -171,6 +195,12 @@ private final class Reaper: @unchecked Sendable {
         return self.startResult
     }
 
+    var hasExited: Bool {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        return self.status != nil
+    }
+
     func whenExited(_ callback: @escaping @Sendable (ExitStatus) -> Void) {
         self.lock.lock()
         if let status = self.status {
@@ -186,7 +216,7 @@ private final class Reaper: @unchecked Sendable {
         let argv = self.arguments.map { strdup($0) } + [nil]
         let envp = self.environment.map { strdup($0) } + [nil]
         var pid = pid_t()
-        self.startResult = netcond_spawn(self.path, argv, envp, self.directory, &pid)
+        self.startResult = netcond_spawn(self.path, argv, envp, self.directory, self.outputDescriptor, &pid)
         argv.forEach { free($0) }
         envp.forEach { free($0) }
         self.pid = pid

@@ -46,8 +46,10 @@ public struct HTTPFetcher: Sendable {
         url: String,
         body: [UInt8]? = nil,
         contentType: String? = nil,
+        headers extraHeaders: [(String, String)] = [],
         keepBody: Bool,
-        progress: (@Sendable (Int) -> Void)? = nil
+        progress: (@Sendable (Int) -> Void)? = nil,
+        sink: (@Sendable (_ status: Int, _ body: ByteBuffer) -> Void)? = nil
     ) async throws -> Result {
         guard url.lowercased().hasPrefix("http://") else {
             throw Failure(description: "only http:// URLs can be fetched, got '\(url)'")
@@ -62,7 +64,7 @@ public struct HTTPFetcher: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
                     try channel.pipeline.syncOperations.addHandler(
-                        FetchHandler(started: started, keepBody: keepBody, promise: promise, progress: progress)
+                        FetchHandler(started: started, keepBody: keepBody, promise: promise, progress: progress, sink: sink)
                     )
                 }
             }
@@ -80,6 +82,7 @@ public struct HTTPFetcher: Sendable {
         headers.add(name: "Host", value: String(host))
         headers.add(name: "User-Agent", value: "netcond")
         headers.add(name: "Connection", value: "close")
+        for (name, value) in extraHeaders { headers.add(name: name, value: value) }
         if let body {
             headers.add(name: "Content-Length", value: String(body.count))
             if let contentType { headers.add(name: "Content-Type", value: contentType) }
@@ -102,6 +105,7 @@ private final class FetchHandler: ChannelInboundHandler {
     private let keepBody: Bool
     private let promise: EventLoopPromise<HTTPFetcher.Result>
     private let progress: (@Sendable (Int) -> Void)?
+    private let sink: (@Sendable (_ status: Int, _ body: ByteBuffer) -> Void)?
     private var result = HTTPFetcher.Result(
         status: 0,
         headers: [],
@@ -115,12 +119,14 @@ private final class FetchHandler: ChannelInboundHandler {
         started: NIODeadline,
         keepBody: Bool,
         promise: EventLoopPromise<HTTPFetcher.Result>,
-        progress: (@Sendable (Int) -> Void)?
+        progress: (@Sendable (Int) -> Void)?,
+        sink: (@Sendable (_ status: Int, _ body: ByteBuffer) -> Void)?
     ) {
         self.started = started
         self.keepBody = keepBody
         self.promise = promise
         self.progress = progress
+        self.sink = sink
     }
 
     private var elapsed: Span {
@@ -135,6 +141,7 @@ private final class FetchHandler: ChannelInboundHandler {
             self.result.timeToFirstByte = self.elapsed
         case .body(var buffer):
             self.result.bodyBytes += buffer.readableBytes
+            self.sink?(self.result.status, buffer)
             if self.keepBody, let bytes = buffer.readBytes(length: buffer.readableBytes) {
                 self.result.body += bytes
             }

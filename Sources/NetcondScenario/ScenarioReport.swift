@@ -16,14 +16,19 @@ public enum ScenarioReport {
         outcome.results.map { "\($0.passed ? "✓" : "✗") \($0.name) — \($0.evidence)" }
     }
 
-    public static func verdictLine(_ outcome: ScenarioOutcome, scenarioArgument: String, commandFromFile: Bool) -> String {
+    public static func verdictLine(_ outcome: ScenarioOutcome, scenarioArgument: String) -> String {
         let failed = outcome.results.filter { !$0.passed }.count
         if failed == 0 {
             return "netcond: \(outcome.scenario.name) passed (\(outcome.results.count) check\(outcome.results.count == 1 ? "" : "s"), client ran \(String(format: "%.1f", outcome.evidence.duration)) s)"
         }
-        var repeatCommand = ["netcond", "run", scenarioArgument, "--seed", String(outcome.seed)]
-        if !commandFromFile { repeatCommand += ["--"] + outcome.command }
-        return "netcond: \(outcome.scenario.name) FAILED (\(failed) of \(outcome.results.count) checks); repeat with: \(self.shellLine(repeatCommand))"
+        return "netcond: \(outcome.scenario.name) FAILED (\(failed) of \(outcome.results.count) checks); \(self.repeatLine(outcome, scenarioArgument: scenarioArgument))"
+    }
+
+    /// `repeat with: netcond run FILE --seed N [-- COMMAND]` (the command only when it is not the scenario's own).
+    public static func repeatLine(_ outcome: ScenarioOutcome, scenarioArgument: String) -> String {
+        var words = ["netcond", "run", scenarioArgument, "--seed", String(outcome.seed)]
+        if outcome.command != outcome.scenario.client.command { words += ["--"] + outcome.command }
+        return "repeat with: \(self.shellLine(words))"
     }
 
     /// Words joined for a shell: plain words as they are, others in single quotes.

@@ -18,8 +18,47 @@ public struct ScenarioOutcome: Sendable {
     public var startup: Double
     /// The one-line link summary of the run.
     public var summaryLine: String
+    /// The end of what the client printed (stdout and stderr), when it was captured.
+    public var clientOutput: ClientOutput?
 
     public var passed: Bool { self.results.allSatisfy(\.passed) }
+}
+
+/// The tail of a client's captured stdout and stderr.
+public struct ClientOutput: Sendable, Equatable {
+    /// The last lines, at most ``ClientOutput/tailLimit`` bytes of them.
+    public var tail: String
+    /// Everything the client printed, in bytes.
+    public var totalBytes: Int64
+    /// Kept on disk (with `--keep`), else nil.
+    public var path: String?
+
+    public static let tailLimit = 8 * 1024
+
+    /// Reads the last lines of the file at `path`.
+    static func read(path: String, keep: Bool) -> ClientOutput? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        let size = (try? handle.seekToEnd()) ?? 0
+        let start = size > UInt64(Self.tailLimit) ? size - UInt64(Self.tailLimit) : 0
+        try? handle.seek(toOffset: start)
+        var data = (try? handle.readToEnd()) ?? Data()
+        if start > 0, let newline = data.firstIndex(of: UInt8(ascii: "\n")) {
+            data = data[(newline + 1)...]
+        }
+        return ClientOutput(tail: String(decoding: data, as: UTF8.self), totalBytes: Int64(size), path: keep ? path : nil)
+    }
+}
+
+/// How a scenario run is going, for a live status line.
+public struct ScenarioProgress: Sendable {
+    /// Seconds since the client started.
+    public var elapsed: Double
+    public var phase: String
+    public var bytesDown: Int64
+    public var bytesUp: Int64
+    /// Requests the origin has seen.
+    public var requests: Int
 }
 
 /// Failures of netcond itself (exit 3), as opposed to the client failing a check (exit 1).
@@ -53,8 +92,10 @@ public enum ScenarioRunner {
         seed: UInt64,
         baseEnvironment: [String: String],
         keepWorkingDirectory: Bool = false,
+        captureOutput: Bool = false,
         onStart: (@Sendable (ChildProcess) -> Void)? = nil,
-        onEvent: (@Sendable (String) -> Void)? = nil
+        onEvent: (@Sendable (String) -> Void)? = nil,
+        onProgress: (@Sendable (ScenarioProgress) -> Void)? = nil
     ) async throws(ScenarioRunError) -> ScenarioOutcome {
         let began = NIODeadline.now()
         let session: Session
@@ -81,12 +122,23 @@ public enum ScenarioRunner {
             environment["NETCOND_OUTPUT"] = (workdir as NSString).appendingPathComponent(output)
         }
 
+        var outputFile: String?
+        if captureOutput {
+            do {
+                outputFile = try Self.makeOutputFile(name: scenario.name)
+            } catch {
+                await session.stop()
+                Self.remove(workdir)
+                throw error
+            }
+        }
         let child: ChildProcess
         do {
-            child = try ChildProcess.spawn(command, environment: environment, workingDirectory: workdir)
+            child = try ChildProcess.spawn(command, environment: environment, workingDirectory: workdir, outputFile: outputFile)
         } catch {
             await session.stop()
             Self.remove(workdir)
+            if let outputFile { Self.remove(outputFile) }
             throw ScenarioRunError(description: error.description, exitCode: error.exitCode)
         }
         let started = NIODeadline.now()
@@ -117,11 +169,29 @@ public enum ScenarioRunner {
             if Task.isCancelled { return }
             child.signal(SIGKILL)
         }
+        let progress = Task {
+            guard let onProgress else { return }
+            while !Task.isCancelled {
+                let status = await proxy.status()
+                let elapsed = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+                onProgress(ScenarioProgress(
+                    elapsed: elapsed, phase: status.map { $0.outage.map { "outage (\($0))" } ?? $0.phase } ?? "",
+                    bytesDown: status?.bytesDown ?? 0, bytesUp: status?.bytesUp ?? 0,
+                    requests: session.origin.requestLog.count))
+                try? await Task.sleep(nanoseconds: 500_000_000)
+            }
+        }
         let exit = await child.wait()
         let ended = NIODeadline.now()
+        // Whatever the client left running in its group (a shell's background jobs) ends with it.
+        if child.ownsGroup { child.signal(SIGKILL) }
         watchdog.cancel()
         timeline.cancel()
+        progress.cancel()
         _ = await timeline.value
+        _ = await progress.value
+        let clientOutput = outputFile.flatMap { ClientOutput.read(path: $0, keep: keepWorkingDirectory) }
+        if let outputFile, !keepWorkingDirectory { Self.remove(outputFile) }
 
         let startNanos = Int64(started.uptimeNanoseconds)
         let requests = session.origin.requestLog.entries.map { entry in
@@ -134,7 +204,8 @@ public enum ScenarioRunner {
                 status: entry.status,
                 retryAfter: entry.retryAfter,
                 bodyBytesSent: entry.bodyBytesSent,
-                completed: entry.completed
+                completed: entry.completed,
+                ended: entry.finishedAt.map { Double($0.nanoseconds - startNanos) / 1e9 }
             )
         }
         let evidence = RunEvidence(
@@ -152,7 +223,8 @@ public enum ScenarioRunner {
         if !keepWorkingDirectory { Self.remove(workdir) }
         return ScenarioOutcome(
             scenario: scenario, seed: seed, command: command, evidence: evidence, results: results,
-            applied: applied.withLockedValue { $0 }, startup: startup, summaryLine: summaryLine
+            applied: applied.withLockedValue { $0 }, startup: startup, summaryLine: summaryLine,
+            clientOutput: clientOutput
         )
     }
 
@@ -168,13 +240,32 @@ public enum ScenarioRunner {
     }
 
     private static func makeWorkingDirectory(name: String) throws(ScenarioRunError) -> String {
-        let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        let safe = String(name.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" }.prefix(40))
-        var template = Array("\(base)/netcond-\(safe)-XXXXXX".utf8CString)
+        let base = Self.temporaryBase
+        var template = Array("\(base)/netcond-\(Self.safe(name))-XXXXXX".utf8CString)
         guard let pointer = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw ScenarioRunError(description: "cannot create a working directory in \(base): \(String(cString: strerror(errno)))", exitCode: 3)
         }
         return String(cString: pointer)
+    }
+
+    /// An empty file for the client's output, next to where working directories go.
+    private static func makeOutputFile(name: String) throws(ScenarioRunError) -> String {
+        let base = Self.temporaryBase
+        var template = Array("\(base)/netcond-\(Self.safe(name))-XXXXXX.log".utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemps($0.baseAddress!, 4) }
+        guard descriptor >= 0 else {
+            throw ScenarioRunError(description: "cannot create a file for the client's output in \(base): \(String(cString: strerror(errno)))", exitCode: 3)
+        }
+        close(descriptor)
+        return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+
+    private static var temporaryBase: String {
+        ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    }
+
+    private static func safe(_ name: String) -> String {
+        String(name.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" }.prefix(40))
     }
 
     static func remove(_ directory: String) {

@@ -1,82 +1,110 @@
 import ArgumentParser
+import Foundation
 import NetcondCore
-import NetcondOrigin
 import NetcondScenario
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
+/// `netcond demo`: the product in one command, with nothing to install. A download over EDGE is
+/// cut part-way; netcond runs the scenario twice with its own small client, once starting over
+/// after the drop and once asking for the rest, and shows the verdict on each with its evidence.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Download from the built-in origin under a profile and show what the link did (no internet needed)."
+        abstract: "Run a built-in scenario twice against the built-in origin, with a client that resumes and one that does not (no internet needed).",
+        discussion: """
+            The scenario: a 96 KB download under the profile (default edge) is cut after 40 KB. \
+            netcond's own client runs it first starting over after the cut (the resumes check fails) \
+            and then asking for the rest with Range (it passes). Exit 0 when both verdicts come out \
+            that way. `netcond demo --show-scenario` prints the scenario's YAML.
+            """
     )
 
     @Argument(help: "Profile (default edge).")
     var profile: String = "edge"
 
-    @Option(name: .long, help: "What to download from the origin.")
-    var path: String = "/bytes/200KB"
+    @Flag(name: .long, help: "Print the demo scenario's YAML and exit.")
+    var showScenario = false
 
     @OptionGroup var seed: SeedOption
 
+    static func yaml(profile: String) -> String {
+        """
+        name: demo-resume-after-dropout
+        description: "A 96 KB download is cut after 40 KB; a good client asks for the rest instead of starting over."
+        profile: \(profile)
+        origin:
+          files:
+            photo.jpg: {size: 96KB, seed: 11}
+          faults:
+            - {file: photo.jpg, cut_after: 40KB, first: 1}
+        client:
+          url: /files/photo.jpg
+          output: photo.jpg
+          deadline: 60s
+        checks:
+          completes: {}
+          resumes: {slack: 16KB, tolerance: 10%}
+
+        """
+    }
+
     func run() async throws {
         let profile = resolveProfile(self.profile)
-        let seed = try self.seed.resolve()
-        let session: Session
+        let yaml = Self.yaml(profile: ProfileCatalog.looksLikePath(self.profile) ? "\"\(self.profile)\"" : profile.name)
+        if self.showScenario {
+            print(yaml, terminator: "")
+            return
+        }
+        let scenario: Scenario
         do {
-            session = try await Session.start(profile: profile, seed: seed)
+            scenario = try ScenarioDecoder.decode(yaml: yaml, file: "(demo scenario)")
         } catch {
-            printError("netcond: \(error)")
+            printError("netcond: \(error.description)")
             throw ExitCode(3)
         }
-        let url = "http://\(Session.originHost)\(self.path)"
-        print("netcond demo: \(profile.name) — \(profile.description)")
-        print("  down \(profile.down.bandwidth.map { "\($0)" } ?? "unlimited"), up \(profile.up.bandwidth.map { "\($0)" } ?? "unlimited"), "
-            + "one-way delay \(profile.down.latency) / \(profile.up.latency)")
-        print("  GET \(url) through the proxy at \(session.proxyURL)")
-        fflush(nil)
-        let fetcher = HTTPFetcher(proxyHost: "127.0.0.1", proxyPort: session.proxyAddress.port ?? 0)
-        let printer = ProgressPrinter()
-        var failed = false
-        do {
-            let result = try await fetcher.get(url, keepBody: true) { bytes in printer.update(bytes) }
-            let expected = DeterministicBytes(seed: 0)
-            let intact = result.status != 200 || expected.firstMismatch(in: result.body, offset: 0) == nil
-            print("  HTTP \(result.status): \(result.bodyBytes) bytes, first byte after \(format(result.timeToFirstByte)), "
-                + "done after \(format(result.total)) — bytes \(intact ? "intact" : "CORRUPTED")")
-            failed = !intact || result.status >= 400
-        } catch {
-            print("  failed: \(error)")
-            failed = true
+        let seed = try self.seed.resolve()
+        let me = Self.executablePath()
+        print("netcond demo: \(scenario.description)")
+        print("  profile \(profile.name) — \(profile.description)")
+        print("  the scenario: netcond demo --show-scenario; the same with your client: netcond run SCENARIO.yaml -- CLIENT")
+        let runs: [(title: String, command: [String], shouldPass: Bool)] = [
+            ("a client that starts over after the drop", [me, "fetch", "--retries", "3", "-o", "photo.jpg", "http://origin.netcond.test/files/photo.jpg"], false),
+            ("a client that asks for the rest", [me, "fetch", "--retries", "3", "--resume", "-o", "photo.jpg", "http://origin.netcond.test/files/photo.jpg"], true),
+        ]
+        var asExpected = true
+        for (index, run) in runs.enumerated() {
+            print("\n\(index + 1). \(run.title): \(ScenarioReport.shellLine(["netcond"] + run.command.dropFirst()))")
+            fflush(nil)
+            let outcome: ScenarioOutcome
+            do {
+                outcome = try await ScenarioRunner.run(
+                    scenario, command: run.command, seed: seed, baseEnvironment: currentEnvironment(), captureOutput: true,
+                    onEvent: { line in print("   netcond: \(line)") })
+            } catch {
+                printError("netcond: \(error.description)")
+                throw ExitCode(3)
+            }
+            for line in outcome.clientOutput?.tail.split(separator: "\n") ?? [] where line.hasPrefix("netcond fetch:") {
+                print("   client: " + line.dropFirst("netcond fetch: ".count))
+            }
+            for line in ScenarioReport.checkLines(outcome) { print("   " + line) }
+            print("   → \(outcome.passed ? "passed" : "FAILED") (\(outcome.summaryLine.replacingOccurrences(of: "netcond: ", with: "")))")
+            asExpected = asExpected && outcome.passed == run.shouldPass
         }
-        printError(await session.summaryLine())
-        await session.stop()
-        if failed { throw ExitCode(1) }
+        print(asExpected
+            ? "\nThe verdict tells the two clients apart, with the evidence. Next: netcond test Scenarios/ -- YOUR-CLIENT"
+            : "\nnetcond demo: the verdicts did not come out as expected (the first run should fail, the second pass)")
+        if !asExpected { throw ExitCode(1) }
     }
 
-    private func format(_ span: Span) -> String {
-        span.seconds < 1 ? "\(Int(span.milliseconds)) ms" : "\((span.seconds * 100).rounded() / 100) s"
-    }
-}
-
-/// Prints a progress line at most every 250 ms.
-final class ProgressPrinter: @unchecked Sendable {
-    private var lastPrinted = 0.0
-    private let start = ProgressPrinter.now()
-
-    func update(_ bytes: Int) {
-        let now = Self.now()
-        guard now - self.lastPrinted >= 0.25 else { return }
-        self.lastPrinted = now
-        print("  … \(bytes / 1024) KB after \(((now - self.start) * 10).rounded() / 10) s")
-        fflush(nil)
-    }
-
-    private static func now() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    /// This program's own path, to run `netcond fetch` as the demo's client.
+    static func executablePath() -> String {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        if count > 0 { return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        return CommandLine.arguments[0]
     }
 }

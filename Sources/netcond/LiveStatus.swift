@@ -57,12 +57,22 @@ final class LiveStatus: @unchecked Sendable {
         self.draw(line)
     }
 
+    /// Redraws the status line with a line of the caller's own.
+    func show(_ line: String) {
+        guard self.live else { return }
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        self.lastLine = line
+        self.draw(line)
+    }
+
     /// Clears the status line (before the summary).
     func finish() {
         self.lock.lock()
         defer { self.lock.unlock() }
         if self.lineShown { writeStandardError("\r\u{1B}[K") }
         self.lineShown = false
+        self.lastLine = nil
     }
 
     private func draw(_ line: String) {

@@ -16,21 +16,28 @@ struct Netcond: AsyncParsableCommand {
               netcond demo                                  EDGE against the built-in origin, no internet needed
               netcond run edge -- curl -o x http://origin.netcond.test/bytes/200KB
               netcond run Profiles/3g.yaml -- python3 client.py
+              netcond run Scenarios/resume-after-dropout.yaml -- ./client   a verdict on the client
+              netcond test Scenarios/ --junit report.xml -- ./client         every scenario, for CI
               netcond proxy lte --listen 127.0.0.1:8080      manual throttling while developing
               netcond ctl outage refuse                     change a running proxy's conditions live
               netcond profiles                              list the built-in profiles
             """,
         version: "0.1.0",
         subcommands: [
-            RunCommand.self, ProxyCommand.self, CtlCommand.self, ProfilesCommand.self, ValidateCommand.self, DemoCommand.self,
+            RunCommand.self, TestCommand.self, ProxyCommand.self, CtlCommand.self, ProfilesCommand.self, ValidateCommand.self, DemoCommand.self,
             FetchCommand.self,
         ]
     )
 
     /// Usage errors exit 2 (not ArgumentParser's 64), as documented.
     static func main() async {
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.first == TestCommand.configuration.commandName, let terminator = arguments.firstIndex(of: "--") {
+            TestCommand.passthrough = Array(arguments[(terminator + 1)...])
+            arguments = Array(arguments[..<terminator])
+        }
         do {
-            var command = try Self.parseAsRoot()
+            var command = try Self.parseAsRoot(arguments)
             if var asyncCommand = command as? AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {

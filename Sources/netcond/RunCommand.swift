@@ -136,7 +136,7 @@ extension RunCommand {
         if !self.quiet { printError(outcome.summaryLine) }
         if self.keep { printError("netcond: working directory kept: \(outcome.evidence.workingDirectory)") }
         for line in ScenarioReport.checkLines(outcome) { print(line) }
-        printError(ScenarioReport.verdictLine(outcome, scenarioArgument: path, commandFromFile: self.command.isEmpty))
+        printError(ScenarioReport.verdictLine(outcome, scenarioArgument: path))
         throw ExitCode(outcome.passed ? 0 : 1)
     }
 }

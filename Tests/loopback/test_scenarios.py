@@ -151,3 +151,16 @@ def test_validate_checks_scenarios_too(tmp_path):
     r = run(["validate", str(bad)])
     assert r.returncode == 2
     assert f"{bad}:2:19: checks.resumes: which file?" in r.stderr
+
+
+def test_demo_tells_the_two_clients_apart(tmp_path):
+    shown = run(["demo", "--show-scenario"])
+    assert shown.returncode == 0 and "cut_after: 40KB" in shown.stdout
+    r = run(["demo", "--seed", "1"], timeout=120, env={"TMPDIR": str(tmp_path)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    first, second = r.stdout.split("\n2. ")
+    assert "✗ resumes — cut at byte 40,960; the next request asked for the whole file again" in first
+    assert "✓ resumes — cut at 40,960 → Range: bytes=40960-" in second
+    assert "client: attempt 2, asking for the rest (Range: bytes=40960-)" in second
+    assert "98,304 bytes identical to /files/photo.jpg" in second
+    assert not glob.glob(str(tmp_path / "netcond-*"))

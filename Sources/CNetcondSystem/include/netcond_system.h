@@ -6,9 +6,12 @@
 /// Starts `path` with `argv` and `envp` (NULL-terminated) in a child that:
 /// - dies with SIGKILL if netcond dies, whatever the cause (PR_SET_PDEATHSIG), so no orphan is left;
 /// - has every signal at its default disposition and an empty signal mask;
-/// - runs in `directory` when it is not NULL.
+/// - runs in `directory` when it is not NULL;
+/// - writes its stdout and stderr to `output_fd` when it is not -1 (and reads stdin from /dev/null then),
+///   and then leads a process group of its own, so that a signal to -pid reaches its children too.
 /// Returns 0 and sets *pid, or an errno value (the exec's own failure is reported through a pipe).
-int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, pid_t *pid);
+int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int output_fd,
+                  pid_t *pid);
 
 /// Raises the soft open-file limit to the hard limit; returns the new soft limit (or -1).
 long netcond_raise_open_file_limit(void);

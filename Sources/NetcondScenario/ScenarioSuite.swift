@@ -1,0 +1,283 @@
+import Foundation
+import NetcondCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `netcond test`: which scenario files a set of paths names, which of them a filter keeps, and
+/// the reports (JUnit XML, JSON) of the runs. Pure apart from reading the file system.
+public enum ScenarioSuite {
+    /// A path that names no scenario, or names one that cannot be read.
+    public struct DiscoveryError: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// The scenario files `paths` name, in order: a file as given; a directory's `*.yaml` / `*.yml`
+    /// files (recursively, sorted by path) that are scenarios. YAML files in a directory that are
+    /// not scenarios (profiles kept alongside) are returned in `skipped`.
+    public static func discover(_ paths: [String]) throws(DiscoveryError) -> (files: [String], skipped: [String]) {
+        var files: [String] = []
+        var skipped: [String] = []
+        for path in paths {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+                throw DiscoveryError(description: "\(path): no such file or directory; give scenario files or folders of them")
+            }
+            guard isDirectory.boolValue else {
+                files.append(path)
+                continue
+            }
+            let found = Self.yamlFiles(in: path)
+            var any = false
+            for file in found {
+                if ScenarioDecoder.isScenarioFile(atPath: file) {
+                    files.append(file)
+                    any = true
+                } else {
+                    skipped.append(file)
+                }
+            }
+            if !any {
+                throw DiscoveryError(description: "\(path): no scenario files in this folder (*.yaml with 'checks:')")
+            }
+        }
+        var seen = Set<String>()
+        files = files.filter { seen.insert(($0 as NSString).standardizingPath).inserted }
+        return (files, skipped)
+    }
+
+    private static func yamlFiles(in directory: String) -> [String] {
+        guard let enumerator = FileManager.default.enumerator(atPath: directory) else { return [] }
+        var files: [String] = []
+        while let relative = enumerator.nextObject() as? String {
+            let lower = relative.lowercased()
+            guard lower.hasSuffix(".yaml") || lower.hasSuffix(".yml") else { continue }
+            let base = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
+            files.append(base + "/" + relative)
+        }
+        return files.sorted()
+    }
+
+    /// True when `name` matches one of `patterns` (all match when there are none). A pattern with
+    /// `*`, `?` or `[` is a shell glob on the whole name; any other is a substring.
+    public static func matches(_ name: String, patterns: [String]) -> Bool {
+        if patterns.isEmpty { return true }
+        return patterns.contains { pattern in
+            if pattern.contains(where: { "*?[".contains($0) }) {
+                return fnmatch(pattern, name, 0) == 0
+            }
+            return name.localizedCaseInsensitiveContains(pattern)
+        }
+    }
+
+    // MARK: - Results
+
+    /// One scenario's result in a suite run.
+    public enum Result: Sendable {
+        case ran(ScenarioOutcome)
+        /// netcond could not run it (or its client could not start): the scenario, the reason, the exit code.
+        case error(Scenario, String, Int32)
+
+        public var scenario: Scenario {
+            switch self {
+            case .ran(let outcome): return outcome.scenario
+            case .error(let scenario, _, _): return scenario
+            }
+        }
+
+        public var passed: Bool {
+            if case .ran(let outcome) = self { return outcome.passed }
+            return false
+        }
+    }
+
+    /// `netcond test`'s exit code: 3 when netcond could not run a scenario, else 1 when one failed, else 0.
+    public static func exitCode(_ results: [Result]) -> Int32 {
+        if results.contains(where: { if case .error(_, _, let code) = $0 { return code == 3 } else { return false } }) { return 3 }
+        return results.allSatisfy(\.passed) ? 0 : 1
+    }
+
+    /// `12 scenarios: 10 passed, 1 failed (stall-mid-body), 1 error (slow-server-45s) in 3m 12s`.
+    public static func summaryLine(_ results: [Result], seconds: Double) -> String {
+        let passed = results.filter(\.passed)
+        let failed = results.filter { if case .ran(let outcome) = $0 { return !outcome.passed } else { return false } }
+        let errors = results.filter { if case .error = $0 { return true } else { return false } }
+        var parts = ["\(passed.count) passed"]
+        if !failed.isEmpty { parts.append("\(failed.count) failed (\(failed.map(\.scenario.name).joined(separator: ", ")))") }
+        if !errors.isEmpty {
+            parts.append("\(errors.count) could not run (\(errors.map(\.scenario.name).joined(separator: ", ")))")
+        }
+        let count = "\(results.count) scenario\(results.count == 1 ? "" : "s")"
+        return "\(count): \(parts.joined(separator: ", ")) in \(Self.duration(seconds))"
+    }
+
+    static func duration(_ seconds: Double) -> String {
+        seconds < 60 ? String(format: "%.1f s", seconds) : "\(Int(seconds) / 60) min \(Int(seconds) % 60) s"
+    }
+
+    // MARK: - JUnit
+
+    /// JUnit XML: one `<testcase>` per scenario (classname `netcond.<folder>`), a `<failure>` per
+    /// failed scenario whose message is the first failed check's evidence and whose text has every
+    /// check line and the command that repeats the run; netcond's own failures are `<error>`s.
+    public static func junit(_ results: [Result], seconds: Double) -> String {
+        let failures = results.filter { if case .ran(let outcome) = $0 { return !outcome.passed } else { return false } }.count
+        let errors = results.filter { if case .error = $0 { return true } else { return false } }.count
+        var xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        xml += "<testsuites name=\"netcond\" tests=\"\(results.count)\" failures=\"\(failures)\" errors=\"\(errors)\" time=\"\(Self.time(seconds))\">\n"
+        xml += "  <testsuite name=\"netcond scenarios\" tests=\"\(results.count)\" failures=\"\(failures)\" errors=\"\(errors)\" skipped=\"0\" time=\"\(Self.time(seconds))\" timestamp=\"\(Self.timestamp())\">\n"
+        for result in results {
+            let scenario = result.scenario
+            let folder = ((scenario.file as NSString).deletingLastPathComponent as NSString).lastPathComponent
+            let classname = "netcond." + (folder.isEmpty ? "scenarios" : folder)
+            let time: Double
+            if case .ran(let outcome) = result { time = outcome.evidence.duration } else { time = 0 }
+            xml += "    <testcase classname=\"\(Self.escape(classname))\" name=\"\(Self.escape(scenario.name))\" file=\"\(Self.escape(scenario.file))\" time=\"\(Self.time(time))\">\n"
+            switch result {
+            case .ran(let outcome):
+                let lines = ScenarioReport.checkLines(outcome)
+                if !outcome.passed {
+                    let first = outcome.results.first { !$0.passed }!
+                    var text = lines.joined(separator: "\n")
+                    text += "\n" + ScenarioReport.repeatLine(outcome, scenarioArgument: scenario.file)
+                    xml += "      <failure type=\"\(Self.escape(first.name))\" message=\"\(Self.escape("\(first.name): \(first.evidence)"))\">\(Self.escape(text))</failure>\n"
+                }
+                var out = [ScenarioReport.header(scenario, seed: outcome.seed, command: outcome.command)]
+                out += outcome.applied.map { String(format: "+%.1f s  ", $0.at) + $0.what }
+                out += lines
+                out.append(outcome.summaryLine)
+                xml += "      <system-out>\(Self.escape(out.joined(separator: "\n")))</system-out>\n"
+                if let output = outcome.clientOutput, !output.tail.isEmpty {
+                    xml += "      <system-err>\(Self.escape(output.tail))</system-err>\n"
+                }
+            case .error(_, let message, _):
+                xml += "      <error type=\"netcond\" message=\"\(Self.escape(message))\"/>\n"
+            }
+            xml += "    </testcase>\n"
+        }
+        xml += "  </testsuite>\n</testsuites>\n"
+        return xml
+    }
+
+    /// Escapes text for XML content and attributes; drops characters XML 1.0 cannot carry.
+    static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&apos;"
+            case "\n", "\t", "\r": out.unicodeScalars.append(scalar)
+            default:
+                if scalar.value < 0x20 || (0xFFFE...0xFFFF).contains(scalar.value) { continue }
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    private static func time(_ seconds: Double) -> String { String(format: "%.3f", seconds) }
+
+    private static func timestamp() -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.string(from: Date())
+    }
+
+    // MARK: - JSON
+
+    /// The JSON report: the suite's totals and, per scenario, its verdict, checks with evidence,
+    /// the timeline as applied, the origin's request log and the end of the client's output.
+    public static func json(_ results: [Result], seconds: Double) -> String {
+        let report = JSONReport(
+            passed: results.allSatisfy(\.passed),
+            seconds: seconds,
+            scenarios: results.map(JSONReport.Scenario.init)
+        )
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let data = (try? encoder.encode(report)) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self) + "\n"
+    }
+
+    struct JSONReport: Encodable {
+        var passed: Bool
+        var seconds: Double
+        var scenarios: [Scenario]
+
+        struct Scenario: Encodable {
+            var name: String
+            var file: String
+            var profile: String
+            /// passed, failed or error
+            var verdict: String
+            var error: String?
+            var seed: UInt64?
+            var command: [String]?
+            var exit: String?
+            var timedOut: Bool?
+            var seconds: Double?
+            var startupSeconds: Double?
+            var checks: [Check]?
+            var timeline: [Applied]?
+            var requests: [Request]?
+            var clientOutput: String?
+
+            struct Check: Encodable {
+                var name: String
+                var passed: Bool
+                var evidence: String
+                var details: [String]
+            }
+
+            struct Applied: Encodable {
+                var at: Double
+                var what: String
+            }
+
+            struct Request: Encodable {
+                var at: Double
+                var method: String
+                var path: String
+                var range: String?
+                var idempotencyKey: String?
+                var status: Int?
+                var retryAfter: String?
+                var bodyBytes: Int64
+                var completed: Bool
+            }
+
+            init(_ result: ScenarioSuite.Result) {
+                let scenario = result.scenario
+                self.name = scenario.name
+                self.file = scenario.file
+                self.profile = scenario.profile.name
+                switch result {
+                case .error(_, let message, _):
+                    self.verdict = "error"
+                    self.error = message
+                case .ran(let outcome):
+                    self.verdict = outcome.passed ? "passed" : "failed"
+                    self.seed = outcome.seed
+                    self.command = outcome.command
+                    self.exit = outcome.evidence.exit.map(Checks.describe)
+                    self.timedOut = outcome.evidence.timedOut
+                    self.seconds = (outcome.evidence.duration * 1000).rounded() / 1000
+                    self.startupSeconds = (outcome.startup * 1000).rounded() / 1000
+                    self.checks = outcome.results.map { Check(name: $0.name, passed: $0.passed, evidence: $0.evidence, details: $0.details) }
+                    self.timeline = outcome.applied.map { Applied(at: ($0.at * 1000).rounded() / 1000, what: $0.what) }
+                    self.requests = outcome.evidence.requests.map {
+                        Request(at: ($0.at * 1000).rounded() / 1000, method: $0.method, path: $0.path, range: $0.range,
+                                idempotencyKey: $0.idempotencyKey, status: $0.status, retryAfter: $0.retryAfter,
+                                bodyBytes: $0.bodyBytesSent, completed: $0.completed)
+                    }
+                    self.clientOutput = outcome.clientOutput?.tail
+                }
+            }
+        }
+    }
+}

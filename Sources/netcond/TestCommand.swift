@@ -1,0 +1,245 @@
+import ArgumentParser
+import Foundation
+import NIOConcurrencyHelpers
+import NetcondCore
+import NetcondScenario
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct TestCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "test",
+        abstract: "Run many scenarios and report a verdict for each (for CI).",
+        usage: "netcond test [PATH ...] [--filter TEXT] [--junit FILE] [--json FILE] [options] [-- COMMAND [ARGS ...]]",
+        discussion: """
+            Runs every scenario the paths name (files, or folders of *.yaml scenario files; default \
+            ./Scenarios), one after the other, with the client given after `--` (else each scenario's \
+            own). Prints each check with its evidence, and for a failure the end of the client's \
+            output and the command that repeats the run. Exit 0 when every scenario passes, 1 when \
+            one fails, 2 for a bad file or usage (nothing runs), 3 when netcond could not run one.
+
+            Example:
+              netcond test Scenarios/ --junit report.xml -- sh -c 'wget -q -c -O "$NETCOND_OUTPUT" "$NETCOND_URL"'
+            """,
+    )
+
+    @Argument(help: "Scenario files or folders (default: ./Scenarios).")
+    var paths: [String] = []
+
+    /// The client for every scenario: the words after `--`, split off before parsing (see
+    /// ``Netcond/main()``) because a command cannot take two variadic positional arguments.
+    nonisolated(unsafe) static var passthrough: [String] = []
+    var command: [String] { Self.passthrough }
+
+    @Option(name: .long, help: "Run only scenarios whose name contains this text, or matches this glob (repeatable).")
+    var filter: [String] = []
+
+    @Option(name: .long, help: "Write a JUnit XML report here (one testcase per scenario).")
+    var junit: String?
+
+    @Option(name: .long, help: "Write a JSON report here (checks, evidence, request logs).")
+    var json: String?
+
+    @Flag(name: .long, help: "List the scenarios that would run, and exit.")
+    var list = false
+
+    @Flag(name: .long, help: "Stop after the first scenario that does not pass.")
+    var failFast = false
+
+    @Flag(name: .long, help: "Let the client write to the terminal instead of capturing its output.")
+    var showOutput = false
+
+    @Flag(name: .long, help: "Keep each client's working directory and output (their paths are printed).")
+    var keep = false
+
+    @OptionGroup var seed: SeedOption
+
+    @OptionGroup var lowLatency: LowLatencyOption
+
+    func validate() throws {
+        for (option, path) in [("--junit", self.junit), ("--json", self.json)] {
+            guard let path else { continue }
+            let directory = (path as NSString).deletingLastPathComponent
+            var isDirectory: ObjCBool = false
+            if !directory.isEmpty && !(FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue) {
+                throw ValidationError("\(option) \(path): the folder \(directory) does not exist")
+            }
+        }
+    }
+
+    func run() async throws {
+        let scenarios = try self.loadScenarios()
+        if self.list {
+            for (scenario, _) in scenarios {
+                print("\(scenario.name)\t\(scenario.file)\t\(scenario.profile.name)\t\(scenario.checks.map(\.name).joined(separator: ","))")
+            }
+            return
+        }
+        let seed = try self.seed.resolve()
+        let latencyHold = self.lowLatency.hold()
+        defer { withExtendedLifetime(latencyHold) {} }
+
+        let status = LiveStatus(live: true)
+        let current = NIOLockedValueBox<ChildProcess?>(nil)
+        let interrupted = NIOLockedValueBox<Int32?>(nil)
+        let signals = SignalForwarder()
+        // A signal stops the whole run: the client gets it (SIGKILL 2 s later if it is still there)
+        // and no further scenario starts.
+        let stop: @Sendable (ChildProcess) -> Void = { child in
+            guard let signal = interrupted.withLockedValue({ $0 }) else { return }
+            child.signal(signal)
+            DispatchQueue.global().asyncAfter(deadline: .now() + 2) {
+                if current.withLockedValue({ $0 === child }) { child.signal(SIGKILL) }
+            }
+        }
+        signals.onSignal { signal in
+            interrupted.withLockedValue { $0 = $0 ?? signal }
+            if let child = current.withLockedValue({ $0 }) { stop(child) }
+        }
+        defer { signals.stop() }
+
+        let began = Date()
+        printError("netcond test: \(scenarios.count) scenario\(scenarios.count == 1 ? "" : "s"), seed \(seed)")
+        var results: [ScenarioSuite.Result] = []
+        for (index, (scenario, command)) in scenarios.enumerated() {
+            if interrupted.withLockedValue({ $0 }) != nil { break }
+            let counter = "[\(index + 1)/\(scenarios.count)]"
+            print("\n▶ \(counter) \(scenario.name) — profile \(scenario.profile.name) (\(scenario.file))")
+            if !scenario.description.isEmpty { print("  \(scenario.description)") }
+            fflush(nil)
+            let result: ScenarioSuite.Result
+            do {
+                let name = scenario.name
+                let outcome = try await ScenarioRunner.run(
+                    scenario, command: command, seed: seed, baseEnvironment: currentEnvironment(),
+                    keepWorkingDirectory: self.keep, captureOutput: !self.showOutput,
+                    onStart: { child in
+                        current.withLockedValue { $0 = child }
+                        stop(child)
+                    },
+                    onEvent: { line in status.log("  \(line)") },
+                    onProgress: { progress in
+                        status.show(
+                            "\(counter) \(name)  +\(String(format: "%.1f", progress.elapsed)) s  \(progress.phase)  "
+                                + "\(formatBytes(progress.bytesDown)) down  \(progress.requests) request\(progress.requests == 1 ? "" : "s")")
+                    }
+                )
+                current.withLockedValue { $0 = nil }
+                result = .ran(outcome)
+            } catch {
+                current.withLockedValue { $0 = nil }
+                result = .error(scenario, error.description, error.exitCode)
+            }
+            status.finish()
+            self.report(result)
+            results.append(result)
+            if self.failFast && !result.passed { break }
+        }
+        let seconds = Date().timeIntervalSince(began)
+        status.finish()
+        try self.writeReports(results, seconds: seconds)
+        print("\n" + ScenarioSuite.summaryLine(results, seconds: seconds))
+        if results.count < scenarios.count {
+            let reason = interrupted.withLockedValue { $0 }.map { "interrupted by signal \($0)" } ?? "--fail-fast"
+            print("\(scenarios.count - results.count) not run (\(reason))")
+        }
+        if let signal = interrupted.withLockedValue({ $0 }) { throw ExitCode(128 + signal) }
+        throw ExitCode(ScenarioSuite.exitCode(results))
+    }
+
+    /// Finds, decodes and filters the scenarios, and resolves each one's client; exit 2 on any error,
+    /// before anything runs.
+    private func loadScenarios() throws -> [(Scenario, [String])] {
+        var paths = self.paths
+        if paths.isEmpty {
+            guard FileManager.default.fileExists(atPath: "Scenarios") else {
+                throw ValidationError("no scenario paths given and no ./Scenarios folder here (usage: netcond test PATH... [-- COMMAND])")
+            }
+            paths = ["Scenarios"]
+        }
+        let files: [String]
+        do {
+            files = try ScenarioSuite.discover(paths).files
+        } catch {
+            printError("netcond: \(error.description)")
+            throw ExitCode(2)
+        }
+        var problems: [String] = []
+        var scenarios: [(Scenario, [String])] = []
+        var names: [String: String] = [:]
+        for file in files {
+            let scenario: Scenario
+            do {
+                scenario = try ScenarioDecoder.decodeFile(atPath: file)
+            } catch {
+                problems.append(error.description)
+                continue
+            }
+            if let other = names[scenario.name] {
+                problems.append("\(file): scenario name '\(scenario.name)' is also the name of \(other); names must be unique in a run")
+                continue
+            }
+            names[scenario.name] = file
+            guard ScenarioSuite.matches(scenario.name, patterns: self.filter) else { continue }
+            if self.list {
+                scenarios.append((scenario, self.command.isEmpty ? scenario.client.command ?? [] : self.command))
+                continue
+            }
+            do {
+                scenarios.append((scenario, try ScenarioRunner.command(for: scenario, override: self.command)))
+            } catch {
+                problems.append(error.description)
+            }
+        }
+        if !problems.isEmpty {
+            for problem in problems { printError("netcond: \(problem)") }
+            printError("netcond: \(problems.count) scenario file\(problems.count == 1 ? "" : "s") cannot be used; nothing was run")
+            throw ExitCode(2)
+        }
+        if scenarios.isEmpty {
+            printError("netcond: no scenario matches --filter \(self.filter.joined(separator: ", ")); the names are: \(names.keys.sorted().joined(separator: ", "))")
+            throw ExitCode(2)
+        }
+        return scenarios
+    }
+
+    private func report(_ result: ScenarioSuite.Result) {
+        switch result {
+        case .error(_, let message, _):
+            print("  ! netcond could not run it: \(message)")
+        case .ran(let outcome):
+            for line in ScenarioReport.checkLines(outcome) { print("  " + line) }
+            if !outcome.passed {
+                if let output = outcome.clientOutput, !output.tail.isEmpty {
+                    let lines = output.tail.split(separator: "\n", omittingEmptySubsequences: false)
+                        .map(String.init).reversed().drop { $0.isEmpty }.reversed()
+                    let shown = Array(lines.suffix(12))
+                    print("  client output (last \(shown.count) of \(lines.count) lines shown):")
+                    for line in shown { print("  │ " + line) }
+                }
+                print("  " + ScenarioReport.repeatLine(outcome, scenarioArgument: outcome.scenario.file))
+            }
+            if self.keep {
+                print("  working directory kept: \(outcome.evidence.workingDirectory)")
+                if let path = outcome.clientOutput?.path { print("  client output kept: \(path)") }
+            }
+            let verdict = outcome.passed ? "✓ passed" : "✗ FAILED"
+            print("\(verdict) \(outcome.scenario.name) — client ran \(String(format: "%.1f", outcome.evidence.duration)) s; \(outcome.summaryLine.replacingOccurrences(of: "netcond: ", with: ""))")
+        }
+        fflush(nil)
+    }
+
+    private func writeReports(_ results: [ScenarioSuite.Result], seconds: Double) throws {
+        for (path, text) in [(self.junit, { ScenarioSuite.junit(results, seconds: seconds) }), (self.json, { ScenarioSuite.json(results, seconds: seconds) })] {
+            guard let path else { continue }
+            do {
+                try text().write(toFile: path, atomically: true, encoding: .utf8)
+            } catch {
+                printError("netcond: cannot write the report \(path): \(error.localizedDescription)")
+                throw ExitCode(3)
+            }
+        }
+    }
+}

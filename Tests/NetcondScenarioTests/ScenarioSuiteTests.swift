@@ -1,0 +1,135 @@
+import Foundation
+import Testing
+
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
+
+@testable import NetcondCore
+@testable import NetcondScenario
+
+/// `netcond test`'s pure parts: which files a folder names, filters, exit codes and the reports.
+@Suite struct ScenarioSuiteTests {
+    static let scenarioYAML = """
+        name: NAME
+        profile: lte
+        client: {url: /bytes/1KB}
+        checks: {completes: {}}
+        """
+
+    /// A fresh folder with `files` (relative path → text); removed by the caller.
+    func folder(_ files: [String: String]) throws -> String {
+        let base = NSTemporaryDirectory() + "netcond-suite-\(UUID().uuidString)"
+        for (relative, text) in files {
+            let path = base + "/" + relative
+            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+        }
+        return base
+    }
+
+    @Test func aFolderNamesItsScenariosSortedAndSkipsProfiles() throws {
+        let base = try self.folder([
+            "b.yaml": Self.scenarioYAML.replacingOccurrences(of: "NAME", with: "b"),
+            "a.yml": Self.scenarioYAML.replacingOccurrences(of: "NAME", with: "a"),
+            "nested/c.yaml": Self.scenarioYAML.replacingOccurrences(of: "NAME", with: "c"),
+            "slow.yaml": "name: slow\ndown: {bandwidth: 1Mbit}\n",
+            "notes.txt": "not yaml",
+        ])
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let found = try ScenarioSuite.discover([base + "/"])
+        #expect(found.files == [base + "/a.yml", base + "/b.yaml", base + "/nested/c.yaml"])
+        #expect(found.skipped == [base + "/slow.yaml"])
+        // A file named twice (directly and through its folder) runs once.
+        let twice = try ScenarioSuite.discover([base + "/b.yaml", base])
+        #expect(twice.files.filter { $0.hasSuffix("b.yaml") }.count == 1)
+    }
+
+    @Test func missingPathsAndFoldersWithoutScenariosAreErrors() throws {
+        let base = try self.folder(["slow.yaml": "name: slow\n"])
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        #expect(throws: ScenarioSuite.DiscoveryError.self) { try ScenarioSuite.discover([base]) }
+        do {
+            _ = try ScenarioSuite.discover([base + "/missing"])
+            Issue.record("a missing path was accepted")
+        } catch {
+            #expect(error.description.contains("missing: no such file or directory"))
+        }
+    }
+
+    @Test func filtersAreSubstringsOrGlobs() {
+        #expect(ScenarioSuite.matches("resume-after-dropout", patterns: []))
+        #expect(ScenarioSuite.matches("resume-after-dropout", patterns: ["dropout"]))
+        #expect(ScenarioSuite.matches("resume-after-dropout", patterns: ["DROPOUT"]))
+        #expect(ScenarioSuite.matches("resume-after-dropout", patterns: ["backoff-*", "resume-*"]))
+        #expect(!ScenarioSuite.matches("resume-after-dropout", patterns: ["backoff"]))
+        // A glob matches the whole name, not a part of it.
+        #expect(ScenarioSuite.matches("resume-after-dropout", patterns: ["resume"]))
+        #expect(!ScenarioSuite.matches("resume-after-dropout", patterns: ["drop*"]))
+    }
+
+    func outcome(_ name: String, passed: Bool, output: String? = nil) -> ScenarioOutcome {
+        let scenario = Scenario(
+            name: name, description: "", file: "Scenarios/\(name).yaml", profile: Profile(name: "lte"), timeline: [],
+            origin: OriginContent(), client: ClientSpec(command: ["wget", "x"]), checks: [])
+        let evidence = RunEvidence(
+            exit: .exited(passed ? 0 : 8), timedOut: false, deadline: .seconds(60), duration: 1.25, requests: [
+                RunEvidence.Request(at: 0.2, path: "/files/big.bin", range: "bytes=10-", status: 206, bodyBytesSent: 5)
+            ], workingDirectory: "/nonexistent", origin: OriginContent())
+        let results = [
+            CheckResult(name: "completes", passed: true, evidence: "exit 0 after 1.25s"),
+            CheckResult(name: "resumes", passed: passed, evidence: passed ? "cut at 5 → Range" : "asked for <all> & \"more\""),
+        ]
+        return ScenarioOutcome(
+            scenario: scenario, seed: 42, command: ["curl", "-o", "out file"], evidence: evidence, results: results,
+            applied: [(at: 0.5, what: "outage (refuse)")], startup: 0.05, summaryLine: "lte: 1.3 s",
+            clientOutput: output.map { ClientOutput(tail: $0, totalBytes: Int64($0.utf8.count), path: nil) })
+    }
+
+    @Test func exitCodesAndSummary() {
+        let pass = ScenarioSuite.Result.ran(self.outcome("a", passed: true))
+        let fail = ScenarioSuite.Result.ran(self.outcome("b", passed: false))
+        let error = ScenarioSuite.Result.error(self.outcome("c", passed: true).scenario, "cannot start", 3)
+        let missing = ScenarioSuite.Result.error(self.outcome("d", passed: true).scenario, "command not found: x", 127)
+        #expect(ScenarioSuite.exitCode([pass]) == 0)
+        #expect(ScenarioSuite.exitCode([pass, fail]) == 1)
+        #expect(ScenarioSuite.exitCode([pass, missing]) == 1)
+        #expect(ScenarioSuite.exitCode([fail, error]) == 3)
+        #expect(ScenarioSuite.summaryLine([pass, fail, missing], seconds: 75)
+            == "3 scenarios: 1 passed, 1 failed (b), 1 could not run (d) in 1 min 15 s")
+    }
+
+    @Test func junitHasOneTestcasePerScenarioWithTheEvidence() throws {
+        let results: [ScenarioSuite.Result] = [
+            .ran(self.outcome("a", passed: true)),
+            .ran(self.outcome("b", passed: false, output: "curl: (18) transfer closed\u{1B}[0m")),
+            .error(self.outcome("c", passed: true).scenario, "command not found: x", 127),
+        ]
+        let xml = ScenarioSuite.junit(results, seconds: 3.5)
+        let document = try XMLDocument(xmlString: xml)
+        let cases = try document.nodes(forXPath: "//testcase")
+        #expect(cases.count == 3)
+        #expect(try document.nodes(forXPath: "/testsuites[@tests='3'][@failures='1'][@errors='1']").count == 1)
+        let failure = try #require(try document.nodes(forXPath: "//testcase[@name='b']/failure").first as? XMLElement)
+        #expect(failure.attribute(forName: "message")?.stringValue == "resumes: asked for <all> & \"more\"")
+        #expect(failure.stringValue?.contains("repeat with: netcond run Scenarios/b.yaml --seed 42 -- curl -o 'out file'") == true)
+        let systemErr = try document.nodes(forXPath: "//testcase[@name='b']/system-err").first?.stringValue
+        #expect(systemErr == "curl: (18) transfer closed[0m")
+        #expect(try document.nodes(forXPath: "//testcase[@name='a']/failure").isEmpty)
+        #expect(try document.nodes(forXPath: "//testcase[@name='c']/error[@message='command not found: x']").count == 1)
+        #expect(try document.nodes(forXPath: "//testcase[@name='a']/system-out").first?.stringValue?.contains("+0.5 s  outage (refuse)") == true)
+    }
+
+    @Test func jsonCarriesVerdictsChecksAndRequests() throws {
+        let text = ScenarioSuite.json([.ran(self.outcome("b", passed: false))], seconds: 2)
+        let root = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+        #expect(root["passed"] as? Bool == false)
+        let scenario = try #require((root["scenarios"] as? [[String: Any]])?.first)
+        #expect(scenario["verdict"] as? String == "failed")
+        #expect(scenario["seed"] as? Int == 42)
+        #expect((scenario["checks"] as? [[String: Any]])?.map { $0["passed"] as? Bool } == [true, false])
+        let request = try #require((scenario["requests"] as? [[String: Any]])?.first)
+        #expect(request["range"] as? String == "bytes=10-")
+        #expect(request["status"] as? Int == 206)
+    }
+}

@@ -1,0 +1,151 @@
+"""`netcond test`: many scenarios, one client command line, JUnit and JSON reports, filters, and
+bad files stopping the run before anything starts."""
+import glob
+import json
+import os
+import signal
+import subprocess
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+
+from conftest import NETCOND, run
+
+CURL = 'curl -sS -o "$NETCOND_OUTPUT" "$NETCOND_URL"'
+WGET = 'wget -q -O "$NETCOND_OUTPUT" "$NETCOND_URL"'
+
+SMALL = """
+    name: small-download
+    description: a plain 100 KB download
+    profile: lte
+    origin: {files: {a.bin: {size: 100KB, seed: 5}}}
+    client: {url: /files/a.bin, output: a.bin, deadline: 30s}
+    checks: {completes: {}}
+"""
+
+CUT = """
+    name: small-cut
+    description: a 200 KB download cut at 50 KB
+    profile: lte
+    origin:
+      files: {b.bin: {size: 200KB, seed: 6}}
+      faults: [{file: b.bin, cut_after: 50KB, first: 1}]
+    client: {url: /files/b.bin, output: b.bin, deadline: 30s}
+    checks:
+      completes: {}
+      resumes: {}
+"""
+
+
+def suite(tmp_path, **files):
+    folder = tmp_path / "scenarios"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / f"{name}.yaml").write_text(textwrap.dedent(text))
+    return folder
+
+
+def test_one_client_through_a_folder_with_reports(tmp_path):
+    folder = suite(tmp_path, small=SMALL, cut=CUT, profile="name: slow\ndown: {bandwidth: 1Mbit}\n")
+    junit, report = tmp_path / "report.xml", tmp_path / "report.json"
+    env = {"TMPDIR": str(tmp_path)}
+    r = run(["test", str(folder), "--seed", "9", "--junit", str(junit), "--json", str(report), "--", "sh", "-c", CURL],
+            timeout=120, env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    # The scenarios run in file order; the profile kept alongside them is not one.
+    assert r.stdout.index("small-cut") < r.stdout.index("small-download")
+    assert "2 scenarios: 1 passed, 1 failed (small-cut)" in r.stdout
+    # A failure shows the end of the client's output and how to repeat the run.
+    assert "│ curl: (18)" in r.stdout
+    assert f"repeat with: netcond run {folder}/cut.yaml --seed 9 -- sh -c" in r.stdout
+
+    root = ET.parse(junit).getroot()
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("2", "1", "0")
+    cases = {case.get("name"): case for case in root.iter("testcase")}
+    assert set(cases) == {"small-download", "small-cut"}
+    failure = cases["small-cut"].find("failure")
+    assert failure is not None and failure.get("message").startswith(("resumes:", "completes:"))
+    assert "never asked again" in failure.text
+    assert "curl: (18)" in cases["small-cut"].find("system-err").text
+    assert cases["small-download"].find("failure") is None
+
+    data = json.loads(report.read_text())
+    verdicts = {s["name"]: s["verdict"] for s in data["scenarios"]}
+    assert verdicts == {"small-download": "passed", "small-cut": "failed"}
+    cut = next(s for s in data["scenarios"] if s["name"] == "small-cut")
+    assert cut["requests"][0]["path"] == "/files/b.bin" and cut["requests"][0]["completed"] is False
+    assert cut["seed"] == 9
+    # Working directories and captured output are gone.
+    assert not glob.glob(str(tmp_path / "netcond-*"))
+
+    good = run(["test", str(folder), "--", "sh", "-c", WGET.replace("-q", "-q -c")], timeout=120, env=env)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "2 scenarios: 2 passed" in good.stdout
+
+
+def test_filter_and_list(tmp_path):
+    folder = suite(tmp_path, small=SMALL, cut=CUT)
+    listed = run(["test", str(folder), "--list"])
+    assert listed.returncode == 0, listed.stderr
+    assert [l.split("\t")[0] for l in listed.stdout.splitlines()] == ["small-cut", "small-download"]
+    only = run(["test", str(folder), "--filter", "*download", "--", "sh", "-c", CURL], timeout=60)
+    assert only.returncode == 0, only.stdout + only.stderr
+    assert "1 scenario: 1 passed" in only.stdout and "small-cut" not in only.stdout
+    none = run(["test", str(folder), "--filter", "nothing-like-this", "--", "true"])
+    assert none.returncode == 2
+    assert "no scenario matches --filter nothing-like-this; the names are: small-cut, small-download" in none.stderr
+
+
+def test_a_bad_file_stops_the_run_before_anything_starts(tmp_path):
+    folder = suite(tmp_path, small=SMALL, broken="profile: lte\nclient: {url: /x}\nchecks:\n  resume: {}\n")
+    junit = tmp_path / "report.xml"
+    r = run(["test", str(folder), "--junit", str(junit), "--", "sh", "-c", CURL])
+    assert r.returncode == 2
+    assert f"{folder}/broken.yaml:4:3: checks.resume: unknown key 'resume'; did you mean 'resumes'" in r.stderr
+    assert "nothing was run" in r.stderr
+    assert not junit.exists() and "small-download" not in r.stdout
+    missing = run(["test", str(tmp_path / "nowhere")])
+    assert missing.returncode == 2 and "no such file or directory" in missing.stderr
+    nodir = run(["test", str(folder), "--junit", str(tmp_path / "no" / "r.xml"), "--", "true"])
+    assert nodir.returncode == 2 and "does not exist" in nodir.stderr
+
+
+def test_interrupt_stops_the_client_and_the_run(tmp_path):
+    hang = """
+        name: hangs
+        profile: lte
+        origin:
+          files: {h.bin: {size: 1KB}}
+          faults: [{file: h.bin, hang: true}]
+        client: {url: /files/h.bin, output: h.bin, deadline: 60s}
+        checks: {completes: {}}
+    """
+    folder = suite(tmp_path, hangs=hang, small=SMALL)
+    marker = f"netcond-suite-{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    env.pop("NETCOND_SEED", None)
+    process = subprocess.Popen(
+        [NETCOND, "test", str(folder), "--junit", str(tmp_path / "r.xml"), "--",
+         "sh", "-c", f'curl -sS -o "$NETCOND_OUTPUT" "$NETCOND_URL?{marker}"; echo after'],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if subprocess.run(["pgrep", "-f", f"^curl .*{marker}"], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, out + err
+    assert "interrupted by signal 2" in out
+    assert "[2/2]" not in out and "1 not run (interrupted by signal 2)" in out
+    # The shell and its curl are both gone.
+    assert subprocess.run(["pgrep", "-f", f"^curl .*{marker}"], capture_output=True).returncode != 0
+    assert subprocess.run(["pgrep", "-f", f"^sh -c .*{marker}"], capture_output=True).returncode != 0
+    assert (tmp_path / "r.xml").exists()
+    assert not glob.glob(str(tmp_path / "netcond-*"))
