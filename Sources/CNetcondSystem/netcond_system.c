@@ -12,8 +12,8 @@
 #include <sys/prctl.h>
 #endif
 
-int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int output_fd,
-                  pid_t *pid) {
+int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int stdout_fd,
+                  int stderr_fd, pid_t *pid) {
     int report[2];
     if (pipe2(report, O_CLOEXEC) != 0) return errno;
     pid_t parent = getpid();
@@ -39,10 +39,10 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
         sigemptyset(&empty);
         sigprocmask(SIG_SETMASK, &empty, NULL);
         if (error == 0 && directory != NULL && chdir(directory) != 0) error = errno;
-        if (error == 0 && output_fd >= 0) {
+        if (error == 0 && stdout_fd >= 0 && stderr_fd >= 0) {
             if (setpgid(0, 0) != 0) error = errno;
             int input = open("/dev/null", O_RDONLY);
-            if (input < 0 || dup2(input, 0) < 0 || dup2(output_fd, 1) < 0 || dup2(output_fd, 2) < 0) error = errno;
+            if (input < 0 || dup2(input, 0) < 0 || dup2(stdout_fd, 1) < 0 || dup2(stderr_fd, 2) < 0) error = errno;
             if (input > 0) close(input);
         }
         if (error == 0) {
@@ -55,7 +55,7 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
     }
     close(report[1]);
     /* Set the group from both sides, so that it exists whichever runs first. */
-    if (output_fd >= 0) setpgid(child, child);
+    if (stdout_fd >= 0 && stderr_fd >= 0) setpgid(child, child);
     int error = 0;
     ssize_t got;
     do {
@@ -70,6 +70,10 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
     }
     *pid = child;
     return 0;
+}
+
+int netcond_pipe_cloexec(int fds[2]) {
+    return pipe2(fds, O_CLOEXEC) == 0 ? 0 : errno;
 }
 
 long netcond_raise_open_file_limit(void) {

@@ -382,6 +382,15 @@ public final class ProxyServer: Sendable {
         try? await self.loop.submit { self.applyOnLoop(command) }.get()
     }
 
+    /// The event log so far (attempts under way included, as `unanswered`), and the moment its times count from.
+    public func eventLog() async -> (startedAt: NIODeadline, events: [ProxyEvent]) {
+        let state = self.state
+        let log = try? await self.loop.submit { () -> (NIODeadline, [ProxyEvent]) in
+            (state.value.rules.startedAt, state.value.rules.eventsWithPending)
+        }.get()
+        return log ?? (.now(), [])
+    }
+
     /// Counters so far.
     public func summary() async -> ProxySummary {
         let state = self.state

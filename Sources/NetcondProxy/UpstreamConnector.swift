@@ -63,6 +63,15 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
         }
     }
 
+    /// A word for the event log: `refused`, `timed out`, `no such name`.
+    var outcome: String {
+        switch self {
+        case .nameNotResolved: return "no such name"
+        case .refused(_, let reason): return reason.contains("reset") ? "reset" : "refused"
+        case .timedOut: return "timed out"
+        }
+    }
+
     var httpStatus: Int {
         switch self {
         case .timedOut: return 504
@@ -123,6 +132,14 @@ struct UpstreamConnector {
         completion: @escaping (Result<Channel, UpstreamError>) -> Void
     ) {
         let loop = self.eventLoop
+        // Every attempt goes into the event log with its outcome (the scenario checks count a
+        // client's attempts during an outage from it: those never reach the server).
+        let rules = self.rules
+        let attemptID = rules?.beginConnect(to: target.host, port: target.port, at: loop.now)
+        let completion: (Result<Channel, UpstreamError>) -> Void = { result in
+            if let attemptID { rules?.finishConnect(attemptID, result: result.map { _ in () }) }
+            completion(result)
+        }
         var refusal = "connection refused (netcond firewall: port \(target.port) is not allowed)"
         var intercept: SetupVerdict?
         // Only tunnels, SOCKS5 and forwards get here while a portal is closed (plain HTTP is

@@ -52,6 +52,24 @@ public struct RunEvidence: Sendable {
         }
     }
 
+    /// A connection the proxy tried to open for the client and that failed (an outage refused or
+    /// reset it, a blackhole left it unanswered): an attempt that never reached the origin.
+    public struct FailedConnect: Sendable, Equatable {
+        /// Seconds since the client started.
+        public var at: Double
+        public var host: String
+        public var port: Int
+        /// `refused`, `reset`, `timed out`, `unanswered`, `no such name`.
+        public var outcome: String
+
+        public init(at: Double, host: String, port: Int, outcome: String) {
+            self.at = at
+            self.host = host
+            self.port = port
+            self.outcome = outcome
+        }
+    }
+
     public var exit: ExitStatus?
     /// The client was stopped at its deadline.
     public var timedOut: Bool
@@ -59,18 +77,21 @@ public struct RunEvidence: Sendable {
     /// Seconds from the client's start to its end.
     public var duration: Double
     public var requests: [Request]
+    /// Connections to the origin that failed before reaching it.
+    public var failedConnects: [FailedConnect]
     public var workingDirectory: String
     public var origin: OriginContent
 
     public init(
         exit: ExitStatus?, timedOut: Bool, deadline: Span, duration: Double, requests: [Request],
-        workingDirectory: String, origin: OriginContent
+        failedConnects: [FailedConnect] = [], workingDirectory: String, origin: OriginContent
     ) {
         self.exit = exit
         self.timedOut = timedOut
         self.deadline = deadline
         self.duration = duration
         self.requests = requests
+        self.failedConnects = failedConnects
         self.workingDirectory = workingDirectory
         self.origin = origin
     }
@@ -150,7 +171,7 @@ public enum Checks {
             if chunk.isEmpty { break }
             let inRange = Int(max(0, min(Int64(chunk.count), size - offset)))
             if let mismatch = source.firstMismatch(in: chunk.prefix(inRange), offset: offset) {
-                let hint = Self.looksLikeHTML(chunk) ? " (it looks like an HTML page)" : ""
+                let hint = Self.looksLikeHTML(chunk) ? " (it looks like an HTML page)" : Self.quoteIfText(chunk)
                 return (false, "differs from \(file.path) at byte \(Self.bytes(mismatch))\(hint)")
             }
             offset += Int64(chunk.count)
@@ -162,6 +183,16 @@ public enum Checks {
             return (false, "\(Self.bytes(offset)) of \(Self.bytes(size)) bytes (short)")
         }
         return (true, "\(Self.bytes(size)) bytes identical to \(file.path)")
+    }
+
+    /// ` (it starts "…")` when the file begins with readable text: an error page or message saved as data.
+    static func quoteIfText(_ data: Data) -> String {
+        let head = data.prefix(200)
+        guard !head.isEmpty, head.allSatisfy({ (0x20...0x7E).contains($0) || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) else { return "" }
+        var text = String(decoding: head.prefix(60), as: UTF8.self).replacingOccurrences(of: "\n", with: " ")
+            .replacingOccurrences(of: "\r", with: "")
+        if head.count > 60 { text += "…" }
+        return " (it starts \"\(text)\")"
     }
 
     private static func looksLikeHTML(_ data: Data) -> Bool {
@@ -225,7 +256,11 @@ public enum Checks {
 
     static func backsOff(_ check: BacksOffCheck, _ evidence: RunEvidence) -> CheckResult {
         let name = "backs-off"
-        let attempts = check.file.map { evidence.gets(of: $0) } ?? evidence.requests
+        // Attempts: the requests that reached the origin, and the connections that never did.
+        let connects = evidence.failedConnects.map {
+            RunEvidence.Request(at: $0.at, method: "CONNECT", path: "(connection \($0.outcome))", status: nil, completed: false)
+        }
+        let attempts = ((check.file.map { evidence.gets(of: $0) } ?? evidence.requests) + connects).sorted { $0.at < $1.at }
         guard let firstFailure = attempts.firstIndex(where: \.failed) else {
             return CheckResult(name: name, passed: false,
                                evidence: attempts.isEmpty ? "no attempt reached the origin" : "no attempt failed, so there was nothing to back off from (\(attempts.count) attempts)")
@@ -233,13 +268,24 @@ public enum Checks {
         let lastFailure = attempts.lastIndex(where: \.failed)!
         let window = Array(attempts[firstFailure...min(lastFailure + 1, attempts.count - 1)])
         let times = window.map(\.at)
-        let retries = times.dropFirst().map { "+" + Self.seconds($0 - times[0]) }
+        let attemptTimes = Self.elided(times.map { "+" + Self.seconds($0) })
         let gaps = zip(times.dropFirst(), times).map { $0 - $1 }
-        let gapText = gaps.map { Self.seconds($0) }.joined(separator: " ")
+        let gapText = Self.elided(gaps.map { Self.seconds($0) })
         var problems: [String] = []
         if gaps.isEmpty {
             problems.append("the client never retried after the failure at +\(Self.seconds(window[0].at))")
         }
+        // Attempts in any 60 s window: the plainest sign of a client hammering.
+        var busiest = 0
+        var lower = 0
+        for upper in times.indices {
+            while times[upper] - times[lower] >= 60 { lower += 1 }
+            busiest = max(busiest, upper - lower + 1)
+        }
+        if busiest > check.maxPerMinute {
+            problems.append("\(busiest) attempts within a minute (cap \(check.maxPerMinute))")
+        }
+        var noGrowth: [String] = []
         for (index, gap) in gaps.enumerated() {
             let failed = window[index]
             if let retryAfter = failed.retryAfter, let seconds = Double(retryAfter) {
@@ -249,19 +295,14 @@ public enum Checks {
             } else if index > 0 {
                 let needed = gaps[index - 1] * check.factor * (1 - check.jitter)
                 if gap < needed {
-                    problems.append("gap \(index + 1) was \(Self.seconds(gap)) after \(Self.seconds(gaps[index - 1])) (need ≥ ×\(Self.factor(check.factor)))")
+                    noGrowth.append("gap \(index + 1) was \(Self.seconds(gap)) after \(Self.seconds(gaps[index - 1]))")
                 }
             }
         }
-        // Attempts in any 60 s window.
-        var busiest = 0
-        var lower = 0
-        for upper in times.indices {
-            while times[upper] - times[lower] >= 60 { lower += 1 }
-            busiest = max(busiest, upper - lower + 1)
-        }
-        if busiest > check.maxPerMinute {
-            problems.append("\(busiest) attempts within a minute (cap \(check.maxPerMinute))")
+        if noGrowth.count == 1 {
+            problems.append("\(noGrowth[0]) (need ≥ ×\(Self.factor(check.factor)))")
+        } else if noGrowth.count > 1 {
+            problems.append("the gaps do not grow: \(noGrowth.count) of \(gaps.count - 1) are under ×\(Self.factor(check.factor)) the one before (\(noGrowth[0]))")
         }
         if let recovery = check.recovery {
             let failureEnd = attempts[lastFailure].at
@@ -274,13 +315,36 @@ public enum Checks {
             }
         }
         let retryAfters = Set(window.compactMap(\.retryAfter))
-        let context = retryAfters.isEmpty ? "" : " (Retry-After \(retryAfters.sorted().joined(separator: ", ")) s)"
-        let seen = retries.isEmpty ? "1 failed attempt" : "retries at \(retries.joined(separator: " ")), gaps \(gapText)\(context)"
+        var causes: [String: Int] = [:]
+        for attempt in window where attempt.failed { causes[Self.failureCause(attempt), default: 0] += 1 }
+        let causeText = causes.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }
+            .map { "\($0.key) ×\($0.value)" }.joined(separator: ", ")
+        var context = " [\(causeText)]"
+        if !retryAfters.isEmpty { context += " (Retry-After \(retryAfters.sorted().joined(separator: ", ")) s)" }
+        let seen = gaps.isEmpty
+            ? "1 failed attempt at \(attemptTimes)\(context)"
+            : "\(times.count) attempts at \(attemptTimes) (gaps \(gapText))\(context)"
         if problems.isEmpty {
             return CheckResult(name: name, passed: true, evidence: seen)
         }
         return CheckResult(name: name, passed: false, evidence: "\(seen) — " + problems.prefix(2).joined(separator: "; ")
                            + (problems.count > 2 ? "; and \(problems.count - 2) more" : ""))
+    }
+
+    /// At most eight items, the middle elided: `a b c d e f … z`.
+    static func elided(_ items: [String]) -> String {
+        guard items.count > 8 else { return items.joined(separator: " ") }
+        return (items.prefix(6) + ["…"] + items.suffix(1)).joined(separator: " ")
+    }
+
+    /// What made an attempt fail, in a few words: `503`, `refused`, `cut body`, `no answer`.
+    static func failureCause(_ attempt: RunEvidence.Request) -> String {
+        if attempt.method == "CONNECT", attempt.path.hasPrefix("(connection ") {
+            return String(attempt.path.dropFirst("(connection ".count).dropLast())
+        }
+        guard let status = attempt.status else { return "no answer" }
+        if status >= 400 { return String(status) }
+        return attempt.completed ? "ok" : "cut body"
     }
 
     // MARK: formatting

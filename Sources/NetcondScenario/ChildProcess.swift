@@ -36,14 +36,14 @@ public final class ChildProcess: Sendable {
     }
 
     /// Starts `command[0]` with its arguments. Throws `.notFound` (the shell's 127) or
-    /// `.notExecutable` (126) with a message naming the program. With `outputFile`, the child's
-    /// stdout and stderr go to that file (created or truncated), its stdin is /dev/null, and it leads
-    /// a process group of its own (it has no terminal to share).
+    /// `.notExecutable` (126) with a message naming the program. With `output`, the child's stdout
+    /// and stderr go to those descriptors, its stdin is /dev/null, and it leads a process group of
+    /// its own (it has no terminal to share).
     public static func spawn(
         _ command: [String],
         environment: [String: String],
         workingDirectory: String? = nil,
-        outputFile: String? = nil
+        output: (stdout: Int32, stderr: Int32)? = nil
     ) throws(ChildProcessError) -> ChildProcess {
         guard let program = command.first, !program.isEmpty else { throw .noCommand }
         let path = environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
@@ -53,17 +53,9 @@ public final class ChildProcess: Sendable {
         let environmentLines = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
         // The parent-death signal fires when the *thread* that forked ends, so the fork happens on a
         // thread of its own that lives exactly as long as the child (it waits for it).
-        var outputDescriptor: Int32 = -1
-        if let outputFile {
-            outputDescriptor = open(outputFile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            guard outputDescriptor >= 0 else {
-                throw .spawnFailed(program, "cannot write its output to \(outputFile): \(String(cString: strerror(errno)))")
-            }
-        }
-        defer { if outputDescriptor >= 0 { close(outputDescriptor) } }
         let reaper = Reaper(
             path: resolved, arguments: command, environment: environmentLines, directory: workingDirectory,
-            outputDescriptor: outputDescriptor)
+            output: output)
         let result = reaper.start()
         guard result == 0 else {
             if let workingDirectory, result == ENOENT || result == ENOTDIR || result == EACCES {
@@ -71,7 +63,7 @@ public final class ChildProcess: Sendable {
             }
             throw .spawnFailed(program, String(cString: strerror(result)))
         }
-        return ChildProcess(pid: reaper.pid, command: command, ownsGroup: outputFile != nil, reaper: reaper)
+        return ChildProcess(pid: reaper.pid, command: command, ownsGroup: output != nil, reaper: reaper)
     }
 
     /// Sends a signal to the child, or to its process group when it has one of its own (which may
@@ -161,7 +153,7 @@ private final class Reaper: @unchecked Sendable {
     private let arguments: [String]
     private let environment: [String]
     private let directory: String?
-    private let outputDescriptor: Int32
+    private let output: (stdout: Int32, stderr: Int32)?
     private let started = DispatchSemaphore(value: 0)
     private let lock = NSLock()
     private var startResult: Int32 = 0
@@ -169,12 +161,12 @@ private final class Reaper: @unchecked Sendable {
     private var status: ExitStatus?
     private var waiters: [@Sendable (ExitStatus) -> Void] = []
 
-    init(path: String, arguments: [String], environment: [String], directory: String?, outputDescriptor: Int32) {
+    init(path: String, arguments: [String], environment: [String], directory: String?, output: (stdout: Int32, stderr: Int32)?) {
         self.path = path
         self.arguments = arguments
         self.environment = environment
         self.directory = directory
-        self.outputDescriptor = outputDescriptor
+        self.output = output
     }
 
     /// Starts the thread and the child; returns 0 or an errno value.
@@ -216,7 +208,8 @@ private final class Reaper: @unchecked Sendable {
         let argv = self.arguments.map { strdup($0) } + [nil]
         let envp = self.environment.map { strdup($0) } + [nil]
         var pid = pid_t()
-        self.startResult = netcond_spawn(self.path, argv, envp, self.directory, self.outputDescriptor, &pid)
+        self.startResult = netcond_spawn(
+            self.path, argv, envp, self.directory, self.output?.stdout ?? -1, self.output?.stderr ?? -1, &pid)
         argv.forEach { free($0) }
         envp.forEach { free($0) }
         self.pid = pid

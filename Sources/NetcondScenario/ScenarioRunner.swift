@@ -19,34 +19,47 @@ public struct ScenarioOutcome: Sendable {
     /// The one-line link summary of the run.
     public var summaryLine: String
     /// The end of what the client printed (stdout and stderr), when it was captured.
-    public var clientOutput: ClientOutput?
+    public var clientOutput: ClientOutput
 
     public var passed: Bool { self.results.allSatisfy(\.passed) }
 }
 
-/// The tail of a client's captured stdout and stderr.
+/// A client's captured stdout and stderr.
 public struct ClientOutput: Sendable, Equatable {
-    /// The last lines, at most ``ClientOutput/tailLimit`` bytes of them.
+    /// The last lines of both (as they came), at most ``ClientOutput/tailLimit`` bytes of them.
     public var tail: String
     /// Everything the client printed, in bytes.
     public var totalBytes: Int64
+    /// What it wrote to stderr: how much, and the last lines.
+    public var stderrBytes: Int64
+    public var stderrTail: String
     /// Kept on disk (with `--keep`), else nil.
     public var path: String?
 
     public static let tailLimit = 8 * 1024
 
-    /// Reads the last lines of the file at `path`.
-    static func read(path: String, keep: Bool) -> ClientOutput? {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
-        defer { try? handle.close() }
-        let size = (try? handle.seekToEnd()) ?? 0
-        let start = size > UInt64(Self.tailLimit) ? size - UInt64(Self.tailLimit) : 0
-        try? handle.seek(toOffset: start)
-        var data = (try? handle.readToEnd()) ?? Data()
-        if start > 0, let newline = data.firstIndex(of: UInt8(ascii: "\n")) {
-            data = data[(newline + 1)...]
+    public init(tail: String, totalBytes: Int64, stderrBytes: Int64 = 0, stderrTail: String = "", path: String? = nil) {
+        self.tail = tail
+        self.totalBytes = totalBytes
+        self.stderrBytes = stderrBytes
+        self.stderrTail = stderrTail
+        self.path = path
+    }
+
+    /// The last lines of the log at `path`, with the capture's summary.
+    static func read(path: String, summary: OutputCapture.Summary, keep: Bool) -> ClientOutput {
+        var tail = ""
+        if let handle = FileHandle(forReadingAtPath: path) {
+            defer { try? handle.close() }
+            let size = (try? handle.seekToEnd()) ?? 0
+            let start = size > UInt64(Self.tailLimit) ? size - UInt64(Self.tailLimit) : 0
+            try? handle.seek(toOffset: start)
+            let data = (try? handle.readToEnd()) ?? Data()
+            tail = OutputCapture.tailLines(start > 0 ? [UInt8(ascii: "x")] + Array(data) : Array(data))
         }
-        return ClientOutput(tail: String(decoding: data, as: UTF8.self), totalBytes: Int64(size), path: keep ? path : nil)
+        return ClientOutput(
+            tail: tail, totalBytes: summary.totalBytes, stderrBytes: summary.stderrBytes, stderrTail: summary.stderrTail,
+            path: keep ? path : nil)
     }
 }
 
@@ -92,7 +105,7 @@ public enum ScenarioRunner {
         seed: UInt64,
         baseEnvironment: [String: String],
         keepWorkingDirectory: Bool = false,
-        captureOutput: Bool = false,
+        echoOutput: Bool = true,
         onStart: (@Sendable (ChildProcess) -> Void)? = nil,
         onEvent: (@Sendable (String) -> Void)? = nil,
         onProgress: (@Sendable (ScenarioProgress) -> Void)? = nil
@@ -122,25 +135,36 @@ public enum ScenarioRunner {
             environment["NETCOND_OUTPUT"] = (workdir as NSString).appendingPathComponent(output)
         }
 
-        var outputFile: String?
-        if captureOutput {
-            do {
-                outputFile = try Self.makeOutputFile(name: scenario.name)
-            } catch {
-                await session.stop()
-                Self.remove(workdir)
-                throw error
-            }
-        }
-        let child: ChildProcess
+        // The client's output is always captured (the checks read its stderr); it is also echoed
+        // to netcond's own stdout and stderr when `echoOutput` is set.
+        let outputFile: String
+        let capture: OutputCapture
         do {
-            child = try ChildProcess.spawn(command, environment: environment, workingDirectory: workdir, outputFile: outputFile)
+            outputFile = try Self.makeOutputFile(name: scenario.name)
+            capture = try OutputCapture(path: outputFile, echo: echoOutput)
+        } catch let error as ScenarioRunError {
+            await session.stop()
+            Self.remove(workdir)
+            throw error
         } catch {
             await session.stop()
             Self.remove(workdir)
-            if let outputFile { Self.remove(outputFile) }
+            throw ScenarioRunError(description: "\(error)", exitCode: 3)
+        }
+        let child: ChildProcess
+        do {
+            child = try ChildProcess.spawn(
+                command, environment: environment, workingDirectory: workdir,
+                output: (capture.childStdout, capture.childStderr))
+        } catch {
+            capture.start()
+            _ = capture.finish(grace: 1)
+            await session.stop()
+            Self.remove(workdir)
+            Self.remove(outputFile)
             throw ScenarioRunError(description: error.description, exitCode: error.exitCode)
         }
+        capture.start()
         let started = NIODeadline.now()
         onStart?(child)
         let startup = Double(started.uptimeNanoseconds - began.uptimeNanoseconds) / 1e9
@@ -190,8 +214,9 @@ public enum ScenarioRunner {
         progress.cancel()
         _ = await timeline.value
         _ = await progress.value
-        let clientOutput = outputFile.flatMap { ClientOutput.read(path: $0, keep: keepWorkingDirectory) }
-        if let outputFile, !keepWorkingDirectory { Self.remove(outputFile) }
+        let captured = capture.finish(grace: 1)
+        let clientOutput = ClientOutput.read(path: outputFile, summary: captured, keep: keepWorkingDirectory)
+        if !keepWorkingDirectory { Self.remove(outputFile) }
 
         let startNanos = Int64(started.uptimeNanoseconds)
         let requests = session.origin.requestLog.entries.map { entry in
@@ -208,12 +233,21 @@ public enum ScenarioRunner {
                 ended: entry.finishedAt.map { Double($0.nanoseconds - startNanos) / 1e9 }
             )
         }
+        let log = await proxy.eventLog()
+        let logOffset = Double(Int64(log.startedAt.uptimeNanoseconds) - startNanos) / 1e9
+        let failedConnects = log.events.compactMap { event -> RunEvidence.FailedConnect? in
+            guard event.kind == "connect", let outcome = event.outcome, outcome != "established",
+                let host = event.host, host.lowercased() == Session.originHost
+            else { return nil }
+            return RunEvidence.FailedConnect(at: event.at + logOffset, host: host, port: event.port ?? 0, outcome: outcome)
+        }
         let evidence = RunEvidence(
             exit: exit,
             timedOut: timedOut.withLockedValue { $0 },
             deadline: deadline,
             duration: Double(ended.uptimeNanoseconds - started.uptimeNanoseconds) / 1e9,
             requests: requests,
+            failedConnects: failedConnects,
             workingDirectory: workdir,
             origin: scenario.origin
         )

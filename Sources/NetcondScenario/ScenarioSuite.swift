@@ -148,8 +148,8 @@ public enum ScenarioSuite {
                 out += lines
                 out.append(outcome.summaryLine)
                 xml += "      <system-out>\(Self.escape(out.joined(separator: "\n")))</system-out>\n"
-                if let output = outcome.clientOutput, !output.tail.isEmpty {
-                    xml += "      <system-err>\(Self.escape(output.tail))</system-err>\n"
+                if !outcome.clientOutput.tail.isEmpty {
+                    xml += "      <system-err>\(Self.escape(outcome.clientOutput.tail))</system-err>\n"
                 }
             case .error(_, let message, _):
                 xml += "      <error type=\"netcond\" message=\"\(Self.escape(message))\"/>\n"
@@ -275,7 +275,7 @@ public enum ScenarioSuite {
                                 idempotencyKey: $0.idempotencyKey, status: $0.status, retryAfter: $0.retryAfter,
                                 bodyBytes: $0.bodyBytesSent, completed: $0.completed)
                     }
-                    self.clientOutput = outcome.clientOutput?.tail
+                    self.clientOutput = outcome.clientOutput.tail
                 }
             }
         }

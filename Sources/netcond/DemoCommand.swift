@@ -81,13 +81,13 @@ struct DemoCommand: AsyncParsableCommand {
             let outcome: ScenarioOutcome
             do {
                 outcome = try await ScenarioRunner.run(
-                    scenario, command: run.command, seed: seed, baseEnvironment: currentEnvironment(), captureOutput: true,
+                    scenario, command: run.command, seed: seed, baseEnvironment: currentEnvironment(), echoOutput: false,
                     onEvent: { line in print("   netcond: \(line)") })
             } catch {
                 printError("netcond: \(error.description)")
                 throw ExitCode(3)
             }
-            for line in outcome.clientOutput?.tail.split(separator: "\n") ?? [] where line.hasPrefix("netcond fetch:") {
+            for line in outcome.clientOutput.tail.split(separator: "\n") where line.hasPrefix("netcond fetch:") {
                 print("   client: " + line.dropFirst("netcond fetch: ".count))
             }
             for line in ScenarioReport.checkLines(outcome) { print("   " + line) }

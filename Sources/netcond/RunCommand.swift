@@ -134,7 +134,10 @@ extension RunCommand {
         }
         signals.stop()
         if !self.quiet { printError(outcome.summaryLine) }
-        if self.keep { printError("netcond: working directory kept: \(outcome.evidence.workingDirectory)") }
+        if self.keep {
+            printError("netcond: working directory kept: \(outcome.evidence.workingDirectory)")
+            if let path = outcome.clientOutput.path { printError("netcond: client output kept: \(path)") }
+        }
         for line in ScenarioReport.checkLines(outcome) { print(line) }
         printError(ScenarioReport.verdictLine(outcome, scenarioArgument: path))
         throw ExitCode(outcome.passed ? 0 : 1)

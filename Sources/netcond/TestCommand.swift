@@ -114,7 +114,7 @@ struct TestCommand: AsyncParsableCommand {
                 let name = scenario.name
                 let outcome = try await ScenarioRunner.run(
                     scenario, command: command, seed: seed, baseEnvironment: currentEnvironment(),
-                    keepWorkingDirectory: self.keep, captureOutput: !self.showOutput,
+                    keepWorkingDirectory: self.keep, echoOutput: self.showOutput,
                     onStart: { child in
                         current.withLockedValue { $0 = child }
                         stop(child)
@@ -212,8 +212,8 @@ struct TestCommand: AsyncParsableCommand {
         case .ran(let outcome):
             for line in ScenarioReport.checkLines(outcome) { print("  " + line) }
             if !outcome.passed {
-                if let output = outcome.clientOutput, !output.tail.isEmpty {
-                    let lines = output.tail.split(separator: "\n", omittingEmptySubsequences: false)
+                if !outcome.clientOutput.tail.isEmpty {
+                    let lines = outcome.clientOutput.tail.split(separator: "\n", omittingEmptySubsequences: false)
                         .map(String.init).reversed().drop { $0.isEmpty }.reversed()
                     let shown = Array(lines.suffix(12))
                     print("  client output (last \(shown.count) of \(lines.count) lines shown):")
@@ -223,7 +223,7 @@ struct TestCommand: AsyncParsableCommand {
             }
             if self.keep {
                 print("  working directory kept: \(outcome.evidence.workingDirectory)")
-                if let path = outcome.clientOutput?.path { print("  client output kept: \(path)") }
+                if let path = outcome.clientOutput.path { print("  client output kept: \(path)") }
             }
             let verdict = outcome.passed ? "✓ passed" : "✗ FAILED"
             print("\(verdict) \(outcome.scenario.name) — client ran \(String(format: "%.1f", outcome.evidence.duration)) s; \(outcome.summaryLine.replacingOccurrences(of: "netcond: ", with: ""))")

@@ -96,15 +96,30 @@ import Testing
         let result = Checks.backsOff(BacksOffCheck(file: "big.bin", recovery: .seconds(20)),
                                      self.evidence(self.attempts([0, 1, 3, 7], thenSuccessAt: 15)))
         #expect(result.passed, "\(result.evidence)")
-        #expect(result.evidence == "retries at +1.00s +3.00s +7.00s +15.00s, gaps 1.00s 2.00s 4.00s 8.00s")
+        #expect(result.evidence == "5 attempts at +0.00s +1.00s +3.00s +7.00s +15.00s (gaps 1.00s 2.00s 4.00s 8.00s) [503 ×4]")
     }
 
     @Test func tightLoopFails() {
         let times = (0..<40).map { Double($0) * 0.05 }
         let result = Checks.backsOff(BacksOffCheck(file: "big.bin", maxPerMinute: 30), self.evidence(self.attempts(times)))
         #expect(!result.passed)
-        #expect(result.evidence.contains("(need ≥ ×1.5)"), "\(result.evidence)")
-        #expect(result.evidence.contains("; and "), "\(result.evidence)")
+        #expect(result.evidence.contains("40 attempts within a minute (cap 30)"), "\(result.evidence)")
+        #expect(result.evidence.contains("the gaps do not grow: 38 of 38 are under ×1.5 the one before"), "\(result.evidence)")
+        // A long list of retries is elided in the middle.
+        #expect(result.evidence.hasPrefix("40 attempts at +0.00s +0.05s +0.10s +0.15s +0.20s +0.25s … +1.95s"), "\(result.evidence)")
+    }
+
+    @Test func refusedConnectionsThatNeverReachTheOriginCountAsAttempts() {
+        // An outage refused the first three connections (the proxy saw them; the origin did not).
+        var evidence = self.evidence(self.attempts([], thenSuccessAt: 7.2))
+        evidence.failedConnects = [0.1, 1.2, 3.2].map { RunEvidence.FailedConnect(at: $0, host: "origin.netcond.test", port: 80, outcome: "refused") }
+        let result = Checks.backsOff(BacksOffCheck(file: "big.bin", recovery: .seconds(10)), evidence)
+        #expect(result.passed, "\(result.evidence)")
+        #expect(result.evidence == "4 attempts at +0.10s +1.20s +3.20s +7.20s (gaps 1.10s 2.00s 4.00s) [refused ×3]")
+        evidence.failedConnects = (0..<30).map { RunEvidence.FailedConnect(at: Double($0) * 0.2, host: "origin.netcond.test", port: 80, outcome: "unanswered") }
+        let hammering = Checks.backsOff(BacksOffCheck(file: "big.bin", maxPerMinute: 20), evidence)
+        #expect(!hammering.passed)
+        #expect(hammering.evidence.contains("[unanswered ×30]"), "\(hammering.evidence)")
     }
 
     @Test func retryAfterIsHonouredOrNot() {
@@ -151,6 +166,8 @@ import Testing
         try bad.write(to: directory.appendingPathComponent("bad.bin"))
         try good.prefix(500_000).write(to: directory.appendingPathComponent("short.bin"))
         try Data("<html><body>Log in to Hotel Wi-Fi</body></html>".utf8).write(to: directory.appendingPathComponent("portal.bin"))
+        try Data("cannot connect to origin.netcond.test:80: connection refused (netcond outage)\n".utf8)
+            .write(to: directory.appendingPathComponent("error.txt"))
 
         func run(_ output: String, exit: NetcondScenario.ExitStatus = .exited(0), timedOut: Bool = false) -> CheckResult {
             Checks.completes(CompletesCheck(files: [OutputFile(output: output, file: "big.bin")]),
@@ -161,6 +178,9 @@ import Testing
         #expect(run("bad.bin").evidence.contains("differs from /files/big.bin at byte 123,456"))
         #expect(run("short.bin").evidence.contains("500,000 of 1,000,000 bytes (short)"))
         #expect(run("portal.bin").evidence.contains("(it looks like an HTML page)"))
+        #expect(run("error.txt").evidence.hasSuffix(
+            "differs from /files/big.bin at byte 0 (it starts \"cannot connect to origin.netcond.test:80: connection refused…\")"),
+            "\(run("error.txt").evidence)")
         #expect(!run("missing.bin").passed)
         #expect(run("missing.bin").evidence.contains("missing.bin: missing (the client wrote no such file)"))
         #expect(!run("ok.bin", exit: .exited(18)).passed)

@@ -83,7 +83,7 @@ import FoundationXML
         return ScenarioOutcome(
             scenario: scenario, seed: 42, command: ["curl", "-o", "out file"], evidence: evidence, results: results,
             applied: [(at: 0.5, what: "outage (refuse)")], startup: 0.05, summaryLine: "lte: 1.3 s",
-            clientOutput: output.map { ClientOutput(tail: $0, totalBytes: Int64($0.utf8.count), path: nil) })
+            clientOutput: ClientOutput(tail: output ?? "", totalBytes: Int64(output?.utf8.count ?? 0)))
     }
 
     @Test func exitCodesAndSummary() {

@@ -164,3 +164,23 @@ def test_demo_tells_the_two_clients_apart(tmp_path):
     assert "client: attempt 2, asking for the rest (Range: bytes=40960-)" in second
     assert "98,304 bytes identical to /files/photo.jpg" in second
     assert not glob.glob(str(tmp_path / "netcond-*"))
+
+
+def test_backing_off_from_connections_the_network_refuses():
+    # Nothing reaches the origin during the outage: the attempts are the proxy's failed connections.
+    good = scenario("backoff-connection-refused", 'curl -sS --retry 5 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert line(good, "backs-off").startswith("✓") and "refused ×3]" in line(good, "backs-off")
+
+    steady = scenario("backoff-connection-refused", 'curl -sS --retry 30 --retry-delay 1 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert steady.returncode == 1, steady.stdout + steady.stderr
+    assert "the gaps do not grow" in line(steady, "backs-off")
+
+    loop = scenario("backoff-connection-refused",
+                    'for i in $(seq 300); do curl -fsS -o "$NETCOND_OUTPUT" "$NETCOND_URL" 2>/dev/null && break; done')
+    assert loop.returncode == 1, loop.stdout + loop.stderr
+    assert "attempts within a minute (cap 20)" in line(loop, "backs-off")
+
+    quitter = scenario("backoff-connection-refused", 'wget -q -O "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert quitter.returncode == 1
+    assert "1 failed attempt at" in line(quitter, "backs-off") and "never retried" in line(quitter, "backs-off")

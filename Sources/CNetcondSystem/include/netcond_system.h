@@ -7,11 +7,15 @@
 /// - dies with SIGKILL if netcond dies, whatever the cause (PR_SET_PDEATHSIG), so no orphan is left;
 /// - has every signal at its default disposition and an empty signal mask;
 /// - runs in `directory` when it is not NULL;
-/// - writes its stdout and stderr to `output_fd` when it is not -1 (and reads stdin from /dev/null then),
-///   and then leads a process group of its own, so that a signal to -pid reaches its children too.
+/// - writes its stdout to `stdout_fd` and its stderr to `stderr_fd` when they are not -1 (and then reads
+///   stdin from /dev/null and leads a process group of its own, so that a signal to -pid reaches its
+///   children too).
 /// Returns 0 and sets *pid, or an errno value (the exec's own failure is reported through a pipe).
-int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int output_fd,
-                  pid_t *pid);
+int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int stdout_fd,
+                  int stderr_fd, pid_t *pid);
+
+/// pipe2(fds, O_CLOEXEC): a pipe whose ends no other child inherits. Returns 0 or an errno value.
+int netcond_pipe_cloexec(int fds[2]);
 
 /// Raises the soft open-file limit to the hard limit; returns the new soft limit (or -1).
 long netcond_raise_open_file_limit(void);

@@ -91,6 +91,43 @@ final class ProxyRules {
         return hit.fault.action
     }
 
+    /// Attempts still under way (a blackholed SYN waits a long time): id → host, port, start.
+    private var pendingConnects: [Int: (host: String, port: Int, at: NIODeadline)] = [:]
+    private var nextConnect = 0
+
+    /// An upstream connection attempt begins; pass the id to ``finishConnect(_:result:)``.
+    func beginConnect(to host: String, port: Int, at: NIODeadline) -> Int {
+        self.nextConnect += 1
+        if self.pendingConnects.count < Self.maxEvents { self.pendingConnects[self.nextConnect] = (host, port, at) }
+        return self.nextConnect
+    }
+
+    /// How an attempt ended: one `connect` event, at the moment it began.
+    func finishConnect(_ id: Int, result: Result<Void, UpstreamError>) {
+        guard let attempt = self.pendingConnects.removeValue(forKey: id) else { return }
+        let outcome: String
+        switch result {
+        case .success: outcome = "established"
+        case .failure(let error): outcome = error.outcome
+        }
+        var detail = "connect \(attempt.host):\(attempt.port): \(outcome)"
+        if case .failure(let error) = result { detail += " (\(error))" }
+        self.record(ProxyEvent(
+            at: self.elapsed(at: attempt.at).seconds, kind: "connect", detail: detail, host: attempt.host, port: attempt.port,
+            outcome: outcome))
+    }
+
+    /// The log, with attempts still under way as `connect` events whose outcome is `unanswered`, in time order.
+    var eventsWithPending: [ProxyEvent] {
+        let pending = self.pendingConnects.values.map { attempt in
+            ProxyEvent(
+                at: self.elapsed(at: attempt.at).seconds, kind: "connect",
+                detail: "connect \(attempt.host):\(attempt.port): no answer yet", host: attempt.host, port: attempt.port,
+                outcome: "unanswered")
+        }
+        return (self.events + pending).sorted { $0.at < $1.at }
+    }
+
     func add(_ fault: HTTPFault) -> Int { self.plan.add(fault) }
     func remove(id: Int) -> Bool { self.plan.remove(id: id) }
     func removeAll() { self.plan.removeAll() }
@@ -109,17 +146,21 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
     /// Seconds since the run started.
     public var at: Double
     /// `fault` (a fault hit a request), `captive` (the portal answered, intercepted, opened or
-    /// closed) or `link` (the link's state changed).
+    /// closed), `link` (the link's state changed) or `connect` (an upstream connection attempt,
+    /// at the moment it began, with its outcome).
     public var kind: String
     public var detail: String
     public var fault: Int?
     public var method: String?
     public var host: String?
     public var path: String?
+    public var port: Int?
+    /// For `connect`: `established`, `refused`, `reset`, `timed out` or `no such name`.
+    public var outcome: String?
 
     public init(
         at: Double, kind: String, detail: String, fault: Int? = nil, method: String? = nil, host: String? = nil,
-        path: String? = nil
+        path: String? = nil, port: Int? = nil, outcome: String? = nil
     ) {
         self.at = at
         self.kind = kind
@@ -128,5 +169,7 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
         self.method = method
         self.host = host
         self.path = path
+        self.port = port
+        self.outcome = outcome
     }
 }

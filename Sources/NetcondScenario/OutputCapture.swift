@@ -1,0 +1,149 @@
+import CNetcondSystem
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A scenario client's stdout and stderr, read through two pipes by a thread of their own: both
+/// go to a log file (interleaved as they come), and when `echo` is set also to netcond's own
+/// stdout and stderr, so the person watching sees the client as if it wrote there itself. What the
+/// checks need is kept: how much went to stderr, and the end of it.
+public final class OutputCapture: @unchecked Sendable {
+    /// The pipes' write ends, for the child (closed here once it has started).
+    public let childStdout: Int32
+    public let childStderr: Int32
+    private let readStdout: Int32
+    private let readStderr: Int32
+    private let file: Int32
+    private let echo: Bool
+    private let lock = NSLock()
+    private let done = DispatchSemaphore(value: 0)
+    private var stderrBytes: Int64 = 0
+    private var totalBytes: Int64 = 0
+    private var stderrTail: [UInt8] = []
+    private var stopRequested = false
+
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// What was captured: byte counts and the ends of the streams.
+    public struct Summary: Sendable, Equatable {
+        public var totalBytes: Int64
+        public var stderrBytes: Int64
+        /// The last lines the client wrote to stderr (at most ``ClientOutput/tailLimit`` bytes).
+        public var stderrTail: String
+    }
+
+    /// Opens `path` for the log (created or truncated) and the two pipes.
+    public init(path: String, echo: Bool) throws(Failure) {
+        let file = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard file >= 0 else {
+            throw Failure(description: "cannot write the client's output to \(path): \(String(cString: strerror(errno)))")
+        }
+        var out: [Int32] = [0, 0]
+        var err: [Int32] = [0, 0]
+        let outError = netcond_pipe_cloexec(&out)
+        guard outError == 0 else {
+            close(file)
+            throw Failure(description: "cannot make a pipe: \(String(cString: strerror(outError)))")
+        }
+        let errError = netcond_pipe_cloexec(&err)
+        guard errError == 0 else {
+            close(file)
+            close(out[0])
+            close(out[1])
+            throw Failure(description: "cannot make a pipe: \(String(cString: strerror(errError)))")
+        }
+        self.file = file
+        self.readStdout = out[0]
+        self.childStdout = out[1]
+        self.readStderr = err[0]
+        self.childStderr = err[1]
+        self.echo = echo
+    }
+
+    /// Call once the child has started (or failed to): closes the child's ends here and starts reading.
+    public func start() {
+        close(self.childStdout)
+        close(self.childStderr)
+        let thread = Thread { self.pump() }
+        thread.name = "netcond client output"
+        thread.start()
+    }
+
+    /// Waits for both streams to end (the client and everything it started closed them), at most
+    /// `grace` seconds: a process the client left behind may hold them open forever.
+    public func finish(grace: Double) -> Summary {
+        if self.done.wait(timeout: .now() + grace) == .timedOut {
+            self.lock.withLock { self.stopRequested = true }
+            self.done.wait()
+        }
+        return self.lock.withLock {
+            Summary(totalBytes: self.totalBytes, stderrBytes: self.stderrBytes, stderrTail: Self.tailLines(self.stderrTail))
+        }
+    }
+
+    private func pump() {
+        var open: [(fd: Int32, echoTo: Int32, isStderr: Bool)] = [(self.readStdout, 1, false), (self.readStderr, 2, true)]
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while !open.isEmpty {
+            if self.lock.withLock({ self.stopRequested }) { break }
+            var polls = open.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+            let ready = poll(&polls, nfds_t(polls.count), 100)
+            if ready < 0 && errno == EINTR { continue }
+            if ready <= 0 { continue }
+            var closed: [Int32] = []
+            for (index, entry) in open.enumerated() where polls[index].revents != 0 {
+                let count = buffer.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 {
+                    closed.append(entry.fd)
+                    continue
+                }
+                buffer.withUnsafeBytes { raw in
+                    Self.writeAll(self.file, raw.baseAddress!, count)
+                    if self.echo { Self.writeAll(entry.echoTo, raw.baseAddress!, count) }
+                }
+                self.lock.withLock {
+                    self.totalBytes += Int64(count)
+                    if entry.isStderr {
+                        self.stderrBytes += Int64(count)
+                        self.stderrTail += buffer[..<count]
+                        if self.stderrTail.count > 2 * ClientOutput.tailLimit {
+                            self.stderrTail.removeFirst(self.stderrTail.count - ClientOutput.tailLimit)
+                        }
+                    }
+                }
+            }
+            for fd in closed {
+                Glibc.close(fd)
+                open.removeAll { $0.fd == fd }
+            }
+        }
+        for entry in open { Glibc.close(entry.fd) }
+        Glibc.close(self.file)
+        self.done.signal()
+    }
+
+    private static func writeAll(_ fd: Int32, _ pointer: UnsafeRawPointer, _ count: Int) {
+        var written = 0
+        while written < count {
+            let result = write(fd, pointer + written, count - written)
+            if result < 0 && errno == EINTR { continue }
+            if result <= 0 { return }
+            written += result
+        }
+    }
+
+    /// The last ``ClientOutput/tailLimit`` bytes, from a line start.
+    static func tailLines(_ bytes: [UInt8]) -> String {
+        var slice = bytes[...]
+        if slice.count > ClientOutput.tailLimit {
+            slice = slice.suffix(ClientOutput.tailLimit)
+            if let newline = slice.firstIndex(of: UInt8(ascii: "\n")) { slice = slice[(newline + 1)...] }
+        }
+        return String(decoding: slice, as: UTF8.self)
+    }
+}
