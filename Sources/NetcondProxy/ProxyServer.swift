@@ -204,7 +204,13 @@ public final class ProxyServer: Sendable {
                     state.stats.connections += 1
                     let id = ObjectIdentifier(channel)
                     state.children[id] = channel
-                    channel.closeFuture.assumeIsolated().whenComplete { _ in state.children.removeValue(forKey: id) }
+                    let client = state.rules.beginClient(at: loop.now)
+                    let rules = state.rules
+                    channel.closeFuture.assumeIsolated().whenComplete { _ in
+                        state.children.removeValue(forKey: id)
+                        rules.finishClient(client)
+                    }
+                    try channel.pipeline.syncOperations.addHandler(ClientByteCounter(record: client))
                     var overrides = HostOverrides()
                     overrides.netcondTest = configuration.originAddress
                     if let origin = configuration.originAddress { overrides.exact["origin.netcond.test"] = origin }
@@ -213,7 +219,8 @@ public final class ProxyServer: Sendable {
                         driver: state.driver,
                         overrides: overrides,
                         stats: state.stats,
-                        rules: state.rules
+                        rules: state.rules,
+                        client: client
                     )
                     try configure(channel, state, connector)
                 }

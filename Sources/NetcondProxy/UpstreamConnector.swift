@@ -122,6 +122,8 @@ struct UpstreamConnector {
     let overrides: HostOverrides
     let stats: ProxyStats
     var rules: ProxyRules? = nil
+    /// The client connection this connector serves (its upstream attempts are noted there).
+    var client: ClientConnectionRecord? = nil
     /// Makes the real connection instead of a socket (handler tests hand over an `EmbeddedChannel`).
     var connectOverride: ((UpstreamTarget) -> EventLoopFuture<Channel>)? = nil
 
@@ -134,6 +136,7 @@ struct UpstreamConnector {
         let loop = self.eventLoop
         // Every attempt goes into the event log with its outcome (the scenario checks count a
         // client's attempts during an outage from it: those never reach the server).
+        self.client?.upstreamAttempted = true
         let rules = self.rules
         let attemptID = rules?.beginConnect(to: target.host, port: target.port, at: loop.now)
         let completion: (Result<Channel, UpstreamError>) -> Void = { result in

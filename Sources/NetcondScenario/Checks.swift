@@ -2,6 +2,10 @@ import Foundation
 import NetcondCore
 import NetcondOrigin
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What a run left behind for the checks to judge: how the client ended, what the origin saw, and
 /// where the client's files are. Times are seconds since the client started.
 public struct RunEvidence: Sendable {
@@ -70,6 +74,20 @@ public struct RunEvidence: Sendable {
         }
     }
 
+    /// A line the client printed.
+    public struct OutputLine: Sendable, Equatable {
+        /// Seconds since the client started.
+        public var at: Double
+        public var stderr: Bool
+        public var text: String
+
+        public init(at: Double, stderr: Bool = false, text: String) {
+            self.at = at
+            self.stderr = stderr
+            self.text = text
+        }
+    }
+
     public var exit: ExitStatus?
     /// The client was stopped at its deadline.
     public var timedOut: Bool
@@ -81,10 +99,16 @@ public struct RunEvidence: Sendable {
     public var failedConnects: [FailedConnect]
     public var workingDirectory: String
     public var origin: OriginContent
+    /// The lines the client printed (the first ``OutputCapture/maxLines``).
+    public var lines: [OutputLine]
+    /// How much it wrote to stderr, and the last lines of that.
+    public var stderrBytes: Int64
+    public var stderrTail: String
 
     public init(
         exit: ExitStatus?, timedOut: Bool, deadline: Span, duration: Double, requests: [Request],
-        failedConnects: [FailedConnect] = [], workingDirectory: String, origin: OriginContent
+        failedConnects: [FailedConnect] = [], workingDirectory: String, origin: OriginContent,
+        lines: [OutputLine] = [], stderrBytes: Int64 = 0, stderrTail: String = ""
     ) {
         self.exit = exit
         self.timedOut = timedOut
@@ -94,6 +118,9 @@ public struct RunEvidence: Sendable {
         self.failedConnects = failedConnects
         self.workingDirectory = workingDirectory
         self.origin = origin
+        self.lines = lines
+        self.stderrBytes = stderrBytes
+        self.stderrTail = stderrTail
     }
 
     /// GETs of one origin file, in order.
@@ -125,6 +152,7 @@ public enum Checks {
         case .completes(let check): return self.completes(check, evidence)
         case .resumes(let check): return self.resumes(check, evidence)
         case .backsOff(let check): return self.backsOff(check, evidence)
+        case .staysUsable(let check): return self.staysUsable(check, evidence)
         }
     }
 
@@ -329,6 +357,93 @@ public enum Checks {
         }
         return CheckResult(name: name, passed: false, evidence: "\(seen) — " + problems.prefix(2).joined(separator: "; ")
                            + (problems.count > 2 ? "; and \(problems.count - 2) more" : ""))
+    }
+
+    // MARK: stays-usable
+
+    static func staysUsable(_ check: StaysUsableCheck, _ evidence: RunEvidence) -> CheckResult {
+        let name = "stays-usable"
+        var seen: [String] = []
+        var problems: [String] = []
+        if let steps = check.steps {
+            let budget = check.budget.seconds
+            var durations: [(seconds: Double, at: Double, what: String)] = []
+            let described: String
+            switch steps {
+            case .lines(let pattern):
+                described = "lines matching '\(pattern)'"
+                let regex = try? NSRegularExpression(pattern: pattern)
+                var previous = 0.0
+                for line in evidence.lines {
+                    let range = NSRange(line.text.startIndex..., in: line.text)
+                    guard regex?.firstMatch(in: line.text, range: range) != nil else { continue }
+                    durations.append((line.at - previous, line.at, "'\(Self.clip(line.text))'"))
+                    previous = line.at
+                }
+            case .requests(let glob):
+                described = "requests for \(glob)"
+                for request in evidence.requests where fnmatch(glob, request.path, 0) == 0 {
+                    guard let ended = request.ended else {
+                        durations.append((.infinity, request.at, "\(request.method) \(request.path) never answered"))
+                        continue
+                    }
+                    let broken = !request.completed || (request.status ?? 599) >= 400
+                    durations.append((ended - request.at, request.at,
+                                      "\(request.method) \(request.path)" + (broken ? " (\(Self.failureCause(request)))" : "")))
+                    if broken { problems.append("\(request.method) \(request.path) at +\(Self.seconds(request.at)) failed (\(Self.failureCause(request)))") }
+                }
+            }
+            if let slowest = durations.max(by: { $0.seconds < $1.seconds }) {
+                let slowText = slowest.seconds.isFinite ? Self.seconds(slowest.seconds) : "forever"
+                seen.append("\(durations.count) step\(durations.count == 1 ? "" : "s") (\(described)), slowest \(slowText): \(slowest.what) at +\(Self.seconds(slowest.at))")
+                let over = durations.filter { $0.seconds > budget }
+                if !over.isEmpty {
+                    problems.append("\(over.count) step\(over.count == 1 ? "" : "s") over the \(formatSeconds(check.budget)) budget")
+                }
+            } else {
+                seen.append("no \(described)")
+            }
+            if durations.count < check.minSteps {
+                problems.append("\(durations.count) of the \(check.minSteps) step\(check.minSteps == 1 ? "" : "s") needed")
+            }
+            // A client stopped at its deadline was not usable for the rest of the run, however fast its steps.
+            if evidence.timedOut && check.givesUpWithin == nil {
+                problems.append("still running at its \(formatSeconds(evidence.deadline)) deadline")
+            }
+        }
+        if let within = check.givesUpWithin {
+            let bound = formatSeconds(within)
+            if evidence.timedOut {
+                problems.append("still running at its \(formatSeconds(evidence.deadline)) deadline (it hangs; need it to end within \(bound))")
+            } else if let exit = evidence.exit {
+                let said = Self.lastLine(evidence.stderrTail)
+                var ended = "ended by itself after \(Self.seconds(evidence.duration)) (\(Self.describe(exit)))"
+                if let said { ended += ", saying '\(Self.clip(said))'" }
+                seen.append(ended)
+                if evidence.duration > within.seconds {
+                    problems.append("that is later than \(bound)")
+                }
+                if case .signaled(let signal) = exit {
+                    problems.append("killed by signal \(signal) (a crash, not a report)")
+                } else if exit != .exited(0) && said == nil {
+                    problems.append("it failed with nothing on stderr (need a message saying why)")
+                }
+            } else {
+                problems.append("the client did not run")
+            }
+        }
+        let text = seen.joined(separator: "; ")
+        if problems.isEmpty { return CheckResult(name: name, passed: true, evidence: text) }
+        return CheckResult(name: name, passed: false, evidence: (text.isEmpty ? "" : text + " — ") + problems.joined(separator: "; "))
+    }
+
+    /// The last non-empty line of `text`, or nil.
+    static func lastLine(_ text: String) -> String? {
+        text.split(separator: "\n").last { !$0.trimmingCharacters(in: .whitespaces).isEmpty }.map(String.init)
+    }
+
+    static func clip(_ text: String, to length: Int = 80) -> String {
+        text.count > length ? String(text.prefix(length - 1)) + "…" : text
     }
 
     /// At most eight items, the middle elided: `a b c d e f … z`.

@@ -23,6 +23,20 @@ public final class OutputCapture: @unchecked Sendable {
     private var totalBytes: Int64 = 0
     private var stderrTail: [UInt8] = []
     private var stopRequested = false
+    private var lines: [Line] = []
+    private var partial: [Int32: [UInt8]] = [:]
+
+    /// One line the client printed, and when (uptime nanoseconds, the clock `NIODeadline` uses).
+    public struct Line: Sendable, Equatable {
+        public var uptimeNanoseconds: UInt64
+        public var stderr: Bool
+        public var text: String
+    }
+
+    /// Lines kept for the checks (the first ones; the log file has everything).
+    public static let maxLines = 20_000
+    /// Longer lines are cut here.
+    public static let maxLineLength = 1_000
 
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
@@ -34,6 +48,8 @@ public final class OutputCapture: @unchecked Sendable {
         public var stderrBytes: Int64
         /// The last lines the client wrote to stderr (at most ``ClientOutput/tailLimit`` bytes).
         public var stderrTail: String
+        /// Every line (up to ``OutputCapture/maxLines``), with the moment it came.
+        public var lines: [Line]
     }
 
     /// Opens `path` for the log (created or truncated) and the two pipes.
@@ -81,7 +97,9 @@ public final class OutputCapture: @unchecked Sendable {
             self.done.wait()
         }
         return self.lock.withLock {
-            Summary(totalBytes: self.totalBytes, stderrBytes: self.stderrBytes, stderrTail: Self.tailLines(self.stderrTail))
+            Summary(
+                totalBytes: self.totalBytes, stderrBytes: self.stderrBytes, stderrTail: Self.tailLines(self.stderrTail),
+                lines: self.lines)
         }
     }
 
@@ -106,7 +124,9 @@ public final class OutputCapture: @unchecked Sendable {
                     Self.writeAll(self.file, raw.baseAddress!, count)
                     if self.echo { Self.writeAll(entry.echoTo, raw.baseAddress!, count) }
                 }
+                let now = DispatchTime.now().uptimeNanoseconds
                 self.lock.withLock {
+                    self.split(buffer[..<count], from: entry.fd, stderr: entry.isStderr, at: now)
                     self.totalBytes += Int64(count)
                     if entry.isStderr {
                         self.stderrBytes += Int64(count)
@@ -118,6 +138,12 @@ public final class OutputCapture: @unchecked Sendable {
                 }
             }
             for fd in closed {
+                let now = DispatchTime.now().uptimeNanoseconds
+                self.lock.withLock {
+                    if let rest = self.partial.removeValue(forKey: fd), !rest.isEmpty {
+                        self.keep(rest, stderr: fd == self.readStderr, at: now)
+                    }
+                }
                 Glibc.close(fd)
                 open.removeAll { $0.fd == fd }
             }
@@ -125,6 +151,28 @@ public final class OutputCapture: @unchecked Sendable {
         for entry in open { Glibc.close(entry.fd) }
         Glibc.close(self.file)
         self.done.signal()
+    }
+
+    /// Splits a chunk into lines (with what came before on that stream); call with the lock held.
+    private func split(_ chunk: ArraySlice<UInt8>, from fd: Int32, stderr: Bool, at now: UInt64) {
+        guard self.lines.count < Self.maxLines else { return }
+        var pending = self.partial[fd] ?? []
+        for byte in chunk {
+            if byte == UInt8(ascii: "\n") {
+                self.keep(pending, stderr: stderr, at: now)
+                pending.removeAll(keepingCapacity: true)
+            } else if pending.count < Self.maxLineLength {
+                pending.append(byte)
+            }
+        }
+        self.partial[fd] = pending
+    }
+
+    private func keep(_ bytes: [UInt8], stderr: Bool, at now: UInt64) {
+        guard self.lines.count < Self.maxLines else { return }
+        var text = String(decoding: bytes, as: UTF8.self)
+        if text.hasSuffix("\r") { text.removeLast() }
+        self.lines.append(Line(uptimeNanoseconds: now, stderr: stderr, text: text))
     }
 
     private static func writeAll(_ fd: Int32, _ pointer: UnsafeRawPointer, _ count: Int) {

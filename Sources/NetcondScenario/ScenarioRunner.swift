@@ -235,11 +235,19 @@ public enum ScenarioRunner {
         }
         let log = await proxy.eventLog()
         let logOffset = Double(Int64(log.startedAt.uptimeNanoseconds) - startNanos) / 1e9
+        // Attempts that never reached the origin: connections to it that failed, and client
+        // connections whose request the link swallowed (no host known: nothing was read).
         let failedConnects = log.events.compactMap { event -> RunEvidence.FailedConnect? in
-            guard event.kind == "connect", let outcome = event.outcome, outcome != "established",
-                let host = event.host, host.lowercased() == Session.originHost
-            else { return nil }
-            return RunEvidence.FailedConnect(at: event.at + logOffset, host: host, port: event.port ?? 0, outcome: outcome)
+            guard let outcome = event.outcome, outcome != "established" else { return nil }
+            switch event.kind {
+            case "connect":
+                guard let host = event.host, host.lowercased() == Session.originHost else { return nil }
+                return RunEvidence.FailedConnect(at: event.at + logOffset, host: host, port: event.port ?? 0, outcome: outcome)
+            case "client":
+                return RunEvidence.FailedConnect(at: event.at + logOffset, host: "", port: 0, outcome: "no answer")
+            default:
+                return nil
+            }
         }
         let evidence = RunEvidence(
             exit: exit,
@@ -249,7 +257,12 @@ public enum ScenarioRunner {
             requests: requests,
             failedConnects: failedConnects,
             workingDirectory: workdir,
-            origin: scenario.origin
+            origin: scenario.origin,
+            lines: captured.lines.map {
+                RunEvidence.OutputLine(at: Double(Int64($0.uptimeNanoseconds) - startNanos) / 1e9, stderr: $0.stderr, text: $0.text)
+            },
+            stderrBytes: captured.stderrBytes,
+            stderrTail: captured.stderrTail
         )
         let results = scenario.checks.map { Checks.evaluate($0, evidence) }
         let summaryLine = await session.summaryLine()

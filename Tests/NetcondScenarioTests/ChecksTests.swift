@@ -153,6 +153,64 @@ import Testing
         #expect(result.evidence.contains("no attempt failed"))
     }
 
+    // MARK: stays-usable
+
+    typealias Line = RunEvidence.OutputLine
+
+    @Test func givingUpInTimeWithAReasonPasses() {
+        var evidence = self.evidence([], exit: .exited(28))
+        evidence.duration = 5.02
+        evidence.stderrTail = "curl: (28) Operation timed out after 5001 milliseconds\n"
+        let result = Checks.staysUsable(StaysUsableCheck(givesUpWithin: .seconds(Int64(15))), evidence)
+        #expect(result.passed, "\(result.evidence)")
+        #expect(result.evidence == "ended by itself after 5.02s (exit 28), saying 'curl: (28) Operation timed out after 5001 milliseconds'")
+    }
+
+    @Test func hangingLateSilentOrCrashingFails() {
+        let check = StaysUsableCheck(givesUpWithin: .seconds(Int64(15)))
+        let hung = Checks.staysUsable(check, self.evidence([], exit: .signaled(15), timedOut: true))
+        #expect(!hung.passed)
+        #expect(hung.evidence == "still running at its 60 s deadline (it hangs; need it to end within 15 s)")
+        var late = self.evidence([], exit: .exited(0))
+        late.duration = 45.3
+        #expect(Checks.staysUsable(check, late).evidence == "ended by itself after 45.30s (exit 0) — that is later than 15 s")
+        let silent = Checks.staysUsable(check, self.evidence([], exit: .exited(4)))
+        #expect(!silent.passed)
+        #expect(silent.evidence.hasSuffix("it failed with nothing on stderr (need a message saying why)"))
+        var crashed = self.evidence([], exit: .signaled(11))
+        crashed.stderrTail = "Segmentation fault\n"
+        #expect(Checks.staysUsable(check, crashed).evidence.hasSuffix("killed by signal 11 (a crash, not a report)"))
+    }
+
+    @Test func stepsByLinesWithinBudget() {
+        var evidence = self.evidence([])
+        evidence.lines = [Line(at: 0.9, text: "loaded page 1"), Line(at: 1.0, text: "debug"), Line(at: 2.4, text: "loaded page 2"),
+                          Line(at: 7.9, stderr: true, text: "loaded page 3")]
+        let check = StaysUsableCheck(steps: .lines("^loaded "), budget: .seconds(Int64(3)), minSteps: 3)
+        let result = Checks.staysUsable(check, evidence)
+        #expect(!result.passed)
+        #expect(result.evidence == "3 steps (lines matching '^loaded '), slowest 5.50s: 'loaded page 3' at +7.90s — 1 step over the 3 s budget")
+        evidence.lines.removeLast()
+        let few = Checks.staysUsable(check, evidence)
+        #expect(few.evidence.hasSuffix("2 of the 3 steps needed"), "\(few.evidence)")
+        evidence.lines.append(Line(at: 4.0, text: "loaded page 3"))
+        #expect(Checks.staysUsable(check, evidence).passed)
+    }
+
+    @Test func stepsByRequestsWithinBudget() {
+        let requests = [
+            Request(at: 0.5, path: "/files/a.css", status: 200, bodyBytesSent: 10, ended: 1.0),
+            Request(at: 1.1, path: "/files/b.js", status: 200, bodyBytesSent: 10, ended: 4.6),
+            Request(at: 1.2, path: "/api/x", status: 200, bodyBytesSent: 10, ended: 9.0),
+        ]
+        let check = StaysUsableCheck(steps: .requests("/files/*"), budget: .seconds(Int64(3)))
+        let result = Checks.staysUsable(check, self.evidence(requests))
+        #expect(!result.passed)
+        #expect(result.evidence == "2 steps (requests for /files/*), slowest 3.50s: GET /files/b.js at +1.10s — 1 step over the 3 s budget")
+        let broken = Checks.staysUsable(check, self.evidence([Request(at: 0.5, path: "/files/a.css", status: 503, bodyBytesSent: 10, ended: 0.6)]))
+        #expect(broken.evidence.contains("GET /files/a.css at +0.50s failed (503)"), "\(broken.evidence)")
+    }
+
     // MARK: completes
 
     @Test func completesComparesTheFileByteForByte() throws {

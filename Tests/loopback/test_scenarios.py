@@ -184,3 +184,60 @@ def test_backing_off_from_connections_the_network_refuses():
     quitter = scenario("backoff-connection-refused", 'wget -q -O "$NETCOND_OUTPUT" "$NETCOND_URL"')
     assert quitter.returncode == 1
     assert "1 failed attempt at" in line(quitter, "backs-off") and "never retried" in line(quitter, "backs-off")
+
+
+PY_GET = """
+import os, requests
+r = requests.get(os.environ["NETCOND_URL"]{timeout})
+open(os.environ["NETCOND_OUTPUT"], "wb").write(r.content)
+"""
+
+
+def test_hang_forever_a_timeout_ends_it_and_no_timeout_hangs():
+    good = scenario("hang-forever", 'curl -sS --max-time 5 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "saying 'curl: (28) Operation timed out" in line(good, "stays-usable")
+    # python requests with a timeout raises, and the traceback says why.
+    pygood = scenario("hang-forever", f"python3 -c '{PY_GET.format(timeout=', timeout=5')}'")
+    assert pygood.returncode == 0, pygood.stdout + pygood.stderr
+    assert "Timeout" in line(pygood, "stays-usable")
+    # Without one, it hangs until the deadline.
+    bad = scenario("hang-forever", f"python3 -c '{PY_GET.format(timeout='')}'")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "still running at its 25 s deadline (it hangs" in line(bad, "stays-usable")
+
+
+def test_a_stalled_body_is_noticed_or_not():
+    good = scenario("stall-mid-body", 'curl -sS --speed-limit 1024 --speed-time 5 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "Operation too slow" in line(good, "stays-usable")
+    wget = scenario("stall-mid-body", 'wget --progress=dot:mega --read-timeout=5 --tries=1 -O "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert wget.returncode == 0, wget.stdout + wget.stderr
+    assert "Read error at byte" in line(wget, "stays-usable")
+    # The same wget told to be quiet fails with nothing said.
+    quiet = scenario("stall-mid-body", 'wget -q --read-timeout=5 --tries=1 -O "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert quiet.returncode == 1
+    assert "nothing on stderr" in line(quiet, "stays-usable")
+    bad = scenario("stall-mid-body", CURL)
+    assert bad.returncode == 1
+    assert "still running at its 30 s deadline" in line(bad, "stays-usable")
+
+
+def test_a_slow_server_needs_a_client_timeout():
+    good = scenario("slow-server-45s", 'curl -sS --max-time 30 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "ended by itself after 30." in line(good, "stays-usable")
+    bad = scenario("slow-server-45s", CURL)
+    assert bad.returncode == 1
+    assert "that is later than 35 s" in line(bad, "stays-usable")
+
+
+def test_offline_then_back_through_a_blackhole():
+    # Nothing answers and nothing is refused: the attempts are client connections nobody answered.
+    good = scenario("offline-then-back", 'curl -sS --retry 5 --max-time 3 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "no answer ×" in line(good, "backs-off")
+    bad = scenario("offline-then-back",
+                   'for i in $(seq 60); do curl -fsS --max-time 1 -o "$NETCOND_OUTPUT" "$NETCOND_URL" && break; done')
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "the gaps do not grow" in line(bad, "backs-off")

@@ -132,6 +132,8 @@ public enum OriginFaultAction: Sendable, Equatable, CustomStringConvertible {
     case status(Int, retryAfter: RetryAfter?)
     /// The origin reads the request and never answers.
     case hang
+    /// The origin answers normally, but only after this long (a slow server).
+    case delay(Span)
 
     public var description: String {
         switch self {
@@ -139,6 +141,7 @@ public enum OriginFaultAction: Sendable, Equatable, CustomStringConvertible {
         case .status(let code, let retryAfter):
             return "status \(code)" + (retryAfter.map { " (Retry-After: \($0.headerValue))" } ?? "")
         case .hang: return "never answer"
+        case .delay(let span): return "answer after \(span)"
         }
     }
 }
@@ -190,16 +193,18 @@ public enum CheckSpec: Sendable, Equatable {
     case completes(CompletesCheck)
     case resumes(ResumesCheck)
     case backsOff(BacksOffCheck)
+    case staysUsable(StaysUsableCheck)
 
     public var name: String {
         switch self {
         case .completes: return "completes"
         case .resumes: return "resumes"
         case .backsOff: return "backs-off"
+        case .staysUsable: return "stays-usable"
         }
     }
 
-    public static let names = ["completes", "resumes", "backs-off"]
+    public static let names = ["completes", "resumes", "backs-off", "stays-usable"]
 }
 
 /// The client exits with `exit` before its deadline, and each output file equals its origin file.
@@ -256,5 +261,30 @@ public struct BacksOffCheck: Sendable, Equatable {
         self.jitter = jitter
         self.maxPerMinute = maxPerMinute
         self.recovery = recovery
+    }
+}
+
+/// The client stays usable: its user-visible steps (lines it prints that match `lines`, or origin
+/// requests whose path matches `requests`) each take at most `budget`, and at least `minSteps` of
+/// them happen; and, with `givesUpWithin`, it ends by itself that soon (not stopped at its
+/// deadline, not killed by a signal), saying why on stderr when it fails.
+public struct StaysUsableCheck: Sendable, Equatable {
+    public enum Steps: Sendable, Equatable {
+        /// A regular expression the client's output lines (stdout or stderr) are searched with.
+        case lines(String)
+        /// A glob on the path of origin requests (`/files/*`).
+        case requests(String)
+    }
+
+    public var steps: Steps?
+    public var budget: Span
+    public var minSteps: Int
+    public var givesUpWithin: Span?
+
+    public init(steps: Steps? = nil, budget: Span = .seconds(Int64(5)), minSteps: Int = 1, givesUpWithin: Span? = nil) {
+        self.steps = steps
+        self.budget = budget
+        self.minSteps = minSteps
+        self.givesUpWithin = givesUpWithin
     }
 }

@@ -69,7 +69,7 @@ public enum ScenarioDecoder {
 
     // MARK: - Origin
 
-    static let originFaultActions = ["cut_after", "status", "hang"]
+    static let originFaultActions = ["cut_after", "status", "hang", "delay"]
 
     private static func origin(_ node: ConfigNode) throws(ConfigError) -> OriginContent {
         let map = try node.mapping(allowedKeys: ["files", "faults"])
@@ -120,6 +120,8 @@ public enum ScenarioDecoder {
             action = .cutAfter(bytes)
         case "status":
             action = .status(try HTTPFault.errorStatus(kindNode), retryAfter: retryAfter)
+        case "delay":
+            action = .delay(try kindNode.span(in: .milliseconds(1)...(.seconds(Int64(3600))), allowed: "1ms…1h", example: "delay: 45s"))
         default:
             try kindNode.onlyTrue("hang")
             action = .hang
@@ -232,7 +234,7 @@ public enum ScenarioDecoder {
     // MARK: - Checks
 
     private static func checks(_ node: ConfigNode, origin: OriginContent, client: ClientSpec) throws(ConfigError) -> [CheckSpec] {
-        let map = try node.mapping(allowedKeys: CheckSpec.names, expecting: "a mapping of checks (completes, resumes, backs-off)")
+        let map = try node.mapping(allowedKeys: CheckSpec.names, expecting: "a mapping of checks (\(CheckSpec.names.joined(separator: ", ")))")
         guard !map.entries.isEmpty else {
             throw node.error("no checks; allowed: \(CheckSpec.names.joined(separator: ", ")) (e.g. completes: {})")
         }
@@ -274,6 +276,8 @@ public enum ScenarioDecoder {
                 if let slack = spec["slack"] { check.slack = try slack.unit(ByteCount.parse) }
                 if let tolerance = spec["tolerance"] { check.tolerance = try tolerance.unit(Probability.parse).value }
                 checks.append(.resumes(check))
+            case "stays-usable":
+                checks.append(.staysUsable(try Self.staysUsable(value)))
             default:
                 let spec = try value.mapping(allowedKeys: ["file", "factor", "jitter", "max_per_minute", "recovery"])
                 var check = BacksOffCheck()
@@ -291,5 +295,41 @@ public enum ScenarioDecoder {
             }
         }
         return checks
+    }
+
+    private static func staysUsable(_ node: ConfigNode) throws(ConfigError) -> StaysUsableCheck {
+        let spec = try node.mapping(allowedKeys: ["lines", "requests", "budget", "min_steps", "gives_up_within"])
+        var check = StaysUsableCheck()
+        if let lines = spec["lines"] {
+            if spec["requests"] != nil { throw lines.error("lines and requests exclude each other; allowed: one of them") }
+            let pattern = try lines.string(expecting: "a regular expression for the lines that mark a step (e.g. '^loaded ')")
+            do {
+                _ = try NSRegularExpression(pattern: pattern)
+            } catch {
+                throw lines.error("'\(pattern)' is not a regular expression (ICU syntax); allowed: e.g. '^loaded ' or 'page [0-9]+ ready'")
+            }
+            check.steps = .lines(pattern)
+        } else if let requests = spec["requests"] {
+            let glob = try requests.string(expecting: "a path glob for the origin requests that are steps (e.g. /files/*)")
+            guard glob.hasPrefix("/") else { throw requests.error("'\(glob)' is not a path; allowed: a glob starting with / (e.g. /files/*)") }
+            check.steps = .requests(glob)
+        }
+        if let budget = spec["budget"] {
+            guard check.steps != nil else { throw budget.error("budget without steps; allowed: add lines: or requests:") }
+            check.budget = try budget.span(in: .milliseconds(1)...(.seconds(Int64(3600))), allowed: "1ms…1h", example: "budget: 3s")
+        } else if check.steps != nil {
+            throw node.error("steps without a budget; allowed: budget: DURATION, how long one step may take (e.g. budget: 3s)")
+        }
+        if let minimum = spec["min_steps"] {
+            guard check.steps != nil else { throw minimum.error("min_steps without steps; allowed: add lines: or requests:") }
+            check.minSteps = try minimum.integer(in: 0...1_000_000, meaning: "how many steps must happen")
+        }
+        if let within = spec["gives_up_within"] {
+            check.givesUpWithin = try within.span(in: .milliseconds(100)...(.seconds(Int64(3600))), allowed: "100ms…1h", example: "gives_up_within: 20s")
+        }
+        guard check.steps != nil || check.givesUpWithin != nil else {
+            throw node.error("nothing to judge; allowed: lines: or requests: with budget:, and/or gives_up_within:")
+        }
+        return check
     }
 }

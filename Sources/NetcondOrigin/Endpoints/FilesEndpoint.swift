@@ -40,6 +40,8 @@ struct FilesEndpoint: OriginEndpoint {
             response = .text(HTTPResponseStatus(statusCode: code), "netcond origin: \(fault.action) (request \(number) for \(file.name))\n", headers: headers)
         case .hang:
             response.hang = true
+        case .delay(let span):
+            response.delay = span
         }
         return response
     }

@@ -117,7 +117,34 @@ final class ProxyRules {
             outcome: outcome))
     }
 
-    /// The log, with attempts still under way as `connect` events whose outcome is `unanswered`, in time order.
+    /// Client connections now open.
+    private var openClients: [Int: ClientConnectionRecord] = [:]
+    private var nextClient = 0
+
+    /// A client connected to the proxy.
+    func beginClient(at: NIODeadline) -> ClientConnectionRecord {
+        self.nextClient += 1
+        let record = ClientConnectionRecord(id: self.nextClient, acceptedAt: at)
+        if self.openClients.count < Self.maxEvents { self.openClients[record.id] = record }
+        return record
+    }
+
+    /// A client connection closed: recorded when it went unanswered (see ``ClientConnectionRecord``).
+    func finishClient(_ record: ClientConnectionRecord) {
+        self.openClients.removeValue(forKey: record.id)
+        if record.wentUnanswered { self.record(self.unansweredEvent(record, stillOpen: false)) }
+    }
+
+    private func unansweredEvent(_ record: ClientConnectionRecord, stillOpen: Bool) -> ProxyEvent {
+        ProxyEvent(
+            at: self.elapsed(at: record.acceptedAt).seconds, kind: "client",
+            detail: "client connection \(record.id): \(record.bytesFromClient) bytes sent, no server reached, no answer"
+                + (stillOpen ? " (still open)" : ""),
+            outcome: "unanswered")
+    }
+
+    /// The log, with what is still under way (connection attempts, client connections nothing has
+    /// answered yet) as events whose outcome is `unanswered`, in time order.
     var eventsWithPending: [ProxyEvent] {
         let pending = self.pendingConnects.values.map { attempt in
             ProxyEvent(
@@ -125,7 +152,8 @@ final class ProxyRules {
                 detail: "connect \(attempt.host):\(attempt.port): no answer yet", host: attempt.host, port: attempt.port,
                 outcome: "unanswered")
         }
-        return (self.events + pending).sorted { $0.at < $1.at }
+        let silent = self.openClients.values.filter(\.wentUnanswered).map { self.unansweredEvent($0, stillOpen: true) }
+        return (self.events + pending + silent).sorted { $0.at < $1.at }
     }
 
     func add(_ fault: HTTPFault) -> Int { self.plan.add(fault) }
@@ -146,8 +174,9 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
     /// Seconds since the run started.
     public var at: Double
     /// `fault` (a fault hit a request), `captive` (the portal answered, intercepted, opened or
-    /// closed), `link` (the link's state changed) or `connect` (an upstream connection attempt,
-    /// at the moment it began, with its outcome).
+    /// closed), `link` (the link's state changed), `connect` (an upstream connection attempt,
+    /// at the moment it began, with its outcome) or `client` (a client connection that sent a
+    /// request no server ever saw and got no answer: swallowed by a blackhole).
     public var kind: String
     public var detail: String
     public var fault: Int?

@@ -122,6 +122,15 @@ import Testing
         ("profile: edge\nchecks: {resumes: {}}\n", 2, "checks.resumes", "which file?"),
         ("profile: edge\norigin: {files: {a: {size: 1KB}}}\nchecks: {backs-off: {file: a, factor: 0.5}}\n", 3, "checks.backs-off.factor", "1…10"),
         ("profile: edge\nchecks: {completes: {exit: 300}}\n", 2, "checks.completes.exit", "0…255"),
+        ("profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a, delay: 2h}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].delay", "1ms…1h"),
+        ("profile: edge\nchecks: {stays-usable: {}}\n", 2, "checks.stays-usable", "nothing to judge"),
+        ("profile: edge\nchecks: {stays-usable: {lines: '^ok'}}\n", 2, "checks.stays-usable", "steps without a budget"),
+        ("profile: edge\nchecks: {stays-usable: {lines: '(', budget: 1s}}\n", 2, "checks.stays-usable.lines", "not a regular expression"),
+        ("profile: edge\nchecks: {stays-usable: {lines: x, requests: /a, budget: 1s}}\n", 2, "checks.stays-usable.lines", "exclude each other"),
+        ("profile: edge\nchecks: {stays-usable: {requests: 'files/*', budget: 1s}}\n", 2, "checks.stays-usable.requests", "not a path"),
+        ("profile: edge\nchecks: {stays-usable: {gives_up_within: 10ms}}\n", 2, "checks.stays-usable.gives_up_within", "100ms…1h"),
+        ("profile: edge\nchecks: {stays-usable: {budget: 1s, gives_up_within: 5s}}\n", 2, "checks.stays-usable.budget", "budget without steps"),
+        ("profile: edge\nchecks: {stays-usabel: {gives_up_within: 5s}}\n", 2, "checks.stays-usabel", "did you mean 'stays-usable'"),
     ])
     func badInputNamesTheSpot(yaml: String, line: Int, keyPath: String, message: String) {
         let error = #expect(throws: ConfigError.self) { try self.decode(yaml) }
@@ -129,6 +138,18 @@ import Testing
         #expect(error?.line == line, "\(error?.description ?? "")")
         #expect(error?.keyPath == keyPath, "\(error?.description ?? "")")
         if !message.isEmpty { #expect(error?.description.contains(message) == true, "\(error?.description ?? "")") }
+    }
+
+    @Test func staysUsableAndDelayDecode() throws {
+        let scenario = try self.decode("""
+            profile: edge
+            origin: {files: {a: {size: 1KB}}, faults: [{file: a, delay: 45s}]}
+            checks:
+              stays-usable: {lines: '^loaded ', budget: 3s, min_steps: 4, gives_up_within: 30s}
+            """)
+        #expect(scenario.origin.faults == [OriginFault(file: "a", action: .delay(.seconds(Int64(45))))])
+        #expect(scenario.checks == [.staysUsable(StaysUsableCheck(
+            steps: .lines("^loaded "), budget: .seconds(Int64(3)), minSteps: 4, givesUpWithin: .seconds(Int64(30))))])
     }
 
     @Test func scenariosAreToldFromProfilesByTheirTopKeys() {
