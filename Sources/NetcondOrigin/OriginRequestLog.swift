@@ -55,6 +55,8 @@ public final class OriginRequestLog: Sendable {
         public var isFinished: Bool
         /// When it finished (from the injected clock).
         public var finishedAt: Instant?
+        /// A POST's side effect (set when the origin did the work, answered or not).
+        public var effect: OriginEffect?
 
         /// The target's path, without query, as the router reads it (`/files/big.bin` also for the absolute form).
         public var path: String {
@@ -82,7 +84,7 @@ public final class OriginRequestLog: Sendable {
             let id = entries.count
             entries.append(Entry(id: id, connection: connection, timestamp: timestamp, method: method,
                                  target: target, headers: headers, status: nil, retryAfter: nil, bodyBytesSent: 0,
-                                 completed: false, isFinished: false, finishedAt: nil))
+                                 completed: false, isFinished: false, finishedAt: nil, effect: nil))
             return id
         }
     }
@@ -92,6 +94,13 @@ public final class OriginRequestLog: Sendable {
             guard entries.indices.contains(id), !entries[id].isFinished else { return }
             entries[id].status = status
             entries[id].retryAfter = retryAfter
+        }
+    }
+
+    func recordEffect(_ effect: OriginEffect, id: Int) {
+        self.box.withLock { entries in
+            guard entries.indices.contains(id) else { return }
+            entries[id].effect = effect
         }
     }
 

@@ -23,11 +23,13 @@ public struct RunEvidence: Sendable {
         public var completed: Bool
         /// Seconds since the client started when the origin finished (or cut) the response.
         public var ended: Double?
+        /// A POST's side effect at the origin.
+        public var effect: OriginEffect?
 
         public init(
             at: Double, method: String = "GET", path: String, range: String? = nil, idempotencyKey: String? = nil,
             status: Int? = 200, retryAfter: String? = nil, bodyBytesSent: Int64 = 0, completed: Bool = true,
-            ended: Double? = nil
+            ended: Double? = nil, effect: OriginEffect? = nil
         ) {
             self.at = at
             self.method = method
@@ -39,6 +41,7 @@ public struct RunEvidence: Sendable {
             self.bodyBytesSent = bodyBytesSent
             self.completed = completed
             self.ended = ended
+            self.effect = effect
         }
 
         /// Failed from the client's point of view: an error status, no answer, or a cut body.
@@ -153,6 +156,7 @@ public enum Checks {
         case .resumes(let check): return self.resumes(check, evidence)
         case .backsOff(let check): return self.backsOff(check, evidence)
         case .staysUsable(let check): return self.staysUsable(check, evidence)
+        case .idempotent(let check): return self.idempotent(check, evidence)
         }
     }
 
@@ -357,6 +361,52 @@ public enum Checks {
         }
         return CheckResult(name: name, passed: false, evidence: "\(seen) — " + problems.prefix(2).joined(separator: "; ")
                            + (problems.count > 2 ? "; and \(problems.count - 2) more" : ""))
+    }
+
+    // MARK: idempotent
+
+    static func idempotent(_ check: IdempotentCheck, _ evidence: RunEvidence) -> CheckResult {
+        let name = "idempotent"
+        let path = OriginAPI.path(of: check.api)
+        let calls = evidence.requests.filter { $0.method == "POST" && $0.path == path }
+        guard !calls.isEmpty else {
+            return CheckResult(name: name, passed: false, evidence: "the client never called POST \(path)")
+        }
+        let created = Set(calls.compactMap { call -> Int? in
+            if case .created(let id)? = call.effect { return id }
+            return nil
+        })
+        let lost = calls.filter { $0.effect != nil && $0.status == nil }
+        let details = calls.map { call -> String in
+            var text = "+\(Self.seconds(call.at)) "
+            switch call.effect {
+            case .created(let id)?: text += "created #\(id)"
+            case .replayed(let id)?: text += "replayed #\(id)"
+            case nil: text += "no effect"
+            }
+            if call.effect != nil && call.status == nil { text += ", response lost" }
+            text += call.idempotencyKey.map { ", key '\(Self.clip($0, to: 40))'" } ?? ", no Idempotency-Key"
+            return text
+        }
+        let seen = "\(calls.count) POST\(calls.count == 1 ? "" : "s") to \(path): " + Self.elided(details.map { "(\($0))" })
+        guard !lost.isEmpty else {
+            return CheckResult(name: name, passed: false, evidence: "\(seen) — no response was lost, so nothing had to be repeated safely", details: details)
+        }
+        if created.count <= 1 {
+            return CheckResult(name: name, passed: true, evidence: "\(seen) — \(created.count) object created", details: details)
+        }
+        let keys = calls.map(\.idempotencyKey)
+        let why: String
+        if keys.allSatisfy({ $0 == nil }) {
+            why = "the retries carried no Idempotency-Key"
+        } else if Set(keys.compactMap { $0 }).count > 1 {
+            why = "the retries carried different Idempotency-Keys"
+        } else {
+            why = "not every call carried the Idempotency-Key"
+        }
+        return CheckResult(
+            name: name, passed: false,
+            evidence: "\(seen) — \(created.count) objects created for one intent (\(why))", details: details)
     }
 
     // MARK: stays-usable

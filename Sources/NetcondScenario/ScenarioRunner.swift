@@ -230,7 +230,8 @@ public enum ScenarioRunner {
                 retryAfter: entry.retryAfter,
                 bodyBytesSent: entry.bodyBytesSent,
                 completed: entry.completed,
-                ended: entry.finishedAt.map { Double($0.nanoseconds - startNanos) / 1e9 }
+                ended: entry.finishedAt.map { Double($0.nanoseconds - startNanos) / 1e9 },
+                effect: entry.effect
             )
         }
         let log = await proxy.eventLog()

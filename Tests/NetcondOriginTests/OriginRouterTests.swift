@@ -161,7 +161,7 @@ struct OriginRouterTests {
         let index = self.respond("/")
         #expect(index.status == .ok)
         #expect(self.text(index) == """
-            netcond origin (GET or HEAD)
+            netcond origin (GET or HEAD; POST to the /api endpoints that take it)
 
               /                               this list
               /bytes/{size}[?seed=N]          deterministic bytes (1500, 200KB, 1MB; max 4GB); Range, ETag, \
@@ -169,6 +169,7 @@ struct OriginRouterTests {
               /status/{code}[?retry_after=S]  that status (200-599); Retry-After for 429/503
               /delay/{duration}               waits (500ms, 2s, 1.5s; max 60s), then 200 with JSON
               /files/{name}                   the scenario's files (none in this run)
+              /api/{name}                     the scenario's JSON endpoints (none in this run)
 
             """)
         #expect(self.respond("/nope").status == .notFound)

@@ -153,6 +153,32 @@ import Testing
         #expect(result.evidence.contains("no attempt failed"))
     }
 
+    // MARK: idempotent
+
+    @Test func oneObjectAfterALostResponsePasses() {
+        let calls = [
+            Request(at: 0.2, method: "POST", path: "/api/orders", idempotencyKey: "k", status: nil, completed: false, effect: .created(1)),
+            Request(at: 1.4, method: "POST", path: "/api/orders", idempotencyKey: "k", status: 200, effect: .replayed(1)),
+        ]
+        let result = Checks.idempotent(IdempotentCheck(api: "orders"), self.evidence(calls))
+        #expect(result.passed, "\(result.evidence)")
+        #expect(result.evidence == "2 POSTs to /api/orders: (+0.20s created #1, response lost, key 'k') (+1.40s replayed #1, key 'k') — 1 object created")
+    }
+
+    @Test func duplicatesFailWithTheReason() {
+        func calls(_ first: String?, _ second: String?) -> [Request] {
+            [Request(at: 0.2, method: "POST", path: "/api/orders", idempotencyKey: first, status: nil, completed: false, effect: .created(1)),
+             Request(at: 1.4, method: "POST", path: "/api/orders", idempotencyKey: second, status: 201, effect: .created(2))]
+        }
+        let check = IdempotentCheck(api: "orders")
+        #expect(Checks.idempotent(check, self.evidence(calls(nil, nil))).evidence.hasSuffix("2 objects created for one intent (the retries carried no Idempotency-Key)"))
+        #expect(Checks.idempotent(check, self.evidence(calls("a", "b"))).evidence.hasSuffix("(the retries carried different Idempotency-Keys)"))
+        #expect(Checks.idempotent(check, self.evidence(calls("a", nil))).evidence.hasSuffix("(not every call carried the Idempotency-Key)"))
+        let untested = Checks.idempotent(check, self.evidence([Request(at: 0.2, method: "POST", path: "/api/orders", status: 201, effect: .created(1))]))
+        #expect(!untested.passed && untested.evidence.hasSuffix("no response was lost, so nothing had to be repeated safely"))
+        #expect(Checks.idempotent(check, self.evidence([])).evidence == "the client never called POST /api/orders")
+    }
+
     // MARK: stays-usable
 
     typealias Line = RunEvidence.OutputLine

@@ -241,3 +241,27 @@ def test_offline_then_back_through_a_blackhole():
                    'for i in $(seq 60); do curl -fsS --max-time 1 -o "$NETCOND_OUTPUT" "$NETCOND_URL" && break; done')
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "the gaps do not grow" in line(bad, "backs-off")
+
+
+def test_a_lost_post_response_repeated_with_or_without_a_key():
+    post = 'curl -sS --retry 3 --retry-all-errors {key}-H "Content-Type: application/json" -d "{{\\"item\\": 1}}" "$NETCOND_URL"'
+    good = scenario("idempotent-post-lost-response", post.format(key='-H "Idempotency-Key: order-42" '))
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "(+" in line(good, "idempotent") and "replayed #1, key 'order-42'" in line(good, "idempotent")
+    assert line(good, "idempotent").endswith("1 object created")
+    bad = scenario("idempotent-post-lost-response", post.format(key=""))
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "2 objects created for one intent (the retries carried no Idempotency-Key)" in line(bad, "idempotent")
+    # urllib3 retrying POSTs (allowed_methods=None) without a key: the classic double order.
+    client = textwrap.dedent("""
+        import os, requests
+        from requests.adapters import HTTPAdapter
+        from urllib3.util.retry import Retry
+        s = requests.Session()
+        s.mount("http://", HTTPAdapter(max_retries=Retry(total=3, backoff_factor=0.2, allowed_methods=None, status_forcelist=[502])))
+        r = s.post(os.environ["NETCOND_URL"], json={"item": 1}, timeout=10)
+        r.raise_for_status()
+    """)
+    python = scenario("idempotent-post-lost-response", f"python3 -c '{client}'")
+    assert python.returncode == 1, python.stdout + python.stderr
+    assert "2 objects created for one intent" in line(python, "idempotent")

@@ -74,15 +74,67 @@ public enum ScenarioAction: Sendable, Equatable, CustomStringConvertible {
 public struct OriginContent: Sendable, Equatable {
     /// Served at `/files/{name}`.
     public var files: [OriginFile]
+    /// Served at `/api/{name}`.
+    public var api: [OriginAPI]
     public var faults: [OriginFault]
 
-    public init(files: [OriginFile] = [], faults: [OriginFault] = []) {
+    public init(files: [OriginFile] = [], api: [OriginAPI] = [], faults: [OriginFault] = []) {
         self.files = files
+        self.api = api
         self.faults = faults
     }
 
     public func file(named name: String) -> OriginFile? {
         self.files.first { $0.name == name }
+    }
+
+    public func api(named name: String) -> OriginAPI? {
+        self.api.first { $0.name == name }
+    }
+}
+
+/// A JSON endpoint at `/api/{name}`. A `POST` one creates something each time it is called (a side
+/// effect the origin counts), unless the request's `Idempotency-Key` was seen before: then it
+/// answers what the first call created, as payment APIs do, and creates nothing.
+public struct OriginAPI: Sendable, Equatable {
+    public enum Method: String, Sendable, Equatable, CaseIterable {
+        case get = "GET"
+        case post = "POST"
+    }
+
+    public var name: String
+    public var method: Method
+    /// The JSON a `GET` answers (nil: a small default naming the endpoint).
+    public var json: String?
+
+    public init(name: String, method: Method = .get, json: String? = nil) {
+        self.name = name
+        self.method = method
+        self.json = json
+    }
+
+    public var path: String { Self.path(of: self.name) }
+
+    /// `/api/NAME`.
+    public static func path(of name: String) -> String { "/api/\(name)" }
+
+    /// The endpoint name in an `/api/NAME[?query]` path, or nil for any other path.
+    public static func name(inPath path: String) -> String? {
+        guard path.hasPrefix("/api/") else { return nil }
+        return String(path.dropFirst("/api/".count).prefix { $0 != "?" })
+    }
+}
+
+/// What an origin fault applies to.
+public enum OriginTarget: Sendable, Equatable, CustomStringConvertible {
+    case file(String)
+    case api(String)
+
+    public var description: String {
+        switch self {
+        case .file(let name): return OriginFile.path(of: name)
+        case .api(let name): return OriginAPI.path(of: name)
+        }
     }
 }
 
@@ -111,17 +163,21 @@ public struct OriginFile: Sendable, Equatable {
     }
 }
 
-/// A fault the origin itself applies to requests for one of its files, by the request's number
-/// (1 = the first GET for that file).
+/// A fault the origin itself applies to requests for one of its files (GETs) or API endpoints
+/// (calls with the endpoint's method), by the request's number (1 = the first).
 public struct OriginFault: Sendable, Equatable {
-    public var file: String
+    public var target: OriginTarget
     public var action: OriginFaultAction
     public var requests: RequestNumbers
 
-    public init(file: String, action: OriginFaultAction, requests: RequestNumbers = .all) {
-        self.file = file
+    public init(target: OriginTarget, action: OriginFaultAction, requests: RequestNumbers = .all) {
+        self.target = target
         self.action = action
         self.requests = requests
+    }
+
+    public init(file: String, action: OriginFaultAction, requests: RequestNumbers = .all) {
+        self.init(target: .file(file), action: action, requests: requests)
     }
 }
 
@@ -134,6 +190,9 @@ public enum OriginFaultAction: Sendable, Equatable, CustomStringConvertible {
     case hang
     /// The origin answers normally, but only after this long (a slow server).
     case delay(Span)
+    /// The origin does the work (a POST's side effect happens), then closes the connection
+    /// without answering: the response is lost.
+    case dropResponse
 
     public var description: String {
         switch self {
@@ -142,6 +201,7 @@ public enum OriginFaultAction: Sendable, Equatable, CustomStringConvertible {
             return "status \(code)" + (retryAfter.map { " (Retry-After: \($0.headerValue))" } ?? "")
         case .hang: return "never answer"
         case .delay(let span): return "answer after \(span)"
+        case .dropResponse: return "drop the response"
         }
     }
 }
@@ -194,6 +254,7 @@ public enum CheckSpec: Sendable, Equatable {
     case resumes(ResumesCheck)
     case backsOff(BacksOffCheck)
     case staysUsable(StaysUsableCheck)
+    case idempotent(IdempotentCheck)
 
     public var name: String {
         switch self {
@@ -201,10 +262,11 @@ public enum CheckSpec: Sendable, Equatable {
         case .resumes: return "resumes"
         case .backsOff: return "backs-off"
         case .staysUsable: return "stays-usable"
+        case .idempotent: return "idempotent"
         }
     }
 
-    public static let names = ["completes", "resumes", "backs-off", "stays-usable"]
+    public static let names = ["completes", "resumes", "backs-off", "stays-usable", "idempotent"]
 }
 
 /// The client exits with `exit` before its deadline, and each output file equals its origin file.
@@ -286,5 +348,17 @@ public struct StaysUsableCheck: Sendable, Equatable {
         self.budget = budget
         self.minSteps = minSteps
         self.givesUpWithin = givesUpWithin
+    }
+}
+
+/// Calls to a POST endpoint create at most one object: after a lost response the client either
+/// does not repeat the call, or repeats it with the same `Idempotency-Key` (which the origin
+/// honours). A response must have been lost for there to be anything to judge.
+public struct IdempotentCheck: Sendable, Equatable {
+    /// The endpoint name (`/api/NAME`).
+    public var api: String
+
+    public init(api: String) {
+        self.api = api
     }
 }

@@ -69,10 +69,10 @@ public enum ScenarioDecoder {
 
     // MARK: - Origin
 
-    static let originFaultActions = ["cut_after", "status", "hang", "delay"]
+    static let originFaultActions = ["cut_after", "status", "hang", "delay", "drop_response"]
 
     private static func origin(_ node: ConfigNode) throws(ConfigError) -> OriginContent {
-        let map = try node.mapping(allowedKeys: ["files", "faults"])
+        let map = try node.mapping(allowedKeys: ["files", "api", "faults"])
         var content = OriginContent()
         if let filesNode = map["files"] {
             for (name, child) in try filesNode.entries(expecting: "a mapping of file names to {size, seed} (e.g. big.bin: {size: 2MB, seed: 7})") {
@@ -92,24 +92,56 @@ public enum ScenarioDecoder {
                 content.files.append(OriginFile(name: name, size: size, seed: UInt64(seed)))
             }
         }
+        if let apiNode = map["api"] {
+            for (name, child) in try apiNode.entries(expecting: "a mapping of endpoint names to {method, json} (e.g. orders: {method: POST})") {
+                guard name.count <= 100, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }),
+                    name != ".", name != ".."
+                else {
+                    throw child.error("endpoint name '\(name)' is not allowed; allowed: letters, digits, '.', '_', '-' (e.g. orders)")
+                }
+                let spec = try child.mapping(allowedKeys: ["method", "json"], expecting: "{method: POST} or {json: '{\"a\": 1}'}")
+                var api = OriginAPI(name: name)
+                if let method = spec["method"] { api.method = try method.choice(OriginAPI.Method.self) }
+                if let json = spec["json"] {
+                    guard api.method == .get else { throw json.error("json is what a GET answers; allowed: json with method: GET") }
+                    let text = try json.string(expecting: "the JSON a GET answers, as a string (e.g. '{\"name\": \"Ada\"}')")
+                    guard (try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])) != nil else {
+                        throw json.error("'\(text.prefix(40))' is not JSON; allowed: a JSON text, quoted (e.g. '{\"name\": \"Ada\"}')")
+                    }
+                    api.json = text
+                }
+                content.api.append(api)
+            }
+        }
         if let faultsNode = map["faults"] {
             for element in try faultsNode.list() {
-                content.faults.append(try Self.originFault(element, files: content.files))
+                content.faults.append(try Self.originFault(element, content: content))
             }
         }
         return content
     }
 
-    private static func originFault(_ node: ConfigNode, files: [OriginFile]) throws(ConfigError) -> OriginFault {
+    private static func originFault(_ node: ConfigNode, content: OriginContent) throws(ConfigError) -> OriginFault {
         let example = "{file: big.bin, cut_after: 600KB, first: 1}"
         let map = try node.mapping(
-            allowedKeys: ["file"] + Self.originFaultActions + ["retry_after", "first", "requests"],
+            allowedKeys: ["file", "api"] + Self.originFaultActions + ["retry_after", "first", "requests"],
             expecting: "an origin fault (e.g. \(example))"
         )
-        let fileNode = try map.required("file", meaning: "which origin file it applies to")
-        let file = try fileNode.string(expecting: "a file name from origin.files")
-        guard files.contains(where: { $0.name == file }) else {
-            throw fileNode.error(Suggestion.unknown("file", file, among: files.map(\.name), listedAs: "files in origin.files"))
+        let target: OriginTarget
+        if let apiNode = map["api"] {
+            if let fileNode = map["file"] { throw fileNode.error("file and api exclude each other; allowed: one of them") }
+            let name = try apiNode.string(expecting: "an endpoint name from origin.api")
+            guard content.api(named: name) != nil else {
+                throw apiNode.error(Suggestion.unknown("endpoint", name, among: content.api.map(\.name), listedAs: "endpoints in origin.api"))
+            }
+            target = .api(name)
+        } else {
+            let fileNode = try map.required("file", meaning: "which origin file (file: NAME) or endpoint (api: NAME) it applies to")
+            let file = try fileNode.string(expecting: "a file name from origin.files")
+            guard content.file(named: file) != nil else {
+                throw fileNode.error(Suggestion.unknown("file", file, among: content.files.map(\.name), listedAs: "files in origin.files"))
+            }
+            target = .file(file)
         }
         let (kind, kindNode) = try map.single(of: Self.originFaultActions, thing: "fault", example: example)
         let retryAfter = try HTTPFault.retryAfter(map["retry_after"], kind: kind)
@@ -120,6 +152,9 @@ public enum ScenarioDecoder {
             action = .cutAfter(bytes)
         case "status":
             action = .status(try HTTPFault.errorStatus(kindNode), retryAfter: retryAfter)
+        case "drop_response":
+            try kindNode.onlyTrue("drop_response")
+            action = .dropResponse
         case "delay":
             action = .delay(try kindNode.span(in: .milliseconds(1)...(.seconds(Int64(3600))), allowed: "1ms…1h", example: "delay: 45s"))
         default:
@@ -138,7 +173,7 @@ public enum ScenarioDecoder {
             guard !numbers.isEmpty else { throw list.error("the list is empty; allowed: request numbers from 1 (e.g. [1, 3])") }
             requests = .only(numbers)
         }
-        return OriginFault(file: file, action: action, requests: requests)
+        return OriginFault(target: target, action: action, requests: requests)
     }
 
     // MARK: - Timeline
@@ -224,10 +259,18 @@ public enum ScenarioDecoder {
         client.url.flatMap(OriginFile.name(inPath:))
     }
 
+    static func urlAPI(_ client: ClientSpec) -> String? {
+        client.url.flatMap(OriginAPI.name(inPath:))
+    }
+
     private static func checkReferences(origin: OriginContent, client: ClientSpec, node: ConfigNode) throws(ConfigError) {
         if let file = Self.urlFile(client), origin.file(named: file) == nil {
             throw node.error("url names \(OriginFile.path(of: file)), which origin.files does not define; allowed: "
                 + (origin.files.isEmpty ? "define it under origin.files" : origin.files.map(\.path).joined(separator: ", ")))
+        }
+        if let api = Self.urlAPI(client), origin.api(named: api) == nil {
+            throw node.error("url names \(OriginAPI.path(of: api)), which origin.api does not define; allowed: "
+                + (origin.api.isEmpty ? "define it under origin.api" : origin.api.map(\.path).joined(separator: ", ")))
         }
     }
 
@@ -278,6 +321,22 @@ public enum ScenarioDecoder {
                 checks.append(.resumes(check))
             case "stays-usable":
                 checks.append(.staysUsable(try Self.staysUsable(value)))
+            case "idempotent":
+                let spec = try value.mapping(allowedKeys: ["api"])
+                let api: String
+                if let node = spec["api"] {
+                    api = try node.string(expecting: "an endpoint name from origin.api")
+                    guard let endpoint = origin.api(named: api) else {
+                        throw node.error(Suggestion.unknown("endpoint", api, among: origin.api.map(\.name), listedAs: "endpoints in origin.api"))
+                    }
+                    guard endpoint.method == .post else { throw node.error("\(endpoint.path) is a GET endpoint; allowed: a POST endpoint from origin.api") }
+                } else {
+                    guard let name = Self.urlAPI(client), origin.api(named: name)?.method == .post else {
+                        throw value.error("which endpoint? the client's url is not a POST endpoint of origin.api; allowed: api: NAME")
+                    }
+                    api = name
+                }
+                checks.append(.idempotent(IdempotentCheck(api: api)))
             default:
                 let spec = try value.mapping(allowedKeys: ["file", "factor", "jitter", "max_per_minute", "recovery"])
                 var check = BacksOffCheck()

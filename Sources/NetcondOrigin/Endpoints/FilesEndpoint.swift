@@ -28,21 +28,10 @@ struct FilesEndpoint: OriginEndpoint {
             counts[file.name, default: 0] += 1
             return counts[file.name]!
         }
-        guard let fault = self.content.faults.first(where: { $0.file == file.name && $0.requests.contains(number) }) else {
+        guard let fault = self.content.faults.first(where: { $0.target == .file(file.name) && $0.requests.contains(number) }) else {
             return response
         }
-        switch fault.action {
-        case .cutAfter(let bytes):
-            response.cutAfter = bytes.bytes
-        case .status(let code, let retryAfter):
-            var headers: HTTPHeaders = [:]
-            if let retryAfter { headers.add(name: "Retry-After", value: retryAfter.headerValue) }
-            response = .text(HTTPResponseStatus(statusCode: code), "netcond origin: \(fault.action) (request \(number) for \(file.name))\n", headers: headers)
-        case .hang:
-            response.hang = true
-        case .delay(let span):
-            response.delay = span
-        }
+        response.apply(fault.action, describing: "request \(number) for \(file.name)")
         return response
     }
 }

@@ -2,6 +2,14 @@ import NIOCore
 import NIOHTTP1
 import NetcondCore
 
+/// What a call to a POST endpoint did.
+public enum OriginEffect: Hashable, Sendable {
+    /// It created object `id` (numbered from 1 per endpoint).
+    case created(Int)
+    /// Its `Idempotency-Key` was seen before: it answered object `id` again and created nothing.
+    case replayed(Int)
+}
+
 /// What an endpoint answers: status, headers, a description of the body, and an optional wait before answering.
 ///
 /// It is a plain value — the handler turns it into writes. A generated body is only a (stream, range) pair; the
@@ -34,6 +42,10 @@ struct OriginResponse: Equatable, Sendable {
     var cutAfter: Int64?
     /// Never answer: the connection stays open, silent, until the client goes away.
     var hang = false
+    /// Do the work, then close the connection without answering (the response is lost).
+    var dropResponse = false
+    /// A POST's side effect: the object it created, or the earlier one it replayed (same `Idempotency-Key`).
+    var effect: OriginEffect?
 
     init(status: HTTPResponseStatus, headers: HTTPHeaders = [:], body: Body = .none, delay: Span? = nil) {
         self.status = status

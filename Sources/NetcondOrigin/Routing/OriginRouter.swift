@@ -23,13 +23,14 @@ struct OriginRouter: Sendable {
         self.endpoints = endpoints
     }
 
-    /// The standard origin: `/bytes`, `/status`, `/delay`, and the scenario's `/files`.
+    /// The standard origin: `/bytes`, `/status`, `/delay`, and the scenario's `/files` and `/api`.
     init(configuration: OriginConfiguration) {
         self.init(endpoints: [
             BytesEndpoint(maximumSize: configuration.maximumSize.bytes, lastModified: configuration.lastModified),
             StatusEndpoint(),
             DelayEndpoint(maximumDelay: configuration.maximumDelay),
             FilesEndpoint(content: configuration.content, lastModified: configuration.lastModified),
+            APIEndpoint(content: configuration.content),
         ])
     }
 
@@ -67,7 +68,7 @@ struct OriginRouter: Sendable {
     var index: String {
         let lines = [(pattern: "/", summary: "this list")] + self.endpoints.map(\.usage)
         let width = lines.map(\.pattern.count).max() ?? 0
-        var text = "netcond origin (GET or HEAD)\n\n"
+        var text = "netcond origin (GET or HEAD; POST to the /api endpoints that take it)\n\n"
         for line in lines {
             text += "  " + line.pattern.padding(toLength: width + 2, withPad: " ", startingAt: 0) + line.summary + "\n"
         }

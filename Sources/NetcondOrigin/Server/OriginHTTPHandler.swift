@@ -103,12 +103,18 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
                 context.writeAndFlush(self.wrapOutboundOut(.head(interim)), promise: nil)
             }
         case .body:
-            // Request bodies are read and discarded for now (POST side effects come later).
+            // Request bodies are read and discarded: a POST's side effect is counted, not stored.
             break
         case .end:
             guard case .receivingBody(let exchange) = self.state else { return }
             let response = self.router.response(for: exchange.request)
-            if response.hang {
+            if let effect = response.effect { self.log.recordEffect(effect, id: exchange.logID) }
+            if response.dropResponse {
+                // The work is done; the answer is lost: close without a byte.
+                self.log.finish(id: exchange.logID, completed: false, at: self.clock.now())
+                self.state = .closed
+                context.close(promise: nil)
+            } else if response.hang {
                 self.state = .hanging(exchange)
             } else if let delay = response.delay, delay > .zero {
                 let scheduled = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(delay.nanoseconds)) {

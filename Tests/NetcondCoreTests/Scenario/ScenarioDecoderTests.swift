@@ -131,6 +131,14 @@ import Testing
         ("profile: edge\nchecks: {stays-usable: {gives_up_within: 10ms}}\n", 2, "checks.stays-usable.gives_up_within", "100ms…1h"),
         ("profile: edge\nchecks: {stays-usable: {budget: 1s, gives_up_within: 5s}}\n", 2, "checks.stays-usable.budget", "budget without steps"),
         ("profile: edge\nchecks: {stays-usabel: {gives_up_within: 5s}}\n", 2, "checks.stays-usabel", "did you mean 'stays-usable'"),
+        ("profile: edge\norigin: {api: {orders: {method: PUT}}}\nchecks: {completes: {}}\n", 2, "origin.api.orders.method", "allowed"),
+        ("profile: edge\norigin: {api: {orders: {method: POST, json: '{}'}}}\nchecks: {completes: {}}\n", 2, "origin.api.orders.json", "with method: GET"),
+        ("profile: edge\norigin: {api: {p: {json: '{nope'}}}\nchecks: {completes: {}}\n", 2, "origin.api.p.json", "is not JSON"),
+        ("profile: edge\norigin: {api: {orders: {method: POST}}, faults: [{api: order, drop_response: true}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].api", "did you mean 'orders'"),
+        ("profile: edge\norigin: {files: {a: {size: 1KB}}, api: {o: {method: POST}}, faults: [{api: o, file: a, hang: true}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].file", "exclude each other"),
+        ("profile: edge\nclient: {url: /api/orders}\nchecks: {completes: {}}\n", 2, "client", "origin.api does not define"),
+        ("profile: edge\nchecks: {idempotent: {}}\n", 2, "checks.idempotent", "which endpoint?"),
+        ("profile: edge\norigin: {api: {p: {}}}\nchecks: {idempotent: {api: p}}\n", 3, "checks.idempotent.api", "is a GET endpoint"),
     ])
     func badInputNamesTheSpot(yaml: String, line: Int, keyPath: String, message: String) {
         let error = #expect(throws: ConfigError.self) { try self.decode(yaml) }
@@ -150,6 +158,22 @@ import Testing
         #expect(scenario.origin.faults == [OriginFault(file: "a", action: .delay(.seconds(Int64(45))))])
         #expect(scenario.checks == [.staysUsable(StaysUsableCheck(
             steps: .lines("^loaded "), budget: .seconds(Int64(3)), minSteps: 4, givesUpWithin: .seconds(Int64(30))))])
+    }
+
+    @Test func apiEndpointsDropResponseAndIdempotentDecode() throws {
+        let scenario = try self.decode("""
+            profile: edge
+            origin:
+              api:
+                orders: {method: POST}
+                profile: {json: '{"name": "Ada"}'}
+              faults: [{api: orders, drop_response: true, first: 1}]
+            client: {url: /api/orders}
+            checks: {idempotent: {}}
+            """)
+        #expect(scenario.origin.api == [OriginAPI(name: "orders", method: .post), OriginAPI(name: "profile", json: "{\"name\": \"Ada\"}")])
+        #expect(scenario.origin.faults == [OriginFault(target: .api("orders"), action: .dropResponse, requests: .first(1))])
+        #expect(scenario.checks == [.idempotent(IdempotentCheck(api: "orders"))])
     }
 
     @Test func scenariosAreToldFromProfilesByTheirTopKeys() {

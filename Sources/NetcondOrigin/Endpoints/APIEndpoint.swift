@@ -1,0 +1,89 @@
+import NIOHTTP1
+import NetcondCore
+
+/// `/api/{name}` — a scenario's JSON endpoints. A GET endpoint answers its JSON. A POST endpoint
+/// creates an object per call (201 `{"id": N}`), the side effect the `idempotent` check counts;
+/// a call whose `Idempotency-Key` was seen before creates nothing and answers the first call's
+/// object again (200, `Idempotent-Replayed: true`). The scenario's origin faults apply by call
+/// number, as for files; `drop_response` does the work and then loses the answer.
+struct APIEndpoint: OriginEndpoint {
+    let content: OriginContent
+
+    private struct State {
+        var calls: [String: Int] = [:]
+        var created: [String: Int] = [:]
+        /// (endpoint, key) → the object the first call with that key created.
+        var keys: [String: [String: Int]] = [:]
+    }
+
+    private let state = LockedBox(State())
+
+    var name: String { "api" }
+    var methods: [HTTPMethod] { [.GET, .POST] }
+    var usage: (pattern: String, summary: String) {
+        let names = self.content.api.map { "\($0.method.rawValue) \($0.path)" }
+        return ("/api/{name}", names.isEmpty ? "the scenario's JSON endpoints (none in this run)" : "the scenario's JSON endpoints: \(names.joined(separator: ", "))")
+    }
+
+    func respond(to request: OriginRequest, arguments: ArraySlice<Substring>) -> OriginResponse {
+        guard arguments.count == 1, let name = arguments.first, let api = self.content.api(named: String(name)) else {
+            let known = self.content.api.map(\.path).joined(separator: ", ")
+            return .text(.notFound, "no such endpoint: \(request.target)\nendpoints in this run: \(known.isEmpty ? "none" : known)\n")
+        }
+        switch (api.method, request.method) {
+        case (.get, .GET), (.get, .HEAD):
+            return .json(.ok, (api.json ?? "{\"endpoint\": \"\(api.name)\", \"ok\": true}") + "\n")
+        case (.post, .POST):
+            break
+        case (.post, .GET), (.post, .HEAD):
+            let created = self.state.withLock { $0.created[api.name] ?? 0 }
+            return .json(.ok, "{\"endpoint\": \"\(api.name)\", \"created\": \(created)}\n")
+        default:
+            return .text(.methodNotAllowed, "\(api.path) answers \(api.method.rawValue)\n", headers: ["Allow": api.method.rawValue])
+        }
+        let key = request.headers.first(name: "idempotency-key")
+        let (number, effect) = self.state.withLock { state -> (Int, OriginEffect) in
+            state.calls[api.name, default: 0] += 1
+            let number = state.calls[api.name]!
+            if let key, let earlier = state.keys[api.name]?[key] { return (number, .replayed(earlier)) }
+            state.created[api.name, default: 0] += 1
+            let id = state.created[api.name]!
+            if let key { state.keys[api.name, default: [:]][key] = id }
+            return (number, .created(id))
+        }
+        var response: OriginResponse
+        switch effect {
+        case .created(let id):
+            response = .json(.created, "{\"id\": \(id)}\n", headers: ["Location": "\(api.path)/\(id)"])
+        case .replayed(let id):
+            response = .json(.ok, "{\"id\": \(id)}\n", headers: ["Idempotent-Replayed": "true"])
+        }
+        response.effect = effect
+        if let fault = self.content.faults.first(where: { $0.target == .api(api.name) && $0.requests.contains(number) }) {
+            response.apply(fault.action, describing: "call \(number) of \(api.path)")
+        }
+        return response
+    }
+}
+
+extension OriginResponse {
+    /// Applies an origin fault to this response (`what` names the request in an error body).
+    mutating func apply(_ action: OriginFaultAction, describing what: String) {
+        switch action {
+        case .cutAfter(let bytes):
+            self.cutAfter = bytes.bytes
+        case .status(let code, let retryAfter):
+            var headers: HTTPHeaders = [:]
+            if let retryAfter { headers.add(name: "Retry-After", value: retryAfter.headerValue) }
+            let effect = self.effect
+            self = .text(HTTPResponseStatus(statusCode: code), "netcond origin: \(action) (\(what))\n", headers: headers)
+            self.effect = effect
+        case .hang:
+            self.hang = true
+        case .delay(let span):
+            self.delay = span
+        case .dropResponse:
+            self.dropResponse = true
+        }
+    }
+}
