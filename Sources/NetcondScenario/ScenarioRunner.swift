@@ -170,15 +170,42 @@ public enum ScenarioRunner {
         let startup = Double(started.uptimeNanoseconds - began.uptimeNanoseconds) / 1e9
         let applied = NIOLockedValueBox<[(at: Double, what: String)]>([])
         let proxy = session.proxy
+        let origin = session.origin
         let timeline = Task {
-            for event in scenario.timeline {
-                let wait = started + .nanoseconds(event.at.nanoseconds) - NIODeadline.now()
-                if wait > .zero { try? await Task.sleep(nanoseconds: UInt64(wait.nanoseconds)) }
-                if Task.isCancelled { return }
-                await proxy.apply(Self.command(for: event.action))
-                let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-                applied.withLockedValue { $0.append((at, event.action.description)) }
-                onEvent?(String(format: "+%.1f s  %@", at, event.action.description))
+            // Each event waits for its own trigger: a moment, or a mark the origin reaches (polled
+            // every 10 ms); events due together apply in file order.
+            var pending = scenario.timeline
+            while !pending.isEmpty && !Task.isCancelled {
+                let elapsed = Span(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds))
+                let watchesOrigin = pending.contains { if case .at = $0.trigger { return false } else { return true } }
+                var finished = 0
+                var finishedFor: [OriginTarget: Int] = [:]
+                var bytes: Int64 = 0
+                if watchesOrigin {
+                    for entry in origin.requestLog.entries {
+                        bytes += entry.bodyBytesSent
+                        guard entry.isFinished else { continue }
+                        finished += 1
+                        if let name = OriginFile.name(inPath: entry.path) { finishedFor[.file(name), default: 0] += 1 }
+                        if let name = OriginAPI.name(inPath: entry.path) { finishedFor[.api(name), default: 0] += 1 }
+                    }
+                }
+                let due = pending.filter { $0.trigger.isDue(elapsed: elapsed, finished: finished, finishedFor: finishedFor, bytes: bytes) }
+                for event in due {
+                    await proxy.apply(Self.command(for: event.action))
+                    let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+                    var what = event.action.description
+                    if case .at = event.trigger {} else { what += " (\(event.trigger))" }
+                    applied.withLockedValue { $0.append((at, what)) }
+                    onEvent?(String(format: "+%.1f s  %@", at, what))
+                }
+                pending.removeAll { event in due.contains(event) }
+                guard !pending.isEmpty else { break }
+                var sleep = watchesOrigin ? Span.milliseconds(10) : Span.seconds(Int64(3600))
+                for event in pending {
+                    if case .at(let at) = event.trigger { sleep = min(sleep, max(.zero, at - elapsed)) }
+                }
+                try? await Task.sleep(nanoseconds: UInt64(max(sleep.nanoseconds, 1_000_000)))
             }
         }
         let timedOut = NIOLockedValueBox(false)
@@ -250,7 +277,21 @@ public enum ScenarioRunner {
                 return nil
             }
         }
-        let evidence = RunEvidence(
+        let portal = log.events.compactMap { event -> RunEvidence.PortalEvent? in
+            guard event.kind == "captive" else { return nil }
+            let kind: RunEvidence.PortalEvent.Kind
+            if event.detail.hasPrefix("portal answered") {
+                kind = .answered
+            } else if event.detail.hasPrefix("portal opened") {
+                kind = .opened
+            } else if event.detail.hasPrefix("portal closed") {
+                kind = .closed
+            } else {
+                kind = .intercepted
+            }
+            return RunEvidence.PortalEvent(at: event.at + logOffset, kind: kind, detail: event.detail)
+        }
+        var evidence = RunEvidence(
             exit: exit,
             timedOut: timedOut.withLockedValue { $0 },
             deadline: deadline,
@@ -265,6 +306,7 @@ public enum ScenarioRunner {
             stderrBytes: captured.stderrBytes,
             stderrTail: captured.stderrTail
         )
+        evidence.portal = portal
         let results = scenario.checks.map { Checks.evaluate($0, evidence) }
         let summaryLine = await session.summaryLine()
         await session.stop()

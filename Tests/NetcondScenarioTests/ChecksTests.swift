@@ -153,6 +153,40 @@ import Testing
         #expect(result.evidence.contains("no attempt failed"))
     }
 
+    // MARK: captive-safe
+
+    @Test func captiveSafeTellsThePageSplicesAndShortFilesApart() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-captive-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let good = Data(DeterministicBytesReference.bytes(seed: 7, count: 1_000_000))
+        let page = Data(CaptivePortal.loginPage(status: 200).body)
+        try good.write(to: directory.appendingPathComponent("ok.bin"))
+        try page.write(to: directory.appendingPathComponent("page.bin"))
+        try (good.prefix(300_000) + page).write(to: directory.appendingPathComponent("spliced.bin"))
+        try good.prefix(300_000).write(to: directory.appendingPathComponent("short.bin"))
+        let portal = [RunEvidence.PortalEvent(at: 0.5, kind: .answered), RunEvidence.PortalEvent(at: 1.5, kind: .answered),
+                      RunEvidence.PortalEvent(at: 4.0, kind: .opened)]
+
+        func run(_ output: String, exit: NetcondScenario.ExitStatus = .exited(0), portal events: [RunEvidence.PortalEvent]? = nil) -> CheckResult {
+            var evidence = self.evidence([], exit: exit, directory: directory.path)
+            evidence.portal = events ?? portal
+            return Checks.captiveSafe(CaptiveSafeCheck(files: [OutputFile(output: output, file: "big.bin")]), evidence)
+        }
+        #expect(run("ok.bin").passed)
+        #expect(run("ok.bin").evidence == "the portal met 2 requests (+0.50s +1.50s), opened at +4.00s; then exit 0 after 3.50s; ok.bin: 1,000,000 bytes identical to /files/big.bin")
+        #expect(run("page.bin").evidence.hasSuffix("page.bin holds the portal's login page, not the data; and it exited 0 as if all was well"))
+        #expect(run("spliced.bin", exit: .exited(1)).evidence.hasSuffix("spliced.bin has the portal's login page spliced into the data at byte 300,000"))
+        #expect(run("short.bin").evidence.hasSuffix("exit 0 with wrong data: short.bin: 300,000 of 1,000,000 bytes (short)"))
+        #expect(run("short.bin", exit: .exited(8)).evidence.hasSuffix("never completed after the portal opened (exit 8; short.bin: 300,000 of 1,000,000 bytes (short))"))
+        #expect(run("ok.bin", portal: []).evidence == "the portal never stood between the client and the origin, so there was nothing to judge")
+        #expect(!run("ok.bin", portal: []).passed)
+        // The marker is found across read boundaries too.
+        let big = Data(repeating: 0x41, count: (1 << 20) - 10) + page
+        try big.write(to: directory.appendingPathComponent("boundary.bin"))
+        #expect(Checks.find(Checks.portalMarker, inFileAt: directory.appendingPathComponent("boundary.bin").path) == (1 << 20) - 10)
+    }
+
     // MARK: idempotent
 
     @Test func oneObjectAfterALostResponsePasses() {

@@ -265,3 +265,32 @@ def test_a_lost_post_response_repeated_with_or_without_a_key():
     python = scenario("idempotent-post-lost-response", f"python3 -c '{client}'")
     assert python.returncode == 1, python.stdout + python.stderr
     assert "2 objects created for one intent" in line(python, "idempotent")
+
+
+CLIENTS = os.path.join(os.path.dirname(__file__), "clients")
+PROBE_THEN_GET = ('until [ "$(curl -s -o /dev/null -w "%{http_code}" http://connectivitycheck.gstatic.com/generate_204)" = 204 ]; '
+                  'do sleep 1; done; curl -fsS -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+
+
+def test_behind_a_portal_until_login():
+    good = scenario("captive-then-login", PROBE_THEN_GET)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "opened at +4." in line(good, "captive-safe") and "307,200 bytes identical" in line(good, "captive-safe")
+    for client in (CURL, WGET):
+        bad = scenario("captive-then-login", client)
+        assert bad.returncode == 1, bad.stdout + bad.stderr
+        assert "catalog.json holds the portal's login page, not the data; and it exited 0 as if all was well" in line(bad, "captive-safe")
+
+
+def test_a_portal_met_while_resuming():
+    resume = os.path.join(CLIENTS, "resume.py")
+    good = scenario("captive-during-resume", f"python3 {resume} careful")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "1,048,576 bytes identical" in line(good, "captive-safe")
+    spliced = scenario("captive-during-resume", f"python3 {resume}")
+    assert spliced.returncode == 1
+    assert "spliced into the data at byte" in line(spliced, "captive-safe")
+    # wget -c takes the portal's 200 for "nothing more to get" and exits 0 with 300 KB of 1 MB.
+    wget = scenario("captive-during-resume", 'wget -c --tries=20 -nv -O "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert wget.returncode == 1
+    assert "exit 0 with wrong data: big.bin: 307,200 of 1,048,576 bytes (short)" in line(wget, "captive-safe")

@@ -35,14 +35,50 @@ public struct Scenario: Sendable, Equatable {
     }
 }
 
-/// A change of conditions at a moment of the run (time since the client started).
+/// A change of conditions, at a moment of the run or when the origin reaches a mark.
 public struct ScenarioEvent: Sendable, Equatable {
-    public var at: Span
+    public var trigger: ScenarioTrigger
     public var action: ScenarioAction
 
-    public init(at: Span, action: ScenarioAction) {
-        self.at = at
+    public init(trigger: ScenarioTrigger, action: ScenarioAction) {
+        self.trigger = trigger
         self.action = action
+    }
+
+    public init(at: Span, action: ScenarioAction) {
+        self.init(trigger: .at(at), action: action)
+    }
+}
+
+/// When a timeline event applies. Each event waits for its own trigger; events triggered at
+/// the same moment apply in file order.
+public enum ScenarioTrigger: Sendable, Equatable, CustomStringConvertible {
+    /// This long after the client started.
+    case at(Span)
+    /// When the origin has finished this many responses (answered, cut or dropped), counted over
+    /// all requests, or only those for one file or endpoint.
+    case afterRequests(Int, of: OriginTarget?)
+    /// When the origin has sent this many response body bytes in all.
+    case afterBytes(ByteCount)
+
+    public var description: String {
+        switch self {
+        case .at(let span): return "at +\(span)"
+        case .afterRequests(let count, let target):
+            return "after response \(count)" + (target.map { " for \($0)" } ?? "")
+        case .afterBytes(let bytes): return "after \(bytes) served"
+        }
+    }
+
+    /// True once the trigger has fired: `elapsed` since the client started; the origin has
+    /// finished `finished` responses in all (`finishedFor` per file or endpoint) and sent `bytes`.
+    public func isDue(elapsed: Span, finished: Int, finishedFor: [OriginTarget: Int], bytes: Int64) -> Bool {
+        switch self {
+        case .at(let span): return elapsed >= span
+        case .afterRequests(let count, let target?): return (finishedFor[target] ?? 0) >= count
+        case .afterRequests(let count, nil): return finished >= count
+        case .afterBytes(let threshold): return bytes >= threshold.bytes
+        }
     }
 }
 
@@ -126,7 +162,7 @@ public struct OriginAPI: Sendable, Equatable {
 }
 
 /// What an origin fault applies to.
-public enum OriginTarget: Sendable, Equatable, CustomStringConvertible {
+public enum OriginTarget: Sendable, Hashable, CustomStringConvertible {
     case file(String)
     case api(String)
 
@@ -255,6 +291,7 @@ public enum CheckSpec: Sendable, Equatable {
     case backsOff(BacksOffCheck)
     case staysUsable(StaysUsableCheck)
     case idempotent(IdempotentCheck)
+    case captiveSafe(CaptiveSafeCheck)
 
     public var name: String {
         switch self {
@@ -263,10 +300,11 @@ public enum CheckSpec: Sendable, Equatable {
         case .backsOff: return "backs-off"
         case .staysUsable: return "stays-usable"
         case .idempotent: return "idempotent"
+        case .captiveSafe: return "captive-safe"
         }
     }
 
-    public static let names = ["completes", "resumes", "backs-off", "stays-usable", "idempotent"]
+    public static let names = ["completes", "resumes", "backs-off", "stays-usable", "idempotent", "captive-safe"]
 }
 
 /// The client exits with `exit` before its deadline, and each output file equals its origin file.
@@ -360,5 +398,18 @@ public struct IdempotentCheck: Sendable, Equatable {
 
     public init(api: String) {
         self.api = api
+    }
+}
+
+/// Behind a captive portal the client never leaves the portal's page (or a mix of it and the
+/// data) in its output files, never exits 0 with wrong data, and once the portal opens it
+/// completes: exit `exit`, every file byte-identical.
+public struct CaptiveSafeCheck: Sendable, Equatable {
+    public var exit: Int32
+    public var files: [OutputFile]
+
+    public init(exit: Int32 = 0, files: [OutputFile] = []) {
+        self.exit = exit
+        self.files = files
     }
 }

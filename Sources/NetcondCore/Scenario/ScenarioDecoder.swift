@@ -34,7 +34,7 @@ public enum ScenarioDecoder {
         let profileNode = try map.required("profile", meaning: "the conditions: a built-in name, a profile file, or a mapping")
         let profile = try Self.profile(profileNode, scenarioName: name)
         let origin = try map["origin"].map { node throws(ConfigError) in try Self.origin(node) } ?? OriginContent()
-        let timeline = try map["timeline"].map { node throws(ConfigError) in try Self.timeline(node) } ?? []
+        let timeline = try map["timeline"].map { node throws(ConfigError) in try Self.timeline(node, origin: origin) } ?? []
         let client = try map["client"].map { node throws(ConfigError) in try Self.client(node) } ?? ClientSpec()
         let checksNode = try map.required("checks", meaning: "what to judge: completes, resumes, backs-off")
         let checks = try Self.checks(checksNode, origin: origin, client: client)
@@ -180,13 +180,51 @@ public enum ScenarioDecoder {
 
     static let timelineActions = ["profile", "outage", "stall", "fault", "faults", "captive"]
 
-    private static func timeline(_ node: ConfigNode) throws(ConfigError) -> [ScenarioEvent] {
+    static let timelineTriggers = ["at", "after_request", "after_bytes"]
+
+    private static func timeline(_ node: ConfigNode, origin: OriginContent) throws(ConfigError) -> [ScenarioEvent] {
         let example = "{at: 5s, outage: refuse}"
         var events: [ScenarioEvent] = []
         for element in try node.list() {
-            let map = try element.mapping(allowedKeys: ["at"] + Self.timelineActions, expecting: "an event (e.g. \(example))")
-            let atNode = try map.required("at", meaning: "when, from the client's start (e.g. 5s)")
-            let at = try atNode.span(in: .zero...(.seconds(Int64(3600))), allowed: "0s…1h", example: "at: 5s")
+            let map = try element.mapping(
+                allowedKeys: Self.timelineTriggers + ["of"] + Self.timelineActions, expecting: "an event (e.g. \(example))")
+            let present = Self.timelineTriggers.filter { map[$0] != nil }
+            guard let first = present.first else {
+                _ = try map.required("at", meaning: "when, from the client's start (e.g. 5s); or after_request: N, after_bytes: SIZE")
+                continue
+            }
+            if present.count > 1, let second = map[present[1]] {
+                throw second.error("\(present[0]) and \(present[1]) exclude each other; allowed: one trigger per event")
+            }
+            let triggerNode = map[first]!
+            let trigger: ScenarioTrigger
+            switch first {
+            case "at":
+                trigger = .at(try triggerNode.span(in: .zero...(.seconds(Int64(3600))), allowed: "0s…1h", example: "at: 5s"))
+            case "after_request":
+                let count = try triggerNode.integer(in: 1...1_000_000, meaning: "how many finished responses")
+                var target: OriginTarget?
+                if let ofNode = map["of"] {
+                    let path = try ofNode.string(expecting: "a file or endpoint path (e.g. /files/big.bin)")
+                    if let name = OriginFile.name(inPath: path), origin.file(named: name) != nil {
+                        target = .file(name)
+                    } else if let name = OriginAPI.name(inPath: path), origin.api(named: name) != nil {
+                        target = .api(name)
+                    } else {
+                        let known = origin.files.map(\.path) + origin.api.map(\.path)
+                        throw ofNode.error("'\(path)' is not a file or endpoint of this scenario; allowed: "
+                            + (known.isEmpty ? "define one under origin.files or origin.api" : known.joined(separator: ", ")))
+                    }
+                }
+                trigger = .afterRequests(count, of: target)
+            default:
+                let bytes = try triggerNode.unit(ByteCount.parse)
+                guard bytes.bytes >= 1 else { throw triggerNode.error("after_bytes must be at least 1B") }
+                trigger = .afterBytes(bytes)
+            }
+            if let ofNode = map["of"], first != "after_request" {
+                throw ofNode.error("of goes with after_request; allowed: {after_request: 1, of: /files/big.bin, ...}")
+            }
             let (kind, value) = try map.single(of: Self.timelineActions, thing: "event", example: example)
             let action: ScenarioAction
             switch kind {
@@ -207,10 +245,9 @@ public enum ScenarioDecoder {
                 let word = try value.choice(["open", "close"])
                 action = .captive(open: word == "open")
             }
-            events.append(ScenarioEvent(at: at, action: action))
+            events.append(ScenarioEvent(trigger: trigger, action: action))
         }
-        // Stable: events at the same moment keep the file's order.
-        return events.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }.map(\.element)
+        return events
     }
 
     // MARK: - Client
@@ -298,21 +335,29 @@ public enum ScenarioDecoder {
         var checks: [CheckSpec] = []
         for (key, value) in map.entries {
             switch key {
-            case "completes":
+            case "completes", "captive-safe":
                 let spec = try value.mapping(allowedKeys: ["exit", "files"])
-                var check = CompletesCheck()
-                if let exit = spec["exit"] { check.exit = Int32(try exit.integer(in: 0...255, meaning: "an exit code")) }
+                var exit: Int32 = 0
+                var outputs: [OutputFile] = []
+                if let node = spec["exit"] { exit = Int32(try node.integer(in: 0...255, meaning: "an exit code")) }
                 if let files = spec["files"] {
                     for (output, child) in try files.entries(expecting: "a mapping of output files to origin files (e.g. {big.bin: big.bin})") {
                         guard !output.hasPrefix("/"), !output.split(separator: "/").contains("..") else {
                             throw child.error("'\(output)' is not a path inside the working directory")
                         }
-                        check.files.append(OutputFile(output: output, file: try fileReference(child, in: files)))
+                        outputs.append(OutputFile(output: output, file: try fileReference(child, in: files)))
                     }
                 } else if let output = client.output, let file = defaultFile {
-                    check.files = [OutputFile(output: output, file: file)]
+                    outputs = [OutputFile(output: output, file: file)]
                 }
-                checks.append(.completes(check))
+                if key == "completes" {
+                    checks.append(.completes(CompletesCheck(exit: exit, files: outputs)))
+                } else {
+                    guard !outputs.isEmpty else {
+                        throw value.error("which files? the client writes no origin file; allowed: files: {OUTPUT: FILE} or client.output with a /files/ url")
+                    }
+                    checks.append(.captiveSafe(CaptiveSafeCheck(exit: exit, files: outputs)))
+                }
             case "resumes":
                 let spec = try value.mapping(allowedKeys: ["file", "slack", "tolerance"])
                 var check = ResumesCheck(file: try fileReference(spec["file"], in: value))

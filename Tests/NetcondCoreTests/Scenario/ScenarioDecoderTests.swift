@@ -27,6 +27,8 @@ import Testing
           - {at: 3s, captive: open}
           - {at: 4s, faults: clear}
           - {at: 6s, profile: edge}
+          - {after_request: 1, of: /files/big.bin, captive: close}
+          - {after_bytes: 300KB, stall: end}
         client:
           command: curl -o "$NETCOND_OUTPUT" "$NETCOND_URL"
           url: /files/big.bin
@@ -54,12 +56,17 @@ import Testing
             OriginFault(file: "big.bin", action: .hang, requests: .all),
         ])
         // Sorted by time; same-moment events keep the file's order.
-        #expect(scenario.timeline.map(\.at) == [.seconds(1), .seconds(2), .seconds(3), .seconds(4), .seconds(5), .seconds(5), .seconds(6)])
-        #expect(scenario.timeline[4].action == .outage(.refuse))
-        #expect(scenario.timeline[5].action == .outage(nil))
+        // File order; each event waits for its own trigger.
+        #expect(scenario.timeline.map(\.trigger) == [
+            .at(.seconds(5)), .at(.seconds(2)), .at(.seconds(5)), .at(.seconds(1)), .at(.seconds(3)), .at(.seconds(4)), .at(.seconds(6)),
+            .afterRequests(1, of: .file("big.bin")), .afterBytes(ByteCount(bytes: 300 * 1024)),
+        ])
+        #expect(scenario.timeline[0].action == .outage(.refuse))
+        #expect(scenario.timeline[2].action == .outage(nil))
         #expect(scenario.timeline[1].action == .stall(.down))
-        #expect(scenario.timeline[2].action == .captive(open: true))
-        #expect(scenario.timeline[3].action == .clearFaults)
+        #expect(scenario.timeline[4].action == .captive(open: true))
+        #expect(scenario.timeline[5].action == .clearFaults)
+        #expect(scenario.timeline[7].action == .captive(open: false))
         if case .switchProfile(let profile) = scenario.timeline[6].action { #expect(profile.name == "edge") } else { Issue.record("no profile switch") }
         #expect(scenario.client.command == ["/bin/sh", "-c", #"curl -o "$NETCOND_OUTPUT" "$NETCOND_URL""#])
         #expect(scenario.client.url == "/files/big.bin")
@@ -115,6 +122,10 @@ import Testing
         ("profile: edge\ntimeline: [{outage: refuse}]\nchecks: {completes: {}}\n", 2, "timeline[0].at", "missing required key 'at'"),
         ("profile: edge\ntimeline: [{at: soon, outage: refuse}]\nchecks: {completes: {}}\n", 2, "timeline[0].at", ""),
         ("profile: edge\ntimeline: [{at: 1s, outage: refuse, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].stall", "one event does one thing"),
+        ("profile: edge\ntimeline: [{at: 1s, after_request: 1, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].after_request", "exclude each other"),
+        ("profile: edge\ntimeline: [{after_request: 1, of: /files/x, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].of", "not a file or endpoint"),
+        ("profile: edge\ntimeline: [{at: 1s, of: /files/x, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].of", "goes with after_request"),
+        ("profile: edge\ntimeline: [{after_bytes: lots, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].after_bytes", ""),
         ("profile: edge\nclient: {url: files/x}\nchecks: {completes: {}}\n", 2, "client.url", "neither a path nor a URL"),
         ("profile: edge\nclient: {url: /files/x}\nchecks: {completes: {}}\n", 2, "client", "origin.files does not define"),
         ("profile: edge\nclient: {output: ../x}\nchecks: {completes: {}}\n", 2, "client.output", "not a plain file name"),
@@ -174,6 +185,19 @@ import Testing
         #expect(scenario.origin.api == [OriginAPI(name: "orders", method: .post), OriginAPI(name: "profile", json: "{\"name\": \"Ada\"}")])
         #expect(scenario.origin.faults == [OriginFault(target: .api("orders"), action: .dropResponse, requests: .first(1))])
         #expect(scenario.checks == [.idempotent(IdempotentCheck(api: "orders"))])
+    }
+
+    @Test func triggersFireAtTheirMoments() {
+        let none: [OriginTarget: Int] = [:]
+        #expect(!ScenarioTrigger.at(.seconds(2)).isDue(elapsed: .milliseconds(1999), finished: 9, finishedFor: none, bytes: 9))
+        #expect(ScenarioTrigger.at(.seconds(2)).isDue(elapsed: .seconds(2), finished: 0, finishedFor: none, bytes: 0))
+        #expect(!ScenarioTrigger.afterRequests(2, of: nil).isDue(elapsed: .seconds(60), finished: 1, finishedFor: none, bytes: 0))
+        #expect(ScenarioTrigger.afterRequests(2, of: nil).isDue(elapsed: .zero, finished: 2, finishedFor: none, bytes: 0))
+        let one: [OriginTarget: Int] = [.file("a"): 1, .api("orders"): 3]
+        #expect(ScenarioTrigger.afterRequests(1, of: .file("a")).isDue(elapsed: .zero, finished: 4, finishedFor: one, bytes: 0))
+        #expect(!ScenarioTrigger.afterRequests(1, of: .file("b")).isDue(elapsed: .zero, finished: 4, finishedFor: one, bytes: 0))
+        #expect(ScenarioTrigger.afterBytes(ByteCount(bytes: 100)).isDue(elapsed: .zero, finished: 0, finishedFor: none, bytes: 100))
+        #expect(!ScenarioTrigger.afterBytes(ByteCount(bytes: 100)).isDue(elapsed: .zero, finished: 0, finishedFor: none, bytes: 99))
     }
 
     @Test func scenariosAreToldFromProfilesByTheirTopKeys() {
