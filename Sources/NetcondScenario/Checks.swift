@@ -519,7 +519,8 @@ public enum Checks {
         var problems: [String] = []
         if let steps = check.steps {
             let budget = check.budget.seconds
-            var durations: [(seconds: Double, at: Double, what: String)] = []
+            // Each step: how long it took, when it began, when it ended, what it was.
+            var durations: [(seconds: Double, at: Double, end: Double, what: String)] = []
             let described: String
             switch steps {
             case .lines(let pattern):
@@ -529,18 +530,18 @@ public enum Checks {
                 for line in evidence.lines {
                     let range = NSRange(line.text.startIndex..., in: line.text)
                     guard regex?.firstMatch(in: line.text, range: range) != nil else { continue }
-                    durations.append((line.at - previous, line.at, "'\(Self.clip(line.text))'"))
+                    durations.append((line.at - previous, line.at, line.at, "'\(Self.clip(line.text))'"))
                     previous = line.at
                 }
             case .requests(let glob):
                 described = "requests for \(glob)"
                 for request in evidence.requests where fnmatch(glob, request.path, 0) == 0 {
                     guard let ended = request.ended else {
-                        durations.append((.infinity, request.at, "\(request.method) \(request.path) never answered"))
+                        durations.append((.infinity, request.at, .infinity, "\(request.method) \(request.path) never answered"))
                         continue
                     }
                     let broken = !request.completed || (request.status ?? 599) >= 400
-                    durations.append((ended - request.at, request.at,
+                    durations.append((ended - request.at, request.at, ended,
                                       "\(request.method) \(request.path)" + (broken ? " (\(Self.failureCause(request)))" : "")))
                     if broken { problems.append("\(request.method) \(request.path) at +\(Self.seconds(request.at)) failed (\(Self.failureCause(request)))") }
                 }
@@ -554,6 +555,13 @@ public enum Checks {
                 }
             } else {
                 seen.append("no \(described)")
+            }
+            if let within = check.within, let last = durations.map(\.end).max() {
+                if last > within.seconds {
+                    problems.append("the last step ended at +\(last.isFinite ? Self.seconds(last) : "never") (need all within \(formatSeconds(within)))")
+                } else {
+                    seen.append("all done by +\(Self.seconds(last))")
+                }
             }
             if durations.count < check.minSteps {
                 problems.append("\(durations.count) of the \(check.minSteps) step\(check.minSteps == 1 ? "" : "s") needed")

@@ -255,6 +255,11 @@ import Testing
         #expect(few.evidence.hasSuffix("2 of the 3 steps needed"), "\(few.evidence)")
         evidence.lines.append(Line(at: 4.0, text: "loaded page 3"))
         #expect(Checks.staysUsable(check, evidence).passed)
+        var whole = check
+        whole.within = .seconds(Int64(3))
+        #expect(Checks.staysUsable(whole, evidence).evidence.hasSuffix("the last step ended at +4.00s (need all within 3 s)"))
+        whole.within = .seconds(Int64(5))
+        #expect(Checks.staysUsable(whole, evidence).evidence.contains("; all done by +4.00s"))
     }
 
     @Test func stepsByRequestsWithinBudget() {

@@ -294,3 +294,16 @@ def test_a_portal_met_while_resuming():
     wget = scenario("captive-during-resume", 'wget -c --tries=20 -nv -O "$NETCOND_OUTPUT" "$NETCOND_URL"')
     assert wget.returncode == 1
     assert "exit 0 with wrong data: big.bin: 307,200 of 1,048,576 bytes (short)" in line(wget, "captive-safe")
+
+
+def test_a_page_load_over_edge_reusing_the_connection_or_not():
+    # The scenario's own client: one curl for the page and its assets, one connection.
+    good = run(["run", os.path.join(SCENARIOS, "edge-page-load.yaml"), "--seed", "3"], timeout=120)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert line(good, "stays-usable").startswith("✓ stays-usable — 10 steps (lines matching '^loaded ')")
+    # A new curl (a new connection) per asset pays the round trips every time.
+    loop = ('curl -fsS -w "%{stderr}loaded %{url_effective}\\n" -o "$NETCOND_OUTPUT" "$NETCOND_URL" && '
+            'for u in $ASSETS; do curl -fsS -w "%{stderr}loaded %{url_effective}\\n" -o /dev/null "$u" || exit 1; done')
+    bad = scenario("edge-page-load", loop)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "(need all within 18 s)" in line(bad, "stays-usable")

@@ -365,8 +365,8 @@ public struct BacksOffCheck: Sendable, Equatable {
 }
 
 /// The client stays usable: its user-visible steps (lines it prints that match `lines`, or origin
-/// requests whose path matches `requests`) each take at most `budget`, and at least `minSteps` of
-/// them happen; and, with `givesUpWithin`, it ends by itself that soon (not stopped at its
+/// requests whose path matches `requests`) each take at most `budget`, at least `minSteps` of
+/// them happen, and with `within` the last comes that soon after the start; and, with `givesUpWithin`, it ends by itself that soon (not stopped at its
 /// deadline, not killed by a signal), saying why on stderr when it fails.
 public struct StaysUsableCheck: Sendable, Equatable {
     public enum Steps: Sendable, Equatable {
@@ -379,12 +379,17 @@ public struct StaysUsableCheck: Sendable, Equatable {
     public var steps: Steps?
     public var budget: Span
     public var minSteps: Int
+    /// The last step comes within this long of the client's start (a whole page load).
+    public var within: Span?
     public var givesUpWithin: Span?
 
-    public init(steps: Steps? = nil, budget: Span = .seconds(Int64(5)), minSteps: Int = 1, givesUpWithin: Span? = nil) {
+    public init(
+        steps: Steps? = nil, budget: Span = .seconds(Int64(5)), minSteps: Int = 1, within: Span? = nil, givesUpWithin: Span? = nil
+    ) {
         self.steps = steps
         self.budget = budget
         self.minSteps = minSteps
+        self.within = within
         self.givesUpWithin = givesUpWithin
     }
 }

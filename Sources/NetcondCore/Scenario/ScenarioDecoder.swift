@@ -402,7 +402,7 @@ public enum ScenarioDecoder {
     }
 
     private static func staysUsable(_ node: ConfigNode) throws(ConfigError) -> StaysUsableCheck {
-        let spec = try node.mapping(allowedKeys: ["lines", "requests", "budget", "min_steps", "gives_up_within"])
+        let spec = try node.mapping(allowedKeys: ["lines", "requests", "budget", "min_steps", "within", "gives_up_within"])
         var check = StaysUsableCheck()
         if let lines = spec["lines"] {
             if spec["requests"] != nil { throw lines.error("lines and requests exclude each other; allowed: one of them") }
@@ -427,6 +427,10 @@ public enum ScenarioDecoder {
         if let minimum = spec["min_steps"] {
             guard check.steps != nil else { throw minimum.error("min_steps without steps; allowed: add lines: or requests:") }
             check.minSteps = try minimum.integer(in: 0...1_000_000, meaning: "how many steps must happen")
+        }
+        if let within = spec["within"] {
+            guard check.steps != nil else { throw within.error("within without steps; allowed: add lines: or requests:") }
+            check.within = try within.span(in: .milliseconds(1)...(.seconds(Int64(3600))), allowed: "1ms…1h", example: "within: 12s")
         }
         if let within = spec["gives_up_within"] {
             check.givesUpWithin = try within.span(in: .milliseconds(100)...(.seconds(Int64(3600))), allowed: "100ms…1h", example: "gives_up_within: 20s")

@@ -141,6 +141,7 @@ import Testing
         ("profile: edge\nchecks: {stays-usable: {requests: 'files/*', budget: 1s}}\n", 2, "checks.stays-usable.requests", "not a path"),
         ("profile: edge\nchecks: {stays-usable: {gives_up_within: 10ms}}\n", 2, "checks.stays-usable.gives_up_within", "100ms…1h"),
         ("profile: edge\nchecks: {stays-usable: {budget: 1s, gives_up_within: 5s}}\n", 2, "checks.stays-usable.budget", "budget without steps"),
+        ("profile: edge\nchecks: {stays-usable: {within: 1s, gives_up_within: 5s}}\n", 2, "checks.stays-usable.within", "within without steps"),
         ("profile: edge\nchecks: {stays-usabel: {gives_up_within: 5s}}\n", 2, "checks.stays-usabel", "did you mean 'stays-usable'"),
         ("profile: edge\norigin: {api: {orders: {method: PUT}}}\nchecks: {completes: {}}\n", 2, "origin.api.orders.method", "allowed"),
         ("profile: edge\norigin: {api: {orders: {method: POST, json: '{}'}}}\nchecks: {completes: {}}\n", 2, "origin.api.orders.json", "with method: GET"),
@@ -164,11 +165,11 @@ import Testing
             profile: edge
             origin: {files: {a: {size: 1KB}}, faults: [{file: a, delay: 45s}]}
             checks:
-              stays-usable: {lines: '^loaded ', budget: 3s, min_steps: 4, gives_up_within: 30s}
+              stays-usable: {lines: '^loaded ', budget: 3s, min_steps: 4, within: 20s, gives_up_within: 30s}
             """)
         #expect(scenario.origin.faults == [OriginFault(file: "a", action: .delay(.seconds(Int64(45))))])
         #expect(scenario.checks == [.staysUsable(StaysUsableCheck(
-            steps: .lines("^loaded "), budget: .seconds(Int64(3)), minSteps: 4, givesUpWithin: .seconds(Int64(30))))])
+            steps: .lines("^loaded "), budget: .seconds(Int64(3)), minSteps: 4, within: .seconds(Int64(20)), givesUpWithin: .seconds(Int64(30))))])
     }
 
     @Test func apiEndpointsDropResponseAndIdempotentDecode() throws {
