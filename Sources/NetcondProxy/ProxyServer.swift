@@ -30,6 +30,8 @@ public struct ProxyConfiguration: Sendable {
     public var forwards: [PortForward]
     /// Where `origin.netcond.test` (and any other `*.netcond.test`) goes; nil = not served.
     public var originAddress: SocketAddress?
+    /// The built-in origin's HTTPS listener: where `origin.netcond.test:443` goes.
+    public var originTLSAddress: SocketAddress?
     /// Conditions may change while running (control API): every connection goes through the link
     /// model even when the profile imposes nothing, so a later switch shapes it too.
     public var controllable: Bool
@@ -43,6 +45,7 @@ public struct ProxyConfiguration: Sendable {
         listenPort: Int = 0,
         forwards: [PortForward] = [],
         originAddress: SocketAddress? = nil,
+        originTLSAddress: SocketAddress? = nil,
         controllable: Bool = false,
         timerSpin: Span = .microseconds(300)
     ) {
@@ -52,6 +55,7 @@ public struct ProxyConfiguration: Sendable {
         self.listenPort = listenPort
         self.forwards = forwards
         self.originAddress = originAddress
+        self.originTLSAddress = originTLSAddress
         self.controllable = controllable
         self.timerSpin = timerSpin
     }
@@ -214,6 +218,7 @@ public final class ProxyServer: Sendable {
                     var overrides = HostOverrides()
                     overrides.netcondTest = configuration.originAddress
                     if let origin = configuration.originAddress { overrides.exact["origin.netcond.test"] = origin }
+                    overrides.originTLS = configuration.originTLSAddress
                     let connector = UpstreamConnector(
                         eventLoop: loop,
                         driver: state.driver,

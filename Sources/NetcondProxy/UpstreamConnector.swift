@@ -95,6 +95,9 @@ struct HostOverrides: Sendable {
     var exact: [String: SocketAddress] = [:]
     /// Any other `*.netcond.test` name goes here (the built-in origin).
     var netcondTest: SocketAddress?
+    /// Where port 443 of `origin.netcond.test` goes: the origin's HTTPS listener (nil: not served).
+    var originTLS: SocketAddress?
+    static let originHost = "origin.netcond.test"
 
     func lookup(_ host: String) -> SocketAddress?? {
         let name = host.lowercased().trimmingSuffix(".")
@@ -198,7 +201,13 @@ struct UpstreamConnector {
             switch self.overrides.lookup(target.host) {
             case .some(.some(let address)):
                 var address = address
-                if target.port != 80 && target.port != 443 { address.port = target.port }
+                if target.port == 443, target.host.lowercased().trimmingSuffix(".") == HostOverrides.originHost,
+                    let tls = self.overrides.originTLS
+                {
+                    address = tls
+                } else if target.port != 80 && target.port != 443 {
+                    address.port = target.port
+                }
                 real = bootstrap().connect(to: address)
             case .some(.none):
                 real = loop.makeFailedFuture(UpstreamError.nameNotResolved(target.host))

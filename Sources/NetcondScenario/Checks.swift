@@ -574,7 +574,7 @@ public enum Checks {
         if let within = check.givesUpWithin {
             let bound = formatSeconds(within)
             if evidence.timedOut {
-                problems.append("still running at its \(formatSeconds(evidence.deadline)) deadline (it hangs; need it to end within \(bound))")
+                problems.append("still running at its \(formatSeconds(evidence.deadline)) deadline (need it to end by itself within \(bound))")
             } else if let exit = evidence.exit {
                 let said = Self.lastLine(evidence.stderrTail)
                 var ended = "ended by itself after \(Self.seconds(evidence.duration)) (\(Self.describe(exit)))"

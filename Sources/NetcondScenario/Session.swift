@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOPosix
 import NetcondCore
@@ -14,6 +15,9 @@ public final class Session: Sendable {
     public let proxyAddress: SocketAddress
     public let forwardAddresses: [SocketAddress]
     public let originAddress: SocketAddress
+    /// The origin's HTTPS listener (`https://origin.netcond.test`) and the CA files clients trust it by.
+    public let originTLSAddress: SocketAddress
+    public let trust: OriginTrust
     public let origin: OriginServer
     /// Where the control API listens (nil when not served).
     public let controlAddress: SocketAddress?
@@ -35,6 +39,8 @@ public final class Session: Sendable {
         controlAddress: SocketAddress?,
         origin: OriginServer,
         originAddress: SocketAddress,
+        originTLSAddress: SocketAddress,
+        trust: OriginTrust,
         proxyGroup: MultiThreadedEventLoopGroup,
         originGroup: MultiThreadedEventLoopGroup
     ) {
@@ -47,6 +53,8 @@ public final class Session: Sendable {
         self.controlAddress = controlAddress
         self.origin = origin
         self.originAddress = originAddress
+        self.originTLSAddress = originTLSAddress
+        self.trust = trust
         self.proxyGroup = proxyGroup
         self.originGroup = originGroup
         self.startedAt = .now()
@@ -66,8 +74,12 @@ public final class Session: Sendable {
         let originGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let proxyGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let origin = OriginServer(configuration: OriginConfiguration(content: originContent))
+        var trust: OriginTrust?
         do {
             let originAddress = try await origin.start(group: originGroup)
+            let originTrust = try OriginTrust(host: Self.originHost, existing: ProcessInfo.processInfo.environment["SSL_CERT_FILE"])
+            trust = originTrust
+            let originTLSAddress = try await origin.addListener(group: originGroup) { channel in try originTrust.prepare(channel) }
             let proxy = ProxyServer(
                 configuration: ProxyConfiguration(
                     profile: profile,
@@ -76,6 +88,7 @@ public final class Session: Sendable {
                     listenPort: listenPort,
                     forwards: forwards,
                     originAddress: originAddress,
+                    originTLSAddress: originTLSAddress,
                     controllable: control != nil
                 ),
                 group: proxyGroup
@@ -99,6 +112,8 @@ public final class Session: Sendable {
                     controlAddress: controlAddress,
                     origin: origin,
                     originAddress: originAddress,
+                    originTLSAddress: originTLSAddress,
+                    trust: originTrust,
                     proxyGroup: proxyGroup,
                     originGroup: originGroup
                 )
@@ -108,6 +123,7 @@ public final class Session: Sendable {
                 throw error
             }
         } catch {
+            trust?.remove()
             try? await origin.stop()
             try? await proxyGroup.shutdownGracefully()
             try? await originGroup.shutdownGracefully()
@@ -141,6 +157,7 @@ public final class Session: Sendable {
         environment["NETCOND_PROFILE"] = self.profile.name
         if let controlURL = self.controlURL { environment["NETCOND_CONTROL"] = controlURL }
         environment["NETCOND_CAPTIVE_API"] = CaptivePortal.apiURL
+        for (name, value) in self.trust.environment { environment[name] = value }
         return environment
     }
 
@@ -151,6 +168,7 @@ public final class Session: Sendable {
         try? await self.origin.stop()
         try? await self.proxyGroup.shutdownGracefully()
         try? await self.originGroup.shutdownGracefully()
+        self.trust.remove()
     }
 
     public func summary() async -> ProxySummary {

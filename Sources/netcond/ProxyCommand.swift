@@ -85,7 +85,8 @@ struct ProxyCommand: AsyncParsableCommand {
         for (forward, address) in zip(forwards, session.forwardAddresses) {
             print("netcond: forwarding \(address.ipAddress ?? "?"):\(address.port ?? 0) → \(forward.targetHost):\(forward.targetPort)")
         }
-        print("netcond: built-in origin at http://\(Session.originHost) (through the proxy)")
+        print("netcond: built-in origin at http://\(Session.originHost) and https://\(Session.originHost) (through the proxy; "
+            + "HTTPS clients trust \(session.trust.bundlePath), removed when the proxy stops)")
         if let controlURL = session.controlURL {
             print("netcond: control API on \(controlURL) (netcond ctl status --control \(controlURL))")
         }

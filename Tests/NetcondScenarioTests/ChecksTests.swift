@@ -230,7 +230,7 @@ import Testing
         let check = StaysUsableCheck(givesUpWithin: .seconds(Int64(15)))
         let hung = Checks.staysUsable(check, self.evidence([], exit: .signaled(15), timedOut: true))
         #expect(!hung.passed)
-        #expect(hung.evidence == "still running at its 60 s deadline (it hangs; need it to end within 15 s)")
+        #expect(hung.evidence == "still running at its 60 s deadline (need it to end by itself within 15 s)")
         var late = self.evidence([], exit: .exited(0))
         late.duration = 45.3
         #expect(Checks.staysUsable(check, late).evidence == "ended by itself after 45.30s (exit 0) — that is later than 15 s")

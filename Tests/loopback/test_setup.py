@@ -10,8 +10,9 @@ def test_firewall_refuses_ports_it_does_not_allow(tmp):
     result = run(["run", profile, "--", "curl", "-sS", "-w", "%{http_code}", "http://origin.netcond.test/bytes/1KB"])
     assert result.stdout.endswith("502")
     assert "netcond firewall: port 80 is not allowed" in result.stdout
-    tunnel = run(["run", profile, "--", "curl", "-sS", "-p", "-o", "/dev/null", "-w", "%{http_code}",
-                  "http://origin.netcond.test:443/bytes/1KB"])
+    # HTTPS (a CONNECT tunnel to port 443) is allowed: the origin's own HTTPS, trusted through CURL_CA_BUNDLE.
+    tunnel = run(["run", profile, "--", "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                  "https://origin.netcond.test/bytes/1KB"])
     assert tunnel.returncode == 0 and tunnel.stdout == "200"
 
 

@@ -272,6 +272,23 @@ public struct ClientSpec: Sendable, Equatable {
 
     public static let defaultDeadline = Span.seconds(Int64(60))
 
+    /// The origin path `url` names: itself when it is a path, the path of an `http://` or
+    /// `https://origin.netcond.test/…` URL, else nil (another server).
+    public var originPath: String? {
+        guard let url = self.url else { return nil }
+        if url.hasPrefix("/") { return url }
+        for scheme in ["http://", "https://"] {
+            let prefix = scheme + "origin.netcond.test"
+            if url.lowercased().hasPrefix(prefix) {
+                let rest = url.dropFirst(prefix.count)
+                if rest.isEmpty { return "/" }
+                if rest.hasPrefix("/") { return String(rest) }
+                if rest.hasPrefix(":") { return rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? "/" }
+            }
+        }
+        return nil
+    }
+
     public init(
         command: [String]? = nil, url: String? = nil, output: String? = nil, environment: [String: String] = [:],
         deadline: Span = Self.defaultDeadline

@@ -293,11 +293,11 @@ public enum ScenarioDecoder {
 
     /// The file `NETCOND_URL` names, when it is one of the origin's (`/files/NAME`).
     static func urlFile(_ client: ClientSpec) -> String? {
-        client.url.flatMap(OriginFile.name(inPath:))
+        client.originPath.flatMap(OriginFile.name(inPath:))
     }
 
     static func urlAPI(_ client: ClientSpec) -> String? {
-        client.url.flatMap(OriginAPI.name(inPath:))
+        client.originPath.flatMap(OriginAPI.name(inPath:))
     }
 
     private static func checkReferences(origin: OriginContent, client: ClientSpec, node: ConfigNode) throws(ConfigError) {

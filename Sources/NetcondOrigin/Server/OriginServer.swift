@@ -26,6 +26,8 @@ public final class OriginServer: Sendable {
 
     private struct State {
         var phase = Phase.idle
+        /// Listeners added by ``addListener(group:host:port:prepare:)`` (the HTTPS one).
+        var extraListeners: [Channel] = []
         var connections: [ObjectIdentifier: Channel] = [:]
         var nextConnectionID = 0
     }
@@ -61,7 +63,7 @@ public final class OriginServer: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
-                self.initializeConnection(channel)
+                self.initializeConnection(channel, prepare: nil)
             }
         let listener: Channel
         do {
@@ -82,20 +84,48 @@ public final class OriginServer: Sendable {
         return address
     }
 
+    /// Binds one more listener for the same origin while it runs — the same endpoints and request
+    /// log — whose connections first go through `prepare` (which adds, say, a TLS handler in front of
+    /// HTTP). Returns the bound address; ``stop()`` closes it with the rest.
+    public func addListener(
+        group: EventLoopGroup, host: String = "127.0.0.1", port: Int = 0,
+        prepare: @escaping @Sendable (Channel) throws -> Void
+    ) async throws -> SocketAddress {
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                self.initializeConnection(channel, prepare: prepare)
+            }
+        let listener = try await bootstrap.bind(host: host, port: port).get()
+        let kept = self.state.withLock { state in
+            guard case .running = state.phase else { return false }
+            state.extraListeners.append(listener)
+            return true
+        }
+        guard kept, let address = listener.localAddress else {
+            try? await listener.close()
+            throw OriginServerError.stoppedWhileStarting
+        }
+        return address
+    }
+
     /// Closes the listener and every open connection (in-flight responses are cut off, and logged as incomplete).
     /// Safe to call more than once.
     public func stop() async throws {
-        let (listener, connections) = self.state.withLock { state -> (Channel?, [Channel]) in
-            var listener: Channel?
+        let (listeners, connections) = self.state.withLock { state -> ([Channel], [Channel]) in
+            var listeners = state.extraListeners
             if case .running(let channel) = state.phase {
-                listener = channel
+                listeners.insert(channel, at: 0)
             }
             state.phase = .stopped
+            state.extraListeners = []
             let connections = Array(state.connections.values)
             state.connections = [:]
-            return (listener, connections)
+            return (listeners, connections)
         }
-        if let listener {
+        for listener in listeners {
             try await Self.closeIgnoringAlreadyClosed(listener)
         }
         for connection in connections {
@@ -103,7 +133,7 @@ public final class OriginServer: Sendable {
         }
     }
 
-    private func initializeConnection(_ channel: Channel) -> EventLoopFuture<Void> {
+    private func initializeConnection(_ channel: Channel, prepare: (@Sendable (Channel) throws -> Void)?) -> EventLoopFuture<Void> {
         let key = ObjectIdentifier(channel)
         let connectionID: Int? = self.state.withLock { state in
             if case .stopped = state.phase { return nil }
@@ -128,6 +158,7 @@ public final class OriginServer: Sendable {
             chunkSize: self.configuration.chunkSize
         )
         return channel.eventLoop.makeCompletedFuture {
+            try prepare?(channel)
             try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
             try channel.pipeline.syncOperations.addHandler(handler)
         }

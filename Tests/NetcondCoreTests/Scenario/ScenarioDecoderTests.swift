@@ -188,6 +188,16 @@ import Testing
         #expect(scenario.checks == [.idempotent(IdempotentCheck(api: "orders"))])
     }
 
+    @Test func originPathsOfClientURLs() {
+        #expect(ClientSpec(url: "/files/a.bin").originPath == "/files/a.bin")
+        #expect(ClientSpec(url: "https://origin.netcond.test/files/a.bin").originPath == "/files/a.bin")
+        #expect(ClientSpec(url: "http://ORIGIN.netcond.test:8080/api/x").originPath == "/api/x")
+        #expect(ClientSpec(url: "https://origin.netcond.test").originPath == "/")
+        #expect(ClientSpec(url: "https://origin.netcond.test.example/x").originPath == nil)
+        #expect(ClientSpec(url: "https://example.com/files/a.bin").originPath == nil)
+        #expect(ClientSpec().originPath == nil)
+    }
+
     @Test func triggersFireAtTheirMoments() {
         let none: [OriginTarget: Int] = [:]
         #expect(!ScenarioTrigger.at(.seconds(2)).isDue(elapsed: .milliseconds(1999), finished: 9, finishedFor: none, bytes: 9))
