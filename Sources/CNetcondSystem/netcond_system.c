@@ -43,7 +43,7 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
             if (setpgid(0, 0) != 0) error = errno;
             int input = open("/dev/null", O_RDONLY);
             if (input < 0 || dup2(input, 0) < 0 || dup2(stdout_fd, 1) < 0 || dup2(stderr_fd, 2) < 0) error = errno;
-            if (input > 0) close(input);
+            if (input > 2) close(input);
         }
         if (error == 0) {
             execve(path, argv, envp);

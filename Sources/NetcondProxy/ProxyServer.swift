@@ -217,7 +217,7 @@ public final class ProxyServer: Sendable {
                     try channel.pipeline.syncOperations.addHandler(ClientByteCounter(record: client))
                     var overrides = HostOverrides()
                     overrides.netcondTest = configuration.originAddress
-                    if let origin = configuration.originAddress { overrides.exact["origin.netcond.test"] = origin }
+                    if let origin = configuration.originAddress { overrides.exact[OriginHost.name] = origin }
                     overrides.originTLS = configuration.originTLSAddress
                     let connector = UpstreamConnector(
                         eventLoop: loop,

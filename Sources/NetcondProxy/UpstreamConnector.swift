@@ -97,7 +97,6 @@ struct HostOverrides: Sendable {
     var netcondTest: SocketAddress?
     /// Where port 443 of `origin.netcond.test` goes: the origin's HTTPS listener (nil: not served).
     var originTLS: SocketAddress?
-    static let originHost = "origin.netcond.test"
 
     func lookup(_ host: String) -> SocketAddress?? {
         let name = host.lowercased().trimmingSuffix(".")
@@ -201,7 +200,7 @@ struct UpstreamConnector {
             switch self.overrides.lookup(target.host) {
             case .some(.some(let address)):
                 var address = address
-                if target.port == 443, target.host.lowercased().trimmingSuffix(".") == HostOverrides.originHost,
+                if target.port == 443, target.host.lowercased().trimmingSuffix(".") == OriginHost.name,
                     let tls = self.overrides.originTLS
                 {
                     address = tls

@@ -25,6 +25,8 @@ public struct RunEvidence: Sendable {
         public var ended: Double?
         /// A POST's side effect at the origin.
         public var effect: OriginEffect?
+        /// For an attempt that never reached the origin: why (`refused`, `no answer` …).
+        public var connectFailure: String?
 
         public init(
             at: Double, method: String = "GET", path: String, range: String? = nil, idempotencyKey: String? = nil,
@@ -314,8 +316,10 @@ public enum Checks {
     static func backsOff(_ check: BacksOffCheck, _ evidence: RunEvidence) -> CheckResult {
         let name = "backs-off"
         // Attempts: the requests that reached the origin, and the connections that never did.
-        let connects = evidence.failedConnects.map {
-            RunEvidence.Request(at: $0.at, method: "CONNECT", path: "(connection \($0.outcome))", status: nil, completed: false)
+        let connects = evidence.failedConnects.map { failed in
+            var attempt = RunEvidence.Request(at: failed.at, method: "CONNECT", path: "", status: nil, completed: false)
+            attempt.connectFailure = failed.outcome
+            return attempt
         }
         let attempts = ((check.file.map { evidence.gets(of: $0) } ?? evidence.requests) + connects).sorted { $0.at < $1.at }
         guard let firstFailure = attempts.firstIndex(where: \.failed) else {
@@ -426,7 +430,10 @@ public enum Checks {
             problems.append("\(exitText) with wrong data: " + fileTexts.joined(separator: "; "))
         } else if evidence.exit != .exited(check.exit) || !allIdentical {
             if problems.isEmpty {
-                problems.append("never completed after the portal opened (\(exitText)" + (fileTexts.isEmpty ? ")" : "; " + fileTexts.joined(separator: "; ") + ")"))
+                let files = fileTexts.isEmpty ? ")" : "; " + fileTexts.joined(separator: "; ") + ")"
+                problems.append(opened == nil
+                    ? "it ended before the portal opened, without the data (\(exitText)" + files
+                    : "never completed after the portal opened (\(exitText)" + files)
             } else if evidence.exit == .exited(check.exit) {
                 problems.append("and it exited \(check.exit) as if all was well")
             }
@@ -614,9 +621,7 @@ public enum Checks {
 
     /// What made an attempt fail, in a few words: `503`, `refused`, `cut body`, `no answer`.
     static func failureCause(_ attempt: RunEvidence.Request) -> String {
-        if attempt.method == "CONNECT", attempt.path.hasPrefix("(connection ") {
-            return String(attempt.path.dropFirst("(connection ".count).dropLast())
-        }
+        if let failure = attempt.connectFailure { return failure }
         guard let status = attempt.status else { return "no answer" }
         if status >= 400 { return String(status) }
         return attempt.completed ? "ok" : "cut body"

@@ -13,26 +13,31 @@ import Glibc
 /// system CAs stay trusted) and the CA alone (`NODE_EXTRA_CA_CERTS`, which Node adds to its own).
 /// The files live in a private temporary folder removed by ``remove()``.
 public final class OriginTrust: Sendable {
-    /// The folder holding `ca.pem` and `bundle.pem`.
+    /// The folder holding `ca.pem`, `bundle.pem` and `node.pem`.
     public let directory: String
     public let caPath: String
     public let bundlePath: String
-    /// Where the system's CAs in the bundle came from (nil: none found; the bundle has only the run's CA).
-    public let systemBundle: String?
+    /// `NODE_EXTRA_CA_CERTS`: the run's CA, after the user's own extra CAs when they had some.
+    public let nodePath: String
+    /// The CA files the bundle starts with: the user's (`SSL_CERT_FILE`, `CURL_CA_BUNDLE`,
+    /// `REQUESTS_CA_BUNDLE`) or else the system's. Empty: none was found, and HTTPS to any other
+    /// server fails certificate checks in the child (the commands warn).
+    public let sources: [String]
     let context: NIOSSLContext
 
-    /// Where Debian, Fedora, Alpine and macOS keep the system CA bundle.
+    /// Where Debian, Fedora, openSUSE, Alpine and macOS keep the system CA bundle.
     static let systemBundles = [
-        "/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem",
+        "/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/ca-bundle.pem",
+        "/etc/ssl/cert.pem",
     ]
 
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
     }
 
-    /// Makes the CA and the certificate and writes the files. `existing`: a bundle the user already
-    /// points clients at (`SSL_CERT_FILE`), kept in place of the system's.
-    public init(host: String, existing: String? = nil) throws {
+    /// Makes the CA and the certificate and writes the files; `environment` is the one the client
+    /// would otherwise get (its CA variables are kept in the bundles).
+    public init(host: String, environment: [String: String]) throws {
         let ca = try ThrowawayCA(name: "netcond origin CA (this run only)")
         let issued = try ca.issue(for: [host])
         var configuration = TLSConfiguration.makeServerConfiguration(
@@ -40,27 +45,40 @@ public final class OriginTrust: Sendable {
         configuration.applicationProtocols = ["http/1.1"]
         self.context = try NIOSSLContext(configuration: configuration)
 
-        let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        var template = Array("\(base)/netcond-tls-XXXXXX".utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw Failure(description: "cannot create a folder for the HTTPS origin's CA in \(base): \(String(cString: strerror(errno)))")
-        }
-        self.directory = String(cString: made)
+        self.directory = try TemporaryFiles.makeDirectory(prefix: "netcond-tls")
         self.caPath = self.directory + "/ca.pem"
         self.bundlePath = self.directory + "/bundle.pem"
-        let candidates = (existing.map { [$0] } ?? []) + Self.systemBundles
-        self.systemBundle = candidates.first { FileManager.default.isReadableFile(atPath: $0) }
+        self.nodePath = self.directory + "/node.pem"
+        let readable = { (path: String?) -> String? in
+            guard let path, !path.isEmpty, FileManager.default.isReadableFile(atPath: path) else { return nil }
+            return path
+        }
+        var users: [String] = []
+        for name in ["SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE"] {
+            if let path = readable(environment[name]), !users.contains(path) { users.append(path) }
+        }
+        self.sources = users.isEmpty ? Self.systemBundles.first(where: { readable($0) != nil }).map { [$0] } ?? [] : users
         do {
             let pem = try ca.certificatePEM()
-            var bundle = self.systemBundle.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } ?? ""
-            if !bundle.isEmpty && !bundle.hasSuffix("\n") { bundle += "\n" }
-            bundle += "# netcond origin CA (this run only)\n" + pem
+            let marked = "# netcond origin CA (this run only)\n" + pem
             try pem.write(toFile: self.caPath, atomically: false, encoding: .utf8)
-            try bundle.write(toFile: self.bundlePath, atomically: false, encoding: .utf8)
+            try Self.concatenate(self.sources, then: marked).write(toFile: self.bundlePath, atomically: false, encoding: .utf8)
+            let nodeExtra = readable(environment["NODE_EXTRA_CA_CERTS"]).map { [$0] } ?? []
+            try Self.concatenate(nodeExtra, then: marked).write(toFile: self.nodePath, atomically: false, encoding: .utf8)
         } catch {
             try? FileManager.default.removeItem(atPath: self.directory)
             throw Failure(description: "cannot write the HTTPS origin's CA to \(self.directory): \(error)")
         }
+    }
+
+    private static func concatenate(_ files: [String], then last: String) -> String {
+        var text = ""
+        for file in files {
+            guard let contents = try? String(contentsOfFile: file, encoding: .utf8) else { continue }
+            text += contents
+            if !text.hasSuffix("\n") { text += "\n" }
+        }
+        return text + last
     }
 
     /// Adds TLS in front of an origin connection.
@@ -72,11 +90,49 @@ public final class OriginTrust: Sendable {
     public var environment: [String: String] {
         [
             "SSL_CERT_FILE": self.bundlePath, "CURL_CA_BUNDLE": self.bundlePath, "REQUESTS_CA_BUNDLE": self.bundlePath,
-            "NODE_EXTRA_CA_CERTS": self.caPath, "NETCOND_CA": self.caPath,
+            "NODE_EXTRA_CA_CERTS": self.nodePath, "NETCOND_CA": self.caPath,
         ]
+    }
+
+    /// A warning for the person running netcond, when the child will trust only the run's CA.
+    public var warning: String? {
+        guard self.sources.isEmpty else { return nil }
+        return "netcond: no system CA bundle found (looked in \(Self.systemBundles.joined(separator: ", "))): "
+            + "the program trusts only netcond's own CA, so HTTPS to other servers fails; set SSL_CERT_FILE to your bundle"
     }
 
     public func remove() {
         try? FileManager.default.removeItem(atPath: self.directory)
+    }
+}
+
+/// Private temporary folders and files under `$TMPDIR` (or /tmp), named `PREFIX-XXXXXX`.
+public enum TemporaryFiles {
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    public static var base: String {
+        ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    }
+
+    /// A new folder only this user can enter.
+    public static func makeDirectory(prefix: String) throws(Failure) -> String {
+        var template = Array("\(self.base)/\(prefix)-XXXXXX".utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw Failure(description: "cannot create a folder in \(self.base): \(String(cString: strerror(errno)))")
+        }
+        return String(cString: made)
+    }
+
+    /// A new empty file; `suffix` (e.g. `.log`) follows the random part.
+    public static func makeFile(prefix: String, suffix: String = "") throws(Failure) -> String {
+        var template = Array("\(self.base)/\(prefix)-XXXXXX\(suffix)".utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemps($0.baseAddress!, Int32(suffix.utf8.count)) }
+        guard descriptor >= 0 else {
+            throw Failure(description: "cannot create a file in \(self.base): \(String(cString: strerror(errno)))")
+        }
+        close(descriptor)
+        return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 }

@@ -138,18 +138,21 @@ public enum ScenarioRunner {
         // The client's output is always captured (the checks read its stderr); it is also echoed
         // to netcond's own stdout and stderr when `echoOutput` is set.
         let outputFile: String
-        let capture: OutputCapture
         do {
             outputFile = try Self.makeOutputFile(name: scenario.name)
-            capture = try OutputCapture(path: outputFile, echo: echoOutput)
-        } catch let error as ScenarioRunError {
-            await session.stop()
-            Self.remove(workdir)
-            throw error
         } catch {
             await session.stop()
             Self.remove(workdir)
-            throw ScenarioRunError(description: "\(error)", exitCode: 3)
+            throw error
+        }
+        let capture: OutputCapture
+        do {
+            capture = try OutputCapture(path: outputFile, echo: echoOutput)
+        } catch {
+            await session.stop()
+            Self.remove(workdir)
+            Self.remove(outputFile)
+            throw ScenarioRunError(description: error.description, exitCode: 3)
         }
         let child: ChildProcess
         do {
@@ -266,7 +269,7 @@ public enum ScenarioRunner {
         // Attempts that never reached the origin: connections to it that failed, and client
         // connections whose request the link swallowed (no host known: nothing was read).
         let failedConnects = log.events.compactMap { event -> RunEvidence.FailedConnect? in
-            guard let outcome = event.outcome, outcome != "established" else { return nil }
+            guard let outcome = event.outcome else { return nil }
             switch event.kind {
             case "connect":
                 guard let host = event.host, host.lowercased() == Session.originHost else { return nil }
@@ -330,28 +333,20 @@ public enum ScenarioRunner {
     }
 
     private static func makeWorkingDirectory(name: String) throws(ScenarioRunError) -> String {
-        let base = Self.temporaryBase
-        var template = Array("\(base)/netcond-\(Self.safe(name))-XXXXXX".utf8CString)
-        guard let pointer = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw ScenarioRunError(description: "cannot create a working directory in \(base): \(String(cString: strerror(errno)))", exitCode: 3)
+        do {
+            return try TemporaryFiles.makeDirectory(prefix: "netcond-\(Self.safe(name))")
+        } catch {
+            throw ScenarioRunError(description: "cannot create a working directory: \(error.description)", exitCode: 3)
         }
-        return String(cString: pointer)
     }
 
     /// An empty file for the client's output, next to where working directories go.
     private static func makeOutputFile(name: String) throws(ScenarioRunError) -> String {
-        let base = Self.temporaryBase
-        var template = Array("\(base)/netcond-\(Self.safe(name))-XXXXXX.log".utf8CString)
-        let descriptor = template.withUnsafeMutableBufferPointer { mkstemps($0.baseAddress!, 4) }
-        guard descriptor >= 0 else {
-            throw ScenarioRunError(description: "cannot create a file for the client's output in \(base): \(String(cString: strerror(errno)))", exitCode: 3)
+        do {
+            return try TemporaryFiles.makeFile(prefix: "netcond-\(Self.safe(name))", suffix: ".log")
+        } catch {
+            throw ScenarioRunError(description: "cannot create a file for the client's output: \(error.description)", exitCode: 3)
         }
-        close(descriptor)
-        return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-    }
-
-    private static var temporaryBase: String {
-        ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
     }
 
     private static func safe(_ name: String) -> String {

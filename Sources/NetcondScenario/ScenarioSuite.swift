@@ -14,8 +14,9 @@ public enum ScenarioSuite {
     }
 
     /// The scenario files `paths` name, in order: a file as given; a directory's `*.yaml` / `*.yml`
-    /// files (recursively, sorted by path) that are scenarios. YAML files in a directory that are
-    /// not scenarios (profiles kept alongside) are returned in `skipped`.
+    /// files (recursively, sorted by path). Well-formed YAML files in a directory that are surely not
+    /// scenarios (profiles kept alongside: no `checks:`, no `client:`) are returned in `skipped`;
+    /// a malformed or unreadable one is kept, so that decoding it reports the error.
     public static func discover(_ paths: [String]) throws(DiscoveryError) -> (files: [String], skipped: [String]) {
         var files: [String] = []
         var skipped: [String] = []
@@ -31,11 +32,11 @@ public enum ScenarioSuite {
             let found = Self.yamlFiles(in: path)
             var any = false
             for file in found {
-                if ScenarioDecoder.isScenarioFile(atPath: file) {
+                if ScenarioDecoder.isSurelyNotScenario(atPath: file) {
+                    skipped.append(file)
+                } else {
                     files.append(file)
                     any = true
-                } else {
-                    skipped.append(file)
                 }
             }
             if !any {
@@ -92,9 +93,10 @@ public enum ScenarioSuite {
         }
     }
 
-    /// `netcond test`'s exit code: 3 when netcond could not run a scenario, else 1 when one failed, else 0.
+    /// `netcond test`'s exit code: 3 when a scenario could not be run (netcond failed, or the client
+    /// could not start), else 1 when one failed, else 0.
     public static func exitCode(_ results: [Result]) -> Int32 {
-        if results.contains(where: { if case .error(_, _, let code) = $0 { return code == 3 } else { return false } }) { return 3 }
+        if results.contains(where: { if case .error = $0 { return true } else { return false } }) { return 3 }
         return results.allSatisfy(\.passed) ? 0 : 1
     }
 
@@ -147,9 +149,12 @@ public enum ScenarioSuite {
                 out += outcome.applied.map { String(format: "+%.1f s  ", $0.at) + $0.what }
                 out += lines
                 out.append(outcome.summaryLine)
-                xml += "      <system-out>\(Self.escape(out.joined(separator: "\n")))</system-out>\n"
                 if !outcome.clientOutput.tail.isEmpty {
-                    xml += "      <system-err>\(Self.escape(outcome.clientOutput.tail))</system-err>\n"
+                    out += ["", "client output (stdout and stderr, the end):", outcome.clientOutput.tail]
+                }
+                xml += "      <system-out>\(Self.escape(out.joined(separator: "\n")))</system-out>\n"
+                if !outcome.clientOutput.stderrTail.isEmpty {
+                    xml += "      <system-err>\(Self.escape(outcome.clientOutput.stderrTail))</system-err>\n"
                 }
             case .error(_, let message, _):
                 xml += "      <error type=\"netcond\" message=\"\(Self.escape(message))\"/>\n"

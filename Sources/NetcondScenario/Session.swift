@@ -28,7 +28,7 @@ public final class Session: Sendable {
     private let startedAt: NIODeadline
 
     /// The name clients use for the built-in origin.
-    public static let originHost = "origin.netcond.test"
+    public static let originHost = OriginHost.name
 
     private init(
         profile: Profile,
@@ -77,7 +77,7 @@ public final class Session: Sendable {
         var trust: OriginTrust?
         do {
             let originAddress = try await origin.start(group: originGroup)
-            let originTrust = try OriginTrust(host: Self.originHost, existing: ProcessInfo.processInfo.environment["SSL_CERT_FILE"])
+            let originTrust = try OriginTrust(host: Self.originHost, environment: ProcessInfo.processInfo.environment)
             trust = originTrust
             let originTLSAddress = try await origin.addListener(group: originGroup) { channel in try originTrust.prepare(channel) }
             let proxy = ProxyServer(

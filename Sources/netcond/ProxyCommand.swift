@@ -86,7 +86,7 @@ struct ProxyCommand: AsyncParsableCommand {
             print("netcond: forwarding \(address.ipAddress ?? "?"):\(address.port ?? 0) → \(forward.targetHost):\(forward.targetPort)")
         }
         print("netcond: built-in origin at http://\(Session.originHost) and https://\(Session.originHost) (through the proxy; "
-            + "HTTPS clients trust \(session.trust.bundlePath), removed when the proxy stops)")
+            + "for HTTPS point clients at the run's CA: SSL_CERT_FILE=\(session.trust.bundlePath), removed when the proxy stops)")
         if let controlURL = session.controlURL {
             print("netcond: control API on \(controlURL) (netcond ctl status --control \(controlURL))")
         }

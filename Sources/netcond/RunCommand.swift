@@ -76,6 +76,7 @@ struct RunCommand: AsyncParsableCommand {
             printError("netcond: \(error)")
             throw ExitCode(3)
         }
+        if let warning = session.trust.warning, !quiet { printError(warning) }
         let environment = session.childEnvironment(base: currentEnvironment())
         let signals = SignalForwarder()
         let child: ChildProcess

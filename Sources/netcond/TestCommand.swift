@@ -18,7 +18,7 @@ struct TestCommand: AsyncParsableCommand {
             ./Scenarios), one after the other, with the client given after `--` (else each scenario's \
             own). Prints each check with its evidence, and for a failure the end of the client's \
             output and the command that repeats the run. Exit 0 when every scenario passes, 1 when \
-            one fails, 2 for a bad file or usage (nothing runs), 3 when netcond could not run one.
+            one fails, 2 for a bad file or usage (nothing runs), 3 when netcond could not run one (or its client could not start).
 
             Example:
               netcond test Scenarios/ --junit report.xml -- sh -c 'wget -q -c -O "$NETCOND_OUTPUT" "$NETCOND_URL"'
@@ -48,7 +48,7 @@ struct TestCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Stop after the first scenario that does not pass.")
     var failFast = false
 
-    @Flag(name: .long, help: "Let the client write to the terminal instead of capturing its output.")
+    @Flag(name: .long, help: "Also show the client's output as it comes (it is captured either way; stdin stays /dev/null).")
     var showOutput = false
 
     @Flag(name: .long, help: "Keep each client's working directory and output (their paths are printed).")
@@ -127,7 +127,12 @@ struct TestCommand: AsyncParsableCommand {
                     }
                 )
                 current.withLockedValue { $0 = nil }
-                result = .ran(outcome)
+                if let signal = interrupted.withLockedValue({ $0 }) {
+                    // Stopped by the user, not judged: the checks would only see the interruption.
+                    result = .error(scenario, "interrupted by signal \(signal) after \(String(format: "%.1f", outcome.evidence.duration)) s", 128 + signal)
+                } else {
+                    result = .ran(outcome)
+                }
             } catch {
                 current.withLockedValue { $0 = nil }
                 result = .error(scenario, error.description, error.exitCode)
@@ -161,7 +166,11 @@ struct TestCommand: AsyncParsableCommand {
         }
         let files: [String]
         do {
-            files = try ScenarioSuite.discover(paths).files
+            let found = try ScenarioSuite.discover(paths)
+            files = found.files
+            if !found.skipped.isEmpty && !self.list {
+                printError("netcond test: not scenarios (no checks: or client:), skipped: \(found.skipped.joined(separator: ", "))")
+            }
         } catch {
             printError("netcond: \(error.description)")
             throw ExitCode(2)

@@ -35,10 +35,12 @@ import FoundationXML
             "nested/c.yaml": Self.scenarioYAML.replacingOccurrences(of: "NAME", with: "c"),
             "slow.yaml": "name: slow\ndown: {bandwidth: 1Mbit}\n",
             "notes.txt": "not yaml",
+            "broken.yaml": "profile: lte\nchecks: {completes: {}\n",
         ])
         defer { try? FileManager.default.removeItem(atPath: base) }
         let found = try ScenarioSuite.discover([base + "/"])
-        #expect(found.files == [base + "/a.yml", base + "/b.yaml", base + "/nested/c.yaml"])
+        // A malformed file is kept (decoding it reports the error), a profile is skipped.
+        #expect(found.files == [base + "/a.yml", base + "/b.yaml", base + "/broken.yaml", base + "/nested/c.yaml"])
         #expect(found.skipped == [base + "/slow.yaml"])
         // A file named twice (directly and through its folder) runs once.
         let twice = try ScenarioSuite.discover([base + "/b.yaml", base])
@@ -83,7 +85,9 @@ import FoundationXML
         return ScenarioOutcome(
             scenario: scenario, seed: 42, command: ["curl", "-o", "out file"], evidence: evidence, results: results,
             applied: [(at: 0.5, what: "outage (refuse)")], startup: 0.05, summaryLine: "lte: 1.3 s",
-            clientOutput: ClientOutput(tail: output ?? "", totalBytes: Int64(output?.utf8.count ?? 0)))
+            clientOutput: ClientOutput(
+                tail: output ?? "", totalBytes: Int64(output?.utf8.count ?? 0), stderrBytes: Int64(output?.utf8.count ?? 0),
+                stderrTail: output ?? ""))
     }
 
     @Test func exitCodesAndSummary() {
@@ -93,7 +97,7 @@ import FoundationXML
         let missing = ScenarioSuite.Result.error(self.outcome("d", passed: true).scenario, "command not found: x", 127)
         #expect(ScenarioSuite.exitCode([pass]) == 0)
         #expect(ScenarioSuite.exitCode([pass, fail]) == 1)
-        #expect(ScenarioSuite.exitCode([pass, missing]) == 1)
+        #expect(ScenarioSuite.exitCode([pass, missing]) == 3)
         #expect(ScenarioSuite.exitCode([fail, error]) == 3)
         #expect(ScenarioSuite.summaryLine([pass, fail, missing], seconds: 75)
             == "3 scenarios: 1 passed, 1 failed (b), 1 could not run (d) in 1 min 15 s")

@@ -329,7 +329,8 @@ def test_https_origin_with_a_run_ca(tmp_path):
     assert "1,048,576 bytes identical" in line(good, "completes")
     # The client trusts the run's CA and still the system's: one bundle with both.
     probe = ('test "$SSL_CERT_FILE" = "$CURL_CA_BUNDLE" && test "$SSL_CERT_FILE" = "$REQUESTS_CA_BUNDLE" && '
-             'test "$(grep -c "BEGIN CERTIFICATE" "$NETCOND_CA")" = 1 && test "$NODE_EXTRA_CA_CERTS" = "$NETCOND_CA" && '
+             'test "$(grep -c "BEGIN CERTIFICATE" "$NETCOND_CA")" = 1 && grep -qF "$(sed -n 2p "$NETCOND_CA")" "$NODE_EXTRA_CA_CERTS" && '
+             'grep -qF "$(sed -n 2p "$NETCOND_CA")" "$SSL_CERT_FILE" && '
              'test "$(grep -c "BEGIN CERTIFICATE" "$SSL_CERT_FILE")" -gt 1 && '
              'curl -fsS -o "$NETCOND_OUTPUT" "$NETCOND_URL" --retry 0; echo "curl exit $?" >&2')
     r = run(["run", str(path), "--seed", "1", "--", "sh", "-c", probe], timeout=90, env=env)

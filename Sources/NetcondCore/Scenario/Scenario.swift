@@ -129,6 +129,11 @@ public struct OriginContent: Sendable, Equatable {
     }
 }
 
+/// The built-in origin's name: `http://origin.netcond.test` and `https://origin.netcond.test`.
+public enum OriginHost {
+    public static let name = "origin.netcond.test"
+}
+
 /// A JSON endpoint at `/api/{name}`. A `POST` one creates something each time it is called (a side
 /// effect the origin counts), unless the request's `Idempotency-Key` was seen before: then it
 /// answers what the first call created, as payment APIs do, and creates nothing.
@@ -278,7 +283,7 @@ public struct ClientSpec: Sendable, Equatable {
         guard let url = self.url else { return nil }
         if url.hasPrefix("/") { return url }
         for scheme in ["http://", "https://"] {
-            let prefix = scheme + "origin.netcond.test"
+            let prefix = scheme + OriginHost.name
             if url.lowercased().hasPrefix(prefix) {
                 let rest = url.dropFirst(prefix.count)
                 if rest.isEmpty { return "/" }

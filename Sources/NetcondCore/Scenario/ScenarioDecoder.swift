@@ -14,6 +14,16 @@ public enum ScenarioDecoder {
         return mapping.keys.contains { ["checks", "client"].contains($0.scalar?.string) }
     }
 
+    /// True when the file at `path` is readable YAML whose top level is a mapping without `checks:`
+    /// or `client:` — a profile, or another document that is surely not a scenario. Unreadable or
+    /// malformed files are not "surely not": decoding them says what is wrong.
+    public static func isSurelyNotScenario(atPath path: String) -> Bool {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+            let root = try? ConfigNode.parse(yaml: text, file: path), case .mapping = root.node
+        else { return false }
+        return !self.looksLikeScenario(yaml: text)
+    }
+
     /// True when `path` names a readable scenario file (see ``looksLikeScenario(yaml:)``).
     public static func isScenarioFile(atPath path: String) -> Bool {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return false }

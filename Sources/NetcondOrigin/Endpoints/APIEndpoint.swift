@@ -31,8 +31,17 @@ struct APIEndpoint: OriginEndpoint {
             return .text(.notFound, "no such endpoint: \(request.target)\nendpoints in this run: \(known.isEmpty ? "none" : known)\n")
         }
         switch (api.method, request.method) {
-        case (.get, .GET), (.get, .HEAD):
+        case (.get, .HEAD):
             return .json(.ok, (api.json ?? "{\"endpoint\": \"\(api.name)\", \"ok\": true}") + "\n")
+        case (.get, .GET):
+            // Calls are counted (HEAD is not) so that faults apply by number, as for POSTs.
+            let number = self.state.withLock { state -> Int in
+                state.calls[api.name, default: 0] += 1
+                return state.calls[api.name]!
+            }
+            var response = OriginResponse.json(.ok, (api.json ?? "{\"endpoint\": \"\(api.name)\", \"ok\": true}") + "\n")
+            self.applyFault(to: &response, api: api, number: number)
+            return response
         case (.post, .POST):
             break
         case (.post, .GET), (.post, .HEAD):
@@ -59,10 +68,14 @@ struct APIEndpoint: OriginEndpoint {
             response = .json(.ok, "{\"id\": \(id)}\n", headers: ["Idempotent-Replayed": "true"])
         }
         response.effect = effect
+        self.applyFault(to: &response, api: api, number: number)
+        return response
+    }
+
+    private func applyFault(to response: inout OriginResponse, api: OriginAPI, number: Int) {
         if let fault = self.content.faults.first(where: { $0.target == .api(api.name) && $0.requests.contains(number) }) {
             response.apply(fault.action, describing: "call \(number) of \(api.path)")
         }
-        return response
     }
 }
 

@@ -58,16 +58,9 @@ public final class OriginServer: Sendable {
             guard case .idle = state.phase else { throw OriginServerError.alreadyStarted }
             state.phase = .starting
         }
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .childChannelInitializer { channel in
-                self.initializeConnection(channel, prepare: nil)
-            }
         let listener: Channel
         do {
-            listener = try await bootstrap.bind(host: host, port: port).get()
+            listener = try await self.bootstrap(group: group, prepare: nil).bind(host: host, port: port).get()
         } catch {
             self.state.withLock { $0.phase = .idle }
             throw error
@@ -91,14 +84,7 @@ public final class OriginServer: Sendable {
         group: EventLoopGroup, host: String = "127.0.0.1", port: Int = 0,
         prepare: @escaping @Sendable (Channel) throws -> Void
     ) async throws -> SocketAddress {
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .childChannelInitializer { channel in
-                self.initializeConnection(channel, prepare: prepare)
-            }
-        let listener = try await bootstrap.bind(host: host, port: port).get()
+        let listener = try await self.bootstrap(group: group, prepare: prepare).bind(host: host, port: port).get()
         let kept = self.state.withLock { state in
             guard case .running = state.phase else { return false }
             state.extraListeners.append(listener)
@@ -131,6 +117,16 @@ public final class OriginServer: Sendable {
         for connection in connections {
             try await Self.closeIgnoringAlreadyClosed(connection)
         }
+    }
+
+    private func bootstrap(group: EventLoopGroup, prepare: (@Sendable (Channel) throws -> Void)?) -> ServerBootstrap {
+        ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                self.initializeConnection(channel, prepare: prepare)
+            }
     }
 
     private func initializeConnection(_ channel: Channel, prepare: (@Sendable (Channel) throws -> Void)?) -> EventLoopFuture<Void> {

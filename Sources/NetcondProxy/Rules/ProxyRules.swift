@@ -102,16 +102,12 @@ final class ProxyRules {
         return self.nextConnect
     }
 
-    /// How an attempt ended: one `connect` event, at the moment it began.
+    /// How an attempt ended: a failed one is one `connect` event, at the moment it began (an
+    /// established one is not logged: a long session would fill the log with them).
     func finishConnect(_ id: Int, result: Result<Void, UpstreamError>) {
-        guard let attempt = self.pendingConnects.removeValue(forKey: id) else { return }
-        let outcome: String
-        switch result {
-        case .success: outcome = "established"
-        case .failure(let error): outcome = error.outcome
-        }
-        var detail = "connect \(attempt.host):\(attempt.port): \(outcome)"
-        if case .failure(let error) = result { detail += " (\(error))" }
+        guard let attempt = self.pendingConnects.removeValue(forKey: id), case .failure(let error) = result else { return }
+        let outcome = error.outcome
+        let detail = "connect \(attempt.host):\(attempt.port): \(outcome) (\(error))"
         self.record(ProxyEvent(
             at: self.elapsed(at: attempt.at).seconds, kind: "connect", detail: detail, host: attempt.host, port: attempt.port,
             outcome: outcome))
@@ -174,8 +170,8 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
     /// Seconds since the run started.
     public var at: Double
     /// `fault` (a fault hit a request), `captive` (the portal answered, intercepted, opened or
-    /// closed), `link` (the link's state changed), `connect` (an upstream connection attempt,
-    /// at the moment it began, with its outcome) or `client` (a client connection that sent a
+    /// closed), `link` (the link's state changed), `connect` (an upstream connection attempt that
+    /// failed, at the moment it began, with its outcome) or `client` (a client connection that sent a
     /// request no server ever saw and got no answer: swallowed by a blackhole).
     public var kind: String
     public var detail: String
@@ -184,7 +180,7 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
     public var host: String?
     public var path: String?
     public var port: Int?
-    /// For `connect`: `established`, `refused`, `reset`, `timed out` or `no such name`.
+    /// For `connect`: `refused`, `reset`, `timed out`, `no such name`, or `unanswered` (still under way).
     public var outcome: String?
 
     public init(
