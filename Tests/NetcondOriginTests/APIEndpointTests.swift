@@ -54,6 +54,22 @@ struct APIEndpointTests {
         #expect(String(decoding: try again.channel.readResponse().body, as: UTF8.self) == "{\"endpoint\": \"orders\", \"created\": 1}\n")
     }
 
+    @Test("faults apply to a GET endpoint's calls by number; HEAD does not count")
+    func getFaults() throws {
+        let content = OriginContent(
+            api: [OriginAPI(name: "feed")],
+            faults: [OriginFault(target: .api("feed"), action: .status(503, retryAfter: .seconds(1)), requests: .first(1))])
+        let origin = try EmbeddedOrigin(content: content)
+        try origin.channel.sendRequest(.HEAD, "/api/feed")
+        #expect(try origin.channel.readResponse().head?.status == .ok)
+        try origin.channel.sendRequest(.GET, "/api/feed")
+        let first = try origin.channel.readResponse()
+        #expect(first.head?.status == .serviceUnavailable)
+        #expect(first.head?.headers.first(name: "retry-after") == "1")
+        try origin.channel.sendRequest(.GET, "/api/feed")
+        #expect(try origin.channel.readResponse().head?.status == .ok)
+    }
+
     @Test("the same key again answers the first object with Idempotent-Replayed and creates nothing")
     func replay() throws {
         let content = OriginContent(api: [OriginAPI(name: "orders", method: .post)])

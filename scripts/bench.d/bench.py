@@ -787,6 +787,33 @@ def item_overhead(h, t, srv):
         nc.stop()
 
 
+def item_scenario_startup(h, t):
+    """netcond's own start-up in a scenario run: from exec of `netcond run SCENARIO` to the client's
+    first instruction (origin, HTTPS CA, proxy, working directory, output capture all started)."""
+    name = "7. scenario start-up"
+    scenario = os.path.join(h.tmp, "startup.yaml")
+    with open(scenario, "w") as f:
+        f.write("name: startup\ndescription: start-up time\nprofile: lte\n"
+                "client: {command: [sh, -c, 'date +%s%N > \"$STAMP\"'], deadline: 10s}\n"
+                "checks: {stays-usable: {gives_up_within: 10s}}\n")
+    stamp = os.path.join(h.tmp, "startup.stamp")
+    env = dict(os.environ, STAMP=stamp)
+    samples = []
+    for _ in range(25):
+        if os.path.exists(stamp):
+            os.unlink(stamp)
+        t0 = time.time_ns()
+        subprocess.run([h.binary, "run", scenario, "--seed", "1", "--quiet"], env=env, timeout=30,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(stamp) as f:
+            samples.append((int(f.read().strip()) - t0) / 1e6)
+    samples = samples[1:]  # the first run warms the page cache
+    p50, worst = pct(samples, 50), max(samples)
+    t.add(f"{name}: exec to client start p50", f"{p50:.0f} ms (24 runs; includes exec of sh and date)",
+          "<= 100 ms", "PASS" if p50 <= 100 else "FAIL")
+    t.add(f"{name}: worst of 24", f"{worst:.0f} ms", "(report)", "INFO")
+
+
 LOSS_REF = {  # (rtt ms, loss %, tcp): (goodput Mbit/s, 1 MB time s, note)
     (100, 0, "bbr"): (11.2, 1.19), (100, 0, "cubic"): (11.6, 1.16),
     (100, 1, "bbr"): (11.2, 1.28), (100, 1, "cubic"): (1.20, 1.77),
@@ -1104,6 +1131,7 @@ def run(args):
             ("5c. bufferbloat", lambda: item_bufferbloat(h, t, srv)),
             ("5a. steady goodput", lambda: item_loss_steady(h, t, srv)),
             ("5b. 1 MB via HTTP proxy", lambda: item_loss_curl(h, t)),
+            ("7. scenario start-up", lambda: item_scenario_startup(h, t)),
         ]
         only = set(args.only.split(",")) if args.only else None
         for label, fn in items:
@@ -1114,7 +1142,7 @@ def run(args):
                 continue
             log(f"== {label} ({h.remaining():.0f} s of budget left, load average {os.getloadavg()[0]:.2f})")
             try:
-                if srv is None and "throughput" not in label and "HTTP" not in label:
+                if srv is None and "throughput" not in label and "HTTP" not in label and "scenario" not in label:
                     raise RuntimeError("test servers did not start")
                 fn()
             except KeyboardInterrupt:
