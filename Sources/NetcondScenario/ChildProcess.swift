@@ -66,6 +66,13 @@ public final class ChildProcess: Sendable {
         return ChildProcess(pid: reaper.pid, command: command, ownsGroup: output != nil, reaper: reaper)
     }
 
+    /// Throws what ``spawn(_:environment:workingDirectory:output:)`` would for a program that cannot
+    /// start (not found: 127, not executable: 126), without starting anything.
+    public static func checkStartable(_ command: [String], environment: [String: String]) throws(ChildProcessError) {
+        guard let program = command.first, !program.isEmpty else { throw .noCommand }
+        try Self.check(program, searchPath: environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin")
+    }
+
     /// Sends a signal to the child, or to its process group when it has one of its own (which may
     /// outlive the child itself: a shell's background jobs). Not sent to a reaped child that led no group.
     public func signal(_ signal: Int32) {

@@ -157,6 +157,15 @@ struct TestCommand: AsyncParsableCommand {
     /// Finds, decodes and filters the scenarios, and resolves each one's client; exit 2 on any error,
     /// before anything runs.
     private func loadScenarios() throws -> [(Scenario, [String])] {
+        if !self.command.isEmpty && !self.list {
+            // The same client runs every scenario: one that cannot start is said once, before anything runs.
+            do {
+                try ChildProcess.checkStartable(self.command, environment: currentEnvironment())
+            } catch {
+                printError("netcond: \(error.description)")
+                throw ExitCode(error.exitCode)
+            }
+        }
         var paths = self.paths
         if paths.isEmpty {
             guard FileManager.default.fileExists(atPath: "Scenarios") else {

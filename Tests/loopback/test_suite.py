@@ -108,6 +108,10 @@ def test_a_bad_file_stops_the_run_before_anything_starts(tmp_path):
     assert missing.returncode == 2 and "no such file or directory" in missing.stderr
     nodir = run(["test", str(folder), "--junit", str(tmp_path / "no" / "r.xml"), "--", "true"])
     assert nodir.returncode == 2 and "does not exist" in nodir.stderr
+    # A client that cannot start is said once, before any scenario runs (as a shell would: 127).
+    noclient = run(["test", str(folder), "--", "no-such-client-netcond"])
+    assert noclient.returncode == 127 and "command not found: no-such-client-netcond" in noclient.stderr
+    assert "small-download" not in noclient.stdout
 
 
 def test_interrupt_stops_the_client_and_the_run(tmp_path):
