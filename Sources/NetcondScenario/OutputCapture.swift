@@ -6,9 +6,19 @@ import Glibc
 #endif
 
 /// A scenario client's stdout and stderr, read through two pipes by a thread of their own: both
-/// go to a log file (interleaved as they come), and when `echo` is set also to netcond's own
-/// stdout and stderr, so the person watching sees the client as if it wrote there itself. What the
+/// go to a log file (interleaved as they come), and are echoed as ``OutputEcho`` says: not at all,
+/// to netcond's own stdout and stderr (the person watching sees the client as if it wrote there
+/// itself), or through a handler (one that keeps a status line out of the client's way). What the
 /// checks need is kept: how much went to stderr, and the end of it.
+/// Where a client's captured output is shown as well.
+public enum OutputEcho: Sendable {
+    case none
+    /// To netcond's stdout (the client's stdout) and stderr (its stderr).
+    case direct
+    /// To a handler, with the descriptor the bytes would have gone to (1 or 2).
+    case handler(@Sendable (_ descriptor: Int32, _ bytes: Data) -> Void)
+}
+
 public final class OutputCapture: @unchecked Sendable {
     /// The pipes' write ends, for the child (closed here once it has started).
     public let childStdout: Int32
@@ -16,7 +26,7 @@ public final class OutputCapture: @unchecked Sendable {
     private let readStdout: Int32
     private let readStderr: Int32
     private let file: Int32
-    private let echo: Bool
+    private let echo: OutputEcho
     private let lock = NSLock()
     private let done = DispatchSemaphore(value: 0)
     private var stderrBytes: Int64 = 0
@@ -53,7 +63,7 @@ public final class OutputCapture: @unchecked Sendable {
     }
 
     /// Opens `path` for the log (created or truncated) and the two pipes.
-    public init(path: String, echo: Bool) throws(Failure) {
+    public init(path: String, echo: OutputEcho) throws(Failure) {
         let file = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard file >= 0 else {
             throw Failure(description: "cannot write the client's output to \(path): \(String(cString: strerror(errno)))")
@@ -122,7 +132,11 @@ public final class OutputCapture: @unchecked Sendable {
                 }
                 buffer.withUnsafeBytes { raw in
                     Self.writeAll(self.file, raw.baseAddress!, count)
-                    if self.echo { Self.writeAll(entry.echoTo, raw.baseAddress!, count) }
+                    switch self.echo {
+                    case .none: break
+                    case .direct: Self.writeAll(entry.echoTo, raw.baseAddress!, count)
+                    case .handler(let handler): handler(entry.echoTo, Data(raw.prefix(count)))
+                    }
                 }
                 let now = DispatchTime.now().uptimeNanoseconds
                 self.lock.withLock {
@@ -175,7 +189,7 @@ public final class OutputCapture: @unchecked Sendable {
         self.lines.append(Line(uptimeNanoseconds: now, stderr: stderr, text: text))
     }
 
-    private static func writeAll(_ fd: Int32, _ pointer: UnsafeRawPointer, _ count: Int) {
+    public static func writeAll(_ fd: Int32, _ pointer: UnsafeRawPointer, _ count: Int) {
         var written = 0
         while written < count {
             let result = write(fd, pointer + written, count - written)

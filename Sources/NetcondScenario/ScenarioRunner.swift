@@ -105,7 +105,7 @@ public enum ScenarioRunner {
         seed: UInt64,
         baseEnvironment: [String: String],
         keepWorkingDirectory: Bool = false,
-        echoOutput: Bool = true,
+        echo: OutputEcho = .direct,
         onStart: (@Sendable (ChildProcess) -> Void)? = nil,
         onEvent: (@Sendable (String) -> Void)? = nil,
         onProgress: (@Sendable (ScenarioProgress) -> Void)? = nil
@@ -135,8 +135,7 @@ public enum ScenarioRunner {
             environment["NETCOND_OUTPUT"] = (workdir as NSString).appendingPathComponent(output)
         }
 
-        // The client's output is always captured (the checks read its stderr); it is also echoed
-        // to netcond's own stdout and stderr when `echoOutput` is set.
+        // The client's output is always captured (the checks read its stderr), and echoed as `echo` says.
         let outputFile: String
         do {
             outputFile = try Self.makeOutputFile(name: scenario.name)
@@ -147,7 +146,7 @@ public enum ScenarioRunner {
         }
         let capture: OutputCapture
         do {
-            capture = try OutputCapture(path: outputFile, echo: echoOutput)
+            capture = try OutputCapture(path: outputFile, echo: echo)
         } catch {
             await session.stop()
             Self.remove(workdir)

@@ -81,7 +81,7 @@ struct DemoCommand: AsyncParsableCommand {
             let outcome: ScenarioOutcome
             do {
                 outcome = try await ScenarioRunner.run(
-                    scenario, command: run.command, seed: seed, baseEnvironment: currentEnvironment(), echoOutput: false,
+                    scenario, command: run.command, seed: seed, baseEnvironment: currentEnvironment(), echo: .none,
                     onEvent: { line in print("   netcond: \(line)") })
             } catch {
                 printError("netcond: \(error.description)")

@@ -18,6 +18,8 @@ final class LiveStatus: @unchecked Sendable {
     private var previous: ControlStatus?
     private var lastLine: String?
     private var sawInitialState = false
+    /// A program's output passed through ended mid-line: no status line until it ends the line.
+    private var midLine = false
 
     /// `live`: redraw a status line (only when stderr is a terminal).
     init(live: Bool) {
@@ -57,6 +59,23 @@ final class LiveStatus: @unchecked Sendable {
         self.draw(line)
     }
 
+    /// A program's output, shown where it would have gone (`descriptor` 1 or 2) with the status
+    /// line out of its way: cleared before, redrawn after once the output ends a line.
+    func passThrough(_ descriptor: Int32, _ bytes: Data) {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        if self.lineShown {
+            writeStandardError("\r\u{1B}[K")
+            self.lineShown = false
+        }
+        if descriptor == 1 { fflush(nil) }
+        bytes.withUnsafeBytes { raw in
+            if let base = raw.baseAddress { OutputCapture.writeAll(descriptor, base, raw.count) }
+        }
+        if let last = bytes.last { self.midLine = last != UInt8(ascii: "\n") }
+        if self.live, !self.midLine, let line = self.lastLine { self.draw(line) }
+    }
+
     /// Redraws the status line with a line of the caller's own.
     func show(_ line: String) {
         guard self.live else { return }
@@ -76,10 +95,17 @@ final class LiveStatus: @unchecked Sendable {
     }
 
     private func draw(_ line: String) {
+        guard !self.midLine else { return }
         var columns = winsize()
         let width = ioctl(2, UInt(TIOCGWINSZ), &columns) == 0 && columns.ws_col > 10 ? Int(columns.ws_col) - 1 : 119
         let shown = line.count > width ? String(line.prefix(width - 1)) + "…" : line
         writeStandardError("\r\u{1B}[K" + shown)
         self.lineShown = true
     }
+}
+
+/// The status line of a scenario run: `LABEL  +4.2 s  normal  1.2 MB down  3 requests`.
+func scenarioStatusLine(_ label: String, _ progress: ScenarioProgress) -> String {
+    "\(label)  +\(String(format: "%.1f", progress.elapsed)) s  \(progress.phase)  "
+        + "\(formatBytes(progress.bytesDown)) down  \(progress.requests) request\(progress.requests == 1 ? "" : "s")"
 }

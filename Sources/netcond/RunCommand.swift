@@ -120,19 +120,26 @@ extension RunCommand {
         printError(ScenarioReport.header(scenario, seed: seed, command: command))
         let signals = SignalForwarder()
         let quiet = self.quiet
+        // On a terminal, a status line below the client's own output (which passes around it).
+        let status = LiveStatus(live: !quiet)
+        let name = scenario.name
         let outcome: ScenarioOutcome
         do {
             outcome = try await ScenarioRunner.run(
                 scenario, command: command, seed: seed, baseEnvironment: currentEnvironment(),
                 keepWorkingDirectory: self.keep,
+                echo: status.live ? .handler { descriptor, bytes in status.passThrough(descriptor, bytes) } : .direct,
                 onStart: { child in signals.forward(to: child) },
-                onEvent: { line in if !quiet { printError("netcond: \(line)") } }
+                onEvent: { line in if !quiet { status.log("netcond: \(line)") } },
+                onProgress: { progress in status.show(scenarioStatusLine(name, progress)) }
             )
         } catch {
+            status.finish()
             signals.stop()
             printError("netcond: \(error.description)")
             throw ExitCode(error.exitCode)
         }
+        status.finish()
         signals.stop()
         if !self.quiet { printError(outcome.summaryLine) }
         if self.keep {

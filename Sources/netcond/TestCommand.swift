@@ -114,17 +114,14 @@ struct TestCommand: AsyncParsableCommand {
                 let name = scenario.name
                 let outcome = try await ScenarioRunner.run(
                     scenario, command: command, seed: seed, baseEnvironment: currentEnvironment(),
-                    keepWorkingDirectory: self.keep, echoOutput: self.showOutput,
+                    keepWorkingDirectory: self.keep,
+                    echo: self.showOutput ? .handler { descriptor, bytes in status.passThrough(descriptor, bytes) } : .none,
                     onStart: { child in
                         current.withLockedValue { $0 = child }
                         stop(child)
                     },
                     onEvent: { line in status.log("  \(line)") },
-                    onProgress: { progress in
-                        status.show(
-                            "\(counter) \(name)  +\(String(format: "%.1f", progress.elapsed)) s  \(progress.phase)  "
-                                + "\(formatBytes(progress.bytesDown)) down  \(progress.requests) request\(progress.requests == 1 ? "" : "s")")
-                    }
+                    onProgress: { progress in status.show(scenarioStatusLine("\(counter) \(name)", progress)) }
                 )
                 current.withLockedValue { $0 = nil }
                 if let signal = interrupted.withLockedValue({ $0 }) {
