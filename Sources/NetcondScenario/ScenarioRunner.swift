@@ -333,7 +333,7 @@ public enum ScenarioRunner {
 
     private static func makeWorkingDirectory(name: String) throws(ScenarioRunError) -> String {
         do {
-            return try TemporaryFiles.makeDirectory(prefix: "netcond-\(Self.safe(name))")
+            return try TemporaryFiles.makeDirectory(kind: name)
         } catch {
             throw ScenarioRunError(description: "cannot create a working directory: \(error.description)", exitCode: 3)
         }
@@ -342,14 +342,10 @@ public enum ScenarioRunner {
     /// An empty file for the client's output, next to where working directories go.
     private static func makeOutputFile(name: String) throws(ScenarioRunError) -> String {
         do {
-            return try TemporaryFiles.makeFile(prefix: "netcond-\(Self.safe(name))", suffix: ".log")
+            return try TemporaryFiles.makeFile(kind: name, suffix: ".log")
         } catch {
             throw ScenarioRunError(description: "cannot create a file for the client's output: \(error.description)", exitCode: 3)
         }
-    }
-
-    private static func safe(_ name: String) -> String {
-        String(name.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" }.prefix(40))
     }
 
     static func remove(_ directory: String) {

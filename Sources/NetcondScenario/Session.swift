@@ -71,6 +71,8 @@ public final class Session: Sendable {
         originContent: OriginContent = OriginContent(),
         onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
     ) async throws -> Session {
+        // What a netcond killed by SIGKILL left behind goes first.
+        TemporaryFiles.removeStale()
         let originGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let proxyGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let origin = OriginServer(configuration: OriginConfiguration(content: originContent))

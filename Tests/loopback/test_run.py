@@ -1,4 +1,5 @@
 """`netcond run`, `profiles`, `validate`: exit codes, environment, signals, clear errors."""
+import glob
 import os
 import signal
 import subprocess
@@ -49,13 +50,14 @@ def test_unknown_profile_suggests_the_nearest():
     assert "did you mean 'edge'" in result.stderr
 
 
-def start_sleeping_child(tmp):
+def start_sleeping_child(tmp, env=None):
     """`netcond run none -- sleep 60` (via sh, which writes its pid first); returns (netcond, child pid)."""
     marker = os.path.join(tmp, "pid")
     process = subprocess.Popen(
         [NETCOND, "run", "none", "--", "sh", "-c", f'echo $$ > {marker}; exec sleep 60'],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env=env,
     )
     deadline = time.time() + 20
     while not os.path.exists(marker) and time.time() < deadline:
@@ -123,7 +125,12 @@ def test_bad_listen_and_forward_are_usage_errors():
 
 
 def test_even_sigkill_of_netcond_leaves_no_orphan(tmp):
-    process, child = start_sleeping_child(tmp)
+    scratch = os.path.join(tmp, "scratch")
+    os.mkdir(scratch)
+    env = dict(os.environ, TMPDIR=scratch)
+    process, child = start_sleeping_child(tmp, env=env)
+    # The run's HTTPS CA folder carries netcond's pid in its name.
+    assert glob.glob(os.path.join(scratch, f"netcond-{process.pid}-tls-*"))
     process.kill()
     process.wait(timeout=10)
     deadline = time.time() + 5
@@ -139,6 +146,10 @@ def test_even_sigkill_of_netcond_leaves_no_orphan(tmp):
         except (ProcessLookupError, FileNotFoundError):
             alive = False
     assert not alive
+    # SIGKILL left the CA folder behind; the next netcond removes what a dead one left.
+    assert glob.glob(os.path.join(scratch, f"netcond-{process.pid}-tls-*"))
+    assert run(["run", "none", "--", "true"], env={"TMPDIR": scratch}).returncode == 0
+    assert not glob.glob(os.path.join(scratch, "netcond-*"))
 
 
 def test_summary_line_names_losses_and_their_causes(tmp_path):
