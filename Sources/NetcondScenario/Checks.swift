@@ -129,15 +129,14 @@ public struct RunEvidence: Sendable {
     public var origin: OriginContent
     /// The lines the client printed (the first ``OutputCapture/maxLines``).
     public var lines: [OutputLine]
-    /// How much it wrote to stderr, and the last lines of that.
-    public var stderrBytes: Int64
+    /// The last lines it wrote to stderr.
     public var stderrTail: String
-    public var portal: [PortalEvent] = []
+    public var portal: [PortalEvent]
 
     public init(
         exit: ExitStatus?, timedOut: Bool, deadline: Span, duration: Double, requests: [Request],
         failedConnects: [FailedConnect] = [], workingDirectory: String, origin: OriginContent,
-        lines: [OutputLine] = [], stderrBytes: Int64 = 0, stderrTail: String = ""
+        lines: [OutputLine] = [], stderrTail: String = "", portal: [PortalEvent] = []
     ) {
         self.exit = exit
         self.timedOut = timedOut
@@ -148,8 +147,8 @@ public struct RunEvidence: Sendable {
         self.workingDirectory = workingDirectory
         self.origin = origin
         self.lines = lines
-        self.stderrBytes = stderrBytes
         self.stderrTail = stderrTail
+        self.portal = portal
     }
 
     /// GETs of one origin file, in order.

@@ -45,11 +45,9 @@ public final class ChildProcess: Sendable {
         workingDirectory: String? = nil,
         output: (stdout: Int32, stderr: Int32)? = nil
     ) throws(ChildProcessError) -> ChildProcess {
-        guard let program = command.first, !program.isEmpty else { throw .noCommand }
-        let path = environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
-        try Self.check(program, searchPath: path)
-
-        let resolved = Self.resolve(program, searchPath: path) ?? program
+        try Self.checkStartable(command, environment: environment)
+        let program = command[0]
+        let resolved = Self.resolve(program, searchPath: Self.searchPath(environment)) ?? program
         let environmentLines = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
         // The parent-death signal fires when the *thread* that forked ends, so the fork happens on a
         // thread of its own that lives exactly as long as the child (it waits for it).
@@ -70,7 +68,11 @@ public final class ChildProcess: Sendable {
     /// start (not found: 127, not executable: 126), without starting anything.
     public static func checkStartable(_ command: [String], environment: [String: String]) throws(ChildProcessError) {
         guard let program = command.first, !program.isEmpty else { throw .noCommand }
-        try Self.check(program, searchPath: environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin")
+        try Self.check(program, searchPath: Self.searchPath(environment))
+    }
+
+    private static func searchPath(_ environment: [String: String]) -> String {
+        environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
     }
 
     /// Sends a signal to the child, or to its process group when it has one of its own (which may

@@ -30,13 +30,12 @@ public struct HTTPFetcher: Sendable {
         self.proxyPort = proxyPort
     }
 
-    /// GETs `url` (absolute `http://…`) through the proxy; `progress` is called with the body bytes so far.
+    /// GETs `url` (absolute `http://…`) through the proxy.
     public func get(
         _ url: String,
-        keepBody: Bool,
-        progress: (@Sendable (Int) -> Void)? = nil
+        keepBody: Bool
     ) async throws -> Result {
-        try await self.send(method: "GET", url: url, keepBody: keepBody, progress: progress)
+        try await self.send(method: "GET", url: url, keepBody: keepBody)
     }
 
     /// Sends one request for `url` (absolute `http://…`, sent in absolute form to `proxyHost:proxyPort`,
@@ -48,7 +47,6 @@ public struct HTTPFetcher: Sendable {
         contentType: String? = nil,
         headers extraHeaders: [(String, String)] = [],
         keepBody: Bool,
-        progress: (@Sendable (Int) -> Void)? = nil,
         sink: (@Sendable (_ status: Int, _ body: ByteBuffer) -> Void)? = nil
     ) async throws -> Result {
         guard url.lowercased().hasPrefix("http://") else {
@@ -64,7 +62,7 @@ public struct HTTPFetcher: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
                     try channel.pipeline.syncOperations.addHandler(
-                        FetchHandler(started: started, keepBody: keepBody, promise: promise, progress: progress, sink: sink)
+                        FetchHandler(started: started, keepBody: keepBody, promise: promise, sink: sink)
                     )
                 }
             }
@@ -104,7 +102,6 @@ private final class FetchHandler: ChannelInboundHandler {
     private let started: NIODeadline
     private let keepBody: Bool
     private let promise: EventLoopPromise<HTTPFetcher.Result>
-    private let progress: (@Sendable (Int) -> Void)?
     private let sink: (@Sendable (_ status: Int, _ body: ByteBuffer) -> Void)?
     private var result = HTTPFetcher.Result(
         status: 0,
@@ -119,13 +116,11 @@ private final class FetchHandler: ChannelInboundHandler {
         started: NIODeadline,
         keepBody: Bool,
         promise: EventLoopPromise<HTTPFetcher.Result>,
-        progress: (@Sendable (Int) -> Void)?,
         sink: (@Sendable (_ status: Int, _ body: ByteBuffer) -> Void)?
     ) {
         self.started = started
         self.keepBody = keepBody
         self.promise = promise
-        self.progress = progress
         self.sink = sink
     }
 
@@ -145,7 +140,6 @@ private final class FetchHandler: ChannelInboundHandler {
             if self.keepBody, let bytes = buffer.readBytes(length: buffer.readableBytes) {
                 self.result.body += bytes
             }
-            self.progress?(self.result.bodyBytes)
         case .end:
             self.result.total = self.elapsed
             self.promise.succeed(self.result)

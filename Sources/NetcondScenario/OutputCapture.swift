@@ -29,8 +29,6 @@ public final class OutputCapture: @unchecked Sendable {
     private let echo: OutputEcho
     private let lock = NSLock()
     private let done = DispatchSemaphore(value: 0)
-    private var stderrBytes: Int64 = 0
-    private var totalBytes: Int64 = 0
     private var stderrTail: [UInt8] = []
     private var stopRequested = false
     private var lines: [Line] = []
@@ -52,10 +50,8 @@ public final class OutputCapture: @unchecked Sendable {
         public var description: String
     }
 
-    /// What was captured: byte counts and the ends of the streams.
+    /// What was captured: the end of stderr and the timed lines.
     public struct Summary: Sendable, Equatable {
-        public var totalBytes: Int64
-        public var stderrBytes: Int64
         /// The last lines the client wrote to stderr (at most ``ClientOutput/tailLimit`` bytes).
         public var stderrTail: String
         /// Every line (up to ``OutputCapture/maxLines``), with the moment it came.
@@ -108,7 +104,7 @@ public final class OutputCapture: @unchecked Sendable {
         }
         return self.lock.withLock {
             Summary(
-                totalBytes: self.totalBytes, stderrBytes: self.stderrBytes, stderrTail: Self.tailLines(self.stderrTail),
+                stderrTail: Self.tailLines(self.stderrTail),
                 lines: self.lines)
         }
     }
@@ -141,9 +137,7 @@ public final class OutputCapture: @unchecked Sendable {
                 let now = DispatchTime.now().uptimeNanoseconds
                 self.lock.withLock {
                     self.split(buffer[..<count], from: entry.fd, stderr: entry.isStderr, at: now)
-                    self.totalBytes += Int64(count)
                     if entry.isStderr {
-                        self.stderrBytes += Int64(count)
                         self.stderrTail += buffer[..<count]
                         if self.stderrTail.count > 2 * ClientOutput.tailLimit {
                             self.stderrTail.removeFirst(self.stderrTail.count - ClientOutput.tailLimit)
@@ -199,10 +193,11 @@ public final class OutputCapture: @unchecked Sendable {
         }
     }
 
-    /// The last ``ClientOutput/tailLimit`` bytes, from a line start.
-    static func tailLines(_ bytes: [UInt8]) -> String {
+    /// The last ``ClientOutput/tailLimit`` bytes, from a line start. `truncated`: `bytes` is
+    /// itself the end of something longer (its first line may be a part).
+    static func tailLines(_ bytes: [UInt8], truncated: Bool = false) -> String {
         var slice = bytes[...]
-        if slice.count > ClientOutput.tailLimit {
+        if slice.count > ClientOutput.tailLimit || truncated {
             slice = slice.suffix(ClientOutput.tailLimit)
             if let newline = slice.firstIndex(of: UInt8(ascii: "\n")) { slice = slice[(newline + 1)...] }
         }

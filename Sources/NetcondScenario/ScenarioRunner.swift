@@ -16,8 +16,8 @@ public struct ScenarioOutcome: Sendable {
     public var applied: [(at: Double, what: String)]
     /// netcond's own start-up: from the start of the run to the client's start, in seconds.
     public var startup: Double
-    /// The one-line link summary of the run.
-    public var summaryLine: String
+    /// The one-line link summary of the run (``Session/summaryText()``).
+    public var linkSummary: String
     /// The end of what the client printed (stdout and stderr), when it was captured.
     public var clientOutput: ClientOutput
 
@@ -28,20 +28,15 @@ public struct ScenarioOutcome: Sendable {
 public struct ClientOutput: Sendable, Equatable {
     /// The last lines of both (as they came), at most ``ClientOutput/tailLimit`` bytes of them.
     public var tail: String
-    /// Everything the client printed, in bytes.
-    public var totalBytes: Int64
-    /// What it wrote to stderr: how much, and the last lines.
-    public var stderrBytes: Int64
+    /// The last lines it wrote to stderr.
     public var stderrTail: String
     /// Kept on disk (with `--keep`), else nil.
     public var path: String?
 
     public static let tailLimit = 8 * 1024
 
-    public init(tail: String, totalBytes: Int64, stderrBytes: Int64 = 0, stderrTail: String = "", path: String? = nil) {
+    public init(tail: String, stderrTail: String = "", path: String? = nil) {
         self.tail = tail
-        self.totalBytes = totalBytes
-        self.stderrBytes = stderrBytes
         self.stderrTail = stderrTail
         self.path = path
     }
@@ -55,10 +50,10 @@ public struct ClientOutput: Sendable, Equatable {
             let start = size > UInt64(Self.tailLimit) ? size - UInt64(Self.tailLimit) : 0
             try? handle.seek(toOffset: start)
             let data = (try? handle.readToEnd()) ?? Data()
-            tail = OutputCapture.tailLines(start > 0 ? [UInt8(ascii: "x")] + Array(data) : Array(data))
+            tail = OutputCapture.tailLines(Array(data), truncated: start > 0)
         }
         return ClientOutput(
-            tail: tail, totalBytes: summary.totalBytes, stderrBytes: summary.stderrBytes, stderrTail: summary.stderrTail,
+            tail: tail, stderrTail: summary.stderrTail,
             path: keep ? path : nil)
     }
 }
@@ -69,7 +64,6 @@ public struct ScenarioProgress: Sendable {
     public var elapsed: Double
     public var phase: String
     public var bytesDown: Int64
-    public var bytesUp: Int64
     /// Requests the origin has seen.
     public var requests: Int
 }
@@ -222,27 +216,25 @@ public enum ScenarioRunner {
             if Task.isCancelled { return }
             child.signal(SIGKILL)
         }
-        let progress = Task {
-            guard let onProgress else { return }
+        let progress = onProgress.map { onProgress in Task {
             while !Task.isCancelled {
                 let status = await proxy.status()
                 let elapsed = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
                 onProgress(ScenarioProgress(
                     elapsed: elapsed, phase: status.map { $0.outage.map { "outage (\($0))" } ?? $0.phase } ?? "",
-                    bytesDown: status?.bytesDown ?? 0, bytesUp: status?.bytesUp ?? 0,
-                    requests: session.origin.requestLog.count))
+                    bytesDown: status?.bytesDown ?? 0, requests: session.origin.requestLog.count))
                 try? await Task.sleep(nanoseconds: 500_000_000)
             }
-        }
+        } }
         let exit = await child.wait()
         let ended = NIODeadline.now()
         // Whatever the client left running in its group (a shell's background jobs) ends with it.
-        if child.ownsGroup { child.signal(SIGKILL) }
+        child.signal(SIGKILL)
         watchdog.cancel()
         timeline.cancel()
-        progress.cancel()
+        progress?.cancel()
         _ = await timeline.value
-        _ = await progress.value
+        _ = await progress?.value
         let captured = capture.finish(grace: 1)
         let clientOutput = ClientOutput.read(path: outputFile, summary: captured, keep: keepWorkingDirectory)
         if !keepWorkingDirectory { Self.remove(outputFile) }
@@ -293,7 +285,7 @@ public enum ScenarioRunner {
             }
             return RunEvidence.PortalEvent(at: event.at + logOffset, kind: kind, detail: event.detail)
         }
-        var evidence = RunEvidence(
+        let evidence = RunEvidence(
             exit: exit,
             timedOut: timedOut.withLockedValue { $0 },
             deadline: deadline,
@@ -305,17 +297,16 @@ public enum ScenarioRunner {
             lines: captured.lines.map {
                 RunEvidence.OutputLine(at: Double(Int64($0.uptimeNanoseconds) - startNanos) / 1e9, stderr: $0.stderr, text: $0.text)
             },
-            stderrBytes: captured.stderrBytes,
-            stderrTail: captured.stderrTail
+            stderrTail: captured.stderrTail,
+            portal: portal
         )
-        evidence.portal = portal
         let results = scenario.checks.map { Checks.evaluate($0, evidence) }
-        let summaryLine = await session.summaryLine()
+        let linkSummary = await session.summaryText()
         await session.stop()
         if !keepWorkingDirectory { Self.remove(workdir) }
         return ScenarioOutcome(
             scenario: scenario, seed: seed, command: command, evidence: evidence, results: results,
-            applied: applied.withLockedValue { $0 }, startup: startup, summaryLine: summaryLine,
+            applied: applied.withLockedValue { $0 }, startup: startup, linkSummary: linkSummary,
             clientOutput: clientOutput
         )
     }

@@ -77,13 +77,13 @@ public enum ScenarioSuite {
     /// One scenario's result in a suite run.
     public enum Result: Sendable {
         case ran(ScenarioOutcome)
-        /// netcond could not run it (or its client could not start): the scenario, the reason, the exit code.
-        case error(Scenario, String, Int32)
+        /// netcond could not run it (or its client could not start, or it was interrupted): the scenario and why.
+        case error(Scenario, String)
 
         public var scenario: Scenario {
             switch self {
             case .ran(let outcome): return outcome.scenario
-            case .error(let scenario, _, _): return scenario
+            case .error(let scenario, _): return scenario
             }
         }
 
@@ -91,20 +91,31 @@ public enum ScenarioSuite {
             if case .ran(let outcome) = self { return outcome.passed }
             return false
         }
+
+        /// It ran, and a check failed.
+        public var failed: Bool {
+            if case .ran(let outcome) = self { return !outcome.passed }
+            return false
+        }
+
+        public var isError: Bool {
+            if case .error = self { return true }
+            return false
+        }
     }
 
     /// `netcond test`'s exit code: 3 when a scenario could not be run (netcond failed, or the client
     /// could not start), else 1 when one failed, else 0.
     public static func exitCode(_ results: [Result]) -> Int32 {
-        if results.contains(where: { if case .error = $0 { return true } else { return false } }) { return 3 }
+        if results.contains(where: \.isError) { return 3 }
         return results.allSatisfy(\.passed) ? 0 : 1
     }
 
     /// `12 scenarios: 10 passed, 1 failed (stall-mid-body), 1 error (slow-server-45s) in 3m 12s`.
     public static func summaryLine(_ results: [Result], seconds: Double) -> String {
         let passed = results.filter(\.passed)
-        let failed = results.filter { if case .ran(let outcome) = $0 { return !outcome.passed } else { return false } }
-        let errors = results.filter { if case .error = $0 { return true } else { return false } }
+        let failed = results.filter(\.failed)
+        let errors = results.filter(\.isError)
         var parts = ["\(passed.count) passed"]
         if !failed.isEmpty { parts.append("\(failed.count) failed (\(failed.map(\.scenario.name).joined(separator: ", ")))") }
         if !errors.isEmpty {
@@ -124,8 +135,8 @@ public enum ScenarioSuite {
     /// failed scenario whose message is the first failed check's evidence and whose text has every
     /// check line and the command that repeats the run; netcond's own failures are `<error>`s.
     public static func junit(_ results: [Result], seconds: Double) -> String {
-        let failures = results.filter { if case .ran(let outcome) = $0 { return !outcome.passed } else { return false } }.count
-        let errors = results.filter { if case .error = $0 { return true } else { return false } }.count
+        let failures = results.filter(\.failed).count
+        let errors = results.filter(\.isError).count
         var xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
         xml += "<testsuites name=\"netcond\" tests=\"\(results.count)\" failures=\"\(failures)\" errors=\"\(errors)\" time=\"\(Self.time(seconds))\">\n"
         xml += "  <testsuite name=\"netcond scenarios\" tests=\"\(results.count)\" failures=\"\(failures)\" errors=\"\(errors)\" skipped=\"0\" time=\"\(Self.time(seconds))\" timestamp=\"\(Self.timestamp())\">\n"
@@ -148,7 +159,7 @@ public enum ScenarioSuite {
                 var out = [ScenarioReport.header(scenario, seed: outcome.seed, command: outcome.command)]
                 out += outcome.applied.map { String(format: "+%.1f s  ", $0.at) + $0.what }
                 out += lines
-                out.append(outcome.summaryLine)
+                out.append("netcond: " + outcome.linkSummary)
                 if !outcome.clientOutput.tail.isEmpty {
                     out += ["", "client output (stdout and stderr, the end):", outcome.clientOutput.tail]
                 }
@@ -156,7 +167,7 @@ public enum ScenarioSuite {
                 if !outcome.clientOutput.stderrTail.isEmpty {
                     xml += "      <system-err>\(Self.escape(outcome.clientOutput.stderrTail))</system-err>\n"
                 }
-            case .error(_, let message, _):
+            case .error(_, let message):
                 xml += "      <error type=\"netcond\" message=\"\(Self.escape(message))\"/>\n"
             }
             xml += "    </testcase>\n"
@@ -262,7 +273,7 @@ public enum ScenarioSuite {
                 self.file = scenario.file
                 self.profile = scenario.profile.name
                 switch result {
-                case .error(_, let message, _):
+                case .error(_, let message):
                     self.verdict = "error"
                     self.error = message
                 case .ran(let outcome):

@@ -177,14 +177,19 @@ public final class Session: Sendable {
         await self.proxy.summary()
     }
 
-    /// One line for the end of a run.
+    /// One line for the end of a run: `netcond: ` and ``summaryText()``.
     public func summaryLine() async -> String {
-        let summary = await self.summary()
-        let elapsed = Span(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds - self.startedAt.uptimeNanoseconds))
-        return Self.summaryLine(profile: self.profile.name, seed: self.seed, elapsed: elapsed, summary: summary)
+        "netcond: " + (await self.summaryText())
     }
 
-    public static func summaryLine(profile: String, seed: UInt64, elapsed: Span, summary: ProxySummary) -> String {
+    /// `lte: 3.2 s, up 616 B, down 20.7 KB, 4 connections, no segment lost (seed 5)`.
+    public func summaryText() async -> String {
+        let summary = await self.summary()
+        let elapsed = Span(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds - self.startedAt.uptimeNanoseconds))
+        return Self.summaryText(profile: self.profile.name, seed: self.seed, elapsed: elapsed, summary: summary)
+    }
+
+    public static func summaryText(profile: String, seed: UInt64, elapsed: Span, summary: ProxySummary) -> String {
         let link = summary.link
         var parts = [
             "\(formatSeconds(elapsed))",
@@ -194,7 +199,7 @@ public final class Session: Sendable {
         ]
         if summary.upstreamFailures > 0 { parts.append("\(summary.upstreamFailures) upstream failures") }
         if summary.badRequests > 0 { parts.append("\(summary.badRequests) bad requests") }
-        return "netcond: \(profile): " + parts.joined(separator: ", ") + " (seed \(seed))"
+        return "\(profile): " + parts.joined(separator: ", ") + " (seed \(seed))"
     }
 
     /// `no segment lost`, or `15 segments lost (15 by the full queue), 31 held behind a loss`.

@@ -91,7 +91,7 @@ struct DemoCommand: AsyncParsableCommand {
                 print("   client: " + line.dropFirst("netcond fetch: ".count))
             }
             for line in ScenarioReport.checkLines(outcome) { print("   " + line) }
-            print("   → \(outcome.passed ? "passed" : "FAILED") (\(outcome.summaryLine.replacingOccurrences(of: "netcond: ", with: "")))")
+            print("   → \(outcome.passed ? "passed" : "FAILED") (\(outcome.linkSummary))")
             asExpected = asExpected && outcome.passed == run.shouldPass
         }
         print(asExpected

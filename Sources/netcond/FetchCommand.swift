@@ -36,7 +36,10 @@ struct FetchCommand: AsyncParsableCommand {
 
     func validate() throws {
         if self.resume && self.output == nil { throw ValidationError("--resume needs -o FILE") }
-        if self.retries < 0 || self.wait < 0 { throw ValidationError("--retries and --wait must not be negative") }
+        guard (0...100).contains(self.retries) else { throw ValidationError("--retries must be 0…100, got \(self.retries)") }
+        guard self.wait.isFinite, (0...3600).contains(self.wait) else {
+            throw ValidationError("--wait must be 0…3600 seconds, got \(self.wait)")
+        }
     }
 
     func run() async throws {
@@ -68,7 +71,7 @@ struct FetchCommand: AsyncParsableCommand {
         for attempt in 0...self.retries {
             if attempt > 0 {
                 try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
-                wait *= 2
+                wait = min(wait * 2, 3600)
             }
             let have = self.resume ? writer.length : 0
             if !self.resume { writer.truncate() }

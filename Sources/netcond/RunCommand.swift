@@ -123,6 +123,8 @@ extension RunCommand {
         // On a terminal, a status line below the client's own output (which passes around it).
         let status = LiveStatus(live: !quiet)
         let name = scenario.name
+        let showProgress: (@Sendable (ScenarioProgress) -> Void)? =
+            status.live ? { @Sendable progress in status.show(scenarioStatusLine(name, progress)) } : nil
         let outcome: ScenarioOutcome
         do {
             outcome = try await ScenarioRunner.run(
@@ -131,7 +133,7 @@ extension RunCommand {
                 echo: status.live ? .handler { descriptor, bytes in status.passThrough(descriptor, bytes) } : .direct,
                 onStart: { child in signals.forward(to: child) },
                 onEvent: { line in if !quiet { status.log("netcond: \(line)") } },
-                onProgress: { progress in status.show(scenarioStatusLine(name, progress)) }
+                onProgress: showProgress
             )
         } catch {
             status.finish()
@@ -141,7 +143,7 @@ extension RunCommand {
         }
         status.finish()
         signals.stop()
-        if !self.quiet { printError(outcome.summaryLine) }
+        if !self.quiet { printError("netcond: " + outcome.linkSummary) }
         if self.keep {
             printError("netcond: working directory kept: \(outcome.evidence.workingDirectory)")
             if let path = outcome.clientOutput.path { printError("netcond: client output kept: \(path)") }

@@ -110,8 +110,10 @@ struct TestCommand: AsyncParsableCommand {
             if !scenario.description.isEmpty { print("  \(scenario.description)") }
             fflush(nil)
             let result: ScenarioSuite.Result
+            let label = "\(counter) \(scenario.name)"
+            let showProgress: (@Sendable (ScenarioProgress) -> Void)? =
+                status.live ? { @Sendable progress in status.show(scenarioStatusLine(label, progress)) } : nil
             do {
-                let name = scenario.name
                 let outcome = try await ScenarioRunner.run(
                     scenario, command: command, seed: seed, baseEnvironment: currentEnvironment(),
                     keepWorkingDirectory: self.keep,
@@ -121,18 +123,18 @@ struct TestCommand: AsyncParsableCommand {
                         stop(child)
                     },
                     onEvent: { line in status.log("  \(line)") },
-                    onProgress: { progress in status.show(scenarioStatusLine("\(counter) \(name)", progress)) }
+                    onProgress: showProgress
                 )
                 current.withLockedValue { $0 = nil }
                 if let signal = interrupted.withLockedValue({ $0 }) {
                     // Stopped by the user, not judged: the checks would only see the interruption.
-                    result = .error(scenario, "interrupted by signal \(signal) after \(String(format: "%.1f", outcome.evidence.duration)) s", 128 + signal)
+                    result = .error(scenario, "interrupted by signal \(signal) after \(String(format: "%.1f", outcome.evidence.duration)) s")
                 } else {
                     result = .ran(outcome)
                 }
             } catch {
                 current.withLockedValue { $0 = nil }
-                result = .error(scenario, error.description, error.exitCode)
+                result = .error(scenario, error.description)
             }
             status.finish()
             self.report(result)
@@ -222,7 +224,7 @@ struct TestCommand: AsyncParsableCommand {
 
     private func report(_ result: ScenarioSuite.Result) {
         switch result {
-        case .error(_, let message, _):
+        case .error(_, let message):
             print("  ! netcond could not run it: \(message)")
         case .ran(let outcome):
             for line in ScenarioReport.checkLines(outcome) { print("  " + line) }
@@ -241,7 +243,7 @@ struct TestCommand: AsyncParsableCommand {
                 if let path = outcome.clientOutput.path { print("  client output kept: \(path)") }
             }
             let verdict = outcome.passed ? "✓ passed" : "✗ FAILED"
-            print("\(verdict) \(outcome.scenario.name) — client ran \(String(format: "%.1f", outcome.evidence.duration)) s; \(outcome.summaryLine.replacingOccurrences(of: "netcond: ", with: ""))")
+            print("\(verdict) \(outcome.scenario.name) — client ran \(String(format: "%.1f", outcome.evidence.duration)) s; \(outcome.linkSummary)")
         }
         fflush(nil)
     }

@@ -44,10 +44,6 @@ public struct ScenarioEvent: Sendable, Equatable {
         self.trigger = trigger
         self.action = action
     }
-
-    public init(at: Span, action: ScenarioAction) {
-        self.init(trigger: .at(at), action: action)
-    }
 }
 
 /// When a timeline event applies. Each event waits for its own trigger; events triggered at
@@ -126,6 +122,11 @@ public struct OriginContent: Sendable, Equatable {
 
     public func api(named name: String) -> OriginAPI? {
         self.api.first { $0.name == name }
+    }
+
+    /// The fault that hits request `number` (from 1) for `target`, if any.
+    public func fault(for target: OriginTarget, request number: Int) -> OriginFault? {
+        self.faults.first { $0.target == target && $0.requests.contains(number) }
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Yams
 
 /// Builds a ``Scenario`` from YAML, with every error at `file:line:column` and its key path, as
 /// for profiles. The schema is documented in `Scenarios/README.md`; keep the two in step.
@@ -11,7 +12,7 @@ public enum ScenarioDecoder {
         guard let root = try? ConfigNode.parse(yaml: yaml, file: ""), case .mapping(let mapping) = root.node else {
             return false
         }
-        return mapping.keys.contains { ["checks", "client"].contains($0.scalar?.string) }
+        return Self.hasScenarioKeys(mapping)
     }
 
     /// True when the file at `path` is readable YAML whose top level is a mapping without `checks:`
@@ -19,9 +20,13 @@ public enum ScenarioDecoder {
     /// malformed files are not "surely not": decoding them says what is wrong.
     public static func isSurelyNotScenario(atPath path: String) -> Bool {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8),
-            let root = try? ConfigNode.parse(yaml: text, file: path), case .mapping = root.node
+            let root = try? ConfigNode.parse(yaml: text, file: path), case .mapping(let mapping) = root.node
         else { return false }
-        return !self.looksLikeScenario(yaml: text)
+        return !Self.hasScenarioKeys(mapping)
+    }
+
+    private static func hasScenarioKeys(_ mapping: Node.Mapping) -> Bool {
+        mapping.keys.contains { ["checks", "client"].contains($0.scalar?.string) }
     }
 
     /// True when `path` names a readable scenario file (see ``looksLikeScenario(yaml:)``).
@@ -199,14 +204,12 @@ public enum ScenarioDecoder {
             let map = try element.mapping(
                 allowedKeys: Self.timelineTriggers + ["of"] + Self.timelineActions, expecting: "an event (e.g. \(example))")
             let present = Self.timelineTriggers.filter { map[$0] != nil }
-            guard let first = present.first else {
-                _ = try map.required("at", meaning: "when, from the client's start (e.g. 5s); or after_request: N, after_bytes: SIZE")
-                continue
-            }
+            // No trigger at all: `required` says 'at' is missing, as for any missing key.
+            let first = present.first ?? "at"
             if present.count > 1, let second = map[present[1]] {
                 throw second.error("\(present[0]) and \(present[1]) exclude each other; allowed: one trigger per event")
             }
-            let triggerNode = map[first]!
+            let triggerNode = try map.required(first, meaning: "when, from the client's start (e.g. 5s); or after_request: N, after_bytes: SIZE")
             let trigger: ScenarioTrigger
             switch first {
             case "at":

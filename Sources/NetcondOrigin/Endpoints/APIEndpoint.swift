@@ -32,14 +32,14 @@ struct APIEndpoint: OriginEndpoint {
         }
         switch (api.method, request.method) {
         case (.get, .HEAD):
-            return .json(.ok, (api.json ?? "{\"endpoint\": \"\(api.name)\", \"ok\": true}") + "\n")
+            return .json(.ok, Self.body(of: api))
         case (.get, .GET):
             // Calls are counted (HEAD is not) so that faults apply by number, as for POSTs.
             let number = self.state.withLock { state -> Int in
                 state.calls[api.name, default: 0] += 1
                 return state.calls[api.name]!
             }
-            var response = OriginResponse.json(.ok, (api.json ?? "{\"endpoint\": \"\(api.name)\", \"ok\": true}") + "\n")
+            var response = OriginResponse.json(.ok, Self.body(of: api))
             self.applyFault(to: &response, api: api, number: number)
             return response
         case (.post, .POST):
@@ -72,8 +72,13 @@ struct APIEndpoint: OriginEndpoint {
         return response
     }
 
+    /// What a GET endpoint answers: its JSON, or a small default naming it.
+    private static func body(of api: OriginAPI) -> String {
+        (api.json ?? "{\"endpoint\": \"\(api.name)\", \"ok\": true}") + "\n"
+    }
+
     private func applyFault(to response: inout OriginResponse, api: OriginAPI, number: Int) {
-        if let fault = self.content.faults.first(where: { $0.target == .api(api.name) && $0.requests.contains(number) }) {
+        if let fault = self.content.fault(for: .api(api.name), request: number) {
             response.apply(fault.action, describing: "call \(number) of \(api.path)")
         }
     }

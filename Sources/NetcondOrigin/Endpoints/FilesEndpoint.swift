@@ -28,7 +28,7 @@ struct FilesEndpoint: OriginEndpoint {
             counts[file.name, default: 0] += 1
             return counts[file.name]!
         }
-        guard let fault = self.content.faults.first(where: { $0.target == .file(file.name) && $0.requests.contains(number) }) else {
+        guard let fault = self.content.fault(for: .file(file.name), request: number) else {
             return response
         }
         response.apply(fault.action, describing: "request \(number) for \(file.name)")

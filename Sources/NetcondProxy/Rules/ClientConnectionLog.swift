@@ -9,7 +9,8 @@ final class ClientConnectionRecord {
     let acceptedAt: NIODeadline
     var upstreamAttempted = false
     var bytesFromClient: Int64 = 0
-    var bytesToClient: Int64 = 0
+    /// Something went back to the client.
+    var answered = false
 
     init(id: Int, acceptedAt: NIODeadline) {
         self.id = id
@@ -18,12 +19,14 @@ final class ClientConnectionRecord {
 
     /// The client sent something, the proxy never went upstream for it, and nothing came back.
     var wentUnanswered: Bool {
-        self.bytesFromClient > 0 && !self.upstreamAttempted && self.bytesToClient == 0
+        self.bytesFromClient > 0 && !self.upstreamAttempted && !self.answered
     }
 }
 
-/// Counts the bytes between a client and the proxy, at the socket end of the client's pipeline.
-final class ClientByteCounter: ChannelDuplexHandler {
+/// Notes the bytes a client sends and whether anything went back, at the socket end of the
+/// client's pipeline; once something has gone back there is nothing left to learn, and it leaves
+/// the pipeline (no cost on the rest of the connection's bytes).
+final class ClientByteCounter: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     typealias OutboundIn = IOData
@@ -41,7 +44,11 @@ final class ClientByteCounter: ChannelDuplexHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        self.record.bytesToClient += Int64(self.unwrapOutboundIn(data).readableBytes)
+        let answered = self.unwrapOutboundIn(data).readableBytes > 0
         context.write(data, promise: promise)
+        if answered && !self.record.answered {
+            self.record.answered = true
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        }
     }
 }
