@@ -65,8 +65,8 @@ import FoundationXML
         #expect(ScenarioSuite.matches("resume-after-dropout", patterns: ["DROPOUT"]))
         #expect(ScenarioSuite.matches("resume-after-dropout", patterns: ["backoff-*", "resume-*"]))
         #expect(!ScenarioSuite.matches("resume-after-dropout", patterns: ["backoff"]))
-        // A glob matches the whole name, not a part of it.
         #expect(ScenarioSuite.matches("resume-after-dropout", patterns: ["resume"]))
+        // A glob matches the whole name, not a part of it.
         #expect(!ScenarioSuite.matches("resume-after-dropout", patterns: ["drop*"]))
     }
 
@@ -84,17 +84,16 @@ import FoundationXML
         ]
         return ScenarioOutcome(
             scenario: scenario, seed: 42, command: ["curl", "-o", "out file"], evidence: evidence, results: results,
-            applied: [(at: 0.5, what: "outage (refuse)")], startup: 0.05, summaryLine: "lte: 1.3 s",
+            applied: [(at: 0.5, what: "outage (refuse)")], startup: 0.05, linkSummary: "lte: 1.3 s",
             clientOutput: ClientOutput(
-                tail: output ?? "", totalBytes: Int64(output?.utf8.count ?? 0), stderrBytes: Int64(output?.utf8.count ?? 0),
-                stderrTail: output ?? ""))
+                tail: output ?? "", stderrTail: output ?? ""))
     }
 
     @Test func exitCodesAndSummary() {
         let pass = ScenarioSuite.Result.ran(self.outcome("a", passed: true))
         let fail = ScenarioSuite.Result.ran(self.outcome("b", passed: false))
-        let error = ScenarioSuite.Result.error(self.outcome("c", passed: true).scenario, "cannot start", 3)
-        let missing = ScenarioSuite.Result.error(self.outcome("d", passed: true).scenario, "command not found: x", 127)
+        let error = ScenarioSuite.Result.error(self.outcome("c", passed: true).scenario, "cannot start")
+        let missing = ScenarioSuite.Result.error(self.outcome("d", passed: true).scenario, "command not found: x")
         #expect(ScenarioSuite.exitCode([pass]) == 0)
         #expect(ScenarioSuite.exitCode([pass, fail]) == 1)
         #expect(ScenarioSuite.exitCode([pass, missing]) == 3)
@@ -107,7 +106,7 @@ import FoundationXML
         let results: [ScenarioSuite.Result] = [
             .ran(self.outcome("a", passed: true)),
             .ran(self.outcome("b", passed: false, output: "curl: (18) transfer closed\u{1B}[0m")),
-            .error(self.outcome("c", passed: true).scenario, "command not found: x", 127),
+            .error(self.outcome("c", passed: true).scenario, "command not found: x"),
         ]
         let xml = ScenarioSuite.junit(results, seconds: 3.5)
         let document = try XMLDocument(xmlString: xml)

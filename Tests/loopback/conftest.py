@@ -49,8 +49,8 @@ def status(proxy):
 
 def wait_until(predicate, seconds=20):
     """Polls `predicate` every 0.1 s for at most `seconds`; True once it holds."""
-    deadline = time.time() + seconds
-    while time.time() < deadline:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         if predicate():
             return True
         time.sleep(0.1)

@@ -1,6 +1,7 @@
 """Scenarios on real clients: each check passes on a client that behaves well and fails on one that
 does not, with no cooperation from the clients (they only read NETCOND_URL / NETCOND_OUTPUT)."""
 import glob
+import re
 import os
 import textwrap
 
@@ -87,19 +88,19 @@ def test_curl_honours_retry_after_and_wget_in_a_tight_loop_does_not():
 def test_deadline_stops_a_hanging_client_and_fails_completes(tmp_path):
     path = tmp_path / "hang.yaml"
     path.write_text(textwrap.dedent("""
-        description: the origin never answers; the client has 2 s
+        description: the origin never answers; the client has 5 s
         profile: none
         origin:
           files: {slow.bin: {size: 1KB}}
           faults: [{file: slow.bin, hang: true}]
-        client: {url: /files/slow.bin, output: slow.bin, deadline: 2s}
+        client: {url: /files/slow.bin, output: slow.bin, deadline: 5s}
         checks:
           completes: {}
     """))
     env = {"TMPDIR": str(tmp_path)}
     hung = run(["run", str(path), "--seed", "1", "--", "sh", "-c", CURL], timeout=60, env=env)
     assert hung.returncode == 1, hung.stdout + hung.stderr
-    assert "still running at its 2 s deadline" in line(hung, "completes")
+    assert "still running at its 5 s deadline" in line(hung, "completes")
     patient = run(["run", str(path), "--seed", "1", "--", "sh", "-c", 'curl -sS --max-time 1 -o "$NETCOND_OUTPUT" "$NETCOND_URL"'],
                   timeout=60, env=env)
     assert patient.returncode == 1
@@ -179,7 +180,10 @@ def test_backing_off_from_connections_the_network_refuses():
     loop = scenario("backoff-connection-refused",
                     'for i in $(seq 300); do curl -fsS -o "$NETCOND_OUTPUT" "$NETCOND_URL" 2>/dev/null && break; done')
     assert loop.returncode == 1, loop.stdout + loop.stderr
-    assert "attempts within a minute (cap 20)" in line(loop, "backs-off")
+    # However fast the machine starts curl: too many attempts in a minute, or gaps that do not grow.
+    assert line(loop, "backs-off").startswith("✗")
+    assert ("attempts within a minute (cap 20)" in line(loop, "backs-off")
+            or "the gaps do not grow" in line(loop, "backs-off"))
 
     quitter = scenario("backoff-connection-refused", 'wget -q -O "$NETCOND_OUTPUT" "$NETCOND_URL"')
     assert quitter.returncode == 1
@@ -226,7 +230,8 @@ def test_a_stalled_body_is_noticed_or_not():
 def test_a_slow_server_needs_a_client_timeout():
     good = scenario("slow-server-45s", 'curl -sS --max-time 30 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
     assert good.returncode == 0, good.stdout + good.stderr
-    assert "ended by itself after 30." in line(good, "stays-usable")
+    ended = float(re.search(r"ended by itself after ([0-9.]+)s", line(good, "stays-usable")).group(1))
+    assert 29.5 <= ended < 34
     bad = scenario("slow-server-45s", CURL)
     assert bad.returncode == 1
     assert "that is later than 35 s" in line(bad, "stays-usable")

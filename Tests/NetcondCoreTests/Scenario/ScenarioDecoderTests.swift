@@ -55,7 +55,6 @@ import Testing
             OriginFault(file: "big.bin", action: .status(503, retryAfter: .seconds(2)), requests: .only([2, 3])),
             OriginFault(file: "big.bin", action: .hang, requests: .all),
         ])
-        // Sorted by time; same-moment events keep the file's order.
         // File order; each event waits for its own trigger.
         #expect(scenario.timeline.map(\.trigger) == [
             .at(.seconds(5)), .at(.seconds(2)), .at(.seconds(5)), .at(.seconds(1)), .at(.seconds(3)), .at(.seconds(4)), .at(.seconds(6)),
