@@ -65,9 +65,46 @@ public final class OriginRequestLog: Sendable {
         }
     }
 
+    /// One connection to the origin: the evidence that ties a request to what the proxy saw of it.
+    public struct Connection: Hashable, Sendable {
+        /// The number entries carry in ``Entry/connection``.
+        public var id: Int
+        /// The peer's port (the proxy's local port for its connection here), nil if unknown.
+        public var peerPort: Int?
+        /// Behind TLS: ``bytesWritten`` counts ciphertext.
+        public var tls: Bool
+        public var openedAt: Instant
+        /// Bytes the socket accepted on this connection, all responses and (behind TLS) the
+        /// handshake and record overhead included.
+        public var bytesWritten: Int64
+    }
+
     private let box = LockedBox<[Entry]>([])
+    private let connectionBox = LockedBox<[Connection]>([])
 
     public init() {}
+
+    /// Every connection so far, in the order they opened.
+    public var connections: [Connection] {
+        self.connectionBox.withLock { $0 }
+    }
+
+    func openConnection(id: Int, peerPort: Int?, tls: Bool, at instant: Instant) {
+        self.connectionBox.withLock { connections in
+            connections.append(Connection(id: id, peerPort: peerPort, tls: tls, openedAt: instant, bytesWritten: 0))
+        }
+    }
+
+    func addBytesWritten(_ count: Int, connection id: Int) {
+        self.connectionBox.withLock { connections in
+            // Connections are numbered in the order they open, so the id is nearly always the index.
+            if connections.indices.contains(id), connections[id].id == id {
+                connections[id].bytesWritten += Int64(count)
+            } else if let index = connections.firstIndex(where: { $0.id == id }) {
+                connections[index].bytesWritten += Int64(count)
+            }
+        }
+    }
 
     /// A snapshot of all entries, in arrival order.
     public var entries: [Entry] {

@@ -99,6 +99,14 @@ final class LinkDriver {
         self.pump()
     }
 
+    /// Cuts every connection open now; returns how many.
+    @discardableResult
+    func cutConnections(_ mode: CutMode) -> Int {
+        let count = self.model.cutConnections(mode, at: self.now)
+        self.pump()
+        return count
+    }
+
     /// Endpoints whose sender buffer was full: told after every pump, since room appears when the
     /// model sends (an acknowledgement), not only when it delivers.
     private var waitingForRoom: [FlowID: LinkEndpoint] = [:]
@@ -159,12 +167,12 @@ final class LinkDriver {
         switch notice {
         case .connected(let flow, let outcome):
             self.connectWaiters.removeValue(forKey: flow)?(outcome)
-        case .reset(let flow, let at):
+        case .cut(let flow, let mode, let at):
             self.waitingForRoom.removeValue(forKey: flow)
             if let waiter = self.connectWaiters.removeValue(forKey: flow) {
                 waiter(.refused(at: at))
             }
-            self.endpoints.removeValue(forKey: flow)?.linkReset()
+            self.endpoints.removeValue(forKey: flow)?.linkCut(mode)
         case .stateChanged(let state, let at):
             self.onStateChange?(state, at)
         }
@@ -208,6 +216,7 @@ protocol LinkEndpoint: AnyObject {
     func deliver(_ direction: Direction, bytes: Int)
     /// The model may have taken bytes from a full sender buffer.
     func roomMayHaveChanged()
-    /// The connection was reset on the link (a `reset` outage): drop what is held, reset the socket.
-    func linkReset()
+    /// The link cut the connection (a `reset` outage, a cut): drop what is held, then reset or
+    /// close the socket.
+    func linkCut(_ mode: CutMode)
 }

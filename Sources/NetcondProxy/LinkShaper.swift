@@ -28,6 +28,8 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
 
     private let driver: LinkDriver?
     private let stats: ProxyStats
+    /// Where this connection's delivered bytes are counted (nil in handler tests).
+    private let record: ClientConnectionRecord?
     private(set) var flow: FlowID?
     private var context: ChannelHandlerContext?
     private var up = PendingBytes()
@@ -41,9 +43,10 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     private var readBypassed = false
     private var writeBypassed = false
 
-    init(driver: LinkDriver?, stats: ProxyStats) {
+    init(driver: LinkDriver?, stats: ProxyStats, record: ClientConnectionRecord? = nil) {
         self.driver = driver
         self.stats = stats
+        self.record = record
     }
 
     private var preparedFlow: FlowID?
@@ -148,8 +151,10 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let buffer = self.unwrapOutboundIn(data)
         self.stats.bytesDown += Int64(buffer.readableBytes)
+        self.record?.downWritten += Int64(buffer.readableBytes)
         guard let (flow, driver) = self.shaping(holding: !self.down.isEmpty) else {
             self.writeBypassed = true
+            self.delivered(buffer.readableBytes)
             context.write(data, promise: promise)
             return
         }
@@ -206,6 +211,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
                 context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
             }
         case .down:
+            self.delivered(bytes)
             for (slice, promise) in self.down.take(bytes) {
                 context.write(self.wrapOutboundOut(slice), promise: promise)
             }
@@ -242,17 +248,27 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
 }
 
 extension LinkShaper {
-    /// The link reset this connection: everything held is dropped (the model counted it) and the
-    /// client's socket is closed with a TCP reset (SO_LINGER 0), as a middlebox's RST would.
-    func linkReset() {
+    private func delivered(_ bytes: Int) {
+        self.stats.bytesDelivered += Int64(bytes)
+        self.record?.downDelivered += Int64(bytes)
+    }
+
+    /// The link cut this connection: everything held is dropped (the model counted it) and the
+    /// client's socket is closed with a TCP reset (SO_LINGER 0), as a middlebox's RST would, or
+    /// with an orderly close at once (`close`).
+    func linkCut(_ mode: CutMode) {
         guard let context = self.context else { return }
+        self.record?.cut = mode
         self.flow = nil
         self.preparedFlow = nil
         for promise in self.up.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }
         for promise in self.down.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }
         for promise in self.outputClosePending { promise?.fail(ChannelError.ioOnClosedChannel) }
         self.outputClosePending = []
-        context.channel.resetConnection()
+        switch mode {
+        case .reset: context.channel.resetConnection()
+        case .close: context.close(promise: nil)
+        }
     }
 }
 

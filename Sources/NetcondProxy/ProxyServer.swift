@@ -144,7 +144,7 @@ public final class ProxyServer: Sendable {
         }.get()
         let proxy = try await self.bind(host: self.configuration.listenHost, port: self.configuration.listenPort) {
             channel, state, connector in
-            let shaper = LinkShaper(driver: state.driver, stats: state.stats)
+            let shaper = LinkShaper(driver: state.driver, stats: state.stats, record: connector.client)
             let sniffer = ProtocolSniffer(shaper: shaper, connector: connector, selfAddresses: state.selfAddresses)
             try channel.pipeline.syncOperations.addHandlers([shaper, sniffer])
         }
@@ -153,7 +153,7 @@ public final class ProxyServer: Sendable {
             let target = UpstreamTarget(host: forward.targetHost, port: forward.targetPort)
             let address = try await self.bind(host: forward.listenHost, port: forward.listenPort) {
                 channel, state, connector in
-                let shaper = LinkShaper(driver: state.driver, stats: state.stats)
+                let shaper = LinkShaper(driver: state.driver, stats: state.stats, record: connector.client)
                 let (clientGlue, upstreamGlue) = GlueHandler.matchedPair()
                 try channel.pipeline.syncOperations.addHandlers([shaper, clientGlue])
                 let flow = shaper.beginShaping()
@@ -212,7 +212,7 @@ public final class ProxyServer: Sendable {
                     let rules = state.rules
                     channel.closeFuture.assumeIsolated().whenComplete { _ in
                         state.children.removeValue(forKey: id)
-                        rules.finishClient(client)
+                        rules.finishClient(client, at: loop.now)
                     }
                     try channel.pipeline.syncOperations.addHandler(ClientByteCounter(record: client))
                     var overrides = HostOverrides()
@@ -290,11 +290,13 @@ public final class ProxyServer: Sendable {
             connectionsOpen: s.children.count,
             bytesUp: s.stats.bytesUp,
             bytesDown: s.stats.bytesDown,
+            bytesDelivered: s.stats.bytesDelivered,
             segmentsLost: counters.segmentsLost,
             queueDrops: counters.queueDrops,
             outageDrops: counters.outageDrops,
             retransmissions: counters.retransmissions,
             resets: counters.resets,
+            closes: counters.closes,
             refusedConnections: counters.refusedConnections,
             upstreamFailures: s.stats.upstreamFailures,
             faults: s.rules.plan.rules.count,
@@ -345,6 +347,11 @@ public final class ProxyServer: Sendable {
                 status: 400,
                 message: "the profile '\(s.profile.name)' has no captive portal; switch to one that does (e.g. captive-hotel) or add captive_portal: to yours"
             )
+        case .cut where s.driver == nil:
+            return ControlAPI.Rejection(
+                status: 400,
+                message: "this run has no emulated link (a pass-through profile without live control): there is nothing to cut"
+            )
         default:
             return nil
         }
@@ -378,6 +385,11 @@ public final class ProxyServer: Sendable {
             if let id { _ = s.rules.remove(id: id) } else { s.rules.removeAll() }
         case .captive(let open):
             s.rules.setPortal(open: open, now: self.loop.now)
+        case .cut(let mode):
+            let count = s.driver?.cutConnections(mode) ?? 0
+            s.rules.record(ProxyEvent(
+                at: s.rules.elapsed(at: self.loop.now).seconds, kind: "link",
+                detail: "link: cut \(count) connection\(count == 1 ? "" : "s") (\(mode))"))
         }
         return self.statusOnLoop()
     }

@@ -5,6 +5,8 @@ final class ProxyStats {
     var connections = 0
     var bytesUp: Int64 = 0
     var bytesDown: Int64 = 0
+    /// Down bytes the link has delivered to clients' sockets (`bytesDown` less what is on the link).
+    var bytesDelivered: Int64 = 0
     var upstreamFailures = 0
     var badRequests = 0
 }

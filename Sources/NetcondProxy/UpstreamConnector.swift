@@ -141,8 +141,13 @@ struct UpstreamConnector {
         self.client?.upstreamAttempted = true
         let rules = self.rules
         let attemptID = rules?.beginConnect(to: target.host, port: target.port, at: loop.now)
+        let client = self.client
         let completion: (Result<Channel, UpstreamError>) -> Void = { result in
             if let attemptID { rules?.finishConnect(attemptID, result: result.map { _ in () }) }
+            if case .success(let channel) = result, let client, self.routesToOrigin(target) {
+                // From here on, what goes down to the client is the origin's (see ClientConnectionRecord).
+                client.originUpstream = (channel.localAddress?.port ?? 0, client.downWritten)
+            }
             completion(result)
         }
         var refusal = "connection refused (netcond firewall: port \(target.port) is not allowed)"
@@ -224,6 +229,12 @@ struct UpstreamConnector {
                 attempt.real(.failure(Self.classify(error, target: target)))
             }
         }
+    }
+
+    /// The target is netcond's built-in origin (a `*.netcond.test` name the proxy answers itself).
+    private func routesToOrigin(_ target: UpstreamTarget) -> Bool {
+        if case .some(.some) = self.overrides.lookup(target.host) { return true }
+        return false
     }
 
     static func classify(_ error: Error, target: UpstreamTarget) -> UpstreamError {

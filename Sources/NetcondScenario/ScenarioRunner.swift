@@ -168,25 +168,26 @@ public enum ScenarioRunner {
         let proxy = session.proxy
         let origin = session.origin
         let timeline = Task {
-            // Each event waits for its own trigger: a moment, or a mark the origin reaches (polled
-            // every 10 ms); events due together apply in file order.
+            // Each event waits for its own trigger: a moment, or a mark the origin or the link
+            // reaches (polled every 10 ms); events due together apply in file order.
             var pending = scenario.timeline
             while !pending.isEmpty && !Task.isCancelled {
                 let elapsed = Span(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds))
-                let watchesOrigin = pending.contains { if case .at = $0.trigger { return false } else { return true } }
+                let watchesOrigin = pending.contains { if case .afterRequests = $0.trigger { return true } else { return false } }
+                let watchesLink = pending.contains { if case .afterBytes = $0.trigger { return true } else { return false } }
                 var finished = 0
                 var finishedFor: [OriginTarget: Int] = [:]
-                var bytes: Int64 = 0
                 if watchesOrigin {
-                    for entry in origin.requestLog.entries {
-                        bytes += entry.bodyBytesSent
-                        guard entry.isFinished else { continue }
+                    for entry in origin.requestLog.entries where entry.isFinished {
                         finished += 1
                         if let name = OriginFile.name(inPath: entry.path) { finishedFor[.file(name), default: 0] += 1 }
                         if let name = OriginAPI.name(inPath: entry.path) { finishedFor[.api(name), default: 0] += 1 }
                     }
                 }
-                let due = pending.filter { $0.trigger.isDue(elapsed: elapsed, finished: finished, finishedFor: finishedFor, bytes: bytes) }
+                let delivered = watchesLink ? (await proxy.status())?.bytesDelivered ?? 0 : 0
+                let due = pending.filter {
+                    $0.trigger.isDue(elapsed: elapsed, finished: finished, finishedFor: finishedFor, delivered: delivered)
+                }
                 for event in due {
                     await proxy.apply(Self.command(for: event.action))
                     let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
@@ -197,7 +198,7 @@ public enum ScenarioRunner {
                 }
                 pending.removeAll { event in due.contains(event) }
                 guard !pending.isEmpty else { break }
-                var sleep = watchesOrigin ? Span.milliseconds(10) : Span.seconds(Int64(3600))
+                var sleep = watchesOrigin || watchesLink ? Span.milliseconds(10) : Span.seconds(Int64(3600))
                 for event in pending {
                     if case .at(let at) = event.trigger { sleep = min(sleep, max(.zero, at - elapsed)) }
                 }
@@ -240,8 +241,18 @@ public enum ScenarioRunner {
         if !keepWorkingDirectory { Self.remove(outputFile) }
 
         let startNanos = Int64(started.uptimeNanoseconds)
-        let requests = session.origin.requestLog.entries.map { entry in
-            RunEvidence.Request(
+        let log = await proxy.eventLog()
+        let logOffset = Double(Int64(log.startedAt.uptimeNanoseconds) - startNanos) / 1e9
+        let entries = session.origin.requestLog.entries
+        let deliveries = log.events.compactMap { event -> DeliveryEvidence.Delivery? in
+            guard event.kind == "delivered", let port = event.localPort, let bytes = event.bytes else { return nil }
+            let at = Instant(nanoseconds: Int64(log.startedAt.uptimeNanoseconds) + Int64(event.at * 1e9))
+            return DeliveryEvidence.Delivery(at: at, localPort: port, bytes: bytes, cut: event.outcome)
+        }
+        let undelivered = DeliveryEvidence.undelivered(
+            entries: entries, connections: session.origin.requestLog.connections, deliveries: deliveries)
+        let requests = entries.map { entry in
+            var request = RunEvidence.Request(
                 at: Double(entry.timestamp.nanoseconds - startNanos) / 1e9,
                 method: entry.method,
                 path: entry.path,
@@ -254,9 +265,13 @@ public enum ScenarioRunner {
                 ended: entry.finishedAt.map { Double($0.nanoseconds - startNanos) / 1e9 },
                 effect: entry.effect
             )
+            if let lost = undelivered[entry.id] {
+                request.undelivered = lost.bytes
+                request.undeliveredUncertainty = lost.uncertainty
+                request.linkCut = lost.cut
+            }
+            return request
         }
-        let log = await proxy.eventLog()
-        let logOffset = Double(Int64(log.startedAt.uptimeNanoseconds) - startNanos) / 1e9
         // Attempts that never reached the origin: connections to it that failed, and client
         // connections whose request the link swallowed (no host known: nothing was read).
         let failedConnects = log.events.compactMap { event -> RunEvidence.FailedConnect? in
@@ -319,6 +334,7 @@ public enum ScenarioRunner {
         case .addFault(let fault): return .addFault(fault)
         case .clearFaults: return .removeFault(nil)
         case .captive(let open): return .captive(open: open)
+        case .cut(let mode): return .cut(mode)
         }
     }
 

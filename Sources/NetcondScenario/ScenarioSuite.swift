@@ -265,6 +265,9 @@ public enum ScenarioSuite {
                 var retryAfter: String?
                 var bodyBytes: Int64
                 var completed: Bool
+                /// Body bytes that reached the client, when fewer than the origin sent.
+                var bodyBytesReceived: Int64?
+                var linkCut: String?
             }
 
             init(_ result: ScenarioSuite.Result) {
@@ -289,7 +292,8 @@ public enum ScenarioSuite {
                     self.requests = outcome.evidence.requests.map {
                         Request(at: ($0.at * 1000).rounded() / 1000, method: $0.method, path: $0.path, range: $0.range,
                                 idempotencyKey: $0.idempotencyKey, status: $0.status, retryAfter: $0.retryAfter,
-                                bodyBytes: $0.bodyBytesSent, completed: $0.completed)
+                                bodyBytes: $0.bodyBytesSent, completed: $0.completed,
+                                bodyBytesReceived: $0.undelivered > 0 ? $0.bodyBytesReceived : nil, linkCut: $0.linkCut)
                     }
                     self.clientOutput = outcome.clientOutput.tail
                 }

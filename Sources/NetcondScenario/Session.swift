@@ -197,6 +197,8 @@ public final class Session: Sendable {
             "\(summary.connections) connection\(summary.connections == 1 ? "" : "s")",
             Self.lossText(link),
         ]
+        let cut = link.resets + link.closes
+        if cut > 0 { parts.append("\(cut) connection\(cut == 1 ? "" : "s") cut by the link") }
         if summary.upstreamFailures > 0 { parts.append("\(summary.upstreamFailures) upstream failures") }
         if summary.badRequests > 0 { parts.append("\(summary.badRequests) bad requests") }
         return "\(profile): " + parts.joined(separator: ", ") + " (seed \(seed))"

@@ -24,10 +24,11 @@ struct CtlCommand: AsyncParsableCommand {
               netcond ctl fault list             the faults in force and how often each hit
               netcond ctl fault remove 2         or `fault remove all`
               netcond ctl captive open           log in to the profile's captive portal (`captive close`: back to the portal)
+              netcond ctl cut                    reset every open connection once (`cut close`: end them with a FIN)
               netcond ctl events                 the run's event log (faults hit, link changes)
             Exit status: 0 done, 2 the request was refused (bad value; nothing changed), 3 no proxy answered.
             """,
-        subcommands: [Status.self, SwitchProfile.self, Outage.self, Stall.self, Fault.self, Captive.self, Events.self]
+        subcommands: [Status.self, SwitchProfile.self, Outage.self, Stall.self, Fault.self, Captive.self, Cut.self, Events.self]
     )
 
     struct Target: ParsableArguments {
@@ -267,6 +268,26 @@ extension CtlCommand {
 
         func run() async throws {
             try await self.target.send("POST", "/captive", body: nil, text: self.action == "open" ? #"{"open": true}"# : #"{"open": false}"#)
+        }
+    }
+
+    struct Cut: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Cut every open connection once; the link stays up and new connections go through.",
+            discussion: "reset (the default): a TCP reset, as a NAT that lost the connection answers. close: an orderly close at once, bytes still on the link dropped."
+        )
+        @Argument(help: "reset or close.")
+        var mode: String = CutMode.reset.rawValue
+        @OptionGroup var target: Target
+
+        func validate() throws {
+            guard CutMode(rawValue: self.mode) != nil else {
+                throw ValidationError("unknown cut mode '\(self.mode)'; allowed: \(CutMode.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+        }
+
+        func run() async throws {
+            try await self.target.send("POST", "/cut", body: ["mode": self.mode])
         }
     }
 }

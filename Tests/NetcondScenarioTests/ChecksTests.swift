@@ -26,7 +26,55 @@ import Testing
         ]))
         #expect(result.passed, "\(result.evidence)")
         #expect(result.evidence.contains("cut at 300,000 → Range: bytes=300000-"))
-        #expect(result.evidence.contains("1,000,000 served for a 1,000,000 file (1.00×)"))
+        #expect(result.evidence.contains("1,000,000 received for a 1,000,000 file (1.00×)"))
+    }
+
+    /// A response the origin finished whose connection the link then cut: the client has what
+    /// reached it, not what the origin wrote into socket buffers.
+    func linkCut(sent: Int64, undelivered: Int64, uncertainty: Int64 = 0, cut: String = "reset") -> Request {
+        var request = Request(at: 0.1, path: "/files/big.bin", status: 200, bodyBytesSent: sent, completed: true, ended: 0.5)
+        request.undelivered = undelivered
+        request.undeliveredUncertainty = uncertainty
+        request.linkCut = cut
+        return request
+    }
+
+    @Test func aLinkCutCountsWhatReachedTheClient() {
+        let result = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([
+            self.linkCut(sent: 1_000_000, undelivered: 380_000),
+            Request(at: 1.2, path: "/files/big.bin", range: "bytes=620000-", status: 206, bodyBytesSent: 380_000),
+        ]))
+        #expect(result.passed, "\(result.evidence)")
+        #expect(result.evidence.contains("cut at 620,000 → Range: bytes=620000- (+0.70s after the link reset it)"), "\(result.evidence)")
+        // The 380,000 bytes the first response lost on the way were never the client's to waste.
+        #expect(result.evidence.contains("1,000,000 received for a 1,000,000 file (1.00×)"))
+    }
+
+    @Test func aClientThatClaimsMoreThanReachedItFails() {
+        let result = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([
+            self.linkCut(sent: 1_000_000, undelivered: 380_000, cut: "close"),
+            Request(at: 1.2, path: "/files/big.bin", range: "bytes=700000-", status: 206, bodyBytesSent: 300_000),
+        ]))
+        #expect(!result.passed)
+        #expect(result.evidence.contains("cut at byte 620,000; the next request asked Range: bytes=700000- (need 554,464…620,000)"), "\(result.evidence)")
+    }
+
+    @Test func behindTLSTheEstimateLeavesRoomForRecordOverhead() {
+        let tls = self.linkCut(sent: 1_000_000, undelivered: 380_000, uncertainty: 806)
+        let within = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([
+            tls, Request(at: 1.2, path: "/files/big.bin", range: "bytes=620800-", status: 206, bodyBytesSent: 379_200),
+        ]))
+        #expect(within.passed, "\(within.evidence)")
+        let beyond = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([
+            tls, Request(at: 1.2, path: "/files/big.bin", range: "bytes=620807-", status: 206, bodyBytesSent: 379_193),
+        ]))
+        #expect(!beyond.passed)
+    }
+
+    @Test func aLinkCutNobodyResumedFromFails() {
+        let result = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([self.linkCut(sent: 1_000_000, undelivered: 400_000)]))
+        #expect(!result.passed)
+        #expect(result.evidence.contains("cut at byte 600,000 (+0.10s; the link reset it), and the client never asked again"), "\(result.evidence)")
     }
 
     @Test func cutsOfRangeResponsesCountFromTheirStart() {

@@ -69,6 +69,43 @@ def test_reset_outage_resets_an_open_download(proxy_factory):
     assert status(proxy)["resets"] == 1
 
 
+def test_cut_ends_open_downloads_once_and_says_how_much_arrived(proxy_factory, tmp_path):
+    proxy = proxy_factory("edge")
+    out = tmp_path / "part.bin"
+    reset = subprocess.Popen(["curl", "-sS", "-x", proxy.url, "-o", str(out),
+                              "http://origin.netcond.test/bytes/500KB"], stderr=subprocess.PIPE)
+    try:
+        assert wait_until(lambda: status(proxy)["bytes_delivered"] > 20_000)
+        assert proxy.ctl("cut").returncode == 0
+        assert reset.wait(timeout=30) == 56  # curl: failure receiving data (connection reset)
+        assert b"reset" in reset.stderr.read().lower()
+    finally:
+        reset.kill()
+        reset.wait()
+    now = status(proxy)
+    assert now["resets"] == 1 and now["outage"] is None
+    # The proxy's count of what reached the client is what curl kept (head included in the count).
+    delivered = [e for e in api(proxy, "GET", "/events")[1]["events"] if e["kind"] == "delivered"]
+    assert len(delivered) == 1 and delivered[0]["outcome"] == "reset"
+    assert 0 < out.stat().st_size < delivered[0]["bytes"] < out.stat().st_size + 1024
+    # The link stays up: the next download goes through whole.
+    after = curl(proxy, "http://origin.netcond.test/bytes/2KB")
+    assert after.returncode == 0 and after.stdout == origin_bytes(2048)
+
+    closed = subprocess.Popen(["curl", "-sS", "-x", proxy.url, "-o", "/dev/null",
+                               "http://origin.netcond.test/bytes/500KB"], stderr=subprocess.PIPE)
+    try:
+        assert wait_until(lambda: status(proxy)["bytes_delivered"] > now["bytes_delivered"] + 2048 + 20_000)
+        assert proxy.ctl("cut", "close").returncode == 0
+        assert closed.wait(timeout=30) == 18  # curl: transfer closed with bytes remaining
+    finally:
+        closed.kill()
+        closed.wait()
+    assert status(proxy)["closes"] == 1
+    bad = proxy.ctl("cut", "sideways")
+    assert bad.returncode == 2 and "unknown cut mode 'sideways'; allowed: reset, close" in bad.stderr
+
+
 def test_blackhole_hangs_new_connections_until_it_ends(proxy_factory):
     proxy = proxy_factory("lte")
     assert proxy.ctl("outage", "blackhole").returncode == 0

@@ -65,6 +65,16 @@ extension LinkModel {
         self.refresh()
     }
 
+    /// Cuts every connection open now, once (the link itself stays up: new connections go through).
+    /// What was still on the link is dropped. Returns how many were cut.
+    @discardableResult
+    public func cutConnections(_ mode: CutMode, at now: Instant) -> Int {
+        self.catchUp(to: now)
+        let count = self.flows.count
+        self.cutAllConnections(mode)
+        return count
+    }
+
     /// What the link is doing now.
     public var state: LinkState {
         let phase = self.timeline.phaseIndex.map { self.profile.schedule!.phases[$0].label } ?? self.profile.name
@@ -151,7 +161,7 @@ extension LinkModel {
         let outage = self.timeline.liveOutage ?? self.timeline.phaseOutage
         if outage != self.timeline.outage {
             self.timeline.outage = outage
-            if outage == .reset { self.resetAllConnections() }
+            if outage == .reset { self.cutAllConnections(.reset) }
         }
 
         let stalls = [self.timeline.liveStall, self.timeline.phaseStall, self.timeline.periodicStall]
@@ -198,10 +208,13 @@ extension LinkModel {
         self.serve(self.downLink)
     }
 
-    private func resetAllConnections() {
+    private func cutAllConnections(_ mode: CutMode) {
         for id in self.flows.keys.sorted() {
-            self.counters.resets += 1
-            self.pendingNotices.append(.reset(id, at: self.now))
+            switch mode {
+            case .reset: self.counters.resets += 1
+            case .close: self.counters.closes += 1
+            }
+            self.pendingNotices.append(.cut(id, mode, at: self.now))
         }
         self.flows.removeAll()
     }

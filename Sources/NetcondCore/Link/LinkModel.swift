@@ -639,8 +639,8 @@ public enum ConnectOutcome: Equatable, Sendable {
 public enum LinkNotice: Equatable, Sendable {
     /// A `connect` finished.
     case connected(FlowID, ConnectOutcome)
-    /// The connection was reset (a `reset` outage began); the model has forgotten it.
-    case reset(FlowID, at: Instant)
+    /// The connection was cut (a `reset` outage began: `.reset`; or a cut); the model has forgotten it.
+    case cut(FlowID, CutMode, at: Instant)
     /// The link's state changed: a schedule phase began or ended, an outage or a stall began or ended.
     case stateChanged(LinkState, at: Instant)
 }
@@ -686,8 +686,10 @@ public struct LinkCounters: Equatable, Sendable {
     public var segmentsDelayed = 0
     /// Transmissions lost because an outage was in force.
     public var outageDrops = 0
-    /// Connections reset by a `reset` outage.
+    /// Connections reset by a `reset` outage or a `reset` cut.
     public var resets = 0
+    /// Connections closed early by a `close` cut.
+    public var closes = 0
     /// Connection attempts that met a firewall rule or a `dns_fail` name.
     public var setupFailures = 0
     /// Connection attempts refused by a `refuse` or `reset` outage.

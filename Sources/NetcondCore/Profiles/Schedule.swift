@@ -76,6 +76,18 @@ public enum OutageBehaviour: String, Sendable, Equatable, CaseIterable, CustomSt
     public var description: String { self.rawValue }
 }
 
+/// How a cut ends the connections open at that moment (a timeline's `cut:`, `POST /cut`).
+public enum CutMode: String, Sendable, Equatable, CaseIterable, CustomStringConvertible {
+    /// A TCP reset, as a NAT or middlebox that lost the connection's state answers: the client
+    /// reads "connection reset".
+    case reset
+    /// An orderly close (FIN) at once, bytes still on the link dropped: the stream just ends early,
+    /// and only a client that checks `Content-Length` notices.
+    case close
+
+    public var description: String { self.rawValue }
+}
+
 /// Which way a stall stops bytes.
 public enum StallDirection: String, Sendable, Equatable, CaseIterable, CustomStringConvertible {
     case up

@@ -54,7 +54,8 @@ public enum ScenarioTrigger: Sendable, Equatable, CustomStringConvertible {
     /// When the origin has finished this many responses (answered, cut or dropped), counted over
     /// all requests, or only those for one file or endpoint.
     case afterRequests(Int, of: OriginTarget?)
-    /// When the origin has sent this many response body bytes in all.
+    /// When the link has delivered this many bytes to the client in all (down, every connection,
+    /// headers included): bytes the client has, not bytes the origin handed to a socket buffer.
     case afterBytes(ByteCount)
 
     public var description: String {
@@ -62,18 +63,19 @@ public enum ScenarioTrigger: Sendable, Equatable, CustomStringConvertible {
         case .at(let span): return "at +\(span)"
         case .afterRequests(let count, let target):
             return "after response \(count)" + (target.map { " for \($0)" } ?? "")
-        case .afterBytes(let bytes): return "after \(bytes) served"
+        case .afterBytes(let bytes): return "after \(bytes) delivered"
         }
     }
 
     /// True once the trigger has fired: `elapsed` since the client started; the origin has
-    /// finished `finished` responses in all (`finishedFor` per file or endpoint) and sent `bytes`.
-    public func isDue(elapsed: Span, finished: Int, finishedFor: [OriginTarget: Int], bytes: Int64) -> Bool {
+    /// finished `finished` responses in all (`finishedFor` per file or endpoint); the link has
+    /// delivered `delivered` bytes to the client.
+    public func isDue(elapsed: Span, finished: Int, finishedFor: [OriginTarget: Int], delivered: Int64) -> Bool {
         switch self {
         case .at(let span): return elapsed >= span
         case .afterRequests(let count, let target?): return (finishedFor[target] ?? 0) >= count
         case .afterRequests(let count, nil): return finished >= count
-        case .afterBytes(let threshold): return bytes >= threshold.bytes
+        case .afterBytes(let threshold): return delivered >= threshold.bytes
         }
     }
 }
@@ -89,6 +91,8 @@ public enum ScenarioAction: Sendable, Equatable, CustomStringConvertible {
     /// Remove every fault added so far (timeline and profile alike).
     case clearFaults
     case captive(open: Bool)
+    /// Cut every connection open at that moment (the link stays up).
+    case cut(CutMode)
 
     public var description: String {
         switch self {
@@ -98,6 +102,7 @@ public enum ScenarioAction: Sendable, Equatable, CustomStringConvertible {
         case .addFault(let fault): return "fault: \(fault.label)"
         case .clearFaults: return "faults cleared"
         case .captive(let open): return open ? "captive portal opens" : "captive portal closes"
+        case .cut(let mode): return mode == .reset ? "connections reset" : "connections closed"
         }
     }
 }

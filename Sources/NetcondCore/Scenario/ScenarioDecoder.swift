@@ -193,7 +193,7 @@ public enum ScenarioDecoder {
 
     // MARK: - Timeline
 
-    static let timelineActions = ["profile", "outage", "stall", "fault", "faults", "captive"]
+    static let timelineActions = ["profile", "outage", "stall", "fault", "faults", "captive", "cut"]
 
     static let timelineTriggers = ["at", "after_request", "after_bytes"]
 
@@ -254,6 +254,8 @@ public enum ScenarioDecoder {
             case "faults":
                 _ = try value.choice(["clear"])
                 action = .clearFaults
+            case "cut":
+                action = .cut(CutMode(rawValue: try value.choice(CutMode.allCases.map(\.rawValue)))!)
             default:
                 let word = try value.choice(["open", "close"])
                 action = .captive(open: word == "open")

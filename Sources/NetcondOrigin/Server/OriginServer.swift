@@ -153,7 +153,12 @@ public final class OriginServer: Sendable {
             connectionID: connectionID,
             chunkSize: self.configuration.chunkSize
         )
+        self.requestLog.openConnection(
+            id: connectionID, peerPort: channel.remoteAddress?.port, tls: prepare != nil, at: self.configuration.clock.now())
+        let log = self.requestLog
         return channel.eventLoop.makeCompletedFuture {
+            // At the socket end, in front of any TLS handler: what the socket accepted.
+            try channel.pipeline.syncOperations.addHandler(WrittenByteCounter { log.addBytesWritten($0, connection: connectionID) })
             try prepare?(channel)
             try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
             try channel.pipeline.syncOperations.addHandler(handler)
@@ -175,4 +180,25 @@ public enum OriginServerError: Error, Hashable, Sendable {
     case alreadyStarted
     /// ``OriginServer/stop()`` was called while the server was still binding.
     case stoppedWhileStarting
+}
+
+/// Counts the bytes the socket accepted (a write counts when its promise succeeds: a write still
+/// pending when the connection dies never reached the peer).
+final class WrittenByteCounter: ChannelOutboundHandler {
+    typealias OutboundIn = IOData
+    typealias OutboundOut = IOData
+
+    private let count: (Int) -> Void
+
+    init(count: @escaping (Int) -> Void) {
+        self.count = count
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let bytes = self.unwrapOutboundIn(data).readableBytes
+        let promise = promise ?? context.eventLoop.makePromise()
+        let count = self.count
+        promise.futureResult.whenSuccess { count(bytes) }
+        context.write(data, promise: promise)
+    }
 }

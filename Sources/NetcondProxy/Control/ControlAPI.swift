@@ -18,6 +18,7 @@ import NetcondCore
 /// | `DELETE /faults/ID`  |                                          | remove one fault (`DELETE /faults`: all) |
 /// | `GET /events`        |                                          | the run's event log (faults hit, link changes) |
 /// | `POST /captive`      | `{"open": true}`                         | open (log in) or close the captive portal |
+/// | `POST /cut`          | none, or `{"mode": "close"}`             | cut every open connection once (reset, or close) |
 ///
 /// Every answer is JSON: the status after the change, or `{"error": "…"}` with 400 (bad body),
 /// 404 (unknown path), 405 (wrong method) or 413 (body too large); a rejected request changes nothing.
@@ -37,7 +38,7 @@ public enum ControlAPI {
         public var message: String
     }
 
-    static let paths = ["/status", "/profile", "/outage", "/stall", "/faults", "/events", "/captive"]
+    static let paths = ["/status", "/profile", "/outage", "/stall", "/faults", "/events", "/captive", "/cut"]
 
     /// What a request asks for. `target` may be origin-form (`/status`) or absolute-form
     /// (`http://127.0.0.1:8081/status`).
@@ -83,6 +84,14 @@ public enum ControlAPI {
                     return .failure(Rejection(status: 400, message: "'open' is missing or not true/false; allowed: {\"open\": true} or {\"open\": false}"))
                 }
                 return .success(.command(.captive(open: open)))
+            }
+        case "/cut":
+            guard method == "POST" else { return wrongMethod("POST") }
+            guard !body.isEmpty else { return .success(.command(.cut(.reset))) }
+            return Self.object(body, example: #"{"mode": "reset"} or {"mode": "close"}"#).flatMap { object in
+                guard object["mode"] != nil else { return .success(.command(.cut(.reset))) }
+                return Self.word(object["mode"], key: "mode", among: CutMode.allCases.map(\.rawValue))
+                    .map { .command(.cut(CutMode(rawValue: $0)!)) }
             }
         case "/faults":
             switch method {
@@ -181,6 +190,8 @@ public enum ControlCommand: Equatable, Sendable {
     case removeFault(Int?)
     /// Open (log in) or close the captive portal.
     case captive(open: Bool)
+    /// Cut every connection open now (the link stays up).
+    case cut(CutMode)
 }
 
 /// One fault in force, as `GET /faults` lists it.
@@ -227,11 +238,15 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     public var connectionsOpen: Int
     public var bytesUp: Int64
     public var bytesDown: Int64
+    /// Down bytes the link has delivered to clients (`bytes_down` less what is still on the link).
+    public var bytesDelivered: Int64
     public var segmentsLost: Int
     public var queueDrops: Int
     public var outageDrops: Int
     public var retransmissions: Int
     public var resets: Int
+    /// Connections a `close` cut ended.
+    public var closes: Int
     public var refusedConnections: Int
     public var upstreamFailures: Int
     /// Faults in force, and requests they hit so far.
@@ -251,11 +266,13 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         case connectionsOpen = "connections_open"
         case bytesUp = "bytes_up"
         case bytesDown = "bytes_down"
+        case bytesDelivered = "bytes_delivered"
         case segmentsLost = "segments_lost"
         case queueDrops = "queue_drops"
         case outageDrops = "outage_drops"
         case retransmissions
         case resets
+        case closes
         case refusedConnections = "refused_connections"
         case upstreamFailures = "upstream_failures"
         case faults
@@ -277,11 +294,13 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         try container.encode(self.connectionsOpen, forKey: .connectionsOpen)
         try container.encode(self.bytesUp, forKey: .bytesUp)
         try container.encode(self.bytesDown, forKey: .bytesDown)
+        try container.encode(self.bytesDelivered, forKey: .bytesDelivered)
         try container.encode(self.segmentsLost, forKey: .segmentsLost)
         try container.encode(self.queueDrops, forKey: .queueDrops)
         try container.encode(self.outageDrops, forKey: .outageDrops)
         try container.encode(self.retransmissions, forKey: .retransmissions)
         try container.encode(self.resets, forKey: .resets)
+        try container.encode(self.closes, forKey: .closes)
         try container.encode(self.refusedConnections, forKey: .refusedConnections)
         try container.encode(self.upstreamFailures, forKey: .upstreamFailures)
         try container.encode(self.faults, forKey: .faults)

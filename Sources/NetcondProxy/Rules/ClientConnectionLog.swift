@@ -1,9 +1,15 @@
 import NIOCore
+import NetcondCore
 
 /// What one client connection to the proxy did, for the event log: whether the proxy ever tried to
 /// reach a server for it, and how many bytes went each way between the client and the proxy. A
 /// connection whose request the link swallowed (a blackhole) shows as bytes in, no upstream
 /// attempt and nothing back: an attempt of the client's that no server ever saw. Loop-confined.
+///
+/// For connections to netcond's own origin it also keeps how many of the origin's bytes reached
+/// the client's socket: when the link cuts a connection (or the client leaves) the origin has
+/// counted as sent what still sat in socket buffers and on the link, and the scenario checks need
+/// what the client really got.
 final class ClientConnectionRecord {
     let id: Int
     let acceptedAt: NIODeadline
@@ -11,6 +17,20 @@ final class ClientConnectionRecord {
     var bytesFromClient: Int64 = 0
     /// Something went back to the client.
     var answered = false
+    /// Bytes written toward the client (into its link), and how many of them the link delivered
+    /// to the client's socket (`LinkShaper` counts both).
+    var downWritten: Int64 = 0
+    var downDelivered: Int64 = 0
+    /// The latest upstream connection to netcond's origin: its local port (what the origin sees as
+    /// the peer's port) and `downWritten` when it was connected.
+    var originUpstream: (localPort: Int, from: Int64)?
+    /// How the link ended the connection, if it did.
+    var cut: CutMode?
+
+    /// Bytes of the latest origin connection that reached the client's socket.
+    var deliveredFromOrigin: Int64? {
+        self.originUpstream.map { max(0, self.downDelivered - $0.from) }
+    }
 
     init(id: Int, acceptedAt: NIODeadline) {
         self.id = id

@@ -125,10 +125,18 @@ final class ProxyRules {
         return record
     }
 
-    /// A client connection closed: recorded when it went unanswered (see ``ClientConnectionRecord``).
-    func finishClient(_ record: ClientConnectionRecord) {
+    /// A client connection closed: recorded when it went unanswered, and when it carried the
+    /// origin's bytes (how many reached the client; see ``ClientConnectionRecord``).
+    func finishClient(_ record: ClientConnectionRecord, at now: NIODeadline) {
         self.openClients.removeValue(forKey: record.id)
         if record.wentUnanswered { self.record(self.unansweredEvent(record, stillOpen: false)) }
+        if let origin = record.originUpstream, let delivered = record.deliveredFromOrigin {
+            let how = record.cut.map { "; the link \($0 == .reset ? "reset" : "closed") it" } ?? ""
+            self.record(ProxyEvent(
+                at: self.elapsed(at: now).seconds, kind: "delivered",
+                detail: "client connection \(record.id): \(delivered) bytes of the origin's connection from port \(origin.localPort) reached the client\(how)",
+                outcome: record.cut?.rawValue, localPort: origin.localPort, bytes: delivered))
+        }
     }
 
     private func unansweredEvent(_ record: ClientConnectionRecord, stillOpen: Bool) -> ProxyEvent {
@@ -172,7 +180,8 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
     /// `fault` (a fault hit a request), `captive` (the portal answered, intercepted, opened or
     /// closed), `link` (the link's state changed), `connect` (an upstream connection attempt that
     /// failed, at the moment it began, with its outcome) or `client` (a client connection that sent a
-    /// request no server ever saw and got no answer: swallowed by a blackhole).
+    /// request no server ever saw and got no answer: swallowed by a blackhole) or `delivered` (a
+    /// client connection to netcond's origin ended: how many of the origin's bytes reached it).
     public var kind: String
     public var detail: String
     public var fault: Int?
@@ -180,12 +189,22 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
     public var host: String?
     public var path: String?
     public var port: Int?
-    /// For `connect`: `refused`, `reset`, `timed out`, `no such name`, or `unanswered` (still under way).
+    /// For `connect`: `refused`, `reset`, `timed out`, `no such name`, or `unanswered` (still under
+    /// way); for `delivered`: `reset` or `close` when the link cut the connection.
     public var outcome: String?
+    /// For `delivered`: the local port of the proxy's connection to the origin (the origin's peer port).
+    public var localPort: Int?
+    /// For `delivered`: the bytes of that connection that reached the client's socket.
+    public var bytes: Int64?
+
+    enum CodingKeys: String, CodingKey {
+        case at, kind, detail, fault, method, host, path, port, outcome, bytes
+        case localPort = "local_port"
+    }
 
     public init(
         at: Double, kind: String, detail: String, fault: Int? = nil, method: String? = nil, host: String? = nil,
-        path: String? = nil, port: Int? = nil, outcome: String? = nil
+        path: String? = nil, port: Int? = nil, outcome: String? = nil, localPort: Int? = nil, bytes: Int64? = nil
     ) {
         self.at = at
         self.kind = kind
@@ -196,5 +215,7 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
         self.path = path
         self.port = port
         self.outcome = outcome
+        self.localPort = localPort
+        self.bytes = bytes
     }
 }

@@ -29,6 +29,8 @@ import Testing
           - {at: 6s, profile: edge}
           - {after_request: 1, of: /files/big.bin, captive: close}
           - {after_bytes: 300KB, stall: end}
+          - {after_bytes: 600KB, cut: reset}
+          - {at: 7s, cut: close}
         client:
           command: curl -o "$NETCOND_OUTPUT" "$NETCOND_URL"
           url: /files/big.bin
@@ -59,6 +61,7 @@ import Testing
         #expect(scenario.timeline.map(\.trigger) == [
             .at(.seconds(5)), .at(.seconds(2)), .at(.seconds(5)), .at(.seconds(1)), .at(.seconds(3)), .at(.seconds(4)), .at(.seconds(6)),
             .afterRequests(1, of: .file("big.bin")), .afterBytes(ByteCount(bytes: 300 * 1024)),
+            .afterBytes(ByteCount(bytes: 600 * 1024)), .at(.seconds(7)),
         ])
         #expect(scenario.timeline[0].action == .outage(.refuse))
         #expect(scenario.timeline[2].action == .outage(nil))
@@ -66,6 +69,8 @@ import Testing
         #expect(scenario.timeline[4].action == .captive(open: true))
         #expect(scenario.timeline[5].action == .clearFaults)
         #expect(scenario.timeline[7].action == .captive(open: false))
+        #expect(scenario.timeline[9].action == .cut(.reset))
+        #expect(scenario.timeline[10].action == .cut(.close))
         if case .switchProfile(let profile) = scenario.timeline[6].action { #expect(profile.name == "edge") } else { Issue.record("no profile switch") }
         #expect(scenario.client.command == ["/bin/sh", "-c", #"curl -o "$NETCOND_OUTPUT" "$NETCOND_URL""#])
         #expect(scenario.client.url == "/files/big.bin")
@@ -119,6 +124,7 @@ import Testing
         ("profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a, cut_after: 1KB, retry_after: 2s}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].retry_after", "goes with status"),
         ("profile: edge\ntimeline: [{at: 5s, outage: sometimes}]\nchecks: {completes: {}}\n", 2, "timeline[0].outage", "allowed: blackhole, refuse, reset, end"),
         ("profile: edge\ntimeline: [{outage: refuse}]\nchecks: {completes: {}}\n", 2, "timeline[0].at", "missing required key 'at'"),
+        ("profile: edge\ntimeline: [{at: 1s, cut: all}]\nchecks: {completes: {}}\n", 2, "timeline[0].cut", "allowed: reset, close"),
         ("profile: edge\ntimeline: [{at: soon, outage: refuse}]\nchecks: {completes: {}}\n", 2, "timeline[0].at", ""),
         ("profile: edge\ntimeline: [{at: 1s, outage: refuse, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].stall", "one event does one thing"),
         ("profile: edge\ntimeline: [{at: 1s, after_request: 1, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].after_request", "exclude each other"),
@@ -199,15 +205,15 @@ import Testing
 
     @Test func triggersFireAtTheirMoments() {
         let none: [OriginTarget: Int] = [:]
-        #expect(!ScenarioTrigger.at(.seconds(2)).isDue(elapsed: .milliseconds(1999), finished: 9, finishedFor: none, bytes: 9))
-        #expect(ScenarioTrigger.at(.seconds(2)).isDue(elapsed: .seconds(2), finished: 0, finishedFor: none, bytes: 0))
-        #expect(!ScenarioTrigger.afterRequests(2, of: nil).isDue(elapsed: .seconds(60), finished: 1, finishedFor: none, bytes: 0))
-        #expect(ScenarioTrigger.afterRequests(2, of: nil).isDue(elapsed: .zero, finished: 2, finishedFor: none, bytes: 0))
+        #expect(!ScenarioTrigger.at(.seconds(2)).isDue(elapsed: .milliseconds(1999), finished: 9, finishedFor: none, delivered: 9))
+        #expect(ScenarioTrigger.at(.seconds(2)).isDue(elapsed: .seconds(2), finished: 0, finishedFor: none, delivered: 0))
+        #expect(!ScenarioTrigger.afterRequests(2, of: nil).isDue(elapsed: .seconds(60), finished: 1, finishedFor: none, delivered: 0))
+        #expect(ScenarioTrigger.afterRequests(2, of: nil).isDue(elapsed: .zero, finished: 2, finishedFor: none, delivered: 0))
         let one: [OriginTarget: Int] = [.file("a"): 1, .api("orders"): 3]
-        #expect(ScenarioTrigger.afterRequests(1, of: .file("a")).isDue(elapsed: .zero, finished: 4, finishedFor: one, bytes: 0))
-        #expect(!ScenarioTrigger.afterRequests(1, of: .file("b")).isDue(elapsed: .zero, finished: 4, finishedFor: one, bytes: 0))
-        #expect(ScenarioTrigger.afterBytes(ByteCount(bytes: 100)).isDue(elapsed: .zero, finished: 0, finishedFor: none, bytes: 100))
-        #expect(!ScenarioTrigger.afterBytes(ByteCount(bytes: 100)).isDue(elapsed: .zero, finished: 0, finishedFor: none, bytes: 99))
+        #expect(ScenarioTrigger.afterRequests(1, of: .file("a")).isDue(elapsed: .zero, finished: 4, finishedFor: one, delivered: 0))
+        #expect(!ScenarioTrigger.afterRequests(1, of: .file("b")).isDue(elapsed: .zero, finished: 4, finishedFor: one, delivered: 0))
+        #expect(ScenarioTrigger.afterBytes(ByteCount(bytes: 100)).isDue(elapsed: .zero, finished: 0, finishedFor: none, delivered: 100))
+        #expect(!ScenarioTrigger.afterBytes(ByteCount(bytes: 100)).isDue(elapsed: .zero, finished: 0, finishedFor: none, delivered: 99))
     }
 
     @Test func scenariosAreToldFromProfilesByTheirTopKeys() {

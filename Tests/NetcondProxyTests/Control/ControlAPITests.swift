@@ -33,6 +33,15 @@ import Testing
         #expect(self.route("DELETE", "/stall") == .success(.command(.stall(nil))))
     }
 
+    @Test func aCutResetsByDefaultOrClosesWhenAsked() {
+        #expect(self.route("POST", "/cut") == .success(.command(.cut(.reset))))
+        #expect(self.route("POST", "/cut", "{}") == .success(.command(.cut(.reset))))
+        #expect(self.route("POST", "/cut", #"{"mode": "close"}"#) == .success(.command(.cut(.close))))
+        #expect(self.rejection(self.route("POST", "/cut", #"{"mode": "fin"}"#))?.message == "unknown mode 'fin'; allowed: reset, close")
+        #expect(self.rejection(self.route("POST", "/cut", "reset"))?.status == 400)
+        #expect(self.rejection(self.route("GET", "/cut"))?.message == "GET /cut is not supported; allowed: POST /cut")
+    }
+
     @Test func profileByNameAndByText() throws {
         let builtin = try ProfileCatalog.resolve("3g")
         #expect(self.route("POST", "/profile", #"{"name": "3g"}"#) == .success(.command(.switchProfile(builtin))))
@@ -110,13 +119,14 @@ import Testing
     @Test func statusJSONUsesSnakeCaseAndRoundTrips() throws {
         let status = ControlStatus(
             profile: "subway", phase: "tunnel", outage: "blackhole", stalled: ["down"], seed: 7, elapsedSeconds: 1.5,
-            connectionsTotal: 3, connectionsOpen: 1, bytesUp: 10, bytesDown: 2000, segmentsLost: 1, queueDrops: 0,
-            outageDrops: 4, retransmissions: 5, resets: 0, refusedConnections: 2, upstreamFailures: 0,
+            connectionsTotal: 3, connectionsOpen: 1, bytesUp: 10, bytesDown: 2000, bytesDelivered: 1500, segmentsLost: 1,
+            queueDrops: 0, outageDrops: 4, retransmissions: 5, resets: 0, closes: 1, refusedConnections: 2, upstreamFailures: 0,
             faults: 1, faultsApplied: 3, captivePortal: "closed",
             timerWakeups: 10, timerLateUs: [20, 60, 900]
         )
         let text = String(decoding: status.json(), as: UTF8.self)
         #expect(text.contains(#""connections_open":1"#))
+        #expect(text.contains(#""bytes_delivered":1500"#))
         #expect(text.contains(#""outage":"blackhole""#))
         #expect(text.hasSuffix("\n"))
         #expect(try JSONDecoder().decode(ControlStatus.self, from: Data(status.json())) == status)

@@ -64,12 +64,33 @@ import Testing
         sim.model.setOutage(.reset, at: .ms(20))
         sim.run(until: .s(1))
         #expect(sim.deliveries.isEmpty)
-        #expect(sim.notices.contains(.reset(first, at: .ms(20))))
-        #expect(sim.notices.contains(.reset(second, at: .ms(20))))
+        #expect(sim.notices.contains(.cut(first, .reset, at: .ms(20))))
+        #expect(sim.notices.contains(.cut(second, .reset, at: .ms(20))))
         #expect(sim.model.counters.resets == 2)
         #expect(sim.model.backlog(first, .down) == 0)
         let third = sim.model.openFlow(at: .s(1))
         #expect(sim.connect(third, at: .s(1)) == .refused(at: .ms(1100)))
+    }
+
+    @Test func aCutEndsTheOpenConnectionsOnceAndTheLinkStaysUp() {
+        var sim = LinkSimulation(.test(latency: .milliseconds(50)))
+        let first = sim.model.openFlow(at: .zero)
+        let second = sim.model.openFlow(at: .zero)
+        sim.model.send(first, .down, bytes: 10_000, at: .zero)
+        #expect(sim.model.cutConnections(.close, at: .ms(20)) == 2)
+        sim.run(until: .s(1))
+        #expect(sim.deliveries.isEmpty)
+        #expect(sim.notices.contains(.cut(first, .close, at: .ms(20))))
+        #expect(sim.notices.contains(.cut(second, .close, at: .ms(20))))
+        #expect(sim.model.counters.closes == 2)
+        #expect(sim.model.counters.resets == 0)
+        #expect(sim.model.state.outage == nil)
+        // A connection opened after the cut goes through, and so do its bytes.
+        let third = sim.model.openFlow(at: .s(1))
+        #expect(sim.connect(third, at: .s(1)) == .established(at: .ms(1100), synRetransmits: 0))
+        sim.model.send(third, .down, bytes: 1000, at: .ms(1100))
+        sim.run(until: .s(2))
+        #expect(sim.deliveries.map(\.flow) == [third])
     }
 
     @Test func aScheduledOutageComesAndGoes() {

@@ -1,0 +1,70 @@
+import NetcondCore
+import NetcondOrigin
+
+/// What the client really received of the origin's responses.
+///
+/// The origin counts a body byte as sent when its socket accepts it. When a connection ends early
+/// (the link cuts it, the client gives up), what was still in the loopback socket buffers or on
+/// the emulated link never reaches the client: megabytes, on a fast loopback. The proxy notes, for
+/// each client connection that went to the origin, how many of that origin connection's bytes it
+/// delivered to the client's socket (a `delivered` event, keyed by the local port the origin sees
+/// as its peer); the origin notes how many bytes each connection's socket accepted. The difference
+/// is what the client never got, and it belongs to the last response on that connection.
+///
+/// Behind TLS both counts are ciphertext: the loss is overstated by the record overhead of the
+/// lost part (about 22–29 bytes per 16 KB record), which ``Undelivered/uncertainty`` bounds.
+public enum DeliveryEvidence {
+    /// One `delivered` event of the proxy.
+    public struct Delivery: Sendable, Equatable {
+        /// When the client connection ended, on the origin's clock.
+        public var at: Instant
+        /// The local port of the proxy's connection to the origin.
+        public var localPort: Int
+        /// Bytes of that connection that reached the client's socket.
+        public var bytes: Int64
+        /// `reset` or `close` when the link cut the connection.
+        public var cut: String?
+
+        public init(at: Instant, localPort: Int, bytes: Int64, cut: String? = nil) {
+            self.at = at
+            self.localPort = localPort
+            self.bytes = bytes
+            self.cut = cut
+        }
+    }
+
+    /// Body bytes of one response that never reached the client.
+    public struct Undelivered: Sendable, Equatable {
+        public var bytes: Int64
+        public var uncertainty: Int64
+        public var cut: String?
+    }
+
+    /// Per request-log entry id: what of its body never reached the client (entries that reached
+    /// it whole are absent).
+    public static func undelivered(
+        entries: [OriginRequestLog.Entry],
+        connections: [OriginRequestLog.Connection],
+        deliveries: [Delivery]
+    ) -> [Int: Undelivered] {
+        var result: [Int: Undelivered] = [:]
+        let lastEntry = Dictionary(entries.map { ($0.connection, $0) }, uniquingKeysWith: { $0.id > $1.id ? $0 : $1 })
+        for delivery in deliveries {
+            // Ports are reused: the connection is the latest one from that port opened before the delivery.
+            guard let connection = connections.last(where: { $0.peerPort == delivery.localPort && $0.openedAt <= delivery.at }),
+                let entry = lastEntry[connection.id]
+            else { continue }
+            let lost = connection.bytesWritten - delivery.bytes
+            guard lost > 0 else {
+                // Everything the origin wrote arrived; a response it had not finished was still cut by the link.
+                if let cut = delivery.cut, !entry.completed {
+                    result[entry.id] = Undelivered(bytes: 0, uncertainty: 0, cut: cut)
+                }
+                continue
+            }
+            let uncertainty = connection.tls ? 64 + lost / 512 : 0
+            result[entry.id] = Undelivered(bytes: min(lost, entry.bodyBytesSent), uncertainty: uncertainty, cut: delivery.cut)
+        }
+        return result
+    }
+}
