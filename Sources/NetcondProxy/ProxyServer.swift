@@ -329,7 +329,7 @@ public final class ProxyServer: Sendable {
             let status = self.applyOnLoop(command)
             switch command {
             case .addFault: return (200, self.faultsOnLoop(added: rules.plan.rules.last?.id).controlJSON())
-            case .removeFault: return (200, self.faultsOnLoop(added: nil).controlJSON())
+            case .removeFault, .removeFaultsNamed: return (200, self.faultsOnLoop(added: nil).controlJSON())
             default: return (200, status.json())
             }
         }
@@ -342,6 +342,9 @@ public final class ProxyServer: Sendable {
         case .removeFault(let id?) where !s.rules.plan.rules.contains(where: { $0.id == id }):
             let ids = s.rules.plan.rules.map { String($0.id) }.joined(separator: ", ")
             return ControlAPI.Rejection(status: 404, message: "no fault \(id); faults in force: \(ids.isEmpty ? "none" : ids)")
+        case .removeFaultsNamed(let name) where !s.rules.plan.rules.contains(where: { $0.fault.name == name }):
+            let names = Set(s.rules.plan.rules.compactMap(\.fault.name)).sorted().joined(separator: ", ")
+            return ControlAPI.Rejection(status: 404, message: "no fault named '\(name)'; names in force: \(names.isEmpty ? "none" : names)")
         case .captive where s.rules.captive.spec == nil:
             return ControlAPI.Rejection(
                 status: 400,
@@ -383,6 +386,8 @@ public final class ProxyServer: Sendable {
             _ = s.rules.add(fault)
         case .removeFault(let id):
             if let id { _ = s.rules.remove(id: id) } else { s.rules.removeAll() }
+        case .removeFaultsNamed(let name):
+            s.rules.remove(named: name)
         case .captive(let open):
             s.rules.setPortal(open: open, now: self.loop.now)
         case .cut(let mode):

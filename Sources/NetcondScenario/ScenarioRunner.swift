@@ -150,7 +150,7 @@ public enum ScenarioRunner {
         let child: ChildProcess
         do {
             child = try ChildProcess.spawn(
-                command, environment: environment, workingDirectory: workdir,
+                command, environment: environment, workingDirectory: scenario.client.directory ?? workdir,
                 output: (capture.childStdout, capture.childStderr))
         } catch {
             capture.start()
@@ -333,6 +333,7 @@ public enum ScenarioRunner {
         case .stall(let direction): return .stall(direction)
         case .addFault(let fault): return .addFault(fault)
         case .clearFaults: return .removeFault(nil)
+        case .removeFault(let name): return .removeFaultsNamed(name)
         case .captive(let open): return .captive(open: open)
         case .cut(let mode): return .cut(mode)
         }

@@ -22,7 +22,7 @@ struct CtlCommand: AsyncParsableCommand {
               netcond ctl stall down             up | down | both; `stall end` ends it
               netcond ctl fault add '{match: {path: /api/*}, status: 503, retry_after: 5s, first: 3}'
               netcond ctl fault list             the faults in force and how often each hit
-              netcond ctl fault remove 2         or `fault remove all`
+              netcond ctl fault remove 2         by id, by name (`fault remove flaky`), or `fault remove all`
               netcond ctl captive open           log in to the profile's captive portal (`captive close`: back to the portal)
               netcond ctl cut                    reset every open connection once (`cut close`: end them with a FIN)
               netcond ctl events                 the run's event log (faults hit, link changes)
@@ -218,19 +218,20 @@ extension CtlCommand {
         }
 
         struct Remove: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Remove one fault by id, or all.")
-            @Argument(help: "A fault id from `netcond ctl fault list`, or all.")
+            static let configuration = CommandConfiguration(abstract: "Remove one fault by id, every fault of a name, or all.")
+            @Argument(help: "A fault id from `netcond ctl fault list`, a fault's name, or all.")
             var id: String
             @OptionGroup var target: Target
 
             func validate() throws {
-                guard self.id == "all" || (Int(self.id) ?? 0) > 0 else {
-                    throw ValidationError("'\(self.id)' is not a fault id; allowed: a number from `netcond ctl fault list`, or all")
+                guard !self.id.isEmpty, !self.id.contains("/"), (Int(self.id).map { $0 > 0 } ?? true) else {
+                    throw ValidationError("'\(self.id)' is not a fault id or name; allowed: a number or a name from `netcond ctl fault list`, or all")
                 }
             }
 
             func run() async throws {
-                try await self.target.send("DELETE", self.id == "all" ? "/faults" : "/faults/\(self.id)", summary: Fault.listing)
+                let key = self.id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? self.id
+                try await self.target.send("DELETE", self.id == "all" ? "/faults" : "/faults/\(key)", summary: Fault.listing)
             }
         }
     }

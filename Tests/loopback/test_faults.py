@@ -98,6 +98,15 @@ def test_bad_faults_are_refused_with_a_reason(proxy_factory, tmp):
     missing = proxy.ctl("fault", "remove", "7")
     assert missing.returncode == 2 and "no fault 7" in missing.stderr
     assert status(proxy)["faults"] == 0
+    # By name: every fault of that name goes; an unknown name is refused with the names in force.
+    for fault in ("{name: flaky, status: 503}", "{name: flaky, status: 502}", "{name: slow api, first_byte: 1s}"):
+        assert proxy.ctl("fault", "add", fault).returncode == 0
+    unnamed = proxy.ctl("fault", "remove", "flakey")
+    assert unnamed.returncode == 2 and "no fault named 'flakey'; names in force: flaky, slow api" in unnamed.stderr
+    assert proxy.ctl("fault", "remove", "flaky").returncode == 0
+    assert status(proxy)["faults"] == 1
+    assert proxy.ctl("fault", "remove", "slow api").returncode == 0
+    assert status(proxy)["faults"] == 0
     path = write_profile(tmp, "bad", "faults:\n  - {match: {url: /x}, status: 503}\n")
     result = run(["validate", path])
     assert result.returncode == 2 and f"{path}:2:" in result.stderr and "'url'" in result.stderr

@@ -137,6 +137,23 @@ def test_command_from_the_file_and_keep(tmp_path):
     assert kept and os.path.getsize(os.path.join(kept[0].split(": ", 2)[-1], "a.bin")) == 100 * 1024
 
 
+def test_the_client_runs_in_its_directory_and_writes_to_the_fresh_one(tmp_path):
+    (tmp_path / "client").mkdir()
+    script = tmp_path / "client" / "get.sh"
+    script.write_text('#!/bin/sh\ntest -f ./get.sh && curl -sS -o "$NETCOND_OUTPUT" "$NETCOND_URL"\n')
+    script.chmod(0o755)
+    path = tmp_path / "own.yaml"
+    path.write_text(textwrap.dedent("""
+        profile: lte
+        origin: {files: {a.bin: {size: 50KB, seed: 5}}}
+        client: {command: ./get.sh, directory: client, url: /files/a.bin, output: a.bin}
+        checks: {completes: {}}
+    """))
+    r = run(["run", str(path)], timeout=60, env={"TMPDIR": str(tmp_path)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not (tmp_path / "client" / "a.bin").exists()
+
+
 def test_bad_scenarios_are_usage_errors(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("profile: lte\nclient: {url: /files/x.bin}\nchecks:\n  complete: {}\n")

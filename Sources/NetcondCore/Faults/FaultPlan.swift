@@ -44,6 +44,14 @@ public struct FaultPlan: Sendable {
         return true
     }
 
+    /// Removes every fault with this name; returns how many.
+    @discardableResult
+    public mutating func remove(named name: String) -> Int {
+        let before = self.rules.count
+        self.rules.removeAll { $0.fault.name == name }
+        return before - self.rules.count
+    }
+
     public mutating func removeAll() {
         self.rules.removeAll()
     }

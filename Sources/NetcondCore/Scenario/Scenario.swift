@@ -90,6 +90,8 @@ public enum ScenarioAction: Sendable, Equatable, CustomStringConvertible {
     case addFault(HTTPFault)
     /// Remove every fault added so far (timeline and profile alike).
     case clearFaults
+    /// Remove the faults with this name (the profile's or the timeline's).
+    case removeFault(named: String)
     case captive(open: Bool)
     /// Cut every connection open at that moment (the link stays up).
     case cut(CutMode)
@@ -101,6 +103,7 @@ public enum ScenarioAction: Sendable, Equatable, CustomStringConvertible {
         case .stall(let direction): return direction.map { "stall (\($0))" } ?? "stall ends"
         case .addFault(let fault): return "fault: \(fault.label)"
         case .clearFaults: return "faults cleared"
+        case .removeFault(let name): return "fault '\(name)' removed"
         case .captive(let open): return open ? "captive portal opens" : "captive portal closes"
         case .cut(let mode): return mode == .reset ? "connections reset" : "connections closed"
         }
@@ -278,6 +281,9 @@ public struct ClientSpec: Sendable, Equatable {
     public var output: String?
     /// Extra environment variables.
     public var environment: [String: String]
+    /// Where the client runs (an absolute path, resolved against the scenario's folder); nil: in
+    /// the run's fresh `NETCOND_WORKDIR`.
+    public var directory: String?
     /// The client is stopped (SIGTERM, then SIGKILL 2 s later) when it runs this long.
     public var deadline: Span
 

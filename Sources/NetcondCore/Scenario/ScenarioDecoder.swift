@@ -49,7 +49,7 @@ public enum ScenarioDecoder {
         let profileNode = try map.required("profile", meaning: "the conditions: a built-in name, a profile file, or a mapping")
         let profile = try Self.profile(profileNode, scenarioName: name)
         let origin = try map["origin"].map { node throws(ConfigError) in try Self.origin(node) } ?? OriginContent()
-        let timeline = try map["timeline"].map { node throws(ConfigError) in try Self.timeline(node, origin: origin) } ?? []
+        let timeline = try map["timeline"].map { node throws(ConfigError) in try Self.timeline(node, origin: origin, profile: profile) } ?? []
         let client = try map["client"].map { node throws(ConfigError) in try Self.client(node) } ?? ClientSpec()
         let checksNode = try map.required("checks", meaning: "what to judge: completes, resumes, backs-off")
         let checks = try Self.checks(checksNode, origin: origin, client: client)
@@ -193,13 +193,15 @@ public enum ScenarioDecoder {
 
     // MARK: - Timeline
 
-    static let timelineActions = ["profile", "outage", "stall", "fault", "faults", "captive", "cut"]
+    static let timelineActions = ["profile", "outage", "stall", "fault", "remove_fault", "faults", "captive", "cut"]
 
     static let timelineTriggers = ["at", "after_request", "after_bytes"]
 
-    private static func timeline(_ node: ConfigNode, origin: OriginContent) throws(ConfigError) -> [ScenarioEvent] {
+    private static func timeline(_ node: ConfigNode, origin: OriginContent, profile: Profile) throws(ConfigError) -> [ScenarioEvent] {
         let example = "{at: 5s, outage: refuse}"
         var events: [ScenarioEvent] = []
+        // Names `remove_fault` may use: the profile's faults and those added before it in the file.
+        var faultNames = Set(profile.faults.compactMap(\.name))
         for element in try node.list() {
             let map = try element.mapping(
                 allowedKeys: Self.timelineTriggers + ["of"] + Self.timelineActions, expecting: "an event (e.g. \(example))")
@@ -242,7 +244,9 @@ public enum ScenarioDecoder {
             let action: ScenarioAction
             switch kind {
             case "profile":
-                action = .switchProfile(try Self.profile(value, scenarioName: "timeline"))
+                let switched = try Self.profile(value, scenarioName: "timeline")
+                faultNames.formUnion(switched.faults.compactMap(\.name))
+                action = .switchProfile(switched)
             case "outage":
                 let word = try value.choice(OutageBehaviour.allCases.map(\.rawValue) + ["end"])
                 action = .outage(OutageBehaviour(rawValue: word))
@@ -250,7 +254,16 @@ public enum ScenarioDecoder {
                 let word = try value.choice(StallDirection.allCases.map(\.rawValue) + ["end"])
                 action = .stall(StallDirection(rawValue: word))
             case "fault":
-                action = .addFault(try HTTPFault(node: value))
+                let fault = try HTTPFault(node: value)
+                if let name = fault.name { faultNames.insert(name) }
+                action = .addFault(fault)
+            case "remove_fault":
+                let name = try value.string(expecting: "the name of a fault (its name: key)")
+                guard faultNames.contains(name) else {
+                    throw value.error("no fault named '\(name)' in the profile or earlier in the timeline; allowed: "
+                        + (faultNames.isEmpty ? "give a fault a name: (e.g. {at: 1s, fault: {name: flaky, status: 503}})" : faultNames.sorted().joined(separator: ", ")))
+                }
+                action = .removeFault(named: name)
             case "faults":
                 _ = try value.choice(["clear"])
                 action = .clearFaults
@@ -268,7 +281,7 @@ public enum ScenarioDecoder {
     // MARK: - Client
 
     private static func client(_ node: ConfigNode) throws(ConfigError) -> ClientSpec {
-        let map = try node.mapping(allowedKeys: ["command", "url", "output", "env", "deadline"])
+        let map = try node.mapping(allowedKeys: ["command", "url", "output", "env", "directory", "deadline"])
         var client = ClientSpec()
         if let command = map["command"] {
             if case .sequence = command.node {
@@ -299,6 +312,16 @@ public enum ScenarioDecoder {
                 guard !name.contains("=") else { throw value.error("'\(name)' is not a variable name; allowed: a name without '='") }
                 client.environment[name] = value.isNull ? "" : try value.string(expecting: "a text value")
             }
+        }
+        if let directoryNode = map["directory"] {
+            let text = try directoryNode.string(expecting: "a folder (relative to this file, or absolute)")
+            let base = (directoryNode.file as NSString).deletingLastPathComponent
+            let path = ((text.hasPrefix("/") ? text : (base as NSString).appendingPathComponent(text)) as NSString).standardizingPath
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw directoryNode.error("no folder '\(path)'; allowed: an existing folder, relative to this file or absolute (default: the run's fresh NETCOND_WORKDIR)")
+            }
+            client.directory = path
         }
         if let deadline = map["deadline"] {
             client.deadline = try deadline.span(in: .milliseconds(100)...(.seconds(Int64(3600))), allowed: "100ms…1h", example: "deadline: 30s")

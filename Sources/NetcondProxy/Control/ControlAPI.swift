@@ -15,7 +15,7 @@ import NetcondCore
 /// | `DELETE /stall`      |                                          | end the live stall                     |
 /// | `GET /faults`        |                                          | the faults in force, with their counts |
 /// | `POST /faults`       | a fault, e.g. `{"status": 503, "first": 3}` | add a fault (after the others)      |
-/// | `DELETE /faults/ID`  |                                          | remove one fault (`DELETE /faults`: all) |
+/// | `DELETE /faults/ID`  |                                          | remove one fault, or every fault of that name (`DELETE /faults`: all) |
 /// | `GET /events`        |                                          | the run's event log (faults hit, link changes) |
 /// | `POST /captive`      | `{"open": true}`                         | open (log in) or close the captive portal |
 /// | `POST /cut`          | none, or `{"mode": "close"}`             | cut every open connection once (reset, or close) |
@@ -111,10 +111,12 @@ public enum ControlAPI {
         default:
             if path.hasPrefix("/faults/") {
                 guard method == "DELETE" else { return wrongMethod("DELETE") }
-                guard let id = Int(path.dropFirst("/faults/".count)), id > 0 else {
-                    return .failure(Rejection(status: 400, message: "'\(path.dropFirst("/faults/".count))' is not a fault id; allowed: a number from GET /faults"))
+                let key = String(path.dropFirst("/faults/".count)).removingPercentEncoding ?? ""
+                if let id = Int(key), id > 0 { return .success(.command(.removeFault(id))) }
+                guard !key.isEmpty, Int(key) == nil, !key.contains("/") else {
+                    return .failure(Rejection(status: 400, message: "'\(key)' is not a fault id or name; allowed: a number or a name from GET /faults"))
                 }
-                return .success(.command(.removeFault(id)))
+                return .success(.command(.removeFaultsNamed(key)))
             }
             return .failure(
                 Rejection(status: 404, message: "no such endpoint \(path); endpoints: \(Self.paths.joined(separator: ", "))")
@@ -188,6 +190,8 @@ public enum ControlCommand: Equatable, Sendable {
     case addFault(HTTPFault)
     /// Remove one fault by id, or all (nil).
     case removeFault(Int?)
+    /// Remove every fault with this name (the fault entry's `name:`).
+    case removeFaultsNamed(String)
     /// Open (log in) or close the captive portal.
     case captive(open: Bool)
     /// Cut every connection open now (the link stays up).

@@ -162,6 +162,7 @@ final class ProxyRules {
 
     func add(_ fault: HTTPFault) -> Int { self.plan.add(fault) }
     func remove(id: Int) -> Bool { self.plan.remove(id: id) }
+    func remove(named name: String) { self.plan.remove(named: name) }
     func removeAll() { self.plan.removeAll() }
 
     func record(_ event: ProxyEvent) {

@@ -62,4 +62,13 @@ import Testing
         plan.replace(with: [HTTPFault(action: .slowClose(.seconds(1)))])
         #expect(plan.rules.map(\.id) == [id + 1])
     }
+
+    @Test func faultsAreRemovedByName() {
+        var plan = FaultPlan(faults: [HTTPFault(name: "flaky", action: .status(503, retryAfter: nil))], seed: 1)
+        plan.add(HTTPFault(name: "flaky", action: .dropResponse))
+        let kept = plan.add(HTTPFault(name: "slow", action: .firstByte(.seconds(1))))
+        #expect(plan.remove(named: "flaky") == 2)
+        #expect(plan.remove(named: "flaky") == 0)
+        #expect(plan.rules.map(\.id) == [kept])
+    }
 }

@@ -125,6 +125,8 @@ import Testing
         ("profile: edge\ntimeline: [{at: 5s, outage: sometimes}]\nchecks: {completes: {}}\n", 2, "timeline[0].outage", "allowed: blackhole, refuse, reset, end"),
         ("profile: edge\ntimeline: [{outage: refuse}]\nchecks: {completes: {}}\n", 2, "timeline[0].at", "missing required key 'at'"),
         ("profile: edge\ntimeline: [{at: 1s, cut: all}]\nchecks: {completes: {}}\n", 2, "timeline[0].cut", "allowed: reset, close"),
+        ("profile: edge\ntimeline: [{at: 1s, remove_fault: flaky}]\nchecks: {completes: {}}\n", 2, "timeline[0].remove_fault", "no fault named 'flaky'"),
+        ("profile: edge\ntimeline: [{at: 1s, fault: {name: slow, status: 503}}, {at: 2s, remove_fault: flaky}]\nchecks: {completes: {}}\n", 2, "timeline[1].remove_fault", "allowed: slow"),
         ("profile: edge\ntimeline: [{at: soon, outage: refuse}]\nchecks: {completes: {}}\n", 2, "timeline[0].at", ""),
         ("profile: edge\ntimeline: [{at: 1s, outage: refuse, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].stall", "one event does one thing"),
         ("profile: edge\ntimeline: [{at: 1s, after_request: 1, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].after_request", "exclude each other"),
@@ -191,6 +193,38 @@ import Testing
         #expect(scenario.origin.api == [OriginAPI(name: "orders", method: .post), OriginAPI(name: "profile", json: "{\"name\": \"Ada\"}")])
         #expect(scenario.origin.faults == [OriginFault(target: .api("orders"), action: .dropResponse, requests: .first(1))])
         #expect(scenario.checks == [.idempotent(IdempotentCheck(api: "orders"))])
+    }
+
+    @Test func theClientsDirectoryIsResolvedAgainstTheScenariosFolderAndMustExist() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-test-\(getpid())-directory")
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("client"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("s.yaml").path
+        let scenario = try ScenarioDecoder.decode(yaml: "profile: edge\nclient: {directory: client}\nchecks: {completes: {}}\n", file: file)
+        #expect(scenario.client.directory == folder.appendingPathComponent("client").path)
+        #expect(try ScenarioDecoder.decode(yaml: "profile: edge\nchecks: {completes: {}}\n", file: file).client.directory == nil)
+        #expect(throws: ConfigError.self) {
+            try ScenarioDecoder.decode(yaml: "profile: edge\nclient: {directory: nowhere}\nchecks: {completes: {}}\n", file: file)
+        }
+        do {
+            _ = try ScenarioDecoder.decode(yaml: "profile: edge\nclient:\n  directory: nowhere\nchecks: {completes: {}}\n", file: file)
+        } catch {
+            #expect("\(error)".contains("s.yaml:3:"), "\(error)")
+            #expect("\(error)".contains("no folder '\(folder.path)/nowhere'"), "\(error)")
+        }
+    }
+
+    @Test func aNamedFaultCanBeRemovedLater() throws {
+        let yaml = """
+            profile: {extends: edge, faults: [{name: flaky, status: 503}]}
+            timeline:
+              - {at: 1s, fault: {name: slow, first_byte: 2s}}
+              - {at: 2s, remove_fault: slow}
+              - {at: 3s, remove_fault: flaky}
+            checks: {completes: {}}
+            """
+        let scenario = try self.decode(yaml)
+        #expect(scenario.timeline.map(\.action).suffix(2) == [.removeFault(named: "slow"), .removeFault(named: "flaky")])
     }
 
     @Test func originPathsOfClientURLs() {

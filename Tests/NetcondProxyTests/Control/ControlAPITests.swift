@@ -98,11 +98,13 @@ import Testing
             == .success(.command(.addFault(HTTPFault(match: RequestMatch(method: "POST"), action: .dropResponse)))))
         #expect(self.route("DELETE", "/faults/3") == .success(.command(.removeFault(3))))
         #expect(self.route("DELETE", "/faults") == .success(.command(.removeFault(nil))))
+        #expect(self.route("DELETE", "/faults/flaky") == .success(.command(.removeFaultsNamed("flaky"))))
+        #expect(self.route("DELETE", "/faults/slow%20api") == .success(.command(.removeFaultsNamed("slow api"))))
         let bad = [
             self.route("POST", "/faults", ""),
             self.route("POST", "/faults", #"{"status": 200}"#),
             self.route("POST", "/faults", #"{"explode": true}"#),
-            self.route("DELETE", "/faults/x"),
+            self.route("DELETE", "/faults/0"),
             self.route("GET", "/faults/1"),
             self.route("POST", "/events"),
         ].map { self.rejection($0) }
