@@ -57,23 +57,41 @@ import Testing
         #expect(abs(goodput - cell.goodput) / cell.goodput <= 0.30, "goodput \(goodput) Mbit/s vs \(cell.goodput)")
     }
 
-    @Test(arguments: [(100 as Int64, 1.19, CongestionControl.bbr), (100, 1.16, .cubic), (500, 4.27, .bbr), (500, 4.09, .cubic)])
-    func freshMegabyteWithoutLossMatchesRealTCP(rtt: Int64, reference: Double, tcp: CongestionControl) {
-        let cell = Cell(rttMilliseconds: rtt, loss: 0, tcp: tcp, goodput: 0)
-        var sim = LinkSimulation(Self.profile(cell), seed: 1)
+    /// Seconds to download 1 MB on a fresh connection: handshake, request, response.
+    static func freshMegabyte(_ cell: Cell, seed: UInt64) -> Double? {
+        var sim = LinkSimulation(Self.profile(cell), seed: seed)
         let flow = sim.model.openFlow(at: .zero)
-        guard case .established = sim.connect(flow, at: .zero) else {
-            Issue.record("no connection")
-            return
-        }
+        guard case .established = sim.connect(flow, at: .zero) else { return nil }
         // The request goes up; the response starts when it arrives.
         sim.model.send(flow, .up, bytes: 100, at: .zero)
         var requestArrived: Instant?
         while requestArrived == nil, let next = sim.model.nextEventTime {
             requestArrived = sim.model.advance(to: next).first { $0.direction == .up }?.at
         }
-        let done = sim.bulk(flow, .down, total: 1 << 20, from: requestArrived ?? .zero, deadline: .s(60))
-        let seconds = (done ?? .s(999)).nanoseconds
-        #expect(abs(Double(seconds) / 1e9 - reference) / reference <= 0.30, "\(Double(seconds) / 1e9) s vs \(reference) s")
+        let done = sim.bulk(flow, .down, total: 1 << 20, from: requestArrived ?? .zero, deadline: .s(300))
+        return done.map { Double($0.nanoseconds) / 1e9 }
+    }
+
+    @Test(arguments: [(100 as Int64, 1.19, CongestionControl.bbr), (100, 1.16, .cubic), (500, 4.27, .bbr), (500, 4.09, .cubic)])
+    func freshMegabyteWithoutLossMatchesRealTCP(rtt: Int64, reference: Double, tcp: CongestionControl) {
+        let seconds = Self.freshMegabyte(Cell(rttMilliseconds: rtt, loss: 0, tcp: tcp, goodput: 0), seed: 1) ?? 999
+        #expect(abs(seconds - reference) / reference <= 0.30, "\(seconds) s vs \(reference) s")
+    }
+
+    /// Under random loss one download is luck (the first loss can come anywhere in slow start), so
+    /// the median over 41 seeds is compared with the median of real Linux TCP measured on this
+    /// machine through a per-packet emulator (`scripts/bench.d/tcp_reference.py`, 2026-11-23:
+    /// cubic 100 ms 1 %: 3.74 s and 3.81 s over two sets of 41 runs; 500 ms 1 %: 13.2 s over 21;
+    /// 100 ms 5 %: 17.0 s over 15; bbr 100 ms 1 %: 1.38 s over 15). The issue's own figures for the
+    /// two cubic 1 % cells (1.77 s, 8.35 s) are half what this kernel takes (see the README).
+    @Test(arguments: [
+        (100 as Int64, 0.01, CongestionControl.cubic, 3.8), (500, 0.01, .cubic, 13.2), (100, 0.05, .cubic, 17.0),
+        (100, 0.01, .bbr, 1.38),
+    ])
+    func freshMegabyteUnderLossMatchesTheKernelsMedian(rtt: Int64, loss: Double, tcp: CongestionControl, kernel: Double) {
+        let cell = Cell(rttMilliseconds: rtt, loss: loss, tcp: tcp, goodput: 0)
+        let times = (1...41).map { Self.freshMegabyte(cell, seed: UInt64($0)) ?? 999 }.sorted()
+        let median = times[times.count / 2]
+        #expect(abs(median - kernel) / kernel <= 0.30, "median \(median) s vs the kernel's \(kernel) s")
     }
 }

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Real Linux TCP through a packet-level emulator on this machine: the reference the loss model is
+judged against, measured here instead of taken on trust.
+
+Two network namespaces, each with a TUN device; this process carries every IP packet from one to
+the other with the link's conditions: a rate (serialisation, a FIFO queue of `--queue` packets, tail
+drop), a one-way delay, and i.i.d. loss of whole packets in both directions. TUN without a virtio
+header gets no GSO, so a "packet" is one MTU-sized IP packet, i.e. one TCP segment. A server in one
+namespace sends N bytes on each connection (its congestion control set per socket); a client in the other times a fresh connection from
+connect() to the last byte. The kernel's own congestion control (cubic or bbr) does the rest.
+
+    sudo python3 scripts/bench.d/tcp_reference.py --rtt 100ms --loss 1% --cc cubic --runs 41
+
+Needs root (namespaces, TUN). Everything it creates (two namespaces, their processes) is removed
+on every exit path.
+"""
+import argparse
+import ctypes
+import fcntl
+import heapq
+import os
+import random
+import select
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+TUNSETIFF = 0x400454CA
+IFF_TUN = 0x0001
+IFF_NO_PI = 0x1000
+CLONE_NEWNET = 0x40000000
+NAMESPACES = ("ncref-client", "ncref-server")
+ADDRESSES = {"ncref-client": ("10.77.0.1", "10.77.0.2"), "ncref-server": ("10.77.0.2", "10.77.0.1")}
+PORT = 5201
+
+libc = ctypes.CDLL("libc.so.6", use_errno=True)
+
+
+def sh(*args, check=True):
+    return subprocess.run(args, check=check, capture_output=True, text=True)
+
+
+def setns(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {path}")
+    finally:
+        os.close(fd)
+
+
+def open_tun(namespace, name):
+    """A TUN device created inside `namespace` (the calling thread's namespace at TUNSETIFF)."""
+    home = os.open("/proc/self/ns/net", os.O_RDONLY)
+    try:
+        setns(f"/run/netns/{namespace}")
+        fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK)
+        fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", name.encode(), IFF_TUN | IFF_NO_PI))
+    finally:
+        if libc.setns(home, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "setns back")
+        os.close(home)
+    return fd
+
+
+def parse_span(text):
+    text = text.strip()
+    if text.endswith("ms"):
+        return float(text[:-2]) / 1000
+    if text.endswith("s"):
+        return float(text[:-1])
+    return float(text)
+
+
+def parse_percent(text):
+    return float(text.rstrip("%")) / 100
+
+
+class Link:
+    """One direction: FIFO queue at `rate`, then `delay`; loss of whole packets with probability `loss`."""
+
+    def __init__(self, rate_bps, delay, loss, queue, rng):
+        self.rate = rate_bps
+        self.delay = delay
+        self.loss = loss
+        self.queue = queue
+        self.rng = rng
+        self.free_at = 0.0
+        self.queued = []  # departure times still ahead
+        self.lost = 0
+        self.dropped = 0
+        self.sent = 0
+
+    def admit(self, now, size):
+        """When the packet arrives at the far end, or None when it is lost or dropped."""
+        while self.queued and self.queued[0] <= now:
+            self.queued.pop(0)
+        if len(self.queued) >= self.queue:
+            self.dropped += 1
+            return None
+        departure = max(now, self.free_at) + size * 8 / self.rate
+        self.free_at = departure
+        self.queued.append(departure)
+        self.sent += 1
+        if self.rng.random() < self.loss:
+            self.lost += 1
+            return None
+        return departure + self.delay
+
+
+def emulate(fd_client, fd_server, down, up, stop_fd):
+    """Carries packets until `stop_fd` becomes readable."""
+    pending = []  # (time, seq, fd, packet)
+    seq = 0
+    poller = select.poll()
+    for fd in (fd_client, fd_server, stop_fd):
+        poller.register(fd, select.POLLIN)
+    while True:
+        now = time.monotonic()
+        while pending and pending[0][0] <= now:
+            _, _, out, packet = heapq.heappop(pending)
+            try:
+                os.write(out, packet)
+            except OSError:
+                pass
+        timeout = max(0, (pending[0][0] - time.monotonic()) * 1000) if pending else 1000
+        for fd, _ in poller.poll(timeout):
+            if fd == stop_fd:
+                return
+            for _ in range(64):
+                try:
+                    packet = os.read(fd, 65536)
+                except BlockingIOError:
+                    break
+                link, out = (up, fd_server) if fd == fd_client else (down, fd_client)
+                arrival = link.admit(time.monotonic(), len(packet))
+                if arrival is not None:
+                    seq += 1
+                    heapq.heappush(pending, (arrival, seq, out, packet))
+
+
+SERVER = r"""
+import socket, sys
+size, cc = int(sys.argv[1]), sys.argv[2].encode()
+payload = bytes(range(256)) * (size // 256 + 1)
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.77.0.2", %d)); s.listen(16)
+while True:
+    c, _ = s.accept()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc)
+    c.recv(1)
+    c.sendall(payload[:size])
+    c.close()
+""" % PORT
+
+CLIENT = r"""
+import socket, sys, time
+size, runs, timeout = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+for _ in range(runs):
+    start = time.monotonic()
+    c = socket.create_connection(("10.77.0.2", %d), timeout=timeout)
+    c.sendall(b"g")
+    got = 0
+    while got < size:
+        chunk = c.recv(262144)
+        if not chunk: break
+        got += len(chunk)
+    c.close()
+    print("%%.4f %%d" %% (time.monotonic() - start, got), flush=True)
+    time.sleep(0.2)
+""" % PORT
+
+
+def cleanup():
+    for namespace in NAMESPACES:
+        sh("ip", "netns", "pids", namespace, check=False)
+        pids = sh("ip", "netns", "pids", namespace, check=False).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        sh("ip", "netns", "del", namespace, check=False)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rtt", default="100ms")
+    parser.add_argument("--loss", default="1%", help="per packet, each direction")
+    parser.add_argument("--rate", type=float, default=12.0, help="Mbit/s, each direction")
+    parser.add_argument("--queue", type=int, default=1000, help="packets")
+    parser.add_argument("--cc", default="cubic")
+    parser.add_argument("--size", type=int, default=1 << 20)
+    parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    rtt, loss = parse_span(args.rtt), parse_percent(args.loss)
+    if os.geteuid() != 0:
+        sys.exit("tcp_reference: needs root (network namespaces, TUN devices)")
+    # A TERM (the bench stopping it) unwinds through `finally`: namespaces and processes go.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    cleanup()
+    server = None
+    stop_r, stop_w = os.pipe()
+    fds = []
+    try:
+        for namespace in NAMESPACES:
+            sh("ip", "netns", "add", namespace)
+            sh("ip", "-n", namespace, "link", "set", "lo", "up")
+            # Each connection starts fresh: no ssthresh or RTT cached from the one before.
+            sh("ip", "netns", "exec", namespace, "sysctl", "-qw", "net.ipv4.tcp_no_metrics_save=1")
+        fd_client = open_tun("ncref-client", "nctun")
+        fd_server = open_tun("ncref-server", "nctun")
+        fds = [fd_client, fd_server]
+        for namespace in NAMESPACES:
+            local, peer = ADDRESSES[namespace]
+            sh("ip", "-n", namespace, "addr", "add", local, "peer", peer, "dev", "nctun")
+            sh("ip", "-n", namespace, "link", "set", "nctun", "up", "mtu", "1500")
+        rng = random.Random(args.seed)
+        down = Link(args.rate * 1e6, rtt / 2, loss, args.queue, rng)
+        up = Link(args.rate * 1e6, rtt / 2, loss, args.queue, rng)
+        server = subprocess.Popen(["ip", "netns", "exec", "ncref-server", sys.executable, "-c", SERVER, str(args.size), args.cc])
+        child = os.fork()
+        if child == 0:
+            os.close(stop_r)
+            time.sleep(0.3)
+            result = subprocess.run(
+                ["ip", "netns", "exec", "ncref-client", sys.executable, "-c", CLIENT, str(args.size), str(args.runs), "120"],
+                capture_output=True, text=True)
+            sys.stdout.write(result.stdout)
+            sys.stderr.write(result.stderr)
+            sys.stdout.flush()
+            os.write(stop_w, b"x")
+            os._exit(0)
+        emulate(fd_client, fd_server, down, up, stop_r)
+        os.waitpid(child, 0)
+        print(f"# cc {args.cc}, rtt {args.rtt}, loss {args.loss} each way, {args.rate} Mbit/s, queue {args.queue}: "
+              f"{down.sent} packets down ({down.lost} lost, {down.dropped} dropped), {up.sent} up ({up.lost} lost)",
+              file=sys.stderr)
+    finally:
+        if server:
+            server.kill()
+            server.wait()
+        for fd in fds:
+            os.close(fd)
+        cleanup()
+
+
+if __name__ == "__main__":
+    main()
