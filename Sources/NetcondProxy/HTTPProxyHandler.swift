@@ -287,7 +287,12 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .success(let channel):
             let handler = UpstreamHTTPHandler(owner: self)
             do {
-                try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                // Interim responses (100 Continue) are passed on: a client that sent `Expect:
+                // 100-continue` waits for one before it sends its body.
+                try channel.pipeline.syncOperations.addHandlers([
+                    HTTPRequestEncoder(),
+                    ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .forward)),
+                ])
                 try channel.pipeline.syncOperations.addHandler(handler)
             } catch {
                 channel.close(promise: nil)
@@ -328,6 +333,11 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func upstreamResponse(_ part: HTTPClientResponsePart) {
         guard let context = self.context, self.state == .forwarding else { return }
+        if case .head(let head) = part, (100..<200).contains(head.status.code), head.status != .switchingProtocols {
+            // Not the response yet: it goes straight on (faults and holds apply to the response).
+            context.writeAndFlush(self.wrapOutboundOut(.head(head)), promise: nil)
+            return
+        }
         if let notBefore = self.responseNotBefore {
             // `first_byte`: the response waits (and the upstream is not read meanwhile).
             self.heldResponse.append(part)
@@ -514,6 +524,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
             let established = context.channel.allocator.buffer(string: "HTTP/1.1 200 Connection Established\r\n\r\n")
             context.writeAndFlush(NIOAny(established), promise: nil)
+            self.shaper.upstreamBytesFollow()
             // Everything after the 200 is tunnel traffic and crosses the emulated link.
             self.shaper.beginShaping()
             try pipeline.addHandler(clientGlue)

@@ -248,6 +248,12 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
 }
 
 extension LinkShaper {
+    /// The proxy's own answer (to CONNECT, to a SOCKS5 request) has been written: what follows
+    /// comes from the upstream.
+    func upstreamBytesFollow() {
+        self.record?.originBytesFollow()
+    }
+
     private func delivered(_ bytes: Int) {
         self.stats.bytesDelivered += Int64(bytes)
         self.record?.downDelivered += Int64(bytes)
@@ -258,7 +264,14 @@ extension LinkShaper {
     /// with an orderly close at once (`close`).
     func linkCut(_ mode: CutMode) {
         guard let context = self.context else { return }
-        self.record?.cut = mode
+        if let record = self.record {
+            record.cut = mode
+            // Bytes handed to the channel but still in its write buffer (a client reading slowly)
+            // never reach the client now.
+            if let pending = try? context.channel.syncOptions?.getOption(.bufferedWritableBytes) {
+                record.downDelivered -= Int64(pending)
+            }
+        }
         self.flow = nil
         self.preparedFlow = nil
         for promise in self.up.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }

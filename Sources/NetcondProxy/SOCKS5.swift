@@ -162,6 +162,7 @@ final class SOCKS5Handler: ChannelInboundHandler, RemovableChannelHandler {
                 }
                 let reply = context.channel.allocator.buffer(bytes: SOCKS5Parser.success())
                 context.writeAndFlush(NIOAny(reply), promise: nil)
+                shaper.upstreamBytesFollow()
                 shaper.beginShaping()
                 let (clientGlue, upstreamGlue) = GlueHandler.matchedPair()
                 do {

@@ -146,7 +146,7 @@ struct UpstreamConnector {
             if let attemptID { rules?.finishConnect(attemptID, result: result.map { _ in () }) }
             if case .success(let channel) = result, let client, self.routesToOrigin(target) {
                 // From here on, what goes down to the client is the origin's (see ClientConnectionRecord).
-                client.originUpstream = (channel.localAddress?.port ?? 0, client.downWritten)
+                client.originUpstream = (channel.localAddress?.port ?? 0, loop.now, client.downWritten)
             }
             completion(result)
         }

@@ -290,15 +290,17 @@ public enum Checks {
             cuts += 1
             // Where the client's copy ends: what the response started at plus what reached it.
             let had = (request.status == 206 ? request.rangeStart ?? 0 : 0) + request.bodyBytesReceived
-            let cutter = request.linkCut.map { "the link \($0 == "close" ? "closed" : "reset") it" } ?? "the origin cut it"
+            // Who cut it, when known: the link (a cut, a reset outage); else the origin's fault, a
+            // proxy fault or the client leaving look alike from here.
+            let cutter = request.linkCut.map { "the link \($0 == "close" ? "closed" : "reset") it" }
             guard index + 1 < gets.count else {
                 return CheckResult(
                     name: name, passed: false,
-                    evidence: "cut at byte \(Self.bytes(had)) (+\(Self.seconds(request.at)); \(cutter)), and the client never asked again",
+                    evidence: "cut at byte \(Self.bytes(had)) (+\(Self.seconds(request.at))\(cutter.map { "; " + $0 } ?? "")), and the client never asked again",
                     details: details)
             }
             let next = gets[index + 1]
-            let after = request.ended.map { "+\(Self.seconds(next.at - $0)) after \(cutter)" }
+            let after = request.ended.map { "+\(Self.seconds(next.at - $0)) after \(cutter ?? "the cut")" }
                 ?? "+\(Self.seconds(next.at - request.at)) after the cut request began"
             guard let start = next.rangeStart else {
                 return CheckResult(

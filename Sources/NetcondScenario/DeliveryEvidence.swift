@@ -12,11 +12,14 @@ import NetcondOrigin
 /// is what the client never got, and it belongs to the last response on that connection.
 ///
 /// Behind TLS both counts are ciphertext: the loss is overstated by the record overhead of the
-/// lost part (about 22–29 bytes per 16 KB record), which ``Undelivered/uncertainty`` bounds.
+/// lost part (about 22–29 bytes per 16 KB record), which ``Undelivered/uncertainty`` bounds; a loss
+/// within that bound (a `close_notify` written as the connection went) is no loss. Over plain HTTP
+/// the proxy re-encodes what it decodes byte for byte (interim `100 Continue` responses included).
 public enum DeliveryEvidence {
     /// One `delivered` event of the proxy.
     public struct Delivery: Sendable, Equatable {
-        /// When the client connection ended, on the origin's clock.
+        /// When the proxy's connection to the origin was established, on the origin's clock (ports
+        /// are reused: the origin connection is the latest from that port opened by then).
         public var at: Instant
         /// The local port of the proxy's connection to the origin.
         public var localPort: Int
@@ -50,19 +53,18 @@ public enum DeliveryEvidence {
         var result: [Int: Undelivered] = [:]
         let lastEntry = Dictionary(entries.map { ($0.connection, $0) }, uniquingKeysWith: { $0.id > $1.id ? $0 : $1 })
         for delivery in deliveries {
-            // Ports are reused: the connection is the latest one from that port opened before the delivery.
             guard let connection = connections.last(where: { $0.peerPort == delivery.localPort && $0.openedAt <= delivery.at }),
                 let entry = lastEntry[connection.id]
             else { continue }
             let lost = connection.bytesWritten - delivery.bytes
-            guard lost > 0 else {
+            let uncertainty = connection.tls ? 64 + max(0, lost) / 512 : 0
+            guard lost > uncertainty else {
                 // Everything the origin wrote arrived; a response it had not finished was still cut by the link.
                 if let cut = delivery.cut, !entry.completed {
                     result[entry.id] = Undelivered(bytes: 0, uncertainty: 0, cut: cut)
                 }
                 continue
             }
-            let uncertainty = connection.tls ? 64 + lost / 512 : 0
             result[entry.id] = Undelivered(bytes: min(lost, entry.bodyBytesSent), uncertainty: uncertainty, cut: delivery.cut)
         }
         return result

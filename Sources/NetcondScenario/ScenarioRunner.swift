@@ -189,9 +189,14 @@ public enum ScenarioRunner {
                     $0.trigger.isDue(elapsed: elapsed, finished: finished, finishedFor: finishedFor, delivered: delivered)
                 }
                 for event in due {
-                    await proxy.apply(Self.command(for: event.action))
+                    let faultsBefore = (await proxy.status())?.faults
+                    let after = await proxy.apply(Self.command(for: event.action))
                     let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
                     var what = event.action.description
+                    if case .removeFault = event.action, let faultsBefore, after?.faults == faultsBefore {
+                        // Triggers fire in their own order, and a profile switch replaces every fault.
+                        what += " (none of that name was in force)"
+                    }
                     if case .at = event.trigger {} else { what += " (\(event.trigger))" }
                     applied.withLockedValue { $0.append((at, what)) }
                     onEvent?(String(format: "+%.1f s  %@", at, what))
@@ -245,8 +250,11 @@ public enum ScenarioRunner {
         let logOffset = Double(Int64(log.startedAt.uptimeNanoseconds) - startNanos) / 1e9
         let entries = session.origin.requestLog.entries
         let deliveries = log.events.compactMap { event -> DeliveryEvidence.Delivery? in
-            guard event.kind == "delivered", let port = event.localPort, let bytes = event.bytes else { return nil }
-            let at = Instant(nanoseconds: Int64(log.startedAt.uptimeNanoseconds) + Int64(event.at * 1e9))
+            guard event.kind == "delivered", let port = event.localPort, let bytes = event.bytes,
+                let connectedAt = event.connectedAt
+            else { return nil }
+            // The origin accepts on its own thread: allow it a moment past the proxy's connect.
+            let at = Instant(nanoseconds: Int64(log.startedAt.uptimeNanoseconds) + Int64((connectedAt + 1) * 1e9))
             return DeliveryEvidence.Delivery(at: at, localPort: port, bytes: bytes, cut: event.outcome)
         }
         let undelivered = DeliveryEvidence.undelivered(

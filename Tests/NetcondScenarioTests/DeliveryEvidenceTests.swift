@@ -69,6 +69,14 @@ import Testing
         #expect(lost == [0: .init(bytes: 400_000, uncertainty: 64 + 400_000 / 512, cut: nil)])
     }
 
+    @Test func aCloseNotifyBehindTLSIsNoLoss() {
+        // The origin's TLS wrote its 24-byte close_notify as the connection went: nothing was cut.
+        let entries = [self.entry(0, connection: 0, body: 1_000_000)]
+        let connections = [self.connection(0, port: 40_000, written: 1_030_024, tls: true)]
+        #expect(DeliveryEvidence.undelivered(
+            entries: entries, connections: connections, deliveries: [.init(at: .s(1), localPort: 40_000, bytes: 1_030_000)]).isEmpty)
+    }
+
     @Test func deliveriesForOtherConnectionsAreIgnored() {
         let entries = [self.entry(0, connection: 0, body: 1000)]
         let connections = [self.connection(0, port: 40_000, written: 1200)]

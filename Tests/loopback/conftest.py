@@ -105,11 +105,16 @@ class Proxy:
             stderr=subprocess.PIPE,
             text=True,
         )
+        # Ready when every listener accepts: the proxy port, then each forward (bound after it).
+        ports = [self.port] + [int(value.split("=")[0].rsplit(":", 1)[1])
+                               for flag, value in zip(extra, extra[1:]) if flag == "--forward"]
         deadline = time.time() + 20
         while time.time() < deadline:
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
+                while ports:
+                    with socket.create_connection(("127.0.0.1", ports[0]), timeout=1):
+                        ports.pop(0)
+                return
             except OSError:
                 if self.process.poll() is not None:
                     raise RuntimeError("netcond proxy exited: " + self.process.stderr.read())

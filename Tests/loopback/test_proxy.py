@@ -206,6 +206,21 @@ def test_offline_connects_never_complete(proxy_factory):
     assert result.returncode == 28  # curl: operation timed out
 
 
+def test_100_continue_is_passed_on(proxy_factory, tmp):
+    # curl sends a large body only after the server's 100 Continue (or its own 1 s timeout): the
+    # proxy must pass the interim response on, or every upload waits a second.
+    proxy = proxy_factory("none")
+    body = os.path.join(tmp, "body.bin")
+    with open(body, "wb") as f:
+        f.write(os.urandom(2 * 1024 * 1024))
+    result = subprocess.run(["curl", "-sS", "-v", "-x", proxy.url, "-o", "/dev/null", "-w", "%{http_code}",
+                             "-H", "Expect: 100-continue", "--expect100-timeout", "30", "--data-binary", f"@{body}",
+                             "http://origin.netcond.test/status/200"], capture_output=True, timeout=60)
+    assert b"< HTTP/1.1 100 Continue" in result.stderr, result.stderr[-2000:]
+    # The origin read the whole body, then answered (it takes no POST at /status: 405).
+    assert result.returncode == 0 and result.stdout == b"405", result.stdout
+
+
 def test_eof_delimited_response_and_head_through_the_proxy(proxy_factory):
     """A server that ends its body by closing (no Content-Length) and a HEAD request."""
     body = os.urandom(100_000)

@@ -28,7 +28,16 @@ extension HTTPFault {
                 + "and first/fraction/from/until (e.g. \(Self.example))"
         )
         let (kind, kindNode) = try map.single(of: HTTPFaultAction.kinds, thing: "fault", example: Self.example)
-        if let name = map["name"] { self.name = try name.string(expecting: "a short label") } else { self.name = nil }
+        if let nameNode = map["name"] {
+            let name = try nameNode.string(expecting: "a short label")
+            // A name is how `remove_fault`, `DELETE /faults/NAME` and `ctl fault remove NAME` find it.
+            guard !name.isEmpty, name.count <= 100, name != "all", Int(name) == nil, !name.contains("/") else {
+                throw nameNode.error("'\(name)' cannot name a fault; allowed: a short label (not a number, not 'all', no '/'), e.g. flaky-api")
+            }
+            self.name = name
+        } else {
+            self.name = nil
+        }
         self.match = try map["match"].map { node throws(ConfigError) in try RequestMatch(node: node) } ?? RequestMatch()
         self.action = try Self.action(kind, kindNode, retryAfter: map["retry_after"])
         self.select = try FaultSelection(map: map)

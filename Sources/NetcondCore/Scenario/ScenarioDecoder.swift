@@ -245,7 +245,8 @@ public enum ScenarioDecoder {
             switch kind {
             case "profile":
                 let switched = try Self.profile(value, scenarioName: "timeline")
-                faultNames.formUnion(switched.faults.compactMap(\.name))
+                // A switch replaces every fault in force with the new profile's.
+                faultNames = Set(switched.faults.compactMap(\.name))
                 action = .switchProfile(switched)
             case "outage":
                 let word = try value.choice(OutageBehaviour.allCases.map(\.rawValue) + ["end"])
@@ -266,6 +267,7 @@ public enum ScenarioDecoder {
                 action = .removeFault(named: name)
             case "faults":
                 _ = try value.choice(["clear"])
+                faultNames = []
                 action = .clearFaults
             case "cut":
                 action = .cut(CutMode(rawValue: try value.choice(CutMode.allCases.map(\.rawValue)))!)
@@ -316,7 +318,9 @@ public enum ScenarioDecoder {
         if let directoryNode = map["directory"] {
             let text = try directoryNode.string(expecting: "a folder (relative to this file, or absolute)")
             let base = (directoryNode.file as NSString).deletingLastPathComponent
-            let path = ((text.hasPrefix("/") ? text : (base as NSString).appendingPathComponent(text)) as NSString).standardizingPath
+            var path = text.hasPrefix("/") ? text : (base as NSString).appendingPathComponent(text)
+            if !path.hasPrefix("/") { path = (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(path) }
+            path = (path as NSString).standardizingPath
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
                 throw directoryNode.error("no folder '\(path)'; allowed: an existing folder, relative to this file or absolute (default: the run's fresh NETCOND_WORKDIR)")

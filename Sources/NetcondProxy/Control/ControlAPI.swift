@@ -111,10 +111,11 @@ public enum ControlAPI {
         default:
             if path.hasPrefix("/faults/") {
                 guard method == "DELETE" else { return wrongMethod("DELETE") }
-                let key = String(path.dropFirst("/faults/".count)).removingPercentEncoding ?? ""
+                let raw = String(path.dropFirst("/faults/".count))
+                let key = raw.removingPercentEncoding ?? ""
                 if let id = Int(key), id > 0 { return .success(.command(.removeFault(id))) }
                 guard !key.isEmpty, Int(key) == nil, !key.contains("/") else {
-                    return .failure(Rejection(status: 400, message: "'\(key)' is not a fault id or name; allowed: a number or a name from GET /faults"))
+                    return .failure(Rejection(status: 400, message: "'\(raw)' is not a fault id or name; allowed: a number or a name from GET /faults"))
                 }
                 return .success(.command(.removeFaultsNamed(key)))
             }

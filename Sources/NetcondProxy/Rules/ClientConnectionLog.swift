@@ -22,14 +22,21 @@ final class ClientConnectionRecord {
     var downWritten: Int64 = 0
     var downDelivered: Int64 = 0
     /// The latest upstream connection to netcond's origin: its local port (what the origin sees as
-    /// the peer's port) and `downWritten` when it was connected.
-    var originUpstream: (localPort: Int, from: Int64)?
+    /// the peer's port), when it was established, and `downWritten` when the origin's bytes began
+    /// (after the proxy's own answer to CONNECT or SOCKS5, see ``originBytesFollow()``).
+    var originUpstream: (localPort: Int, connectedAt: NIODeadline, from: Int64)?
     /// How the link ended the connection, if it did.
     var cut: CutMode?
 
     /// Bytes of the latest origin connection that reached the client's socket.
     var deliveredFromOrigin: Int64? {
         self.originUpstream.map { max(0, self.downDelivered - $0.from) }
+    }
+
+    /// What goes down from now on is the origin's: the proxy's own reply (`200 Connection
+    /// Established`, the SOCKS5 success) has been written.
+    func originBytesFollow() {
+        self.originUpstream?.from = self.downWritten
     }
 
     init(id: Int, acceptedAt: NIODeadline) {

@@ -135,7 +135,8 @@ final class ProxyRules {
             self.record(ProxyEvent(
                 at: self.elapsed(at: now).seconds, kind: "delivered",
                 detail: "client connection \(record.id): \(delivered) bytes of the origin's connection from port \(origin.localPort) reached the client\(how)",
-                outcome: record.cut?.rawValue, localPort: origin.localPort, bytes: delivered))
+                outcome: record.cut?.rawValue, localPort: origin.localPort, bytes: delivered,
+                connectedAt: self.elapsed(at: origin.connectedAt).seconds))
         }
     }
 
@@ -197,15 +198,19 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
     public var localPort: Int?
     /// For `delivered`: the bytes of that connection that reached the client's socket.
     public var bytes: Int64?
+    /// For `delivered`: when that connection to the origin was established (seconds since the start).
+    public var connectedAt: Double?
 
     enum CodingKeys: String, CodingKey {
         case at, kind, detail, fault, method, host, path, port, outcome, bytes
         case localPort = "local_port"
+        case connectedAt = "connected_at"
     }
 
     public init(
         at: Double, kind: String, detail: String, fault: Int? = nil, method: String? = nil, host: String? = nil,
-        path: String? = nil, port: Int? = nil, outcome: String? = nil, localPort: Int? = nil, bytes: Int64? = nil
+        path: String? = nil, port: Int? = nil, outcome: String? = nil, localPort: Int? = nil, bytes: Int64? = nil,
+        connectedAt: Double? = nil
     ) {
         self.at = at
         self.kind = kind
@@ -218,5 +223,6 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
         self.outcome = outcome
         self.localPort = localPort
         self.bytes = bytes
+        self.connectedAt = connectedAt
     }
 }

@@ -126,6 +126,8 @@ import Testing
         ("profile: edge\ntimeline: [{outage: refuse}]\nchecks: {completes: {}}\n", 2, "timeline[0].at", "missing required key 'at'"),
         ("profile: edge\ntimeline: [{at: 1s, cut: all}]\nchecks: {completes: {}}\n", 2, "timeline[0].cut", "allowed: reset, close"),
         ("profile: edge\ntimeline: [{at: 1s, remove_fault: flaky}]\nchecks: {completes: {}}\n", 2, "timeline[0].remove_fault", "no fault named 'flaky'"),
+        ("profile: edge\ntimeline: [{at: 1s, fault: {name: all, status: 503}}]\nchecks: {completes: {}}\n", 2, "timeline[0].fault.name", "cannot name a fault"),
+        ("profile: edge\ntimeline: [{at: 1s, fault: {name: s, status: 503}}, {at: 2s, profile: lte}, {at: 3s, remove_fault: s}]\nchecks: {completes: {}}\n", 2, "timeline[2].remove_fault", "no fault named 's'"),
         ("profile: edge\ntimeline: [{at: 1s, fault: {name: slow, status: 503}}, {at: 2s, remove_fault: flaky}]\nchecks: {completes: {}}\n", 2, "timeline[1].remove_fault", "allowed: slow"),
         ("profile: edge\ntimeline: [{at: soon, outage: refuse}]\nchecks: {completes: {}}\n", 2, "timeline[0].at", ""),
         ("profile: edge\ntimeline: [{at: 1s, outage: refuse, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].stall", "one event does one thing"),
