@@ -80,30 +80,21 @@ public final class OriginRequestLog: Sendable {
     }
 
     private let box = LockedBox<[Entry]>([])
-    private let connectionBox = LockedBox<[Connection]>([])
+    private let connectionBox = LockedBox<[Int: Connection]>([:])
 
     public init() {}
 
-    /// Every connection so far, in the order they opened.
+    /// Every connection so far, in the order they were accepted (their ids).
     public var connections: [Connection] {
-        self.connectionBox.withLock { $0 }
+        self.connectionBox.withLock { $0.values.sorted { $0.id < $1.id } }
     }
 
     func openConnection(id: Int, peerPort: Int?, tls: Bool, at instant: Instant) {
-        self.connectionBox.withLock { connections in
-            connections.append(Connection(id: id, peerPort: peerPort, tls: tls, openedAt: instant, bytesWritten: 0))
-        }
+        self.connectionBox.withLock { $0[id] = Connection(id: id, peerPort: peerPort, tls: tls, openedAt: instant, bytesWritten: 0) }
     }
 
     func addBytesWritten(_ count: Int, connection id: Int) {
-        self.connectionBox.withLock { connections in
-            // Connections are numbered in the order they open, so the id is nearly always the index.
-            if connections.indices.contains(id), connections[id].id == id {
-                connections[id].bytesWritten += Int64(count)
-            } else if let index = connections.firstIndex(where: { $0.id == id }) {
-                connections[index].bytesWritten += Int64(count)
-            }
-        }
+        self.connectionBox.withLock { $0[id]?.bytesWritten += Int64(count) }
     }
 
     /// A snapshot of all entries, in arrival order.

@@ -142,9 +142,11 @@ struct UpstreamConnector {
         let rules = self.rules
         let attemptID = rules?.beginConnect(to: target.host, port: target.port, at: loop.now)
         let client = self.client
+        // Set below when the connection really goes to netcond's origin (not the portal's stand-in).
+        var routedToOrigin = false
         let completion: (Result<Channel, UpstreamError>) -> Void = { result in
             if let attemptID { rules?.finishConnect(attemptID, result: result.map { _ in () }) }
-            if case .success(let channel) = result, let client, self.routesToOrigin(target) {
+            if case .success(let channel) = result, let client, routedToOrigin {
                 // From here on, what goes down to the client is the origin's (see ClientConnectionRecord).
                 client.originUpstream = (channel.localAddress?.port ?? 0, loop.now, client.downWritten)
             }
@@ -204,6 +206,7 @@ struct UpstreamConnector {
         } else {
             switch self.overrides.lookup(target.host) {
             case .some(.some(let address)):
+                routedToOrigin = true
                 var address = address
                 if target.port == 443, target.host.lowercased().trimmingSuffix(".") == OriginHost.name,
                     let tls = self.overrides.originTLS
@@ -229,12 +232,6 @@ struct UpstreamConnector {
                 attempt.real(.failure(Self.classify(error, target: target)))
             }
         }
-    }
-
-    /// The target is netcond's built-in origin (a `*.netcond.test` name the proxy answers itself).
-    private func routesToOrigin(_ target: UpstreamTarget) -> Bool {
-        if case .some(.some) = self.overrides.lookup(target.host) { return true }
-        return false
     }
 
     static func classify(_ error: Error, target: UpstreamTarget) -> UpstreamError {

@@ -32,8 +32,8 @@ public struct RunEvidence: Sendable {
         public var undelivered: Int64 = 0
         /// How far ``undelivered`` may overstate the loss (behind TLS the proxy counts ciphertext).
         public var undeliveredUncertainty: Int64 = 0
-        /// How the link ended the connection (`reset`, `close`), if it did.
-        public var linkCut: String?
+        /// How the link ended the connection, if it did.
+        public var linkCut: CutMode?
 
         public init(
             at: Double, method: String = "GET", path: String, range: String? = nil, idempotencyKey: String? = nil,
@@ -292,7 +292,7 @@ public enum Checks {
             let had = (request.status == 206 ? request.rangeStart ?? 0 : 0) + request.bodyBytesReceived
             // Who cut it, when known: the link (a cut, a reset outage); else the origin's fault, a
             // proxy fault or the client leaving look alike from here.
-            let cutter = request.linkCut.map { "the link \($0 == "close" ? "closed" : "reset") it" }
+            let cutter = request.linkCut.map { "the link \($0.pastTense) it" }
             guard index + 1 < gets.count else {
                 return CheckResult(
                     name: name, passed: false,

@@ -19,16 +19,17 @@ public enum DeliveryEvidence {
     /// One `delivered` event of the proxy.
     public struct Delivery: Sendable, Equatable {
         /// When the proxy's connection to the origin was established, on the origin's clock (ports
-        /// are reused: the origin connection is the latest from that port opened by then).
+        /// are reused: the origin connection is the latest from that port opened by then, give or
+        /// take ``acceptSlack``).
         public var at: Instant
         /// The local port of the proxy's connection to the origin.
         public var localPort: Int
         /// Bytes of that connection that reached the client's socket.
         public var bytes: Int64
-        /// `reset` or `close` when the link cut the connection.
-        public var cut: String?
+        /// How the link cut the connection, if it did.
+        public var cut: CutMode?
 
-        public init(at: Instant, localPort: Int, bytes: Int64, cut: String? = nil) {
+        public init(at: Instant, localPort: Int, bytes: Int64, cut: CutMode? = nil) {
             self.at = at
             self.localPort = localPort
             self.bytes = bytes
@@ -40,8 +41,12 @@ public enum DeliveryEvidence {
     public struct Undelivered: Sendable, Equatable {
         public var bytes: Int64
         public var uncertainty: Int64
-        public var cut: String?
+        public var cut: CutMode?
     }
+
+    /// The origin notes a connection when its own event loop accepts it, which can come a moment
+    /// after the proxy's side saw the connect complete.
+    static let acceptSlack = Span.seconds(Int64(1))
 
     /// Per request-log entry id: what of its body never reached the client (entries that reached
     /// it whole are absent).
@@ -53,7 +58,8 @@ public enum DeliveryEvidence {
         var result: [Int: Undelivered] = [:]
         let lastEntry = Dictionary(entries.map { ($0.connection, $0) }, uniquingKeysWith: { $0.id > $1.id ? $0 : $1 })
         for delivery in deliveries {
-            guard let connection = connections.last(where: { $0.peerPort == delivery.localPort && $0.openedAt <= delivery.at }),
+            let latest = delivery.at + Self.acceptSlack
+            guard let connection = connections.last(where: { $0.peerPort == delivery.localPort && $0.openedAt <= latest }),
                 let entry = lastEntry[connection.id]
             else { continue }
             let lost = connection.bytesWritten - delivery.bytes

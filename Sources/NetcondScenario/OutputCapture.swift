@@ -5,11 +5,6 @@ import Foundation
 import Glibc
 #endif
 
-/// A scenario client's stdout and stderr, read through two pipes by a thread of their own: both
-/// go to a log file (interleaved as they come), and are echoed as ``OutputEcho`` says: not at all,
-/// to netcond's own stdout and stderr (the person watching sees the client as if it wrote there
-/// itself), or through a handler (one that keeps a status line out of the client's way). What the
-/// checks need is kept: how much went to stderr, and the end of it.
 /// Where a client's captured output is shown as well.
 public enum OutputEcho: Sendable {
     case none
@@ -19,6 +14,11 @@ public enum OutputEcho: Sendable {
     case handler(@Sendable (_ descriptor: Int32, _ bytes: Data) -> Void)
 }
 
+/// A scenario client's stdout and stderr, read through two pipes by a thread of their own: both
+/// go to a log file (interleaved as they come), and are echoed as ``OutputEcho`` says: not at all,
+/// to netcond's own stdout and stderr (the person watching sees the client as if it wrote there
+/// itself), or through a handler (one that keeps a status line out of the client's way). What the
+/// checks need is kept: the lines with the moment each came, and the end of stderr.
 public final class OutputCapture: @unchecked Sendable {
     /// The pipes' write ends, for the child (closed here once it has started).
     public let childStdout: Int32

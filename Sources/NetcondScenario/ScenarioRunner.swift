@@ -189,14 +189,14 @@ public enum ScenarioRunner {
                     $0.trigger.isDue(elapsed: elapsed, finished: finished, finishedFor: finishedFor, delivered: delivered)
                 }
                 for event in due {
-                    let faultsBefore = (await proxy.status())?.faults
+                    // A removal by name can find nothing: triggers fire in their own order, and a
+                    // profile switch replaces every fault. Only then is the count before needed.
+                    var faultsBefore: Int?
+                    if case .removeFault = event.action { faultsBefore = await proxy.status()?.faults }
                     let after = await proxy.apply(Self.command(for: event.action))
                     let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
                     var what = event.action.description
-                    if case .removeFault = event.action, let faultsBefore, after?.faults == faultsBefore {
-                        // Triggers fire in their own order, and a profile switch replaces every fault.
-                        what += " (none of that name was in force)"
-                    }
+                    if let faultsBefore, after?.faults == faultsBefore { what += " (none of that name was in force)" }
                     if case .at = event.trigger {} else { what += " (\(event.trigger))" }
                     applied.withLockedValue { $0.append((at, what)) }
                     onEvent?(String(format: "+%.1f s  %@", at, what))
@@ -253,9 +253,8 @@ public enum ScenarioRunner {
             guard event.kind == "delivered", let port = event.localPort, let bytes = event.bytes,
                 let connectedAt = event.connectedAt
             else { return nil }
-            // The origin accepts on its own thread: allow it a moment past the proxy's connect.
-            let at = Instant(nanoseconds: Int64(log.startedAt.uptimeNanoseconds) + Int64((connectedAt + 1) * 1e9))
-            return DeliveryEvidence.Delivery(at: at, localPort: port, bytes: bytes, cut: event.outcome)
+            let at = Instant(nanoseconds: Int64(log.startedAt.uptimeNanoseconds) + Int64(connectedAt * 1e9))
+            return DeliveryEvidence.Delivery(at: at, localPort: port, bytes: bytes, cut: event.outcome.flatMap(CutMode.init(rawValue:)))
         }
         let undelivered = DeliveryEvidence.undelivered(
             entries: entries, connections: session.origin.requestLog.connections, deliveries: deliveries)

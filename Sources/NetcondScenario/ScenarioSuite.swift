@@ -293,7 +293,7 @@ public enum ScenarioSuite {
                         Request(at: ($0.at * 1000).rounded() / 1000, method: $0.method, path: $0.path, range: $0.range,
                                 idempotencyKey: $0.idempotencyKey, status: $0.status, retryAfter: $0.retryAfter,
                                 bodyBytes: $0.bodyBytesSent, completed: $0.completed,
-                                bodyBytesReceived: $0.undelivered > 0 ? $0.bodyBytesReceived : nil, linkCut: $0.linkCut)
+                                bodyBytesReceived: $0.undelivered > 0 ? $0.bodyBytesReceived : nil, linkCut: $0.linkCut?.rawValue)
                     }
                     self.clientOutput = outcome.clientOutput.tail
                 }

@@ -31,7 +31,7 @@ import Testing
 
     /// A response the origin finished whose connection the link then cut: the client has what
     /// reached it, not what the origin wrote into socket buffers.
-    func linkCut(sent: Int64, undelivered: Int64, uncertainty: Int64 = 0, cut: String = "reset") -> Request {
+    func linkCut(sent: Int64, undelivered: Int64, uncertainty: Int64 = 0, cut: CutMode = .reset) -> Request {
         var request = Request(at: 0.1, path: "/files/big.bin", status: 200, bodyBytesSent: sent, completed: true, ended: 0.5)
         request.undelivered = undelivered
         request.undeliveredUncertainty = uncertainty
@@ -52,7 +52,7 @@ import Testing
 
     @Test func aClientThatClaimsMoreThanReachedItFails() {
         let result = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([
-            self.linkCut(sent: 1_000_000, undelivered: 380_000, cut: "close"),
+            self.linkCut(sent: 1_000_000, undelivered: 380_000, cut: .close),
             Request(at: 1.2, path: "/files/big.bin", range: "bytes=700000-", status: 206, bodyBytesSent: 300_000),
         ]))
         #expect(!result.passed)

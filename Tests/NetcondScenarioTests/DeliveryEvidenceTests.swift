@@ -25,8 +25,8 @@ import Testing
         let connections = [self.connection(0, port: 40_000, written: 200 + 1000 + 200 + 1_000_000)]
         let lost = DeliveryEvidence.undelivered(
             entries: entries, connections: connections,
-            deliveries: [.init(at: .s(1), localPort: 40_000, bytes: 200 + 1000 + 200 + 600_000, cut: "reset")])
-        #expect(lost == [1: .init(bytes: 400_000, uncertainty: 0, cut: "reset")])
+            deliveries: [.init(at: .s(1), localPort: 40_000, bytes: 200 + 1000 + 200 + 600_000, cut: .reset)])
+        #expect(lost == [1: .init(bytes: 400_000, uncertainty: 0, cut: .reset)])
     }
 
     @Test func everythingDeliveredMeansNothingLost() {
@@ -37,8 +37,8 @@ import Testing
         // A cut that came when the origin had written everything it would: the response is still the link's to answer for.
         let unfinished = [self.entry(0, connection: 0, body: 1000, completed: false)]
         #expect(DeliveryEvidence.undelivered(
-            entries: unfinished, connections: connections, deliveries: [.init(at: .s(1), localPort: 40_000, bytes: 1200, cut: "close")])
-            == [0: .init(bytes: 0, uncertainty: 0, cut: "close")])
+            entries: unfinished, connections: connections, deliveries: [.init(at: .s(1), localPort: 40_000, bytes: 1200, cut: .close)])
+            == [0: .init(bytes: 0, uncertainty: 0, cut: .close)])
     }
 
     @Test func aLossLargerThanTheBodyTakesTheWholeBody() {

@@ -15,6 +15,7 @@ Needs root (namespaces, TUN). Everything it creates (two namespaces, their proce
 on every exit path.
 """
 import argparse
+import collections
 import ctypes
 import fcntl
 import heapq
@@ -68,16 +69,31 @@ def open_tun(namespace, name):
 
 
 def parse_span(text):
-    text = text.strip()
-    if text.endswith("ms"):
-        return float(text[:-2]) / 1000
-    if text.endswith("s"):
-        return float(text[:-1])
-    return float(text)
+    """`100ms`, `0.5s` or seconds as a number; a clear usage error otherwise."""
+    value = text.strip()
+    scale = 1.0
+    if value.endswith("ms"):
+        value, scale = value[:-2], 0.001
+    elif value.endswith("s"):
+        value = value[:-1]
+    try:
+        seconds = float(value) * scale
+    except ValueError:
+        seconds = -1
+    if not 0 <= seconds <= 10:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a round trip; allowed: 0ms…10s, e.g. 100ms")
+    return seconds
 
 
 def parse_percent(text):
-    return float(text.rstrip("%")) / 100
+    """`1%` or `0.5%`; a clear usage error otherwise."""
+    try:
+        fraction = float(text.strip().rstrip("%")) / 100
+    except ValueError:
+        fraction = -1
+    if not 0 <= fraction < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a loss rate; allowed: 0%…99%, e.g. 1%")
+    return fraction
 
 
 class Link:
@@ -90,7 +106,7 @@ class Link:
         self.queue = queue
         self.rng = rng
         self.free_at = 0.0
-        self.queued = []  # departure times still ahead
+        self.queued = collections.deque()  # departure times still ahead
         self.lost = 0
         self.dropped = 0
         self.sent = 0
@@ -98,7 +114,7 @@ class Link:
     def admit(self, now, size):
         """When the packet arrives at the far end, or None when it is lost or dropped."""
         while self.queued and self.queued[0] <= now:
-            self.queued.pop(0)
+            self.queued.popleft()
         if len(self.queued) >= self.queue:
             self.dropped += 1
             return None
@@ -189,16 +205,16 @@ def cleanup():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rtt", default="100ms")
-    parser.add_argument("--loss", default="1%", help="per packet, each direction")
+    parser.add_argument("--rtt", type=parse_span, default="100ms")
+    parser.add_argument("--loss", type=parse_percent, default="1%", help="per packet, each direction")
     parser.add_argument("--rate", type=float, default=12.0, help="Mbit/s, each direction")
     parser.add_argument("--queue", type=int, default=1000, help="packets")
-    parser.add_argument("--cc", default="cubic")
+    parser.add_argument("--cc", default="cubic", choices=["cubic", "bbr", "reno"])
     parser.add_argument("--size", type=int, default=1 << 20)
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    rtt, loss = parse_span(args.rtt), parse_percent(args.loss)
+    rtt, loss = args.rtt, args.loss
     if os.geteuid() != 0:
         sys.exit("tcp_reference: needs root (network namespaces, TUN devices)")
     # A TERM (the bench stopping it) unwinds through `finally`: namespaces and processes go.
@@ -239,7 +255,7 @@ def main():
             os._exit(0)
         emulate(fd_client, fd_server, down, up, stop_r)
         os.waitpid(child, 0)
-        print(f"# cc {args.cc}, rtt {args.rtt}, loss {args.loss} each way, {args.rate} Mbit/s, queue {args.queue}: "
+        print(f"# cc {args.cc}, rtt {rtt * 1000:g} ms, loss {loss * 100:g}% each way, {args.rate} Mbit/s, queue {args.queue}: "
               f"{down.sent} packets down ({down.lost} lost, {down.dropped} dropped), {up.sent} up ({up.lost} lost)",
               file=sys.stderr)
     finally:

@@ -86,6 +86,14 @@ public enum CutMode: String, Sendable, Equatable, CaseIterable, CustomStringConv
     case close
 
     public var description: String { self.rawValue }
+
+    /// What it did to a connection: `reset`, `closed`.
+    public var pastTense: String {
+        switch self {
+        case .reset: return "reset"
+        case .close: return "closed"
+        }
+    }
 }
 
 /// Which way a stall stops bytes.

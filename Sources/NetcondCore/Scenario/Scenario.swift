@@ -105,7 +105,7 @@ public enum ScenarioAction: Sendable, Equatable, CustomStringConvertible {
         case .clearFaults: return "faults cleared"
         case .removeFault(let name): return "fault '\(name)' removed"
         case .captive(let open): return open ? "captive portal opens" : "captive portal closes"
-        case .cut(let mode): return mode == .reset ? "connections reset" : "connections closed"
+        case .cut(let mode): return "connections \(mode.pastTense)"
         }
     }
 }

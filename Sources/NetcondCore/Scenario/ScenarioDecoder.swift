@@ -9,30 +9,33 @@ public enum ScenarioDecoder {
     /// True when a YAML document is a scenario rather than a profile: its top-level mapping has
     /// `checks:` or `client:` (a profile never has either). Unreadable YAML is not a scenario.
     public static func looksLikeScenario(yaml: String) -> Bool {
-        guard let root = try? ConfigNode.parse(yaml: yaml, file: ""), case .mapping(let mapping) = root.node else {
-            return false
-        }
-        return Self.hasScenarioKeys(mapping)
+        Self.topMapping(yaml: yaml).map(Self.hasScenarioKeys) ?? false
+    }
+
+    /// True when `path` names a readable scenario file (see ``looksLikeScenario(yaml:)``).
+    public static func isScenarioFile(atPath path: String) -> Bool {
+        Self.topMapping(atPath: path).map(Self.hasScenarioKeys) ?? false
     }
 
     /// True when the file at `path` is readable YAML whose top level is a mapping without `checks:`
     /// or `client:` — a profile, or another document that is surely not a scenario. Unreadable or
     /// malformed files are not "surely not": decoding them says what is wrong.
     public static func isSurelyNotScenario(atPath path: String) -> Bool {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
-            let root = try? ConfigNode.parse(yaml: text, file: path), case .mapping(let mapping) = root.node
-        else { return false }
-        return !Self.hasScenarioKeys(mapping)
+        Self.topMapping(atPath: path).map { !Self.hasScenarioKeys($0) } ?? false
+    }
+
+    /// The top-level mapping of a YAML document, or nil when it is unreadable or not a mapping.
+    private static func topMapping(yaml: String) -> Node.Mapping? {
+        guard let root = try? ConfigNode.parse(yaml: yaml, file: ""), case .mapping(let mapping) = root.node else { return nil }
+        return mapping
+    }
+
+    private static func topMapping(atPath path: String) -> Node.Mapping? {
+        (try? String(contentsOfFile: path, encoding: .utf8)).flatMap(Self.topMapping(yaml:))
     }
 
     private static func hasScenarioKeys(_ mapping: Node.Mapping) -> Bool {
         mapping.keys.contains { ["checks", "client"].contains($0.scalar?.string) }
-    }
-
-    /// True when `path` names a readable scenario file (see ``looksLikeScenario(yaml:)``).
-    public static func isScenarioFile(atPath path: String) -> Bool {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return false }
-        return self.looksLikeScenario(yaml: text)
     }
 
     public static func decodeFile(atPath path: String) throws(ConfigError) -> Scenario {

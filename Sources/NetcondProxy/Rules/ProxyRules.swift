@@ -131,7 +131,7 @@ final class ProxyRules {
         self.openClients.removeValue(forKey: record.id)
         if record.wentUnanswered { self.record(self.unansweredEvent(record, stillOpen: false)) }
         if let origin = record.originUpstream, let delivered = record.deliveredFromOrigin {
-            let how = record.cut.map { "; the link \($0 == .reset ? "reset" : "closed") it" } ?? ""
+            let how = record.cut.map { "; the link \($0.pastTense) it" } ?? ""
             self.record(ProxyEvent(
                 at: self.elapsed(at: now).seconds, kind: "delivered",
                 detail: "client connection \(record.id): \(delivered) bytes of the origin's connection from port \(origin.localPort) reached the client\(how)",
