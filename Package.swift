@@ -94,7 +94,7 @@ let package = Package(
         ),
         .testTarget(
             name: "NetcondScenarioTests",
-            dependencies: ["NetcondScenario", "NetcondCore"],
+            dependencies: ["NetcondScenario", "NetcondProxy", "NetcondCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -11,8 +11,8 @@ import NetcondCore
 /// Bytes are held here until the `LinkModel` says they arrived, then passed on unchanged and in
 /// order. It starts passive (proxy-protocol bytes such as a CONNECT request or a SOCKS greeting
 /// are not traffic of the emulated link) and is activated with a flow. Backpressure: the client is
-/// read only while the model's unsent up bytes are under `sendBuffer`; while its unsent down bytes
-/// are over it, the handler fires `LinkWritabilityChanged(false)` so the proxy stops reading the
+/// read only while the emulated sender's socket buffer has room (`LinkModel.senderHasRoom`); while
+/// the down one is full, the handler fires `LinkWritabilityChanged(false)` so the proxy stops reading the
 /// upstream. Half-close and close wait until every byte before them has been delivered. While the
 /// link changes nothing (`LinkModel.isTransparent`, e.g. `none` in a run that may be switched live)
 /// and this connection has nothing held, bytes skip the model; once conditions change they cross
@@ -22,9 +22,6 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     typealias InboundOut = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
-
-    /// The emulated sender's socket buffer: how far ahead of the link a fast sender may get.
-    static let sendBuffer = 64 * 1024
 
     private let driver: LinkDriver?
     private let stats: ProxyStats
@@ -137,7 +134,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
 
     func read(context: ChannelHandlerContext) {
         if let flow = self.flow, let driver = self.driver,
-            driver.model.unsent(flow, .up) >= Self.sendBuffer
+            !driver.model.senderHasRoom(flow, .up)
         {
             self.readPending = true
             driver.notifyWhenRoom(flow)
@@ -160,7 +157,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
         }
         self.down.append(buffer, promise: promise)
         driver.send(flow, .down, bytes: buffer.readableBytes)
-        if self.linkWritable && driver.model.unsent(flow, .down) >= Self.sendBuffer {
+        if self.linkWritable && !driver.model.senderHasRoom(flow, .down) {
             self.linkWritable = false
             driver.notifyWhenRoom(flow)
             context.fireUserInboundEventTriggered(LinkWritabilityChanged(isWritable: false))
@@ -233,11 +230,11 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     /// back (it registered with `notifyWhenRoom`), deliveries or not.
     func roomMayHaveChanged() {
         guard let context = self.context, let flow = self.flow, let driver = self.driver else { return }
-        if self.readPending && driver.model.unsent(flow, .up) < Self.sendBuffer {
+        if self.readPending && driver.model.senderHasRoom(flow, .up) {
             self.readPending = false
             context.read()
         }
-        if !self.linkWritable && driver.model.unsent(flow, .down) < Self.sendBuffer {
+        if !self.linkWritable && driver.model.senderHasRoom(flow, .down) {
             self.linkWritable = true
             context.fireUserInboundEventTriggered(LinkWritabilityChanged(isWritable: true))
         }
@@ -318,7 +315,8 @@ struct PendingBytes {
         var remaining = bytes
         var out: [(ByteBuffer, EventLoopPromise<Void>?)] = []
         while remaining > 0 || (self.buffers.first.map { $0.0.readableBytes == 0 } ?? false) {
-            guard var (buffer, promise) = self.buffers.popFirst() else { break }
+            guard let (first, promise) = self.buffers.popFirst() else { break }
+            var buffer = first
             if buffer.readableBytes <= remaining {
                 remaining -= buffer.readableBytes
                 self.count -= buffer.readableBytes

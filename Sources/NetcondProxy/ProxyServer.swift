@@ -431,7 +431,8 @@ public final class ProxyServer: Sendable {
                 bytesDown: s.stats.bytesDown,
                 upstreamFailures: s.stats.upstreamFailures,
                 badRequests: s.stats.badRequests,
-                link: s.driver?.model.counters ?? LinkCounters()
+                link: s.driver?.model.counters ?? LinkCounters(),
+                timerLateness: s.driver?.timerLateness ?? LatenessHistogram()
             )
         }.get()
         return summary ?? ProxySummary(connections: 0, bytesUp: 0, bytesDown: 0, upstreamFailures: 0, badRequests: 0, link: LinkCounters())

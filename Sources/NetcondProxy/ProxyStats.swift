@@ -19,4 +19,7 @@ public struct ProxySummary: Sendable, Equatable {
     public var upstreamFailures: Int
     public var badRequests: Int
     public var link: LinkCounters
+    /// How late the link's timer woke: more than 20 ms late means netcond's own process was held
+    /// up (an overloaded machine), and the link's timing was off by as much.
+    public var timerLateness = LatenessHistogram()
 }

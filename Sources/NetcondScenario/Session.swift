@@ -201,6 +201,15 @@ public final class Session: Sendable {
         if cut > 0 { parts.append("\(cut) connection\(cut == 1 ? "" : "s") cut by the link") }
         if summary.upstreamFailures > 0 { parts.append("\(summary.upstreamFailures) upstream failures") }
         if summary.badRequests > 0 { parts.append("\(summary.badRequests) bad requests") }
+        let late = summary.timerLateness
+        if late.beyondRange > 0 {
+            parts.append(
+                "netcond was held up \(late.beyondRange) time\(late.beyondRange == 1 ? "" : "s") for over "
+                    + "\(LatenessHistogram.range.nanoseconds / 1_000_000) ms (longest "
+                    + "\(late.maximum.nanoseconds / 1_000_000) ms): the machine is overloaded and the link's timing "
+                    + "was off by as much"
+            )
+        }
         return "\(profile): " + parts.joined(separator: ", ") + " (seed \(seed))"
     }
 

@@ -103,7 +103,7 @@ import Testing
         try channel.pipeline.syncOperations.addHandler(counter, position: .first)
         channel.read()
         #expect(counter.reads == 1)
-        try channel.writeInbound(ByteBuffer(repeating: 1, count: LinkShaper.sendBuffer + 100_000))
+        try channel.writeInbound(ByteBuffer(repeating: 1, count: LinkModel.minimumSendBuffer + 100_000))
         channel.read()
         #expect(counter.reads == 1)
         channel.embeddedEventLoop.advanceTime(by: .seconds(3600))

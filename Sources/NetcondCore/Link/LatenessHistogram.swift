@@ -4,12 +4,17 @@
 public struct LatenessHistogram: Sendable, Equatable {
     public static let bucket = Span.microseconds(10)
     public static let buckets = 2000
+    /// The range the buckets cover (20 ms); later ones are only counted.
+    public static let range = LatenessHistogram.bucket * Int64(LatenessHistogram.buckets)
 
     private var counts = [Int](repeating: 0, count: LatenessHistogram.buckets + 1)
     public private(set) var count = 0
     public private(set) var maximum = Span.zero
 
     public init() {}
+
+    /// How many were later than `range`.
+    public var beyondRange: Int { self.counts[Self.buckets] }
 
     public mutating func record(_ lateness: Span) {
         let late = max(.zero, lateness)

@@ -229,6 +229,32 @@ public final class LinkModel {
         self.flows[id]?.side(direction).unsent ?? 0
     }
 
+    /// Smallest and largest size of the emulated sender's socket buffer (Linux's `tcp_wmem`
+    /// default and maximum).
+    public static let minimumSendBuffer = 64 * 1024
+    public static let maximumSendBuffer = 4 * 1024 * 1024
+
+    /// How many unsent bytes the emulated sender's socket buffer holds before the application
+    /// writing into it (the proxy, reading the real sender) is held back. Linux auto-tunes it to
+    /// twice the congestion window (`tcp_sndbuf_expand`), so a bulk sender always has a window's
+    /// worth waiting: a driver that runs late (its loop held up for tens of milliseconds) finds
+    /// the link still busy, instead of an idle link and then a window-sized burst that overflows
+    /// the queue.
+    public func sendBuffer(_ id: FlowID, _ direction: Direction) -> Int {
+        guard let side = self.flows[id]?.side(direction) else { return Self.minimumSendBuffer }
+        return Self.sendBuffer(congestionWindow: side.window.cwnd)
+    }
+
+    static func sendBuffer(congestionWindow cwnd: Double) -> Int {
+        min(max(Int(2 * cwnd), Self.minimumSendBuffer), Self.maximumSendBuffer)
+    }
+
+    /// True while the emulated sender's socket buffer has room: its application may write.
+    public func senderHasRoom(_ id: FlowID, _ direction: Direction) -> Bool {
+        guard let side = self.flows[id]?.side(direction) else { return true }
+        return side.unsent < Self.sendBuffer(congestionWindow: side.window.cwnd)
+    }
+
     /// The emulated sender's congestion window, in bytes (for tests and status).
     public func congestionWindow(_ id: FlowID, _ direction: Direction) -> Int {
         Int(self.flows[id]?.side(direction).window.cwnd ?? 0)
