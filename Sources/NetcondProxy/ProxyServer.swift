@@ -291,6 +291,7 @@ public final class ProxyServer: Sendable {
             bytesUp: s.stats.bytesUp,
             bytesDown: s.stats.bytesDown,
             bytesDelivered: s.stats.bytesDelivered,
+            segmentsSent: counters.segmentsSent,
             segmentsLost: counters.segmentsLost,
             queueDrops: counters.queueDrops,
             outageDrops: counters.outageDrops,

@@ -31,6 +31,9 @@ def test_status_reports_profile_state_and_counters(proxy_factory):
     assert now["outage"] is None and now["stalled"] == []
     assert now["connections_total"] == before["connections_total"] + 1 and now["bytes_down"] > 10 * 1024
     assert now["seed"] == 1
+    # 10 KB down in segments of at most 1460 bytes, and the request up; lte loses nothing.
+    assert now["segments_sent"] - before["segments_sent"] >= 10 * 1024 // 1460 + 1 + 1
+    assert now["segments_lost"] == 0 and now["retransmissions"] == 0
     text = proxy.ctl("status")
     assert text.returncode == 0 and text.stdout.startswith("lte · ") and "↓ 10." in text.stdout
 

@@ -245,6 +245,8 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     public var bytesDown: Int64
     /// Down bytes the link has delivered to clients (`bytes_down` less what is still on the link).
     public var bytesDelivered: Int64
+    /// Segments the emulated senders put on the link, retransmissions included (both directions).
+    public var segmentsSent: Int
     public var segmentsLost: Int
     public var queueDrops: Int
     public var outageDrops: Int
@@ -272,6 +274,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         case bytesUp = "bytes_up"
         case bytesDown = "bytes_down"
         case bytesDelivered = "bytes_delivered"
+        case segmentsSent = "segments_sent"
         case segmentsLost = "segments_lost"
         case queueDrops = "queue_drops"
         case outageDrops = "outage_drops"
@@ -300,6 +303,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         try container.encode(self.bytesUp, forKey: .bytesUp)
         try container.encode(self.bytesDown, forKey: .bytesDown)
         try container.encode(self.bytesDelivered, forKey: .bytesDelivered)
+        try container.encode(self.segmentsSent, forKey: .segmentsSent)
         try container.encode(self.segmentsLost, forKey: .segmentsLost)
         try container.encode(self.queueDrops, forKey: .queueDrops)
         try container.encode(self.outageDrops, forKey: .outageDrops)

@@ -121,7 +121,7 @@ import Testing
     @Test func statusJSONUsesSnakeCaseAndRoundTrips() throws {
         let status = ControlStatus(
             profile: "subway", phase: "tunnel", outage: "blackhole", stalled: ["down"], seed: 7, elapsedSeconds: 1.5,
-            connectionsTotal: 3, connectionsOpen: 1, bytesUp: 10, bytesDown: 2000, bytesDelivered: 1500, segmentsLost: 1,
+            connectionsTotal: 3, connectionsOpen: 1, bytesUp: 10, bytesDown: 2000, bytesDelivered: 1500, segmentsSent: 3, segmentsLost: 1,
             queueDrops: 0, outageDrops: 4, retransmissions: 5, resets: 0, closes: 1, refusedConnections: 2, upstreamFailures: 0,
             faults: 1, faultsApplied: 3, captivePortal: "closed",
             timerWakeups: 10, timerLateUs: [20, 60, 900]
