@@ -11,6 +11,9 @@ connect() to the last byte. The kernel's own congestion control (cubic or bbr) d
 
     sudo python3 scripts/bench.d/tcp_reference.py --rtt 100ms --loss 1% --cc cubic --runs 41
 
+Each instance has its own pair of namespaces; `--tag T` names them (ncref-client-T, ncref-server-T), so
+several instances (with different `--seed`s) can run at once, as the bench's 5d does.
+
 Needs root (namespaces, TUN). Everything it creates (two namespaces, their processes) is removed
 on every exit path.
 """
@@ -34,8 +37,14 @@ TUNSETIFF = 0x400454CA
 IFF_TUN = 0x0001
 IFF_NO_PI = 0x1000
 CLONE_NEWNET = 0x40000000
-NAMESPACES = ("ncref-client", "ncref-server")
-ADDRESSES = {"ncref-client": ("10.77.0.1", "10.77.0.2"), "ncref-server": ("10.77.0.2", "10.77.0.1")}
+CLIENT_ADDRESS, SERVER_ADDRESS = "10.77.0.1", "10.77.0.2"
+
+
+def namespaces(tag):
+    """The (client, server) namespace pair of one instance; several instances (distinct tags) can run
+    at once, each with its own pair, devices and emulator."""
+    suffix = f"-{tag}" if tag else ""
+    return f"ncref-client{suffix}", f"ncref-server{suffix}"
 PORT = 5201
 
 libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -191,8 +200,8 @@ for _ in range(runs):
 """ % PORT
 
 
-def cleanup():
-    for namespace in NAMESPACES:
+def cleanup(pair):
+    for namespace in pair:
         sh("ip", "netns", "pids", namespace, check=False)
         pids = sh("ip", "netns", "pids", namespace, check=False).stdout.split()
         for pid in pids:
@@ -213,40 +222,44 @@ def main():
     parser.add_argument("--size", type=int, default=1 << 20)
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--tag", default="", help="names this instance's namespaces, so several can run at once")
     args = parser.parse_args()
+    if not args.tag.isalnum() and args.tag:
+        parser.error(f"--tag '{args.tag}': letters and digits only")
+    client_ns, server_ns = pair = namespaces(args.tag)
     rtt, loss = args.rtt, args.loss
     if os.geteuid() != 0:
         sys.exit("tcp_reference: needs root (network namespaces, TUN devices)")
     # A TERM (the bench stopping it) unwinds through `finally`: namespaces and processes go.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    cleanup()
+    cleanup(pair)
     server = None
     stop_r, stop_w = os.pipe()
     fds = []
     try:
-        for namespace in NAMESPACES:
+        for namespace in pair:
             sh("ip", "netns", "add", namespace)
             sh("ip", "-n", namespace, "link", "set", "lo", "up")
             # Each connection starts fresh: no ssthresh or RTT cached from the one before.
             sh("ip", "netns", "exec", namespace, "sysctl", "-qw", "net.ipv4.tcp_no_metrics_save=1")
-        fd_client = open_tun("ncref-client", "nctun")
-        fd_server = open_tun("ncref-server", "nctun")
+        fd_client = open_tun(client_ns, "nctun")
+        fd_server = open_tun(server_ns, "nctun")
         fds = [fd_client, fd_server]
-        for namespace in NAMESPACES:
-            local, peer = ADDRESSES[namespace]
+        for namespace, (local, peer) in ((client_ns, (CLIENT_ADDRESS, SERVER_ADDRESS)),
+                                         (server_ns, (SERVER_ADDRESS, CLIENT_ADDRESS))):
             sh("ip", "-n", namespace, "addr", "add", local, "peer", peer, "dev", "nctun")
             sh("ip", "-n", namespace, "link", "set", "nctun", "up", "mtu", "1500")
         rng = random.Random(args.seed)
         down = Link(args.rate * 1e6, rtt / 2, loss, args.queue, rng)
         up = Link(args.rate * 1e6, rtt / 2, loss, args.queue, rng)
-        server = subprocess.Popen(["ip", "netns", "exec", "ncref-server", sys.executable, "-c", SERVER, str(args.size), args.cc])
+        server = subprocess.Popen(["ip", "netns", "exec", server_ns, sys.executable, "-c", SERVER, str(args.size), args.cc])
         child = os.fork()
         if child == 0:
             os.close(stop_r)
             time.sleep(0.3)
             result = subprocess.run(
-                ["ip", "netns", "exec", "ncref-client", sys.executable, "-c", CLIENT, str(args.size), str(args.runs), "120"],
+                ["ip", "netns", "exec", client_ns, sys.executable, "-c", CLIENT, str(args.size), str(args.runs), "120"],
                 capture_output=True, text=True)
             sys.stdout.write(result.stdout)
             sys.stderr.write(result.stderr)
@@ -264,7 +277,7 @@ def main():
             server.wait()
         for fd in fds:
             os.close(fd)
-        cleanup()
+        cleanup(pair)
 
 
 if __name__ == "__main__":

@@ -78,20 +78,21 @@ import Testing
         #expect(abs(seconds - reference) / reference <= 0.30, "\(seconds) s vs \(reference) s")
     }
 
-    /// Under random loss one download is luck (the first loss can come anywhere in slow start), so
-    /// the median over 41 seeds is compared with the median of real Linux TCP measured on this
-    /// machine through a per-packet emulator (`scripts/bench.d/tcp_reference.py`, 2026-11-23:
-    /// cubic 100 ms 1 %: 3.74 s and 3.81 s over two sets of 41 runs; 500 ms 1 %: 13.2 s over 21;
-    /// 100 ms 5 %: 17.0 s over 15; bbr 100 ms 1 %: 1.38 s over 15). The issue's own figures for the
-    /// two cubic 1 % cells (1.77 s, 8.35 s) are half what this kernel takes (see the README).
+    /// Under random loss one download is luck: the time is bimodal (no loss early in slow start, or a
+    /// slow climb after one), so medians of a few dozen runs move by ±13 % between sets. The mean over
+    /// 101 seeds is compared with the mean of real Linux TCP measured on this machine through a
+    /// per-packet emulator (`scripts/bench.d/tcp_reference.py`, 2026-11-25, four instances at once:
+    /// cubic 100 ms 1 %: 3.69 s ± 0.53 over 80 runs; 500 ms 1 %: 12.98 s over 61; 100 ms 5 %: 17.28 s
+    /// ± 1.49 over 40; bbr 100 ms 1 %: 1.37 s ± 0.06 over 40). The issue's own figures for the two
+    /// cubic 1 % cells (1.77 s, 8.35 s) are medians, below what this kernel takes (see the README).
     @Test(arguments: [
-        (100 as Int64, 0.01, CongestionControl.cubic, 3.8), (500, 0.01, .cubic, 13.2), (100, 0.05, .cubic, 17.0),
-        (100, 0.01, .bbr, 1.38),
+        (100 as Int64, 0.01, CongestionControl.cubic, 3.69), (500, 0.01, .cubic, 12.98), (100, 0.05, .cubic, 17.28),
+        (100, 0.01, .bbr, 1.37),
     ])
-    func freshMegabyteUnderLossMatchesTheKernelsMedian(rtt: Int64, loss: Double, tcp: CongestionControl, kernel: Double) {
+    func freshMegabyteUnderLossMatchesTheKernelsMean(rtt: Int64, loss: Double, tcp: CongestionControl, kernel: Double) {
         let cell = Cell(rttMilliseconds: rtt, loss: loss, tcp: tcp, goodput: 0)
-        let times = (1...41).map { Self.freshMegabyte(cell, seed: UInt64($0)) ?? 999 }.sorted()
-        let median = times[times.count / 2]
-        #expect(abs(median - kernel) / kernel <= 0.30, "median \(median) s vs the kernel's \(kernel) s")
+        let times = (1...101).map { Self.freshMegabyte(cell, seed: UInt64($0)) ?? 999 }
+        let mean = times.reduce(0, +) / Double(times.count)
+        #expect(abs(mean - kernel) / kernel <= 0.30, "mean \(mean) s vs the kernel's \(kernel) s")
     }
 }
