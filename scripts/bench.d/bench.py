@@ -641,11 +641,13 @@ def latency_pass(h, t, srv, prof, low):
     try:
         port = nc.forwards[0]
         for conns in (1, 100):
-            n = 200
+            # A judged p99 of one connection is the 6th-worst of 600 samples, not the 2nd-worst of 200:
+            # one descheduling of the VM (a 1-2 ms hiccup every minute or two) no longer decides it.
+            n = 600 if judged and conns == 1 else 200
             load = os.getloadavg()[0]
             probe = TimerProbe(h)
             try:
-                results, firsts, errors = pingpong_many(port, conns, n, deadline=time.monotonic() + 90)
+                results, firsts, errors = pingpong_many(port, conns, n, deadline=time.monotonic() + n * 0.2 + 90)
             finally:
                 floor = probe.finish()
             after = nc.control_status()
@@ -681,7 +683,8 @@ def latency_pass(h, t, srv, prof, low):
                                f"{(statistics.median(firsts) - 0.2) * 1000:.2f} ms median, "
                                f"{(max(firsts) - 0.2) * 1000:.2f} ms max. Load average before: {load:.2f}.")
         if held:
-            t.notes.append("Latency: 100-byte ping-pong, 200 samples per connection, TCP_NODELAY, one epoll client "
+            t.notes.append("Latency: 100-byte ping-pong, 200 samples per connection (600 for the judged single "
+                           "connection, whose p99 is then not one outlier), TCP_NODELAY, one epoll client "
                            "thread and a one-thread epoll echo server (separate processes); the 100 connections "
                            "start staggered over 200 ms. Measured as the machine comes (reported only), then with "
                            "`netcond proxy --low-latency` (judged): netcond holds /dev/cpu_dma_latency at 0 while "
@@ -1002,11 +1005,12 @@ def item_loss_curl(h, t):
 # Cells where the figure and real TCP on this machine disagree: (rtt, loss, tcp), kernel runs, limit.
 # A single download is luck: the time is bimodal (no loss early in slow start, or a slow climb after
 # one), and medians of 25-80 kernel runs ranged 2.3-3.9 s (100 ms) and 9.4-13.5 s (500 ms) between
-# sets. Both sides take 60-80 samples — the kernel's in parallel instances (each its own namespaces,
-# devices and emulated link), netcond's ten processes at a time — and are judged on the mean.
-KERNEL_CELLS = [((100, 1, "cubic"), 80, 30), ((500, 1, "cubic"), 60, 90)]
-KERNEL_INSTANCES = 4
-NETCOND_SEEDS, NETCOND_AT_ONCE = 60, 10
+# sets, and their means by ±15 % (sets of 60-80). Both sides take 100 samples — the kernel's in five
+# parallel instances (each its own namespaces, devices and emulated link), netcond's ten processes at
+# a time — and are judged on the mean.
+KERNEL_CELLS = [((100, 1, "cubic"), 100, 30), ((500, 1, "cubic"), 100, 90)]
+KERNEL_INSTANCES = 5
+NETCOND_SEEDS, NETCOND_AT_ONCE = 100, 10
 KERNEL_REFERENCE = {cell for cell, _, _ in KERNEL_CELLS}
 
 
@@ -1096,8 +1100,9 @@ def item_kernel_reference(h, t):
                    f"fresh connection from connect() to the last byte, {KERNEL_INSTANCES} instances at once; "
                    f"netcond {NETCOND_AT_ONCE} processes at once (seeds 21-{20 + NETCOND_SEEDS}). Judged on the mean "
                    "(± its 95 % confidence interval): the distribution is bimodal (no loss early in slow start: "
-                   "about 1.2 s at 100 ms; else spread to 8 s), so the median of 60 samples moves by ±13 % "
-                   "between sets (sets of the kernel's gave 2.3-3.9 s) and the mean by ±7 %.")
+                   "about 1.2 s at 100 ms; else spread to 8 s): between sets of 60 the median varies by 13 % "
+                   "(one standard deviation; the kernel's sets gave 2.3-3.9 s) and the mean by 7 %; with 100 "
+                   "samples a side the mean's 95 % interval is about ±12 %.")
 
 
 def item_bufferbloat(h, t, srv):
