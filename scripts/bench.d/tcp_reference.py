@@ -38,6 +38,7 @@ IFF_TUN = 0x0001
 IFF_NO_PI = 0x1000
 CLONE_NEWNET = 0x40000000
 CLIENT_ADDRESS, SERVER_ADDRESS = "10.77.0.1", "10.77.0.2"
+PORT = 5201
 
 
 def namespaces(tag):
@@ -45,7 +46,7 @@ def namespaces(tag):
     at once, each with its own pair, devices and emulator."""
     suffix = f"-{tag}" if tag else ""
     return f"ncref-client{suffix}", f"ncref-server{suffix}"
-PORT = 5201
+
 
 libc = ctypes.CDLL("libc.so.6", use_errno=True)
 
@@ -202,7 +203,6 @@ for _ in range(runs):
 
 def cleanup(pair):
     for namespace in pair:
-        sh("ip", "netns", "pids", namespace, check=False)
         pids = sh("ip", "netns", "pids", namespace, check=False).stdout.split()
         for pid in pids:
             try:
@@ -224,7 +224,7 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--tag", default="", help="names this instance's namespaces, so several can run at once")
     args = parser.parse_args()
-    if not args.tag.isalnum() and args.tag:
+    if args.tag and not args.tag.isalnum():
         parser.error(f"--tag '{args.tag}': letters and digits only")
     client_ns, server_ns = pair = namespaces(args.tag)
     rtt, loss = args.rtt, args.loss

@@ -81,10 +81,11 @@ import Testing
     /// Under random loss one download is luck: the time is bimodal (no loss early in slow start, or a
     /// slow climb after one), so medians of a few dozen runs move by ±13 % between sets. The mean over
     /// 101 seeds is compared with the mean of real Linux TCP measured on this machine through a
-    /// per-packet emulator (`scripts/bench.d/tcp_reference.py`, 2026-11-25, four instances at once:
-    /// cubic 100 ms 1 %: 3.69 s ± 0.53 over 80 runs; 500 ms 1 %: 12.98 s over 61; 100 ms 5 %: 17.28 s
-    /// ± 1.49 over 40; bbr 100 ms 1 %: 1.37 s ± 0.06 over 40). The issue's own figures for the two
-    /// cubic 1 % cells (1.77 s, 8.35 s) are medians, below what this kernel takes (see the README).
+    /// per-packet emulator (`scripts/bench.d/tcp_reference.py`, 2026-11-25: cubic 100 ms 1 %: 3.69 s
+    /// ± 0.53 over 80 runs; 100 ms 5 %: 17.28 s ± 1.49 over 40; bbr 100 ms 1 %: 1.37 s ± 0.06 over 40,
+    /// each in four instances at once; 500 ms 1 %: 12.98 s over 61 runs of one instance). The issue's
+    /// own figures for the two cubic 1 % cells (1.77 s, 8.35 s) are medians, below what this kernel takes
+    /// (see the README).
     @Test(arguments: [
         (100 as Int64, 0.01, CongestionControl.cubic, 3.69), (500, 0.01, .cubic, 12.98), (100, 0.05, .cubic, 17.28),
         (100, 0.01, .bbr, 1.37),
