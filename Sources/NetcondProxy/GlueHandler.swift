@@ -53,10 +53,14 @@ final class GlueHandler: ChannelDuplexHandler {
         self.context?.close(mode: .output, promise: nil)
     }
 
-    private func partnerCloseFull() {
+    /// The partner's connection ended (`reset`: its peer reset it): this one ends the same way. On
+    /// the client side the close crosses the emulated link behind the bytes before it.
+    private func partnerCloseFull(reset: Bool = false) {
         guard let context = self.context else { return }
         if self.isClientSide {
-            context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
+            context.triggerUserOutboundEvent(CloseWhenDrained(reset: reset, crossesLink: true), promise: nil)
+        } else if reset {
+            context.channel.resetConnection()
         } else {
             context.close(promise: nil)
         }
@@ -100,7 +104,7 @@ final class GlueHandler: ChannelDuplexHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        self.partner?.partnerCloseFull()
+        self.partner?.partnerCloseFull(reset: HTTPProxyHandler.isReset(error))
         context.close(promise: nil)
     }
 

@@ -3,6 +3,10 @@ import NIOCore
 import NIOHTTP1
 import NetcondCore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The HTTP/1.1 forward proxy on one client connection: absolute-form requests, keep-alive,
 /// streamed bodies both ways (chunked or not), and `CONNECT` tunnels.
 ///
@@ -40,6 +44,8 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var upstream: Channel?
     private var upstreamHandler: UpstreamHTTPHandler?
     private var upstreamTarget: UpstreamTarget?
+    /// The upstream connection being made (a request's or a tunnel's), until its outcome is known.
+    private var pendingConnect: ConnectAttempt?
     private var requestKeepAlive = true
     private var requestEnded = false
     private var responseEnded = false
@@ -107,6 +113,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         self.state = .closed
+        self.pendingConnect?.abandon()
         self.upstream?.close(promise: nil)
         self.upstream = nil
         context.fireChannelInactive()
@@ -119,6 +126,17 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         if let event = event as? ChannelEvent, event == .inputClosed {
+            if let attempt = self.pendingConnect, attempt.isUnderWay, context.eventLoop.now >= attempt.unimpededBy {
+                // The client left while its connection was still being made (held up by a
+                // blackhole, lost SYNs, a firewall): on a real network its request was never
+                // sent, so it never reaches the server now either. (A FIN sooner than the set-up
+                // could have finished is a client that half-closes after its request, which it
+                // could not have sent before connecting on a real network: that request goes on.)
+                self.state = .closed
+                attempt.abandon()
+                context.close(promise: nil)
+                return
+            }
             // The client will send nothing more; once the current exchange is over, close.
             if self.state == .idle {
                 context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
@@ -238,7 +256,8 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.state = .connecting
         self.queued.prepend(.head(upstreamHead))
         let flow = self.shaper.flow
-        self.connector.connect(to: target, flow: flow) { [weak self] result in
+        self.pendingConnect = self.connector.connect(to: target, flow: flow) { [weak self] result in
+            self?.pendingConnect = nil
             self?.connected(result, target: target)
         }
     }
@@ -283,7 +302,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch result {
         case .failure(let error):
             self.queued.removeAll()
-            self.fail(error.httpStatus, error.description, context: context)
+            self.failConnect(error, context: context)
         case .success(let channel):
             let handler = UpstreamHTTPHandler(owner: self)
             do {
@@ -427,14 +446,18 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         if self.responseEnded { return }
-        if !self.responseStarted {
-            let reason = error.map { "upstream failed: \($0)" } ?? "upstream closed the connection without a response"
-            self.fail(502, reason, context: context)
-        } else {
-            // A response cut short: the client must see the connection end, not a clean response.
-            self.state = .closed
-            context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
-        }
+        // No response, or one cut short: the client sees what the server did, a FIN or a reset,
+        // when it would have crossed the link; never an answer of netcond's own (a 502 here would
+        // be retried by clients that would not retry a lost response, and taken as a result by
+        // others).
+        self.state = .closed
+        let reset = error.map(Self.isReset) ?? false
+        context.triggerUserOutboundEvent(CloseWhenDrained(reset: reset, crossesLink: true), promise: nil)
+    }
+
+    /// The error an upstream channel reports when its peer reset the connection.
+    static func isReset(_ error: Error) -> Bool {
+        (error as? IOError)?.errnoCode == ECONNRESET
     }
 
     func upstreamWritabilityChanged() {
@@ -485,6 +508,23 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.upstreamResponse(.end(nil))
     }
 
+    /// The upstream connection could not be made. A refused or timed-out connection is a
+    /// transport failure, so the client gets one (a reset, at the moment the emulated link
+    /// reports it), not an HTTP answer of netcond's own: a client retries a 502 it would never
+    /// retry as a refused connection, and the other way round. Through a proxy it still is a
+    /// reset after a connect that succeeded, not `ECONNREFUSED` at connect, and the scenario
+    /// checks say so. A name that does not resolve is a 502: the proxy resolves names for the
+    /// client, and there is no transport failure to mirror.
+    private func failConnect(_ error: UpstreamError, context: ChannelHandlerContext) {
+        switch error {
+        case .nameNotResolved:
+            self.fail(error.httpStatus, error.description, context: context)
+        case .refused, .timedOut, .abandoned:
+            self.state = .closed
+            context.triggerUserOutboundEvent(CloseWhenDrained(reset: true), promise: nil)
+        }
+    }
+
     private func fail(_ status: Int, _ reason: String, context: ChannelHandlerContext) {
         self.state = .closed
         let response = CannedResponse.text(status, "netcond: \(reason)\n")
@@ -498,14 +538,15 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func openTunnel(to target: UpstreamTarget, context: ChannelHandlerContext) {
         let flow = self.shaper.prepareFlow()
-        self.connector.connect(to: target, flow: flow) { [weak self] result in
+        self.pendingConnect = self.connector.connect(to: target, flow: flow) { [weak self] result in
+            self?.pendingConnect = nil
             guard let self, let context = self.context, self.state == .tunnel else {
                 if case .success(let channel) = result { channel.close(promise: nil) }
                 return
             }
             switch result {
             case .failure(let error):
-                self.fail(error.httpStatus, error.description, context: context)
+                self.failConnect(error, context: context)
             case .success(let upstream):
                 self.establishTunnel(upstream, context: context)
             }

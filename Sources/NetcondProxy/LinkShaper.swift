@@ -33,7 +33,10 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     private var down = PendingBytes()
     private var inputClosedPending = false
     private var outputClosePending: [EventLoopPromise<Void>?] = []
-    private var closeWhenDrained = false
+    /// A full close waiting for the bytes before it (and, when the far end made it, for the link's
+    /// one-way latency): how, and not before when.
+    private var pendingClose: (reset: Bool, notBefore: NIODeadline)?
+    private var closeTimer: Scheduled<Void>?
     private var readPending = false
     private var linkWritable = true
     /// Bytes were passed on without the model since the last read-complete / flush.
@@ -62,8 +65,14 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     @discardableResult
     func beginShaping() -> FlowID? {
         self.flow = self.prepareFlow()
+        self.shapingSince = self.driver?.eventLoop.now
         return self.flow
     }
+
+    /// When shaping began (the client's connection, as far as the emulated link knows).
+    private var shapingSince: NIODeadline?
+    /// No byte of the client's has crossed the link yet.
+    private var nothingDeliveredUp = true
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -71,6 +80,8 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        self.closeTimer?.cancel()
+        self.closeTimer = nil
         if let flow = self.preparedFlow { self.driver?.close(flow) }
         self.flow = nil
         self.preparedFlow = nil
@@ -126,10 +137,26 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed, self.flow != nil, !self.up.isEmpty {
+            if self.leftBeforeArriving(now: context.eventLoop.now) {
+                // The client gave up on a connection none of whose bytes has got through (a
+                // blackhole, a stall): on a network its connection was never made, and nothing
+                // of it reaches a server after it has gone. What it sent is dropped here.
+                for promise in self.up.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }
+                context.close(promise: nil)
+                return
+            }
             self.inputClosedPending = true
             return
         }
         context.fireUserInboundEventTriggered(event)
+    }
+
+    /// A FIN now means the client left before its connection got through: nothing it sent has
+    /// crossed the link, and the handshake would have been over by now had the link let it (a
+    /// FIN sooner than that is a client half-closing after its request, which goes on).
+    private func leftBeforeArriving(now: NIODeadline) -> Bool {
+        guard self.nothingDeliveredUp, let since = self.shapingSince, let driver = self.driver else { return false }
+        return now >= since + .nanoseconds(driver.model.conditions.baseRTT.nanoseconds)
     }
 
     func read(context: ChannelHandlerContext) {
@@ -181,13 +208,16 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     }
 
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
-        if event is CloseWhenDrained {
+        if let close = event as? CloseWhenDrained {
             promise?.succeed()
-            if self.flow == nil || self.down.isEmpty {
-                context.close(promise: nil)
-            } else {
-                self.closeWhenDrained = true
+            var notBefore = context.eventLoop.now
+            if close.crossesLink, self.flow != nil, let driver = self.driver {
+                // The far end's FIN or RST is a segment like any other: it takes the one-way latency.
+                notBefore = notBefore + .nanoseconds(driver.model.conditions.down.latency.nanoseconds)
             }
+            // A reset asked for once stays a reset (an error is often followed by the close it causes).
+            self.pendingClose = (close.reset || (self.pendingClose?.reset ?? false), max(notBefore, self.pendingClose?.notBefore ?? notBefore))
+            self.closeIfDue(context: context)
             return
         }
         context.triggerUserOutboundEvent(event, promise: promise)
@@ -199,6 +229,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
         guard let context = self.context else { return }
         switch direction {
         case .up:
+            self.nothingDeliveredUp = false
             for (slice, _) in self.up.take(bytes) {
                 context.fireChannelRead(self.wrapInboundOut(slice))
             }
@@ -216,12 +247,31 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
             if self.down.isEmpty {
                 for promise in self.outputClosePending { context.close(mode: .output, promise: promise) }
                 self.outputClosePending = []
-                if self.closeWhenDrained {
-                    self.closeWhenDrained = false
-                    context.close(promise: nil)
-                    return
+                self.closeIfDue(context: context)
+            }
+        }
+    }
+
+    /// Makes a pending full close once every byte before it has been delivered and its moment has
+    /// come; otherwise waits for the one or the other (a timer for the moment).
+    private func closeIfDue(context: ChannelHandlerContext) {
+        guard let (reset, notBefore) = self.pendingClose, self.flow == nil || self.down.isEmpty else { return }
+        if context.eventLoop.now < notBefore {
+            if self.closeTimer == nil {
+                self.closeTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: notBefore) {
+                    self.closeTimer = nil
+                    if let context = self.context { self.closeIfDue(context: context) }
                 }
             }
+            return
+        }
+        self.pendingClose = nil
+        self.closeTimer?.cancel()
+        self.closeTimer = nil
+        if reset {
+            context.channel.resetConnection()
+        } else {
+            context.close(promise: nil)
         }
     }
 
@@ -288,7 +338,14 @@ struct LinkWritabilityChanged {
 }
 
 /// Sent outbound to a client channel: close it once every byte written before has been delivered.
-struct CloseWhenDrained {}
+struct CloseWhenDrained {
+    /// A reset (RST) instead of an orderly close (FIN).
+    var reset = false
+    /// The close is the far end's (the server closed or reset its connection): like a segment, it
+    /// reaches the client no sooner than the link's one-way latency after it was made. A close
+    /// netcond makes itself (a fault's cut) happens where the client is and does not wait.
+    var crossesLink = false
+}
 
 /// Buffers held for the link, consumed in order by byte count.
 struct PendingBytes {

@@ -54,12 +54,16 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
     case nameNotResolved(String, String? = nil)
     case refused(UpstreamTarget, String)
     case timedOut(UpstreamTarget)
+    /// The client left while the connection was being made: it was given up at once, as a real
+    /// client's kernel gives up a connect when its socket is closed.
+    case abandoned(UpstreamTarget)
 
     var description: String {
         switch self {
         case .nameNotResolved(let host, let why): return "cannot resolve host '\(host)'" + (why.map { " (\($0))" } ?? "")
         case .refused(let target, let reason): return "cannot connect to \(target): \(reason)"
         case .timedOut(let target): return "connection to \(target) timed out (the emulated link lost every SYN)"
+        case .abandoned(let target): return "connection to \(target) given up: the client left before it was made"
         }
     }
 
@@ -69,6 +73,7 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
         case .nameNotResolved: return "no such name"
         case .refused(_, let reason): return reason.contains("reset") ? "reset" : "refused"
         case .timedOut: return "timed out"
+        case .abandoned: return "abandoned"
         }
     }
 
@@ -84,7 +89,7 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
         switch self {
         case .nameNotResolved: return 0x04  // host unreachable
         case .refused: return 0x05  // connection refused
-        case .timedOut: return 0x06  // TTL expired (the closest code for a timeout)
+        case .timedOut, .abandoned: return 0x06  // TTL expired (the closest code for a timeout)
         }
     }
 }
@@ -129,12 +134,14 @@ struct UpstreamConnector {
     /// Makes the real connection instead of a socket (handler tests hand over an `EmbeddedChannel`).
     var connectOverride: ((UpstreamTarget) -> EventLoopFuture<Channel>)? = nil
 
-    /// `flow` is the client's flow on the link (nil when the link is pass-through).
+    /// `flow` is the client's flow on the link (nil when the link is pass-through). The attempt
+    /// returned can be given up (``ConnectAttempt/abandon()``) while it is under way.
+    @discardableResult
     func connect(
         to target: UpstreamTarget,
         flow: FlowID?,
         completion: @escaping (Result<Channel, UpstreamError>) -> Void
-    ) {
+    ) -> ConnectAttempt {
         let loop = self.eventLoop
         // Every attempt goes into the event log with its outcome (the scenario checks count a
         // client's attempts during an outage from it: those never reach the server).
@@ -169,7 +176,13 @@ struct UpstreamConnector {
         case nil:
             break
         }
-        let attempt = ConnectAttempt(target: target, refusal: refusal, completion: completion)
+        // When the set-up would be over with nothing lost: the DNS delay, a connect delay, one round trip.
+        var unimpeded = Span.zero
+        if let conditions = self.driver?.model.conditions {
+            unimpeded = (target.isName ? conditions.dnsDelay : .zero) + conditions.connectDelay + conditions.baseRTT
+        }
+        let attempt = ConnectAttempt(
+            target: target, refusal: refusal, unimpededBy: loop.now + .nanoseconds(unimpeded.nanoseconds), completion: completion)
         let verdict: SetupVerdict
         if let driver = self.driver, let flow {
             verdict = driver.connect(flow, host: target.host, port: target.port, resolvesName: target.isName, intercept: intercept) {
@@ -185,7 +198,7 @@ struct UpstreamConnector {
             attempt.emulated(.established(at: .zero, synRetransmits: 0))
         }
 
-        func bootstrap() -> ClientBootstrap {
+        @Sendable func bootstrap() -> ClientBootstrap {
             ClientBootstrap(group: loop)
                 .channelOption(.allowRemoteHalfClosure, value: true)
                 .channelOption(.autoRead, value: false)
@@ -232,6 +245,7 @@ struct UpstreamConnector {
                 attempt.real(.failure(Self.classify(error, target: target)))
             }
         }
+        return attempt
     }
 
     static func classify(_ error: Error, target: UpstreamTarget) -> UpstreamError {
@@ -265,18 +279,38 @@ struct UpstreamConnector {
 /// One upstream connection being made: the real socket and the emulated set-up run side by side;
 /// the caller hears once both are done, at the emulated moment. The emulated outcome wins: a
 /// timed-out or refused emulated handshake closes a real connection that did succeed.
-private final class ConnectAttempt {
+final class ConnectAttempt {
     let target: UpstreamTarget
     /// What a refusal by a set-up rule is reported as (the firewall's or the portal's).
     let refusal: String
+    /// When the emulated set-up would be done if nothing were lost or held: before then a real
+    /// client could not have sent anything on the connection.
+    let unimpededBy: NIODeadline
     private var completion: ((Result<Channel, UpstreamError>) -> Void)?
     private var emulatedOutcome: ConnectOutcome?
     private var realResult: Result<Channel, UpstreamError>?
 
-    init(target: UpstreamTarget, refusal: String, completion: @escaping (Result<Channel, UpstreamError>) -> Void) {
+    init(
+        target: UpstreamTarget, refusal: String, unimpededBy: NIODeadline,
+        completion: @escaping (Result<Channel, UpstreamError>) -> Void
+    ) {
         self.target = target
         self.refusal = refusal
+        self.unimpededBy = unimpededBy
         self.completion = completion
+    }
+
+    /// True until the caller has heard the outcome.
+    var isUnderWay: Bool { self.completion != nil }
+
+    /// The client gave up: the caller hears `.abandoned` now, and whatever the real connection
+    /// and the emulated set-up still produce is closed and ignored, so nothing the client sent
+    /// ever reaches the server.
+    func abandon() {
+        guard let completion else { return }
+        self.completion = nil
+        if case .success(let channel) = self.realResult { channel.close(promise: nil) }
+        completion(.failure(.abandoned(self.target)))
     }
 
     func emulated(_ outcome: ConnectOutcome) {
@@ -286,6 +320,10 @@ private final class ConnectAttempt {
 
     func real(_ result: Result<Channel, UpstreamError>) {
         self.realResult = result
+        if self.completion == nil, case .success(let channel) = result {
+            channel.close(promise: nil)  // abandoned meanwhile
+            return
+        }
         self.finishIfDone()
     }
 

@@ -134,6 +134,14 @@ public struct RunEvidence: Sendable {
         }
     }
 
+    /// How the client's traffic met the link. Through the proxy (`stream`) some connection-level
+    /// failures cannot reach the client as a network would show them (see ``ProxyFidelity``).
+    public enum Engine: String, Sendable {
+        case stream
+        case packet
+    }
+
+    public var engine: Engine = .stream
     public var exit: ExitStatus?
     /// The client was stopped at its deadline.
     public var timedOut: Bool
@@ -183,17 +191,28 @@ public struct CheckResult: Sendable, Equatable {
     /// One line: what was seen, and on failure what was needed.
     public var evidence: String
     public var details: [String]
+    /// Why the verdict may not hold on a real network: the decision rested on events the engine
+    /// could not show the client as a network would (nil when it did not).
+    public var caveat: String?
 
-    public init(name: String, passed: Bool, evidence: String, details: [String] = []) {
+    public init(name: String, passed: Bool, evidence: String, details: [String] = [], caveat: String? = nil) {
         self.name = name
         self.passed = passed
         self.evidence = evidence
         self.details = details
+        self.caveat = caveat
     }
 }
 
 public enum Checks {
+    /// The check's verdict, with a caveat when it rests on what the proxy could not show faithfully.
     public static func evaluate(_ spec: CheckSpec, _ evidence: RunEvidence) -> CheckResult {
+        var result = self.verdict(spec, evidence)
+        result.caveat = ProxyFidelity.caveat(for: spec, evidence)
+        return result
+    }
+
+    static func verdict(_ spec: CheckSpec, _ evidence: RunEvidence) -> CheckResult {
         switch spec {
         case .completes(let check): return self.completes(check, evidence)
         case .resumes(let check): return self.resumes(check, evidence)
@@ -220,6 +239,11 @@ public enum Checks {
         }
         var details: [String] = []
         var failure: String?
+        if let endpoint = check.endpoint {
+            let answer = Self.lastAnswer(from: endpoint, evidence)
+            details.append(answer.text)
+            if !answer.succeeded { failure = answer.text }
+        }
         for (output, fileName) in check.files.map({ ($0.output, $0.file) }) {
             guard let file = evidence.origin.file(named: fileName) else { continue }
             let verdict = Self.compare(path: (evidence.workingDirectory as NSString).appendingPathComponent(output), with: file)
@@ -231,6 +255,23 @@ public enum Checks {
         }
         let files = details.isEmpty ? "" : "; " + details.joined(separator: "; ")
         return CheckResult(name: name, passed: true, evidence: "exit \(check.exit) \(ended)\(files)", details: details)
+    }
+
+    /// What the client got for its last call to an endpoint: a success only when the origin
+    /// answered 2xx and the whole answer reached the client.
+    static func lastAnswer(from endpoint: String, _ evidence: RunEvidence) -> (succeeded: Bool, text: String) {
+        let path = OriginAPI.path(of: endpoint)
+        guard let last = evidence.requests.last(where: { $0.path == path }) else {
+            return (false, "it never called \(path)")
+        }
+        let call = "its last call (\(last.method) \(path) at +\(Self.seconds(last.at)))"
+        guard let status = last.status else {
+            let done = last.effect.map { _ in " after the origin did the work" } ?? ""
+            return (false, "\(call) got no answer\(done): the connection closed without a response")
+        }
+        guard (200..<300).contains(status) else { return (false, "\(call) got \(status)") }
+        guard !last.cutShort else { return (false, "\(call) got \(status), but the answer was cut short") }
+        return (true, "\(call) got \(status)")
     }
 
     /// Compares a file with an origin file's bytes, streaming.

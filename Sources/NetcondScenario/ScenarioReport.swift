@@ -11,17 +11,22 @@ public enum ScenarioReport {
         return text
     }
 
-    /// `✓ completes — exit 0 after 3.10s; …` lines.
+    /// `✓ completes — exit 0 after 3.10s; …` lines, each followed by its caveat (`  ⚠ not exact: …`) if any.
     public static func checkLines(_ outcome: ScenarioOutcome) -> [String] {
-        outcome.results.map { "\($0.passed ? "✓" : "✗") \($0.name) — \($0.evidence)" }
+        outcome.results.flatMap { result in
+            ["\(result.passed ? "✓" : "✗") \(result.name) — \(result.evidence)"]
+                + (result.caveat.map { ["  ⚠ not exact: \($0)"] } ?? [])
+        }
     }
 
     public static func verdictLine(_ outcome: ScenarioOutcome, scenarioArgument: String) -> String {
         let failed = outcome.results.filter { !$0.passed }.count
+        let inexact = outcome.results.filter { $0.caveat != nil }.count
+        let caveats = inexact == 0 ? "" : "; \(inexact) not exact through the proxy, see ⚠"
         if failed == 0 {
-            return "netcond: \(outcome.scenario.name) passed (\(outcome.results.count) check\(outcome.results.count == 1 ? "" : "s"), client ran \(String(format: "%.1f", outcome.evidence.duration)) s)"
+            return "netcond: \(outcome.scenario.name) passed (\(outcome.results.count) check\(outcome.results.count == 1 ? "" : "s"), client ran \(String(format: "%.1f", outcome.evidence.duration)) s\(caveats))"
         }
-        return "netcond: \(outcome.scenario.name) FAILED (\(failed) of \(outcome.results.count) checks); \(self.repeatLine(outcome, scenarioArgument: scenarioArgument))"
+        return "netcond: \(outcome.scenario.name) FAILED (\(failed) of \(outcome.results.count) checks\(caveats)); \(self.repeatLine(outcome, scenarioArgument: scenarioArgument))"
     }
 
     /// `repeat with: netcond run FILE --seed N [-- COMMAND]` (the command only when it is not the scenario's own).

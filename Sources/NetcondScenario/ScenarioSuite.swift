@@ -248,6 +248,8 @@ public enum ScenarioSuite {
                 var passed: Bool
                 var evidence: String
                 var details: [String]
+                /// Why the verdict may not hold on a real network (absent when it does).
+                var caveat: String?
             }
 
             struct Applied: Encodable {
@@ -287,7 +289,7 @@ public enum ScenarioSuite {
                     self.timedOut = outcome.evidence.timedOut
                     self.seconds = (outcome.evidence.duration * 1000).rounded() / 1000
                     self.startupSeconds = (outcome.startup * 1000).rounded() / 1000
-                    self.checks = outcome.results.map { Check(name: $0.name, passed: $0.passed, evidence: $0.evidence, details: $0.details) }
+                    self.checks = outcome.results.map { Check(name: $0.name, passed: $0.passed, evidence: $0.evidence, details: $0.details, caveat: $0.caveat) }
                     self.timeline = outcome.applied.map { Applied(at: ($0.at * 1000).rounded() / 1000, what: $0.what) }
                     self.requests = outcome.evidence.requests.map {
                         Request(at: ($0.at * 1000).rounded() / 1000, method: $0.method, path: $0.path, range: $0.range,

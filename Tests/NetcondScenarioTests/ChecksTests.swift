@@ -377,3 +377,53 @@ enum DeterministicBytesReference {
         return Array(out.prefix(count))
     }
 }
+
+/// What the checks say about their own fidelity, and `completes` for an endpoint.
+@Suite struct FidelityChecksTests {
+    typealias Request = RunEvidence.Request
+
+    func evidence(_ requests: [Request], failedConnects: [RunEvidence.FailedConnect] = [], exit: Int32 = 0) -> RunEvidence {
+        RunEvidence(
+            exit: .exited(exit), timedOut: false, deadline: .seconds(60), duration: 3.5, requests: requests,
+            failedConnects: failedConnects, workingDirectory: "/nonexistent", origin: OriginContent()
+        )
+    }
+
+    static let lostThenReplayed = [
+        Request(at: 0.2, method: "POST", path: "/api/orders", idempotencyKey: "k", status: nil, completed: false, effect: .created(1)),
+        Request(at: 1.4, method: "POST", path: "/api/orders", idempotencyKey: "k", status: 200, effect: .replayed(1)),
+    ]
+
+    @Test func completesForAnEndpointNeedsASuccessfulLastAnswer() {
+        let check = CompletesCheck(endpoint: "orders")
+        let good = Checks.evaluate(.completes(check), self.evidence(Self.lostThenReplayed))
+        #expect(good.passed, "\(good.evidence)")
+        #expect(good.evidence == "exit 0 after 3.50s; its last call (POST /api/orders at +1.40s) got 200")
+        // Exit 0, but the only call's response was lost: the client never completed.
+        let lost = Checks.evaluate(.completes(check), self.evidence(Array(Self.lostThenReplayed.prefix(1))))
+        #expect(!lost.passed)
+        #expect(lost.evidence == "exit 0 after 3.50s, but its last call (POST /api/orders at +0.20s) got no answer after the origin did the work: the connection closed without a response")
+        let error = Checks.evaluate(.completes(check), self.evidence([
+            Request(at: 0.5, method: "POST", path: "/api/orders", status: 503),
+        ]))
+        #expect(!error.passed && error.evidence.hasSuffix("got 503"), "\(error.evidence)")
+        let never = Checks.evaluate(.completes(check), self.evidence([]))
+        #expect(!never.passed && never.evidence.hasSuffix("it never called /api/orders"), "\(never.evidence)")
+    }
+
+    @Test func checksThatRestOnFailedConnectsSaySo() {
+        let refused = (0..<3).map { RunEvidence.FailedConnect(at: Double($0), host: "origin.netcond.test", port: 80, outcome: "refused") }
+        let swallowed = [RunEvidence.FailedConnect(at: 4, host: "", port: 0, outcome: "no answer")]
+        var evidence = self.evidence([Request(at: 7, path: "/files/x")], failedConnects: refused + swallowed)
+        let backsOff = Checks.evaluate(.backsOff(BacksOffCheck()), evidence)
+        #expect(backsOff.caveat?.hasPrefix("through the proxy, 3 refused connections reached the client as a reset") == true, "\(backsOff.caveat ?? "")")
+        #expect(backsOff.caveat?.contains("1 attempt into a blackhole met a connection netcond accepted at once") == true)
+        #expect(Checks.evaluate(.completes(CompletesCheck()), evidence).caveat != nil)
+        // Checks that do not judge connection failures, and runs without any, carry none.
+        #expect(Checks.evaluate(.idempotent(IdempotentCheck(api: "orders")), evidence).caveat == nil)
+        #expect(Checks.evaluate(.backsOff(BacksOffCheck()), self.evidence([Request(at: 7, path: "/files/x")])).caveat == nil)
+        // The packet engine shows the client these failures itself: no caveat there.
+        evidence.engine = .packet
+        #expect(Checks.evaluate(.backsOff(BacksOffCheck()), evidence).caveat == nil)
+    }
+}

@@ -87,12 +87,15 @@ def test_connect_tunnel_and_socks5_reach_the_origin(proxy_factory):
     assert socks.stdout == origin_bytes(5000), socks.stderr
 
 
-def test_unreachable_upstreams_get_502_with_a_reason(proxy_factory):
+def test_unreachable_upstreams_a_reset_for_a_refusal_and_502_for_a_name(proxy_factory):
     proxy = proxy_factory("none")
     port = closed_port()
-    refused = curl(proxy, "-w", "\\n%{http_code}", f"http://127.0.0.1:{port}/")
-    body, code = refused.stdout.decode().rsplit("\n", 1)
-    assert code == "502" and "connection refused" in body
+    # A refusal is a transport failure: the client's connection is reset, with no answer of
+    # netcond's own (curl exit 56), over plain HTTP and CONNECT alike.
+    refused = curl(proxy, "-w", "%{http_code}", f"http://127.0.0.1:{port}/")
+    assert refused.returncode == 56 and refused.stdout == b"000", refused
+    tunnel = curl(proxy, "-p", "-o", "/dev/null", f"http://127.0.0.1:{port}/")
+    assert tunnel.returncode == 56 and b"502" not in tunnel.stderr
     unknown = curl(proxy, "-w", "\\n%{http_code}", "http://no-such-host.invalid/")
     body, code = unknown.stdout.decode().rsplit("\n", 1)
     assert code == "502" and "cannot resolve host 'no-such-host.invalid'" in body

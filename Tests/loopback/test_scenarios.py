@@ -195,13 +195,34 @@ def test_demo_tells_the_two_clients_apart(tmp_path):
     assert not glob.glob(str(tmp_path / "netcond-*"))
 
 
+def caveat(result, check):
+    """The `⚠ not exact:` line under a check's line, or None."""
+    lines = result.stdout.splitlines()
+    for index, text in enumerate(lines):
+        if text[:2] in ("✓ ", "✗ ") and text[2:].startswith(check + " — "):
+            following = lines[index + 1] if index + 1 < len(lines) else ""
+            return following.strip() if following.strip().startswith("⚠ not exact:") else None
+    return None
+
+
 def test_backing_off_from_connections_the_network_refuses():
     # Nothing reaches the origin during the outage: the attempts are the proxy's failed connections.
-    good = scenario("backoff-connection-refused", 'curl -sS --retry 5 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    # Each refusal reaches the client as a reset (curl exit 56), which --retry-all-errors retries.
+    good = scenario("backoff-connection-refused", 'curl -sS --retry 5 --retry-all-errors -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
     assert good.returncode == 0, good.stdout + good.stderr
     assert line(good, "backs-off").startswith("✓") and "refused ×3]" in line(good, "backs-off")
+    # The verdict says what the proxy could not show as a network would.
+    note = caveat(good, "backs-off")
+    assert note and "3 refused connections reached the client as a reset" in note, good.stdout
+    assert caveat(good, "completes")
 
-    steady = scenario("backoff-connection-refused", 'curl -sS --retry 30 --retry-delay 1 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    # On a network curl never retries a refused connection without --retry-connrefused (exit 7);
+    # through netcond it does not retry the reset either: one attempt, a failure, as there.
+    plain = scenario("backoff-connection-refused", 'curl -sS --retry 5 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert plain.returncode == 1, plain.stdout + plain.stderr
+    assert "never retried" in line(plain, "backs-off") and "exit 56" in line(plain, "completes")
+
+    steady = scenario("backoff-connection-refused", 'curl -sS --retry 30 --retry-delay 1 --retry-all-errors -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
     assert steady.returncode == 1, steady.stdout + steady.stderr
     assert "the gaps do not grow" in line(steady, "backs-off")
 
@@ -213,7 +234,7 @@ def test_backing_off_from_connections_the_network_refuses():
     assert ("attempts within a minute (cap 20)" in line(loop, "backs-off")
             or "the gaps do not grow" in line(loop, "backs-off"))
 
-    quitter = scenario("backoff-connection-refused", 'wget -q -O "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    quitter = scenario("backoff-connection-refused", 'wget -q --tries=1 -O "$NETCOND_OUTPUT" "$NETCOND_URL"')
     assert quitter.returncode == 1
     assert "1 failed attempt at" in line(quitter, "backs-off") and "never retried" in line(quitter, "backs-off")
 
@@ -270,6 +291,10 @@ def test_offline_then_back_through_a_blackhole():
     good = scenario("offline-then-back", 'curl -sS --retry 5 --max-time 3 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
     assert good.returncode == 0, good.stdout + good.stderr
     assert "no answer ×" in line(good, "backs-off")
+    # Attempts the client gave up on never reach the origin later: every failure is a swallowed
+    # connection, none a request the origin served after its client had gone.
+    assert "cut body" not in line(good, "backs-off") and "[no answer ×" in line(good, "backs-off")
+    assert "into a blackhole met a connection netcond accepted at once" in (caveat(good, "backs-off") or "")
     bad = scenario("offline-then-back",
                    'for i in $(seq 60); do curl -fsS --max-time 1 -o "$NETCOND_OUTPUT" "$NETCOND_URL" && break; done')
     assert bad.returncode == 1, bad.stdout + bad.stderr
@@ -285,7 +310,8 @@ def test_a_lost_post_response_repeated_with_or_without_a_key():
     bad = scenario("idempotent-post-lost-response", post.format(key=""))
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "2 objects created for one intent (the retries carried no Idempotency-Key)" in line(bad, "idempotent")
-    # urllib3 retrying POSTs (allowed_methods=None) without a key: the classic double order.
+    # urllib3 retrying POSTs (allowed_methods=None) without a key: the classic double order. The
+    # lost response is a connection closed with no response, which urllib3 retries as a read error.
     client = textwrap.dedent("""
         import os, requests
         from requests.adapters import HTTPAdapter

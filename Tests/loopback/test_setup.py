@@ -1,15 +1,18 @@
 """Set-up rules from a profile file: a firewall that allows only some ports, names that do not
 resolve, and a desktop firewall holding the first connection. Real curl sees each."""
+import os
 import subprocess
 
-from conftest import run, write_profile
+from conftest import NETCOND, run, write_profile
 
 
 def test_firewall_refuses_ports_it_does_not_allow(tmp):
     profile = write_profile(tmp, "fw", "extends: lte\nfirewall: {allow_ports: [443]}\n")
     result = run(["run", profile, "--", "curl", "-sS", "-w", "%{http_code}", "http://origin.netcond.test/bytes/1KB"])
-    assert result.stdout.endswith("502")
-    assert "netcond firewall: port 80 is not allowed" in result.stdout
+    assert result.returncode == 56 and result.stdout == "000"  # refused: the connection is reset
+    events = run(["run", profile, "--", "sh", "-c", 'curl -s http://origin.netcond.test/ >/dev/null; netcond ctl events'],
+                 env={"PATH": os.path.dirname(os.path.abspath(NETCOND)) + ":" + os.environ["PATH"]})
+    assert "netcond firewall: port 80 is not allowed" in events.stdout, events.stdout + events.stderr
     # HTTPS (a CONNECT tunnel to port 443) is allowed: the origin's own HTTPS, trusted through CURL_CA_BUNDLE.
     tunnel = run(["run", profile, "--", "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
                   "https://origin.netcond.test/bytes/1KB"])

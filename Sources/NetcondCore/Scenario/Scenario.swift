@@ -345,10 +345,14 @@ public enum CheckSpec: Sendable, Equatable {
 public struct CompletesCheck: Sendable, Equatable {
     public var exit: Int32
     public var files: [OutputFile]
+    /// The endpoint the client calls (`client.url: /api/NAME`): its last call must have been
+    /// answered with a success that reached the client; an exit 0 alone is not enough.
+    public var endpoint: String?
 
-    public init(exit: Int32 = 0, files: [OutputFile] = []) {
+    public init(exit: Int32 = 0, files: [OutputFile] = [], endpoint: String? = nil) {
         self.exit = exit
         self.files = files
+        self.endpoint = endpoint
     }
 }
 

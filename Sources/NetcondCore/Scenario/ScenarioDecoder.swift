@@ -396,7 +396,7 @@ public enum ScenarioDecoder {
                     outputs = [OutputFile(output: output, file: file)]
                 }
                 if key == "completes" {
-                    checks.append(.completes(CompletesCheck(exit: exit, files: outputs)))
+                    checks.append(.completes(CompletesCheck(exit: exit, files: outputs, endpoint: Self.urlAPI(client))))
                 } else {
                     guard !outputs.isEmpty else {
                         throw value.error("which files? the client writes no origin file; allowed: files: {OUTPUT: FILE} or client.output with a /files/ url")

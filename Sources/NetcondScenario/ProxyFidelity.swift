@@ -1,0 +1,62 @@
+import NetcondCore
+
+/// What the proxy could not show a client as a real network would, and which verdicts rest on it.
+///
+/// A client under the stream engine talks to netcond's proxy, whose connection it opens at once.
+/// When the network refuses a connection, or swallows it in a blackhole, the proxy can only end or
+/// leave unanswered a connection the client already has:
+///
+/// ```
+///                     real network                       through the proxy
+///  refused            connect() fails: ECONNREFUSED      connect ok, request sent, then a reset
+///  blackholed         connect() hangs; its time-out      connect ok, request sent, no answer;
+///                     fires                              only a read time-out can fire
+///  timed out (127 s)  connect() fails: ETIMEDOUT         a reset after 127 s
+///  no such name       the client's own lookup fails      a 502 from netcond
+/// ```
+///
+/// A client that treats the two sides alike is judged as a network would judge it; one that does
+/// not (curl's `--retry-connrefused`, wget's refusal rule, a connect time-out) may not be. Checks
+/// that can rest on such attempts carry a caveat saying which ones the client met, so a verdict
+/// never claims more than it measured. The packet engine carries the client's own packets, so
+/// these failures are the network's own there and no caveat is given.
+enum ProxyFidelity {
+    /// The caveat for one check of a run (nil when the check does not rest on such events, or
+    /// when none happened, or the engine showed them exactly).
+    static func caveat(for spec: CheckSpec, _ evidence: RunEvidence) -> String? {
+        guard evidence.engine == .stream else { return nil }
+        switch spec {
+        case .backsOff, .completes, .staysUsable, .captiveSafe: break
+        case .resumes, .idempotent: return nil
+        }
+        var refused = 0, silent = 0, timedOut = 0, names = 0
+        for attempt in evidence.failedConnects {
+            switch attempt.outcome {
+            case "refused", "reset": refused += 1
+            case "timed out": timedOut += 1
+            case "no such name": names += 1
+            default: silent += 1  // unanswered, no answer, abandoned: swallowed by a blackhole
+            }
+        }
+        var parts: [String] = []
+        if refused > 0 {
+            parts.append("\(Self.count(refused, "refused connection")) reached the client as a reset after its connect to netcond had succeeded and its request was sent (a network refuses the connect itself, ECONNREFUSED, which clients may retry differently: curl's --retry-connrefused, wget)")
+        }
+        if silent > 0 {
+            parts.append("\(Self.count(silent, "attempt")) into a blackhole met a connection netcond accepted at once and never answered (on a network the connect itself hangs, and a connect time-out such as curl's --connect-timeout fires; here only a read time-out can)")
+        }
+        if timedOut > 0 {
+            parts.append("\(Self.count(timedOut, "connection")) that timed out reached the client as a reset (a network fails the connect with ETIMEDOUT)")
+        }
+        if names > 0 {
+            parts.append("\(Self.count(names, "name")) that did not resolve reached the client as a 502 from netcond (on a network the client's own lookup fails)")
+        }
+        guard !parts.isEmpty else { return nil }
+        return "through the proxy, " + parts.joined(separator: "; ")
+            + ". A client that treats these differently may be judged differently on a real network."
+    }
+
+    private static func count(_ n: Int, _ noun: String) -> String {
+        "\(n) \(noun)\(n == 1 ? "" : "s")"
+    }
+}
