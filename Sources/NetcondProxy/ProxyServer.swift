@@ -135,7 +135,7 @@ public final class ProxyServer: Sendable {
                 driver.spinWindow = configuration.timerSpin
                 driver.onStateChange = { linkState, at in
                     let elapsed = Span(nanoseconds: at.nanoseconds)
-                    s.rules.record(ProxyEvent(at: elapsed.seconds, kind: "link", detail: "link: \(linkState)"))
+                    s.rules.record(ProxyEvent(at: elapsed.seconds, kind: .link, detail: "link: \(linkState)"))
                     s.onStateChange?(linkState, elapsed)
                 }
                 s.driver = driver
@@ -394,7 +394,7 @@ public final class ProxyServer: Sendable {
         case .cut(let mode):
             let count = s.driver?.cutConnections(mode) ?? 0
             s.rules.record(ProxyEvent(
-                at: s.rules.elapsed(at: self.loop.now).seconds, kind: "link",
+                at: s.rules.elapsed(at: self.loop.now).seconds, kind: .link,
                 detail: "link: cut \(count) connection\(count == 1 ? "" : "s") (\(mode))"))
         }
         return self.statusOnLoop()

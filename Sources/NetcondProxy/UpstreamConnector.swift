@@ -52,7 +52,9 @@ struct UpstreamTarget: Hashable, CustomStringConvertible {
 enum UpstreamError: Error, Equatable, CustomStringConvertible {
     /// The host, and why (nil: the resolver said so).
     case nameNotResolved(String, String? = nil)
-    case refused(UpstreamTarget, String)
+    /// Refused, and why; `reset`: by a reset of a connection under way (a captive portal's),
+    /// not a refusal of the SYN.
+    case refused(UpstreamTarget, String, reset: Bool = false)
     case timedOut(UpstreamTarget)
     /// The client left while the connection was being made: it was given up at once, as a real
     /// client's kernel gives up a connect when its socket is closed.
@@ -61,19 +63,19 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
     var description: String {
         switch self {
         case .nameNotResolved(let host, let why): return "cannot resolve host '\(host)'" + (why.map { " (\($0))" } ?? "")
-        case .refused(let target, let reason): return "cannot connect to \(target): \(reason)"
+        case .refused(let target, let reason, _): return "cannot connect to \(target): \(reason)"
         case .timedOut(let target): return "connection to \(target) timed out (the emulated link lost every SYN)"
         case .abandoned(let target): return "connection to \(target) given up: the client left before it was made"
         }
     }
 
-    /// A word for the event log: `refused`, `timed out`, `no such name`.
-    var outcome: String {
+    /// How the attempt ended, for the event log.
+    var outcome: AttemptOutcome {
         switch self {
-        case .nameNotResolved: return "no such name"
-        case .refused(_, let reason): return reason.contains("reset") ? "reset" : "refused"
-        case .timedOut: return "timed out"
-        case .abandoned: return "abandoned"
+        case .nameNotResolved: return .noSuchName
+        case .refused(_, _, let reset): return reset ? .reset : .refused
+        case .timedOut: return .timedOut
+        case .abandoned: return .abandoned
         }
     }
 
@@ -160,6 +162,7 @@ struct UpstreamConnector {
             completion(result)
         }
         var refusal = "connection refused (netcond firewall: port \(target.port) is not allowed)"
+        var refusalIsReset = false
         var intercept: SetupVerdict?
         // Only tunnels, SOCKS5 and forwards get here while a portal is closed (plain HTTP is
         // answered by the portal itself).
@@ -168,6 +171,7 @@ struct UpstreamConnector {
         case .reset?:
             intercept = .refused
             refusal = "connection reset (netcond captive portal: log in at \(CaptivePortal.loginURL))"
+            refusalIsReset = true
         case .blackhole?:
             intercept = .blackholed
         case .wrongCertificate?:
@@ -182,7 +186,7 @@ struct UpstreamConnector {
             unimpeded = (target.isName ? conditions.dnsDelay : .zero) + conditions.connectDelay + conditions.baseRTT
         }
         let attempt = ConnectAttempt(
-            target: target, refusal: refusal, unimpededBy: loop.now + .nanoseconds(unimpeded.nanoseconds), completion: completion)
+            target: target, refusal: refusal, refusalIsReset: refusalIsReset, unimpededBy: loop.now + .nanoseconds(unimpeded.nanoseconds), completion: completion)
         let verdict: SetupVerdict
         if let driver = self.driver, let flow {
             verdict = driver.connect(flow, host: target.host, port: target.port, resolvesName: target.isName, intercept: intercept) {
@@ -283,6 +287,7 @@ final class ConnectAttempt {
     let target: UpstreamTarget
     /// What a refusal by a set-up rule is reported as (the firewall's or the portal's).
     let refusal: String
+    let refusalIsReset: Bool
     /// When the emulated set-up would be done if nothing were lost or held: before then a real
     /// client could not have sent anything on the connection.
     let unimpededBy: NIODeadline
@@ -291,11 +296,12 @@ final class ConnectAttempt {
     private var realResult: Result<Channel, UpstreamError>?
 
     init(
-        target: UpstreamTarget, refusal: String, unimpededBy: NIODeadline,
+        target: UpstreamTarget, refusal: String, refusalIsReset: Bool, unimpededBy: NIODeadline,
         completion: @escaping (Result<Channel, UpstreamError>) -> Void
     ) {
         self.target = target
         self.refusal = refusal
+        self.refusalIsReset = refusalIsReset
         self.unimpededBy = unimpededBy
         self.completion = completion
     }
@@ -345,7 +351,7 @@ final class ConnectAttempt {
             completion(.failure(.timedOut(self.target)))
         case (.refusedByFirewall, let real):
             if case .success(let channel) = real { channel.close(promise: nil) }
-            completion(.failure(.refused(self.target, self.refusal)))
+            completion(.failure(.refused(self.target, self.refusal, reset: self.refusalIsReset)))
         case (.nameNotResolved, let real):
             if case .success(let channel) = real { channel.close(promise: nil) }
             completion(.failure(.nameNotResolved(self.target.host, "netcond dns_fail")))

@@ -25,8 +25,8 @@ public struct RunEvidence: Sendable {
         public var ended: Double?
         /// A POST's side effect at the origin.
         public var effect: OriginEffect?
-        /// For an attempt that never reached the origin: why (`refused`, `no answer` …).
-        public var connectFailure: String?
+        /// For an attempt that never reached the origin: how it ended.
+        public var connectFailure: AttemptOutcome?
         /// Body bytes the origin sent that never reached the client: the connection ended (the link
         /// cut it, or the client left) while they sat in socket buffers or on the link.
         public var undelivered: Int64 = 0
@@ -86,10 +86,9 @@ public struct RunEvidence: Sendable {
         public var at: Double
         public var host: String
         public var port: Int
-        /// `refused`, `reset`, `timed out`, `unanswered`, `no such name`.
-        public var outcome: String
+        public var outcome: AttemptOutcome
 
-        public init(at: Double, host: String, port: Int, outcome: String) {
+        public init(at: Double, host: String, port: Int, outcome: AttemptOutcome) {
             self.at = at
             self.host = host
             self.port = port
@@ -113,21 +112,12 @@ public struct RunEvidence: Sendable {
 
     /// What the captive portal did, from the proxy's event log.
     public struct PortalEvent: Sendable, Equatable {
-        public enum Kind: String, Sendable {
-            /// It answered a plain HTTP request in the server's place.
-            case answered
-            /// It stopped another connection (reset, blackhole, its own certificate).
-            case intercepted
-            case opened
-            case closed
-        }
-
         /// Seconds since the client started.
         public var at: Double
-        public var kind: Kind
+        public var kind: PortalAction
         public var detail: String
 
-        public init(at: Double, kind: Kind, detail: String = "") {
+        public init(at: Double, kind: PortalAction, detail: String = "") {
             self.at = at
             self.kind = kind
             self.detail = detail
@@ -685,7 +675,7 @@ public enum Checks {
 
     /// What made an attempt fail, in a few words: `503`, `refused`, `cut body`, `no answer`.
     static func failureCause(_ attempt: RunEvidence.Request) -> String {
-        if let failure = attempt.connectFailure { return failure }
+        if let failure = attempt.connectFailure { return failure.rawValue }
         guard let status = attempt.status else { return "no answer" }
         if status >= 400 { return String(status) }
         return attempt.cutShort ? "cut body" : "ok"

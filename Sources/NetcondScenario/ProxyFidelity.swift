@@ -32,10 +32,10 @@ enum ProxyFidelity {
         var refused = 0, silent = 0, timedOut = 0, names = 0
         for attempt in evidence.failedConnects {
             switch attempt.outcome {
-            case "refused", "reset": refused += 1
-            case "timed out": timedOut += 1
-            case "no such name": names += 1
-            default: silent += 1  // unanswered, no answer, abandoned: swallowed by a blackhole
+            case .refused, .reset: refused += 1
+            case .timedOut: timedOut += 1
+            case .noSuchName: names += 1
+            case .unanswered, .noAnswer, .abandoned: silent += 1
             }
         }
         var parts: [String] = []

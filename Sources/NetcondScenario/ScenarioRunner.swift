@@ -170,24 +170,20 @@ public enum ScenarioRunner {
         let timeline = Task {
             // Each event waits for its own trigger: a moment, or a mark the origin or the link
             // reaches (polled every 10 ms); events due together apply in file order.
-            var pending = scenario.timeline
-            while !pending.isEmpty && !Task.isCancelled {
+            var player = TimelinePlayer(scenario.timeline)
+            while !player.isFinished && !Task.isCancelled {
                 let elapsed = Span(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds))
-                let watchesOrigin = pending.contains { if case .afterRequests = $0.trigger { return true } else { return false } }
-                let watchesLink = pending.contains { if case .afterBytes = $0.trigger { return true } else { return false } }
                 var finished = 0
                 var finishedFor: [OriginTarget: Int] = [:]
-                if watchesOrigin {
+                if player.watchesOrigin {
                     for entry in origin.requestLog.entries where entry.isFinished {
                         finished += 1
                         if let name = OriginFile.name(inPath: entry.path) { finishedFor[.file(name), default: 0] += 1 }
                         if let name = OriginAPI.name(inPath: entry.path) { finishedFor[.api(name), default: 0] += 1 }
                     }
                 }
-                let delivered = watchesLink ? (await proxy.status())?.bytesDelivered ?? 0 : 0
-                let due = pending.filter {
-                    $0.trigger.isDue(elapsed: elapsed, finished: finished, finishedFor: finishedFor, delivered: delivered)
-                }
+                let delivered = player.watchesLink ? (await proxy.status())?.bytesDelivered ?? 0 : 0
+                let due = player.takeDue(elapsed: elapsed, finished: finished, finishedFor: finishedFor, delivered: delivered)
                 for event in due {
                     // A removal by name can find nothing: triggers fire in their own order, and a
                     // profile switch replaces every fault. Only then is the count before needed.
@@ -201,13 +197,8 @@ public enum ScenarioRunner {
                     applied.withLockedValue { $0.append((at, what)) }
                     onEvent?(String(format: "+%.1f s  %@", at, what))
                 }
-                pending.removeAll { event in due.contains(event) }
-                guard !pending.isEmpty else { break }
-                var sleep = watchesOrigin || watchesLink ? Span.milliseconds(10) : Span.seconds(Int64(3600))
-                for event in pending {
-                    if case .at(let at) = event.trigger { sleep = min(sleep, max(.zero, at - elapsed)) }
-                }
-                try? await Task.sleep(nanoseconds: UInt64(max(sleep.nanoseconds, 1_000_000)))
+                guard let wait = player.wait(elapsed: elapsed) else { break }
+                try? await Task.sleep(nanoseconds: UInt64(max(wait.nanoseconds, 1_000_000)))
             }
         }
         let timedOut = NIOLockedValueBox(false)
@@ -247,81 +238,22 @@ public enum ScenarioRunner {
 
         let startNanos = Int64(started.uptimeNanoseconds)
         let log = await proxy.eventLog()
-        let logOffset = Double(Int64(log.startedAt.uptimeNanoseconds) - startNanos) / 1e9
-        let entries = session.origin.requestLog.entries
-        let deliveries = log.events.compactMap { event -> DeliveryEvidence.Delivery? in
-            guard event.kind == "delivered", let port = event.localPort, let bytes = event.bytes,
-                let connectedAt = event.connectedAt
-            else { return nil }
-            let at = Instant(nanoseconds: Int64(log.startedAt.uptimeNanoseconds) + Int64(connectedAt * 1e9))
-            return DeliveryEvidence.Delivery(at: at, localPort: port, bytes: bytes, cut: event.outcome.flatMap(CutMode.init(rawValue:)))
-        }
-        let undelivered = DeliveryEvidence.undelivered(
-            entries: entries, connections: session.origin.requestLog.connections, deliveries: deliveries)
-        let requests = entries.map { entry in
-            var request = RunEvidence.Request(
-                at: Double(entry.timestamp.nanoseconds - startNanos) / 1e9,
-                method: entry.method,
-                path: entry.path,
-                range: entry.headers.range,
-                idempotencyKey: entry.headers.idempotencyKey,
-                status: entry.status,
-                retryAfter: entry.retryAfter,
-                bodyBytesSent: entry.bodyBytesSent,
-                completed: entry.completed,
-                ended: entry.finishedAt.map { Double($0.nanoseconds - startNanos) / 1e9 },
-                effect: entry.effect
-            )
-            if let lost = undelivered[entry.id] {
-                request.undelivered = lost.bytes
-                request.undeliveredUncertainty = lost.uncertainty
-                request.linkCut = lost.cut
-            }
-            return request
-        }
-        // Attempts that never reached the origin: connections to it that failed, and client
-        // connections whose request the link swallowed (no host known: nothing was read).
-        let failedConnects = log.events.compactMap { event -> RunEvidence.FailedConnect? in
-            guard let outcome = event.outcome else { return nil }
-            switch event.kind {
-            case "connect":
-                guard let host = event.host, host.lowercased() == Session.originHost else { return nil }
-                return RunEvidence.FailedConnect(at: event.at + logOffset, host: host, port: event.port ?? 0, outcome: outcome)
-            case "client":
-                return RunEvidence.FailedConnect(at: event.at + logOffset, host: "", port: 0, outcome: "no answer")
-            default:
-                return nil
-            }
-        }
-        let portal = log.events.compactMap { event -> RunEvidence.PortalEvent? in
-            guard event.kind == "captive" else { return nil }
-            let kind: RunEvidence.PortalEvent.Kind
-            if event.detail.hasPrefix("portal answered") {
-                kind = .answered
-            } else if event.detail.hasPrefix("portal opened") {
-                kind = .opened
-            } else if event.detail.hasPrefix("portal closed") {
-                kind = .closed
-            } else {
-                kind = .intercepted
-            }
-            return RunEvidence.PortalEvent(at: event.at + logOffset, kind: kind, detail: event.detail)
-        }
-        let evidence = RunEvidence(
+        var evidence = RunEvidence(
             exit: exit,
             timedOut: timedOut.withLockedValue { $0 },
             deadline: deadline,
             duration: Double(ended.uptimeNanoseconds - started.uptimeNanoseconds) / 1e9,
-            requests: requests,
-            failedConnects: failedConnects,
+            requests: [],
             workingDirectory: workdir,
             origin: scenario.origin,
             lines: captured.lines.map {
                 RunEvidence.OutputLine(at: Double(Int64($0.uptimeNanoseconds) - startNanos) / 1e9, stderr: $0.stderr, text: $0.text)
             },
-            stderrTail: captured.stderrTail,
-            portal: portal
+            stderrTail: captured.stderrTail
         )
+        EvidenceAssembler(clientStart: startNanos, logStart: Int64(log.startedAt.uptimeNanoseconds)).add(
+            events: log.events, entries: session.origin.requestLog.entries,
+            connections: session.origin.requestLog.connections, to: &evidence)
         let results = scenario.checks.map { Checks.evaluate($0, evidence) }
         let linkSummary = await session.summaryText()
         await session.stop()

@@ -142,9 +142,9 @@ import Testing
         rig.loop.advanceTime(by: .milliseconds(1500))
         try rig.request("GET", "/a?b=1")
         try rig.request("GET", "/a?b=2")
-        let hits = rig.rules.events.filter { $0.kind == "fault" }
+        let hits = rig.rules.events.filter { $0.kind == .fault }
         #expect(hits == [
-            ProxyEvent(at: 1.5, kind: "fault", detail: "fault 1 (flaky): GET http://origin.netcond.test/a?b=1", fault: 1,
+            ProxyEvent(at: 1.5, kind: .fault, detail: "fault 1 (flaky): GET http://origin.netcond.test/a?b=1", fault: 1,
                        method: "GET", host: "origin.netcond.test", path: "/a?b=1")
         ])
     }

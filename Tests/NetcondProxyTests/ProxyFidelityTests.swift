@@ -114,7 +114,7 @@ import Testing
         rig.advance(1)
         #expect(!rig.client.isActive)
         #expect(try rig.received().isEmpty)
-        #expect(rig.rules.eventsWithPending.contains { $0.kind == "connect" && $0.outcome == "refused" })
+        #expect(rig.rules.eventsWithPending.contains { $0.kind == .connect && $0.attempt == .refused })
     }
 
     @Test func aClientThatLeavesWhileItsConnectIsHeldTakesItsRequestWithIt() throws {
@@ -128,8 +128,8 @@ import Testing
         // The real connection (made at once) was closed unused; nothing was ever written to it.
         #expect(rig.upstreams.allSatisfy { !$0.isActive })
         #expect(try rig.upstreams.indices.allSatisfy { try rig.sentUpstream($0).isEmpty })
-        let events = rig.rules.eventsWithPending.filter { $0.kind == "connect" }
-        #expect(events.map(\.outcome) == ["abandoned"])
+        let events = rig.rules.eventsWithPending.filter { $0.kind == .connect }
+        #expect(events.map(\.attempt) == [.abandoned])
     }
 
     @Test func aClientThatHalfClosesRightAfterItsRequestStillGetsItsAnswer() throws {

@@ -160,11 +160,11 @@ import Testing
     @Test func refusedConnectionsThatNeverReachTheOriginCountAsAttempts() {
         // An outage refused the first three connections (the proxy saw them; the origin did not).
         var evidence = self.evidence(self.attempts([], thenSuccessAt: 7.2))
-        evidence.failedConnects = [0.1, 1.2, 3.2].map { RunEvidence.FailedConnect(at: $0, host: "origin.netcond.test", port: 80, outcome: "refused") }
+        evidence.failedConnects = [0.1, 1.2, 3.2].map { RunEvidence.FailedConnect(at: $0, host: "origin.netcond.test", port: 80, outcome: .refused) }
         let result = Checks.backsOff(BacksOffCheck(file: "big.bin", recovery: .seconds(10)), evidence)
         #expect(result.passed, "\(result.evidence)")
         #expect(result.evidence == "4 attempts at +0.10s +1.20s +3.20s +7.20s (gaps 1.10s 2.00s 4.00s) [refused ×3]")
-        evidence.failedConnects = (0..<30).map { RunEvidence.FailedConnect(at: Double($0) * 0.2, host: "origin.netcond.test", port: 80, outcome: "unanswered") }
+        evidence.failedConnects = (0..<30).map { RunEvidence.FailedConnect(at: Double($0) * 0.2, host: "origin.netcond.test", port: 80, outcome: .unanswered) }
         let hammering = Checks.backsOff(BacksOffCheck(file: "big.bin", maxPerMinute: 20), evidence)
         #expect(!hammering.passed)
         #expect(hammering.evidence.contains("[unanswered ×30]"), "\(hammering.evidence)")
@@ -412,8 +412,8 @@ enum DeterministicBytesReference {
     }
 
     @Test func checksThatRestOnFailedConnectsSaySo() {
-        let refused = (0..<3).map { RunEvidence.FailedConnect(at: Double($0), host: "origin.netcond.test", port: 80, outcome: "refused") }
-        let swallowed = [RunEvidence.FailedConnect(at: 4, host: "", port: 0, outcome: "no answer")]
+        let refused = (0..<3).map { RunEvidence.FailedConnect(at: Double($0), host: "origin.netcond.test", port: 80, outcome: .refused) }
+        let swallowed = [RunEvidence.FailedConnect(at: 4, host: "", port: 0, outcome: .noAnswer)]
         var evidence = self.evidence([Request(at: 7, path: "/files/x")], failedConnects: refused + swallowed)
         let backsOff = Checks.evaluate(.backsOff(BacksOffCheck()), evidence)
         #expect(backsOff.caveat?.hasPrefix("through the proxy, 3 refused connections reached the client as a reset") == true, "\(backsOff.caveat ?? "")")

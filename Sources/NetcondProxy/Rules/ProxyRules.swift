@@ -40,9 +40,9 @@ final class ProxyRules {
         guard let answer = self.captive.answer(method: method, host: host, path: path, at: elapsed) else { return nil }
         let url = "http://\(host)\(path)"
         if wasClosed && !self.captive.isClosed(at: elapsed) {
-            self.record(ProxyEvent(at: elapsed.seconds, kind: "captive", detail: "portal opened: \(method) \(url)", method: method, host: host, path: path))
+            self.record(ProxyEvent(at: elapsed.seconds, kind: .captive, detail: "portal opened: \(method) \(url)", method: method, host: host, path: path, portal: .opened))
         } else if wasClosed && host.lowercased() != CaptivePortal.host {
-            self.record(ProxyEvent(at: elapsed.seconds, kind: "captive", detail: "portal answered \(answer.status): \(method) \(url)", method: method, host: host, path: path))
+            self.record(ProxyEvent(at: elapsed.seconds, kind: .captive, detail: "portal answered \(answer.status): \(method) \(url)", method: method, host: host, path: path, portal: .answered))
         }
         return answer
     }
@@ -51,7 +51,7 @@ final class ProxyRules {
     func captiveIntercepts(host: String, port: Int, now: NIODeadline) -> CaptiveHTTPSBehaviour? {
         let elapsed = self.elapsed(at: now)
         guard let behaviour = self.captive.intercepts(host: host, at: elapsed) else { return nil }
-        self.record(ProxyEvent(at: elapsed.seconds, kind: "captive", detail: "portal \(behaviour.rawValue): \(host):\(port)", host: host))
+        self.record(ProxyEvent(at: elapsed.seconds, kind: .captive, detail: "portal \(behaviour.rawValue): \(host):\(port)", host: host, portal: .intercepted))
         return behaviour
     }
 
@@ -65,7 +65,7 @@ final class ProxyRules {
     func setPortal(open: Bool, now: NIODeadline) {
         let elapsed = self.elapsed(at: now)
         if open { self.captive.open(at: elapsed) } else { self.captive.close() }
-        self.record(ProxyEvent(at: elapsed.seconds, kind: "captive", detail: open ? "portal opened (control)" : "portal closed (control)"))
+        self.record(ProxyEvent(at: elapsed.seconds, kind: .captive, detail: open ? "portal opened (control)" : "portal closed (control)", portal: open ? .opened : .closed))
     }
 
     func elapsed(at now: NIODeadline) -> Span {
@@ -80,7 +80,7 @@ final class ProxyRules {
         self.record(
             ProxyEvent(
                 at: elapsed.seconds,
-                kind: "fault",
+                kind: .fault,
                 detail: "fault \(hit.id) (\(hit.fault.label)): \(request.method) http://\(request.host)\(request.path)",
                 fault: hit.id,
                 method: request.method,
@@ -107,10 +107,10 @@ final class ProxyRules {
     func finishConnect(_ id: Int, result: Result<Void, UpstreamError>) {
         guard let attempt = self.pendingConnects.removeValue(forKey: id), case .failure(let error) = result else { return }
         let outcome = error.outcome
-        let detail = "connect \(attempt.host):\(attempt.port): \(outcome) (\(error))"
+        let detail = "connect \(attempt.host):\(attempt.port): \(outcome.rawValue) (\(error))"
         self.record(ProxyEvent(
-            at: self.elapsed(at: attempt.at).seconds, kind: "connect", detail: detail, host: attempt.host, port: attempt.port,
-            outcome: outcome))
+            at: self.elapsed(at: attempt.at).seconds, kind: .connect, detail: detail, host: attempt.host, port: attempt.port,
+            attempt: outcome))
     }
 
     /// Client connections now open.
@@ -133,19 +133,19 @@ final class ProxyRules {
         if let origin = record.originUpstream, let delivered = record.deliveredFromOrigin {
             let how = record.cut.map { "; the link \($0.pastTense) it" } ?? ""
             self.record(ProxyEvent(
-                at: self.elapsed(at: now).seconds, kind: "delivered",
+                at: self.elapsed(at: now).seconds, kind: .delivered,
                 detail: "client connection \(record.id): \(delivered) bytes of the origin's connection from port \(origin.localPort) reached the client\(how)",
-                outcome: record.cut?.rawValue, localPort: origin.localPort, bytes: delivered,
+                cut: record.cut, localPort: origin.localPort, bytes: delivered,
                 connectedAt: self.elapsed(at: origin.connectedAt).seconds))
         }
     }
 
     private func unansweredEvent(_ record: ClientConnectionRecord, stillOpen: Bool) -> ProxyEvent {
         ProxyEvent(
-            at: self.elapsed(at: record.acceptedAt).seconds, kind: "client",
+            at: self.elapsed(at: record.acceptedAt).seconds, kind: .client,
             detail: "client connection \(record.id): \(record.bytesFromClient) bytes sent, no server reached, no answer"
                 + (stillOpen ? " (still open)" : ""),
-            outcome: "unanswered")
+            attempt: .noAnswer)
     }
 
     /// The log, with what is still under way (connection attempts, client connections nothing has
@@ -153,9 +153,9 @@ final class ProxyRules {
     var eventsWithPending: [ProxyEvent] {
         let pending = self.pendingConnects.values.map { attempt in
             ProxyEvent(
-                at: self.elapsed(at: attempt.at).seconds, kind: "connect",
+                at: self.elapsed(at: attempt.at).seconds, kind: .connect,
                 detail: "connect \(attempt.host):\(attempt.port): no answer yet", host: attempt.host, port: attempt.port,
-                outcome: "unanswered")
+                attempt: .unanswered)
         }
         let silent = self.openClients.values.filter(\.wentUnanswered).map { self.unansweredEvent($0, stillOpen: true) }
         return (self.events + pending + silent).sorted { $0.at < $1.at }
@@ -175,25 +175,41 @@ final class ProxyRules {
     }
 }
 
-/// One line of a run's event log.
+/// One line of a run's event log: typed values for the decisions (the scenario checks read
+/// `kind`, `attempt`, `cut` and `portal`, never `detail`), and a line of text for people.
 public struct ProxyEvent: Codable, Equatable, Sendable {
+    public enum Kind: String, Codable, Sendable {
+        /// A fault hit a request.
+        case fault
+        /// The portal answered, intercepted, opened or closed.
+        case captive
+        /// The link's state changed.
+        case link
+        /// An upstream connection attempt that failed, at the moment it began, with its outcome.
+        case connect
+        /// A client connection that sent a request no server ever saw and got no answer
+        /// (swallowed by a blackhole).
+        case client
+        /// A client connection to netcond's origin ended: how many of the origin's bytes reached it.
+        case delivered
+    }
+
     /// Seconds since the run started.
     public var at: Double
-    /// `fault` (a fault hit a request), `captive` (the portal answered, intercepted, opened or
-    /// closed), `link` (the link's state changed), `connect` (an upstream connection attempt that
-    /// failed, at the moment it began, with its outcome) or `client` (a client connection that sent a
-    /// request no server ever saw and got no answer: swallowed by a blackhole) or `delivered` (a
-    /// client connection to netcond's origin ended: how many of the origin's bytes reached it).
-    public var kind: String
+    public var kind: Kind
+    /// For people; no decision reads it.
     public var detail: String
     public var fault: Int?
     public var method: String?
     public var host: String?
     public var path: String?
     public var port: Int?
-    /// For `connect`: `refused`, `reset`, `timed out`, `no such name`, or `unanswered` (still under
-    /// way); for `delivered`: `reset` or `close` when the link cut the connection.
-    public var outcome: String?
+    /// For `connect` and `client`: how the attempt ended.
+    public var attempt: AttemptOutcome?
+    /// For `delivered`: how the link cut the connection, if it did.
+    public var cut: CutMode?
+    /// For `captive`: what the portal did.
+    public var portal: PortalAction?
     /// For `delivered`: the local port of the proxy's connection to the origin (the origin's peer port).
     public var localPort: Int?
     /// For `delivered`: the bytes of that connection that reached the client's socket.
@@ -201,16 +217,17 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
     /// For `delivered`: when that connection to the origin was established (seconds since the start).
     public var connectedAt: Double?
 
+    /// The JSON keeps one `outcome` text: the attempt's outcome, or the cut's mode.
     enum CodingKeys: String, CodingKey {
-        case at, kind, detail, fault, method, host, path, port, outcome, bytes
+        case at, kind, detail, fault, method, host, path, port, outcome, bytes, portal
         case localPort = "local_port"
         case connectedAt = "connected_at"
     }
 
     public init(
-        at: Double, kind: String, detail: String, fault: Int? = nil, method: String? = nil, host: String? = nil,
-        path: String? = nil, port: Int? = nil, outcome: String? = nil, localPort: Int? = nil, bytes: Int64? = nil,
-        connectedAt: Double? = nil
+        at: Double, kind: Kind, detail: String, fault: Int? = nil, method: String? = nil, host: String? = nil,
+        path: String? = nil, port: Int? = nil, attempt: AttemptOutcome? = nil, cut: CutMode? = nil,
+        portal: PortalAction? = nil, localPort: Int? = nil, bytes: Int64? = nil, connectedAt: Double? = nil
     ) {
         self.at = at
         self.kind = kind
@@ -220,9 +237,47 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
         self.host = host
         self.path = path
         self.port = port
-        self.outcome = outcome
+        self.attempt = attempt
+        self.cut = cut
+        self.portal = portal
         self.localPort = localPort
         self.bytes = bytes
         self.connectedAt = connectedAt
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.at = try c.decode(Double.self, forKey: .at)
+        self.kind = try c.decode(Kind.self, forKey: .kind)
+        self.detail = try c.decode(String.self, forKey: .detail)
+        self.fault = try c.decodeIfPresent(Int.self, forKey: .fault)
+        self.method = try c.decodeIfPresent(String.self, forKey: .method)
+        self.host = try c.decodeIfPresent(String.self, forKey: .host)
+        self.path = try c.decodeIfPresent(String.self, forKey: .path)
+        self.port = try c.decodeIfPresent(Int.self, forKey: .port)
+        let outcome = try c.decodeIfPresent(String.self, forKey: .outcome)
+        self.attempt = self.kind == .delivered ? nil : outcome.flatMap(AttemptOutcome.init(rawValue:))
+        self.cut = self.kind == .delivered ? outcome.flatMap(CutMode.init(rawValue:)) : nil
+        self.portal = try c.decodeIfPresent(PortalAction.self, forKey: .portal)
+        self.localPort = try c.decodeIfPresent(Int.self, forKey: .localPort)
+        self.bytes = try c.decodeIfPresent(Int64.self, forKey: .bytes)
+        self.connectedAt = try c.decodeIfPresent(Double.self, forKey: .connectedAt)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(self.at, forKey: .at)
+        try c.encode(self.kind, forKey: .kind)
+        try c.encode(self.detail, forKey: .detail)
+        try c.encodeIfPresent(self.fault, forKey: .fault)
+        try c.encodeIfPresent(self.method, forKey: .method)
+        try c.encodeIfPresent(self.host, forKey: .host)
+        try c.encodeIfPresent(self.path, forKey: .path)
+        try c.encodeIfPresent(self.port, forKey: .port)
+        try c.encodeIfPresent(self.attempt?.rawValue ?? self.cut?.rawValue, forKey: .outcome)
+        try c.encodeIfPresent(self.portal, forKey: .portal)
+        try c.encodeIfPresent(self.localPort, forKey: .localPort)
+        try c.encodeIfPresent(self.bytes, forKey: .bytes)
+        try c.encodeIfPresent(self.connectedAt, forKey: .connectedAt)
     }
 }

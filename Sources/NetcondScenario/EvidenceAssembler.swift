@@ -1,0 +1,91 @@
+import NetcondCore
+import NetcondOrigin
+import NetcondProxy
+
+/// Turns what the proxy and the origin recorded into the evidence the checks judge: a pure
+/// function of typed values (no clock, no I/O), so each rule is testable on hand-made logs.
+///
+/// Times: the origin stamps requests on the uptime clock, the proxy's event log counts seconds
+/// from its own start; evidence counts seconds from the client's start.
+struct EvidenceAssembler {
+    /// The client's start and the proxy log's start, in uptime nanoseconds.
+    var clientStart: Int64
+    var logStart: Int64
+
+    /// Adds the origin's requests (with what of each reached the client), the attempts that never
+    /// reached the origin, and the portal's doings.
+    func add(
+        events: [ProxyEvent], entries: [OriginRequestLog.Entry], connections: [OriginRequestLog.Connection],
+        to evidence: inout RunEvidence
+    ) {
+        evidence.requests = self.requests(events: events, entries: entries, connections: connections)
+        evidence.failedConnects = self.failedConnects(events)
+        evidence.portal = self.portal(events)
+    }
+
+    private func seconds(uptime nanoseconds: Int64) -> Double {
+        Double(nanoseconds - self.clientStart) / 1e9
+    }
+
+    private func seconds(logged at: Double) -> Double {
+        at + Double(self.logStart - self.clientStart) / 1e9
+    }
+
+    func requests(
+        events: [ProxyEvent], entries: [OriginRequestLog.Entry], connections: [OriginRequestLog.Connection]
+    ) -> [RunEvidence.Request] {
+        let deliveries = events.compactMap { event -> DeliveryEvidence.Delivery? in
+            guard event.kind == .delivered, let port = event.localPort, let bytes = event.bytes,
+                let connectedAt = event.connectedAt
+            else { return nil }
+            let at = Instant(nanoseconds: self.logStart + Int64(connectedAt * 1e9))
+            return DeliveryEvidence.Delivery(at: at, localPort: port, bytes: bytes, cut: event.cut)
+        }
+        let undelivered = DeliveryEvidence.undelivered(entries: entries, connections: connections, deliveries: deliveries)
+        return entries.map { entry in
+            var request = RunEvidence.Request(
+                at: self.seconds(uptime: entry.timestamp.nanoseconds),
+                method: entry.method,
+                path: entry.path,
+                range: entry.headers.range,
+                idempotencyKey: entry.headers.idempotencyKey,
+                status: entry.status,
+                retryAfter: entry.retryAfter,
+                bodyBytesSent: entry.bodyBytesSent,
+                completed: entry.completed,
+                ended: entry.finishedAt.map { self.seconds(uptime: $0.nanoseconds) },
+                effect: entry.effect
+            )
+            if let lost = undelivered[entry.id] {
+                request.undelivered = lost.bytes
+                request.undeliveredUncertainty = lost.uncertainty
+                request.linkCut = lost.cut
+            }
+            return request
+        }
+    }
+
+    /// Attempts that never reached the origin: connections to it that failed, and client
+    /// connections whose request the link swallowed (no host known: nothing was read).
+    func failedConnects(_ events: [ProxyEvent]) -> [RunEvidence.FailedConnect] {
+        events.compactMap { event in
+            guard let outcome = event.attempt else { return nil }
+            switch event.kind {
+            case .connect:
+                guard let host = event.host, host.lowercased() == Session.originHost else { return nil }
+                return RunEvidence.FailedConnect(at: self.seconds(logged: event.at), host: host, port: event.port ?? 0, outcome: outcome)
+            case .client:
+                return RunEvidence.FailedConnect(at: self.seconds(logged: event.at), host: "", port: 0, outcome: outcome)
+            default:
+                return nil
+            }
+        }
+    }
+
+    func portal(_ events: [ProxyEvent]) -> [RunEvidence.PortalEvent] {
+        events.compactMap { event in
+            guard event.kind == .captive, let action = event.portal else { return nil }
+            return RunEvidence.PortalEvent(at: self.seconds(logged: event.at), kind: action, detail: event.detail)
+        }
+    }
+}
