@@ -126,12 +126,15 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         if let event = event as? ChannelEvent, event == .inputClosed {
-            if let attempt = self.pendingConnect, attempt.isUnderWay, context.eventLoop.now >= attempt.unimpededBy {
+            if let attempt = self.pendingConnect, attempt.isUnderWay,
+                self.state == .tunnel || context.eventLoop.now >= attempt.unimpededBy
+            {
                 // The client left while its connection was still being made (held up by a
                 // blackhole, lost SYNs, a firewall): on a real network its request was never
                 // sent, so it never reaches the server now either. (A FIN sooner than the set-up
                 // could have finished is a client that half-closes after its request, which it
-                // could not have sent before connecting on a real network: that request goes on.)
+                // could not have sent before connecting on a real network: that request goes on.
+                // A tunnel's client has nothing to half-close before it has its tunnel.)
                 self.state = .closed
                 attempt.abandon()
                 context.close(promise: nil)
@@ -571,8 +574,10 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             try pipeline.addHandler(clientGlue)
             let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
             pipeline.removeHandler(context: context, promise: nil)
-            // The decoder hands bytes it has buffered past the CONNECT head on to the glue.
-            pipeline.removeHandler(decoder, promise: nil)
+            // The decoder hands bytes it has buffered past the CONNECT head on to the glue (a
+            // client that sent its ClientHello with the CONNECT); the glue writes them upstream
+            // and would flush them at the read's end, which has passed: they are flushed here.
+            pipeline.removeHandler(decoder).assumeIsolated().whenComplete { _ in upstream.flush() }
             upstream.setOption(.autoRead, value: true).whenFailure { _ in upstream.close(promise: nil) }
             context.channel.read()
         } catch {

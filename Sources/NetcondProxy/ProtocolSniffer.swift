@@ -62,6 +62,16 @@ final class ProtocolSniffer: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            // The client is gone before it said what it speaks (a port check, a health probe, a
+            // greeting cut short): there is nothing to answer and nothing to relay.
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
     private func become(_ handler: ChannelHandler, shaped: Bool, context: ChannelHandlerContext) throws {
         try context.pipeline.syncOperations.addHandler(handler, position: .after(self))
         try self.finish(shaped: shaped, context: context)

@@ -115,6 +115,8 @@ final class SOCKS5Handler: ChannelInboundHandler, RemovableChannelHandler {
     private let shaper: LinkShaper
     private let connector: UpstreamConnector
     private var connecting = false
+    /// The upstream connection being made, until its outcome is known.
+    private var attempt: ConnectAttempt?
     /// Bytes a client sent after its request, before the tunnel was up: they go first once it is.
     private var early: [UInt8] = []
 
@@ -136,7 +138,7 @@ final class SOCKS5Handler: ChannelInboundHandler, RemovableChannelHandler {
                 break
             case .reply(let reply, let close):
                 context.writeAndFlush(self.wrapOutboundOut(context.channel.allocator.buffer(bytes: reply)))
-                    .whenComplete { _ in if close { context.close(promise: nil) } }
+                    .assumeIsolated().whenComplete { _ in if close { context.close(promise: nil) } }
             case .connect(let target, let leftover):
                 self.connecting = true
                 self.early = leftover
@@ -145,16 +147,36 @@ final class SOCKS5Handler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            // The client left mid-negotiation, or before its tunnel was up (it could not have
+            // half-closed a connection it was still making): the attempt is given up, nothing of
+            // it reaches the server.
+            self.attempt?.abandon()
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.attempt?.abandon()
+        context.fireChannelInactive()
+    }
+
     private func connect(context: ChannelHandlerContext, target: UpstreamTarget) {
         let flow = self.shaper.prepareFlow()
         let shaper = self.shaper
-        self.connector.connect(to: target, flow: flow) { result in
+        self.attempt = self.connector.connect(to: target, flow: flow) { result in
+            self.attempt = nil
             let leftover = self.early
             self.early = []
             switch result {
+            case .failure(.abandoned):
+                break  // the client is gone
             case .failure(let error):
                 let reply = context.channel.allocator.buffer(bytes: SOCKS5Parser.failure(error.socksReply))
-                context.writeAndFlush(NIOAny(reply)).whenComplete { _ in context.close(promise: nil) }
+                context.writeAndFlush(NIOAny(reply)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
             case .success(let upstream):
                 guard context.channel.isActive else {
                     upstream.close(promise: nil)

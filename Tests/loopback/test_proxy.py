@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import closed_port, curl, origin_bytes, read_to_eof, run, write_profile
+from conftest import closed_port, curl, origin_bytes, read_to_eof, run, wait_until, write_profile
 
 
 def test_edge_download_is_intact_and_never_faster_than_the_link(tmp):
@@ -285,3 +285,32 @@ def test_connection_setup_costs_one_round_trip_and_a_request_another(proxy_facto
     assert 0.400 <= exchange < 0.400 * 3
     result = curl(proxy, "-o", "/dev/null", "-w", "%{time_total}", "http://origin.netcond.test/bytes/10")
     assert 0.800 <= float(result.stdout) < 0.800 * 3
+
+
+def test_bytes_sent_with_the_connect_head_go_through_at_once(proxy_factory):
+    # A client that sends its request straight after CONNECT, in the same segment, gets its answer
+    # without writing again.
+    proxy = proxy_factory("none")
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+        s.sendall(b"CONNECT origin.netcond.test:80 HTTP/1.1\r\nHost: origin.netcond.test:80\r\n\r\n"
+                  b"GET /bytes/10 HTTP/1.1\r\nHost: origin.netcond.test\r\nConnection: close\r\n\r\n")
+        answer = read_to_eof(s)
+    assert answer.startswith(b"HTTP/1.1 200 Connection Established\r\n\r\nHTTP/1.1 200 OK\r\n")
+    assert answer.endswith(origin_bytes(10))
+
+
+def test_connections_that_end_before_a_protocol_leave_nothing_open(proxy_factory):
+    # Port checks, health probes, a SOCKS5 greeting cut short, a CONNECT whose client leaves: each
+    # is closed, and the proxy holds as many descriptors afterwards as before.
+    proxy = proxy_factory("lte")
+    fds = f"/proc/{proxy.process.pid}/fd"
+    before = len(os.listdir(fds))
+    for index in range(2000):
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+            if index % 4 == 1:
+                s.sendall(b"\x05")
+            elif index % 4 == 2:
+                s.sendall(b"CONNECT origin.netcond.test:80 HTTP/1.1\r\n\r\nearly")
+            elif index % 4 == 3:
+                s.sendall(b"GET http://origin.netcond.test/bytes/1 HTTP/1.1\r\nHost: origin.netcond.test\r\n\r\n")
+    assert wait_until(lambda: len(os.listdir(fds)) <= before + 2, seconds=30), len(os.listdir(fds))
