@@ -47,6 +47,8 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The upstream connection being made (a request's or a tunnel's), until its outcome is known.
     private var pendingConnect: ConnectAttempt?
     private var requestKeepAlive = true
+    /// The client sent FIN: the requests it sent before are answered, then the connection closes.
+    private var clientInputClosed = false
     private var requestEnded = false
     private var responseEnded = false
     private var responseStarted = false
@@ -140,11 +142,10 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 context.close(promise: nil)
                 return
             }
-            // The client will send nothing more; once the current exchange is over, close.
+            // The client will send nothing more; once every request it sent is answered, close.
+            self.clientInputClosed = true
             if self.state == .idle {
                 context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
-            } else {
-                self.requestKeepAlive = false
             }
             return
         }
@@ -152,8 +153,22 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        if error is HTTPParserError { self.stats.badRequests += 1 }
-        context.fireErrorCaught(error)
+        guard let error = error as? HTTPParserError else {
+            context.fireErrorCaught(error)
+            return
+        }
+        // A malformed request: nothing after it can be trusted. One 400 saying so, unless a
+        // response is already on its way (then that one is cut short), and the connection ends.
+        self.stats.badRequests += 1
+        guard self.state != .closed else { return }
+        self.pendingConnect?.abandon()
+        self.upstream?.close(promise: nil)
+        if self.responseStarted && !self.responseEnded {
+            self.state = .closed
+            context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
+        } else {
+            self.fail(400, "malformed request (\(error)); send an HTTP/1.1 request with an absolute URL or CONNECT host:port", context: context)
+        }
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -469,7 +484,8 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func finishIfDone() {
         guard self.requestEnded && self.responseEnded, let context = self.context else { return }
-        if !self.requestKeepAlive {
+        let nextRequestQueued = self.queued.contains { if case .head = $0 { true } else { false } }
+        if !self.requestKeepAlive || (self.clientInputClosed && !nextRequestQueued) {
             self.state = .closed
             self.upstream?.close(promise: nil)
             if case .slowClose(let delay) = self.fault {
@@ -563,9 +579,6 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             let pipeline = context.pipeline.syncOperations
             // Take the HTTP encoder out first: a 200 to CONNECT has no body, and it goes out raw.
             pipeline.removeHandler(try pipeline.handler(type: HTTPResponseEncoder.self), promise: nil)
-            if let errorHandler = try? pipeline.handler(type: HTTPServerProtocolErrorHandler.self) {
-                pipeline.removeHandler(errorHandler, promise: nil)
-            }
             let established = context.channel.allocator.buffer(string: "HTTP/1.1 200 Connection Established\r\n\r\n")
             context.writeAndFlush(NIOAny(established), promise: nil)
             self.shaper.upstreamBytesFollow()

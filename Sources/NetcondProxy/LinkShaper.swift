@@ -153,10 +153,12 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
 
     /// A FIN now means the client left before its connection got through: nothing it sent has
     /// crossed the link, and the handshake would have been over by now had the link let it (a
-    /// FIN sooner than that is a client half-closing after its request, which goes on).
+    /// FIN sooner than that, or than ``UpstreamConnector/halfCloseGrace``, is a client
+    /// half-closing after its request, which goes on).
     private func leftBeforeArriving(now: NIODeadline) -> Bool {
         guard self.nothingDeliveredUp, let since = self.shapingSince, let driver = self.driver else { return false }
-        return now >= since + .nanoseconds(driver.model.conditions.baseRTT.nanoseconds)
+        let setUp = max(driver.model.conditions.baseRTT, UpstreamConnector.halfCloseGrace)
+        return now >= since + .nanoseconds(setUp.nanoseconds)
     }
 
     func read(context: ChannelHandlerContext) {

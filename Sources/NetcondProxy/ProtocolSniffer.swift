@@ -51,7 +51,7 @@ final class ProtocolSniffer: ChannelInboundHandler, RemovableChannelHandler {
                 try context.pipeline.syncOperations.configureHTTPServerPipeline(
                     position: .after(self),
                     withPipeliningAssistance: false,
-                    withErrorHandling: true
+                    withErrorHandling: false  // HTTPProxyHandler answers a malformed request itself
                 )
                 let handler = HTTPProxyHandler(shaper: self.shaper, connector: self.connector, selfAddresses: self.selfAddresses)
                 try context.pipeline.syncOperations.addHandler(handler)

@@ -136,6 +136,12 @@ struct UpstreamConnector {
     /// Makes the real connection instead of a socket (handler tests hand over an `EmbeddedChannel`).
     var connectOverride: ((UpstreamTarget) -> EventLoopFuture<Channel>)? = nil
 
+    /// A FIN this soon after a connection attempt began is taken as a client half-closing after
+    /// its request (`printf … | nc -N`), not as a client leaving, however short the emulated
+    /// set-up: a program writes and shuts down within microseconds, while one that gives up does
+    /// so at a time-out of its own.
+    static let halfCloseGrace = Span.milliseconds(250)
+
     /// `flow` is the client's flow on the link (nil when the link is pass-through). The attempt
     /// returned can be given up (``ConnectAttempt/abandon()``) while it is under way.
     @discardableResult
@@ -180,13 +186,16 @@ struct UpstreamConnector {
         case nil:
             break
         }
-        // When the set-up would be over with nothing lost: the DNS delay, a connect delay, one round trip.
-        var unimpeded = Span.zero
+        // When the set-up would be over with nothing lost (the DNS delay, a connect delay, one
+        // round trip), and at least `halfCloseGrace` from now. Without a link model nothing is
+        // ever held, and a FIN is always a half-close.
+        var unimpededBy = NIODeadline.distantFuture
         if let conditions = self.driver?.model.conditions {
-            unimpeded = (target.isName ? conditions.dnsDelay : .zero) + conditions.connectDelay + conditions.baseRTT
+            let setUp = (target.isName ? conditions.dnsDelay : .zero) + conditions.connectDelay + conditions.baseRTT
+            unimpededBy = loop.now + .nanoseconds(max(setUp, Self.halfCloseGrace).nanoseconds)
         }
         let attempt = ConnectAttempt(
-            target: target, refusal: refusal, refusalIsReset: refusalIsReset, unimpededBy: loop.now + .nanoseconds(unimpeded.nanoseconds), completion: completion)
+            target: target, refusal: refusal, refusalIsReset: refusalIsReset, unimpededBy: unimpededBy, completion: completion)
         let verdict: SetupVerdict
         if let driver = self.driver, let flow {
             verdict = driver.connect(flow, host: target.host, port: target.port, resolvesName: target.isName, intercept: intercept) {

@@ -23,11 +23,7 @@ import Testing
     }
 
     func response(_ channel: EmbeddedChannel) throws -> String {
-        var text = ""
-        while var buffer = try channel.readOutbound(as: ByteBuffer.self) {
-            text += buffer.readString(length: buffer.readableBytes) ?? ""
-        }
-        return text
+        try channel.outboundText()
     }
 
     @Test func originFormWithoutHostIsRefusedWithAReason() throws {

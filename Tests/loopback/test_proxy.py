@@ -314,3 +314,34 @@ def test_connections_that_end_before_a_protocol_leave_nothing_open(proxy_factory
             elif index % 4 == 3:
                 s.sendall(b"GET http://origin.netcond.test/bytes/1 HTTP/1.1\r\nHost: origin.netcond.test\r\n\r\n")
     assert wait_until(lambda: len(os.listdir(fds)) <= before + 2, seconds=30), len(os.listdir(fds))
+
+
+def exchange(port, payload, half_close=False):
+    """Sends `payload`, optionally shuts down the sending side, and reads until the proxy closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(payload)
+        if half_close:
+            s.shutdown(socket.SHUT_WR)
+        return read_to_eof(s)
+
+
+@pytest.mark.parametrize("payload", [
+    b"GET http://x/ HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
+    b"FOO BAR\r\n\r\n",
+    b"GET / HTTP/2.0\r\n\r\n",
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+])
+def test_a_malformed_request_gets_one_400_and_the_connection_ends(proxy_factory, payload):
+    proxy = proxy_factory("lte")
+    answer = exchange(proxy.port, payload)  # read_to_eof: fails by time-out if the proxy never closes
+    assert answer.startswith(b"HTTP/1.1 400 ") and answer.count(b"HTTP/1.1 400 Bad Request") == 1, answer
+    assert b"malformed request" in answer
+
+
+def test_pipelined_requests_then_a_half_close_get_every_answer(proxy_factory):
+    proxy = proxy_factory("lte")
+    requests = b"".join(b"GET http://origin.netcond.test/bytes/%d HTTP/1.1\r\nHost: origin.netcond.test\r\n\r\n" % n
+                        for n in (1, 2, 3))
+    answer = exchange(proxy.port, requests, half_close=True)
+    assert answer.count(b"HTTP/1.1 200 OK\r\n") == 3, answer
+    assert answer.endswith(origin_bytes(3))

@@ -159,7 +159,9 @@ def test_summary_line_names_losses_and_their_causes(tmp_path):
     lossy = run(["run", profile, "--seed", "3", "--", "curl", "-s", "-o", "/dev/null", "http://origin.netcond.test/bytes/100KB"])
     line = lossy.stderr.strip().splitlines()[-1]
     import re
-    assert re.search(r"1 connection, \d+ segments? lost(, \d+ held behind a loss)? \(seed 3\)$", line), line
+    # A loaded machine may add a note that netcond itself was held up: allowed, it is a fact.
+    assert re.search(r"1 connection, \d+ segments? lost(, \d+ held behind a loss)?"
+                     r"(, netcond was held up \d+ times? for over 20 ms \(longest \d+ ms\)[^(]*)? \(seed 3\)$", line), line
 
 
 def test_low_latency_holds_cpu_dma_latency_while_running_and_releases_it():
