@@ -212,6 +212,9 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.responseNotBefore = nil
         self.responseBodyBytes = 0
         self.requestKeepAlive = head.isKeepAlive
+        if let problem = Self.framingProblem(head) {
+            return self.fail(400, problem, context: context)
+        }
         if head.method == .CONNECT {
             guard let target = UpstreamTarget(authority: head.uri, defaultPort: nil) else {
                 return self.fail(400, "CONNECT needs host:port, got '\(head.uri)'", context: context)
@@ -220,13 +223,11 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             self.openTunnel(to: target, context: context)
             return
         }
-        guard let (target, path) = self.route(head) else {
-            return self.fail(
-                400,
-                "netcond is a forward proxy: send an absolute URL (GET http://host/path) or CONNECT host:port; "
-                    + "got '\(head.uri)'",
-                context: context
-            )
+        let target: UpstreamTarget
+        let path: String
+        switch self.route(head) {
+        case .success(let routed): (target, path) = routed
+        case .failure(let problem): return self.fail(400, problem.message, context: context)
         }
         if self.selfAddresses.contains(where: { Self.matches($0, target) }) {
             return self.fail(400, "refusing a request to the proxy itself (\(target))", context: context)
@@ -280,27 +281,81 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// Target and origin-form path of a request, or nil when it cannot be routed.
-    private func route(_ head: HTTPRequestHead) -> (UpstreamTarget, String)? {
+    /// Why a request cannot be routed, in words for its sender.
+    struct RouteProblem: Error {
+        var message: String
+    }
+
+    /// Target and origin-form path of a request, or why it cannot be routed.
+    private func route(_ head: HTTPRequestHead) -> Result<(UpstreamTarget, String), RouteProblem> {
         let uri = head.uri
         if uri.lowercased().hasPrefix("http://") {
             let rest = uri.dropFirst("http://".count)
             let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
             let authority = rest[..<authorityEnd]
             let authorityWithoutUser = authority.split(separator: "@").last.map(String.init) ?? ""
-            guard let target = UpstreamTarget(authority: authorityWithoutUser, defaultPort: 80) else { return nil }
+            guard let target = UpstreamTarget(authority: authorityWithoutUser, defaultPort: 80) else {
+                return .failure(RouteProblem(message:
+                    "bad host or port '\(authorityWithoutUser)' in '\(uri)'; allowed: a name or address, "
+                        + "an IPv6 address in brackets, and a port from 1 to 65535 in digits"))
+            }
             var path = String(rest[authorityEnd...])
             if path.hasPrefix("#") { path = "" }
             if let hash = path.firstIndex(of: "#") { path = String(path[..<hash]) }
             if path.isEmpty || path.hasPrefix("?") { path = "/" + path }
-            return (target, path)
+            return .success((target, path))
         }
         if uri.hasPrefix("/"), let host = head.headers.first(name: "Host"),
             let target = UpstreamTarget(authority: host, defaultPort: 80)
         {
-            return (target, uri)
+            return .success((target, uri))
+        }
+        return .failure(RouteProblem(message:
+            "netcond is a forward proxy: send an absolute URL (GET http://host/path) or CONNECT host:port; got '\(uri)'"))
+    }
+
+    /// Why a request's framing cannot be trusted (nil when it can): a request a server could read
+    /// differently from the proxy would let a second request pass the proxy unseen.
+    static func framingProblem(_ head: HTTPRequestHead) -> String? {
+        if head.headers[canonicalForm: "Host"].count > 1 {
+            return "more than one Host header; send exactly one"
+        }
+        if head.version.major != 1 || head.version.minor > 1 {
+            return "HTTP/\(head.version.major).\(head.version.minor) is not spoken here; send HTTP/1.1"
+        }
+        guard head.headers.contains(name: "Transfer-Encoding") else { return nil }
+        if head.version.minor == 0 {
+            return "an HTTP/1.0 request with Transfer-Encoding has no trustworthy length (RFC 9112 §6.1); "
+                + "send HTTP/1.1, or HTTP/1.0 with Content-Length"
+        }
+        if head.headers.contains(name: "Content-Length") {
+            return "both Transfer-Encoding and Content-Length (RFC 9112 §6.3); send one of them"
         }
         return nil
+    }
+
+    /// True when this upstream connection reached one of netcond's own listeners: whatever the
+    /// target was called (`[::ffff:127.0.0.1]`, another name for this host), a request sent on
+    /// would come back to this proxy, and round again.
+    static func reachesItself(_ channel: Channel, listeners: [SocketAddress]) -> Bool {
+        guard let remote = channel.remoteAddress, let remoteIP = remote.ipAddress.map(Self.plainIP) else { return false }
+        let localIP = channel.localAddress?.ipAddress.map(Self.plainIP)
+        return listeners.contains { listener in
+            guard listener.port == remote.port, let listenIP = listener.ipAddress.map(Self.plainIP) else { return false }
+            if listenIP == remoteIP { return true }
+            // A listener on every address takes connections to any address of this host.
+            let wildcard = listenIP == "0.0.0.0" || listenIP == "::"
+            return wildcard && (remoteIP == localIP || remoteIP.hasPrefix("127.") || remoteIP == "::1")
+        }
+    }
+
+    /// An IPv4-mapped IPv6 address as the IPv4 address it is.
+    private static func plainIP(_ ip: String) -> String {
+        let lower = ip.lowercased()
+        if lower.hasPrefix("::ffff:"), lower.dropFirst(7).contains("."), !lower.dropFirst(7).contains(":") {
+            return String(lower.dropFirst(7))
+        }
+        return lower
     }
 
     private static func hostHeader(_ target: UpstreamTarget) -> String {
@@ -322,6 +377,11 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             self.queued.removeAll()
             self.failConnect(error, context: context)
         case .success(let channel):
+            if Self.reachesItself(channel, listeners: self.selfAddresses) {
+                channel.close(promise: nil)
+                self.queued.removeAll()
+                return self.fail(400, "refusing a request to the proxy itself (\(target) is netcond's own listener)", context: context)
+            }
             let handler = UpstreamHTTPHandler(owner: self)
             do {
                 // Interim responses (100 Continue) are passed on: a client that sent `Expect:
@@ -567,6 +627,10 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .failure(let error):
                 self.failConnect(error, context: context)
             case .success(let upstream):
+                if Self.reachesItself(upstream, listeners: self.selfAddresses) {
+                    upstream.close(promise: nil)
+                    return self.fail(400, "refusing a tunnel to the proxy itself (\(target) is netcond's own listener)", context: context)
+                }
                 self.establishTunnel(upstream, context: context)
             }
         }

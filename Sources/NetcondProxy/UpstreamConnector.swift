@@ -25,14 +25,16 @@ struct UpstreamTarget: Hashable, CustomStringConvertible {
             let rest = host[host.index(after: close)...]
             host = host[host.index(after: host.startIndex)..<close]
             if rest.hasPrefix(":") {
-                port = Int(rest.dropFirst())
+                port = Self.port(rest.dropFirst())
                 if port == nil { return nil }
             } else if !rest.isEmpty {
                 return nil
             }
-        } else if let colon = host.lastIndex(of: ":") {
-            guard let parsed = Int(host[host.index(after: colon)...]) else { return nil }
-            port = parsed
+        } else if let colon = host.firstIndex(of: ":") {
+            // One colon, then digits only: `host:+80`, `host:1:1` and an unbracketed IPv6
+            // address are not an authority.
+            port = Self.port(host[host.index(after: colon)...])
+            if port == nil { return nil }
             host = host[..<colon]
         }
         guard let port, (1...65535).contains(port), !host.isEmpty,
@@ -45,6 +47,12 @@ struct UpstreamTarget: Hashable, CustomStringConvertible {
     init(host: String, port: Int) {
         self.host = host
         self.port = port
+    }
+
+    /// A port written as 1 to 5 decimal digits, nothing else (no sign, no spaces).
+    private static func port(_ text: Substring) -> Int? {
+        guard (1...5).contains(text.count), text.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return Int(text)
     }
 }
 

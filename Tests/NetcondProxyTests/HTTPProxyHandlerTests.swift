@@ -1,5 +1,6 @@
 import NIOCore
 import NIOEmbedded
+import NIOHTTP1
 import NetcondCore
 import Testing
 
@@ -69,5 +70,25 @@ import Testing
         try channel.writeInbound(ByteBuffer(bytes: [5, 1, 0]))
         var reply = try channel.readOutbound(as: ByteBuffer.self)
         #expect(reply?.readBytes(length: 2) == [5, 0])
+    }
+
+    @Test func authoritiesAreParsedStrictly() {
+        #expect(UpstreamTarget(authority: "example.com:8080", defaultPort: nil) == UpstreamTarget(host: "example.com", port: 8080))
+        #expect(UpstreamTarget(authority: "[::1]:443", defaultPort: nil) == UpstreamTarget(host: "::1", port: 443))
+        #expect(UpstreamTarget(authority: "example.com", defaultPort: 80) == UpstreamTarget(host: "example.com", port: 80))
+        for bad in ["127.0.0.1:+80", "127.0.0.1:1:1", "::1:443", "host: 80", "host:", "host:65536", "host:0", "host:123456", "[::1]x"] {
+            #expect(UpstreamTarget(authority: bad, defaultPort: 80) == nil, "\(bad)")
+        }
+    }
+
+    @Test func framingThatABackendCouldReadDifferentlyIsRefused() {
+        func head(_ version: HTTPVersion, _ headers: [(String, String)]) -> HTTPRequestHead {
+            HTTPRequestHead(version: version, method: .POST, uri: "http://h/", headers: HTTPHeaders(headers))
+        }
+        #expect(HTTPProxyHandler.framingProblem(head(.http1_1, [("Host", "h"), ("Transfer-Encoding", "chunked")])) == nil)
+        #expect(HTTPProxyHandler.framingProblem(head(.http1_0, [("Host", "h"), ("Content-Length", "3")])) == nil)
+        #expect(HTTPProxyHandler.framingProblem(head(.http1_0, [("Transfer-Encoding", "chunked")]))?.contains("RFC 9112 §6.1") == true)
+        #expect(HTTPProxyHandler.framingProblem(head(.http1_1, [("Transfer-Encoding", "chunked"), ("Content-Length", "3")])) != nil)
+        #expect(HTTPProxyHandler.framingProblem(head(.http1_1, [("Host", "a"), ("host", "b")])) == "more than one Host header; send exactly one")
     }
 }

@@ -345,3 +345,30 @@ def test_pipelined_requests_then_a_half_close_get_every_answer(proxy_factory):
     answer = exchange(proxy.port, requests, half_close=True)
     assert answer.count(b"HTTP/1.1 200 OK\r\n") == 3, answer
     assert answer.endswith(origin_bytes(3))
+
+
+@pytest.mark.parametrize("request_bytes, reason", [
+    # A backend reading the body as chunked would run a second request the proxy never saw.
+    (b"POST http://origin.netcond.test/api/x HTTP/1.0\r\nHost: origin.netcond.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: origin.netcond.test\r\n\r\n", b"HTTP/1.0 request with Transfer-Encoding"),
+    (b"GET http://origin.netcond.test/bytes/1 HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", b"more than one Host header"),
+    (b"CONNECT 127.0.0.1:+80 HTTP/1.1\r\n\r\n", b"CONNECT needs host:port"),
+    (b"GET http://127.0.0.1:1:1/ HTTP/1.1\r\nHost: x\r\n\r\n", b"bad host or port '127.0.0.1:1:1'"),
+])
+def test_requests_with_untrustworthy_framing_or_targets_are_refused(proxy_factory, request_bytes, reason):
+    proxy = proxy_factory("none")
+    answer = exchange(proxy.port, request_bytes)
+    assert answer.startswith(b"HTTP/1.1 400 ") and reason in answer, answer
+    assert answer.count(b"HTTP/1.1 ") == 1
+
+
+@pytest.mark.parametrize("spelling", ["[::ffff:127.0.0.1]", "127.0.0.1"])
+def test_a_request_to_the_proxy_itself_under_another_spelling_is_refused_not_looped(proxy_factory, spelling):
+    proxy = proxy_factory("none")
+    fds = f"/proc/{proxy.process.pid}/fd"
+    before = len(os.listdir(fds))
+    answer = exchange(proxy.port, f"GET http://{spelling}:{proxy.port}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert answer.startswith(b"HTTP/1.1 400 ") and b"the proxy itself" in answer, answer
+    tunnel = exchange(proxy.port, f"CONNECT {spelling}:{proxy.port} HTTP/1.1\r\n\r\n".encode())
+    assert tunnel.startswith(b"HTTP/1.1 400 ") and b"the proxy itself" in tunnel, tunnel
+    assert wait_until(lambda: len(os.listdir(fds)) <= before + 2, seconds=10)
