@@ -52,6 +52,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var requestEnded = false
     private var responseEnded = false
     private var responseStarted = false
+    private var responseStatus: HTTPResponseStatus?
     private var pendingRead = false
     private var linkWritable = true
     /// The fault applied to the current exchange's response, if any.
@@ -208,6 +209,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.requestEnded = false
         self.responseEnded = false
         self.responseStarted = false
+        self.responseStatus = nil
         self.fault = nil
         self.responseNotBefore = nil
         self.responseBodyBytes = 0
@@ -388,7 +390,8 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 // 100-continue` waits for one before it sends its body.
                 try channel.pipeline.syncOperations.addHandlers([
                     HTTPRequestEncoder(),
-                    ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .forward)),
+                    // Bytes a server sends right behind a 101 belong to the new protocol: kept.
+                    ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .forward)),
                 ])
                 try channel.pipeline.syncOperations.addHandler(handler)
             } catch {
@@ -458,6 +461,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 head.headers.replaceOrAdd(name: "Connection", value: "close")
             }
             self.responseStarted = true
+            self.responseStatus = head.status
             if !head.isKeepAlive { self.requestKeepAlive = false }
             context.write(self.wrapOutboundOut(.head(head)), promise: nil)
         case .body(var buffer):
@@ -475,6 +479,11 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .end(let trailers):
             context.writeAndFlush(self.wrapOutboundOut(.end(trailers)), promise: nil)
             self.responseEnded = true
+            if self.responseStatus == .switchingProtocols {
+                // The server switched protocols (a WebSocket): what follows is no longer HTTP,
+                // so both connections become one byte pipe, as a CONNECT tunnel.
+                return self.switchToTunnel(context: context)
+            }
             self.finishIfDone()
         }
     }
@@ -613,6 +622,38 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
     }
 
+    /// After a `101 Switching Protocols`: the HTTP handlers leave both pipelines and a glue pair
+    /// joins them; bytes either decoder still holds (sent right behind the request or the 101)
+    /// go on through the glue.
+    private func switchToTunnel(context: ChannelHandlerContext) {
+        guard let upstream = self.upstream, let upstreamHandler = self.upstreamHandler else {
+            self.state = .closed
+            return context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
+        }
+        self.state = .tunnel
+        self.upstream = nil
+        self.upstreamHandler = nil
+        let (clientGlue, upstreamGlue) = GlueHandler.matchedPair()
+        do {
+            let client = context.pipeline.syncOperations
+            let server = upstream.pipeline.syncOperations
+            try client.addHandler(clientGlue)
+            try server.addHandler(upstreamGlue)
+            server.removeHandler(upstreamHandler, promise: nil)
+            server.removeHandler(try server.handler(type: HTTPRequestEncoder.self), promise: nil)
+            server.removeHandler(try server.handler(type: ByteToMessageHandler<HTTPResponseDecoder>.self), promise: nil)
+            client.removeHandler(try client.handler(type: HTTPResponseEncoder.self), promise: nil)
+            let decoder = try client.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+            client.removeHandler(context: context, promise: nil)
+            client.removeHandler(decoder).assumeIsolated().whenComplete { _ in upstream.flush() }
+            upstream.read()
+            context.channel.read()
+        } catch {
+            upstream.close(promise: nil)
+            context.close(promise: nil)
+        }
+    }
+
     // MARK: CONNECT
 
     private func openTunnel(to target: UpstreamTarget, context: ChannelHandlerContext) {
@@ -666,7 +707,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
 /// The upstream end of an HTTP proxy exchange: hands response parts to the client's handler and
 /// reads only while the client (and its emulated link) can take more.
-final class UpstreamHTTPHandler: ChannelDuplexHandler {
+final class UpstreamHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundIn = HTTPClientRequestPart
     typealias OutboundOut = HTTPClientRequestPart

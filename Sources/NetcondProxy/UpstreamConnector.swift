@@ -223,7 +223,7 @@ struct UpstreamConnector {
             ClientBootstrap(group: loop)
                 .channelOption(.allowRemoteHalfClosure, value: true)
                 .channelOption(.autoRead, value: false)
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelOption(.tcpOption(.tcp_nodelay), value: 1)
                 .connectTimeout(.seconds(30))
         }
         // A connection the portal or the profile's set-up rules stop is never really attempted:

@@ -1,6 +1,8 @@
 """The proxy with real clients: bytes intact, protocols, errors, timing within generous tolerance."""
 import hashlib
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -8,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import closed_port, curl, origin_bytes, read_to_eof, run, wait_until, write_profile
+from conftest import NETCOND, closed_port, curl, free_port, origin_bytes, read_to_eof, run, wait_until, write_profile
 
 
 def test_edge_download_is_intact_and_never_faster_than_the_link(tmp):
@@ -372,3 +374,74 @@ def test_a_request_to_the_proxy_itself_under_another_spelling_is_refused_not_loo
     tunnel = exchange(proxy.port, f"CONNECT {spelling}:{proxy.port} HTTP/1.1\r\n\r\n".encode())
     assert tunnel.startswith(b"HTTP/1.1 400 ") and b"the proxy itself" in tunnel, tunnel
     assert wait_until(lambda: len(os.listdir(fds)) <= before + 2, seconds=10)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to run the proxy as another user")
+def test_the_proxy_serves_when_run_by_an_ordinary_user():
+    # TCP_NODELAY is a TCP option: set at the socket level it was SO_DEBUG, which only root may
+    # set, and every proxied connection of an ordinary user was reset.
+    binary = os.path.abspath(NETCOND)
+    as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]  # execs: signals reach netcond
+    if subprocess.run(as_nobody + ["test", "-x", binary]).returncode != 0:
+        pytest.skip("the binary is not reachable for user nobody here")
+    port = free_port()
+    proxy = subprocess.Popen(as_nobody + [binary, "proxy", "none", "--listen", f"127.0.0.1:{port}", "--no-control"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: subprocess.run(["curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{port}/"]).returncode == 0)
+        got = subprocess.run(["curl", "-sS", "-x", f"http://127.0.0.1:{port}", "http://origin.netcond.test/bytes/1000"],
+                             capture_output=True, timeout=30)
+        assert got.returncode == 0 and got.stdout == origin_bytes(1000), got.stderr
+    finally:
+        proxy.send_signal(signal.SIGINT)
+        try:
+            proxy.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proxy.kill()
+            proxy.wait()
+
+
+def test_a_server_that_switches_protocols_gets_a_byte_pipe(proxy_factory):
+    # A WebSocket-style upgrade over the plain-HTTP proxy path: after the server's 101, bytes flow
+    # both ways unchanged (an echo here), as they would without the proxy.
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+
+    def serve():
+        conn, _ = server.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nhello ")
+            while True:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    return
+                conn.sendall(chunk)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    proxy = proxy_factory("lte")
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+            s.sendall(f"GET http://127.0.0.1:{port}/chat HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                      "Upgrade: echo\r\nConnection: Upgrade\r\n\r\n".encode())
+            data = b""
+            while not data.endswith(b"hello "):
+                chunk = s.recv(4096)
+                assert chunk, data
+                data += chunk
+            assert data.startswith(b"HTTP/1.1 101 Switching Protocols\r\n")
+            s.sendall(b"ping \x00\xff")
+            echoed = b""
+            while len(echoed) < 7:
+                chunk = s.recv(4096)
+                assert chunk, echoed
+                echoed += chunk
+            assert echoed == b"ping \x00\xff"
+    finally:
+        server.close()
+        thread.join(timeout=10)
