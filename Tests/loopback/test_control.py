@@ -236,3 +236,51 @@ def test_on_a_terminal_the_proxy_redraws_a_status_line():
     assert len(lines) >= 2, output
     assert lines[0] == "lte · 0 open"  # no rates before a second sample
     assert lines[1].startswith("lte · ↓ 0 bit/s ↑ 0 bit/s · 0 open"), lines
+
+
+# Security (issue 15): the control API reads no file. Every request below goes to 127.0.0.1.
+
+def test_the_api_reads_no_file_a_profile_names(proxy_factory, tmp):
+    proxy = proxy_factory("3g")
+    secret = write_profile(tmp, "secret", "root:$6$not-for-the-api:19000:0:99999:7:::\n")
+    other = write_profile(tmp, "other", "name: other\nextends: edge\n")  # a valid profile: was switched to
+    def phase(path):
+        return f"schedule: {{phases: [{{name: p, for: 1s, use: {path}}}]}}\n"
+    cases = [
+        {"yaml": f"extends: {secret}\n"},
+        {"yaml": "extends: /etc/shadow\n"},
+        {"yaml": "extends: /etc/passwd\n"},
+        {"yaml": f"extends: {other}\n"},
+        {"yaml": "extends: ./secret.yaml\n", "file": os.path.join(tmp, "mine.yaml")},  # relative to 'file'
+        {"yaml": phase(secret)},
+        {"yaml": phase("/etc/passwd")},
+        {"yaml": phase(other)},
+        {"yaml": "extends: 3g\n" + phase("../" + os.path.basename(tmp) + "/other.yaml"),
+         "file": os.path.join(tmp, "mine.yaml")},
+        {"name": other},
+    ]
+    for body in cases:
+        code, answer = api(proxy, "POST", "/profile", body)
+        assert code == 400, (body, answer)
+        assert "is a path" in answer["error"] and "not accepted over the control API" in answer["error"], answer
+        assert "netcond ctl profile FILE" in answer["error"], answer
+        assert "root:" not in answer["error"] and "not-for-the-api" not in answer["error"], answer
+    assert status(proxy)["profile"] == "3g"
+    # Built-in names are still fine in both keys.
+    code, answer = api(proxy, "POST", "/profile", {"yaml": "name: mine\nextends: edge\n" + phase("3g")})
+    assert code == 200 and answer["profile"] == "mine" and answer["phase"] == "p", answer
+
+
+def test_ctl_resolves_a_profile_file_and_the_files_it_names_on_its_own_side(proxy_factory, tmp):
+    proxy = proxy_factory("none")
+    write_profile(tmp, "base", "name: base\nextends: edge\ndown: {latency: 700ms}\n")
+    os.mkdir(os.path.join(tmp, "more"))
+    write_profile(os.path.join(tmp, "more"), "tunnel", "name: tunnel\nextends: 3g\nup: {latency: 333ms}\n")
+    mine = write_profile(tmp, "mine", (
+        "name: mine\nextends: ./base.yaml\n"
+        "schedule: {phases: [{name: underground, for: 10m, use: more/tunnel.yaml}]}\n"
+    ))
+    switched = proxy.ctl("profile", mine, "--json")  # the other files are found next to it
+    assert switched.returncode == 0, switched.stderr
+    answer = json.loads(switched.stdout)
+    assert answer["profile"] == "mine" and answer["phase"] == "underground"
