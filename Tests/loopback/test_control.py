@@ -238,7 +238,8 @@ def test_on_a_terminal_the_proxy_redraws_a_status_line():
     assert lines[1].startswith("lte · ↓ 0 bit/s ↑ 0 bit/s · 0 open"), lines
 
 
-# Security (issue 15): the control API reads no file. Every request below goes to 127.0.0.1.
+# Security (issue 15): the control API reads no file and stays on loopback. Every request below goes
+# to 127.0.0.1; nothing is sent to any other address.
 
 def test_the_api_reads_no_file_a_profile_names(proxy_factory, tmp):
     proxy = proxy_factory("3g")
@@ -284,3 +285,63 @@ def test_ctl_resolves_a_profile_file_and_the_files_it_names_on_its_own_side(prox
     assert switched.returncode == 0, switched.stderr
     answer = json.loads(switched.stdout)
     assert answer["profile"] == "mine" and answer["phase"] == "underground"
+
+
+def raw(port, method, path, body=None, headers=None):
+    """A request to 127.0.0.1:port with exactly these headers (Host included when given):
+    (status code, parsed JSON)."""
+    import http.client
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def loopback_port_pair():
+    """A port P with P and P + 1 both free on every interface (the proxy and its default control port)."""
+    import socket
+    for _ in range(50):
+        with socket.socket() as first:
+            first.bind(("0.0.0.0", 0))
+            port = first.getsockname()[1]
+            if port >= 65535:
+                continue
+            try:
+                with socket.socket() as second:
+                    second.bind(("0.0.0.0", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two free ports in a row")
+
+
+def test_control_stays_on_loopback_when_the_proxy_listens_on_every_interface():
+    import select
+    import signal as signals
+    port = loopback_port_pair()
+    process = subprocess.Popen([NETCOND, "proxy", "lte", "--listen", f"0.0.0.0:{port}"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        output = ""
+        deadline = time.time() + 20
+        while time.time() < deadline and "control API on" not in output and process.poll() is None:
+            ready, _, _ = select.select([process.stdout], [], [], 0.5)
+            if ready:
+                output += os.read(process.stdout.fileno(), 65536).decode()
+        assert f"control API on http://127.0.0.1:{port + 1} " in output, output
+        listening = subprocess.run(["ss", "-ltnH", f"sport = :{port + 1}"], capture_output=True, text=True).stdout
+        assert listening.split()[3] == f"127.0.0.1:{port + 1}" and len(listening.splitlines()) == 1, listening
+        assert raw(port + 1, "GET", "/status")[0] == 200
+    finally:
+        process.send_signal(signals.SIGINT)
+        try:
+            err = process.communicate(timeout=10)[1].decode()
+        except subprocess.TimeoutExpired:
+            process.kill()
+            err = process.communicate()[1].decode()
+    # One warning, for the proxy: LAN clients reach the host's loopback services through it.
+    assert f"warning: the proxy listens on 0.0.0.0:{port}, not only on loopback: LAN clients" in err, err
+    assert "loopback services" in err and "control API listens" not in err, err
