@@ -13,7 +13,8 @@ from conftest import NETCOND, curl, origin_bytes, run, status, wait_until, write
 def api(proxy, method, path, body=None):
     """A raw request to the control API: (status code, parsed JSON)."""
     data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-    request = urllib.request.Request(proxy.control_url + path, data=data, method=method)
+    headers = {} if data is None else {"Content-Type": "application/json"}
+    request = urllib.request.Request(proxy.control_url + path, data=data, method=method, headers=headers)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(request, timeout=10) as response:
@@ -238,8 +239,8 @@ def test_on_a_terminal_the_proxy_redraws_a_status_line():
     assert lines[1].startswith("lte · ↓ 0 bit/s ↑ 0 bit/s · 0 open"), lines
 
 
-# Security (issue 15): the control API reads no file and stays on loopback. Every request below goes
-# to 127.0.0.1; nothing is sent to any other address.
+# Security (issue 15): the control API reads no file, stays on loopback, and refuses what a web page
+# could send it. Every request below goes to 127.0.0.1; nothing is sent to any other address.
 
 def test_the_api_reads_no_file_a_profile_names(proxy_factory, tmp):
     proxy = proxy_factory("3g")
@@ -345,3 +346,42 @@ def test_control_stays_on_loopback_when_the_proxy_listens_on_every_interface():
     # One warning, for the proxy: LAN clients reach the host's loopback services through it.
     assert f"warning: the proxy listens on 0.0.0.0:{port}, not only on loopback: LAN clients" in err, err
     assert "loopback services" in err and "control API listens" not in err, err
+
+def test_the_api_refuses_what_a_web_page_could_send(proxy_factory):
+    proxy = proxy_factory("lte")
+    port = proxy.control_port
+    json_type = {"Content-Type": "application/json"}
+    outage = json.dumps({"behaviour": "reset"})
+    refused = [
+        # DNS rebinding: a page on evil.example whose name now points at 127.0.0.1 reads the answers.
+        ("GET", "/status", None, {"Host": "evil.example"}, 403, "Host 'evil.example'"),
+        ("GET", "/events", None, {"Host": f"evil.example:{port}"}, 403, "allowed: localhost"),
+        ("POST", "/outage", outage, {"Host": "rebind.127.0.0.1.nip.io", **json_type}, 403, "Host"),
+        # A page anywhere posting to http://127.0.0.1:PORT (CSRF).
+        ("POST", "/outage", outage, {"Origin": "http://evil.example", **json_type}, 403, "Origin 'http://evil.example'"),
+        ("POST", "/outage", outage, {"Origin": "null", **json_type}, 403, "Origin 'null'"),
+        ("POST", "/outage", outage, {"Origin": "http://127.0.0.1.evil.example", **json_type}, 403, "Origin"),
+        ("POST", "/outage", outage, {"Content-Type": "text/plain"}, 415, "allowed: application/json"),
+        ("POST", "/outage", outage, {"Content-Type": "application/x-www-form-urlencoded"}, 415, "Content-Type"),
+        ("POST", "/outage", outage, {}, 415, "no Content-Type"),
+        ("POST", "/cut", None, {}, 415, "no Content-Type"),  # fetch(url, {method: 'POST', mode: 'no-cors'})
+        ("POST", "/faults", "{status: 503}", {"Content-Type": "text/plain"}, 415, "application/yaml"),
+    ]
+    for method, path, body, headers, code, reason in refused:
+        got, answer = raw(port, method, path, body, headers)
+        assert got == code and reason in answer["error"], (method, path, headers, got, answer)
+    now = status(proxy)
+    assert now["outage"] is None and now["resets"] == 0 and now["faults"] == 0
+    allowed = [
+        ("GET", "/status", None, {"Host": f"localhost:{port}"}),
+        ("GET", "/status", None, {"Host": f"[::1]:{port}"}),
+        ("GET", "/status", None, {"Host": f"127.0.0.1:{port}", "Origin": "http://localhost:3000"}),
+        ("POST", "/stall", json.dumps({"direction": "up"}), {"Content-Type": "application/json; charset=utf-8"}),
+        ("DELETE", "/stall", None, {}),
+        ("POST", "/faults", "{status: 503, first: 1}", {"Content-Type": "application/yaml"}),
+        ("POST", "/cut", None, json_type),
+    ]
+    for method, path, body, headers in allowed:
+        got, answer = raw(port, method, path, body, headers)
+        assert got == 200, (method, path, headers, answer)
+    assert status(proxy)["faults"] == 1

@@ -23,7 +23,8 @@ import NetcondCore
 /// Every answer is JSON: the status after the change, or `{"error": "…"}` with 400 (bad body),
 /// 404 (unknown path), 405 (wrong method) or 413 (body too large); a rejected request changes nothing.
 /// A profile's `yaml` must be self-contained: `extends:` and `use:` may name built-ins only (the API
-/// reads no file).
+/// reads no file). Before routing, `ControlAccess` refuses what a web page could send: 403 for its
+/// `Host` or `Origin`, 415 for a POST or a body that is not `application/json`.
 public enum ControlAPI {
     public static let maxBodyBytes = 1 << 20
     static let tooLarge = Rejection(status: 413, message: "the body is over 1 MB")
