@@ -68,12 +68,14 @@ struct CtlCommand: AsyncParsableCommand {
         }
 
         /// Sends the request and prints the answer (JSON with --json, else `summary` of it);
-        /// exits 2 on a rejection, 3 when nothing answered.
+        /// exits 2 on a rejection, 3 when nothing answered. A body goes with its `Content-Type`
+        /// (`text` as `textType`), as the API requires; `Host` is the control URL's host.
         func send(
             _ method: String,
             _ path: String,
             body: [String: String]? = nil,
             text: String? = nil,
+            textType: String = "application/json",
             summary: (Data) -> String? = { data in (try? JSONDecoder().decode(ControlStatus.self, from: data))?.summary }
         ) async throws {
             let endpoint = try self.endpoint()
@@ -86,7 +88,7 @@ struct CtlCommand: AsyncParsableCommand {
                     method: method,
                     url: endpoint.base + path,
                     body: payload,
-                    contentType: payload == nil ? nil : "application/json",
+                    contentType: text == nil ? "application/json" : textType,
                     keepBody: true
                 )
             } catch {
@@ -204,7 +206,10 @@ extension CtlCommand {
                     printError("netcond ctl: \(error.description)")
                     throw ExitCode(2)
                 }
-                try await self.target.send("POST", "/faults", text: self.fault, summary: Fault.listing)
+                // YAML (flow style, so JSON too): said so, since the API takes only the types it names.
+                try await self.target.send(
+                    "POST", "/faults", text: self.fault, textType: "application/yaml", summary: Fault.listing
+                )
             }
         }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import NetcondCore
+import NetcondProxy
 import NetcondScenario
 
 #if canImport(Glibc)
@@ -28,7 +29,12 @@ struct ProxyCommand: AsyncParsableCommand {
 
     @Option(
         name: .long,
-        help: "Where the control API (netcond ctl) listens: host:port, :port or port (default: the proxy's port + 1; 0 = any free port)."
+        help: ArgumentHelp(
+            "Where the control API (netcond ctl) listens: host:port, :port or port (0 = any free port).",
+            discussion: "Default: loopback (127.0.0.1, or the proxy's own loopback address) at the proxy's port + 1, "
+                + "whatever --listen says. The API has no authentication: a host other than loopback lets anyone "
+                + "who reaches it change the conditions."
+        )
     )
     var control: String?
 
@@ -50,11 +56,12 @@ struct ProxyCommand: AsyncParsableCommand {
         }
     }
 
-    /// The control API's address: `--control`, else the listen port + 1 (any port when listening on 0).
+    /// The control API's address: `--control`, else loopback at the listen port + 1 (any port when
+    /// listening on 0), even when the proxy listens on every interface.
     private func controlAddress(listen: (host: String, port: Int)) throws -> (host: String, port: Int)? {
         if self.noControl { return nil }
         if let control = self.control { return try parseListen(control) }
-        return (listen.host, listen.port == 0 ? 0 : listen.port + 1)
+        return ListenerExposure.defaultControl(listenHost: listen.host, listenPort: listen.port)
     }
 
     func run() async throws {
@@ -64,6 +71,10 @@ struct ProxyCommand: AsyncParsableCommand {
         defer { withExtendedLifetime(latencyHold) {} }
         let listen = try parseListen(self.listen)
         let forwards = try self.forward.map(parseForward)
+        let control = try self.controlAddress(listen: listen)
+        for warning in ListenerExposure.warnings(proxy: listen, control: control, forwards: forwards) {
+            printError(warning)
+        }
         let signals = SignalForwarder()
         let status = LiveStatus(live: true)
         let session: Session
@@ -74,7 +85,7 @@ struct ProxyCommand: AsyncParsableCommand {
                 listenHost: listen.host,
                 listenPort: listen.port,
                 forwards: forwards,
-                control: try self.controlAddress(listen: listen),
+                control: control,
                 onStateChange: { state, at in status.stateChanged(state, at: at) }
             )
         } catch {

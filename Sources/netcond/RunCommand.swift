@@ -64,6 +64,9 @@ struct RunCommand: AsyncParsableCommand {
         let latencyHold = self.lowLatency.hold()
         defer { withExtendedLifetime(latencyHold) {} }
         let forwards = try self.forward.map(parseForward)
+        for warning in ListenerExposure.warnings(proxy: nil, control: nil, forwards: forwards) {
+            printError(warning)
+        }
         let session: Session
         // The child owns the terminal: state changes (schedule phases, live outages) are log lines only.
         let stateLog = LiveStatus(live: false)

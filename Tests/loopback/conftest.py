@@ -105,9 +105,12 @@ class Proxy:
             stderr=subprocess.PIPE,
             text=True,
         )
-        # Ready when every listener accepts: the proxy port, then each forward (bound after it).
+        # Ready when every listener accepts: the proxy port, then each forward (bound after it), then
+        # the control API (bound last).
         ports = [self.port] + [int(value.split("=")[0].rsplit(":", 1)[1])
                                for flag, value in zip(extra, extra[1:]) if flag == "--forward"]
+        if self.control_port is not None:
+            ports.append(self.control_port)
         deadline = time.time() + 20
         while time.time() < deadline:
             try:

@@ -13,7 +13,8 @@ from conftest import NETCOND, curl, origin_bytes, run, status, wait_until, write
 def api(proxy, method, path, body=None):
     """A raw request to the control API: (status code, parsed JSON)."""
     data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-    request = urllib.request.Request(proxy.control_url + path, data=data, method=method)
+    headers = {} if data is None else {"Content-Type": "application/json"}
+    request = urllib.request.Request(proxy.control_url + path, data=data, method=method, headers=headers)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(request, timeout=10) as response:
@@ -236,3 +237,151 @@ def test_on_a_terminal_the_proxy_redraws_a_status_line():
     assert len(lines) >= 2, output
     assert lines[0] == "lte · 0 open"  # no rates before a second sample
     assert lines[1].startswith("lte · ↓ 0 bit/s ↑ 0 bit/s · 0 open"), lines
+
+
+# Security (issue 15): the control API reads no file, stays on loopback, and refuses what a web page
+# could send it. Every request below goes to 127.0.0.1; nothing is sent to any other address.
+
+def test_the_api_reads_no_file_a_profile_names(proxy_factory, tmp):
+    proxy = proxy_factory("3g")
+    secret = write_profile(tmp, "secret", "root:$6$not-for-the-api:19000:0:99999:7:::\n")
+    other = write_profile(tmp, "other", "name: other\nextends: edge\n")  # a valid profile: was switched to
+    def phase(path):
+        return f"schedule: {{phases: [{{name: p, for: 1s, use: {path}}}]}}\n"
+    cases = [
+        {"yaml": f"extends: {secret}\n"},
+        {"yaml": "extends: /etc/shadow\n"},
+        {"yaml": "extends: /etc/passwd\n"},
+        {"yaml": f"extends: {other}\n"},
+        {"yaml": "extends: ./secret.yaml\n", "file": os.path.join(tmp, "mine.yaml")},  # relative to 'file'
+        {"yaml": phase(secret)},
+        {"yaml": phase("/etc/passwd")},
+        {"yaml": phase(other)},
+        {"yaml": "extends: 3g\n" + phase("../" + os.path.basename(tmp) + "/other.yaml"),
+         "file": os.path.join(tmp, "mine.yaml")},
+        {"name": other},
+    ]
+    for body in cases:
+        code, answer = api(proxy, "POST", "/profile", body)
+        assert code == 400, (body, answer)
+        assert "is a path" in answer["error"] and "not accepted over the control API" in answer["error"], answer
+        assert "netcond ctl profile FILE" in answer["error"], answer
+        assert "root:" not in answer["error"] and "not-for-the-api" not in answer["error"], answer
+    assert status(proxy)["profile"] == "3g"
+    # Built-in names are still fine in both keys.
+    code, answer = api(proxy, "POST", "/profile", {"yaml": "name: mine\nextends: edge\n" + phase("3g")})
+    assert code == 200 and answer["profile"] == "mine" and answer["phase"] == "p", answer
+
+
+def test_ctl_resolves_a_profile_file_and_the_files_it_names_on_its_own_side(proxy_factory, tmp):
+    proxy = proxy_factory("none")
+    write_profile(tmp, "base", "name: base\nextends: edge\ndown: {latency: 700ms}\n")
+    os.mkdir(os.path.join(tmp, "more"))
+    write_profile(os.path.join(tmp, "more"), "tunnel", "name: tunnel\nextends: 3g\nup: {latency: 333ms}\n")
+    mine = write_profile(tmp, "mine", (
+        "name: mine\nextends: ./base.yaml\n"
+        "schedule: {phases: [{name: underground, for: 10m, use: more/tunnel.yaml}]}\n"
+    ))
+    switched = proxy.ctl("profile", mine, "--json")  # the other files are found next to it
+    assert switched.returncode == 0, switched.stderr
+    answer = json.loads(switched.stdout)
+    assert answer["profile"] == "mine" and answer["phase"] == "underground"
+
+
+def raw(port, method, path, body=None, headers=None):
+    """A request to 127.0.0.1:port with exactly these headers (Host included when given):
+    (status code, parsed JSON)."""
+    import http.client
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def loopback_port_pair():
+    """A port P with P and P + 1 both free on every interface (the proxy and its default control port)."""
+    import socket
+    for _ in range(50):
+        with socket.socket() as first:
+            first.bind(("0.0.0.0", 0))
+            port = first.getsockname()[1]
+            if port >= 65535:
+                continue
+            try:
+                with socket.socket() as second:
+                    second.bind(("0.0.0.0", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two free ports in a row")
+
+
+def test_control_stays_on_loopback_when_the_proxy_listens_on_every_interface():
+    import select
+    import signal as signals
+    port = loopback_port_pair()
+    process = subprocess.Popen([NETCOND, "proxy", "lte", "--listen", f"0.0.0.0:{port}"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        output = ""
+        deadline = time.time() + 20
+        while time.time() < deadline and "control API on" not in output and process.poll() is None:
+            ready, _, _ = select.select([process.stdout], [], [], 0.5)
+            if ready:
+                output += os.read(process.stdout.fileno(), 65536).decode()
+        assert f"control API on http://127.0.0.1:{port + 1} " in output, output
+        listening = subprocess.run(["ss", "-ltnH", f"sport = :{port + 1}"], capture_output=True, text=True).stdout
+        assert listening.split()[3] == f"127.0.0.1:{port + 1}" and len(listening.splitlines()) == 1, listening
+        assert raw(port + 1, "GET", "/status")[0] == 200
+    finally:
+        process.send_signal(signals.SIGINT)
+        try:
+            err = process.communicate(timeout=10)[1].decode()
+        except subprocess.TimeoutExpired:
+            process.kill()
+            err = process.communicate()[1].decode()
+    # One warning, for the proxy: LAN clients reach the host's loopback services through it.
+    assert f"warning: the proxy listens on 0.0.0.0:{port}, not only on loopback: LAN clients" in err, err
+    assert "loopback services" in err and "control API listens" not in err, err
+
+def test_the_api_refuses_what_a_web_page_could_send(proxy_factory):
+    proxy = proxy_factory("lte")
+    port = proxy.control_port
+    json_type = {"Content-Type": "application/json"}
+    outage = json.dumps({"behaviour": "reset"})
+    refused = [
+        # DNS rebinding: a page on evil.example whose name now points at 127.0.0.1 reads the answers.
+        ("GET", "/status", None, {"Host": "evil.example"}, 403, "Host 'evil.example'"),
+        ("GET", "/events", None, {"Host": f"evil.example:{port}"}, 403, "allowed: localhost"),
+        ("POST", "/outage", outage, {"Host": "rebind.127.0.0.1.nip.io", **json_type}, 403, "Host"),
+        # A page anywhere posting to http://127.0.0.1:PORT (CSRF).
+        ("POST", "/outage", outage, {"Origin": "http://evil.example", **json_type}, 403, "Origin 'http://evil.example'"),
+        ("POST", "/outage", outage, {"Origin": "null", **json_type}, 403, "Origin 'null'"),
+        ("POST", "/outage", outage, {"Origin": "http://127.0.0.1.evil.example", **json_type}, 403, "Origin"),
+        ("POST", "/outage", outage, {"Content-Type": "text/plain"}, 415, "allowed: application/json"),
+        ("POST", "/outage", outage, {"Content-Type": "application/x-www-form-urlencoded"}, 415, "Content-Type"),
+        ("POST", "/outage", outage, {}, 415, "no Content-Type"),
+        ("POST", "/cut", None, {}, 415, "no Content-Type"),  # fetch(url, {method: 'POST', mode: 'no-cors'})
+        ("POST", "/faults", "{status: 503}", {"Content-Type": "text/plain"}, 415, "application/yaml"),
+    ]
+    for method, path, body, headers, code, reason in refused:
+        got, answer = raw(port, method, path, body, headers)
+        assert got == code and reason in answer["error"], (method, path, headers, got, answer)
+    now = status(proxy)
+    assert now["outage"] is None and now["resets"] == 0 and now["faults"] == 0
+    allowed = [
+        ("GET", "/status", None, {"Host": f"localhost:{port}"}),
+        ("GET", "/status", None, {"Host": f"[::1]:{port}"}),
+        ("GET", "/status", None, {"Host": f"127.0.0.1:{port}", "Origin": "http://localhost:3000"}),
+        ("POST", "/stall", json.dumps({"direction": "up"}), {"Content-Type": "application/json; charset=utf-8"}),
+        ("DELETE", "/stall", None, {}),
+        ("POST", "/faults", "{status: 503, first: 1}", {"Content-Type": "application/yaml"}),
+        ("POST", "/cut", None, json_type),
+    ]
+    for method, path, body, headers in allowed:
+        got, answer = raw(port, method, path, body, headers)
+        assert got == 200, (method, path, headers, answer)
+    assert status(proxy)["faults"] == 1

@@ -17,9 +17,24 @@ import Yams
 public struct ProfileDecoder {
     /// Built-in profiles as YAML, by name; `extends: NAME` looks here.
     public var builtins: [(name: String, yaml: String)]
+    /// Whether `extends:` and a phase's `use:` may name files (the only keys that read one).
+    public var fileReferences: FileReferences
 
-    public init(builtins: [(name: String, yaml: String)] = BuiltinProfiles.all) {
+    /// What a path in `extends:` or `use:` does.
+    public enum FileReferences: Sendable, Equatable {
+        /// The file is read (relative to the file that names it): profiles on the user's own disk.
+        case allowed
+        /// Nothing is read; a path is an error whose message ends with `reason` (what to do instead).
+        /// For text that came from elsewhere (the control API), which must name built-ins only.
+        case refused(reason: String)
+    }
+
+    public init(
+        builtins: [(name: String, yaml: String)] = BuiltinProfiles.all,
+        fileReferences: FileReferences = .allowed
+    ) {
         self.builtins = builtins
+        self.fileReferences = fileReferences
     }
 
     /// Decodes a profile file on disk; `path` appears in errors as given.
@@ -98,6 +113,9 @@ public struct ProfileDecoder {
         if ProfileCatalog.looksLikePath(target) {
             guard !isBuiltin else {
                 throw reference.node.error("a built-in profile may only \(key) another built-in, not a file")
+            }
+            if case .refused(let reason) = self.fileReferences {
+                throw reference.node.error("'\(target)' is a path; \(reason)")
             }
             let directory = (file as NSString).deletingLastPathComponent
             let path = target.hasPrefix("/") ? target : (directory as NSString).appendingPathComponent(target)

@@ -22,6 +22,9 @@ import NetcondCore
 ///
 /// Every answer is JSON: the status after the change, or `{"error": "…"}` with 400 (bad body),
 /// 404 (unknown path), 405 (wrong method) or 413 (body too large); a rejected request changes nothing.
+/// A profile's `yaml` must be self-contained: `extends:` and `use:` may name built-ins only (the API
+/// reads no file). Before routing, `ControlAccess` refuses what a web page could send: 403 for its
+/// `Host` or `Origin`, 415 for a POST or a body that is not `application/json`.
 public enum ControlAPI {
     public static let maxBodyBytes = 1 << 20
     static let tooLarge = Rejection(status: 413, message: "the body is over 1 MB")
@@ -154,14 +157,17 @@ public enum ControlAPI {
         return .success(text)
     }
 
+    /// Why a path is refused wherever a profile sent to the API names one (`name`, `extends:`, a
+    /// phase's `use:`): the API reads no file, whatever the process running it may read.
+    static let pathsRefused = "paths are not accepted over the control API (it reads no file); allowed: a built-in "
+        + "profile name (netcond profiles lists them) or none; `netcond ctl profile FILE` resolves files on its own "
+        + "side and sends the profile whole"
+
     private static func profile(_ object: [String: Any]) -> Result<Route, Rejection> {
         if let name = object["name"] as? String {
             do {
                 guard !ProfileCatalog.looksLikePath(name) else {
-                    return .failure(Rejection(
-                        status: 400,
-                        message: "'\(name)' is a path; the proxy does not read files: send the file's text as {\"yaml\": …} (netcond ctl does)"
-                    ))
+                    return .failure(Rejection(status: 400, message: "'\(name)' is a path; \(Self.pathsRefused)"))
                 }
                 return .success(.command(.switchProfile(try ProfileCatalog.resolve(name))))
             } catch {
@@ -171,7 +177,8 @@ public enum ControlAPI {
         if let yaml = object["yaml"] as? String {
             do {
                 let name = (object["file"] as? String) ?? "profile.yaml"
-                return .success(.command(.switchProfile(try ProfileDecoder().decode(yaml: yaml, file: name))))
+                let decoder = ProfileDecoder(fileReferences: .refused(reason: Self.pathsRefused))
+                return .success(.command(.switchProfile(try decoder.decode(yaml: yaml, file: name))))
             } catch {
                 return .failure(Rejection(status: 400, message: "\(error)"))
             }

@@ -14,15 +14,17 @@ public final class ControlServer: Sendable {
         self.proxy = proxy
     }
 
-    /// Binds `host:port` (0 = any free port) and returns the address.
+    /// Binds `host:port` (0 = any free port) and returns the address. Requests a web page could
+    /// send are refused (`ControlAccess`); `host` is the one name besides localhost that `Host` may say.
     public func start(host: String, port: Int) async throws -> SocketAddress {
         let proxy = self.proxy
+        let access = ControlAccess(listenHost: HostAddress.isIPLiteral(HostAddress.unbracketed(host)) ? nil : host)
         let bootstrap = ServerBootstrap(group: proxy.eventLoop)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(ControlHTTPHandler(proxy: proxy))
+                    try channel.pipeline.syncOperations.addHandler(ControlHTTPHandler(proxy: proxy, access: access))
                 }
             }
         let channel: Channel
@@ -52,12 +54,14 @@ private final class ControlHTTPHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let proxy: ProxyServer
+    private let access: ControlAccess
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var tooLarge = false
 
-    init(proxy: ProxyServer) {
+    init(proxy: ProxyServer, access: ControlAccess) {
         self.proxy = proxy
+        self.access = access
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -77,7 +81,15 @@ private final class ControlHTTPHandler: ChannelInboundHandler {
             self.head = nil
             let keepAlive = head.isKeepAlive
             let route: Result<ControlAPI.Route, ControlAPI.Rejection>
-            if self.tooLarge {
+            let refusal = self.access.check(
+                method: head.method.rawValue,
+                target: head.uri,
+                headers: head.headers.map { (name: $0.name, value: $0.value) },
+                hasBody: !self.body.isEmpty || self.tooLarge
+            )
+            if let refusal {
+                route = .failure(refusal)
+            } else if self.tooLarge {
                 route = .failure(ControlAPI.tooLarge)
             } else {
                 route = ControlAPI.route(method: head.method.rawValue, target: head.uri, body: self.body)

@@ -424,6 +424,32 @@ import Testing
         #expect(throws: ConfigError.self) { try decoder.decodeBuiltin(named: "a") }
     }
 
+    @Test func refusedFileReferencesReadNothing() throws {
+        let directory = try ProfileTestDirectory()
+        try directory.write("secret.yaml", "name: secret\ndown: {latency: 1ms}\n")
+        let decoder = ProfileDecoder(fileReferences: .refused(reason: "send it whole"))
+        let texts = [
+            ("extends: \(directory.path("secret.yaml"))\n", "extends"),
+            ("extends: ./secret.yaml\n", "extends"),
+            ("extends: missing.yaml\n", "extends"),  // not "no such file": whether a file exists stays unsaid
+            ("schedule: {phases: [{for: 1s, use: secret.yaml}]}\n", "schedule.phases[0].use"),
+            ("extends: 3g\nschedule: {phases: [{for: 1s}, {for: 1s, use: ../x/s.yaml}]}\n", "schedule.phases[1].use"),
+        ]
+        for (text, keyPath) in texts {
+            #expect {
+                try decoder.decode(yaml: text, file: directory.path("mine.yaml"))
+            } throws: { error in
+                let error = error as? ConfigError
+                return error?.keyPath == keyPath && error?.message.hasSuffix("is a path; send it whole") == true
+            }
+        }
+        // Built-ins are still fine; the same text with files allowed reads them.
+        let builtins = "extends: edge\nschedule: {phases: [{for: 1s, use: 3g}, {for: 1s, use: none}]}\n"
+        #expect(try decoder.decode(yaml: builtins, file: directory.path("mine.yaml")).schedule?.phases.count == 2)
+        let allowed = try ProfileDecoder().decode(yaml: "extends: ./secret.yaml\n", file: directory.path("mine.yaml"))
+        #expect(allowed.down.latency == .milliseconds(1))
+    }
+
     // MARK: - No crash on any input
 
     @Test func brokenDocumentsNeverCrash() {

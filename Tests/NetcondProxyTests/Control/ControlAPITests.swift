@@ -76,7 +76,7 @@ import Testing
         ("POST", "/outage", #"{"kind": "refuse"}"#, 400, "'behaviour' is missing"),
         ("POST", "/stall", #"{"direction": "sideways"}"#, 400, "unknown direction 'sideways'; allowed: up, down, both"),
         ("POST", "/profile", #"{"name": "4g"}"#, 400, "4g"),
-        ("POST", "/profile", #"{"name": "Profiles/edge.yaml"}"#, 400, "is a path"),
+        ("POST", "/profile", #"{"name": "Profiles/edge.yaml"}"#, 400, "is a path; paths are not accepted over the"),
         ("POST", "/profile", #"{"nmae": "3g"}"#, 400, #"expected {"name": "3g"}"#),
         ("POST", "/profile", #"{"yaml": "down: {bandwidth: -3kbit}"}"#, 400, "profile.yaml:1"),
         ("POST", "/profile", #"{"yaml": "down: {bandwith: 3kbit}", "file": "mine.yaml"}"#, 400, "mine.yaml:1"),
@@ -85,6 +85,38 @@ import Testing
         let rejection = self.rejection(self.route(method, target, body))
         #expect(rejection?.status == status)
         #expect(rejection?.message.contains(reason) == true, "\(rejection?.message ?? "accepted")")
+    }
+
+    /// Issue 15: a profile sent to the API names no file; a path in any key that would read one is
+    /// refused before anything is read (no file's text, nor whether it exists, comes back).
+    @Test(arguments: [
+        ("extends: /etc/shadow", "extends"),
+        ("extends: /etc/passwd", "extends"),
+        ("extends: ../../../../../../etc/passwd", "extends"),
+        ("extends: no-such-dir/x.yaml", "extends"),
+        ("extends: secret.yml", "extends"),
+        ("schedule: {phases: [{for: 1s, use: /etc/passwd}]}", "schedule.phases[0].use"),
+        ("extends: 3g\nschedule: {phases: [{for: 1s}, {for: 1s, use: ./other.yaml}]}", "schedule.phases[1].use"),
+    ] as [(String, String)])
+    func aProfileSentToTheAPINamesNoFile(yaml: String, keyPath: String) throws {
+        let body = try JSONSerialization.data(withJSONObject: ["yaml": yaml, "file": "/etc/mine.yaml"])
+        let rejection = self.rejection(ControlAPI.route(method: "POST", target: "/profile", body: Array(body)))
+        #expect(rejection?.status == 400)
+        let message = rejection?.message ?? "accepted"
+        #expect(message.contains("\(keyPath): '"), "\(message)")
+        #expect(message.contains("is a path; paths are not accepted over the control API"), "\(message)")
+        #expect(message.contains("`netcond ctl profile FILE` resolves files on its own side"), "\(message)")
+        #expect(!message.contains("root:") && !message.contains("no such file"), "\(message)")
+    }
+
+    @Test func aProfileSentToTheAPIMayNameBuiltins() {
+        let yaml = "name: mine\\nextends: edge\\nschedule: {phases: [{for: 1s, use: 3g}, {for: 1s, use: none}]}"
+        let result = self.route("POST", "/profile", #"{"yaml": "\#(yaml)"}"#)
+        guard case .success(.command(.switchProfile(let profile))) = result else {
+            Issue.record("a profile naming built-ins only was refused")
+            return
+        }
+        #expect(profile.name == "mine" && profile.schedule?.phases.count == 2)
     }
 
     @Test func faultsAreAddedListedAndRemoved() {
