@@ -186,7 +186,7 @@ public final class ProxyServer: Sendable {
     private func bind(
         host: String,
         port: Int,
-        configure: @escaping (Channel, State, UpstreamConnector) throws -> Void
+        configure: @escaping @Sendable (Channel, State, UpstreamConnector) throws -> Void
     ) async throws -> SocketAddress {
         let loop = self.loop
         let state = self.state

@@ -76,7 +76,7 @@ import Testing
         channel.embeddedEventLoop.run()
         #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
         var closedAt: String?
-        closed.whenComplete { _ in closedAt = "done" }
+        closed.assumeIsolated().whenComplete { _ in closedAt = "done" }
         #expect(closedAt == nil)
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(50))
         #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "last words"))

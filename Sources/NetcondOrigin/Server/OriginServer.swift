@@ -197,8 +197,7 @@ final class WrittenByteCounter: ChannelOutboundHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let bytes = self.unwrapOutboundIn(data).readableBytes
         let promise = promise ?? context.eventLoop.makePromise()
-        let count = self.count
-        promise.futureResult.whenSuccess { count(bytes) }
+        promise.futureResult.assumeIsolated().whenSuccess { _ in self.count(bytes) }
         context.write(data, promise: promise)
     }
 }

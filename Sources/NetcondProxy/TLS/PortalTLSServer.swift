@@ -41,11 +41,12 @@ final class PortalTLSServer {
                         try channel.pipeline.syncOperations.addHandler(PortalPageHandler())
                     }
                 }
-            future = bootstrap.bind(host: "127.0.0.1", port: 0).flatMapThrowing { channel in
+            // Bound on this loop, whose thread the server lives on: its state is set there.
+            future = bootstrap.bind(host: "127.0.0.1", port: 0).hop(to: loop).assumeIsolated().flatMapThrowing { channel in
                 self.channel = channel
                 guard let address = channel.localAddress else { throw ChannelError.unknownLocalAddress }
                 return address
-            }
+            }.nonisolated()
         } catch {
             future = loop.makeFailedFuture(error)
         }
