@@ -5,7 +5,9 @@ import NIOHTTP1
 import NIOPosix
 import NetcondCore
 
-/// Serves `ControlAPI` over HTTP/1.1 on a loopback port, on the proxy's event loop.
+/// Serves `ControlAPI` over HTTP/1.1 on a loopback port. Requests are read and decoded (a profile
+/// of hundreds of KB takes a while) on a loop of their own; only the change itself runs on the
+/// proxy's loop, so proxied traffic is not held up by control work.
 public final class ControlServer: Sendable {
     private let proxy: ProxyServer
     private let channel: NIOLockedValueBox<Channel?> = NIOLockedValueBox(nil)
@@ -19,7 +21,7 @@ public final class ControlServer: Sendable {
     public func start(host: String, port: Int) async throws -> SocketAddress {
         let proxy = self.proxy
         let access = ControlAccess(listenHost: HostAddress.isIPLiteral(HostAddress.unbracketed(host)) ? nil : host)
-        let bootstrap = ServerBootstrap(group: proxy.eventLoop)
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -99,9 +101,14 @@ private final class ControlHTTPHandler: ChannelInboundHandler {
             case .failure(let rejection):
                 self.respond(context: context, status: rejection.status, json: ControlError(error: rejection.message).controlJSON(), keepAlive: keepAlive)
             case .success(let route):
-                // Runs on this loop (the proxy's), so the link changes at once, in order.
-                let answer = self.proxy.controlAnswerOnLoop(route)
-                self.respond(context: context, status: answer.status, json: answer.json, keepAlive: keepAlive)
+                // The change runs on the proxy's loop, so the link changes at once, in order.
+                let proxy = self.proxy
+                proxy.eventLoop.submit { () -> (status: Int, json: [UInt8]) in proxy.controlAnswerOnLoop(route) }
+                    .hop(to: context.eventLoop).assumeIsolated()
+                    .whenComplete { result in
+                        let answer = (try? result.get()) ?? (status: 500, json: ControlError(error: "the proxy has stopped").controlJSON())
+                        self.respond(context: context, status: answer.status, json: answer.json, keepAlive: keepAlive)
+                    }
             }
         }
     }
