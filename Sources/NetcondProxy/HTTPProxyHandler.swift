@@ -526,7 +526,18 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func upstreamClosed(error: Error?) {
         self.upstream = nil
         self.upstreamHandler = nil
-        guard let context = self.context, self.state == .forwarding else { return }
+        guard let context = self.context else { return }
+        if self.state == .idle && self.queued.isEmpty {
+            // The server closed a keep-alive connection between requests (its idle time-out):
+            // the client sees its connection close, as it would without netcond, instead of a
+            // connection that silently reconnects for its next request. A client that reuses a
+            // connection the server has just closed must cope with that, and is judged on it.
+            self.state = .closed
+            let reset = error.map(Self.isReset) ?? false
+            context.triggerUserOutboundEvent(CloseWhenDrained(reset: reset, crossesLink: true), promise: nil)
+            return
+        }
+        guard self.state == .forwarding else { return }
         if self.responseNotBefore != nil {
             // Held parts first; the close is looked at again once they have gone out.
             self.upstreamClosedWhileHeld = .some(error)

@@ -17,12 +17,29 @@ final class ProtocolSniffer: ChannelInboundHandler, RemovableChannelHandler {
     private let connector: UpstreamConnector
     private let selfAddresses: [SocketAddress]
     private var seen: ByteBuffer?
+    private var deadline: Scheduled<Void>?
+
+    /// A client that has not said what it speaks by then is let go: a port check, a connection
+    /// opened and forgotten, a slow-loris that holds descriptors. Generous, as servers' header
+    /// time-outs are (nginx's is 60 s), so that a preconnected client is not cut off.
+    static let handshakeTimeout = TimeAmount.seconds(60)
 
     /// The connector carries the run's counters and rules to the handler chosen here.
     init(shaper: LinkShaper, connector: UpstreamConnector, selfAddresses: [SocketAddress]) {
         self.shaper = shaper
         self.connector = connector
         self.selfAddresses = selfAddresses
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.deadline = context.eventLoop.assumeIsolated().scheduleTask(in: Self.handshakeTimeout) {
+            context.close(promise: nil)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.deadline?.cancel()
+        self.deadline = nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -195,7 +195,7 @@ public final class ProxyServer: Sendable {
             .serverChannelInitializer { channel in
                 // Out of descriptors: pause accepting for a moment instead of spinning on EMFILE.
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(AcceptBackoffHandler())
+                    try channel.pipeline.syncOperations.addHandlers([AcceptFailureReporter(), AcceptBackoffHandler()])
                 }
             }
             .serverChannelOption(.backlog, value: 1024)

@@ -117,12 +117,25 @@ final class SOCKS5Handler: ChannelInboundHandler, RemovableChannelHandler {
     private var connecting = false
     /// The upstream connection being made, until its outcome is known.
     private var attempt: ConnectAttempt?
+    /// A client that has not finished its negotiation by then is let go (as the sniffer does).
+    private var deadline: Scheduled<Void>?
     /// Bytes a client sent after its request, before the tunnel was up: they go first once it is.
     private var early: [UInt8] = []
 
     init(shaper: LinkShaper, connector: UpstreamConnector) {
         self.shaper = shaper
         self.connector = connector
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.deadline = context.eventLoop.assumeIsolated().scheduleTask(in: ProtocolSniffer.handshakeTimeout) {
+            context.close(promise: nil)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.deadline?.cancel()
+        self.deadline = nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -141,6 +154,8 @@ final class SOCKS5Handler: ChannelInboundHandler, RemovableChannelHandler {
                     .assumeIsolated().whenComplete { _ in if close { context.close(promise: nil) } }
             case .connect(let target, let leftover):
                 self.connecting = true
+                self.deadline?.cancel()  // the set-up has its own time (the emulated SYN retries)
+                self.deadline = nil
                 self.early = leftover
                 self.connect(context: context, target: target)
             }

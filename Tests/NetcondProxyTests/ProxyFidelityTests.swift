@@ -96,4 +96,34 @@ import Testing
         rig.advance(130_000)
         #expect(rig.connectsAttempted == 0, "the request never left the link")
     }
+
+    @Test func aServerClosingAnIdleKeepAliveConnectionClosesTheClientsToo() throws {
+        let rig = try self.makeRig()
+        try rig.request("GET", "/file")
+        rig.advance(150)
+        try rig.respond("ok")
+        rig.advance(50)
+        #expect(try rig.received().hasSuffix("\r\n\r\nok"))
+        // Idle; the server's keep-alive time-out closes its side.
+        rig.advance(5000)
+        rig.upstreams[0].pipeline.fireChannelInactive()
+        rig.advance(49)
+        #expect(rig.client.isActive)
+        rig.advance(1)
+        #expect(!rig.client.isActive, "the client sees the server's FIN, one way later")
+    }
+
+    @Test func aConnectionThatNeverSaysWhatItSpeaksIsLetGo() throws {
+        let rig = try self.makeRig()
+        rig.advance(59_999)
+        #expect(rig.client.isActive)
+        rig.advance(1)
+        #expect(!rig.client.isActive)
+        // One that did speak is not cut off by that time-out.
+        let other = try self.makeRig()
+        try other.request("GET", "/file")
+        other.advance(61_000)
+        #expect(other.client.isActive)
+    }
 }
+

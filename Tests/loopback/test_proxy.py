@@ -445,3 +445,27 @@ def test_a_server_that_switches_protocols_gets_a_byte_pipe(proxy_factory):
     finally:
         server.close()
         thread.join(timeout=10)
+
+
+@pytest.mark.skipif(not shutil.which("prlimit"), reason="needs prlimit")
+def test_out_of_descriptors_is_said_and_the_proxy_recovers():
+    port = free_port()
+    proxy = subprocess.Popen(["prlimit", "--nofile=64:64", NETCOND, "proxy", "none", "--listen", f"127.0.0.1:{port}",
+                              "--no-control"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    held = []
+    try:
+        assert wait_until(lambda: subprocess.run(["curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{port}/"]).returncode == 0)
+        for _ in range(80):  # more than the proxy can hold: the rest wait in the backlog
+            held.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        time.sleep(1)
+        for s in held:
+            s.close()
+        got = subprocess.run(["curl", "-sS", "--max-time", "20", "-x", f"http://127.0.0.1:{port}",
+                              "http://origin.netcond.test/bytes/5"], capture_output=True, timeout=30)
+        assert got.returncode == 0 and got.stdout == origin_bytes(5), got.stderr
+    finally:
+        for s in held:
+            s.close()
+        proxy.terminate()
+        _, err = proxy.communicate(timeout=10)
+    assert f"cannot accept connections on 127.0.0.1:{port}: out of file descriptors (this process's limit of 64)" in err, err

@@ -1,0 +1,40 @@
+import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Says on stderr when a listener cannot accept for lack of file descriptors, at most once every
+/// 10 s: otherwise clients wait in the backlog with no word why. NIO's `AcceptBackoffHandler`
+/// after it pauses accepting meanwhile.
+final class AcceptFailureReporter: ChannelInboundHandler {
+    typealias InboundIn = Channel
+
+    private var lastReport: NIODeadline?
+    private var missed = 0
+    static let interval = TimeAmount.seconds(10)
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if let error = error as? IOError, error.errnoCode == EMFILE || error.errnoCode == ENFILE {
+            let now = NIODeadline.now()
+            if let last = self.lastReport, now - last < Self.interval {
+                self.missed += 1
+            } else {
+                var limit = rlimit()
+                getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+                let which = error.errnoCode == EMFILE ? "this process's limit of \(limit.rlim_cur)" : "the system's limit"
+                let address = context.channel.localAddress.flatMap { local in
+                    local.ipAddress.map { " on \($0.contains(":") ? "[\($0)]" : $0):\(local.port ?? 0)" }
+                } ?? ""
+                let again = self.missed > 0 ? " (\(self.missed) more since the last report)" : ""
+                let line = "netcond: cannot accept connections\(address): out of file descriptors (\(which))\(again); "
+                    + "clients wait until some close. Raise the limit (ulimit -n) or close idle connections.\n"
+                let bytes = Array(line.utf8)
+                _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+                self.lastReport = now
+                self.missed = 0
+            }
+        }
+        context.fireErrorCaught(error)
+    }
+}
