@@ -73,7 +73,7 @@ extension HTTPFault {
 
     /// `status: 503`: an error status the proxy or the origin answers instead.
     static func errorStatus(_ node: ConfigNode) throws(ConfigError) -> Int {
-        let text = try node.string(expecting: "an HTTP status code, 400…599 (e.g. 503)")
+        let text = try node.numberText(expecting: "an HTTP status code, 400…599 (e.g. 503)")
         guard let code = Int(text), (400...599).contains(code) else {
             throw node.error("status '\(text)' is not an error status; allowed: 400…599 (e.g. 503, 429, 500)")
         }
@@ -145,7 +145,7 @@ extension FaultSelection {
     init(map: ConfigMapping) throws(ConfigError) {
         self.init()
         if let node = map["first"] {
-            let text = try node.string(expecting: "a count (e.g. 3)")
+            let text = try node.numberText(expecting: "a count (e.g. 3)")
             guard let first = Int(text), first >= 1 else {
                 throw node.error("first '\(text)' is not a count; allowed: 1 or more (the first N matching requests)")
             }

@@ -40,6 +40,11 @@ public struct ConfigNode {
         } catch {
             throw ConfigError(file: file, line: 1, column: 1, message: "cannot read YAML: \(error)")
         }
+        if let root, let tagged = Self.firstUnsupportedTag(in: root) {
+            let at = ConfigNode(node: tagged, file: file, keyPath: "", line: 1, column: 1)
+            throw at.error("the YAML tag '\(tagged.tag.rawValue)' means nothing here and would be ignored; "
+                + "allowed: plain values, quoted strings, mappings and lists, without tags")
+        }
         let rootNode = root.map { ConfigNode(node: $0, file: file, keyPath: "", line: 1, column: 1) }
         guard let rootNode, !rootNode.isNull else {
             throw ConfigError(
@@ -48,6 +53,33 @@ public struct ConfigNode {
             )
         }
         return rootNode
+    }
+
+    /// Tags of YAML's core schema (what an untagged value resolves to, or `!!str` and the like).
+    static let coreTags: Set<String> = [
+        "str", "int", "float", "bool", "null", "map", "seq", "timestamp", "merge", "value", "binary", "omap", "set",
+    ].reduce(into: []) { $0.insert("tag:yaml.org,2002:" + $1) }
+
+    /// The first node carrying a tag outside the core schema (`!!python/object`, `!custom`).
+    static func firstUnsupportedTag(in node: Node) -> Node? {
+        if !node.tag.rawValue.isEmpty, node.tag.rawValue != "?", node.tag.rawValue != "!",
+            !Self.coreTags.contains(node.tag.rawValue)
+        {
+            return node
+        }
+        switch node {
+        case .mapping(let mapping):
+            for (key, value) in mapping {
+                if let found = Self.firstUnsupportedTag(in: key) ?? Self.firstUnsupportedTag(in: value) { return found }
+            }
+        case .sequence(let sequence):
+            for element in sequence {
+                if let found = Self.firstUnsupportedTag(in: element) { return found }
+            }
+        case .scalar, .alias:
+            break
+        }
+        return nil
     }
 
     /// An error located at this node.
@@ -170,11 +202,21 @@ public struct ConfigNode {
 
     /// A whole number in `range`; otherwise an error saying what it should be.
     public func integer(in range: ClosedRange<Int>, meaning: String) throws(ConfigError) -> Int {
-        let text = try self.string(expecting: meaning)
+        let text = try self.numberText(expecting: meaning)
         guard let value = Int(text), range.contains(value) else {
             throw self.error("'\(text)' is not \(meaning); allowed: a whole number \(range.lowerBound)…\(range.upperBound)")
         }
         return value
+    }
+
+    /// The text of a node that must be a number: a number in quotes is text, and is refused
+    /// (a file saying `status: '503'` meant something else, or was written by a tool that did).
+    public func numberText(expecting: String) throws(ConfigError) -> String {
+        let text = try self.string(expecting: expecting)
+        if let scalar = self.node.scalar, scalar.style != .plain {
+            throw self.error("'\(text)' is quoted, so it is text, not \(expecting); allowed: the number without quotes")
+        }
+        return text
     }
 
     /// The node as a list.

@@ -72,7 +72,7 @@ extension SetupRules {
         let portsNode = try map.required("allow_ports", meaning: "the ports connections may go to, e.g. [80, 443]")
         var ports: [Int] = []
         for element in try portsNode.list() {
-            let text = try element.string(expecting: "a port number")
+            let text = try element.numberText(expecting: "a port number")
             guard let port = Int(text), (1...65535).contains(port) else {
                 throw element.error("'\(text)' is not a port; allowed: 1…65535")
             }
@@ -97,7 +97,7 @@ extension SetupRules {
         let hold = try duration(try map.required("for", meaning: "how long each held connection waits, e.g. 60s"))
         var first = 1
         if let node = map["first"] {
-            let text = try node.string(expecting: "a count")
+            let text = try node.numberText(expecting: "a count")
             guard let count = Int(text), count >= 1 else {
                 throw node.error("first '\(text)' is not a count; allowed: 1 or more (the first N connections)")
             }

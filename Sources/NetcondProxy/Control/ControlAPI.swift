@@ -164,6 +164,13 @@ public enum ControlAPI {
         + "side and sends the profile whole"
 
     private static func profile(_ object: [String: Any]) -> Result<Route, Rejection> {
+        let keys = Set(object.keys)
+        let allowed: Set<String> = ["name", "yaml", "file"]
+        if !keys.isSubset(of: allowed) || (keys.contains("name") && keys != ["name"]) {
+            let extra = keys.subtracting(allowed).sorted().map { "'\($0)'" }.joined(separator: ", ")
+            return .failure(Rejection(status: 400, message: (extra.isEmpty ? "'name' goes alone" : "unknown key \(extra)")
+                + #"; allowed: {"name": "3g"} (a built-in) or {"yaml": "…", "file": "mine.yaml"} (a profile's text), not both"#))
+        }
         if let name = object["name"] as? String {
             do {
                 guard !ProfileCatalog.looksLikePath(name) else {

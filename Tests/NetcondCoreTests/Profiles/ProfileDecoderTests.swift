@@ -518,3 +518,30 @@ final class ProfileTestDirectory {
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
     }
 }
+
+/// What a file may not say: values that look like one thing and are another.
+@Suite struct StrictValuesTests {
+    @Test func aQuotedNumberIsNotANumber() throws {
+        let yaml = "extends: lte\nfaults:\n  - {status: '503'}\n"
+        #expect(throws: ConfigError.self) { try ProfileDecoder().decode(yaml: yaml, file: "p.yaml") }
+        do {
+            _ = try ProfileDecoder().decode(yaml: yaml, file: "p.yaml")
+        } catch {
+            #expect(error.description.contains("'503' is quoted, so it is text"), "\(error)")
+            #expect(error.description.hasPrefix("p.yaml:3:"), "\(error)")
+        }
+        #expect(throws: Never.self) { try ProfileDecoder().decode(yaml: "extends: lte\nfaults:\n  - {status: 503}\n", file: "p.yaml") }
+    }
+
+    @Test func tagsOutsideTheCoreSchemaAreRefused() {
+        for yaml in ["extends: !!python/object:os.system lte\n", "down: !custom {latency: 10ms}\n"] {
+            do {
+                _ = try ProfileDecoder().decode(yaml: yaml, file: "t.yaml")
+                Issue.record("accepted \(yaml)")
+            } catch {
+                #expect(error.description.contains("means nothing here"), "\(error)")
+            }
+        }
+        #expect(throws: Never.self) { try ProfileDecoder().decode(yaml: "description: !!str 12\ndown: {latency: 10ms}\n", file: "t.yaml") }
+    }
+}

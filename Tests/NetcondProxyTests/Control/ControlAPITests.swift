@@ -77,7 +77,8 @@ import Testing
         ("POST", "/stall", #"{"direction": "sideways"}"#, 400, "unknown direction 'sideways'; allowed: up, down, both"),
         ("POST", "/profile", #"{"name": "4g"}"#, 400, "4g"),
         ("POST", "/profile", #"{"name": "Profiles/edge.yaml"}"#, 400, "is a path; paths are not accepted over the"),
-        ("POST", "/profile", #"{"nmae": "3g"}"#, 400, #"expected {"name": "3g"}"#),
+        ("POST", "/profile", #"{"nmae": "3g"}"#, 400, #"unknown key 'nmae'; allowed: {"name": "3g"}"#),
+        ("POST", "/profile", #"{"name": "3g", "yaml": "extends: edge"}"#, 400, "'name' goes alone"),
         ("POST", "/profile", #"{"yaml": "down: {bandwidth: -3kbit}"}"#, 400, "profile.yaml:1"),
         ("POST", "/profile", #"{"yaml": "down: {bandwith: 3kbit}", "file": "mine.yaml"}"#, 400, "mine.yaml:1"),
     ] as [(String, String, String, Int, String)])
