@@ -155,10 +155,18 @@ public final class ProxyServer: Sendable {
                 channel, state, connector in
                 let shaper = LinkShaper(driver: state.driver, stats: state.stats, record: connector.client)
                 let (clientGlue, upstreamGlue) = GlueHandler.matchedPair()
-                try channel.pipeline.syncOperations.addHandlers([shaper, clientGlue])
+                let attempt = NIOLoopBoundBox<ConnectAttempt?>(nil, eventLoop: channel.eventLoop)
+                let hold = ForwardHold { now in
+                    guard let pending = attempt.value, pending.isUnderWay, now >= pending.unimpededBy else { return false }
+                    pending.abandon()
+                    return true
+                }
+                try channel.pipeline.syncOperations.addHandlers([shaper, hold, clientGlue])
                 let flow = shaper.beginShaping()
-                connector.connect(to: target, flow: flow) { result in
+                attempt.value = connector.connect(to: target, flow: flow) { result in
                     switch result {
+                    case .failure(.abandoned):
+                        break  // the client is gone
                     case .failure:
                         // Nothing to say in a raw TCP stream: reset it at once, like a refused connection.
                         channel.resetConnection()
@@ -170,6 +178,9 @@ public final class ProxyServer: Sendable {
                         do {
                             try upstream.pipeline.syncOperations.addHandler(upstreamGlue)
                             upstream.setOption(.autoRead, value: true).whenFailure { _ in upstream.close(promise: nil) }
+                            if let context = try? channel.pipeline.syncOperations.context(handler: hold) {
+                                hold.release(context: context)
+                            }
                             channel.read()
                         } catch {
                             upstream.close(promise: nil)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import NETCOND, closed_port, curl, run, wait_until, write_profile
+from conftest import NETCOND, closed_port, curl, free_port, run, wait_until, write_profile
 from faultserver import BlackholeServer, RequestServer
 
 NO_PROXY_ENV = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
@@ -140,3 +140,43 @@ def test_a_client_that_half_closes_after_its_request_still_gets_its_answer():
                          "socat -t 5 - TCP:127.0.0.1:${NETCOND_PROXY##*:}"])
         assert proxied.returncode == 0, proxied.stderr
         assert "200 OK" in proxied.stdout and server.requests == 1
+
+
+FORWARD_CLIENT = """
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET / HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 0\\r\\n\\r\\n")
+if sys.argv[2] == "leave":
+    time.sleep(1)
+    s.close()
+    time.sleep(4)  # long past the 3 s hold: a ghost would have reached the server by now
+else:
+    s.shutdown(socket.SHUT_WR)
+    data = b""
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    print(data.decode(errors="replace"))
+"""
+
+
+@pytest.mark.parametrize("client", ["leave", "half-close"])
+def test_a_forward_client_that_leaves_while_its_connect_is_held_reaches_no_server(tmp, client):
+    profile = write_profile(tmp, "held", "extends: lte\nconnect_hold: {for: 3s, first: 1}\n")
+    port = free_port()
+    with RequestServer("answer") as server:
+        result, _ = through_netcond_forward(profile, port, server.port, [sys.executable, "-c", FORWARD_CLIENT, str(port), client])
+        if client == "leave":
+            assert server.requests == 0, result.stderr
+        else:
+            # Sending and shutting down at once is not leaving: the request goes on once the connection is made.
+            assert "200 OK" in result.stdout and server.requests == 1, result.stdout + result.stderr
+
+
+def through_netcond_forward(profile, port, target_port, command):
+    started = time.monotonic()
+    result = run(["run", profile, "--seed", "1", "--quiet", "--forward", f"127.0.0.1:{port}=127.0.0.1:{target_port}",
+                  "--", *command], timeout=60)
+    return result, time.monotonic() - started
