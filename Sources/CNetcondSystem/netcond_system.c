@@ -4,18 +4,64 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
 
+/* Closes every descriptor from `lowest` up, except `keep`: close_range(2) (Linux 5.9), else the
+   entries of /proc/self/fd read with getdents64, else every number below `limit`. Only
+   async-signal-safe calls: it runs between fork and exec. */
+static void close_descriptors(int lowest, int keep, long limit) {
+#ifdef SYS_close_range
+    int done = 1;
+    if (keep >= lowest) {
+        if (keep > lowest && syscall(SYS_close_range, (unsigned)lowest, (unsigned)(keep - 1), 0u) != 0) done = 0;
+        if (done && syscall(SYS_close_range, (unsigned)(keep + 1), ~0u, 0u) != 0) done = 0;
+    } else if (syscall(SYS_close_range, (unsigned)lowest, ~0u, 0u) != 0) {
+        done = 0;
+    }
+    if (done) return;
+#endif
+#if defined(__linux__) && defined(SYS_getdents64)
+    int directory = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (directory >= 0) {
+        /* Entries come in descriptor order, so closing one already listed changes nothing ahead. */
+        char buffer[4096] __attribute__((aligned(8)));
+        long got;
+        while ((got = syscall(SYS_getdents64, directory, buffer, sizeof buffer)) > 0) {
+            for (long offset = 0; offset < got;) {
+                /* struct linux_dirent64: u64 d_ino, s64 d_off, u16 d_reclen, u8 d_type, char d_name[] */
+                unsigned short length;
+                memcpy(&length, buffer + offset + 16, sizeof length);
+                const char *name = buffer + offset + 19;
+                offset += length;
+                if (name[0] < '0' || name[0] > '9') continue;
+                long fd = 0;
+                for (const char *c = name; *c >= '0' && *c <= '9'; c++) fd = fd * 10 + (*c - '0');
+                if (fd >= lowest && fd != keep && fd != directory) close((int)fd);
+            }
+        }
+        close(directory);
+        if (got == 0) return;
+    }
+#endif
+    for (long fd = lowest; fd < limit; fd++) {
+        if (fd != keep) close((int)fd);
+    }
+}
+
 int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int stdout_fd,
                   int stderr_fd, pid_t *pid) {
     int report[2];
     if (pipe2(report, O_CLOEXEC) != 0) return errno;
+    long limit = sysconf(_SC_OPEN_MAX);
+    if (limit < 0 || limit > INT32_MAX) limit = 65536;
     pid_t parent = getpid();
     pid_t child = fork();
     if (child < 0) {
@@ -45,6 +91,9 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
             if (input < 0 || dup2(input, 0) < 0 || dup2(stdout_fd, 1) < 0 || dup2(stderr_fd, 2) < 0) error = errno;
             if (input > 2) close(input);
         }
+        /* The child keeps 0, 1 and 2 and nothing else of netcond's: no listener, epoll descriptor or
+           pipe (the report pipe is close-on-exec). */
+        if (error == 0) close_descriptors(3, report[1], limit);
         if (error == 0) {
             execve(path, argv, envp);
             error = errno;

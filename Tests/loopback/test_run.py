@@ -5,7 +5,7 @@ import signal
 import subprocess
 import time
 
-from conftest import NETCOND, run, write_profile
+from conftest import NETCOND, run, wait_until, write_profile
 
 
 def test_child_exit_code_and_signal_death_are_passed_through():
@@ -179,3 +179,85 @@ def test_low_latency_holds_cpu_dma_latency_while_running_and_releases_it():
         assert "--low-latency not in effect" in r.stderr
     plain = run(["run", "none", "--quiet", "--", "sh", "-c", script], timeout=60)
     assert plain.returncode == 0 and plain.stdout.strip() == "0", (plain.stdout, plain.stderr)
+
+
+# --- What a child holds ------------------------------------------------------------------------------
+
+def pids(pattern):
+    """Process ids whose command line matches `pattern` (pgrep -f)."""
+    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+    return [int(pid) for pid in found]
+
+
+def unique_sleep():
+    """A `sleep` argument no other process has: 300 s and a fraction that names this test."""
+    return f"300.{os.getpid()}{time.monotonic_ns() % 10**9:09d}"
+
+
+def kill_all(pattern):
+    for pid in pids(pattern):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def descriptors(listing):
+    """`ls -l /proc/self/fd` output → {fd: target}."""
+    found = {}
+    for line in listing.splitlines():
+        if " -> " in line:
+            left, target = line.split(" -> ", 1)
+            found[int(left.split()[-1])] = target
+    return found
+
+
+def only_standard_descriptors(found):
+    """0, 1 and 2, plus the directory ls opened to list them (its own, not one it inherited)."""
+    extra = {fd: target for fd, target in found.items()
+             if fd > 2 and not (target.startswith("/proc/") and target.endswith("/fd"))}
+    return set(found) >= {0, 1, 2} and not extra and len(found) <= 4
+
+
+def test_child_inherits_no_descriptor_of_netcond(tmp_path):
+    """The proxy's, origin's, TLS and control listeners, epoll descriptors and pipes stay netcond's:
+    a child sees its stdin, stdout and stderr only (both for `run PROFILE` and a scenario's client,
+    whose stdout and stderr are the capture pipes and stdin /dev/null)."""
+    plain = run(["run", "none", "--quiet", "--", "ls", "-l", "/proc/self/fd"])
+    assert plain.returncode == 0, plain.stderr
+    found = descriptors(plain.stdout)
+    assert only_standard_descriptors(found), plain.stdout
+    scenario = tmp_path / "fds.yaml"
+    scenario.write_text("name: fds\nprofile: none\nclient: {deadline: 20s}\nchecks: {completes: {}}\n")
+    captured = run(["run", str(scenario), "--quiet", "--", "ls", "-l", "/proc/self/fd"])
+    assert captured.returncode == 0, captured.stdout + captured.stderr
+    found = descriptors(captured.stdout)
+    assert only_standard_descriptors(found), captured.stdout
+    assert found[0] == "/dev/null" and found[1].startswith("pipe:") and found[2].startswith("pipe:"), found
+
+
+def test_a_grandchild_that_outlives_netcond_keeps_no_port_open(tmp_path):
+    """A background process the child started in a session of its own (out of reach of netcond's
+    clean-up) must not keep the dead netcond's proxy and control ports listening: a client is refused
+    at once instead of hanging."""
+    import socket
+    seconds = unique_sleep()
+    ports = tmp_path / "ports"
+    script = (f'echo "$NETCOND_PROXY $NETCOND_CONTROL" > {ports}; '
+              f'setsid sleep {seconds} </dev/null >/dev/null 2>&1 &')
+    try:
+        r = run(["run", "none", "--quiet", "--", "sh", "-c", script], timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert wait_until(lambda: pids(f"^sleep {seconds}$"), seconds=10), "the grandchild never started"
+        for url in ports.read_text().split():
+            port = int(url.rsplit(":", 1)[1].rstrip("/"))
+            with socket.socket() as s:
+                s.settimeout(5)
+                try:
+                    s.connect(("127.0.0.1", port))
+                    refused = False
+                except ConnectionRefusedError:
+                    refused = True
+            assert refused, f"{url} still accepts connections after netcond exited"
+    finally:
+        kill_all(f"^sleep {seconds}$")

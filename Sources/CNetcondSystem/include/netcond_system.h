@@ -9,7 +9,8 @@
 /// - runs in `directory` when it is not NULL;
 /// - writes its stdout to `stdout_fd` and its stderr to `stderr_fd` when they are not -1 (and then reads
 ///   stdin from /dev/null and leads a process group of its own, so that a signal to -pid reaches its
-///   children too).
+///   children too);
+/// - holds descriptors 0, 1 and 2 and no other of netcond's (every one above 2 is closed before the exec).
 /// Returns 0 and sets *pid, or an errno value (the exec's own failure is reported through a pipe).
 int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int stdout_fd,
                   int stderr_fd, pid_t *pid);
