@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -57,7 +59,7 @@ static void close_descriptors(int lowest, int keep, long limit) {
 }
 
 int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int stdout_fd,
-                  int stderr_fd, pid_t *pid) {
+                  int stderr_fd, int terminal_fd, pid_t *pid) {
     int report[2];
     if (pipe2(report, O_CLOEXEC) != 0) return errno;
     long limit = sysconf(_SC_OPEN_MAX);
@@ -77,6 +79,16 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) error = errno;
         if (getppid() != parent) _exit(127); /* netcond died before the prctl took effect */
 #endif
+        if (error == 0 && setpgid(0, 0) != 0) error = errno;
+        if (error == 0 && terminal_fd >= 0) {
+            /* A background group may set the terminal's foreground group only with SIGTTOU blocked. If
+               it cannot (the terminal is gone), the program runs in the background rather than not at all. */
+            sigset_t ttou;
+            sigemptyset(&ttou);
+            sigaddset(&ttou, SIGTTOU);
+            sigprocmask(SIG_BLOCK, &ttou, NULL);
+            (void)tcsetpgrp(terminal_fd, getpid());
+        }
         struct sigaction action;
         memset(&action, 0, sizeof action);
         action.sa_handler = SIG_DFL;
@@ -86,7 +98,6 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
         sigprocmask(SIG_SETMASK, &empty, NULL);
         if (error == 0 && directory != NULL && chdir(directory) != 0) error = errno;
         if (error == 0 && stdout_fd >= 0 && stderr_fd >= 0) {
-            if (setpgid(0, 0) != 0) error = errno;
             int input = open("/dev/null", O_RDONLY);
             if (input < 0 || dup2(input, 0) < 0 || dup2(stdout_fd, 1) < 0 || dup2(stderr_fd, 2) < 0) error = errno;
             if (input > 2) close(input);
@@ -104,7 +115,7 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
     }
     close(report[1]);
     /* Set the group from both sides, so that it exists whichever runs first. */
-    if (stdout_fd >= 0 && stderr_fd >= 0) setpgid(child, child);
+    setpgid(child, child);
     int error = 0;
     ssize_t got;
     do {
@@ -118,6 +129,83 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
         return error;
     }
     *pid = child;
+    return 0;
+}
+
+int netcond_wait_child(pid_t pid, int job_control, int *kind, int *value) {
+    for (;;) {
+        siginfo_t info;
+        memset(&info, 0, sizeof info);
+        int options = WEXITED | WNOWAIT | (job_control ? WSTOPPED : 0);
+        if (waitid(P_PID, (id_t)pid, &info, options) != 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        switch (info.si_code) {
+        case CLD_EXITED:
+            *kind = NETCOND_CHILD_EXITED;
+            *value = info.si_status;
+            return 0;
+        case CLD_KILLED:
+        case CLD_DUMPED:
+            *kind = NETCOND_CHILD_KILLED;
+            *value = info.si_status;
+            return 0;
+        case CLD_STOPPED:
+        case CLD_TRAPPED: {
+            /* Consume the stop (WNOWAIT left it); it may already be gone if the child went on. */
+            siginfo_t consumed;
+            memset(&consumed, 0, sizeof consumed);
+            while (waitid(P_PID, (id_t)pid, &consumed, WSTOPPED | WNOHANG) != 0 && errno == EINTR) {}
+            *kind = NETCOND_CHILD_STOPPED;
+            *value = info.si_status;
+            return 0;
+        }
+        default:
+            continue;
+        }
+    }
+}
+
+int netcond_reap_child(pid_t pid) {
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) return errno;
+    }
+    return 0;
+}
+
+int netcond_open_terminal(void) {
+    int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    return fd >= 0 ? fd : -1;
+}
+
+pid_t netcond_terminal_foreground(int fd) {
+    return tcgetpgrp(fd);
+}
+
+int netcond_give_terminal(int fd, pid_t group) {
+    sigset_t ttou, old;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    pthread_sigmask(SIG_BLOCK, &ttou, &old);
+    int result = tcsetpgrp(fd, group) == 0 ? 0 : errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return result;
+}
+
+int netcond_stop_self(int signal) {
+    if (signal != SIGSTOP) {
+        struct sigaction current;
+        if (sigaction(signal, NULL, &current) != 0 || current.sa_handler != SIG_DFL) return -1;
+    }
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, signal);
+    pthread_sigmask(SIG_UNBLOCK, &stop, &old);
+    /* Directed at this thread, so that it stops here, before the call returns. */
+    pthread_kill(pthread_self(), signal);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return 0;
 }
 

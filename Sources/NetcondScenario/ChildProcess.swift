@@ -12,33 +12,38 @@ import Darwin
 
 /// A program netcond runs under emulated conditions.
 ///
-/// Started by `netcond_spawn` (fork + exec, PATH searched like a shell) in netcond's process group so
-/// that it keeps the terminal, with every signal at its default, and with PR_SET_PDEATHSIG so that it
-/// is killed if netcond itself dies, even by SIGKILL: no orphan is ever left. `wait()` blocks a
-/// dedicated thread in `waitpid`, never the event loops.
+/// Started by `netcond_spawn` (fork + exec, PATH searched like a shell) as the leader of a process
+/// group of its own, with every signal at its default, descriptors 0, 1 and 2 and no other of
+/// netcond's, and with PR_SET_PDEATHSIG so that it is killed if netcond itself dies, even by SIGKILL.
+/// Signals go to its whole group (a shell's children are stopped with it), and when it ends,
+/// whatever it left running in its group (a shell's background jobs) is killed: nothing of the group
+/// outlives it. `wait()` blocks a dedicated thread in `waitpid`, never the event loops.
+///
+/// A child that shares netcond's stdin, stdout and stderr (no `output` given) is a job on netcond's
+/// terminal: when netcond is in the foreground of its controlling terminal the child's group is
+/// given the terminal (so Ctrl-C and Ctrl-Z reach it, and it can read the terminal), netcond follows
+/// its stops (a stopped child stops netcond, so the shell sees the job stopped; `fg` or `bg`
+/// continues both, the child with the terminal again when netcond has it), and netcond takes the
+/// terminal back when the child ends.
 public final class ChildProcess: Sendable {
     public let pid: pid_t
     public let command: [String]
-    /// The child leads a process group of its own (its output is captured): signals go to the group,
-    /// so a shell's children are stopped with it.
-    public let ownsGroup: Bool
 
     /// Signals netcond passes on to the child.
     public static let forwardedSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
 
     private let reaper: Reaper
 
-    private init(pid: pid_t, command: [String], ownsGroup: Bool, reaper: Reaper) {
+    private init(pid: pid_t, command: [String], reaper: Reaper) {
         self.pid = pid
         self.command = command
-        self.ownsGroup = ownsGroup
         self.reaper = reaper
     }
 
     /// Starts `command[0]` with its arguments. Throws `.notFound` (the shell's 127) or
     /// `.notExecutable` (126) with a message naming the program. With `output`, the child's stdout
-    /// and stderr go to those descriptors, its stdin is /dev/null, and it leads a process group of
-    /// its own (it has no terminal to share).
+    /// and stderr go to those descriptors and its stdin is /dev/null; without, it shares netcond's
+    /// and, when netcond is in the foreground of a terminal, is given the terminal (see above).
     public static func spawn(
         _ command: [String],
         environment: [String: String],
@@ -61,7 +66,7 @@ public final class ChildProcess: Sendable {
             }
             throw .spawnFailed(program, String(cString: strerror(result)))
         }
-        return ChildProcess(pid: reaper.pid, command: command, ownsGroup: output != nil, reaper: reaper)
+        return ChildProcess(pid: reaper.pid, command: command, reaper: reaper)
     }
 
     /// Throws what ``spawn(_:environment:workingDirectory:output:)`` would for a program that cannot
@@ -75,14 +80,12 @@ public final class ChildProcess: Sendable {
         environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
     }
 
-    /// Sends a signal to the child, or to its process group when it has one of its own (which may
-    /// outlive the child itself: a shell's background jobs). Not sent to a reaped child that led no group.
-    public func signal(_ signal: Int32) {
-        if self.ownsGroup {
-            kill(-self.pid, signal)
-        } else if !self.reaper.hasExited {
-            kill(self.pid, signal)
-        }
+    /// Sends a signal to the child's process group (which may outlive the child itself for a moment:
+    /// a shell's background jobs). Returns false, and sends nothing, once the child has ended: its
+    /// group was killed then, and its number may since belong to another.
+    @discardableResult
+    public func signal(_ signal: Int32) -> Bool {
+        self.reaper.signalGroup(signal)
     }
 
     /// Waits for the child to end.
@@ -156,7 +159,8 @@ public enum ChildProcessError: Error, Equatable, CustomStringConvertible {
     }
 }
 
-/// The thread that starts one child and reaps it.
+/// The thread that starts one child, follows it (and, for a job on netcond's terminal, its stops)
+/// and reaps it.
 private final class Reaper: @unchecked Sendable {
     private let path: String
     private let arguments: [String]
@@ -167,8 +171,13 @@ private final class Reaper: @unchecked Sendable {
     private let lock = NSLock()
     private var startResult: Int32 = 0
     private(set) var pid: pid_t = 0
+    /// Set (under the lock) once the group has been killed; the leader is reaped only after, so a
+    /// signal sent under the lock before it never reaches a reused group number.
+    private var groupEnded = false
     private var status: ExitStatus?
     private var waiters: [@Sendable (ExitStatus) -> Void] = []
+    /// netcond's controlling terminal, when the child is a job on it; else -1.
+    private var terminal: Int32 = -1
 
     init(path: String, arguments: [String], environment: [String], directory: String?, output: (stdout: Int32, stderr: Int32)?) {
         self.path = path
@@ -196,10 +205,11 @@ private final class Reaper: @unchecked Sendable {
         return self.startResult
     }
 
-    var hasExited: Bool {
+    func signalGroup(_ signal: Int32) -> Bool {
         self.lock.lock()
         defer { self.lock.unlock() }
-        return self.status != nil
+        guard !self.groupEnded, self.pid > 0 else { return false }
+        return kill(-self.pid, signal) == 0
     }
 
     func whenExited(_ callback: @escaping @Sendable (ExitStatus) -> Void) {
@@ -214,35 +224,112 @@ private final class Reaper: @unchecked Sendable {
     }
 
     private func run() {
+        // A job on netcond's controlling terminal: given the terminal when netcond is its foreground
+        // group, and followed when it stops.
+        var foreground = false
+        if self.output == nil {
+            let terminal = netcond_open_terminal()
+            if terminal >= 0 {
+                // netcond writes its log lines and summary from the background while the child has
+                // the terminal: with `stty tostop`, SIGTTOU would stop it.
+                signal(SIGTTOU, SIG_IGN)
+                self.terminal = terminal
+                foreground = netcond_terminal_foreground(terminal) == getpgrp()
+            }
+        }
         let argv = self.arguments.map { strdup($0) } + [nil]
         let envp = self.environment.map { strdup($0) } + [nil]
         var pid = pid_t()
-        self.startResult = netcond_spawn(
-            self.path, argv, envp, self.directory, self.output?.stdout ?? -1, self.output?.stderr ?? -1, &pid)
+        let result = netcond_spawn(
+            self.path, argv, envp, self.directory, self.output?.stdout ?? -1, self.output?.stderr ?? -1,
+            foreground ? self.terminal : -1, &pid)
         argv.forEach { free($0) }
         envp.forEach { free($0) }
-        self.pid = pid
+        self.lock.lock()
+        self.startResult = result
+        self.pid = result == 0 ? pid : 0
+        self.lock.unlock()
         self.started.signal()
-        guard self.startResult == 0 else { return }
+        guard result == 0 else {
+            self.releaseTerminal(child: pid)
+            return
+        }
 
-        var raw: Int32 = 0
         var status = ExitStatus.exited(127)
         while true {
-            let result = waitpid(pid, &raw, 0)
-            if result == pid {
-                // WIFEXITED / WEXITSTATUS / WTERMSIG are macros; decode the status word directly.
-                let signal = raw & 0x7f
-                status = signal == 0 ? .exited((raw >> 8) & 0xff) : .signaled(signal)
-                break
+            var kind: Int32 = 0
+            var value: Int32 = 0
+            guard netcond_wait_child(pid, self.terminal >= 0 ? 1 : 0, &kind, &value) == 0 else { break }
+            if kind == Int32(NETCOND_CHILD_STOPPED) {
+                self.followStop(child: pid, signal: value)
+                continue
             }
-            if result == -1 && errno == EINTR { continue }
+            status = kind == Int32(NETCOND_CHILD_EXITED) ? .exited(value) : .signaled(value)
             break
         }
+        // Whatever the child left running in its group ends with it. The leader is still unreaped,
+        // so the group's number cannot have been reused yet.
+        self.lock.lock()
+        kill(-pid, SIGKILL)
+        self.groupEnded = true
+        self.lock.unlock()
+        _ = netcond_reap_child(pid)
+        self.releaseTerminal(child: pid)
+
         self.lock.lock()
         self.status = status
         let waiters = self.waiters
         self.waiters = []
         self.lock.unlock()
         for waiter in waiters { waiter(status) }
+    }
+
+    /// The child stopped (Ctrl-Z, a read from the terminal in the background, SIGSTOP): netcond stops
+    /// too, with the same signal, so that the shell that started it sees the job stopped and takes
+    /// the terminal. When netcond is continued (`fg`, `bg`) it gives the terminal back to the child
+    /// if netcond has it (`fg`), and continues the child.
+    ///
+    /// An orphaned process group (no parent in the session to continue it) cannot be stopped by
+    /// SIGTSTP, SIGTTIN or SIGTTOU; had the child been in netcond's, the kernel would have left it
+    /// running, so it is continued at once; a stop in the background gets it SIGHUP first, as POSIX
+    /// does to a stopped orphaned group (a read from the terminal that can never be answered).
+    private func followStop(child: pid_t, signal: Int32) {
+        if (signal == SIGTTIN || signal == SIGTTOU) && netcond_terminal_foreground(self.terminal) == getpgrp() {
+            // netcond was brought to the foreground since the child started: the child may have it.
+            _ = netcond_give_terminal(self.terminal, child)
+            _ = self.signalGroup(SIGCONT)
+            return
+        }
+        let hadTerminal = netcond_terminal_foreground(self.terminal) == child
+        if hadTerminal {
+            _ = netcond_give_terminal(self.terminal, getpgrp())
+        }
+        let stopped = (signal == SIGSTOP || !Self.groupIsOrphaned) && netcond_stop_self(signal) == 0
+        if netcond_terminal_foreground(self.terminal) == getpgrp() {
+            _ = netcond_give_terminal(self.terminal, child)
+        } else if !stopped && !hadTerminal {
+            _ = self.signalGroup(SIGHUP)
+        }
+        _ = self.signalGroup(SIGCONT)
+    }
+
+    /// netcond's process group is orphaned (POSIX): no member has a parent in another group of the
+    /// same session. Only netcond's own parent is looked at, as a shell's job has it.
+    private static var groupIsOrphaned: Bool {
+        let parent = getppid()
+        return !(getsid(parent) == getsid(0) && getpgid(parent) != getpgrp())
+    }
+
+    /// Takes the terminal back for netcond's own group, if the child's group (or a group of it that
+    /// is gone) has it, and closes it. Not when the shell has it (netcond was sent to the background).
+    private func releaseTerminal(child: pid_t) {
+        guard self.terminal >= 0 else { return }
+        let foreground = netcond_terminal_foreground(self.terminal)
+        let gone = foreground > 0 && kill(-foreground, 0) != 0 && errno == ESRCH
+        if foreground > 0 && foreground != getpgrp() && (foreground == child || gone) {
+            _ = netcond_give_terminal(self.terminal, getpgrp())
+        }
+        close(self.terminal)
+        self.terminal = -1
     }
 }

@@ -15,8 +15,10 @@ struct RunCommand: AsyncParsableCommand {
         discussion: """
             Starts the proxy on a free loopback port and the built-in origin (http://origin.netcond.test), \
             gives the program HTTP_PROXY / HTTPS_PROXY / ALL_PROXY (and lower-case twins, NO_PROXY emptied), \
-            passes SIGINT / SIGTERM / SIGHUP / SIGQUIT on to it and exits with its exit code \
-            (128+N when it was killed by signal N). A summary line goes to stderr at the end.
+            and exits with its exit code (128+N when it was killed by signal N). The program runs in a \
+            process group of its own, which has the terminal while it runs; SIGINT / SIGTERM / SIGHUP / \
+            SIGQUIT sent to netcond are passed on to the group, and a group still there 5 s later is killed. \
+            Whatever the program leaves running in its group ends with it. A summary line goes to stderr at the end.
             """
     )
 
@@ -87,7 +89,10 @@ struct RunCommand: AsyncParsableCommand {
             printError("netcond: \(error.description)")
             throw ExitCode(error.exitCode)
         }
-        signals.forward(to: child)
+        signals.forward(to: child) { signal in
+            printError("netcond: \(self.command[0]) still running \(Int(SignalForwarder.killGrace)) s after "
+                + "\(signalName(signal)): killed (SIGKILL to its process group)")
+        }
         let status = await child.wait()
         signals.stop()
         if !self.quiet { printError(await session.summaryLine()) }
@@ -131,7 +136,12 @@ extension RunCommand {
                 scenario, command: command, seed: seed, baseEnvironment: currentEnvironment(),
                 keepWorkingDirectory: self.keep,
                 echo: status.live ? .handler { descriptor, bytes in status.passThrough(descriptor, bytes) } : .direct,
-                onStart: { child in signals.forward(to: child) },
+                onStart: { child in
+                    signals.forward(to: child) { signal in
+                        printError("netcond: the client was still running \(Int(SignalForwarder.killGrace)) s after "
+                            + "\(signalName(signal)): killed (SIGKILL to its process group)")
+                    }
+                },
                 onEvent: { line in if !quiet { status.log("netcond: \(line)") } },
                 onProgress: showProgress
             )
@@ -211,10 +221,17 @@ func currentEnvironment() -> [String: String] {
     return environment
 }
 
-/// Catches the signals a user sends netcond and passes them on to the child.
+/// Catches the signals a user sends netcond and passes them on to the child's process group; a group
+/// still there ``killGrace`` seconds after the first is killed (SIGKILL), so that a child that ignores
+/// them cannot keep netcond running.
 final class SignalForwarder: @unchecked Sendable {
+    /// How long the child's group has, after the first signal passed on to it, before SIGKILL.
+    static let killGrace = 5.0
+
     private var sources: [DispatchSourceSignal] = []
     private let queue = DispatchQueue(label: "netcond.signals")
+    /// Touched on `queue` only.
+    private var killScheduled = false
 
     init() {
         for signal in ChildProcess.forwardedSignals {
@@ -222,10 +239,18 @@ final class SignalForwarder: @unchecked Sendable {
         }
     }
 
-    func forward(to child: ChildProcess) {
+    /// Passes each caught signal on to `child`'s group; `onKill` is told (with the first signal) when
+    /// the group had to be killed.
+    func forward(to child: ChildProcess, onKill: (@Sendable (Int32) -> Void)? = nil) {
         for signal in ChildProcess.forwardedSignals {
             let source = DispatchSource.makeSignalSource(signal: signal, queue: self.queue)
-            source.setEventHandler { child.signal(signal) }
+            source.setEventHandler {
+                guard child.signal(signal), !self.killScheduled else { return }
+                self.killScheduled = true
+                self.queue.asyncAfter(deadline: .now() + Self.killGrace) {
+                    if child.signal(SIGKILL) { onKill?(signal) }
+                }
+            }
             source.resume()
             self.sources.append(source)
         }
@@ -245,4 +270,10 @@ final class SignalForwarder: @unchecked Sendable {
         for source in self.sources { source.cancel() }
         self.sources = []
     }
+}
+
+/// `SIGTERM` for 15, as a user would write it.
+func signalName(_ signal: Int32) -> String {
+    let names: [Int32: String] = [SIGINT: "SIGINT", SIGTERM: "SIGTERM", SIGHUP: "SIGHUP", SIGQUIT: "SIGQUIT"]
+    return names[signal] ?? "signal \(signal)"
 }

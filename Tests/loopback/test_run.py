@@ -243,8 +243,11 @@ def test_a_grandchild_that_outlives_netcond_keeps_no_port_open(tmp_path):
     import socket
     seconds = unique_sleep()
     ports = tmp_path / "ports"
+    # The child waits for the grandchild to be in its session (it has become `sleep`), else the end
+    # of the child's group could take it first.
     script = (f'echo "$NETCOND_PROXY $NETCOND_CONTROL" > {ports}; '
-              f'setsid sleep {seconds} </dev/null >/dev/null 2>&1 &')
+              f'setsid sleep {seconds} </dev/null >/dev/null 2>&1 & '
+              f'until pgrep -f "^sleep {seconds}$" >/dev/null; do sleep 0.05; done')
     try:
         r = run(["run", "none", "--quiet", "--", "sh", "-c", script], timeout=60)
         assert r.returncode == 0, r.stderr
@@ -261,3 +264,223 @@ def test_a_grandchild_that_outlives_netcond_keeps_no_port_open(tmp_path):
             assert refused, f"{url} still accepts connections after netcond exited"
     finally:
         kill_all(f"^sleep {seconds}$")
+
+
+# --- The child's process group, signals and terminal ------------------------------------------------
+
+def test_sigint_stops_a_shell_and_its_background_job():
+    """The child leads a process group: SIGINT reaches the shell's foreground and background
+    processes alike, and what ignores it (a non-interactive shell's `&` job) is killed when the
+    shell ends. netcond exits 130, as a shell would."""
+    seconds = unique_sleep()
+    process = subprocess.Popen([NETCOND, "run", "none", "--quiet", "--", "sh", "-c",
+                                f"sleep {seconds} & sleep {seconds}"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: len(pids(f"^sleep {seconds}$")) == 2, seconds=20), "the sleeps never started"
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=20) == 130
+        assert wait_until(lambda: not pids(f"^sleep {seconds}$"), seconds=2), "a sleep is still running"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        kill_all(f"^sleep {seconds}$")
+
+
+def test_sigint_stops_bash_waiting_for_its_command():
+    """bash waits for its command before acting on SIGINT: the command must get it too."""
+    seconds = unique_sleep()
+    process = subprocess.Popen([NETCOND, "run", "none", "--quiet", "--", "bash", "-c", f"sleep {seconds}; echo after"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: pids(f"^sleep {seconds}$"), seconds=20), "the sleep never started"
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=20)
+        assert process.returncode == 130 and "after" not in out
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        kill_all(f"^sleep {seconds}$")
+
+
+def test_a_child_that_ignores_sigterm_is_killed_after_the_grace_period():
+    """SIGTERM is passed on; a group still there 5 s later gets SIGKILL, and netcond exits with the
+    child's status (137)."""
+    seconds = unique_sleep()
+    process = subprocess.Popen([NETCOND, "run", "none", "--quiet", "--", "sh", "-c",
+                                f"trap '' TERM; sleep {seconds}"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: pids(f"^sleep {seconds}$"), seconds=20), "the sleep never started"
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+        waited = time.monotonic() - sent
+        assert process.returncode == 128 + signal.SIGKILL, err
+        assert 4.5 <= waited <= 15, waited
+        assert "netcond: sh still running 5 s after SIGTERM: killed (SIGKILL to its process group)" in err
+        assert wait_until(lambda: not pids(f"^sleep {seconds}$"), seconds=2), "the sleep is still running"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        kill_all(f"^sleep {seconds}$")
+
+
+def test_what_the_child_leaves_running_ends_with_it():
+    """A shell that exits leaving a background job: the job ends too, and the exit code is the shell's."""
+    seconds = unique_sleep()
+    try:
+        r = run(["run", "none", "--quiet", "--", "sh", "-c", f"sleep {seconds} & exit 3"], timeout=30)
+        assert r.returncode == 3, r.stderr
+        assert wait_until(lambda: not pids(f"^sleep {seconds}$"), seconds=2), "the background sleep is still running"
+    finally:
+        kill_all(f"^sleep {seconds}$")
+
+
+class Terminal:
+    """A program on a pseudo-terminal of its own (its controlling terminal), as in a terminal window."""
+
+    def __init__(self, argv, env=None):
+        import pty
+        full_env = dict(os.environ, PS1="$ ", TERM="dumb")
+        full_env.pop("NETCOND_SEED", None)
+        full_env.update(env or {})
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            try:
+                os.execvpe(argv[0], argv, full_env)
+            finally:
+                os._exit(127)
+        self.output = b""
+
+    def send(self, text):
+        os.write(self.fd, text.encode() if isinstance(text, str) else text)
+
+    def expect(self, text, seconds=20):
+        """Reads until `text` has appeared (after what earlier expects consumed); the output so far."""
+        import select
+        deadline = time.monotonic() + seconds
+        while text.encode() not in self.output:
+            left = deadline - time.monotonic()
+            assert left > 0, f"{text!r} never came; output: {self.output.decode(errors='replace')!r}"
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if ready:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:
+                    chunk = b""
+                assert chunk, f"{text!r} never came before the end; output: {self.output.decode(errors='replace')!r}"
+                self.output += chunk
+        found = self.output.index(text.encode()) + len(text)
+        seen, self.output = self.output[:found], self.output[found:]
+        return seen.decode(errors="replace")
+
+    def close(self):
+        for sig in (signal.SIGHUP, signal.SIGKILL):
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+        os.close(self.fd)
+
+
+def test_on_a_terminal_the_child_is_in_the_foreground_and_netcond_takes_the_terminal_back():
+    """The child's group is given the terminal (it can read it), and netcond takes the terminal back
+    for its caller when the child ends. Here netcond's group is orphaned (its parent, the session
+    leader, is in the same group): ^Z cannot stop netcond, and the child goes on as the kernel would
+    have let it."""
+    script = (f"{NETCOND} run none --quiet -- sh -c 'echo ready; read line; echo got-$line'; echo rc=$?; "
+              "awk '{print \"pg=\" $5 \" fg=\" $8 \".\"}' /proc/self/stat")
+    terminal = Terminal(["sh", "-c", script])
+    try:
+        terminal.expect("ready")
+        time.sleep(0.3)
+        terminal.send("\x1a")
+        time.sleep(0.3)
+        terminal.send("hello\n")
+        terminal.expect("got-hello")
+        terminal.expect("rc=0")
+        terminal.expect("pg=")
+        pg, fg = terminal.expect(".").rstrip(".").split(" fg=")
+        assert pg == fg, (pg, fg)
+    finally:
+        terminal.close()
+
+
+def test_on_a_terminal_ctrl_c_reaches_the_child_group():
+    """^C goes to the child's group (it has the terminal): the shell and both sleeps end, 130."""
+    seconds = unique_sleep()
+    terminal = Terminal(["bash", "--norc", "--noprofile", "--noediting", "-i"])
+    try:
+        terminal.expect("$ ")
+        terminal.send(f"{NETCOND} run none --quiet -- sh -c 'sleep {seconds} & sleep {seconds}'\n")
+        assert wait_until(lambda: len(pids(f"^sleep {seconds}$")) == 2, seconds=20), "the sleeps never started"
+        terminal.send("\x03")
+        terminal.expect("$ ")
+        terminal.send("echo rc=$?\n")
+        terminal.expect("rc=130")
+        assert wait_until(lambda: not pids(f"^sleep {seconds}$"), seconds=2), "a sleep is still running"
+    finally:
+        terminal.close()
+        kill_all(f"^sleep {seconds}$")
+
+
+def test_on_a_terminal_ctrl_z_stops_netcond_with_its_child_and_fg_resumes_both():
+    """Job control still works: ^Z stops the child, then netcond (the shell says Stopped); `fg`
+    gives the child the terminal again and continues it."""
+    marker = unique_sleep()
+    terminal = Terminal(["bash", "--norc", "--noprofile", "--noediting", "-i"])
+    try:
+        terminal.expect("$ ")
+        terminal.send(f"{NETCOND} run none --quiet -- sh -c 'echo ready; read line; echo got-$line; : {marker}'\n")
+        terminal.expect("ready")
+        time.sleep(0.3)
+        terminal.send("\x1a")
+        terminal.expect("Stopped")
+        terminal.expect("$ ")
+        terminal.send("fg\n")
+        time.sleep(0.5)
+        terminal.send("hello\n")
+        terminal.expect("got-hello")
+        terminal.expect("$ ")
+        terminal.send("echo rc=$?\n")
+        terminal.expect("rc=0")
+    finally:
+        terminal.close()
+        kill_all(marker)
+
+
+def test_on_a_terminal_a_background_run_that_reads_the_terminal_stops_until_fg():
+    """Started with `&`, the child is not given the terminal; when it reads it, it stops, netcond
+    stops with it (the shell lists the job as stopped), and `fg` gives it the terminal and continues it."""
+    marker = unique_sleep()
+    terminal = Terminal(["bash", "--norc", "--noprofile", "--noediting", "-i"])
+    try:
+        terminal.expect("$ ")
+        terminal.send(f"{NETCOND} run none --quiet -- sh -c 'read line; echo got-$line; : {marker}' &\n")
+        terminal.expect("$ ")
+        deadline = time.monotonic() + 20
+        while True:
+            terminal.send("jobs\n")
+            listed = terminal.expect("$ ")
+            if "Stopped" in listed:
+                break
+            assert time.monotonic() < deadline, listed
+            time.sleep(0.2)
+        terminal.send("fg\n")
+        time.sleep(0.5)
+        terminal.send("hello\n")
+        terminal.expect("got-hello")
+        terminal.expect("$ ")
+        terminal.send("echo rc=$?\n")
+        terminal.expect("rc=0")
+    finally:
+        terminal.close()
+        kill_all(marker)
