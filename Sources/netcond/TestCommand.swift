@@ -18,7 +18,9 @@ struct TestCommand: AsyncParsableCommand {
             ./Scenarios), one after the other, with the client given after `--` (else each scenario's \
             own). Prints each check with its evidence, and for a failure the end of the client's \
             output and the command that repeats the run. Exit 0 when every scenario passes, 1 when \
-            one fails, 2 for a bad file or usage (nothing runs), 3 when netcond could not run one (or its client could not start).
+            one fails, 2 for a bad file or usage (nothing runs), 3 when netcond could not run one (or its \
+            client could not start); 127 (126) when the client after `--` is not found (cannot be \
+            executed): nothing runs, and the reports say so.
 
             Example:
               netcond test Scenarios/ --junit report.xml -- sh -c 'wget -q -c -O "$NETCOND_OUTPUT" "$NETCOND_URL"'
@@ -70,6 +72,14 @@ struct TestCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if !self.command.isEmpty && !self.list {
+            // The same client runs every scenario: one that cannot start is said once, and nothing runs.
+            do {
+                try ChildProcess.checkStartable(self.command, environment: currentEnvironment())
+            } catch {
+                try self.reportUnstartableClient(error)
+            }
+        }
         let scenarios = try self.loadScenarios()
         if self.list {
             for (scenario, _) in scenarios {
@@ -156,15 +166,6 @@ struct TestCommand: AsyncParsableCommand {
     /// Finds, decodes and filters the scenarios, and resolves each one's client; exit 2 on any error,
     /// before anything runs.
     private func loadScenarios() throws -> [(Scenario, [String])] {
-        if !self.command.isEmpty && !self.list {
-            // The same client runs every scenario: one that cannot start is said once, before anything runs.
-            do {
-                try ChildProcess.checkStartable(self.command, environment: currentEnvironment())
-            } catch {
-                printError("netcond: \(error.description)")
-                throw ExitCode(error.exitCode)
-            }
-        }
         var paths = self.paths
         if paths.isEmpty {
             guard FileManager.default.fileExists(atPath: "Scenarios") else {
@@ -220,6 +221,25 @@ struct TestCommand: AsyncParsableCommand {
             throw ExitCode(2)
         }
         return scenarios
+    }
+
+    /// The client after `--` cannot start (127: not found, 126: not executable): said once, and the
+    /// reports (when asked for) have an error for each scenario saying so, so that CI finds them.
+    /// What is wrong with the files, if anything, is said too; the exit code is the client's.
+    private func reportUnstartableClient(_ error: ChildProcessError) throws -> Never {
+        printError("netcond: \(error.description)")
+        let reports = self.junit != nil || self.json != nil
+        do {
+            let scenarios = try self.loadScenarios()
+            let message = "the client could not start: \(error.description)"
+            try self.writeReports(scenarios.map { .error($0.0, message) }, seconds: 0)
+        } catch let exit as ExitCode {
+            // 2: the files' problems were said; 3: the report that could not be written was.
+            if exit.rawValue == 2 && reports { printError("netcond: no report written: the scenarios cannot be used") }
+        } catch {
+            printError("netcond: \(reports ? "no report written: " : "")\(error)")
+        }
+        throw ExitCode(error.exitCode)
     }
 
     private func report(_ result: ScenarioSuite.Result) {

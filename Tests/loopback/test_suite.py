@@ -114,6 +114,37 @@ def test_a_bad_file_stops_the_run_before_anything_starts(tmp_path):
     assert "small-download" not in noclient.stdout
 
 
+def test_a_client_that_cannot_start_still_gets_its_reports(tmp_path):
+    """CI looks for the report: a client after `--` that cannot start gives an <error> (and a JSON
+    error) for every scenario, and the shell's exit code (127 not found, 126 not executable)."""
+    folder = suite(tmp_path, small=SMALL, cut=CUT)
+    junit, report = tmp_path / "report.xml", tmp_path / "report.json"
+    r = run(["test", str(folder), "--junit", str(junit), "--json", str(report), "--", "no-such-client-netcond"])
+    assert r.returncode == 127, r.stdout + r.stderr
+    assert "command not found: no-such-client-netcond" in r.stderr
+    root = ET.parse(junit).getroot()
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("2", "0", "2")
+    for case in root.iter("testcase"):
+        error = case.find("error")
+        assert error is not None, case.get("name")
+        assert error.get("message") == "the client could not start: command not found: no-such-client-netcond"
+    data = json.loads(report.read_text())
+    assert data["passed"] is False
+    assert {s["name"]: (s["verdict"], s["error"]) for s in data["scenarios"]} == {
+        "small-cut": ("error", "the client could not start: command not found: no-such-client-netcond"),
+        "small-download": ("error", "the client could not start: command not found: no-such-client-netcond"),
+    }
+    script = tmp_path / "client.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o644)
+    junit.unlink()
+    denied = run(["test", str(folder), "--filter", "small-cut", "--junit", str(junit), "--", str(script)])
+    assert denied.returncode == 126, denied.stdout + denied.stderr
+    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    assert [case.get("name") for case in cases] == ["small-cut"]
+    assert cases[0].find("error").get("message").startswith(f"the client could not start: cannot execute {script}")
+
+
 def test_interrupt_stops_the_client_and_the_run(tmp_path):
     hang = """
         name: hangs
