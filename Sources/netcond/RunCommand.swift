@@ -90,7 +90,8 @@ struct RunCommand: AsyncParsableCommand {
             throw ExitCode(error.exitCode)
         }
         signals.forward(to: child) { signal in
-            printError("netcond: \(self.command[0]) still running \(Int(SignalForwarder.killGrace)) s after "
+            let program = TerminalText.escaped(self.command[0])
+            printError("netcond: \(program) still running \(Int(SignalForwarder.killGrace)) s after "
                 + "\(signalName(signal)): killed (SIGKILL to its process group)")
         }
         let status = await child.wait()
