@@ -1,6 +1,7 @@
 import CNetcondSystem
 import Dispatch
 import Foundation
+import NetcondCore
 
 #if canImport(Glibc)
 import Glibc
@@ -140,12 +141,14 @@ public enum ChildProcessError: Error, Equatable, CustomStringConvertible {
     case notExecutable(String)
     case spawnFailed(String, String)
 
+    /// What went wrong; a program name's control characters (a scenario file names it) escaped.
     public var description: String {
         switch self {
         case .noCommand: return "no command given after '--' (usage: netcond run PROFILE -- COMMAND [ARGS...])"
-        case .notFound(let program): return "command not found: \(program)"
-        case .notExecutable(let program): return "cannot execute \(program): permission denied or not a file"
-        case .spawnFailed(let program, let reason): return "cannot start \(program): \(reason)"
+        case .notFound(let program): return "command not found: \(TerminalText.escaped(program))"
+        case .notExecutable(let program):
+            return "cannot execute \(TerminalText.escaped(program)): permission denied or not a file"
+        case .spawnFailed(let program, let reason): return "cannot start \(TerminalText.escaped(program)): \(reason)"
         }
     }
 

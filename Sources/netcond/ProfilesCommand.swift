@@ -54,11 +54,13 @@ struct ValidateCommand: ParsableCommand {
             do {
                 if ScenarioDecoder.isScenarioFile(atPath: file) {
                     let scenario = try ScenarioDecoder.decodeFile(atPath: file)
-                    print("ok: \(file) (scenario \(scenario.name), profile \(scenario.profile.name), \(scenario.checks.count) check\(scenario.checks.count == 1 ? "" : "s"))")
+                    let shown = TerminalText.escaped(file)
+                    let checks = "\(scenario.checks.count) check\(scenario.checks.count == 1 ? "" : "s")"
+                    print("ok: \(shown) (scenario \(scenario.name), profile \(scenario.profile.name), \(checks))")
                     continue
                 }
                 let profile = try ProfileDecoder().decodeFile(atPath: file)
-                print("ok: \(file) (profile \(profile.name))")
+                print("ok: \(TerminalText.escaped(file)) (profile \(profile.name))")
             } catch {
                 printError("netcond: \(error.description)")
                 throw ExitCode(2)

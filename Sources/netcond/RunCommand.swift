@@ -66,9 +66,6 @@ struct RunCommand: AsyncParsableCommand {
         let latencyHold = self.lowLatency.hold()
         defer { withExtendedLifetime(latencyHold) {} }
         let forwards = try self.forward.map(parseForward)
-        for warning in ListenerExposure.warnings(proxy: nil, control: nil, forwards: forwards) {
-            printError(warning)
-        }
         let session: Session
         // The child owns the terminal: state changes (schedule phases, live outages) are log lines only.
         let stateLog = LiveStatus(live: false)
@@ -93,7 +90,8 @@ struct RunCommand: AsyncParsableCommand {
             throw ExitCode(error.exitCode)
         }
         signals.forward(to: child) { signal in
-            printError("netcond: \(self.command[0]) still running \(Int(SignalForwarder.killGrace)) s after "
+            let program = TerminalText.escaped(self.command[0])
+            printError("netcond: \(program) still running \(Int(SignalForwarder.killGrace)) s after "
                 + "\(signalName(signal)): killed (SIGKILL to its process group)")
         }
         let status = await child.wait()

@@ -83,7 +83,9 @@ struct TestCommand: AsyncParsableCommand {
         let scenarios = try self.loadScenarios()
         if self.list {
             for (scenario, _) in scenarios {
-                print("\(scenario.name)\t\(scenario.file)\t\(scenario.profile.name)\t\(scenario.checks.map(\.name).joined(separator: ","))")
+                let file = TerminalText.escaped(scenario.file)
+                let checks = scenario.checks.map(\.name).joined(separator: ",")
+                print("\(scenario.name)\t\(file)\t\(scenario.profile.name)\t\(checks)")
             }
             return
         }
@@ -116,7 +118,8 @@ struct TestCommand: AsyncParsableCommand {
         for (index, (scenario, command)) in scenarios.enumerated() {
             if interrupted.withLockedValue({ $0 }) != nil { break }
             let counter = "[\(index + 1)/\(scenarios.count)]"
-            print("\n▶ \(counter) \(scenario.name) — profile \(scenario.profile.name) (\(scenario.file))")
+            let file = TerminalText.escaped(scenario.file)
+            print("\n▶ \(counter) \(scenario.name) — profile \(scenario.profile.name) (\(file))")
             if !scenario.description.isEmpty { print("  \(scenario.description)") }
             fflush(nil)
             let result: ScenarioSuite.Result
@@ -178,10 +181,11 @@ struct TestCommand: AsyncParsableCommand {
             let found = try ScenarioSuite.discover(paths)
             files = found.files
             if !found.skipped.isEmpty && !self.list {
-                printError("netcond test: not scenarios (no checks: or client:), skipped: \(found.skipped.joined(separator: ", "))")
+                let skipped = TerminalText.escaped(found.skipped.joined(separator: ", "))
+                printError("netcond test: not scenarios (no checks: or client:), skipped: \(skipped)")
             }
         } catch {
-            printError("netcond: \(error.description)")
+            printError("netcond: \(TerminalText.escaped(error.description))")
             throw ExitCode(2)
         }
         var problems: [String] = []
@@ -212,12 +216,14 @@ struct TestCommand: AsyncParsableCommand {
             }
         }
         if !problems.isEmpty {
-            for problem in problems { printError("netcond: \(problem)") }
+            for problem in problems { printError("netcond: \(TerminalText.escaped(problem))") }
             printError("netcond: \(problems.count) scenario file\(problems.count == 1 ? "" : "s") cannot be used; nothing was run")
             throw ExitCode(2)
         }
         if scenarios.isEmpty {
-            printError("netcond: no scenario matches --filter \(self.filter.joined(separator: ", ")); the names are: \(names.keys.sorted().joined(separator: ", "))")
+            printError(TerminalText.escaped(
+                "netcond: no scenario matches --filter \(self.filter.joined(separator: ", ")); "
+                    + "the names are: \(names.keys.sorted().joined(separator: ", "))"))
             throw ExitCode(2)
         }
         return scenarios
@@ -245,7 +251,7 @@ struct TestCommand: AsyncParsableCommand {
     private func report(_ result: ScenarioSuite.Result) {
         switch result {
         case .error(_, let message):
-            print("  ! netcond could not run it: \(message)")
+            print("  ! netcond could not run it: \(TerminalText.escaped(message))")
         case .ran(let outcome):
             for line in ScenarioReport.checkLines(outcome) { print("  " + line) }
             if !outcome.passed {

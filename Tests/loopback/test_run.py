@@ -394,7 +394,7 @@ class Terminal:
 def test_on_a_terminal_the_child_is_in_the_foreground_and_netcond_takes_the_terminal_back():
     """The child's group is given the terminal (it can read it), and netcond takes the terminal back
     for its caller when the child ends. Here netcond's group is orphaned (its parent, the session
-    leader, is the same group): ^Z cannot stop netcond, and the child goes on as the kernel would
+    leader, is in the same group): ^Z cannot stop netcond, and the child goes on as the kernel would
     have let it."""
     script = (f"{NETCOND} run none --quiet -- sh -c 'echo ready; read line; echo got-$line'; echo rc=$?; "
               "awk '{print \"pg=\" $5 \" fg=\" $8 \".\"}' /proc/self/stat")
@@ -484,3 +484,39 @@ def test_on_a_terminal_a_background_run_that_reads_the_terminal_stops_until_fg()
     finally:
         terminal.close()
         kill_all(marker)
+
+
+# --- Text from files on the terminal ---------------------------------------------------------------
+
+def test_names_with_control_characters_are_refused_and_other_text_is_escaped(tmp_path):
+    """A scenario or profile file cannot drive the terminal: a name with a control character is a
+    file:line:column error saying what is allowed; a description is printed with them escaped."""
+    scenario = tmp_path / "hostile.yaml"
+    scenario.write_text('name: "clear\\e[2J\\e[H"\nprofile: none\nchecks: {completes: {}}\n')
+    refused = [run(["validate", str(scenario)])]
+    assert refused[0].returncode == 2, refused[0].stdout + refused[0].stderr
+    assert f'{scenario}:1:7: name: the scenario name "clear\\u001B[2J\\u001B[H" has a control character (U+001B) ' \
+           "at character 6; allowed: printable characters" in refused[0].stderr
+    profile = tmp_path / "hostile-profile.yaml"
+    profile.write_text('name: "edge\\a"\ndown: {latency: 10ms}\n')
+    refused.append(run(["validate", str(profile)]))
+    assert refused[1].returncode == 2 and f"{profile}:1:7: name: the profile name" in refused[1].stderr, refused[1].stderr
+    fault = tmp_path / "hostile-fault.yaml"
+    fault.write_text('faults:\n  - {name: "x\\x7F", status: 503}\n')
+    refused.append(run(["validate", str(fault)]))
+    assert refused[2].returncode == 2 and f"{fault}:2:12: faults[0].name: the fault name" in refused[2].stderr, refused[2].stderr
+    for result in refused:
+        assert not any(c in result.stdout + result.stderr for c in "\x1b\x07\x7f"), result.stderr
+
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    described = folder / "described.yaml"
+    described.write_text('name: described\ndescription: "title\\e]0;pwned\\a and more"\nprofile: none\n'
+                         'client: {deadline: 20s}\nchecks: {completes: {}}\n')
+    shown = run(["test", str(folder), "--", "true"], timeout=60)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "title\\u001B]0;pwned\\u0007 and more" in shown.stdout
+    single = run(["run", str(described), "--", "true"], timeout=60)
+    assert single.returncode == 0, single.stdout + single.stderr
+    for output in [shown.stdout, shown.stderr, single.stdout, single.stderr]:
+        assert "\x1b" not in output and "\x07" not in output, output

@@ -29,7 +29,7 @@ extension HTTPFault {
         )
         let (kind, kindNode) = try map.single(of: HTTPFaultAction.kinds, thing: "fault", example: Self.example)
         if let nameNode = map["name"] {
-            let name = try nameNode.string(expecting: "a short label")
+            let name = try nameNode.name(expecting: "a short label", what: "the fault name", example: "flaky-api")
             // A name is how `remove_fault`, `DELETE /faults/NAME` and `ctl fault remove NAME` find it.
             guard !name.isEmpty, name.count <= 100, name != "all", Int(name) == nil, !name.contains("/") else {
                 throw nameNode.error("'\(name)' cannot name a fault; allowed: a short label (not a number, not 'all', no '/'), e.g. flaky-api")

@@ -41,11 +41,13 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
         return parts.joined(separator: ":")
     }
 
+    /// The line a user sees; control characters (from the file's own text, or its name) are
+    /// escaped, so that an error about a hostile file cannot drive the terminal.
     public var description: String {
         var text = self.location
         if !text.isEmpty { text += ": " }
         if !self.keyPath.isEmpty { text += "\(self.keyPath): " }
-        return text + self.message
+        return TerminalText.escaped(text + self.message)
     }
 }
 

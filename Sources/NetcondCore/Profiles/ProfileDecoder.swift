@@ -88,6 +88,12 @@ public struct ProfileDecoder {
         let layer = try ProfileLayer(root: root, isBuiltin: isBuiltin)
         let merged = try self.effectiveLayer(layer, file: file, isBuiltin: isBuiltin, chain: chain)
         let name = layer.name?.value ?? defaultName ?? layer.defaultName(file: file)
+        if layer.name == nil && defaultName == nil,
+            let problem = TerminalText.nameProblem(name, what: "the file name, the profile's name without a name: key,")
+        {
+            throw ConfigError(
+                file: file, message: "\(problem); rename the file or add a name: key (e.g. name: my-edge)")
+        }
         return try merged.resolve(name: name, own: layer) { use, declaringFile throws(ConfigError) in
             try self.conditions(of: use, declaredIn: declaringFile, isBuiltin: isBuiltin, chain: chain)
         }
@@ -269,7 +275,10 @@ struct ProfileLayer {
             guard let node = map[key] else { return nil }
             return Located(value: try node.string(expecting: "a text"), node: node)
         }
-        self.name = try text("name")
+        if let node = map["name"] {
+            self.name = Located(
+                value: try node.name(expecting: "a text", what: "the profile name", example: "my-edge"), node: node)
+        }
         self.description = try text("description")
         self.source = try text("source")
         self.extends = try text("extends")

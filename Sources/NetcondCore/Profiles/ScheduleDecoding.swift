@@ -74,7 +74,9 @@ struct PhaseLayer {
         let map = try node.mapping(
             allowedKeys: Self.keys, expecting: "a phase: a mapping with for: DURATION (e.g. {for: 30s, outage: blackhole})"
         )
-        if let name = map["name"] { self.name = try name.string(expecting: "a short label") }
+        if let name = map["name"] {
+            self.name = try name.name(expecting: "a short label", what: "the phase name", example: "tunnel")
+        }
         self.duration = try SpanRange.decode(
             map.required("for", meaning: "how long the phase lasts: 30s, or a range 20s..40s drawn per cycle"),
             example: "for: 30s"

@@ -47,8 +47,20 @@ public enum ScenarioDecoder {
         let root = try ConfigNode.parse(yaml: yaml, file: file)
         let map = try root.mapping(allowedKeys: Self.topKeys, expecting: "a mapping of scenario keys")
         let base = ((file as NSString).lastPathComponent as NSString).deletingPathExtension
-        let name = try map["name"]?.string(expecting: "a short name") ?? base
-        let description = try map["description"]?.string(expecting: "one line saying what the scenario proves") ?? ""
+        let name: String
+        if let node = map["name"] {
+            name = try node.name(expecting: "a short name", what: "the scenario name", example: "resume-after-dropout")
+        } else if let problem = TerminalText.nameProblem(
+            base, what: "the file name, the scenario's name without a name: key,")
+        {
+            throw ConfigError(
+                file: file, message: "\(problem); rename the file or add a name: key (e.g. name: my-scenario)")
+        } else {
+            name = base
+        }
+        // Shown on one line by `netcond run` and `netcond test`.
+        let description = TerminalText.oneLine(
+            try map["description"]?.string(expecting: "one line saying what the scenario proves") ?? "")
         let profileNode = try map.required("profile", meaning: "the conditions: a built-in name, a profile file, or a mapping")
         let profile = try Self.profile(profileNode, scenarioName: name)
         let origin = try map["origin"].map { node throws(ConfigError) in try Self.origin(node) } ?? OriginContent()

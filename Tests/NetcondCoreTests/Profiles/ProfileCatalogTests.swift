@@ -169,8 +169,9 @@ import Testing
 
     @Test func yamlDescriptionIsExactForOddValues() throws {
         let odd = Profile(
-            name: "odd: \"quoted\"\n",
-            description: "tab\there",
+            // A name may not hold control characters (they could drive a terminal); a description may.
+            name: "odd: \"quoted\" # not a comment",
+            description: "tab\there\nand a second line",
             up: LinkDirection(
                 latency: Span(nanoseconds: 1_234_567), bandwidth: Bandwidth(bitsPerSecond: 1_234_567),
                 queue: ByteCount(bytes: 1_049_600), loss: .bernoulli(Probability(1.0 / 3.0))
