@@ -12,9 +12,9 @@ import Glibc
 ///
 /// Requests are handled one at a time; parts of a pipelined next request wait until the current
 /// response has ended. The upstream connection is kept while the client keeps asking the same
-/// host:port. Failures become short plain-text responses: 400 for a request the proxy cannot
-/// route, 502 for an upstream that refuses or does not resolve, 504 when the emulated link loses
-/// every SYN.
+/// host:port. A server's close, a refusal and a lost handshake reach the client as the network
+/// shows them (a FIN or a reset crossing the link), never as an answer of netcond's own; netcond
+/// answers itself only a request it cannot route (400) and a name that does not resolve (502).
 final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundIn = HTTPServerResponsePart
@@ -66,6 +66,15 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var requestIsHead = false
     /// The upstream closed while a `first_byte` fault held the response: `.some(error or nil)`.
     private var upstreamClosedWhileHeld: (any Error)?? = nil
+    /// Runs while the connection waits for a request head with no upstream connection open.
+    private var idleTimer: Scheduled<Void>?
+
+    /// A client with no request under way and no server connection behind it must send a whole
+    /// request head within this time, or is let go: a slow-loris trickling a head, a connection
+    /// opened and forgotten after an answer of netcond's own (the captive portal's). As servers'
+    /// header time-outs (nginx's is 60 s). While a server connection is open, its own idle
+    /// time-out decides instead (its close reaches the client).
+    static let idleTimeout = TimeAmount.seconds(60)
 
     init(shaper: LinkShaper, connector: UpstreamConnector, selfAddresses: [SocketAddress]) {
         self.shaper = shaper
@@ -78,12 +87,27 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        self.armIdleTimer(context: context)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         self.releaseTimer?.cancel()
         self.releaseTimer = nil
+        self.idleTimer?.cancel()
+        self.idleTimer = nil
+    }
+
+    /// (Re)starts the idle time-out when the connection waits for a head with no server behind it.
+    private func armIdleTimer(context: ChannelHandlerContext) {
+        self.idleTimer?.cancel()
+        self.idleTimer = nil
+        guard self.state == .idle, self.upstream == nil else { return }
+        self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: Self.idleTimeout) {
+            guard self.state == .idle, self.upstream == nil, let context = self.context else { return }
+            self.state = .closed
+            context.close(promise: nil)
+        }
     }
 
     // MARK: Client → proxy
@@ -93,6 +117,8 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch self.state {
         case .idle:
             if case .head(let head) = part {
+                self.idleTimer?.cancel()
+                self.idleTimer = nil
                 self.start(head, context: context)
             }
         case .connecting:
@@ -168,7 +194,24 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             self.state = .closed
             context.triggerUserOutboundEvent(CloseWhenDrained(), promise: nil)
         } else {
-            self.fail(400, "malformed request (\(error)); send an HTTP/1.1 request with an absolute URL or CONNECT host:port", context: context)
+            self.fail(400, "malformed request: \(Self.explain(error)); send an HTTP/1.1 request with an absolute URL or CONNECT host:port", context: context)
+        }
+    }
+
+    /// What was wrong with a request, in words (not the parser's case names).
+    static func explain(_ error: HTTPParserError) -> String {
+        switch error {
+        case .invalidVersion: return "the version is not HTTP/1.0 or HTTP/1.1"
+        case .invalidMethod: return "the method is not a valid token"
+        case .invalidURL, .invalidHost, .invalidPort, .invalidPath, .invalidQueryString, .invalidFragment:
+            return "the request target is not a valid URL"
+        case .invalidHeaderToken, .invalidCharactersUsed, .invalidConstant:
+            return "a character not allowed there (in the request line, a header name or a header value)"
+        case .lfExpected, .strictModeAssertion: return "a line does not end with CRLF"
+        case .headerOverflow: return "the request head is larger than 80 KB"
+        case .invalidContentLength, .unexpectedContentLength: return "the Content-Length is not a valid length"
+        case .invalidChunkSize: return "a chunk size of the chunked body is not valid hexadecimal"
+        default: return "the request cannot be read as HTTP/1.x"
         }
     }
 
@@ -325,6 +368,16 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if head.version.major != 1 || head.version.minor > 1 {
             return "HTTP/\(head.version.major).\(head.version.minor) is not spoken here; send HTTP/1.1"
         }
+        // The parser hands over text: bytes that are not UTF-8 come out as U+FFFD, and would reach
+        // the server changed. Refused rather than passed on altered.
+        let replacement: Character = "\u{FFFD}"
+        if let (name, _) = head.headers.first(where: { $0.name.contains(replacement) || $0.value.contains(replacement) }) {
+            return "the header '\(name.replacingOccurrences(of: "\u{FFFD}", with: "?"))' holds bytes that are not UTF-8, "
+                + "which netcond cannot pass on unchanged; send them percent-encoded (or as RFC 8187 ext-value)"
+        }
+        if head.uri.contains(replacement) {
+            return "the request target holds bytes that are not UTF-8, which netcond cannot pass on unchanged; send them percent-encoded"
+        }
         guard head.headers.contains(name: "Transfer-Encoding") else { return nil }
         if head.version.minor == 0 {
             return "an HTTP/1.0 request with Transfer-Encoding has no trustworthy length (RFC 9112 §6.1); "
@@ -334,30 +387,6 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return "both Transfer-Encoding and Content-Length (RFC 9112 §6.3); send one of them"
         }
         return nil
-    }
-
-    /// True when this upstream connection reached one of netcond's own listeners: whatever the
-    /// target was called (`[::ffff:127.0.0.1]`, another name for this host), a request sent on
-    /// would come back to this proxy, and round again.
-    static func reachesItself(_ channel: Channel, listeners: [SocketAddress]) -> Bool {
-        guard let remote = channel.remoteAddress, let remoteIP = remote.ipAddress.map(Self.plainIP) else { return false }
-        let localIP = channel.localAddress?.ipAddress.map(Self.plainIP)
-        return listeners.contains { listener in
-            guard listener.port == remote.port, let listenIP = listener.ipAddress.map(Self.plainIP) else { return false }
-            if listenIP == remoteIP { return true }
-            // A listener on every address takes connections to any address of this host.
-            let wildcard = listenIP == "0.0.0.0" || listenIP == "::"
-            return wildcard && (remoteIP == localIP || remoteIP.hasPrefix("127.") || remoteIP == "::1")
-        }
-    }
-
-    /// An IPv4-mapped IPv6 address as the IPv4 address it is.
-    private static func plainIP(_ ip: String) -> String {
-        let lower = ip.lowercased()
-        if lower.hasPrefix("::ffff:"), lower.dropFirst(7).contains("."), !lower.dropFirst(7).contains(":") {
-            return String(lower.dropFirst(7))
-        }
-        return lower
     }
 
     private static func hostHeader(_ target: UpstreamTarget) -> String {
@@ -379,11 +408,6 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             self.queued.removeAll()
             self.failConnect(error, context: context)
         case .success(let channel):
-            if Self.reachesItself(channel, listeners: self.selfAddresses) {
-                channel.close(promise: nil)
-                self.queued.removeAll()
-                return self.fail(400, "refusing a request to the proxy itself (\(target) is netcond's own listener)", context: context)
-            }
             let handler = UpstreamHTTPHandler(owner: self)
             do {
                 // Interim responses (100 Continue) are passed on: a client that sent `Expect:
@@ -580,6 +604,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         self.state = .idle
+        defer { self.armIdleTimer(context: context) }
         if case .head(let head)? = self.queued.popFirst() {
             self.start(head, context: context)
             if self.state == .forwarding { self.drainQueue() }
@@ -616,7 +641,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// client, and there is no transport failure to mirror.
     private func failConnect(_ error: UpstreamError, context: ChannelHandlerContext) {
         switch error {
-        case .nameNotResolved:
+        case .nameNotResolved, .loop:
             self.fail(error.httpStatus, error.description, context: context)
         case .refused, .timedOut, .abandoned:
             self.state = .closed
@@ -679,10 +704,6 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .failure(let error):
                 self.failConnect(error, context: context)
             case .success(let upstream):
-                if Self.reachesItself(upstream, listeners: self.selfAddresses) {
-                    upstream.close(promise: nil)
-                    return self.fail(400, "refusing a tunnel to the proxy itself (\(target) is netcond's own listener)", context: context)
-                }
                 self.establishTunnel(upstream, context: context)
             }
         }

@@ -55,25 +55,29 @@ final class LinkDriver {
     }
 
     /// Emulates the set-up of a new upstream connection on this flow (see `LinkModel.connect`);
-    /// `completion` runs when the emulated handshake is done, refused, or has timed out.
+    /// `handshakeUnderWay` runs when the SYN of the attempt that gets through leaves (never for one
+    /// that is refused, blackholed or times out), `completion` when the emulated handshake is done,
+    /// refused, or has timed out.
     func connect(
         _ flow: FlowID,
         host: String,
         port: Int,
         resolvesName: Bool,
         intercept: SetupVerdict?,
+        handshakeUnderWay: @escaping () -> Void,
         completion: @escaping (ConnectOutcome) -> Void
-    ) -> SetupVerdict {
+    ) {
         self.connectWaiters[flow] = completion
-        let verdict = self.model.connect(flow, at: self.now, host: host, port: port, resolvesName: resolvesName, intercept: intercept)
+        self.handshakeWaiters[flow] = handshakeUnderWay
+        self.model.connect(flow, at: self.now, host: host, port: port, resolvesName: resolvesName, intercept: intercept)
         self.pump()
-        return verdict
     }
 
     func close(_ flow: FlowID) {
         self.endpoints.removeValue(forKey: flow)
         self.waitingForRoom.removeValue(forKey: flow)
         self.connectWaiters.removeValue(forKey: flow)
+        self.handshakeWaiters.removeValue(forKey: flow)
         self.model.closeFlow(flow)
     }
 
@@ -81,6 +85,7 @@ final class LinkDriver {
     var onStateChange: ((LinkState, Instant) -> Void)?
 
     private var connectWaiters: [FlowID: (ConnectOutcome) -> Void] = [:]
+    private var handshakeWaiters: [FlowID: () -> Void] = [:]
 
     // MARK: Live control
 
@@ -165,10 +170,14 @@ final class LinkDriver {
 
     private func handle(_ notice: LinkNotice) {
         switch notice {
+        case .handshakeUnderWay(let flow, _):
+            self.handshakeWaiters.removeValue(forKey: flow)?()
         case .connected(let flow, let outcome):
+            self.handshakeWaiters.removeValue(forKey: flow)
             self.connectWaiters.removeValue(forKey: flow)?(outcome)
         case .cut(let flow, let mode, let at):
             self.waitingForRoom.removeValue(forKey: flow)
+            self.handshakeWaiters.removeValue(forKey: flow)
             if let waiter = self.connectWaiters.removeValue(forKey: flow) {
                 waiter(.refused(at: at))
             }

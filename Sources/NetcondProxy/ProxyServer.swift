@@ -18,6 +18,17 @@ public struct PortForward: Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String { "\(self.listenHost):\(self.listenPort)=\(self.targetHost):\(self.targetPort)" }
+
+    /// True when the target, as written, is this forward's own listener (any other spelling is
+    /// caught when the connection is made: `UpstreamError.loop`).
+    public var targetsItself: Bool {
+        guard self.listenPort == self.targetPort else { return false }
+        let loopback: Set<String> = ["localhost", "127.0.0.1", "::1", "::ffff:127.0.0.1"]
+        let listen = self.listenHost.lowercased(), target = self.targetHost.lowercased()
+        if listen == target { return true }
+        if listen == "0.0.0.0" || listen == "::" { return loopback.contains(target) || target.hasPrefix("127.") }
+        return loopback.contains(listen) && loopback.contains(target)
+    }
 }
 
 /// What a proxy run needs to know.
@@ -236,7 +247,8 @@ public final class ProxyServer: Sendable {
                         overrides: overrides,
                         stats: state.stats,
                         rules: state.rules,
-                        client: client
+                        client: client,
+                        listeners: state.selfAddresses
                     )
                     try configure(channel, state, connector)
                 }

@@ -67,6 +67,9 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
     /// The client left while the connection was being made: it was given up at once, as a real
     /// client's kernel gives up a connect when its socket is closed.
     case abandoned(UpstreamTarget)
+    /// The connection reached one of netcond's own listeners (under whatever name or spelling):
+    /// what is sent on it would come back to this proxy, and round again.
+    case loop(UpstreamTarget)
 
     var description: String {
         switch self {
@@ -74,6 +77,7 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
         case .refused(let target, let reason, _): return "cannot connect to \(target): \(reason)"
         case .timedOut(let target): return "connection to \(target) timed out (the emulated link lost every SYN)"
         case .abandoned(let target): return "connection to \(target) given up: the client left before it was made"
+        case .loop(let target): return "refusing a connection to the proxy itself (\(target) is netcond's own listener)"
         }
     }
 
@@ -84,12 +88,15 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
         case .refused(_, _, let reset): return reset ? .reset : .refused
         case .timedOut: return .timedOut
         case .abandoned: return .abandoned
+        case .loop: return .refused
         }
     }
 
+    /// The status of netcond's own answer, for the errors it answers itself (a name that does not
+    /// resolve, a loop); the others reach the client as the network shows them, a reset.
     var httpStatus: Int {
         switch self {
-        case .timedOut: return 504
+        case .loop: return 400
         default: return 502
         }
     }
@@ -100,6 +107,7 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
         case .nameNotResolved: return 0x04  // host unreachable
         case .refused: return 0x05  // connection refused
         case .timedOut, .abandoned: return 0x06  // TTL expired (the closest code for a timeout)
+        case .loop: return 0x02  // connection not allowed by ruleset
         }
     }
 }
@@ -130,9 +138,11 @@ extension String {
 
 /// Opens upstream connections at the moment the emulated link would have them open.
 ///
-/// The real connection (loopback or otherwise) starts at once; the caller is answered only when
-/// both it and the emulated set-up (`LinkModel.connect`: DNS delay, SYN round trip, SYN losses)
-/// are done, so a refusal is reported one emulated round trip after the attempt, as on a real link.
+/// The real connection (loopback or otherwise) starts when the emulated SYN that gets through
+/// leaves, never for an attempt the emulated network refuses, blackholes or holds; the caller is
+/// answered only when both it and the emulated set-up (`LinkModel.connect`: DNS delay, SYN round
+/// trip, SYN losses) are done, so a refusal is reported one emulated round trip after the SYN, as
+/// on a real link.
 struct UpstreamConnector {
     let eventLoop: EventLoop
     let driver: LinkDriver?
@@ -141,6 +151,8 @@ struct UpstreamConnector {
     var rules: ProxyRules? = nil
     /// The client connection this connector serves (its upstream attempts are noted there).
     var client: ClientConnectionRecord? = nil
+    /// netcond's own listeners: a connection that reaches one is refused (`UpstreamError.loop`).
+    var listeners: [SocketAddress] = []
     /// Makes the real connection instead of a socket (handler tests hand over an `EmbeddedChannel`).
     var connectOverride: ((UpstreamTarget) -> EventLoopFuture<Channel>)? = nil
 
@@ -161,6 +173,9 @@ struct UpstreamConnector {
         let loop = self.eventLoop
         // Every attempt goes into the event log with its outcome (the scenario checks count a
         // client's attempts during an outage from it: those never reach the server).
+        // The first attempt of a client connection: on a network the client's own connect would
+        // have waited for it, from the moment the client connected to netcond.
+        let connectedSince = self.client.flatMap { $0.upstreamAttempted ? nil : $0.acceptedAt }
         self.client?.upstreamAttempted = true
         let rules = self.rules
         let attemptID = rules?.beginConnect(to: target.host, port: target.port, at: loop.now)
@@ -198,26 +213,17 @@ struct UpstreamConnector {
         // round trip), and at least `halfCloseGrace` from now. Without a link model nothing is
         // ever held, and a FIN is always a half-close.
         var unimpededBy = NIODeadline.distantFuture
+        // When the client would have had its connection with nothing lost or held: from its own
+        // connect to netcond (its request crossing the link first), else from this attempt.
+        var setUpDoneBy = loop.now
         if let conditions = self.driver?.model.conditions {
             let setUp = (target.isName ? conditions.dnsDelay : .zero) + conditions.connectDelay + conditions.baseRTT
             unimpededBy = loop.now + .nanoseconds(max(setUp, Self.halfCloseGrace).nanoseconds)
+            setUpDoneBy = connectedSince.map { $0 + .nanoseconds((conditions.up.latency + setUp).nanoseconds) }
+                ?? loop.now + .nanoseconds(setUp.nanoseconds)
         }
         let attempt = ConnectAttempt(
             target: target, refusal: refusal, refusalIsReset: refusalIsReset, unimpededBy: unimpededBy, completion: completion)
-        let verdict: SetupVerdict
-        if let driver = self.driver, let flow {
-            verdict = driver.connect(flow, host: target.host, port: target.port, resolvesName: target.isName, intercept: intercept) {
-                outcome in
-                attempt.emulated(outcome)
-            }
-        } else if let intercept {
-            // No link model to time it (a pass-through run): refused or given up at once.
-            verdict = intercept
-            attempt.emulated(intercept == .blackholed ? .timedOut(at: .zero) : .refusedByFirewall(at: .zero))
-        } else {
-            verdict = .proceed(hold: .zero)
-            attempt.emulated(.established(at: .zero, synRetransmits: 0))
-        }
 
         @Sendable func bootstrap() -> ClientBootstrap {
             ClientBootstrap(group: loop)
@@ -226,47 +232,101 @@ struct UpstreamConnector {
                 .channelOption(.tcpOption(.tcp_nodelay), value: 1)
                 .connectTimeout(.seconds(30))
         }
-        // A connection the portal or the profile's set-up rules stop is never really attempted:
-        // no lookup, no packet leaves for a host the run pretends is unreachable.
-        let stopped: Bool
-        if case .proceed = verdict { stopped = false } else { stopped = true }
-        let real: EventLoopFuture<Channel>
-        if let toPortal {
-            real = toPortal.start().flatMap { address in bootstrap().connect(to: address) }
-        } else if let connectOverride = self.connectOverride, !stopped {
-            real = connectOverride(target)
-        } else if stopped {
-            real = loop.makeFailedFuture(UpstreamError.nameNotResolved(target.host))  // never attempted
-        } else {
-            switch self.overrides.lookup(target.host) {
-            case .some(.some(let address)):
-                routedToOrigin = true
-                var address = address
-                if target.port == 443, target.host.lowercased().trimmingSuffix(".") == OriginHost.name,
-                    let tls = self.overrides.originTLS
-                {
-                    address = tls
-                } else if target.port != 80 && target.port != 443 {
-                    address.port = target.port
+        let stats = self.stats
+        let overrides = self.overrides
+        let connectOverride = self.connectOverride
+        let listeners = self.listeners
+        // The real connection: started only once the emulated SYN that gets through has left, so a
+        // server never sees a connection the emulated network would not have delivered (one
+        // refused or blackholed by an outage, the firewall or the portal, held by `connect_hold`,
+        // or given up by its client meanwhile). No lookup, no packet leaves for a host the run
+        // pretends is unreachable. The real connect then has the emulated round trip to finish in.
+        func startReal() {
+            guard attempt.isUnderWay else { return }
+            let real: EventLoopFuture<Channel>
+            if let toPortal {
+                real = toPortal.start().flatMap { address in bootstrap().connect(to: address) }
+            } else if let connectOverride {
+                real = connectOverride(target)
+            } else {
+                switch overrides.lookup(target.host) {
+                case .some(.some(let address)):
+                    routedToOrigin = true
+                    var address = address
+                    if target.port == 443, target.host.lowercased().trimmingSuffix(".") == OriginHost.name,
+                        let tls = overrides.originTLS
+                    {
+                        address = tls
+                    } else if target.port != 80 && target.port != 443 {
+                        address.port = target.port
+                    }
+                    real = bootstrap().connect(to: address)
+                case .some(.none):
+                    real = loop.makeFailedFuture(UpstreamError.nameNotResolved(target.host))
+                case .none:
+                    real = bootstrap().connect(host: target.host, port: target.port)
                 }
-                real = bootstrap().connect(to: address)
-            case .some(.none):
-                real = loop.makeFailedFuture(UpstreamError.nameNotResolved(target.host))
-            case .none:
-                real = bootstrap().connect(host: target.host, port: target.port)
+            }
+            real.hop(to: loop).assumeIsolated().whenComplete { result in
+                switch result {
+                case .success(let channel):
+                    if Self.reachesItself(channel, listeners: listeners) {
+                        channel.close(promise: nil)
+                        return attempt.real(.failure(.loop(target)))
+                    }
+                    attempt.real(.success(channel))
+                case .failure(let error):
+                    stats.upstreamFailures += 1
+                    attempt.real(.failure(Self.classify(error, target: target)))
+                }
             }
         }
-        let stats = self.stats
-        real.hop(to: loop).assumeIsolated().whenComplete { result in
-            switch result {
-            case .success(let channel):
-                attempt.real(.success(channel))
-            case .failure(let error):
-                if !stopped { stats.upstreamFailures += 1 }
-                attempt.real(.failure(Self.classify(error, target: target)))
+
+        if let driver = self.driver, let flow {
+            driver.connect(
+                flow, host: target.host, port: target.port, resolvesName: target.isName, intercept: intercept,
+                handshakeUnderWay: startReal
+            ) { outcome in
+                if case .established = outcome, let attemptID, attempt.isUnderWay {
+                    // Made, but later than an unimpeded set-up (its request or SYNs held in a
+                    // blackhole or lost, a held connect): the evidence notes it, since the
+                    // client's connect, to netcond, could not time out meanwhile.
+                    rules?.noteHeldConnect(attemptID, held: Span(nanoseconds: (loop.now - setUpDoneBy).nanoseconds))
+                }
+                attempt.emulated(outcome)
             }
+        } else if let intercept {
+            // No link model to time it (a pass-through run): refused or given up at once.
+            attempt.emulated(intercept == .blackholed ? .timedOut(at: .zero) : .refusedByFirewall(at: .zero))
+        } else {
+            startReal()
+            attempt.emulated(.established(at: .zero, synRetransmits: 0))
         }
         return attempt
+    }
+
+    /// True when this upstream connection reached one of netcond's own listeners: whatever the
+    /// target was called (`[::ffff:127.0.0.1]`, another name for this host), a request sent on
+    /// would come back to this proxy, and round again.
+    static func reachesItself(_ channel: Channel, listeners: [SocketAddress]) -> Bool {
+        guard let remote = channel.remoteAddress, let remoteIP = remote.ipAddress.map(Self.plainIP) else { return false }
+        let localIP = channel.localAddress?.ipAddress.map(Self.plainIP)
+        return listeners.contains { listener in
+            guard listener.port == remote.port, let listenIP = listener.ipAddress.map(Self.plainIP) else { return false }
+            if listenIP == remoteIP { return true }
+            // A listener on every address takes connections to any address of this host.
+            let wildcard = listenIP == "0.0.0.0" || listenIP == "::"
+            return wildcard && (remoteIP == localIP || remoteIP.hasPrefix("127.") || remoteIP == "::1")
+        }
+    }
+
+    /// An IPv4-mapped IPv6 address as the IPv4 address it is.
+    static func plainIP(_ ip: String) -> String {
+        let lower = ip.lowercased()
+        if lower.hasPrefix("::ffff:"), lower.dropFirst(7).contains("."), !lower.dropFirst(7).contains(":") {
+            return String(lower.dropFirst(7))
+        }
+        return lower
     }
 
     static func classify(_ error: Error, target: UpstreamTarget) -> UpstreamError {
@@ -297,9 +357,10 @@ struct UpstreamConnector {
     }
 }
 
-/// One upstream connection being made: the real socket and the emulated set-up run side by side;
-/// the caller hears once both are done, at the emulated moment. The emulated outcome wins: a
-/// timed-out or refused emulated handshake closes a real connection that did succeed.
+/// One upstream connection being made: the emulated set-up, and the real socket from the moment
+/// the emulated SYN that gets through leaves; the caller hears once both are done, at the
+/// emulated moment. The emulated outcome wins: a failed emulated handshake ends the attempt at
+/// once and closes a real connection that did succeed.
 final class ConnectAttempt {
     let target: UpstreamTarget
     /// What a refusal by a set-up rule is reported as (the firewall's or the portal's).
@@ -350,29 +411,29 @@ final class ConnectAttempt {
         self.finishIfDone()
     }
 
+    /// An established emulated handshake waits for the real connection (begun when its SYN left);
+    /// a failed one ends the attempt at once: the real connection was never begun, or (a cut while
+    /// the handshake was under way) is closed as soon as it is there.
     private func finishIfDone() {
-        guard let emulated = self.emulatedOutcome, let real = self.realResult, let completion else { return }
-        self.completion = nil
-        switch (emulated, real) {
-        case (.established, _):
-            completion(real)
-        case (.refused, .success(let channel)):
-            channel.close(promise: nil)
-            completion(.failure(.refused(self.target, "connection refused (netcond outage)")))
-        case (.refused, .failure(let error)):
-            completion(.failure(error))
-        case (.timedOut, .success(let channel)):
-            channel.close(promise: nil)
-            completion(.failure(.timedOut(self.target)))
-        case (.timedOut, .failure):
-            completion(.failure(.timedOut(self.target)))
-        case (.refusedByFirewall, let real):
-            if case .success(let channel) = real { channel.close(promise: nil) }
-            completion(.failure(.refused(self.target, self.refusal, reset: self.refusalIsReset)))
-        case (.nameNotResolved, let real):
-            if case .success(let channel) = real { channel.close(promise: nil) }
-            completion(.failure(.nameNotResolved(self.target.host, "netcond dns_fail")))
+        guard let emulated = self.emulatedOutcome, let completion else { return }
+        let failure: UpstreamError
+        switch emulated {
+        case .established:
+            guard let real = self.realResult else { return }
+            self.completion = nil
+            return completion(real)
+        case .refused:
+            failure = .refused(self.target, "connection refused (netcond outage)")
+        case .timedOut:
+            failure = .timedOut(self.target)
+        case .refusedByFirewall:
+            failure = .refused(self.target, self.refusal, reset: self.refusalIsReset)
+        case .nameNotResolved:
+            failure = .nameNotResolved(self.target.host, "netcond dns_fail")
         }
+        self.completion = nil
+        if case .success(let channel) = self.realResult { channel.close(promise: nil) }
+        completion(.failure(failure))
     }
 }
 

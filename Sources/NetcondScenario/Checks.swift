@@ -96,6 +96,21 @@ public struct RunEvidence: Sendable {
         }
     }
 
+    /// A connection to the origin that was made, but held past the link's set-up time (SYNs
+    /// swallowed by a blackhole or lost, a held connect): the client's connect to netcond had
+    /// succeeded at once, so a connect time-out it set could not fire meanwhile.
+    public struct HeldConnect: Sendable, Equatable {
+        /// Seconds since the client started.
+        public var at: Double
+        /// Seconds past the link's set-up time.
+        public var heldFor: Double
+
+        public init(at: Double, heldFor: Double) {
+            self.at = at
+            self.heldFor = heldFor
+        }
+    }
+
     /// A line the client printed.
     public struct OutputLine: Sendable, Equatable {
         /// Seconds since the client started.
@@ -141,6 +156,8 @@ public struct RunEvidence: Sendable {
     public var requests: [Request]
     /// Connections to the origin that failed before reaching it.
     public var failedConnects: [FailedConnect]
+    /// Connections to the origin that were made late (see ``HeldConnect``).
+    public var heldConnects: [HeldConnect] = []
     public var workingDirectory: String
     public var origin: OriginContent
     /// The lines the client printed (the first ``OutputCapture/maxLines``).

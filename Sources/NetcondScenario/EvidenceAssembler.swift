@@ -20,6 +20,7 @@ struct EvidenceAssembler {
     ) {
         evidence.requests = self.requests(events: events, entries: entries, connections: connections)
         evidence.failedConnects = self.failedConnects(events)
+        evidence.heldConnects = self.heldConnects(events)
         evidence.portal = self.portal(events)
     }
 
@@ -79,6 +80,16 @@ struct EvidenceAssembler {
             default:
                 return nil
             }
+        }
+    }
+
+    /// Connections to the origin made only after the link held them (see ``RunEvidence/HeldConnect``).
+    func heldConnects(_ events: [ProxyEvent]) -> [RunEvidence.HeldConnect] {
+        events.compactMap { event in
+            guard event.kind == .held, let held = event.heldFor, let host = event.host,
+                host.lowercased() == Session.originHost
+            else { return nil }
+            return RunEvidence.HeldConnect(at: self.seconds(logged: event.at), heldFor: held)
         }
     }
 

@@ -12,6 +12,8 @@ import NetcondCore
 ///  blackholed         connect() hangs; its time-out      connect ok, request sent, no answer;
 ///                     fires                              only a read time-out can fire
 ///  timed out (127 s)  connect() fails: ETIMEDOUT         a reset after 127 s
+///  held, then made    connect() waits; its time-out      connect ok at once, the request waits;
+///  (blackhole, loss)  may fire first                     only a read time-out can fire
 ///  no such name       the client's own lookup fails      a 502 from netcond
 /// ```
 ///
@@ -48,12 +50,20 @@ enum ProxyFidelity {
         if timedOut > 0 {
             parts.append("\(Self.count(timedOut, "connection")) that timed out reached the client as a reset (a network fails the connect with ETIMEDOUT)")
         }
+        if let longest = evidence.heldConnects.map(\.heldFor).max() {
+            let n = evidence.heldConnects.count
+            parts.append("\(Self.count(n, "connection")) to the origin \(n == 1 ? "was" : "were") held up to \(Self.seconds(longest)) by the link (its request or SYNs swallowed by a blackhole or lost, or a held connect) while the client's connect to netcond had already succeeded (on a network the connect itself waits, and a connect time-out shorter than that, such as curl's --connect-timeout, fires; here it cannot)")
+        }
         if names > 0 {
             parts.append("\(Self.count(names, "name")) that did not resolve reached the client as a 502 from netcond (on a network the client's own lookup fails)")
         }
         guard !parts.isEmpty else { return nil }
         return "through the proxy, " + parts.joined(separator: "; ")
             + ". A client that treats these differently may be judged differently on a real network."
+    }
+
+    private static func seconds(_ value: Double) -> String {
+        value < 10 ? "\((value * 10).rounded() / 10) s" : "\(Int(value.rounded())) s"
     }
 
     private static func count(_ n: Int, _ noun: String) -> String {

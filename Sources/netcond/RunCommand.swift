@@ -177,12 +177,19 @@ func parseForward(_ text: String) throws -> PortForward {
             "--forward '\(text)' is not LISTEN=TARGET; allowed: [host:]port=host:port, e.g. 127.0.0.1:9000=example.com:80"
         )
     }
-    return PortForward(
+    let forward = PortForward(
         listenHost: listen.host,
         listenPort: listen.port,
         targetHost: String(parts[1][..<colon]).trimmingCharacters(in: "[]"),
         targetPort: targetPort
     )
+    if forward.targetsItself {
+        throw ValidationError(
+            "--forward '\(text)' sends its port to itself: every connection would come back to netcond, and round again; "
+                + "allowed: a target that is another port or another host"
+        )
+    }
+    return forward
 }
 
 /// Parses `host:port`, `:port` or `port` (host defaults to 127.0.0.1).

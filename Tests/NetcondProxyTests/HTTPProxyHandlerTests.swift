@@ -91,4 +91,23 @@ import Testing
         #expect(HTTPProxyHandler.framingProblem(head(.http1_1, [("Transfer-Encoding", "chunked"), ("Content-Length", "3")])) != nil)
         #expect(HTTPProxyHandler.framingProblem(head(.http1_1, [("Host", "a"), ("host", "b")])) == "more than one Host header; send exactly one")
     }
+
+    @Test func headerBytesThatAreNotUTF8AreRefusedNotRewritten() throws {
+        let rig = try ProxyRig(profile: Profile(name: "t"), shaped: false)
+        var request = ByteBuffer(string: "GET http://origin.netcond.test/file HTTP/1.1\r\nHost: origin.netcond.test\r\nX-Name: caf")
+        request.writeBytes([0xE9, 0xFF])  // Latin-1 é, and a byte no text has
+        request.writeString("\r\nContent-Length: 0\r\n\r\n")
+        try rig.client.writeInbound(request)
+        rig.advance(1)
+        let answer = try rig.received()
+        #expect(answer.hasPrefix("HTTP/1.1 400"), "\(answer)")
+        #expect(answer.contains("'X-Name' holds bytes that are not UTF-8"), "\(answer)")
+        #expect(rig.connectsAttempted == 0, "nothing altered reaches a server")
+        // Valid UTF-8 passes.
+        let other = try ProxyRig(profile: Profile(name: "t"), shaped: false)
+        try other.client.writeInbound(ByteBuffer(string: "GET http://origin.netcond.test/file HTTP/1.1\r\nHost: origin.netcond.test\r\nX-Name: café\r\nContent-Length: 0\r\n\r\n"))
+        other.advance(1)
+        #expect(other.connectsAttempted == 1)
+        #expect(try other.sentUpstream().contains("X-Name: café\r\n"))
+    }
 }

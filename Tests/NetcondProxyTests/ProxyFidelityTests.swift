@@ -67,11 +67,61 @@ import Testing
         rig.clientCloses()
         #expect(!rig.client.isActive)
         rig.advance(10_000)
-        // The real connection (made at once) was closed unused; nothing was ever written to it.
-        #expect(rig.upstreams.allSatisfy { !$0.isActive })
-        #expect(try rig.upstreams.indices.allSatisfy { try rig.sentUpstream($0).isEmpty })
+        // Its SYN never left: the server never saw a connection at all.
+        #expect(rig.connectsAttempted == 0)
         let events = rig.rules.eventsWithPending.filter { $0.kind == .connect }
         #expect(events.map(\.attempt) == [.abandoned])
+    }
+
+    @Test func theServerSeesTheConnectionOnlyWhenTheSYNThatGetsThroughLeaves() throws {
+        // Held 3 s before its handshake starts: the real connection begins then, not before.
+        let rig = try self.makeRig(setup: SetupRules(hold: .seconds(3), holdFirst: 1))
+        try rig.request("GET", "/file")
+        rig.advance(50)  // the request crosses the link; the hold begins
+        rig.advance(2999)
+        #expect(rig.connectsAttempted == 0)
+        rig.advance(1)
+        #expect(rig.connectsAttempted == 1)
+        rig.advance(99)
+        #expect(try rig.sentUpstream().isEmpty, "the handshake's round trip is not over")
+        rig.advance(1)
+        #expect(try rig.sentUpstream().hasPrefix("GET /file HTTP/1.1\r\n"))
+    }
+
+    @Test func anOutageThatRefusesOrBlackholesNeverOpensARealConnection() throws {
+        for outage in [OutageBehaviour.refuse, .blackhole] {
+            let rig = try self.makeRig()
+            try rig.request("GET", "/file")
+            rig.advance(20)
+            rig.driver?.setOutage(outage)  // before the request has crossed: its SYN meets the outage
+            rig.advance(10_000)
+            #expect(rig.connectsAttempted == 0, "\(outage)")
+            if outage == .refuse {
+                #expect(!rig.client.isActive, "a refusal resets the client's connection")
+                #expect(try rig.received().isEmpty)
+            }
+        }
+    }
+
+    @Test func aConnectionMadeOnlyAfterABlackholeIsNotedWithHowLongItWasHeld() throws {
+        let rig = try self.makeRig()
+        rig.driver?.setOutage(.blackhole)
+        try rig.request("GET", "/file")
+        rig.advance(8000)
+        rig.driver?.setOutage(nil)
+        rig.advance(30_000)
+        #expect(rig.connectsAttempted == 1)
+        let held = rig.rules.eventsWithPending.filter { $0.kind == .held }
+        #expect(held.count == 1)
+        // Unimpeded, the connection would have been there after 150 ms (the request's way up and
+        // the handshake's round trip); it was held at least the 8 s of the outage.
+        #expect((held.first?.heldFor ?? 0) >= 7.85, "\(held)")
+        // An unimpeded connection is not noted.
+        let clear = try self.makeRig()
+        try clear.request("GET", "/file")
+        clear.advance(1000)
+        #expect(clear.connectsAttempted == 1)
+        #expect(!clear.rules.eventsWithPending.contains { $0.kind == .held })
     }
 
     @Test func aClientThatHalfClosesRightAfterItsRequestStillGetsItsAnswer() throws {
@@ -111,6 +161,33 @@ import Testing
         #expect(rig.client.isActive)
         rig.advance(1)
         #expect(!rig.client.isActive, "the client sees the server's FIN, one way later")
+    }
+
+    @Test func aClientTricklingARequestHeadIsLetGoAfterAMinute() throws {
+        let rig = try self.makeRig()
+        try rig.client.writeInbound(ByteBuffer(string: "GET http://origin.netcond.test/file HTTP/1.1\r\n"))
+        for _ in 0..<59 {
+            rig.advance(1000)
+            try rig.client.writeInbound(ByteBuffer(string: "X-Slow: 1\r\n"))  // a byte now and then, never the end
+        }
+        #expect(rig.client.isActive)
+        rig.advance(1050)
+        #expect(!rig.client.isActive, "a minute after it began, the head is still not complete")
+        #expect(rig.connectsAttempted == 0)
+    }
+
+    @Test func anIdleClientWithAServerBehindItWaitsForTheServersTimeOutNotNetconds() throws {
+        let rig = try self.makeRig()
+        try rig.request("GET", "/file")
+        rig.advance(150)
+        try rig.respond("ok")
+        rig.advance(50)
+        rig.advance(120_000)
+        #expect(rig.client.isActive, "the server keeps the connection: so does netcond")
+        // The same client after the server has gone: its next request has a minute to come.
+        rig.upstreams[0].pipeline.fireChannelInactive()
+        rig.advance(50)
+        #expect(!rig.client.isActive, "the server's close reached the client")
     }
 
     @Test func aConnectionThatNeverSaysWhatItSpeaksIsLetGo() throws {

@@ -34,7 +34,9 @@ final class ProxyRig {
         self.rules = ProxyRules(profile: profile, seed: 1, startedAt: loop.now, eventLoop: loop)
         let driver = shaped ? LinkDriver(profile: profile, seed: 1, eventLoop: loop, epoch: loop.now) : nil
         self.driver = driver
-        var connector = UpstreamConnector(eventLoop: loop, driver: driver, overrides: HostOverrides(), stats: stats, rules: self.rules)
+        var connector = UpstreamConnector(
+            eventLoop: loop, driver: driver, overrides: HostOverrides(), stats: stats, rules: self.rules,
+            client: self.rules.beginClient(at: loop.now))
         self.client = EmbeddedChannel(loop: loop)
         connector.connectOverride = { [unowned self] _ in
             self.connectsAttempted += 1

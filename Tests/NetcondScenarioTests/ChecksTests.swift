@@ -426,4 +426,18 @@ enum DeterministicBytesReference {
         evidence.engine = .packet
         #expect(Checks.evaluate(.backsOff(BacksOffCheck()), evidence).caveat == nil)
     }
+
+    @Test func aConnectionHeldByTheLinkIsACaveatEvenWhenItWasMadeInTheEnd() {
+        // One attempt that waited out an 8 s blackhole and then succeeded: no failed attempt at all,
+        // yet a client with a connect time-out would have given up and retried on a network.
+        var evidence = self.evidence([Request(at: 15.4, path: "/files/x")])
+        evidence.heldConnects = [RunEvidence.HeldConnect(at: 0.05, heldFor: 15.27)]
+        let caveat = Checks.evaluate(.backsOff(BacksOffCheck()), evidence).caveat ?? ""
+        #expect(caveat.contains("1 connection to the origin was held up to 15 s by the link"), "\(caveat)")
+        #expect(caveat.contains("curl's --connect-timeout"), "\(caveat)")
+        #expect(Checks.evaluate(.completes(CompletesCheck()), evidence).caveat != nil)
+        #expect(Checks.evaluate(.resumes(ResumesCheck(file: "x")), evidence).caveat == nil)
+        evidence.engine = .packet
+        #expect(Checks.evaluate(.backsOff(BacksOffCheck()), evidence).caveat == nil)
+    }
 }

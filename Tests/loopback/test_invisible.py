@@ -4,6 +4,7 @@ number of requests reaching the server. Where a proxy cannot be faithful (a refu
 connect), the verdict says so."""
 import concurrent.futures
 import os
+import re
 import subprocess
 import sys
 import time
@@ -180,3 +181,44 @@ def through_netcond_forward(profile, port, target_port, command):
     result = run(["run", profile, "--seed", "1", "--quiet", "--forward", f"127.0.0.1:{port}=127.0.0.1:{target_port}",
                   "--", *command], timeout=60)
     return result, time.monotonic() - started
+
+
+@pytest.mark.parametrize("via", ["connect-tunnel", "socks5"])
+def test_a_connect_time_out_fires_in_a_blackhole_through_a_tunnel_as_on_a_network(proxy_factory, via):
+    # On the network: the connect hangs and curl's --connect-timeout ends it (exit 28 at 2 s).
+    command = ["curl", "-sS", "-o", "/dev/null", "--connect-timeout", "2"]
+    with BlackholeServer() as hole:
+        plain, plain_elapsed = direct(command + [hole.url])
+    assert plain.returncode == 28 and plain_elapsed >= 2, plain.stderr
+    # Through netcond, where a proxy can show it: a client that opens a tunnel (CONNECT, or SOCKS5)
+    # counts the tunnel's set-up as its connect, and the emulated blackhole never completes it.
+    proxy = proxy_factory("lte")
+    assert proxy.ctl("outage", "blackhole").returncode == 0
+    route = ["-p", "-x", proxy.url] if via == "connect-tunnel" else ["-x", f"socks5h://127.0.0.1:{proxy.port}"]
+    with RequestServer("answer") as server:
+        started = time.monotonic()
+        proxied = subprocess.run(command + route + [server.url], capture_output=True, text=True, timeout=60,
+                                 env=NO_PROXY_ENV)
+        elapsed = time.monotonic() - started
+        assert proxy.ctl("outage", "end").returncode == 0
+        time.sleep(1)
+        assert server.requests == 0
+    assert proxied.returncode == plain.returncode, proxied.stderr
+    assert 2 <= elapsed < 2 * 5, elapsed
+
+
+def test_a_connect_time_out_cannot_fire_for_plain_http_through_the_proxy_and_the_verdict_says_so():
+    # A plain HTTP request through a proxy: the client's connect is to netcond, which accepts it at
+    # once, so curl's --connect-timeout never fires where on a network it would (exit 28 at 2 s).
+    # netcond cannot change that; the verdict names it instead of passing or failing silently.
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "Scenarios", "offline-then-back.yaml")
+    client = 'curl -sS --connect-timeout 2 --max-time 20 --retry 5 -o "$NETCOND_OUTPUT" "$NETCOND_URL"'
+    result = run(["run", root, "--seed", "1", "--", "sh", "-c", client], timeout=120)
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    out = result.stdout + result.stderr
+    assert "⚠ not exact" in out, out
+    # The single attempt waited out the blackhole on a connection netcond had accepted at once; on a
+    # network curl's --connect-timeout would have ended it at 2 s and --retry tried again.
+    held = re.search(r"1 connection to the origin was held up to ([\d.]+) s by the link", out)
+    assert held and float(held.group(1)) >= 7.5, out  # at least the 8 s outage, less the way up
+    assert "a connect time-out shorter than that, such as curl's --connect-timeout, fires; here it cannot" in out, out

@@ -1,10 +1,12 @@
 """The proxy with real clients: bytes intact, protocols, errors, timing within generous tolerance."""
 import hashlib
 import os
+import random
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -374,6 +376,78 @@ def test_a_request_to_the_proxy_itself_under_another_spelling_is_refused_not_loo
     tunnel = exchange(proxy.port, f"CONNECT {spelling}:{proxy.port} HTTP/1.1\r\n\r\n".encode())
     assert tunnel.startswith(b"HTTP/1.1 400 ") and b"the proxy itself" in tunnel, tunnel
     assert wait_until(lambda: len(os.listdir(fds)) <= before + 2, seconds=10)
+
+
+def socks5_connect(port, ipv6_bytes, target_port):
+    """A SOCKS5 CONNECT to an IPv6 address; returns the reply code."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"\x05\x01\x00")
+        assert s.recv(2) == b"\x05\x00"
+        s.sendall(b"\x05\x01\x00\x04" + ipv6_bytes + target_port.to_bytes(2, "big"))
+        reply = s.recv(64)
+        return reply[1] if len(reply) > 1 else None
+
+
+def test_a_socks5_connection_to_the_proxy_itself_is_refused_not_looped(proxy_factory):
+    proxy = proxy_factory("lte")
+    fds = f"/proc/{proxy.process.pid}/fd"
+    before = len(os.listdir(fds))
+    mapped = socket.inet_pton(socket.AF_INET6, "::ffff:127.0.0.1")
+    assert socks5_connect(proxy.port, mapped, proxy.port) == 2  # connection not allowed by ruleset
+    assert wait_until(lambda: len(os.listdir(fds)) <= before + 2, seconds=10)
+    assert curl(proxy, "http://origin.netcond.test/bytes/10").stdout == origin_bytes(10)
+
+
+def test_a_forward_to_its_own_port_is_refused_before_anything_runs():
+    port = free_port()
+    for target in (f"127.0.0.1:{port}", f"localhost:{port}"):
+        result = run(["run", "none", "--forward", f"127.0.0.1:{port}={target}", "--", "true"], timeout=30)
+        assert result.returncode == 2, result.stderr
+        assert "sends its port to itself" in result.stderr, result.stderr
+
+
+def test_a_forward_to_a_refused_port_resets_the_client():
+    port, target = free_port(), closed_port()
+    client = (
+        "import socket, sys\n"
+        f"s = socket.create_connection(('127.0.0.1', {port}), timeout=10)\n"
+        "s.sendall(b'hello')\n"
+        "try:\n"
+        "    data = s.recv(10)\n"
+        "    print('closed' if data == b'' else 'data')\n"
+        "except ConnectionResetError:\n"
+        "    print('reset')\n"
+    )
+    result = run(["run", "lte", "--seed", "1", "--quiet", "--forward", f"127.0.0.1:{port}=127.0.0.1:{target}",
+                  "--", sys.executable, "-c", client], timeout=60)
+    assert result.stdout.strip() == "reset", result.stdout + result.stderr
+
+
+def test_malformed_requests_fuzzed_each_get_at_most_one_answer_and_leave_no_descriptor(proxy_factory):
+    # A bounded, seeded fuzz: valid requests with bytes flipped, cut, or spliced with noise. Each
+    # connection gets at most one answer and is closed; afterwards the descriptor count is back.
+    proxy = proxy_factory("none")
+    fds = f"/proc/{proxy.process.pid}/fd"
+    before = len(os.listdir(fds))
+    rng = random.Random(20261125)
+    seeds = [b"GET http://origin.netcond.test/bytes/5 HTTP/1.1\r\nHost: origin.netcond.test\r\n\r\n",
+             b"POST http://origin.netcond.test/api/x HTTP/1.1\r\nHost: origin.netcond.test\r\nContent-Length: 3\r\n\r\nabc",
+             b"CONNECT origin.netcond.test:80 HTTP/1.1\r\nHost: origin.netcond.test\r\n\r\n"]
+    for _ in range(150):
+        payload = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randrange(len(payload))
+            kind = rng.randrange(3)
+            if kind == 0:
+                payload[at] = rng.randrange(256)
+            elif kind == 1:
+                payload[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+            else:
+                del payload[at:at + rng.randint(1, 6)]
+        answer = exchange(proxy.port, bytes(payload), half_close=True)
+        assert answer.count(b"HTTP/1.1 400 ") <= 1, (bytes(payload), answer)
+    assert wait_until(lambda: len(os.listdir(fds)) <= before + 2, seconds=15)
+    assert curl(proxy, "http://origin.netcond.test/bytes/10").stdout == origin_bytes(10)
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to run the proxy as another user")

@@ -140,6 +140,7 @@ public final class LinkModel {
             let synLost = flow.setupRandom.chance(self.conditions.up.loss.meanRate)
             let synAckLost = !synLost && flow.setupRandom.chance(self.conditions.down.loss.meanRate)
             if !synLost && !synAckLost {
+                self.pendingNotices.append(.handshakeUnderWay(flow.id, at: self.now))
                 let result = ConnectOutcome.established(at: .zero, synRetransmits: attempt)
                 self.schedule(.connectResult(flow.id, result), at: self.now + self.conditions.baseRTT)
                 return
@@ -663,6 +664,10 @@ public enum ConnectOutcome: Equatable, Sendable {
 
 /// Something the driver must act on or report, in the order it happened.
 public enum LinkNotice: Equatable, Sendable {
+    /// The SYN of the attempt that gets through leaves now (its SYN-ACK will not be lost either):
+    /// the server's side learns of the connection from here on, and never before. Before a refused,
+    /// blackholed or timed-out attempt, or one a rule stops, there is none.
+    case handshakeUnderWay(FlowID, at: Instant)
     /// A `connect` finished.
     case connected(FlowID, ConnectOutcome)
     /// The connection was cut (a `reset` outage began: `.reset`; or a cut); the model has forgotten it.

@@ -219,6 +219,21 @@ public struct ConfigNode {
         return text
     }
 
+    /// The text of a node that must be text: a plain `-1`, `1.5` or `true` is YAML's number or
+    /// boolean, and is refused (a file saying `output: -1` meant something else); in quotes it is text.
+    public func text(expecting: String) throws(ConfigError) -> String {
+        let text = try self.string(expecting: expecting)
+        if let scalar = self.node.scalar, scalar.style == .plain, Self.looksTyped(text) {
+            throw self.error("'\(text)' is a number or a boolean in YAML, not \(expecting); allowed: text, quoted if it looks like a number ('\(text)')")
+        }
+        return text
+    }
+
+    private static func looksTyped(_ text: String) -> Bool {
+        if Int(text) != nil || Double(text) != nil { return true }
+        return ["true", "false", "yes", "no", "on", "off", "~", ".inf", "-.inf", ".nan"].contains(text.lowercased())
+    }
+
     /// The node as a list.
     public func list() throws(ConfigError) -> [ConfigNode] {
         if self.isNull { return [] }

@@ -318,7 +318,7 @@ public enum ScenarioDecoder {
             client.url = text
         }
         if let output = map["output"] {
-            let text = try output.string(expecting: "a file name")
+            let text = try output.text(expecting: "a file name")
             guard !text.contains("/"), text != ".", text != ".." else {
                 throw output.error("'\(text)' is not a plain file name; allowed: a name inside the run's working directory (e.g. big.bin)")
             }

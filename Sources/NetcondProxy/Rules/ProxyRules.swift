@@ -113,6 +113,22 @@ final class ProxyRules {
             attempt: outcome))
     }
 
+    /// The emulated handshake of an attempt under way got through, `held` past the link's set-up
+    /// time: logged (as `held`, at the moment it began) when that is long enough for a client's
+    /// connect time-out to have mattered on a network.
+    func noteHeldConnect(_ id: Int, held: Span) {
+        guard held >= Self.heldWorthNoting, let attempt = self.pendingConnects[id] else { return }
+        let detail = "connect \(attempt.host):\(attempt.port): made \(held) later than the link's set-up time "
+            + "(SYNs unanswered in a blackhole or lost, or a held connect)"
+        self.record(ProxyEvent(
+            at: self.elapsed(at: attempt.at).seconds, kind: .held, detail: detail, host: attempt.host, port: attempt.port,
+            heldFor: held.seconds))
+    }
+
+    /// The shortest hold worth noting: a SYN's first retransmission time-out (shorter delays,
+    /// such as a lost request segment repaired in 200 ms, are within what any connect time-out allows).
+    static let heldWorthNoting = Span.seconds(1)
+
     /// Client connections now open.
     private var openClients: [Int: ClientConnectionRecord] = [:]
     private var nextClient = 0
@@ -192,6 +208,10 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
         case client
         /// A client connection to netcond's origin ended: how many of the origin's bytes reached it.
         case delivered
+        /// An upstream connection that was made, but held past the link's set-up time (SYNs
+        /// swallowed by a blackhole or lost, a `connect_hold`), at the moment it began, with
+        /// `held_for`: a connect time-out shorter than that would have fired on a network.
+        case held
     }
 
     /// Seconds since the run started.
@@ -216,18 +236,22 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
     public var bytes: Int64?
     /// For `delivered`: when that connection to the origin was established (seconds since the start).
     public var connectedAt: Double?
+    /// For `held`: how long past the link's set-up time the connection was made (seconds).
+    public var heldFor: Double?
 
     /// The JSON keeps one `outcome` text: the attempt's outcome, or the cut's mode.
     enum CodingKeys: String, CodingKey {
         case at, kind, detail, fault, method, host, path, port, outcome, bytes, portal
         case localPort = "local_port"
         case connectedAt = "connected_at"
+        case heldFor = "held_for"
     }
 
     public init(
         at: Double, kind: Kind, detail: String, fault: Int? = nil, method: String? = nil, host: String? = nil,
         path: String? = nil, port: Int? = nil, attempt: AttemptOutcome? = nil, cut: CutMode? = nil,
-        portal: PortalAction? = nil, localPort: Int? = nil, bytes: Int64? = nil, connectedAt: Double? = nil
+        portal: PortalAction? = nil, localPort: Int? = nil, bytes: Int64? = nil, connectedAt: Double? = nil,
+        heldFor: Double? = nil
     ) {
         self.at = at
         self.kind = kind
@@ -243,6 +267,7 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
         self.localPort = localPort
         self.bytes = bytes
         self.connectedAt = connectedAt
+        self.heldFor = heldFor
     }
 
     public init(from decoder: any Decoder) throws {
@@ -262,6 +287,7 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
         self.localPort = try c.decodeIfPresent(Int.self, forKey: .localPort)
         self.bytes = try c.decodeIfPresent(Int64.self, forKey: .bytes)
         self.connectedAt = try c.decodeIfPresent(Double.self, forKey: .connectedAt)
+        self.heldFor = try c.decodeIfPresent(Double.self, forKey: .heldFor)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -279,5 +305,6 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
         try c.encodeIfPresent(self.localPort, forKey: .localPort)
         try c.encodeIfPresent(self.bytes, forKey: .bytes)
         try c.encodeIfPresent(self.connectedAt, forKey: .connectedAt)
+        try c.encodeIfPresent(self.heldFor, forKey: .heldFor)
     }
 }

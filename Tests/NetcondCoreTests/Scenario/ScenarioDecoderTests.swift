@@ -138,6 +138,8 @@ import Testing
         ("profile: edge\nclient: {url: files/x}\nchecks: {completes: {}}\n", 2, "client.url", "neither a path nor a URL"),
         ("profile: edge\nclient: {url: /files/x}\nchecks: {completes: {}}\n", 2, "client", "origin.files does not define"),
         ("profile: edge\nclient: {output: ../x}\nchecks: {completes: {}}\n", 2, "client.output", "not a plain file name"),
+        ("profile: edge\nclient: {output: -1}\nchecks: {completes: {}}\n", 2, "client.output", "a number or a boolean in YAML"),
+        ("profile: edge\nclient: {output: true}\nchecks: {completes: {}}\n", 2, "client.output", "quoted if it looks like a number"),
         ("profile: edge\nclient: {deadline: 10ms}\nchecks: {completes: {}}\n", 2, "client.deadline", "100ms…1h"),
         ("profile: edge\nchecks: {resumes: {}}\n", 2, "checks.resumes", "which file?"),
         ("profile: edge\norigin: {files: {a: {size: 1KB}}}\nchecks: {backs-off: {file: a, factor: 0.5}}\n", 3, "checks.backs-off.factor", "1…10"),
@@ -211,6 +213,11 @@ import Testing
         let message = error.map { "\($0)" } ?? ""
         #expect(message.contains("s.yaml:3:"), "\(message)")
         #expect(message.contains("no folder '\(folder.path)/nowhere'"), "\(message)")
+    }
+
+    @Test func anOutputThatLooksLikeANumberIsTakenOnlyInQuotes() throws {
+        #expect(try self.decode("profile: edge\nclient: {output: '-1'}\nchecks: {completes: {}}\n").client.output == "-1")
+        #expect(try self.decode("profile: edge\nclient: {output: v1.bin}\nchecks: {completes: {}}\n").client.output == "v1.bin")
     }
 
     @Test func aNamedFaultCanBeRemovedLater() throws {
