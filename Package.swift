@@ -94,7 +94,10 @@ let package = Package(
         ),
         .testTarget(
             name: "NetcondScenarioTests",
-            dependencies: ["NetcondScenario", "NetcondProxy", "NetcondCore"],
+            dependencies: [
+                "NetcondScenario", "NetcondProxy", "NetcondCore",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

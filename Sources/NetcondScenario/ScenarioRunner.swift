@@ -164,43 +164,33 @@ public enum ScenarioRunner {
         let started = NIODeadline.now()
         onStart?(child)
         let startup = Double(started.uptimeNanoseconds - began.uptimeNanoseconds) / 1e9
-        let applied = NIOLockedValueBox<[(at: Double, what: String)]>([])
         let proxy = session.proxy
         let origin = session.origin
-        let timeline = Task {
-            // Each event waits for its own trigger: a moment, or a mark the origin or the link
-            // reaches (polled every 10 ms); events due together apply in file order.
-            var player = TimelinePlayer(scenario.timeline)
-            while !player.isFinished && !Task.isCancelled {
-                let elapsed = Span(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds))
-                var finished = 0
-                var finishedFor: [OriginTarget: Int] = [:]
-                if player.watchesOrigin {
+        let driver = TimelineDriver(
+            clock: WallClock(started: started),
+            marks: { watchesOrigin, watchesLink in
+                var marks = TimelineMarks()
+                if watchesOrigin {
                     for entry in origin.requestLog.entries where entry.isFinished {
-                        finished += 1
-                        if let name = OriginFile.name(inPath: entry.path) { finishedFor[.file(name), default: 0] += 1 }
-                        if let name = OriginAPI.name(inPath: entry.path) { finishedFor[.api(name), default: 0] += 1 }
+                        marks.finished += 1
+                        if let name = OriginFile.name(inPath: entry.path) { marks.finishedFor[.file(name), default: 0] += 1 }
+                        if let name = OriginAPI.name(inPath: entry.path) { marks.finishedFor[.api(name), default: 0] += 1 }
                     }
                 }
-                let delivered = player.watchesLink ? (await proxy.status())?.bytesDelivered ?? 0 : 0
-                let due = player.takeDue(elapsed: elapsed, finished: finished, finishedFor: finishedFor, delivered: delivered)
-                for event in due {
-                    // A removal by name can find nothing: triggers fire in their own order, and a
-                    // profile switch replaces every fault. Only then is the count before needed.
-                    var faultsBefore: Int?
-                    if case .removeFault = event.action { faultsBefore = await proxy.status()?.faults }
-                    let after = await proxy.apply(Self.command(for: event.action))
-                    let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-                    var what = event.action.description
-                    if let faultsBefore, after?.faults == faultsBefore { what += " (none of that name was in force)" }
-                    if case .at = event.trigger {} else { what += " (\(event.trigger))" }
-                    applied.withLockedValue { $0.append((at, what)) }
-                    onEvent?(String(format: "+%.1f s  %@", at, what))
-                }
-                guard let wait = player.wait(elapsed: elapsed) else { break }
-                try? await Task.sleep(nanoseconds: UInt64(max(wait.nanoseconds, 1_000_000)))
-            }
-        }
+                if watchesLink { marks.delivered = (await proxy.status())?.bytesDelivered ?? 0 }
+                return marks
+            },
+            apply: { action in
+                // A removal by name can find nothing: triggers fire in their own order, and a
+                // profile switch replaces every fault. Only then is the count before needed.
+                var faultsBefore: Int?
+                if case .removeFault = action { faultsBefore = await proxy.status()?.faults }
+                let after = await proxy.apply(Self.command(for: action))
+                if let faultsBefore, after?.faults == faultsBefore { return "none of that name was in force" }
+                return nil
+            },
+            onEvent: onEvent)
+        let timeline = Task { await driver.play(scenario.timeline) }
         let timedOut = NIOLockedValueBox(false)
         let deadline = scenario.client.deadline
         let watchdog = Task {
@@ -230,7 +220,7 @@ public enum ScenarioRunner {
         watchdog.cancel()
         timeline.cancel()
         progress?.cancel()
-        _ = await timeline.value
+        let applied = await timeline.value
         _ = await progress?.value
         let captured = capture.finish(grace: 1)
         let clientOutput = ClientOutput.read(path: outputFile, summary: captured, keep: keepWorkingDirectory)
@@ -260,7 +250,7 @@ public enum ScenarioRunner {
         if !keepWorkingDirectory { Self.remove(workdir) }
         return ScenarioOutcome(
             scenario: scenario, seed: seed, command: command, evidence: evidence, results: results,
-            applied: applied.withLockedValue { $0 }, startup: startup, linkSummary: linkSummary,
+            applied: applied, startup: startup, linkSummary: linkSummary,
             clientOutput: clientOutput
         )
     }

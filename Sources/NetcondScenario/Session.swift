@@ -103,7 +103,9 @@ public final class Session: Sendable {
                 if let control {
                     let server = ControlServer(proxy: proxy)
                     controlServer = server
-                    controlAddress = try await server.start(host: control.host, port: control.port)
+                    let address = try await server.start(host: control.host, port: control.port)
+                    try await proxy.reserveForLocalClients(address)
+                    controlAddress = address
                 }
                 return Session(
                     profile: profile,

@@ -144,6 +144,9 @@ public enum ControlAPI {
             let parsed = try? JSONSerialization.jsonObject(with: Data(body)),
             let object = parsed as? [String: Any]
         else { return .failure(bad) }
+        if let key = JSONDuplicateKeys.first(in: body) {
+            return .failure(Rejection(status: 400, message: "the key '\(key)' is given twice; allowed: each key once"))
+        }
         return .success(object)
     }
 

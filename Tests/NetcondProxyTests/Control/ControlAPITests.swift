@@ -33,6 +33,16 @@ import Testing
         #expect(self.route("DELETE", "/stall") == .success(.command(.stall(nil))))
     }
 
+    @Test func aKeyGivenTwiceIsRefusedNotSilentlyResolved() {
+        let twice = self.rejection(self.route("POST", "/profile", #"{"name": "edge", "name": "3g"}"#))
+        #expect(twice?.message == "the key 'name' is given twice; allowed: each key once")
+        #expect(self.rejection(self.route("POST", "/outage", #"{"behaviour": "refuse",  "behaviour" : "blackhole"}"#)) != nil)
+        // The same key in different objects, and a value that looks like a key, are fine.
+        #expect(JSONDuplicateKeys.first(in: Array(#"{"a": {"b": 1}, "c": {"b": 2}, "d": ["e", "e"], "f": "a"}"#.utf8)) == nil)
+        #expect(JSONDuplicateKeys.first(in: Array(#"{"a": "x\"y", "b": {"a": 1, "a": 2}}"#.utf8)) == "a")
+        #expect(self.route("POST", "/outage", #"{"behaviour": "refuse"}"#) == .success(.command(.outage(.refuse))))
+    }
+
     @Test func aCutResetsByDefaultOrClosesWhenAsked() {
         #expect(self.route("POST", "/cut") == .success(.command(.cut(.reset))))
         #expect(self.route("POST", "/cut", "{}") == .success(.command(.cut(.reset))))

@@ -1,3 +1,4 @@
+import NIOCore
 import Testing
 
 @testable import NetcondProxy
@@ -53,5 +54,16 @@ import Testing
         #expect(warnings[1].contains("change this run's conditions"))
         #expect(warnings[2] == "netcond: warning: the forward on [::]:9000 is not only on loopback: anyone who can "
             + "reach it is relayed to db.local:5432")
+    }
+
+    @Test func aClientFromAnotherHostCannotReachTheControlAPIThroughTheProxy() throws {
+        let own = [try SocketAddress(ipAddress: "0.0.0.0", port: 8080)]
+        let control = [try SocketAddress(ipAddress: "127.0.0.1", port: 8081)]
+        for local in ["127.0.0.1", "127.0.0.5", "::1", "::ffff:127.0.0.1"] {
+            #expect(ProxyServer.listenersRefused(to: try SocketAddress(ipAddress: local, port: 40000), own: own, localOnly: control) == own, "\(local)")
+        }
+        for remote in ["192.168.1.20", "10.0.0.7", "fe80::1", "::ffff:192.168.1.20"] {
+            #expect(ProxyServer.listenersRefused(to: try SocketAddress(ipAddress: remote, port: 40000), own: own, localOnly: control) == own + control, "\(remote)")
+        }
     }
 }
