@@ -136,6 +136,9 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed, let record = self.record, record.clientFINAt == nil {
+            record.clientFINAt = context.eventLoop.now
+        }
         if let event = event as? ChannelEvent, event == .inputClosed, self.flow != nil, !self.up.isEmpty {
             if self.leftBeforeArriving(now: context.eventLoop.now) {
                 // The client gave up on a connection none of whose bytes has got through (a

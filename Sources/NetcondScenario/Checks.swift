@@ -34,6 +34,10 @@ public struct RunEvidence: Sendable {
         public var undeliveredUncertainty: Int64 = 0
         /// How the link ended the connection, if it did.
         public var linkCut: CutMode?
+        /// Seconds after its client's FIN reached netcond that this request reached the origin:
+        /// it was on the emulated link when the client closed (or shut down its sending side),
+        /// and went on as on a network. Nil for a request that arrived before.
+        public var afterClientFIN: Double?
 
         public init(
             at: Double, method: String = "GET", path: String, range: String? = nil, idempotencyKey: String? = nil,
@@ -453,6 +457,12 @@ public enum Checks {
             .map { "\($0.key) ×\($0.value)" }.joined(separator: ", ")
         var context = " [\(causeText)]"
         if !retryAfters.isEmpty { context += " (Retry-After \(retryAfters.sorted().joined(separator: ", ")) s)" }
+        let late = window.filter { $0.afterClientFIN != nil }
+        if !late.isEmpty {
+            // On the origin's clock, but sent before: they were on the link when the client closed.
+            context += " (\(late.count == 1 ? "1 of them" : "\(late.count) of them") reached the origin after its client had "
+                + "closed, already on the link: " + late.map { "+" + Self.seconds($0.at) }.joined(separator: ", ") + ")"
+        }
         let seen = gaps.isEmpty
             ? "1 failed attempt at \(attemptTimes)\(context)"
             : "\(times.count) attempts at \(attemptTimes) (gaps \(gapText))\(context)"
@@ -565,6 +575,9 @@ public enum Checks {
             case nil: text += "no effect"
             }
             if call.effect != nil && call.status == nil { text += ", response lost" }
+            if let late = call.afterClientFIN {
+                text += ", reached the origin \(Self.seconds(late)) after its client had closed (it was already on the link)"
+            }
             text += call.idempotencyKey.map { ", key '\(Self.clip($0, to: 40))'" } ?? ", no Idempotency-Key"
             return text
         }

@@ -28,12 +28,15 @@ public enum DeliveryEvidence {
         public var bytes: Int64
         /// How the link cut the connection, if it did.
         public var cut: CutMode?
+        /// When the client's FIN reached netcond, on the origin's clock, if it did.
+        public var clientFIN: Instant?
 
-        public init(at: Instant, localPort: Int, bytes: Int64, cut: CutMode? = nil) {
+        public init(at: Instant, localPort: Int, bytes: Int64, cut: CutMode? = nil, clientFIN: Instant? = nil) {
             self.at = at
             self.localPort = localPort
             self.bytes = bytes
             self.cut = cut
+            self.clientFIN = clientFIN
         }
     }
 
@@ -50,6 +53,28 @@ public enum DeliveryEvidence {
 
     /// Per request-log entry id: what of its body never reached the client (entries that reached
     /// it whole are absent).
+    /// Per request-log entry id: how long after its client's FIN the request reached the origin,
+    /// for requests that did (they were already on the emulated link when the client closed or
+    /// shut down its side; a network delivers those too).
+    public static func afterClientFIN(
+        entries: [OriginRequestLog.Entry],
+        connections: [OriginRequestLog.Connection],
+        deliveries: [Delivery]
+    ) -> [Int: Span] {
+        var result: [Int: Span] = [:]
+        for delivery in deliveries {
+            guard let fin = delivery.clientFIN,
+                let connection = connections.last(where: {
+                    $0.peerPort == delivery.localPort && $0.openedAt <= delivery.at + Self.acceptSlack
+                })
+            else { continue }
+            for entry in entries where entry.connection == connection.id && entry.timestamp > fin {
+                result[entry.id] = entry.timestamp - fin
+            }
+        }
+        return result
+    }
+
     public static func undelivered(
         entries: [OriginRequestLog.Entry],
         connections: [OriginRequestLog.Connection],

@@ -40,9 +40,11 @@ struct EvidenceAssembler {
                 let connectedAt = event.connectedAt
             else { return nil }
             let at = Instant(nanoseconds: self.logStart + Int64(connectedAt * 1e9))
-            return DeliveryEvidence.Delivery(at: at, localPort: port, bytes: bytes, cut: event.cut)
+            let fin = event.clientFINAt.map { Instant(nanoseconds: self.logStart + Int64($0 * 1e9)) }
+            return DeliveryEvidence.Delivery(at: at, localPort: port, bytes: bytes, cut: event.cut, clientFIN: fin)
         }
         let undelivered = DeliveryEvidence.undelivered(entries: entries, connections: connections, deliveries: deliveries)
+        let late = DeliveryEvidence.afterClientFIN(entries: entries, connections: connections, deliveries: deliveries)
         return entries.map { entry in
             var request = RunEvidence.Request(
                 at: self.seconds(uptime: entry.timestamp.nanoseconds),
@@ -57,6 +59,7 @@ struct EvidenceAssembler {
                 ended: entry.finishedAt.map { self.seconds(uptime: $0.nanoseconds) },
                 effect: entry.effect
             )
+            request.afterClientFIN = late[entry.id].map { Double($0.nanoseconds) / 1e9 }
             if let lost = undelivered[entry.id] {
                 request.undelivered = lost.bytes
                 request.undeliveredUncertainty = lost.uncertainty

@@ -427,6 +427,16 @@ enum DeterministicBytesReference {
         #expect(Checks.evaluate(.backsOff(BacksOffCheck()), evidence).caveat == nil)
     }
 
+    @Test func aPOSTThatReachedTheOriginAfterItsClientHadClosedIsNamed() {
+        var late = Request(at: 2.4, method: "POST", path: "/api/orders", status: nil, effect: .created(2))
+        late.afterClientFIN = 1.9
+        let result = Checks.evaluate(.idempotent(IdempotentCheck(api: "orders")), self.evidence([
+            Request(at: 0.3, method: "POST", path: "/api/orders", status: nil, effect: .created(1)), late,
+        ]))
+        #expect(!result.passed)
+        #expect(result.evidence.contains("(+2.40s created #2, response lost, reached the origin 1.90s after its client had closed (it was already on the link)"), "\(result.evidence)")
+    }
+
     @Test func aConnectionHeldByTheLinkIsACaveatEvenWhenItWasMadeInTheEnd() {
         // One attempt that waited out an 8 s blackhole and then succeeded: no failed attempt at all,
         // yet a client with a connect time-out would have given up and retried on a network.

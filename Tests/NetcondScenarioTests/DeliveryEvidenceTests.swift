@@ -29,6 +29,19 @@ import Testing
         #expect(lost == [1: .init(bytes: 400_000, uncertainty: 0, cut: .reset)])
     }
 
+    @Test func requestsThatReachedTheOriginAfterTheirClientsFINAreNamed() {
+        // Entries at +0.1, +0.2, +0.3 s on one connection; the client's FIN reached netcond at +0.15 s.
+        let entries = (1...3).map { self.entry($0, connection: 0, body: 10) }
+        let connections = [self.connection(0, port: 40_000, written: 630)]
+        let late = DeliveryEvidence.afterClientFIN(
+            entries: entries, connections: connections,
+            deliveries: [.init(at: .zero, localPort: 40_000, bytes: 630, clientFIN: .ms(150))])
+        #expect(late == [2: .milliseconds(50), 3: .milliseconds(150)])
+        // A client that never sent a FIN before the connection ended: nothing is late.
+        #expect(DeliveryEvidence.afterClientFIN(
+            entries: entries, connections: connections, deliveries: [.init(at: .zero, localPort: 40_000, bytes: 630)]).isEmpty)
+    }
+
     @Test func everythingDeliveredMeansNothingLost() {
         let entries = [self.entry(0, connection: 0, body: 1000)]
         let connections = [self.connection(0, port: 40_000, written: 1200)]

@@ -27,6 +27,9 @@ final class ClientConnectionRecord {
     var originUpstream: (localPort: Int, connectedAt: NIODeadline, from: Int64)?
     /// How the link ended the connection, if it did.
     var cut: CutMode?
+    /// When the client's FIN reached netcond's socket (it closed, or shut down its sending side):
+    /// a request reaching the origin after this was already on the emulated link.
+    var clientFINAt: NIODeadline?
 
     /// Bytes of the latest origin connection that reached the client's socket.
     var deliveredFromOrigin: Int64? {

@@ -152,7 +152,8 @@ final class ProxyRules {
                 at: self.elapsed(at: now).seconds, kind: .delivered,
                 detail: "client connection \(record.id): \(delivered) bytes of the origin's connection from port \(origin.localPort) reached the client\(how)",
                 cut: record.cut, localPort: origin.localPort, bytes: delivered,
-                connectedAt: self.elapsed(at: origin.connectedAt).seconds))
+                connectedAt: self.elapsed(at: origin.connectedAt).seconds,
+                clientFINAt: record.clientFINAt.map { self.elapsed(at: $0).seconds }))
         }
     }
 
@@ -238,6 +239,9 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
     public var connectedAt: Double?
     /// For `held`: how long past the link's set-up time the connection was made (seconds).
     public var heldFor: Double?
+    /// For `delivered`: when the client's FIN reached netcond (seconds since the start), if it did
+    /// before the connection ended: requests the origin got after it were already on the link.
+    public var clientFINAt: Double?
 
     /// The JSON keeps one `outcome` text: the attempt's outcome, or the cut's mode.
     enum CodingKeys: String, CodingKey {
@@ -245,13 +249,14 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
         case localPort = "local_port"
         case connectedAt = "connected_at"
         case heldFor = "held_for"
+        case clientFINAt = "client_fin_at"
     }
 
     public init(
         at: Double, kind: Kind, detail: String, fault: Int? = nil, method: String? = nil, host: String? = nil,
         path: String? = nil, port: Int? = nil, attempt: AttemptOutcome? = nil, cut: CutMode? = nil,
         portal: PortalAction? = nil, localPort: Int? = nil, bytes: Int64? = nil, connectedAt: Double? = nil,
-        heldFor: Double? = nil
+        heldFor: Double? = nil, clientFINAt: Double? = nil
     ) {
         self.at = at
         self.kind = kind
@@ -268,6 +273,7 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
         self.bytes = bytes
         self.connectedAt = connectedAt
         self.heldFor = heldFor
+        self.clientFINAt = clientFINAt
     }
 
     public init(from decoder: any Decoder) throws {
@@ -288,6 +294,7 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
         self.bytes = try c.decodeIfPresent(Int64.self, forKey: .bytes)
         self.connectedAt = try c.decodeIfPresent(Double.self, forKey: .connectedAt)
         self.heldFor = try c.decodeIfPresent(Double.self, forKey: .heldFor)
+        self.clientFINAt = try c.decodeIfPresent(Double.self, forKey: .clientFINAt)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -306,5 +313,6 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
         try c.encodeIfPresent(self.bytes, forKey: .bytes)
         try c.encodeIfPresent(self.connectedAt, forKey: .connectedAt)
         try c.encodeIfPresent(self.heldFor, forKey: .heldFor)
+        try c.encodeIfPresent(self.clientFINAt, forKey: .clientFINAt)
     }
 }
