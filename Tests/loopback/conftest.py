@@ -90,10 +90,24 @@ def tmp(tmp_path):
     return str(tmp_path)
 
 
+class PortTaken(RuntimeError):
+    """A port the fixture picked was taken before netcond could listen on it."""
+
+
 class Proxy:
     """`netcond proxy` in the background; stopped (SIGINT) by the test that started it."""
 
     def __init__(self, profile, extra=()):
+        # A port free_port() found can be taken before netcond binds it (by another connection's
+        # ephemeral source port): then the ports this fixture picked are picked again, up to 3 times.
+        for attempt in range(3):
+            try:
+                return self._start(profile, extra)
+            except PortTaken:
+                if attempt == 2:
+                    raise
+
+    def _start(self, profile, extra):
         self.port = free_port()
         self.control_port = None
         if "--control" not in extra and "--no-control" not in extra:
@@ -120,7 +134,11 @@ class Proxy:
                 return
             except OSError:
                 if self.process.poll() is not None:
-                    raise RuntimeError("netcond proxy exited: " + self.process.stderr.read())
+                    error = self.process.stderr.read()
+                    ours = (f"127.0.0.1:{self.port}", f"127.0.0.1:{self.control_port}")
+                    if "already in use" in error and any(address in error for address in ours):
+                        raise PortTaken(error)
+                    raise RuntimeError("netcond proxy exited: " + error)
                 time.sleep(0.05)
         self.stop()
         raise RuntimeError("netcond proxy did not start listening")
