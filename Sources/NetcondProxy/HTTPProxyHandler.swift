@@ -484,6 +484,9 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if case .slowClose = self.fault {
                 head.headers.replaceOrAdd(name: "Connection", value: "close")
             }
+            if let altered = head.headers.first(where: { $0.name.contains("\u{FFFD}") || $0.value.contains("\u{FFFD}") }) {
+                self.rules?.noteAlteredHeader(altered.name, host: self.upstreamTarget?.host ?? "", at: context.eventLoop.now)
+            }
             self.responseStarted = true
             self.responseStatus = head.status
             if !head.isKeepAlive { self.requestKeepAlive = false }

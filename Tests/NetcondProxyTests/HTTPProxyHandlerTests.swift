@@ -110,4 +110,20 @@ import Testing
         #expect(other.connectsAttempted == 1)
         #expect(try other.sentUpstream().contains("X-Name: café\r\n"))
     }
+
+    @Test func aResponseHeaderThatIsNotUTF8IsPassedOnButNamedInTheEventLog() throws {
+        let rig = try ProxyRig(profile: Profile(name: "t"), shaped: false)
+        try rig.request("GET", "/file")
+        rig.advance(1)
+        var response = ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Disposition: attachment; filename=caf")
+        response.writeBytes([0xE9])
+        response.writeString(".txt\r\nContent-Length: 2\r\n\r\nok")
+        try rig.upstreams[0].writeInbound(response)
+        rig.advance(1)
+        #expect(try rig.received().hasSuffix("\r\n\r\nok"), "the response goes on")
+        let altered = rig.rules.eventsWithPending.filter { $0.kind == .altered }
+        #expect(altered.count == 1)
+        #expect(altered.first?.detail.contains("('Content-Disposition') held bytes that are not UTF-8") == true, "\(altered)")
+        #expect(altered.first?.host == "origin.netcond.test")
+    }
 }

@@ -1,6 +1,12 @@
 import NIOCore
 import NetcondCore
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// What the proxy does above the link, on its event loop: the run's HTTP faults and captive
 /// portal, and the event log of what they did. Handlers ask it what a request or a new connection
 /// meets; every fault hit, portal answer or interception, portal opening and change of the link's
@@ -125,6 +131,20 @@ final class ProxyRules {
             heldFor: held.seconds))
     }
 
+    /// A response header from `host` held bytes that are not UTF-8: they reach the client as U+FFFD
+    /// (NIO's parser hands over text). Logged, and said once per run on stderr, since the client
+    /// does not see what the server sent.
+    func noteAlteredHeader(_ name: String, host: String, at now: NIODeadline) {
+        let detail = "a response header from \(host) ('\(name)') held bytes that are not UTF-8: they reached the client as U+FFFD"
+        self.record(ProxyEvent(at: self.elapsed(at: now).seconds, kind: .altered, detail: detail, host: host))
+        guard !self.alteredSaid else { return }
+        self.alteredSaid = true
+        let line = Array("netcond: \(TerminalText.escaped(detail)) (bodies and tunnels pass byte for byte)\n".utf8)
+        _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    }
+
+    private var alteredSaid = false
+
     /// The shortest hold worth noting: a SYN's first retransmission time-out (shorter delays,
     /// such as a lost request segment repaired in 200 ms, are within what any connect time-out allows).
     static let heldWorthNoting = Span.seconds(1)
@@ -209,6 +229,9 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
         case client
         /// A client connection to netcond's origin ended: how many of the origin's bytes reached it.
         case delivered
+        /// netcond passed on bytes it could not pass unchanged (a server's response header that is
+        /// not UTF-8 reaches the client with U+FFFD in its place): the run is not exact there.
+        case altered
         /// An upstream connection that was made, but held past the link's set-up time (SYNs
         /// swallowed by a blackhole or lost, a `connect_hold`), at the moment it began, with
         /// `held_for`: a connect time-out shorter than that would have fired on a network.
