@@ -53,6 +53,14 @@ public enum DeliveryEvidence {
 
     /// Per request-log entry id: what of its body never reached the client (entries that reached
     /// it whole are absent).
+    /// The origin's connection a delivery counted: the latest from its port opened by then (ports
+    /// are reused).
+    static func connection(
+        of delivery: Delivery, in connections: [OriginRequestLog.Connection]
+    ) -> OriginRequestLog.Connection? {
+        connections.last { $0.peerPort == delivery.localPort && $0.openedAt <= delivery.at + Self.acceptSlack }
+    }
+
     /// Per request-log entry id: how long after its client's FIN the request reached the origin,
     /// for requests that did (they were already on the emulated link when the client closed or
     /// shut down its side; a network delivers those too).
@@ -63,11 +71,7 @@ public enum DeliveryEvidence {
     ) -> [Int: Span] {
         var result: [Int: Span] = [:]
         for delivery in deliveries {
-            guard let fin = delivery.clientFIN,
-                let connection = connections.last(where: {
-                    $0.peerPort == delivery.localPort && $0.openedAt <= delivery.at + Self.acceptSlack
-                })
-            else { continue }
+            guard let fin = delivery.clientFIN, let connection = Self.connection(of: delivery, in: connections) else { continue }
             for entry in entries where entry.connection == connection.id && entry.timestamp > fin {
                 result[entry.id] = entry.timestamp - fin
             }
@@ -83,9 +87,7 @@ public enum DeliveryEvidence {
         var result: [Int: Undelivered] = [:]
         let lastEntry = Dictionary(entries.map { ($0.connection, $0) }, uniquingKeysWith: { $0.id > $1.id ? $0 : $1 })
         for delivery in deliveries {
-            let latest = delivery.at + Self.acceptSlack
-            guard let connection = connections.last(where: { $0.peerPort == delivery.localPort && $0.openedAt <= latest }),
-                let entry = lastEntry[connection.id]
+            guard let connection = Self.connection(of: delivery, in: connections), let entry = lastEntry[connection.id]
             else { continue }
             let lost = connection.bytesWritten - delivery.bytes
             let uncertainty = connection.tls ? 64 + max(0, lost) / 512 : 0

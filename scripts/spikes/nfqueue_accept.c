@@ -36,7 +36,8 @@ int main(int argc, char **argv) {
     struct nfq_q_handle *qh = nfq_create_queue(h, (unsigned short)queue, &on_packet, NULL);
     if (!qh) { perror("nfq_create_queue"); return 1; }
     /* Headers only: what a verdict needs (the packet engine will copy whole packets for pcap). */
-    if (nfq_set_mode(qh, NFQNL_COPY_PACKET, 128) < 0) { perror("nfq_set_mode"); return 1; }
+    int copy = getenv("NFQ_COPY") ? atoi(getenv("NFQ_COPY")) : 128;
+    if (nfq_set_mode(qh, NFQNL_COPY_PACKET, (unsigned)copy) < 0) { perror("nfq_set_mode"); return 1; }
     nfq_set_queue_maxlen(qh, 65536);
     int fd = nfq_fd(h);
     int size = 8 << 20;
