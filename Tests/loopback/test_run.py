@@ -1,4 +1,5 @@
 """`netcond run`, `profiles`, `validate`: exit codes, environment, signals, clear errors."""
+import contextlib
 import glob
 import os
 import signal
@@ -268,51 +269,48 @@ def test_a_grandchild_that_outlives_netcond_keeps_no_port_open(tmp_path):
 
 # --- The child's process group, signals and terminal ------------------------------------------------
 
+@contextlib.contextmanager
+def background_run(command, seconds):
+    """`netcond run none --quiet -- COMMAND` in the background; on the way out it is killed if it
+    is still running, and so is every `sleep SECONDS` it started."""
+    process = subprocess.Popen([NETCOND, "run", "none", "--quiet", "--", *command],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        kill_all(f"^sleep {seconds}$")
+
+
 def test_sigint_stops_a_shell_and_its_background_job():
     """The child leads a process group: SIGINT reaches the shell's foreground and background
     processes alike, and what ignores it (a non-interactive shell's `&` job) is killed when the
     shell ends. netcond exits 130, as a shell would."""
     seconds = unique_sleep()
-    process = subprocess.Popen([NETCOND, "run", "none", "--quiet", "--", "sh", "-c",
-                                f"sleep {seconds} & sleep {seconds}"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with background_run(["sh", "-c", f"sleep {seconds} & sleep {seconds}"], seconds) as process:
         assert wait_until(lambda: len(pids(f"^sleep {seconds}$")) == 2, seconds=20), "the sleeps never started"
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=20) == 130
         assert wait_until(lambda: not pids(f"^sleep {seconds}$"), seconds=2), "a sleep is still running"
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        kill_all(f"^sleep {seconds}$")
 
 
 def test_sigint_stops_bash_waiting_for_its_command():
     """bash waits for its command before acting on SIGINT: the command must get it too."""
     seconds = unique_sleep()
-    process = subprocess.Popen([NETCOND, "run", "none", "--quiet", "--", "bash", "-c", f"sleep {seconds}; echo after"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with background_run(["bash", "-c", f"sleep {seconds}; echo after"], seconds) as process:
         assert wait_until(lambda: pids(f"^sleep {seconds}$"), seconds=20), "the sleep never started"
         process.send_signal(signal.SIGINT)
         out, _ = process.communicate(timeout=20)
         assert process.returncode == 130 and "after" not in out
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        kill_all(f"^sleep {seconds}$")
 
 
 def test_a_child_that_ignores_sigterm_is_killed_after_the_grace_period():
     """SIGTERM is passed on; a group still there 5 s later gets SIGKILL, and netcond exits with the
     child's status (137)."""
     seconds = unique_sleep()
-    process = subprocess.Popen([NETCOND, "run", "none", "--quiet", "--", "sh", "-c",
-                                f"trap '' TERM; sleep {seconds}"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with background_run(["sh", "-c", f"trap '' TERM; sleep {seconds}"], seconds) as process:
         assert wait_until(lambda: pids(f"^sleep {seconds}$"), seconds=20), "the sleep never started"
         sent = time.monotonic()
         process.send_signal(signal.SIGTERM)
@@ -322,11 +320,6 @@ def test_a_child_that_ignores_sigterm_is_killed_after_the_grace_period():
         assert 4.5 <= waited <= 15, waited
         assert "netcond: sh still running 5 s after SIGTERM: killed (SIGKILL to its process group)" in err
         assert wait_until(lambda: not pids(f"^sleep {seconds}$"), seconds=2), "the sleep is still running"
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        kill_all(f"^sleep {seconds}$")
 
 
 def test_what_the_child_leaves_running_ends_with_it():
