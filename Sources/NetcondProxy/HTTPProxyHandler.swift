@@ -37,7 +37,6 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let shaper: LinkShaper
     private let connector: UpstreamConnector
-    private let selfAddresses: [SocketAddress]
     private var context: ChannelHandlerContext?
     private var state = State.idle
     private var queued = Deque<HTTPServerRequestPart>()
@@ -76,10 +75,9 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// time-out decides instead (its close reaches the client).
     static let idleTimeout = TimeAmount.seconds(60)
 
-    init(shaper: LinkShaper, connector: UpstreamConnector, selfAddresses: [SocketAddress]) {
+    init(shaper: LinkShaper, connector: UpstreamConnector) {
         self.shaper = shaper
         self.connector = connector
-        self.selfAddresses = selfAddresses
     }
 
     private var stats: ProxyStats { self.connector.stats }
@@ -274,9 +272,6 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .success(let routed): (target, path) = routed
         case .failure(let problem): return self.fail(400, problem.message, context: context)
         }
-        if self.selfAddresses.contains(where: { Self.matches($0, target) }) {
-            return self.fail(400, "refusing a request to the proxy itself (\(target))", context: context)
-        }
         self.requestIsHead = head.method == .HEAD
         let now = context.eventLoop.now
         if let answer = self.rules?.captiveAnswer(method: head.method.rawValue, host: target.host, path: path, now: now) {
@@ -391,11 +386,6 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private static func hostHeader(_ target: UpstreamTarget) -> String {
         target.port == 80 ? target.host : target.description
-    }
-
-    private static func matches(_ address: SocketAddress, _ target: UpstreamTarget) -> Bool {
-        address.port == target.port && (address.ipAddress == target.host
-            || (target.host == "localhost" && (address.ipAddress == "127.0.0.1" || address.ipAddress == "::1")))
     }
 
     private func connected(_ result: Result<Channel, UpstreamError>, target: UpstreamTarget) {

@@ -15,7 +15,6 @@ final class ProtocolSniffer: ChannelInboundHandler, RemovableChannelHandler {
 
     private let shaper: LinkShaper
     private let connector: UpstreamConnector
-    private let selfAddresses: [SocketAddress]
     private var seen: ByteBuffer?
     private var deadline: Scheduled<Void>?
 
@@ -25,10 +24,9 @@ final class ProtocolSniffer: ChannelInboundHandler, RemovableChannelHandler {
     static let handshakeTimeout = TimeAmount.seconds(60)
 
     /// The connector carries the run's counters and rules to the handler chosen here.
-    init(shaper: LinkShaper, connector: UpstreamConnector, selfAddresses: [SocketAddress]) {
+    init(shaper: LinkShaper, connector: UpstreamConnector) {
         self.shaper = shaper
         self.connector = connector
-        self.selfAddresses = selfAddresses
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -70,7 +68,7 @@ final class ProtocolSniffer: ChannelInboundHandler, RemovableChannelHandler {
                     withPipeliningAssistance: false,
                     withErrorHandling: false  // HTTPProxyHandler answers a malformed request itself
                 )
-                let handler = HTTPProxyHandler(shaper: self.shaper, connector: self.connector, selfAddresses: self.selfAddresses)
+                let handler = HTTPProxyHandler(shaper: self.shaper, connector: self.connector)
                 try context.pipeline.syncOperations.addHandler(handler)
                 try self.finish(shaped: !isConnect, context: context)
             }

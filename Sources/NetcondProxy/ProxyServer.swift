@@ -172,7 +172,7 @@ public final class ProxyServer: Sendable {
         let proxy = try await self.bind(host: self.configuration.listenHost, port: self.configuration.listenPort) {
             channel, state, connector in
             let shaper = LinkShaper(driver: state.driver, stats: state.stats, record: connector.client)
-            let sniffer = ProtocolSniffer(shaper: shaper, connector: connector, selfAddresses: state.selfAddresses)
+            let sniffer = ProtocolSniffer(shaper: shaper, connector: connector)
             try channel.pipeline.syncOperations.addHandlers([shaper, sniffer])
         }
         var forwardAddresses: [SocketAddress] = []

@@ -18,7 +18,7 @@ import Testing
             overrides: HostOverrides(),
             stats: stats
         )
-        let sniffer = ProtocolSniffer(shaper: shaper, connector: connector, selfAddresses: [])
+        let sniffer = ProtocolSniffer(shaper: shaper, connector: connector)
         try channel.pipeline.syncOperations.addHandlers([shaper, sniffer])
         return channel
     }

@@ -46,7 +46,7 @@ final class ProxyRig {
             return loop.makeSucceededFuture(upstream)
         }
         let shaper = LinkShaper(driver: driver, stats: stats)
-        let sniffer = ProtocolSniffer(shaper: shaper, connector: connector, selfAddresses: [])
+        let sniffer = ProtocolSniffer(shaper: shaper, connector: connector)
         try self.client.pipeline.syncOperations.addHandlers([shaper, sniffer])
         try self.client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50000)).wait()
         precondition(self.client.isActive)

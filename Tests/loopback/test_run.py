@@ -438,16 +438,22 @@ def test_on_a_terminal_ctrl_z_stops_netcond_with_its_child_and_fg_resumes_both()
         terminal.send("\x1a")
         terminal.expect("Stopped")
         terminal.expect("$ ")
-        terminal.send("fg\n")
-        time.sleep(0.5)
-        terminal.send("hello\n")
-        terminal.expect("got-hello")
-        terminal.expect("$ ")
-        terminal.send("echo rc=$?\n")
-        terminal.expect("rc=0")
+        continue_in_foreground(terminal)
     finally:
         terminal.close()
         kill_all(marker)
+
+
+def continue_in_foreground(terminal):
+    """`fg` a stopped job that reads a line and echoes `got-LINE`: it gets the terminal, reads,
+    and the job ends with status 0."""
+    terminal.send("fg\n")
+    time.sleep(0.5)
+    terminal.send("hello\n")
+    terminal.expect("got-hello")
+    terminal.expect("$ ")
+    terminal.send("echo rc=$?\n")
+    terminal.expect("rc=0")
 
 
 def test_on_a_terminal_a_background_run_that_reads_the_terminal_stops_until_fg():
@@ -467,13 +473,7 @@ def test_on_a_terminal_a_background_run_that_reads_the_terminal_stops_until_fg()
                 break
             assert time.monotonic() < deadline, listed
             time.sleep(0.2)
-        terminal.send("fg\n")
-        time.sleep(0.5)
-        terminal.send("hello\n")
-        terminal.expect("got-hello")
-        terminal.expect("$ ")
-        terminal.send("echo rc=$?\n")
-        terminal.expect("rc=0")
+        continue_in_foreground(terminal)
     finally:
         terminal.close()
         kill_all(marker)
