@@ -59,6 +59,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(name: "CNetcondSystem"),
+        .target(name: "CNetcondPacket"),
+        .target(
+            name: "NetcondPacket",
+            dependencies: [
+                "CNetcondPacket",
+                "NetcondCore",
+                .product(name: "HeapModule", package: "swift-collections"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "NetcondScenario",
             dependencies: [
@@ -81,6 +91,7 @@ let package = Package(
                 "NetcondProxy",
                 "NetcondOrigin",
                 "NetcondScenario",
+                "NetcondPacket",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -59,7 +59,7 @@ static void close_descriptors(int lowest, int keep, long limit) {
 }
 
 int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int stdout_fd,
-                  int stderr_fd, int terminal_fd, pid_t *pid) {
+                  int stderr_fd, int terminal_fd, int cgroup_fd, pid_t *pid) {
     int report[2];
     if (pipe2(report, O_CLOEXEC) != 0) return errno;
     long limit = sysconf(_SC_OPEN_MAX);
@@ -96,6 +96,8 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
         sigset_t empty;
         sigemptyset(&empty);
         sigprocmask(SIG_SETMASK, &empty, NULL);
+        /* Into the cgroup before anything runs, so that its first packet is already the cgroup's. */
+        if (error == 0 && cgroup_fd >= 0 && write(cgroup_fd, "0", 1) != 1) error = errno;
         if (error == 0 && directory != NULL && chdir(directory) != 0) error = errno;
         if (error == 0 && stdout_fd >= 0 && stderr_fd >= 0) {
             int input = open("/dev/null", O_RDONLY);

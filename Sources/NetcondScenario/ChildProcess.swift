@@ -44,12 +44,14 @@ public final class ChildProcess: Sendable {
     /// Starts `command[0]` with its arguments. Throws `.notFound` (the shell's 127) or
     /// `.notExecutable` (126) with a message naming the program. With `output`, the child's stdout
     /// and stderr go to those descriptors and its stdin is /dev/null; without, it shares netcond's
-    /// and, when netcond is in the foreground of a terminal, is given the terminal (see above).
+    /// and, when netcond is in the foreground of a terminal, is given the terminal (see above). With
+    /// `cgroup` (an open `cgroup.procs`), the child enters that cgroup before it executes.
     public static func spawn(
         _ command: [String],
         environment: [String: String],
         workingDirectory: String? = nil,
-        output: (stdout: Int32, stderr: Int32)? = nil
+        output: (stdout: Int32, stderr: Int32)? = nil,
+        cgroup: Int32? = nil
     ) throws(ChildProcessError) -> ChildProcess {
         try Self.checkStartable(command, environment: environment)
         let program = command[0]
@@ -59,7 +61,7 @@ public final class ChildProcess: Sendable {
         // thread of its own that lives exactly as long as the child (it waits for it).
         let reaper = Reaper(
             path: resolved, arguments: command, environment: environmentLines, directory: workingDirectory,
-            output: output)
+            output: output, cgroup: cgroup ?? -1)
         let result = reaper.start()
         guard result == 0 else {
             if let workingDirectory, result == ENOENT || result == ENOTDIR || result == EACCES {
@@ -170,6 +172,7 @@ private final class Reaper: @unchecked Sendable {
     private let environment: [String]
     private let directory: String?
     private let output: (stdout: Int32, stderr: Int32)?
+    private let cgroup: Int32
     private let started = DispatchSemaphore(value: 0)
     private let lock = NSLock()
     private var startResult: Int32 = 0
@@ -182,12 +185,16 @@ private final class Reaper: @unchecked Sendable {
     /// netcond's controlling terminal, when the child is a job on it; else -1.
     private var terminal: Int32 = -1
 
-    init(path: String, arguments: [String], environment: [String], directory: String?, output: (stdout: Int32, stderr: Int32)?) {
+    init(
+        path: String, arguments: [String], environment: [String], directory: String?,
+        output: (stdout: Int32, stderr: Int32)?, cgroup: Int32
+    ) {
         self.path = path
         self.arguments = arguments
         self.environment = environment
         self.directory = directory
         self.output = output
+        self.cgroup = cgroup
     }
 
     /// Starts the thread and the child; returns 0 or an errno value.
@@ -245,7 +252,7 @@ private final class Reaper: @unchecked Sendable {
         var pid = pid_t()
         let result = netcond_spawn(
             self.path, argv, envp, self.directory, self.output?.stdout ?? -1, self.output?.stderr ?? -1,
-            foreground ? self.terminal : -1, &pid)
+            foreground ? self.terminal : -1, self.cgroup, &pid)
         argv.forEach { free($0) }
         envp.forEach { free($0) }
         self.lock.lock()

@@ -1,0 +1,91 @@
+#ifndef NETCOND_PACKET_H
+#define NETCOND_PACKET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The packet engine's side of netfilter's NFQUEUE, spoken over a raw NETLINK_NETFILTER socket (no
+ * library: the hot path parses a batch of packets per recv and sends a batch of verdicts per send).
+ * Linux only; elsewhere every call fails with ENOSYS. */
+
+/// Opens a non-blocking NETLINK_NETFILTER socket with a large receive buffer. Returns the descriptor
+/// (close-on-exec) or -errno.
+int ncq_open(void);
+
+/// Binds `queue` on the socket: packets copied up to `copy_range` bytes (the rest is counted in the
+/// packet's length), at most `max_length` waiting in the kernel (more are dropped, never let
+/// through). Returns 0 or -errno (EBUSY: another process serves that queue).
+int ncq_bind(int fd, uint16_t queue, uint32_t copy_range, uint32_t max_length);
+
+/// With `whole` 0 (the default), the kernel segments a GSO packet (a TCP send of many segments at
+/// once) before queueing it, so each segment gets a fate of its own as on a wire; with 1 it queues
+/// it whole (one verdict for all of its segments: `ncq_packet.segments` says how many). Returns 0
+/// or -errno.
+int ncq_set_gso(int fd, uint16_t queue, int whole);
+
+/// Unbinds `queue` (its waiting packets are dropped by the kernel). Returns 0 or -errno.
+int ncq_unbind(int fd, uint16_t queue);
+
+/// One packet handed to user space.
+typedef struct {
+    uint32_t id;
+    uint16_t queue;
+    /// netfilter hook: 1 = LOCAL_IN, 3 = LOCAL_OUT.
+    uint8_t hook;
+    /// 4 or 6.
+    uint8_t ip_version;
+    /// The packet's whole length (IP header included), even when only part was copied.
+    uint32_t length;
+    /// The copied part, pointing into the receive buffer (valid until the next receive).
+    const uint8_t *payload;
+    uint32_t payload_length;
+    /// The packet's mark (0 when none).
+    uint32_t mark;
+    /// 1, or more for a GSO packet queued whole (see `ncq_set_gso`): the wire packets it stands for.
+    uint32_t segments;
+    /// The bytes those wire packets carry, headers of each included (`length` when 1 segment).
+    uint32_t wire_length;
+} ncq_packet;
+
+/// Reads one datagram (it may hold many packets) into `buffer` and parses up to `max` packets into
+/// `out`. Returns the number of packets (0 when nothing was waiting), or -errno. `-ENOBUFS` means
+/// the kernel could not hand over packets because the socket was full: those packets were dropped.
+/// `*errors` counts netlink error replies seen (a verdict for a packet the kernel no longer holds).
+int ncq_receive(int fd, uint8_t *buffer, size_t capacity, ncq_packet *out, int max, int *errors);
+
+/// Verdicts gathered and sent in one datagram.
+typedef struct {
+    uint8_t *data;
+    size_t length;
+    size_t capacity;
+    uint32_t count;
+} ncq_batch;
+
+enum { NCQ_DROP = 0, NCQ_ACCEPT = 1 };
+
+/// Appends a verdict for packet `id` of `queue`; `mark` is set on the packet when not 0; `payload`
+/// (may be NULL) replaces the packet's bytes (a corrupted copy). Returns 0 or -ENOMEM.
+int ncq_batch_add(ncq_batch *batch, uint16_t queue, uint32_t id, int verdict, uint32_t mark, const uint8_t *payload,
+                  uint32_t payload_length);
+
+/// Sends the gathered verdicts (several datagrams if they do not fit one) and empties the batch.
+/// Returns 0 or -errno.
+int ncq_batch_flush(int fd, ncq_batch *batch);
+
+void ncq_batch_free(ncq_batch *batch);
+
+/// Sets the calling thread's timer slack to 1 ns, so that its timed waits end on time.
+void ncq_precise_timers(void);
+
+/// Waits until `fd` or `wake` is readable or `timeout_ns` has passed (negative: forever). Returns a
+/// bit mask (1: `fd` readable, 2: `wake` readable; its count is consumed), 0 on time-out, -errno.
+int ncq_wait(int fd, int wake, int64_t timeout_ns);
+
+/// An eventfd (non-blocking, close-on-exec) that `ncq_wake` makes readable. Returns it or -errno.
+int ncq_wake_open(void);
+void ncq_wake(int wake);
+
+/// CLOCK_MONOTONIC in nanoseconds.
+int64_t ncq_now(void);
+
+#endif

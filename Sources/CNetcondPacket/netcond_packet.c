@@ -1,0 +1,377 @@
+#define _GNU_SOURCE
+#include "netcond_packet.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __linux__
+#include <arpa/inet.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_queue.h>
+#include <linux/netlink.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NCQ_ALIGN(length) NLMSG_ALIGN(length)
+
+/* Appends one attribute to a message being built in `buffer` (whose nlmsg_len grows). */
+static void put_attribute(struct nlmsghdr *message, uint16_t type, const void *data, uint16_t length) {
+    struct nlattr *attribute = (struct nlattr *)((uint8_t *)message + NLMSG_ALIGN(message->nlmsg_len));
+    attribute->nla_type = type;
+    attribute->nla_len = (uint16_t)(NLA_HDRLEN + length);
+    if (length > 0) memcpy((uint8_t *)attribute + NLA_HDRLEN, data, length);
+    message->nlmsg_len = NLMSG_ALIGN(message->nlmsg_len) + NLA_ALIGN(attribute->nla_len);
+}
+
+static struct nlmsghdr *start_message(uint8_t *buffer, uint16_t type, uint16_t flags, uint16_t queue, uint32_t seq) {
+    struct nlmsghdr *message = (struct nlmsghdr *)buffer;
+    message->nlmsg_len = NLMSG_LENGTH(sizeof(struct nfgenmsg));
+    message->nlmsg_type = (uint16_t)((NFNL_SUBSYS_QUEUE << 8) | type);
+    message->nlmsg_flags = (uint16_t)(NLM_F_REQUEST | flags);
+    message->nlmsg_seq = seq;
+    message->nlmsg_pid = 0;
+    struct nfgenmsg *header = (struct nfgenmsg *)NLMSG_DATA(message);
+    header->nfgen_family = AF_UNSPEC;
+    header->version = NFNETLINK_V0;
+    header->res_id = htons(queue);
+    return message;
+}
+
+/* Sends a config message and waits for its acknowledgement (skipping queued packets, of which there
+   are none before the bind's rules exist). */
+static int config_request(int fd, struct nlmsghdr *message) {
+    static uint32_t sequence = 1;
+    message->nlmsg_seq = __atomic_add_fetch(&sequence, 1, __ATOMIC_RELAXED);
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    if (sendto(fd, message, message->nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) return -errno;
+    uint8_t reply[8192] __attribute__((aligned(4)));
+    for (int attempt = 0; attempt < 64; attempt++) {
+        struct pollfd wait = {.fd = fd, .events = POLLIN};
+        int ready = poll(&wait, 1, 2000);
+        if (ready == 0) return -ETIMEDOUT;
+        if (ready < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        ssize_t got = recv(fd, reply, sizeof reply, 0);
+        if (got < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            return -errno;
+        }
+        for (struct nlmsghdr *answer = (struct nlmsghdr *)reply; NLMSG_OK(answer, (size_t)got);
+             answer = NLMSG_NEXT(answer, got)) {
+            if (answer->nlmsg_type == NLMSG_ERROR && answer->nlmsg_seq == message->nlmsg_seq) {
+                struct nlmsgerr *error = (struct nlmsgerr *)NLMSG_DATA(answer);
+                return error->error; /* 0 or -errno */
+            }
+        }
+    }
+    return -ETIMEDOUT;
+}
+
+int ncq_open(void) {
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_NETFILTER);
+    if (fd < 0) return -errno;
+    struct sockaddr_nl local = {.nl_family = AF_NETLINK};
+    if (bind(fd, (struct sockaddr *)&local, sizeof local) != 0) {
+        int error = errno;
+        close(fd);
+        return -error;
+    }
+    int size = 64 << 20;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size) != 0) {
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    }
+    int one = 1;
+    /* Errors for verdicts come back as messages; acknowledgements are asked for only by config. */
+    (void)setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
+    return fd;
+}
+
+int ncq_bind(int fd, uint16_t queue, uint32_t copy_range, uint32_t max_length) {
+    uint8_t buffer[256] __attribute__((aligned(4)));
+    memset(buffer, 0, sizeof buffer);
+    struct nlmsghdr *message = start_message(buffer, NFQNL_MSG_CONFIG, NLM_F_ACK, queue, 0);
+    struct nfqnl_msg_config_cmd command = {.command = NFQNL_CFG_CMD_BIND, .pf = htons(AF_UNSPEC)};
+    put_attribute(message, NFQA_CFG_CMD, &command, sizeof command);
+    int result = config_request(fd, message);
+    if (result != 0) return result;
+
+    memset(buffer, 0, sizeof buffer);
+    message = start_message(buffer, NFQNL_MSG_CONFIG, NLM_F_ACK, queue, 0);
+    struct nfqnl_msg_config_params params = {.copy_range = htonl(copy_range), .copy_mode = NFQNL_COPY_PACKET};
+    put_attribute(message, NFQA_CFG_PARAMS, &params, sizeof params);
+    uint32_t length = htonl(max_length);
+    put_attribute(message, NFQA_CFG_QUEUE_MAXLEN, &length, sizeof length);
+    /* No F_FAIL_OPEN: when the queue is full a packet is dropped (a full queue), never let past the
+       link. No F_GSO: segmented (see ncq_set_gso). */
+    uint32_t flags = htonl(0), mask = htonl(NFQA_CFG_F_GSO | NFQA_CFG_F_FAIL_OPEN);
+    put_attribute(message, NFQA_CFG_FLAGS, &flags, sizeof flags);
+    put_attribute(message, NFQA_CFG_MASK, &mask, sizeof mask);
+    result = config_request(fd, message);
+    if (result != 0) (void)ncq_unbind(fd, queue);
+    return result;
+}
+
+int ncq_set_gso(int fd, uint16_t queue, int whole) {
+    uint8_t buffer[128] __attribute__((aligned(4)));
+    memset(buffer, 0, sizeof buffer);
+    struct nlmsghdr *message = start_message(buffer, NFQNL_MSG_CONFIG, NLM_F_ACK, queue, 0);
+    uint32_t flags = htonl(whole ? NFQA_CFG_F_GSO : 0), mask = htonl(NFQA_CFG_F_GSO);
+    put_attribute(message, NFQA_CFG_FLAGS, &flags, sizeof flags);
+    put_attribute(message, NFQA_CFG_MASK, &mask, sizeof mask);
+    return config_request(fd, message);
+}
+
+int ncq_unbind(int fd, uint16_t queue) {
+    uint8_t buffer[128] __attribute__((aligned(4)));
+    memset(buffer, 0, sizeof buffer);
+    struct nlmsghdr *message = start_message(buffer, NFQNL_MSG_CONFIG, NLM_F_ACK, queue, 0);
+    struct nfqnl_msg_config_cmd command = {.command = NFQNL_CFG_CMD_UNBIND, .pf = htons(AF_UNSPEC)};
+    put_attribute(message, NFQA_CFG_CMD, &command, sizeof command);
+    return config_request(fd, message);
+}
+
+/* How many wire packets a GSO packet stands for: its transport payload over what one 1,500-byte
+   packet with the same headers carries (the link's MSS clamp makes every segment but the last that
+   size). */
+static uint32_t segments_of(ncq_packet *packet) {
+    if (packet->payload_length < 20) return 1;
+    const uint8_t *p = packet->payload;
+    uint32_t header = 0, protocol = 0;
+    if (packet->ip_version == 4) {
+        header = (uint32_t)(p[0] & 0x0f) * 4;
+        protocol = p[9];
+    } else if (packet->ip_version == 6) {
+        header = 40;
+        protocol = p[6];
+    } else {
+        return 1;
+    }
+    uint32_t transport = 8;
+    if (protocol == 6 && packet->payload_length >= header + 13) transport = (uint32_t)(p[header + 12] >> 4) * 4;
+    uint32_t mss = 1500u - header - transport;
+    if (packet->length <= header + transport) return 1;
+    uint32_t data = packet->length - header - transport;
+    uint32_t segments = data <= mss ? 1 : (data + mss - 1) / mss;
+    packet->wire_length = packet->length + (segments - 1) * (header + transport);
+    return segments;
+}
+
+int ncq_receive(int fd, uint8_t *buffer, size_t capacity, ncq_packet *out, int max, int *errors) {
+    ssize_t got;
+    do {
+        got = recv(fd, buffer, capacity, 0);
+    } while (got < 0 && errno == EINTR);
+    if (got < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -errno;
+    int count = 0;
+    /* Signed: NLMSG_NEXT subtracts the aligned length, which may pass the end of the last message. */
+    int remaining = (int)got;
+    for (struct nlmsghdr *message = (struct nlmsghdr *)buffer; NLMSG_OK(message, remaining) && count < max;
+         message = NLMSG_NEXT(message, remaining)) {
+        if (message->nlmsg_type == NLMSG_ERROR) {
+            struct nlmsgerr *error = (struct nlmsgerr *)NLMSG_DATA(message);
+            if (error->error != 0 && errors != NULL) (*errors)++;
+            continue;
+        }
+        if (message->nlmsg_type != ((NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET)) continue;
+        struct nfgenmsg *header = (struct nfgenmsg *)NLMSG_DATA(message);
+        ncq_packet packet = {0};
+        packet.queue = ntohs(header->res_id);
+        int have_header = 0;
+        uint32_t captured_length = 0;
+        int gso = 0;
+        uint8_t *attributes = (uint8_t *)header + NLMSG_ALIGN(sizeof *header);
+        uint8_t *end = (uint8_t *)message + message->nlmsg_len;
+        while (attributes + NLA_HDRLEN <= end) {
+            struct nlattr *attribute = (struct nlattr *)attributes;
+            if (attribute->nla_len < NLA_HDRLEN || attributes + attribute->nla_len > end) break;
+            uint8_t *data = attributes + NLA_HDRLEN;
+            uint16_t length = (uint16_t)(attribute->nla_len - NLA_HDRLEN);
+            switch (attribute->nla_type & NLA_TYPE_MASK) {
+            case NFQA_PACKET_HDR:
+                if (length >= sizeof(struct nfqnl_msg_packet_hdr)) {
+                    struct nfqnl_msg_packet_hdr *packet_header = (struct nfqnl_msg_packet_hdr *)data;
+                    packet.id = ntohl(packet_header->packet_id);
+                    packet.hook = packet_header->hook;
+                    have_header = 1;
+                }
+                break;
+            case NFQA_PAYLOAD:
+                packet.payload = data;
+                packet.payload_length = length;
+                break;
+            case NFQA_MARK:
+                if (length >= 4) {
+                    uint32_t value;
+                    memcpy(&value, data, 4);
+                    packet.mark = ntohl(value);
+                }
+                break;
+            case NFQA_SKB_INFO:
+                if (length >= 4) {
+                    uint32_t value;
+                    memcpy(&value, data, 4);
+                    gso = (ntohl(value) & NFQA_SKB_GSO) != 0;
+                }
+                break;
+            case NFQA_CAP_LEN:
+                if (length >= 4) {
+                    uint32_t value;
+                    memcpy(&value, data, 4);
+                    captured_length = ntohl(value);
+                }
+                break;
+            default:
+                break;
+            }
+            attributes += NLA_ALIGN(attribute->nla_len);
+        }
+        if (!have_header) continue;
+        packet.length = captured_length > 0 ? captured_length : packet.payload_length;
+        packet.ip_version = packet.payload_length > 0 ? (uint8_t)(packet.payload[0] >> 4) : 0;
+        packet.wire_length = packet.length;
+        packet.segments = gso ? segments_of(&packet) : 1;
+        out[count++] = packet;
+    }
+    return count;
+}
+
+static int batch_reserve(ncq_batch *batch, size_t more) {
+    if (batch->length + more <= batch->capacity) return 0;
+    size_t capacity = batch->capacity ? batch->capacity * 2 : 64 * 1024;
+    while (capacity < batch->length + more) capacity *= 2;
+    uint8_t *data = realloc(batch->data, capacity);
+    if (data == NULL) return -ENOMEM;
+    batch->data = data;
+    batch->capacity = capacity;
+    return 0;
+}
+
+int ncq_batch_add(ncq_batch *batch, uint16_t queue, uint32_t id, int verdict, uint32_t mark, const uint8_t *payload,
+                  uint32_t payload_length) {
+    size_t most = NLMSG_LENGTH(sizeof(struct nfgenmsg)) + 2 * NLA_ALIGN(NLA_HDRLEN + 8) +
+                  NLA_ALIGN(NLA_HDRLEN + payload_length) + 16;
+    if (payload_length > 65000) return -EINVAL;
+    if (batch_reserve(batch, most) != 0) return -ENOMEM;
+    uint8_t *at = batch->data + batch->length;
+    memset(at, 0, most);
+    struct nlmsghdr *message = start_message(at, NFQNL_MSG_VERDICT, 0, queue, 0);
+    struct nfqnl_msg_verdict_hdr header = {.verdict = htonl(verdict == NCQ_ACCEPT ? NF_ACCEPT : NF_DROP),
+                                           .id = htonl(id)};
+    put_attribute(message, NFQA_VERDICT_HDR, &header, sizeof header);
+    if (mark != 0) {
+        uint32_t value = htonl(mark);
+        put_attribute(message, NFQA_MARK, &value, sizeof value);
+    }
+    if (payload != NULL) put_attribute(message, NFQA_PAYLOAD, payload, (uint16_t)payload_length);
+    batch->length += NLMSG_ALIGN(message->nlmsg_len);
+    batch->count++;
+    return 0;
+}
+
+int ncq_batch_flush(int fd, ncq_batch *batch) {
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    size_t offset = 0;
+    int result = 0;
+    /* One datagram holds many messages; keep each under 64 KB. */
+    while (offset < batch->length) {
+        size_t chunk = 0;
+        while (offset + chunk < batch->length) {
+            struct nlmsghdr *message = (struct nlmsghdr *)(batch->data + offset + chunk);
+            size_t size = NLMSG_ALIGN(message->nlmsg_len);
+            if (chunk > 0 && chunk + size > 60 * 1024) break;
+            chunk += size;
+        }
+        ssize_t sent;
+        do {
+            sent = sendto(fd, batch->data + offset, chunk, 0, (struct sockaddr *)&kernel, sizeof kernel);
+        } while (sent < 0 && errno == EINTR);
+        if (sent < 0 && result == 0) result = -errno;
+        offset += chunk;
+    }
+    batch->length = 0;
+    batch->count = 0;
+    return result;
+}
+
+void ncq_batch_free(ncq_batch *batch) {
+    free(batch->data);
+    batch->data = NULL;
+    batch->length = batch->capacity = 0;
+    batch->count = 0;
+}
+
+void ncq_precise_timers(void) { (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); }
+
+int ncq_wait(int fd, int wake, int64_t timeout_ns) {
+    struct pollfd waits[2] = {{.fd = fd, .events = POLLIN}, {.fd = wake, .events = POLLIN}};
+    struct timespec timeout, *limit = NULL;
+    if (timeout_ns >= 0) {
+        timeout.tv_sec = (time_t)(timeout_ns / 1000000000);
+        timeout.tv_nsec = (long)(timeout_ns % 1000000000);
+        limit = &timeout;
+    }
+    int ready = ppoll(waits, wake >= 0 ? 2 : 1, limit, NULL);
+    if (ready < 0) return -errno;
+    int mask = 0;
+    if (waits[0].revents & (POLLIN | POLLERR)) mask |= 1;
+    if (wake >= 0 && (waits[1].revents & POLLIN)) {
+        uint64_t count;
+        ssize_t ignored = read(wake, &count, sizeof count);
+        (void)ignored;
+        mask |= 2;
+    }
+    return mask;
+}
+
+int ncq_wake_open(void) {
+    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+void ncq_wake(int wake) {
+    uint64_t one = 1;
+    ssize_t ignored = write(wake, &one, sizeof one);
+    (void)ignored;
+}
+
+int64_t ncq_now(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+#else
+
+int ncq_open(void) { return -ENOSYS; }
+int ncq_bind(int fd, uint16_t queue, uint32_t copy_range, uint32_t max_length) {
+    (void)fd; (void)queue; (void)copy_range; (void)max_length;
+    return -ENOSYS;
+}
+int ncq_unbind(int fd, uint16_t queue) { (void)fd; (void)queue; return -ENOSYS; }
+int ncq_set_gso(int fd, uint16_t queue, int whole) { (void)fd; (void)queue; (void)whole; return -ENOSYS; }
+int ncq_receive(int fd, uint8_t *buffer, size_t capacity, ncq_packet *out, int max, int *errors) {
+    (void)fd; (void)buffer; (void)capacity; (void)out; (void)max; (void)errors;
+    return -ENOSYS;
+}
+int ncq_batch_add(ncq_batch *batch, uint16_t queue, uint32_t id, int verdict, uint32_t mark, const uint8_t *payload,
+                  uint32_t payload_length) {
+    (void)batch; (void)queue; (void)id; (void)verdict; (void)mark; (void)payload; (void)payload_length;
+    return -ENOSYS;
+}
+int ncq_batch_flush(int fd, ncq_batch *batch) { (void)fd; (void)batch; return -ENOSYS; }
+void ncq_batch_free(ncq_batch *batch) { (void)batch; }
+void ncq_precise_timers(void) {}
+int ncq_wait(int fd, int wake, int64_t timeout_ns) { (void)fd; (void)wake; (void)timeout_ns; return -ENOSYS; }
+int ncq_wake_open(void) { return -ENOSYS; }
+void ncq_wake(int wake) { (void)wake; }
+int64_t ncq_now(void) { return 0; }
+
+#endif

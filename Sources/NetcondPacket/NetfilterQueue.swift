@@ -1,0 +1,95 @@
+import CNetcondPacket
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The packet engine's end of netfilter's NFQUEUE: one netlink socket serving two queues, one per
+/// direction. Every packet the cage's rules send there waits in the kernel until a verdict says
+/// accept (now, or when the emulated link delivers it) or drop. Used by one thread only.
+final class NetfilterQueue {
+    let descriptor: Int32
+    private(set) var bound: [UInt16] = []
+    private var batch = ncq_batch()
+    private let buffer: UnsafeMutablePointer<UInt8>
+    private let bufferSize = 4 << 20
+    private let packets: UnsafeMutablePointer<ncq_packet>
+    private let packetCapacity = 4096
+    /// Netlink error replies seen (verdicts for packets the kernel no longer held).
+    private(set) var errorReplies: Int32 = 0
+
+    init() throws(PacketEngineError) {
+        let fd = ncq_open()
+        guard fd >= 0 else { throw .system("cannot open a netfilter netlink socket", -fd) }
+        self.descriptor = fd
+        self.buffer = .allocate(capacity: self.bufferSize)
+        self.packets = .allocate(capacity: self.packetCapacity)
+    }
+
+    deinit {
+        for queue in self.bound { _ = ncq_unbind(self.descriptor, queue) }
+        ncq_batch_free(&self.batch)
+        close(self.descriptor)
+        self.buffer.deallocate()
+        self.packets.deallocate()
+    }
+
+    /// Binds the first free pair of queue numbers from `start`; returns the first (the second is
+    /// the next). Another netcond (or any program) may serve some numbers already.
+    func bindPair(from start: UInt16, copyRange: UInt32) throws(PacketEngineError) -> UInt16 {
+        var candidate = start
+        for _ in 0..<64 {
+            let first = ncq_bind(self.descriptor, candidate, copyRange, Self.maxQueued)
+            if first == 0 {
+                let second = ncq_bind(self.descriptor, candidate &+ 1, copyRange, Self.maxQueued)
+                if second == 0 {
+                    self.bound = [candidate, candidate &+ 1]
+                    return candidate
+                }
+                _ = ncq_unbind(self.descriptor, candidate)
+                if second != -EBUSY { throw .system("cannot bind netfilter queue \(candidate &+ 1)", -second) }
+            } else if first != -EBUSY {
+                throw .system("cannot bind netfilter queue \(candidate)", -first)
+            }
+            candidate = candidate &+ 2
+            if candidate < 2 { candidate = 2 }
+        }
+        throw .system("no free netfilter queue numbers near \(start)", EBUSY)
+    }
+
+    /// Whether a queue's GSO packets reach it whole (one verdict for many segments) or segmented.
+    func setWholeGSO(_ whole: Bool, queue: UInt16) throws(PacketEngineError) {
+        let result = ncq_set_gso(self.descriptor, queue, whole ? 1 : 0)
+        guard result == 0 else { throw .system("cannot configure netfilter queue \(queue)", -result) }
+    }
+
+    /// Packets the kernel may hold waiting for verdicts; more are dropped, as by a full queue.
+    static let maxQueued: UInt32 = 131_072
+
+    /// Reads what is waiting (one datagram, many packets) and calls `body` for each. Returns the
+    /// number of packets, 0 when none were waiting, or -errno (-ENOBUFS: the kernel dropped packets
+    /// it could not hand over).
+    func receive(_ body: (ncq_packet) -> Void) -> Int {
+        let count = ncq_receive(self.descriptor, self.buffer, self.bufferSize, self.packets, Int32(self.packetCapacity), &self.errorReplies)
+        guard count > 0 else { return Int(count) }
+        for index in 0..<Int(count) { body(self.packets[index]) }
+        return Int(count)
+    }
+
+    func verdict(queue: UInt16, id: UInt32, accept: Bool, mark: UInt32, payload: [UInt8]? = nil) {
+        let verdict = Int32(accept ? NCQ_ACCEPT : NCQ_DROP)
+        if let payload {
+            _ = payload.withUnsafeBufferPointer { bytes in
+                ncq_batch_add(&self.batch, queue, id, verdict, mark, bytes.baseAddress, UInt32(bytes.count))
+            }
+        } else {
+            _ = ncq_batch_add(&self.batch, queue, id, verdict, mark, nil, 0)
+        }
+    }
+
+    /// Sends the verdicts gathered since the last flush.
+    func flush() {
+        guard self.batch.count > 0 else { return }
+        _ = ncq_batch_flush(self.descriptor, &self.batch)
+    }
+}

@@ -1,0 +1,273 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where a command under the packet engine runs, and what sends its packets to the engine.
+///
+/// ```
+///  cgroup netcond-PID  ◀── the command and all its children (it cannot leave: that needs root)
+///  nft table inet netcond_PID, output and input hooks, priority -160; M = 0x6e000000 | pid << 8:
+///   output  socket in the cgroup ─▶ conntrack mark M; to this host: nothing more (see input)
+///                                   to another host: up (clamp the SYN's MSS, mark M)
+///           ICMP of a flow marked M (the kernel answering the cage's ping) ─▶ down (mark M|0x40)
+///   input   socket in the cgroup ─▶ down;  other packet of a flow marked M ─▶ up
+///  iptables / ip6tables mangle OUTPUT and INPUT (comment netcond-PID):
+///           mark M ─▶ NFQUEUE up;  mark M|0x40 ─▶ NFQUEUE down
+/// ```
+/// A packet the engine accepts gets the mark's bit 0x80 ("passed") and is not queued again: a
+/// packet between two processes of the cage crosses the link once.
+///
+/// Where a packet waits matters to the sender. A packet held on output still belongs to its
+/// socket, and TCP Small Queues lets a socket have only ~2 packets below it: a link holding them
+/// for its latency would throttle the sender to 2 packets per latency, which no real network does.
+/// So a packet to a server on this host (loopback, the built-in origin) waits on input, after
+/// loopback has released it from its socket; only packets leaving for another host wait on output
+/// (see the README's limits). ICMP from the kernel waits on output, before receive time stamps
+/// are taken (`ping` measures with them). The conntrack mark finds packets that have no socket of
+/// the cage: ICMP replies, and a server's packets on input. The MSS clamp makes TCP's packets
+/// the 1,500 bytes of a real path (loopback's own MTU is 64 KB). The queue is xtables' NFQUEUE
+/// target because nft's `queue` statement is often not built (CONFIG_NFT_QUEUE), while
+/// iptables-nft works wherever nft does.
+///
+/// Everything is named after netcond's process id, so ``removeStale()`` can find and remove what a
+/// netcond killed by SIGKILL left: the next packet-engine run calls it first.
+public final class PacketCage: @unchecked Sendable {
+    public let name: String
+    public let cgroupDirectory: String
+    let mark: UInt32
+    static let passedBit: UInt32 = 0x80
+    static let downBit: UInt32 = 0x40
+    static let markMask: UInt32 = 0xffff_ffc0
+    private var rules: [(tool: String, chain: String, spec: [String])] = []
+    private var tableAdded = false
+    private var removed = false
+
+    static let prefix = "netcond-"
+
+    /// Creates the cgroup and the rules sending its packets to queues `up` and `up + 1`.
+    public init(queue up: UInt16) throws(PacketEngineError) {
+        let pid = getpid()
+        self.name = Self.prefix + String(pid)
+        guard let root = Self.cgroup2Root() else {
+            throw .unsupported("this system has no cgroup2 hierarchy mounted (the packet engine puts the command in a cgroup of its own)")
+        }
+        self.cgroupDirectory = root + "/" + self.name
+        self.mark = 0x6e00_0000 | (UInt32(UInt16(truncatingIfNeeded: pid)) << 8)
+        do throws(PacketEngineError) {
+            if mkdir(self.cgroupDirectory, 0o755) != 0 && errno != EEXIST {
+                throw PacketEngineError.system("cannot create the cgroup \(self.cgroupDirectory)", errno)
+            }
+            try self.addTable(root: root)
+            let upMark = String(format: "0x%08x/0x%08x", self.mark, Self.markMask)
+            let downMark = String(format: "0x%08x/0x%08x", self.mark | Self.downBit, Self.markMask)
+            for tool in ["iptables", "ip6tables"] {
+                for (chain, mark, queue) in [
+                    ("OUTPUT", upMark, up), ("OUTPUT", downMark, up &+ 1), ("INPUT", upMark, up), ("INPUT", downMark, up &+ 1),
+                ] {
+                    let spec = [
+                        "-m", "mark", "--mark", mark, "-m", "comment", "--comment", self.name,
+                        "-j", "NFQUEUE", "--queue-num", String(queue),
+                    ]
+                    try Self.run(tool, ["-w", "5", "-t", "mangle", "-I", chain] + spec)
+                    self.rules.append((tool, chain, spec))
+                }
+            }
+        } catch {
+            self.remove()
+            throw error
+        }
+    }
+
+    /// The nft path of the cgroup (relative to /sys/fs/cgroup, as nft resolves it) and its table.
+    private func addTable(root: String) throws(PacketEngineError) {
+        let relative = root.hasPrefix("/sys/fs/cgroup/") ? String(root.dropFirst("/sys/fs/cgroup/".count)) + "/" : ""
+        // Level 1: the cgroup is a child of the hierarchy's root.
+        let mark = String(format: "0x%08x", self.mark)
+        let down = String(format: "0x%08x", self.mark | Self.downBit)
+        let passed = String(format: "0x%08x", Self.passedBit)
+        let cgroup = "socket cgroupv2 level 1 \"\(relative)\(self.name)\""
+        let clamp = """
+                meta nfproto ipv4 tcp flags syn tcp option maxseg size > 1460 tcp option maxseg size set 1460
+                meta nfproto ipv6 tcp flags syn tcp option maxseg size > 1440 tcp option maxseg size set 1440
+            """
+        let table = Self.tableName(self.name)
+        let ruleset = """
+            table inet \(table) {
+              chain output {
+                type filter hook output priority -160; policy accept;
+                \(cgroup) ct mark set \(mark)
+                \(cgroup) fib daddr type local return
+                \(cgroup) goto up
+                ct mark \(mark) meta l4proto { icmp, ipv6-icmp } goto down
+              }
+              chain input {
+                type filter hook input priority -160; policy accept;
+                \(cgroup) goto down
+                ct mark \(mark) goto up
+              }
+              chain up {
+                meta mark & \(passed) == \(passed) return
+            \(clamp)
+                meta mark set \(mark)
+              }
+              chain down {
+                meta mark & \(passed) == \(passed) return
+            \(clamp)
+                meta mark set \(down)
+              }
+            }
+
+            """
+        try Self.run("nft", ["-f", "-"], input: ruleset)
+        self.tableAdded = true
+    }
+
+    /// Opens the cgroup's `cgroup.procs` for a child to write itself into before it executes.
+    public func openProcsFile() throws(PacketEngineError) -> Int32 {
+        let fd = open(self.cgroupDirectory + "/cgroup.procs", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw .system("cannot open \(self.cgroupDirectory)/cgroup.procs", errno) }
+        return fd
+    }
+
+    /// Kills whatever still runs in the cgroup (a daemon the command left) and removes the rules,
+    /// the table and the cgroup. Safe to call twice.
+    public func remove() {
+        guard !self.removed else { return }
+        self.removed = true
+        for rule in self.rules.reversed() {
+            _ = try? Self.run(rule.tool, ["-w", "5", "-t", "mangle", "-D", rule.chain] + rule.spec)
+        }
+        self.rules = []
+        if self.tableAdded { _ = try? Self.run("nft", ["delete", "table", "inet", Self.tableName(self.name)]) }
+        Self.removeCgroup(self.cgroupDirectory)
+    }
+
+    deinit { self.remove() }
+
+    static func tableName(_ name: String) -> String { name.replacingOccurrences(of: "-", with: "_") }
+
+    /// The process ids still in the cgroup.
+    public var processes: [pid_t] {
+        guard let text = try? String(contentsOfFile: self.cgroupDirectory + "/cgroup.procs", encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { pid_t($0) }
+    }
+
+    /// Kills every process of a cgroup (cgroup.kill, else SIGKILL one by one), waits up to 2 s for
+    /// them to go and removes it.
+    static func removeCgroup(_ directory: String) {
+        guard access(directory, F_OK) == 0 else { return }
+        let killFile = directory + "/cgroup.kill"
+        if access(killFile, W_OK) == 0 {
+            try? "1".write(toFile: killFile, atomically: false, encoding: .utf8)
+        }
+        for _ in 0..<200 {
+            let text = (try? String(contentsOfFile: directory + "/cgroup.procs", encoding: .utf8)) ?? ""
+            let pids = text.split(separator: "\n").compactMap { pid_t($0) }
+            if pids.isEmpty { break }
+            for pid in pids { kill(pid, SIGKILL) }
+            usleep(10_000)
+        }
+        rmdir(directory)
+    }
+
+    /// Where the cgroup2 hierarchy is mounted (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a
+    /// hybrid system), from /proc/self/mounts.
+    static func cgroup2Root() -> String? {
+        guard let mounts = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return nil }
+        for line in mounts.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            if fields.count >= 3 && fields[2] == "cgroup2" { return String(fields[1]) }
+        }
+        return nil
+    }
+
+    /// Removes what netcond processes that are gone left behind: cgroups, nft tables, iptables
+    /// rules. Returns how many things it removed.
+    @discardableResult
+    public static func removeStale() -> Int {
+        var removed = 0
+        func isGone(_ name: Substring) -> Bool {
+            guard let pid = pid_t(name.dropFirst(Self.prefix.count)), pid > 0 else { return false }
+            if pid == getpid() { return false }
+            if kill(pid, 0) == 0 || errno == EPERM {
+                // Alive: but is it a netcond? A reused number belongs to something else.
+                let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) ?? ""
+                return !comm.hasPrefix("netcond")
+            }
+            return true
+        }
+        if let root = Self.cgroup2Root(), let entries = try? FileManager.default.contentsOfDirectory(atPath: root) {
+            for entry in entries where entry.hasPrefix(Self.prefix) && isGone(Substring(entry)) {
+                Self.removeCgroup(root + "/" + entry)
+                removed += 1
+            }
+        }
+        if let tables = try? Self.run("nft", ["list", "tables"]) {
+            for line in tables.split(separator: "\n") {
+                let fields = line.split(separator: " ")
+                guard fields.count == 3, fields[1] == "inet", fields[2].hasPrefix("netcond_") else { continue }
+                let name = Substring(Self.prefix + fields[2].dropFirst("netcond_".count))
+                if isGone(name) {
+                    _ = try? Self.run("nft", ["delete", "table", "inet", String(fields[2])])
+                    removed += 1
+                }
+            }
+        }
+        for tool in ["iptables", "ip6tables"] {
+            guard let listing = try? Self.run(tool, ["-w", "5", "-t", "mangle", "-S"]) else { continue }
+            for line in listing.split(separator: "\n") where line.hasPrefix("-A ") && line.contains("--comment " + Self.prefix) {
+                let words = line.split(separator: " ").map(String.init)
+                guard let index = words.firstIndex(of: "--comment"), index + 1 < words.count,
+                    isGone(Substring(words[index + 1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))))
+                else { continue }
+                _ = try? Self.run(tool, ["-w", "5", "-t", "mangle", "-D"] + words.dropFirst())
+                removed += 1
+            }
+        }
+        return removed
+    }
+
+    /// Runs a system tool (nft, iptables) and returns its output; throws with its stderr.
+    @discardableResult
+    static func run(_ tool: String, _ arguments: [String], input: String? = nil) throws(PacketEngineError) -> String {
+        guard let path = Self.locate(tool) else {
+            throw .missingTool(tool)
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        let stdin = Pipe()
+        process.standardInput = input == nil ? FileHandle.nullDevice : stdin
+        do {
+            try process.run()
+        } catch {
+            throw .system("cannot run \(path)", EIO)
+        }
+        if let input {
+            stdin.fileHandleForWriting.write(Data(input.utf8))
+            try? stdin.fileHandleForWriting.close()
+        }
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        let errorData = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            let message = String(decoding: errorData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw .toolFailed(tool + " " + arguments.joined(separator: " "), message)
+        }
+        return String(decoding: outputData, as: UTF8.self)
+    }
+
+    static func locate(_ tool: String) -> String? {
+        for directory in ["/usr/sbin", "/sbin", "/usr/bin", "/bin", "/usr/local/sbin"] {
+            let candidate = directory + "/" + tool
+            if access(candidate, X_OK) == 0 { return candidate }
+        }
+        return nil
+    }
+}

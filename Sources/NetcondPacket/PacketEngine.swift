@@ -1,0 +1,288 @@
+import CNetcondPacket
+import Foundation
+import HeapModule
+import NetcondCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The packet engine: the command's own packets, both directions, through the emulated link.
+///
+/// ```
+///  command (cgroup) ──▶ OUTPUT ──▶ NFQUEUE up ───┐             ┌─▶ verdict accept at the
+///                                               ├─▶ PacketLink ┤   delivery moment, or drop
+///  command (cgroup) ◀── INPUT  ◀── NFQUEUE down ─┘   (per dir.) └─▶ (held in the kernel meanwhile)
+/// ```
+/// One thread serves both queues: it reads every packet waiting (many per read), asks the
+/// direction's ``PacketLink`` for its fate, and sends the verdicts (many per write) when they fall
+/// due, waiting in between with a nanosecond timer. A packet stays in the kernel until its verdict:
+/// the engine keeps only its number.
+///
+/// GSO: a direction whose link decides nothing per packet (no rate, no loss) takes a TCP send of
+/// many segments whole, one verdict for all (they would cross an unlimited link together anyway);
+/// otherwise the kernel segments it and each 1,500-byte packet has its own fate.
+public final class PacketEngine: @unchecked Sendable {
+    public let profile: Profile
+    public let seed: UInt64
+    public let cage: PacketCage
+    private let queue: NetfilterQueue
+    private let upQueue: UInt16
+    private let wake: Int32
+    private let startedAt: Int64
+    private let lock = NSLock()
+    private var stopRequested = false
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
+
+    // Engine thread only.
+    private var links: [PacketLink]
+    private var held = Heap<HeldPacket>()
+    private var sequence: UInt64 = 0
+    private var extraConnectDelay: Span
+    private var extraDNSDelay: Span
+    private var working = PacketSummary()
+
+    // Under the lock: what the summary reads.
+    private var published = PacketSummary()
+
+    private init(profile: Profile, seed: UInt64, queue: NetfilterQueue, upQueue: UInt16, cage: PacketCage, wake: Int32) {
+        self.profile = profile
+        self.seed = seed
+        self.queue = queue
+        self.upQueue = upQueue
+        self.cage = cage
+        self.wake = wake
+        self.startedAt = ncq_now()
+        self.links = [
+            PacketLink(PacketImpairments(profile.up), seed: seed &* 2 &+ 11),
+            PacketLink(PacketImpairments(profile.down), seed: seed &* 2 &+ 12),
+        ]
+        self.extraConnectDelay = profile.connectDelay
+        self.extraDNSDelay = profile.dnsDelay
+    }
+
+    /// Checks the privilege, removes what a dead netcond left, binds the queues, makes the cage and
+    /// starts the thread. Packets of the cage's processes cross the link from then on.
+    public static func start(profile: Profile, seed: UInt64) throws(PacketEngineError) -> PacketEngine {
+        try PacketPrivilege.check()
+        try Self.checkSupported(profile)
+        PacketCage.removeStale()
+        let queue = try NetfilterQueue()
+        let start = UInt16(truncatingIfNeeded: 1000 + (Int(getpid()) % 30_000) * 2)
+        let up = try queue.bindPair(from: start, copyRange: 128)
+        for (direction, number) in [(profile.up, up), (profile.down, up &+ 1)] {
+            try queue.setWholeGSO(Self.decidesNothingPerPacket(direction), queue: number)
+        }
+        let wake = ncq_wake_open()
+        guard wake >= 0 else { throw .system("cannot make an eventfd", -wake) }
+        let cage: PacketCage
+        do {
+            cage = try PacketCage(queue: up)
+        } catch {
+            close(wake)
+            throw error
+        }
+        let engine = PacketEngine(profile: profile, seed: seed, queue: queue, upQueue: up, cage: cage, wake: wake)
+        let thread = Thread { engine.run() }
+        thread.name = "netcond packet engine"
+        thread.qualityOfService = .userInteractive
+        engine.thread = thread
+        thread.start()
+        return engine
+    }
+
+    /// The profile features the packet engine does not do yet: refused before anything runs.
+    public static func unsupportedFeatures(_ profile: Profile) -> [String] {
+        var features: [String] = []
+        if profile.schedule != nil { features.append("a schedule") }
+        if profile.stalls != nil { features.append("stalls") }
+        if !profile.faults.isEmpty { features.append("HTTP faults (they need a proxy that reads HTTP)") }
+        if !profile.setup.isEmpty { features.append("setup rules") }
+        if profile.captivePortal != nil { features.append("a captive portal") }
+        if profile.up.connectionBandwidth != nil || profile.down.connectionBandwidth != nil {
+            features.append("a per-connection rate (a link has one rate for all its packets)")
+        }
+        return features
+    }
+
+    static func checkSupported(_ profile: Profile) throws(PacketEngineError) {
+        let features = Self.unsupportedFeatures(profile)
+        guard features.isEmpty else {
+            throw .unsupported("profile \(profile.name) uses " + features.joined(separator: ", ")
+                + ", which the packet engine does not emulate yet")
+        }
+    }
+
+    static func decidesNothingPerPacket(_ direction: LinkDirection) -> Bool {
+        direction.bandwidth == nil && direction.loss == .none
+    }
+
+    /// Stops the thread and unbinds the queues (packets still held are dropped), then removes the
+    /// cage (killing what still runs in it). Safe to call twice.
+    public func stop() {
+        self.lock.lock()
+        let already = self.stopRequested
+        self.stopRequested = true
+        self.lock.unlock()
+        if !already {
+            ncq_wake(self.wake)
+            self.finished.wait()
+            close(self.wake)
+        }
+        self.cage.remove()
+    }
+
+    /// What crossed the link so far.
+    public func summary() -> PacketSummary {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        var summary = self.published
+        summary.elapsed = Span(nanoseconds: ncq_now() - self.startedAt)
+        return summary
+    }
+
+    private var now: Instant { Instant(nanoseconds: ncq_now() - self.startedAt) }
+
+    private func run() {
+        ncq_precise_timers()
+        defer { self.finished.signal() }
+        var lastPublished = Instant.zero
+        while true {
+            self.release(upTo: self.now)
+            self.queue.flush()
+            let now = self.now
+            if now - lastPublished >= .milliseconds(50) {
+                self.publish()
+                lastPublished = now
+            }
+            self.lock.lock()
+            let stopping = self.stopRequested
+            self.lock.unlock()
+            if stopping { break }
+            var timeout: Int64 = 50_000_000
+            if let next = self.held.min { timeout = min(timeout, max(0, (next.at - now).nanoseconds)) }
+            let ready = ncq_wait(self.queue.descriptor, self.wake, timeout)
+            if ready > 0 && ready & 1 != 0 { self.readAll() }
+        }
+        self.publish()
+    }
+
+    /// Reads every packet waiting (bounded, so that due verdicts are not held up by a flood).
+    private func readAll() {
+        for _ in 0..<64 {
+            let now = self.now
+            let count = self.queue.receive { packet in self.admit(packet, at: now) }
+            if count == -Int(ENOBUFS) {
+                self.working.kernelDrops += 1
+                continue
+            }
+            if count <= 0 { return }
+        }
+    }
+
+    private func admit(_ packet: ncq_packet, at now: Instant) {
+        let direction = packet.queue == self.upQueue ? 0 : 1
+        var extra = Span.zero
+        if direction == 0 { extra = self.setupDelay(packet) }
+        let fates = self.links[direction].offer(bytes: Int(packet.wire_length), at: now)
+        let mark = packet.mark | PacketCage.passedBit
+        self.working.directions[direction].packets += Int(packet.segments)
+        switch fates.first {
+        case .dropped(let why)?:
+            self.queue.verdict(queue: packet.queue, id: packet.id, accept: false, mark: 0)
+            switch why {
+            case .lost: self.working.directions[direction].lost += Int(packet.segments)
+            case .queueFull: self.working.directions[direction].queueDrops += Int(packet.segments)
+            }
+        case .deliver(let at, _)?:
+            self.working.directions[direction].bytes += Int64(packet.wire_length)
+            let due = at + extra
+            if due <= now {
+                self.queue.verdict(queue: packet.queue, id: packet.id, accept: true, mark: mark)
+            } else {
+                self.sequence += 1
+                self.held.insert(HeldPacket(at: due, sequence: self.sequence, queue: packet.queue, id: packet.id, mark: mark))
+            }
+        case nil:
+            self.queue.verdict(queue: packet.queue, id: packet.id, accept: true, mark: mark)
+        }
+    }
+
+    /// The profile's extra set-up delays: `connect_delay` on a connection's first SYN, `dns_delay`
+    /// on a query to port 53.
+    private func setupDelay(_ packet: ncq_packet) -> Span {
+        guard packet.payload_length >= 20, let bytes = packet.payload else { return .zero }
+        let header: Int
+        let proto: UInt8
+        if packet.ip_version == 4 {
+            header = Int(bytes[0] & 0x0f) * 4
+            proto = bytes[9]
+        } else if packet.ip_version == 6 {
+            header = 40
+            proto = bytes[6]
+        } else {
+            return .zero
+        }
+        guard Int(packet.payload_length) >= header + 14 else { return .zero }
+        let port = UInt16(bytes[header + 2]) << 8 | UInt16(bytes[header + 3])
+        if (proto == 17 || proto == 6) && port == 53 && self.extraDNSDelay > .zero { return self.extraDNSDelay }
+        if proto == 6 {
+            let flags = bytes[header + 13]
+            if flags & 0x02 != 0 && flags & 0x10 == 0 { return self.extraConnectDelay }
+        }
+        return .zero
+    }
+
+    private func release(upTo now: Instant) {
+        while let next = self.held.min, next.at <= now {
+            _ = self.held.removeMin()
+            let late = now - next.at
+            if late > self.working.maximumLateness { self.working.maximumLateness = late }
+            if late > .milliseconds(1) { self.working.lateOverMillisecond += 1 }
+            self.queue.verdict(queue: next.queue, id: next.id, accept: true, mark: next.mark)
+        }
+    }
+
+    private func publish() {
+        self.lock.lock()
+        self.published = self.working
+        self.lock.unlock()
+    }
+}
+
+/// A packet the kernel holds until the link delivers it.
+struct HeldPacket: Comparable {
+    var at: Instant
+    var sequence: UInt64
+    var queue: UInt16
+    var id: UInt32
+    var mark: UInt32
+
+    static func < (a: HeldPacket, b: HeldPacket) -> Bool {
+        (a.at, a.sequence) < (b.at, b.sequence)
+    }
+
+    static func == (a: HeldPacket, b: HeldPacket) -> Bool { a.sequence == b.sequence }
+}
+
+/// What crossed the packet engine's link.
+public struct PacketSummary: Sendable, Equatable {
+    public struct Direction: Sendable, Equatable {
+        /// Wire packets offered to the link (a GSO packet taken whole counts as its segments).
+        public var packets = 0
+        /// Bytes of the packets delivered.
+        public var bytes: Int64 = 0
+        public var lost = 0
+        public var queueDrops = 0
+    }
+    public var directions = [Direction(), Direction()]
+    public var up: Direction { self.directions[0] }
+    public var down: Direction { self.directions[1] }
+    /// Packets the kernel dropped because netcond could not read them fast enough.
+    public var kernelDrops = 0
+    /// The latest a verdict was sent after its moment, and how many were over 1 ms late.
+    public var maximumLateness = Span.zero
+    public var lateOverMillisecond = 0
+    public var elapsed = Span.zero
+}

@@ -1,0 +1,271 @@
+"""`netcond run --engine packet`: the program's own packets through the link, with real clients.
+
+Every destination is on this host (127.0.0.1 or ::1). Each test checks what the program sees
+(never earlier than the emulated delay, at most a generous factor later on a loaded 2-core
+machine) and that netcond leaves no cgroup, nft table or iptables rule behind. Needs root (or
+CAP_NET_ADMIN), nft and iptables: skipped, with the reason, without them.
+"""
+import contextlib
+import hashlib
+import http.server
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import NETCOND, closed_port, run, wait_until, write_profile
+
+CGROUP_ROOT = "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") else "/sys/fs/cgroup"
+
+
+def _missing():
+    if os.geteuid() != 0:
+        return "the packet engine needs root (or CAP_NET_ADMIN); these tests run as root"
+    for tool in ("nft", "iptables", "ip6tables"):
+        if not shutil.which(tool) and not os.path.exists("/usr/sbin/" + tool):
+            return f"{tool} is not installed"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+
+
+def leftovers():
+    """Whatever a netcond packet engine left: cgroups, nft tables, iptables rules."""
+    found = []
+    if os.path.isdir(CGROUP_ROOT):
+        found += [f"cgroup {name}" for name in os.listdir(CGROUP_ROOT) if name.startswith("netcond-")]
+    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+    found += [f"nft {line}" for line in tables.splitlines() if "netcond_" in line]
+    for tool in ("iptables", "ip6tables"):
+        rules = subprocess.run([tool, "-w", "5", "-t", "mangle", "-S"], capture_output=True, text=True).stdout
+        found += [f"{tool} {line}" for line in rules.splitlines() if "netcond-" in line]
+    return found
+
+
+@pytest.fixture(autouse=True)
+def clean_host():
+    """Each test starts and ends with nothing of a packet engine on the host."""
+    assert leftovers() == []
+    yield
+    assert wait_until(lambda: leftovers() == [], seconds=5), leftovers()
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        size = int(self.path.strip("/") or "5")
+        body = bytes(i % 251 for i in range(size))
+        self.send_response(200)
+        self.send_header("Content-Length", str(size))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class _Server6(http.server.ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+@contextlib.contextmanager
+def http_server(host="127.0.0.1"):
+    """A plain HTTP server on this host (a developer's localhost:8000); yields its base URL."""
+    server = (_Server6 if ":" in host else http.server.ThreadingHTTPServer)((host, 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        yield f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextlib.contextmanager
+def udp_echo():
+    """A UDP echo server on 127.0.0.1; yields its port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                data, peer = sock.recvfrom(4096)
+            except socket.timeout:
+                continue
+            sock.sendto(data, peer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(2)
+        sock.close()
+
+
+def delay_profile(tmp, one_way_ms, extra=""):
+    return write_profile(tmp, "delay", f"""
+name: delay
+description: {one_way_ms} ms each way
+up:
+  latency: {one_way_ms}ms
+{extra}down:
+  latency: {one_way_ms}ms
+""")
+
+
+def packet_run(profile, command, timeout=120, **kwargs):
+    return run(["run", "--engine", "packet", "--seed", "3", profile, "--", *command], timeout=timeout, **kwargs)
+
+
+def test_tcp_to_a_server_on_this_host_crosses_the_link_both_ways_and_arrives_intact(tmp):
+    profile = delay_profile(tmp, 100)
+    with http_server() as url:
+        out = os.path.join(tmp, "body")
+        result = packet_run(profile, [
+            "curl", "-sS", "-o", out, "-w", "%{time_connect} %{time_starttransfer}", url + "/300000"])
+        assert result.returncode == 0, result.stderr
+        connect, first_byte = (float(x) for x in result.stdout.split())
+        # The handshake is one round trip (200 ms); the first byte comes a round trip later.
+        assert 0.2 <= connect < 1.0
+        assert 0.4 <= first_byte < 2.0
+        with open(out, "rb") as f:
+            body = f.read()
+        expected = bytes(i % 251 for i in range(300000))
+        assert hashlib.sha256(body).digest() == hashlib.sha256(expected).digest()
+    assert re.search(r"netcond: delay \(packet engine\): .*up .* in \d+ packets, down .* in \d+ packets, "
+                     r"no packet lost.*\(seed 3\)", result.stderr), result.stderr
+
+
+def test_ipv6_tcp_crosses_the_link(tmp):
+    profile = delay_profile(tmp, 100)
+    with http_server("::1") as url:
+        result = packet_run(profile, ["curl", "-sS", "-o", "/dev/null", "-w", "%{time_connect}", url + "/10"])
+    assert result.returncode == 0, result.stderr
+    assert 0.2 <= float(result.stdout) < 1.0
+
+
+def test_udp_and_icmp_cross_the_link(tmp):
+    profile = delay_profile(tmp, 100)
+    client = (
+        "import socket,sys,time\n"
+        "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.settimeout(5)\n"
+        "for i in range(3):\n"
+        "    t=time.monotonic(); s.sendto(b'x'*200,('127.0.0.1',int(sys.argv[1]))); s.recvfrom(4096)\n"
+        "    print(time.monotonic()-t)\n"
+    )
+    with udp_echo() as port:
+        result = packet_run(profile, ["python3", "-c", client, str(port)])
+    assert result.returncode == 0, result.stderr
+    rtts = [float(x) for x in result.stdout.split()]
+    assert len(rtts) == 3 and all(0.2 <= rtt < 1.0 for rtt in rtts), rtts
+    if shutil.which("ping"):
+        pinged = packet_run(profile, ["ping", "-n", "-c", "2", "-i", "0.2", "127.0.0.1"])
+        assert pinged.returncode == 0, pinged.stdout + pinged.stderr
+        # ping measures with receive time stamps: the reply waited before it was stamped.
+        times = [float(x) for x in re.findall(r"time=([\d.]+) ms", pinged.stdout)]
+        assert len(times) == 2 and all(200 <= t < 1000 for t in times), pinged.stdout
+
+
+def test_rate_holds_a_download_to_the_link_rate(tmp):
+    profile = write_profile(tmp, "slow", """
+name: slow
+description: 2 Mbit/s down
+down:
+  bandwidth: 2mbit
+  latency: 10ms
+up:
+  latency: 10ms
+""")
+    with http_server() as url:
+        result = packet_run(profile, ["curl", "-sS", "-o", "/dev/null", "-w", "%{time_total}", url + "/500000"])
+    assert result.returncode == 0, result.stderr
+    # 500 KB (plus headers, ~3 %) at 2 Mbit/s: at least 2.0 s on any machine.
+    assert 2.0 <= float(result.stdout) < 6.0
+
+
+def test_no_proxy_variables_are_set_and_the_engine_is_named(tmp):
+    profile = delay_profile(tmp, 1)
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    result = subprocess.run([NETCOND, "run", "--engine", "packet", profile, "--", "env"],
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    names = {line.split("=", 1)[0] for line in result.stdout.splitlines() if "=" in line}
+    assert not {n for n in names if "proxy" in n.lower()}, names
+    assert "NETCOND_ENGINE=packet" in result.stdout
+
+
+def test_a_refused_connection_is_refused_at_once_as_on_a_real_network(tmp):
+    """curl --retry 5 ends with exit 7 after one round trip: a refusal is not retried (no proxy 502)."""
+    profile = delay_profile(tmp, 100)
+    port = closed_port()
+    started = time.monotonic()
+    result = packet_run(profile, ["curl", "-sS", "--retry", "5", f"http://127.0.0.1:{port}/"])
+    elapsed = time.monotonic() - started
+    assert result.returncode == 7, result.stderr
+    assert "Could not connect" in result.stderr or "Failed to connect" in result.stderr
+    assert elapsed < 5.0
+
+
+def test_a_daemon_the_command_leaves_is_killed_with_the_cgroup(tmp):
+    profile = delay_profile(tmp, 1)
+    marker = os.path.join(tmp, "pid")
+    result = packet_run(profile, ["sh", "-c", f"setsid sleep 60 & echo $! > {marker}"])
+    assert result.returncode == 0, result.stderr
+    with open(marker) as f:
+        pid = int(f.read())
+    assert wait_until(lambda: not os.path.exists(f"/proc/{pid}"), seconds=5)
+
+
+def test_what_a_netcond_killed_by_sigkill_left_is_removed_by_the_next(tmp):
+    profile = delay_profile(tmp, 1)
+    process = subprocess.Popen([NETCOND, "run", "--engine", "packet", profile, "--", "sleep", "60"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert wait_until(lambda: any(f"cgroup netcond-{process.pid}" == x for x in leftovers()), seconds=20)
+        process.kill()
+        process.wait(10)
+        left = leftovers()
+        assert any("cgroup" in x for x in left) and any("nft" in x for x in left) and any("iptables" in x for x in left)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    # The child died with netcond (parent-death signal); the next packet-engine run cleans up.
+    result = packet_run(profile, ["true"])
+    assert result.returncode == 0, result.stderr
+    assert leftovers() == []
+
+
+def test_without_privilege_it_exits_3_naming_what_is_missing(tmp):
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv (util-linux) is not installed")
+    result = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+         NETCOND, "run", "--engine", "packet", "edge", "--", "true"],
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3, result.stderr
+    assert "root or CAP_NET_ADMIN" in result.stderr and "--engine proxy" in result.stderr
+
+
+def test_what_the_packet_engine_cannot_do_yet_is_refused_before_anything_runs(tmp):
+    marker = os.path.join(tmp, "ran")
+    result = packet_run("subway", ["touch", marker])
+    assert result.returncode == 2
+    assert "schedule" in result.stderr and "--engine proxy" in result.stderr
+    assert not os.path.exists(marker)
+    forward = run(["run", "--engine", "packet", "--forward", "9000=example.invalid:80", "edge", "--", "true"])
+    assert forward.returncode == 2 and "--forward" in forward.stderr
