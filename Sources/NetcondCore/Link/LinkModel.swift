@@ -55,8 +55,13 @@ public final class LinkModel {
     let downLink: BottleneckLink
     private var pendingDeliveries: [Delivery] = []
     var pendingNotices: [LinkNotice] = []
-    /// Time-varying state: schedule phase, outages and stalls (see `LinkModel+Conditions.swift`).
-    var timeline = TimelineState()
+    /// Time-varying conditions: schedule phase, outages and stalls (see `LinkModel+Conditions.swift`).
+    var timeline: ConditionTimeline
+    /// The outage the link applies (the timeline's, as of the last refresh).
+    var outageInForce: OutageBehaviour?
+    var lastState: LinkState?
+    /// When the timeline tick already scheduled fires (nil: none).
+    var scheduledTimelineTick: Instant?
 
     public init(profile: Profile, seed: UInt64) {
         self.profile = profile
@@ -64,7 +69,9 @@ public final class LinkModel {
         self.seed = seed
         self.upLink = BottleneckLink(direction: .up, spec: profile.up, mss: Int(profile.mss.bytes))
         self.downLink = BottleneckLink(direction: .down, spec: profile.down, mss: Int(profile.mss.bytes))
-        self.startTimeline()
+        self.timeline = ConditionTimeline(profile: profile, seed: seed)
+        self.refresh()
+        self.scheduleTimelineTick()
     }
 
     // MARK: - Driver interface
@@ -130,7 +137,7 @@ public final class LinkModel {
 
     private func synAttempt(_ flow: Flow, attempt: Int) {
         if flow.firewalled { return self.retrySYN(flow, after: attempt) }
-        switch self.timeline.outage {
+        switch self.outageInForce {
         case .refuse, .reset:
             self.schedule(.connectResult(flow.id, .refused(at: .zero)), at: self.now + self.conditions.baseRTT)
             return
@@ -310,8 +317,8 @@ public final class LinkModel {
         case .connectResult(let id, let outcome):
             guard let flow = self.flows[id] else { return }
             self.connectResult(flow, outcome)
-        case .timeline(let event):
-            self.handleTimeline(event)
+        case .timelineTick:
+            self.timelineTick()
         }
     }
 
@@ -439,7 +446,7 @@ public final class LinkModel {
         guard let flow = self.flows[id] else { return }
         let side = flow.side(direction)
         guard side.hasRecord(seq) else { return }
-        if self.timeline.outage == .blackhole {
+        if self.outageInForce == .blackhole {
             // Nothing passes through a blackhole; TCP repairs it by timeout once the link is back.
             // (`refuse` and `reset` turn new connections away; what is open keeps flowing, which
             // is also how a request reaches the proxy to be answered with the refusal.)
@@ -755,7 +762,7 @@ enum EventKind {
     case wake(FlowID, Direction)
     case synAttempt(FlowID, attempt: Int)
     case connectResult(FlowID, ConnectOutcome)
-    case timeline(TimelineEvent)
+    case timelineTick
 }
 
 /// The shared bottleneck of one direction: a FIFO served at the link rate.
