@@ -119,14 +119,16 @@ int ncq_bind(int fd, uint16_t queue, uint32_t copy_range, uint32_t max_length) {
     return result;
 }
 
-int ncq_set_gso(int fd, uint16_t queue, int whole) {
+int ncq_set_gso(int fd, uint16_t queue, int whole, int wait) {
     uint8_t buffer[128] __attribute__((aligned(4)));
     memset(buffer, 0, sizeof buffer);
-    struct nlmsghdr *message = start_message(buffer, NFQNL_MSG_CONFIG, NLM_F_ACK, queue, 0);
+    struct nlmsghdr *message = start_message(buffer, NFQNL_MSG_CONFIG, wait ? NLM_F_ACK : 0, queue, 0);
     uint32_t flags = htonl(whole ? NFQA_CFG_F_GSO : 0), mask = htonl(NFQA_CFG_F_GSO);
     put_attribute(message, NFQA_CFG_FLAGS, &flags, sizeof flags);
     put_attribute(message, NFQA_CFG_MASK, &mask, sizeof mask);
-    return config_request(fd, message);
+    if (wait) return config_request(fd, message);
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    return sendto(fd, message, message->nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0 ? -errno : 0;
 }
 
 int ncq_unbind(int fd, uint16_t queue) {
@@ -356,7 +358,10 @@ int ncq_bind(int fd, uint16_t queue, uint32_t copy_range, uint32_t max_length) {
     return -ENOSYS;
 }
 int ncq_unbind(int fd, uint16_t queue) { (void)fd; (void)queue; return -ENOSYS; }
-int ncq_set_gso(int fd, uint16_t queue, int whole) { (void)fd; (void)queue; (void)whole; return -ENOSYS; }
+int ncq_set_gso(int fd, uint16_t queue, int whole, int wait) {
+    (void)fd; (void)queue; (void)whole; (void)wait;
+    return -ENOSYS;
+}
 int ncq_receive(int fd, uint8_t *buffer, size_t capacity, ncq_packet *out, int max, int *errors) {
     (void)fd; (void)buffer; (void)capacity; (void)out; (void)max; (void)errors;
     return -ENOSYS;

@@ -58,8 +58,9 @@ final class NetfilterQueue {
     }
 
     /// Whether a queue's GSO packets reach it whole (one verdict for many segments) or segmented.
-    func setWholeGSO(_ whole: Bool, queue: UInt16) throws(PacketEngineError) {
-        let result = ncq_set_gso(self.descriptor, queue, whole ? 1 : 0)
+    /// `waiting` for the kernel's answer is for before packets flow (it reads the socket).
+    func setWholeGSO(_ whole: Bool, queue: UInt16, waiting: Bool) throws(PacketEngineError) {
+        let result = ncq_set_gso(self.descriptor, queue, whole ? 1 : 0, waiting ? 1 : 0)
         guard result == 0 else { throw .system("cannot configure netfilter queue \(queue)", -result) }
     }
 

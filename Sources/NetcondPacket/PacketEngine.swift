@@ -39,14 +39,24 @@ public final class PacketEngine: @unchecked Sendable {
     private var links: [PacketLink]
     private var held = Heap<HeldPacket>()
     private var sequence: UInt64 = 0
-    private var extraConnectDelay: Span
-    private var extraDNSDelay: Span
+    private var timeline: ConditionTimeline
+    private var conditions: LinkConditions
+    private var outage: OutageBehaviour?
+    private var stalled = [false, false]
+    /// Packets a stalled direction delivered meanwhile, in order: they go when the stall ends.
+    private var stalledPackets: [[HeldPacket]] = [[], []]
+    private var wholeGSO: [Bool]
+    private var lastState: LinkState
+    private let onStateChange: (@Sendable (LinkState, Span) -> Void)?
     private var working = PacketSummary()
 
     // Under the lock: what the summary reads.
     private var published = PacketSummary()
 
-    private init(profile: Profile, seed: UInt64, queue: NetfilterQueue, upQueue: UInt16, cage: PacketCage, wake: Int32) {
+    private init(
+        profile: Profile, seed: UInt64, queue: NetfilterQueue, upQueue: UInt16, cage: PacketCage, wake: Int32,
+        wholeGSO: [Bool], onStateChange: (@Sendable (LinkState, Span) -> Void)?
+    ) {
         self.profile = profile
         self.seed = seed
         self.queue = queue
@@ -54,25 +64,34 @@ public final class PacketEngine: @unchecked Sendable {
         self.cage = cage
         self.wake = wake
         self.startedAt = ncq_now()
+        self.timeline = ConditionTimeline(profile: profile, seed: seed)
+        self.conditions = self.timeline.conditions
         self.links = [
-            PacketLink(PacketImpairments(profile.up), seed: seed &* 2 &+ 11),
-            PacketLink(PacketImpairments(profile.down), seed: seed &* 2 &+ 12),
+            PacketLink(PacketImpairments(self.conditions.up), seed: SeedDeriver.derive(seed, 0x5041_434B, 0)),
+            PacketLink(PacketImpairments(self.conditions.down), seed: SeedDeriver.derive(seed, 0x5041_434B, 1)),
         ]
-        self.extraConnectDelay = profile.connectDelay
-        self.extraDNSDelay = profile.dnsDelay
+        self.wholeGSO = wholeGSO
+        self.lastState = self.timeline.state
+        self.onStateChange = onStateChange
+        self.outage = self.timeline.outage
+        self.stalled = [self.timeline.isStalled(.up), self.timeline.isStalled(.down)]
     }
 
     /// Checks the privilege, removes what a dead netcond left, binds the queues, makes the cage and
     /// starts the thread. Packets of the cage's processes cross the link from then on.
-    public static func start(profile: Profile, seed: UInt64) throws(PacketEngineError) -> PacketEngine {
+    public static func start(
+        profile: Profile, seed: UInt64, onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
+    ) throws(PacketEngineError) -> PacketEngine {
         try PacketPrivilege.check()
         try Self.checkSupported(profile)
         PacketCage.removeStale()
         let queue = try NetfilterQueue()
         let start = UInt16(truncatingIfNeeded: 1000 + (Int(getpid()) % 30_000) * 2)
         let up = try queue.bindPair(from: start, copyRange: 128)
-        for (direction, number) in [(profile.up, up), (profile.down, up &+ 1)] {
-            try queue.setWholeGSO(Self.decidesNothingPerPacket(direction), queue: number)
+        let first = ConditionTimeline(profile: profile, seed: seed).conditions
+        let wholeGSO = [Self.decidesNothingPerPacket(first.up), Self.decidesNothingPerPacket(first.down)]
+        for (whole, number) in zip(wholeGSO, [up, up &+ 1]) {
+            try queue.setWholeGSO(whole, queue: number, waiting: true)
         }
         let wake = ncq_wake_open()
         guard wake >= 0 else { throw .system("cannot make an eventfd", -wake) }
@@ -83,7 +102,9 @@ public final class PacketEngine: @unchecked Sendable {
             close(wake)
             throw error
         }
-        let engine = PacketEngine(profile: profile, seed: seed, queue: queue, upQueue: up, cage: cage, wake: wake)
+        let engine = PacketEngine(
+            profile: profile, seed: seed, queue: queue, upQueue: up, cage: cage, wake: wake, wholeGSO: wholeGSO,
+            onStateChange: onStateChange)
         let thread = Thread { engine.run() }
         thread.name = "netcond packet engine"
         thread.qualityOfService = .userInteractive
@@ -95,8 +116,10 @@ public final class PacketEngine: @unchecked Sendable {
     /// The profile features the packet engine does not do yet: refused before anything runs.
     public static func unsupportedFeatures(_ profile: Profile) -> [String] {
         var features: [String] = []
-        if profile.schedule != nil { features.append("a schedule") }
-        if profile.stalls != nil { features.append("stalls") }
+        let outages = profile.schedule?.phases.compactMap(\.outage) ?? []
+        if outages.contains(.refuse) || outages.contains(.reset) {
+            features.append("a `refuse` or `reset` outage (only `blackhole` so far)")
+        }
         if !profile.faults.isEmpty { features.append("HTTP faults (they need a proxy that reads HTTP)") }
         if !profile.setup.isEmpty { features.append("setup rules") }
         if profile.captivePortal != nil { features.append("a captive portal") }
@@ -147,8 +170,10 @@ public final class PacketEngine: @unchecked Sendable {
     private func run() {
         ncq_precise_timers()
         defer { self.finished.signal() }
+        self.onStateChange?(self.lastState, .zero)
         var lastPublished = Instant.zero
         while true {
+            self.followTimeline(to: self.now)
             self.release(upTo: self.now)
             self.queue.flush()
             let now = self.now
@@ -162,6 +187,7 @@ public final class PacketEngine: @unchecked Sendable {
             if stopping { break }
             var timeout: Int64 = 50_000_000
             if let next = self.held.min { timeout = min(timeout, max(0, (next.at - now).nanoseconds)) }
+            if let next = self.timeline.nextChange { timeout = min(timeout, max(0, (next - now).nanoseconds)) }
             let ready = ncq_wait(self.queue.descriptor, self.wake, timeout)
             if ready > 0 && ready & 1 != 0 { self.readAll() }
         }
@@ -183,6 +209,12 @@ public final class PacketEngine: @unchecked Sendable {
 
     private func admit(_ packet: ncq_packet, at now: Instant) {
         let direction = packet.queue == self.upQueue ? 0 : 1
+        if self.outage == .blackhole {
+            self.queue.verdict(queue: packet.queue, id: packet.id, accept: false, mark: 0)
+            self.working.directions[direction].packets += Int(packet.segments)
+            self.working.directions[direction].outageDrops += Int(packet.segments)
+            return
+        }
         var extra = Span.zero
         if direction == 0 { extra = self.setupDelay(packet) }
         let fates = self.links[direction].offer(bytes: Int(packet.wire_length), at: now)
@@ -198,6 +230,12 @@ public final class PacketEngine: @unchecked Sendable {
         case .deliver(let at, _)?:
             self.working.directions[direction].bytes += Int64(packet.wire_length)
             let due = at + extra
+            if self.stalled[direction] && due <= now {
+                self.sequence += 1
+                self.stalledPackets[direction].append(
+                    HeldPacket(at: due, sequence: self.sequence, queue: packet.queue, id: packet.id, mark: mark))
+                return
+            }
             if due <= now {
                 self.queue.verdict(queue: packet.queue, id: packet.id, accept: true, mark: mark)
             } else {
@@ -226,10 +264,10 @@ public final class PacketEngine: @unchecked Sendable {
         }
         guard Int(packet.payload_length) >= header + 14 else { return .zero }
         let port = UInt16(bytes[header + 2]) << 8 | UInt16(bytes[header + 3])
-        if (proto == 17 || proto == 6) && port == 53 && self.extraDNSDelay > .zero { return self.extraDNSDelay }
+        if (proto == 17 || proto == 6) && port == 53 && self.conditions.dnsDelay > .zero { return self.conditions.dnsDelay }
         if proto == 6 {
             let flags = bytes[header + 13]
-            if flags & 0x02 != 0 && flags & 0x10 == 0 { return self.extraConnectDelay }
+            if flags & 0x02 != 0 && flags & 0x10 == 0 { return self.conditions.connectDelay }
         }
         return .zero
     }
@@ -240,7 +278,53 @@ public final class PacketEngine: @unchecked Sendable {
             let late = now - next.at
             if late > self.working.maximumLateness { self.working.maximumLateness = late }
             if late > .milliseconds(1) { self.working.lateOverMillisecond += 1 }
+            let direction = next.queue == self.upQueue ? 0 : 1
+            if self.stalled[direction] {
+                self.stalledPackets[direction].append(next)
+                continue
+            }
             self.queue.verdict(queue: next.queue, id: next.id, accept: true, mark: next.mark)
+        }
+    }
+
+    /// Applies the timeline's changes due by `now`, one moment at a time.
+    private func followTimeline(to now: Instant) {
+        while let next = self.timeline.nextChange, next <= now {
+            self.timeline.advance(to: next)
+            self.applyTimeline(at: next)
+        }
+    }
+
+    /// Brings the links in line with the timeline: conditions, outage, stalls; reports a new state.
+    private func applyTimeline(at moment: Instant) {
+        let conditions = self.timeline.conditions
+        if conditions != self.conditions {
+            self.conditions = conditions
+            for (index, direction) in [conditions.up, conditions.down].enumerated() {
+                self.links[index].reconfigure(PacketImpairments(direction))
+                let whole = Self.decidesNothingPerPacket(direction)
+                if whole != self.wholeGSO[index] {
+                    self.wholeGSO[index] = whole
+                    try? self.queue.setWholeGSO(whole, queue: self.upQueue &+ UInt16(index), waiting: false)
+                }
+            }
+        }
+        self.outage = self.timeline.outage
+        for (index, direction) in Direction.allCases.enumerated() {
+            let stalled = self.timeline.isStalled(direction)
+            if self.stalled[index] && !stalled {
+                // What waited at the far end through the stall arrives now, in order.
+                for packet in self.stalledPackets[index] {
+                    self.queue.verdict(queue: packet.queue, id: packet.id, accept: true, mark: packet.mark)
+                }
+                self.stalledPackets[index] = []
+            }
+            self.stalled[index] = stalled
+        }
+        let state = self.timeline.state
+        if state != self.lastState {
+            self.lastState = state
+            self.onStateChange?(state, Span(nanoseconds: moment.nanoseconds))
         }
     }
 
@@ -275,6 +359,8 @@ public struct PacketSummary: Sendable, Equatable {
         public var bytes: Int64 = 0
         public var lost = 0
         public var queueDrops = 0
+        /// Dropped because a `blackhole` outage was in force.
+        public var outageDrops = 0
     }
     public var directions = [Direction(), Direction()]
     public var up: Direction { self.directions[0] }

@@ -154,8 +154,13 @@ extension RunCommand {
         }
         let engine: PacketEngine
         let procs: Int32
+        // The child owns the terminal: state changes (schedule phases, stalls) are log lines only.
+        let stateLog = LiveStatus(live: false)
+        let quiet = self.quiet
         do throws(PacketEngineError) {
-            engine = try PacketEngine.start(profile: profile, seed: seed)
+            engine = try PacketEngine.start(profile: profile, seed: seed) { state, at in
+                if !quiet { stateLog.stateChanged(state, at: at) }
+            }
             do {
                 procs = try engine.cage.openProcsFile()
             } catch {
@@ -202,11 +207,16 @@ func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSummary) 
     var parts = [formatSeconds(summary.elapsed), direction("up", summary.up), direction("down", summary.down)]
     let lost = summary.up.lost + summary.down.lost
     let full = summary.up.queueDrops + summary.down.queueDrops
-    if lost + full == 0 {
+    let outage = summary.up.outageDrops + summary.down.outageDrops
+    let total = lost + full + outage
+    if total == 0 {
         parts.append("no packet lost")
     } else {
-        var text = "\(lost + full) packet\(lost + full == 1 ? "" : "s") lost"
-        if full > 0 { text += " (\(full) by the full queue)" }
+        var causes: [String] = []
+        if full > 0 { causes.append("\(full) by the full queue") }
+        if outage > 0 { causes.append("\(outage) in outages") }
+        var text = "\(total) packet\(total == 1 ? "" : "s") lost"
+        if !causes.isEmpty { text += " (" + causes.joined(separator: ", ") + ")" }
         parts.append(text)
     }
     if summary.kernelDrops > 0 {

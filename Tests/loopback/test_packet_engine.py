@@ -197,6 +197,41 @@ up:
     assert 2.0 <= float(result.stdout) < 6.0
 
 
+def test_a_schedule_blackholes_and_stalls_the_link_at_its_moments(tmp):
+    if not shutil.which("ping"):
+        pytest.skip("ping (iputils-ping) is not installed")
+    profile = write_profile(tmp, "blink", """
+name: blink
+description: on, blackhole, down stalled, 1 s each
+up:
+  latency: 10ms
+down:
+  latency: 10ms
+schedule:
+  repeat: false
+  phases:
+    - name: on
+      for: 1s
+    - name: off
+      for: 1s
+      outage: blackhole
+    - name: stuck
+      for: 1s
+      stall: down
+""")
+    result = packet_run(profile, ["ping", "-n", "-c", "20", "-i", "0.2", "-W", "3", "127.0.0.1"])
+    replies = {int(seq): float(t) for seq, t in re.findall(r"icmp_seq=(\d+) ttl=\d+ time=([\d.]+) ms", result.stdout)}
+    # Pings sent during the blackhole (1-2 s: about seq 6-10) get no answer; those sent while the
+    # way down is stalled (2-3 s) come back together when it ends, the earliest having waited longest.
+    lost = [seq for seq in range(1, 21) if seq not in replies]
+    assert 4 <= len(lost) <= 6 and all(5 <= seq <= 11 for seq in lost), (lost, result.stdout)
+    stalled = [replies[seq] for seq in sorted(replies) if replies[seq] > 100]
+    assert 4 <= len(stalled) <= 6 and stalled == sorted(stalled, reverse=True), result.stdout
+    assert all(20 <= t < 1500 for t in replies.values()), result.stdout
+    assert "link: off, outage (blackhole)" in result.stderr and "link: stuck, stalled down" in result.stderr
+    assert re.search(r"\d+ packets lost \(\d+ in outages\)", result.stderr), result.stderr
+
+
 def test_no_proxy_variables_are_set_and_the_engine_is_named(tmp):
     profile = delay_profile(tmp, 1)
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
@@ -263,9 +298,9 @@ def test_without_privilege_it_exits_3_naming_what_is_missing(tmp):
 
 def test_what_the_packet_engine_cannot_do_yet_is_refused_before_anything_runs(tmp):
     marker = os.path.join(tmp, "ran")
-    result = packet_run("subway", ["touch", marker])
+    result = packet_run("captive-hotel", ["touch", marker])
     assert result.returncode == 2
-    assert "schedule" in result.stderr and "--engine proxy" in result.stderr
+    assert "captive portal" in result.stderr and "--engine proxy" in result.stderr
     assert not os.path.exists(marker)
     forward = run(["run", "--engine", "packet", "--forward", "9000=example.invalid:80", "edge", "--", "true"])
     assert forward.returncode == 2 and "--forward" in forward.stderr

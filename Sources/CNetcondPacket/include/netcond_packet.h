@@ -19,9 +19,10 @@ int ncq_bind(int fd, uint16_t queue, uint32_t copy_range, uint32_t max_length);
 
 /// With `whole` 0 (the default), the kernel segments a GSO packet (a TCP send of many segments at
 /// once) before queueing it, so each segment gets a fate of its own as on a wire; with 1 it queues
-/// it whole (one verdict for all of its segments: `ncq_packet.segments` says how many). Returns 0
-/// or -errno.
-int ncq_set_gso(int fd, uint16_t queue, int whole);
+/// it whole (one verdict for all of its segments: `ncq_packet.segments` says how many). With `wait`,
+/// waits for the kernel's answer (only before packets flow: it reads the socket); without, an
+/// error comes back later as an error reply that `ncq_receive` counts. Returns 0 or -errno.
+int ncq_set_gso(int fd, uint16_t queue, int whole, int wait);
 
 /// Unbinds `queue` (its waiting packets are dropped by the kernel). Returns 0 or -errno.
 int ncq_unbind(int fd, uint16_t queue);
