@@ -112,6 +112,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "NetcondPacketTests",
+            dependencies: ["NetcondPacket", "CNetcondPacket", "NetcondCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "NetcondOriginTests",
             dependencies: [
                 "NetcondOrigin",

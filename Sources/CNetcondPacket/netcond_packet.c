@@ -344,6 +344,77 @@ void ncq_wake(int wake) {
     (void)ignored;
 }
 
+int ncq_raw_open(int version, uint32_t mark) {
+    int fd = socket(version == 6 ? AF_INET6 : AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+    if (fd < 0) return -errno;
+    if (mark != 0 && setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark) != 0) {
+        int error = errno;
+        close(fd);
+        return -error;
+    }
+    return fd;
+}
+
+static uint32_t checksum_add(uint32_t sum, const uint8_t *data, size_t length) {
+    for (size_t i = 0; i + 1 < length; i += 2) sum += (uint32_t)(data[i] << 8 | data[i + 1]);
+    if (length & 1) sum += (uint32_t)(data[length - 1] << 8);
+    return sum;
+}
+
+static uint16_t checksum_fold(uint32_t sum) {
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)~sum;
+}
+
+int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_port, const uint8_t *destination,
+                 uint16_t destination_port, uint32_t seq, uint32_t ack, int with_ack) {
+    uint8_t packet[60];
+    memset(packet, 0, sizeof packet);
+    size_t address_length = version == 6 ? 16 : 4;
+    size_t ip_length = version == 6 ? 40 : 20;
+    uint8_t *tcp = packet + ip_length;
+    tcp[0] = (uint8_t)(source_port >> 8);
+    tcp[1] = (uint8_t)source_port;
+    tcp[2] = (uint8_t)(destination_port >> 8);
+    tcp[3] = (uint8_t)destination_port;
+    uint32_t seq_be = htonl(seq), ack_be = htonl(with_ack ? ack : 0);
+    memcpy(tcp + 4, &seq_be, 4);
+    memcpy(tcp + 8, &ack_be, 4);
+    tcp[12] = 5 << 4;
+    tcp[13] = (uint8_t)(0x04 | (with_ack ? 0x10 : 0));
+    /* Pseudo-header: addresses, protocol, TCP length. */
+    uint32_t sum = checksum_add(0, source, address_length);
+    sum = checksum_add(sum, destination, address_length);
+    sum += 6 + 20;
+    sum = checksum_add(sum, tcp, 20);
+    uint16_t check = htons(checksum_fold(sum));
+    memcpy(tcp + 16, &check, 2);
+    if (version == 6) {
+        packet[0] = 0x60;
+        packet[4] = 0;
+        packet[5] = 20;
+        packet[6] = 6;
+        packet[7] = 64;
+        memcpy(packet + 8, source, 16);
+        memcpy(packet + 24, destination, 16);
+        struct sockaddr_in6 to = {.sin6_family = AF_INET6};
+        memcpy(&to.sin6_addr, destination, 16);
+        return sendto(fd, packet, ip_length + 20, 0, (struct sockaddr *)&to, sizeof to) < 0 ? -errno : 0;
+    }
+    packet[0] = 0x45;
+    packet[3] = 40;
+    packet[6] = 0x40; /* don't fragment */
+    packet[8] = 64;
+    packet[9] = 6;
+    memcpy(packet + 12, source, 4);
+    memcpy(packet + 16, destination, 4);
+    uint16_t ip_check = htons(checksum_fold(checksum_add(0, packet, 20)));
+    memcpy(packet + 10, &ip_check, 2);
+    struct sockaddr_in to = {.sin_family = AF_INET};
+    memcpy(&to.sin_addr, destination, 4);
+    return sendto(fd, packet, ip_length + 20, 0, (struct sockaddr *)&to, sizeof to) < 0 ? -errno : 0;
+}
+
 int64_t ncq_now(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -378,5 +449,12 @@ int ncq_wait(int fd, int wake, int64_t timeout_ns) { (void)fd; (void)wake; (void
 int ncq_wake_open(void) { return -ENOSYS; }
 void ncq_wake(int wake) { (void)wake; }
 int64_t ncq_now(void) { return 0; }
+int ncq_raw_open(int version, uint32_t mark) { (void)version; (void)mark; return -ENOSYS; }
+int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_port, const uint8_t *destination,
+                 uint16_t destination_port, uint32_t seq, uint32_t ack, int with_ack) {
+    (void)fd; (void)version; (void)source; (void)source_port; (void)destination; (void)destination_port;
+    (void)seq; (void)ack; (void)with_ack;
+    return -ENOSYS;
+}
 
 #endif

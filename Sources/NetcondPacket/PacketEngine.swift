@@ -38,6 +38,11 @@ public final class PacketEngine: @unchecked Sendable {
     // Engine thread only.
     private var links: [PacketLink]
     private var held = Heap<HeldPacket>()
+    private var resets = Heap<ScheduledReset>()
+    private var flows = TCPFlowTable()
+    /// Raw sockets the resets go out on (marked as having crossed the link).
+    private let raw4: Int32
+    private let raw6: Int32
     private var sequence: UInt64 = 0
     private var timeline: ConditionTimeline
     private var conditions: LinkConditions
@@ -55,8 +60,10 @@ public final class PacketEngine: @unchecked Sendable {
 
     private init(
         profile: Profile, seed: UInt64, queue: NetfilterQueue, upQueue: UInt16, cage: PacketCage, wake: Int32,
-        wholeGSO: [Bool], onStateChange: (@Sendable (LinkState, Span) -> Void)?
+        wholeGSO: [Bool], raw: (Int32, Int32), onStateChange: (@Sendable (LinkState, Span) -> Void)?
     ) {
+        self.raw4 = raw.0
+        self.raw6 = raw.1
         self.profile = profile
         self.seed = seed
         self.queue = queue
@@ -102,9 +109,20 @@ public final class PacketEngine: @unchecked Sendable {
             close(wake)
             throw error
         }
+        // Resets go out marked as having crossed the link already: the cage's rules let them be.
+        let raw4 = ncq_raw_open(4, cage.mark | PacketCage.passedBit)
+        let raw6 = ncq_raw_open(6, cage.mark | PacketCage.passedBit)
+        guard raw4 >= 0, raw6 >= 0 else {
+            let code = raw4 < 0 ? -raw4 : -raw6
+            if raw4 >= 0 { close(raw4) }
+            if raw6 >= 0 { close(raw6) }
+            close(wake)
+            cage.remove()
+            throw .system("cannot open a raw socket for resets", code)
+        }
         let engine = PacketEngine(
             profile: profile, seed: seed, queue: queue, upQueue: up, cage: cage, wake: wake, wholeGSO: wholeGSO,
-            onStateChange: onStateChange)
+            raw: (raw4, raw6), onStateChange: onStateChange)
         let thread = Thread { engine.run() }
         thread.name = "netcond packet engine"
         thread.qualityOfService = .userInteractive
@@ -116,10 +134,6 @@ public final class PacketEngine: @unchecked Sendable {
     /// The profile features the packet engine does not do yet: refused before anything runs.
     public static func unsupportedFeatures(_ profile: Profile) -> [String] {
         var features: [String] = []
-        let outages = profile.schedule?.phases.compactMap(\.outage) ?? []
-        if outages.contains(.refuse) || outages.contains(.reset) {
-            features.append("a `refuse` or `reset` outage (only `blackhole` so far)")
-        }
         if !profile.faults.isEmpty { features.append("HTTP faults (they need a proxy that reads HTTP)") }
         if !profile.setup.isEmpty { features.append("setup rules") }
         if profile.captivePortal != nil { features.append("a captive portal") }
@@ -152,6 +166,8 @@ public final class PacketEngine: @unchecked Sendable {
             ncq_wake(self.wake)
             self.finished.wait()
             close(self.wake)
+            close(self.raw4)
+            close(self.raw6)
         }
         self.cage.remove()
     }
@@ -175,6 +191,7 @@ public final class PacketEngine: @unchecked Sendable {
         while true {
             self.followTimeline(to: self.now)
             self.release(upTo: self.now)
+            self.sendResets(upTo: self.now)
             self.queue.flush()
             let now = self.now
             if now - lastPublished >= .milliseconds(50) {
@@ -188,6 +205,7 @@ public final class PacketEngine: @unchecked Sendable {
             var timeout: Int64 = 50_000_000
             if let next = self.held.min { timeout = min(timeout, max(0, (next.at - now).nanoseconds)) }
             if let next = self.timeline.nextChange { timeout = min(timeout, max(0, (next - now).nanoseconds)) }
+            if let next = self.resets.min { timeout = min(timeout, max(0, (next.at - now).nanoseconds)) }
             let ready = ncq_wait(self.queue.descriptor, self.wake, timeout)
             if ready > 0 && ready & 1 != 0 { self.readAll() }
         }
@@ -209,41 +227,109 @@ public final class PacketEngine: @unchecked Sendable {
 
     private func admit(_ packet: ncq_packet, at now: Instant) {
         let direction = packet.queue == self.upQueue ? 0 : 1
+        let up = direction == 0
+        let segments = Int(packet.segments)
+        self.working.directions[direction].packets += segments
+        let tcp = packet.payload.flatMap { TCPHeader($0, copied: Int(packet.payload_length), length: Int(packet.length)) }
         if self.outage == .blackhole {
             self.queue.verdict(queue: packet.queue, id: packet.id, accept: false, mark: 0)
-            self.working.directions[direction].packets += Int(packet.segments)
-            self.working.directions[direction].outageDrops += Int(packet.segments)
+            self.working.directions[direction].outageDrops += segments
             return
         }
+        if let tcp {
+            if up && tcp.isSYN && (self.outage == .refuse || self.outage == .reset) {
+                // The far end turns the connection away: a reset one round trip after the SYN.
+                self.queue.verdict(queue: packet.queue, id: packet.id, accept: false, mark: 0)
+                self.working.refusedConnections += 1
+                self.scheduleReset(
+                    FlowKey(tcp, up: true), towardCage: true, at: now + self.conditions.baseRTT,
+                    answering: tcp.seq &+ 1)
+                return
+            }
+            self.flows.offered(tcp, up: up, at: now)
+        }
         var extra = Span.zero
-        if direction == 0 { extra = self.setupDelay(packet) }
+        if up { extra = self.setupDelay(packet) }
         let fates = self.links[direction].offer(bytes: Int(packet.wire_length), at: now)
         let mark = packet.mark | PacketCage.passedBit
-        self.working.directions[direction].packets += Int(packet.segments)
         switch fates.first {
         case .dropped(let why)?:
             self.queue.verdict(queue: packet.queue, id: packet.id, accept: false, mark: 0)
             switch why {
-            case .lost: self.working.directions[direction].lost += Int(packet.segments)
-            case .queueFull: self.working.directions[direction].queueDrops += Int(packet.segments)
+            case .lost: self.working.directions[direction].lost += segments
+            case .queueFull: self.working.directions[direction].queueDrops += segments
             }
         case .deliver(let at, _)?:
             self.working.directions[direction].bytes += Int64(packet.wire_length)
-            let due = at + extra
-            if self.stalled[direction] && due <= now {
-                self.sequence += 1
-                self.stalledPackets[direction].append(
-                    HeldPacket(at: due, sequence: self.sequence, queue: packet.queue, id: packet.id, mark: mark))
-                return
-            }
-            if due <= now {
-                self.queue.verdict(queue: packet.queue, id: packet.id, accept: true, mark: mark)
+            self.sequence += 1
+            let held = HeldPacket(
+                at: at + extra, sequence: self.sequence, queue: packet.queue, id: packet.id, mark: mark, tcp: tcp)
+            if held.at > now {
+                self.held.insert(held)
+            } else if self.stalled[direction] {
+                self.stalledPackets[direction].append(held)
             } else {
-                self.sequence += 1
-                self.held.insert(HeldPacket(at: due, sequence: self.sequence, queue: packet.queue, id: packet.id, mark: mark))
+                self.accept(held)
             }
         case nil:
-            self.queue.verdict(queue: packet.queue, id: packet.id, accept: true, mark: mark)
+            self.accept(HeldPacket(at: now, sequence: 0, queue: packet.queue, id: packet.id, mark: mark, tcp: tcp))
+        }
+    }
+
+    /// Lets a packet go: the link has delivered it.
+    private func accept(_ packet: HeldPacket) {
+        self.queue.verdict(queue: packet.queue, id: packet.id, accept: true, mark: packet.mark)
+        if let tcp = packet.tcp { self.flows.delivered(tcp, up: packet.queue == self.upQueue) }
+    }
+
+    // MARK: - Resets
+
+    /// Cuts every TCP connection on the link with a reset to each end, as a middlebox that drops the
+    /// connections would: each reset reaches its end after that direction's latency, with the
+    /// sequence number the end expects then. Returns how many connections.
+    @discardableResult
+    private func cutConnections(at now: Instant) -> Int {
+        let keys = self.flows.keys
+        for key in keys {
+            self.flows.markCut(key)
+            self.scheduleReset(key, towardCage: true, at: now + self.conditions.down.latency)
+            self.scheduleReset(key, towardCage: false, at: now + self.conditions.up.latency)
+        }
+        self.working.connectionsCut += keys.count
+        return keys.count
+    }
+
+    /// `answering`: the reset answers a SYN (RST|ACK acknowledging it, sequence 0).
+    private func scheduleReset(_ key: FlowKey, towardCage: Bool, at moment: Instant, answering syn: UInt32? = nil) {
+        self.sequence += 1
+        self.resets.insert(ScheduledReset(at: moment, sequence: self.sequence, key: key, towardCage: towardCage, answering: syn))
+    }
+
+    private func sendResets(upTo now: Instant) {
+        while let next = self.resets.min, next.at <= now {
+            _ = self.resets.removeMin()
+            let key = next.key
+            let seq: UInt32
+            var ack: UInt32 = 0
+            if let syn = next.answering {
+                seq = 0
+                ack = syn
+            } else {
+                guard let expected = self.flows.resetSequence(key, towardCage: next.towardCage) else {
+                    self.flows.resetSent(key)
+                    continue
+                }
+                seq = expected
+                self.flows.resetSent(key)
+            }
+            let length = key.version == 6 ? 16 : 4
+            let cage = key.cage.bytes(count: length)
+            let far = key.far.bytes(count: length)
+            let fd = key.version == 6 ? self.raw6 : self.raw4
+            let (source, sourcePort, destination, destinationPort) =
+                next.towardCage ? (far, key.farPort, cage, key.cagePort) : (cage, key.cagePort, far, key.farPort)
+            let result = ncq_send_rst(fd, Int32(key.version), source, sourcePort, destination, destinationPort, seq, ack, next.answering == nil ? 0 : 1)
+            if result != 0 { self.working.resetsNotSent += 1 }
         }
     }
 
@@ -283,7 +369,7 @@ public final class PacketEngine: @unchecked Sendable {
                 self.stalledPackets[direction].append(next)
                 continue
             }
-            self.queue.verdict(queue: next.queue, id: next.id, accept: true, mark: next.mark)
+            self.accept(next)
         }
     }
 
@@ -309,14 +395,16 @@ public final class PacketEngine: @unchecked Sendable {
                 }
             }
         }
-        self.outage = self.timeline.outage
+        let outage = self.timeline.outage
+        if outage != self.outage {
+            self.outage = outage
+            if outage == .reset { self.cutConnections(at: moment) }
+        }
         for (index, direction) in Direction.allCases.enumerated() {
             let stalled = self.timeline.isStalled(direction)
             if self.stalled[index] && !stalled {
                 // What waited at the far end through the stall arrives now, in order.
-                for packet in self.stalledPackets[index] {
-                    self.queue.verdict(queue: packet.queue, id: packet.id, accept: true, mark: packet.mark)
-                }
+                for packet in self.stalledPackets[index] { self.accept(packet) }
                 self.stalledPackets[index] = []
             }
             self.stalled[index] = stalled
@@ -342,12 +430,27 @@ struct HeldPacket: Comparable {
     var queue: UInt16
     var id: UInt32
     var mark: UInt32
+    /// Its TCP header, when it is TCP (the flow table follows what was delivered).
+    var tcp: TCPHeader?
 
     static func < (a: HeldPacket, b: HeldPacket) -> Bool {
         (a.at, a.sequence) < (b.at, b.sequence)
     }
 
     static func == (a: HeldPacket, b: HeldPacket) -> Bool { a.sequence == b.sequence }
+}
+
+/// A reset netcond sends to one end of a connection at a moment.
+struct ScheduledReset: Comparable {
+    var at: Instant
+    var sequence: UInt64
+    var key: FlowKey
+    var towardCage: Bool
+    /// The acknowledgement of a refused SYN (the reset answers it), or nil for a cut.
+    var answering: UInt32?
+
+    static func < (a: ScheduledReset, b: ScheduledReset) -> Bool { (a.at, a.sequence) < (b.at, b.sequence) }
+    static func == (a: ScheduledReset, b: ScheduledReset) -> Bool { a.sequence == b.sequence }
 }
 
 /// What crossed the packet engine's link.
@@ -367,6 +470,12 @@ public struct PacketSummary: Sendable, Equatable {
     public var down: Direction { self.directions[1] }
     /// Packets the kernel dropped because netcond could not read them fast enough.
     public var kernelDrops = 0
+    /// Connections refused by a `refuse` or `reset` outage (their SYN answered with a reset).
+    public var refusedConnections = 0
+    /// Connections cut by a `reset` outage or `netcond ctl cut`: a reset sent to each end.
+    public var connectionsCut = 0
+    /// Resets the raw socket could not send.
+    public var resetsNotSent = 0
     /// The latest a verdict was sent after its moment, and how many were over 1 ms late.
     public var maximumLateness = Span.zero
     public var lateOverMillisecond = 0

@@ -219,6 +219,15 @@ func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSummary) 
         if !causes.isEmpty { text += " (" + causes.joined(separator: ", ") + ")" }
         parts.append(text)
     }
+    if summary.connectionsCut > 0 {
+        parts.append("\(summary.connectionsCut) connection\(summary.connectionsCut == 1 ? "" : "s") cut by the link")
+    }
+    if summary.refusedConnections > 0 {
+        parts.append("\(summary.refusedConnections) connection\(summary.refusedConnections == 1 ? "" : "s") refused")
+    }
+    if summary.resetsNotSent > 0 {
+        parts.append("\(summary.resetsNotSent) reset\(summary.resetsNotSent == 1 ? "" : "s") could not be sent")
+    }
     if summary.kernelDrops > 0 {
         parts.append("netcond could not keep up \(summary.kernelDrops) time\(summary.kernelDrops == 1 ? "" : "s"): "
             + "the kernel dropped packets that were waiting for it (the machine is overloaded)")

@@ -232,6 +232,81 @@ schedule:
     assert re.search(r"\d+ packets lost \(\d+ in outages\)", result.stderr), result.stderr
 
 
+TRICKLE_SERVER = """
+import socket, sys, threading, time
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen()
+print(srv.getsockname()[1], flush=True)
+srv.settimeout(1)
+def handle(c):
+    try:
+        while True:
+            c.sendall(b"x" * 100); time.sleep(0.1)
+    except OSError as e:
+        print("server:", type(e).__name__, flush=True)
+end = time.monotonic() + 10
+while time.monotonic() < end:
+    try:
+        c, _ = srv.accept()
+    except socket.timeout:
+        continue
+    threading.Thread(target=handle, args=(c,), daemon=True).start()
+"""
+
+TRICKLE_CLIENT = """
+import socket, sys, time
+port = int(sys.argv[1])
+s = socket.create_connection(("127.0.0.1", port))
+try:
+    while s.recv(4096):
+        pass
+    print("eof")
+except OSError as e:
+    print("cut:", type(e).__name__)
+time.sleep(0.2)
+t = time.monotonic()
+try:
+    socket.create_connection(("127.0.0.1", port), timeout=5)
+    print("connected during the outage")
+except OSError as e:
+    print("reconnect:", type(e).__name__, time.monotonic() - t)
+"""
+
+
+def test_a_reset_outage_resets_both_ends_and_refuses_new_connections(tmp):
+    profile = write_profile(tmp, "resetty", """
+name: resetty
+description: on 1 s, reset 2 s
+up:
+  latency: 50ms
+down:
+  latency: 50ms
+schedule:
+  repeat: false
+  phases:
+    - name: on
+      for: 1s
+    - name: cut
+      for: 2s
+      outage: reset
+""")
+    server = subprocess.Popen(["python3", "-c", TRICKLE_SERVER], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        result = packet_run(profile, ["python3", "-c", TRICKLE_CLIENT, str(port)])
+        assert result.returncode == 0, result.stderr
+        # The client's connection gets a real RST (ECONNRESET, not a close), and so does the server's.
+        assert "cut: ConnectionResetError" in result.stdout, result.stdout
+        server_said = server.stdout.readline()
+        assert "server: ConnectionResetError" in server_said or "server: BrokenPipeError" in server_said, server_said
+        # A new connection is refused after one round trip (100 ms), as by a far end turning it away.
+        refused = re.search(r"reconnect: ConnectionRefusedError ([\d.]+)", result.stdout)
+        assert refused and 0.1 <= float(refused.group(1)) < 1.0, result.stdout
+        assert "1 connection cut by the link" in result.stderr and "1 connection refused" in result.stderr
+    finally:
+        server.kill()
+        server.wait(10)
+
+
 def test_no_proxy_variables_are_set_and_the_engine_is_named(tmp):
     profile = delay_profile(tmp, 1)
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}

@@ -86,6 +86,16 @@ int ncq_wait(int fd, int wake, int64_t timeout_ns);
 int ncq_wake_open(void);
 void ncq_wake(int wake);
 
+/// A raw socket (IPv4 or IPv6 by `version`) that sends whole IP packets netcond builds, each with
+/// `mark` (so the cage's rules know it has crossed the link already). Returns it or -errno.
+int ncq_raw_open(int version, uint32_t mark);
+
+/// Sends a TCP RST (with ACK when `with_ack`) from `source`:`source_port` to
+/// `destination`:`destination_port` (4 or 16 address bytes by `version`; ports, seq and ack in host
+/// order), checksums computed. Returns 0 or -errno.
+int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_port, const uint8_t *destination,
+                 uint16_t destination_port, uint32_t seq, uint32_t ack, int with_ack);
+
 /// CLOCK_MONOTONIC in nanoseconds.
 int64_t ncq_now(void);
 
