@@ -76,6 +76,7 @@ let package = Package(
                 "NetcondCore",
                 "NetcondProxy",
                 "NetcondOrigin",
+                "NetcondPacket",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -13,6 +13,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #ifdef __linux__
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #endif
 
@@ -59,7 +61,7 @@ static void close_descriptors(int lowest, int keep, long limit) {
 }
 
 int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int stdout_fd,
-                  int stderr_fd, int terminal_fd, int cgroup_fd, pid_t *pid) {
+                  int stderr_fd, int terminal_fd, int cgroup_fd, const char *hosts_file, pid_t *pid) {
     int report[2];
     if (pipe2(report, O_CLOEXEC) != 0) return errno;
     long limit = sysconf(_SC_OPEN_MAX);
@@ -98,6 +100,18 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
         sigprocmask(SIG_SETMASK, &empty, NULL);
         /* Into the cgroup before anything runs, so that its first packet is already the cgroup's. */
         if (error == 0 && cgroup_fd >= 0 && write(cgroup_fd, "0", 1) != 1) error = errno;
+#ifdef __linux__
+        /* Names of netcond's own (the built-in origin): a mount namespace of the child's own in which
+           /etc/hosts is netcond's copy. Nothing of it is visible outside, and it ends with the child's
+           last process. */
+        if (error == 0 && hosts_file != NULL) {
+            if (unshare(CLONE_NEWNS) != 0) error = errno;
+            if (error == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) error = errno;
+            if (error == 0 && mount(hosts_file, "/etc/hosts", NULL, MS_BIND, NULL) != 0) error = errno;
+        }
+#else
+        (void)hosts_file;
+#endif
         if (error == 0 && directory != NULL && chdir(directory) != 0) error = errno;
         if (error == 0 && stdout_fd >= 0 && stderr_fd >= 0) {
             int input = open("/dev/null", O_RDONLY);

@@ -45,13 +45,15 @@ public final class ChildProcess: Sendable {
     /// `.notExecutable` (126) with a message naming the program. With `output`, the child's stdout
     /// and stderr go to those descriptors and its stdin is /dev/null; without, it shares netcond's
     /// and, when netcond is in the foreground of a terminal, is given the terminal (see above). With
-    /// `cgroup` (an open `cgroup.procs`), the child enters that cgroup before it executes.
+    /// `cgroup` (an open `cgroup.procs`), the child enters that cgroup before it executes; with
+    /// `hostsFile`, it sees that file as /etc/hosts (a mount namespace of its own).
     public static func spawn(
         _ command: [String],
         environment: [String: String],
         workingDirectory: String? = nil,
         output: (stdout: Int32, stderr: Int32)? = nil,
-        cgroup: Int32? = nil
+        cgroup: Int32? = nil,
+        hostsFile: String? = nil
     ) throws(ChildProcessError) -> ChildProcess {
         try Self.checkStartable(command, environment: environment)
         let program = command[0]
@@ -61,7 +63,7 @@ public final class ChildProcess: Sendable {
         // thread of its own that lives exactly as long as the child (it waits for it).
         let reaper = Reaper(
             path: resolved, arguments: command, environment: environmentLines, directory: workingDirectory,
-            output: output, cgroup: cgroup ?? -1)
+            output: output, cgroup: cgroup ?? -1, hostsFile: hostsFile)
         let result = reaper.start()
         guard result == 0 else {
             if let workingDirectory, result == ENOENT || result == ENOTDIR || result == EACCES {
@@ -173,6 +175,7 @@ private final class Reaper: @unchecked Sendable {
     private let directory: String?
     private let output: (stdout: Int32, stderr: Int32)?
     private let cgroup: Int32
+    private let hostsFile: String?
     private let started = DispatchSemaphore(value: 0)
     private let lock = NSLock()
     private var startResult: Int32 = 0
@@ -187,7 +190,7 @@ private final class Reaper: @unchecked Sendable {
 
     init(
         path: String, arguments: [String], environment: [String], directory: String?,
-        output: (stdout: Int32, stderr: Int32)?, cgroup: Int32
+        output: (stdout: Int32, stderr: Int32)?, cgroup: Int32, hostsFile: String?
     ) {
         self.path = path
         self.arguments = arguments
@@ -195,6 +198,7 @@ private final class Reaper: @unchecked Sendable {
         self.directory = directory
         self.output = output
         self.cgroup = cgroup
+        self.hostsFile = hostsFile
     }
 
     /// Starts the thread and the child; returns 0 or an errno value.
@@ -252,7 +256,7 @@ private final class Reaper: @unchecked Sendable {
         var pid = pid_t()
         let result = netcond_spawn(
             self.path, argv, envp, self.directory, self.output?.stdout ?? -1, self.output?.stderr ?? -1,
-            foreground ? self.terminal : -1, self.cgroup, &pid)
+            foreground ? self.terminal : -1, self.cgroup, self.hostsFile, &pid)
         argv.forEach { free($0) }
         envp.forEach { free($0) }
         self.lock.lock()

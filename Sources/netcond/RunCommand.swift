@@ -152,37 +152,26 @@ extension RunCommand {
             printError("netcond: \(error.description)")
             throw ExitCode(error.exitCode)
         }
-        let engine: PacketEngine
-        let procs: Int32
         // The child owns the terminal: state changes (schedule phases, stalls) are log lines only.
         let stateLog = LiveStatus(live: false)
         let quiet = self.quiet
-        do throws(PacketEngineError) {
-            engine = try PacketEngine.start(profile: profile, seed: seed) { state, at in
+        let session: PacketSession
+        do {
+            session = try await PacketSession.start(profile: profile, seed: seed) { state, at in
                 if !quiet { stateLog.stateChanged(state, at: at) }
-            }
-            do {
-                procs = try engine.cage.openProcsFile()
-            } catch {
-                engine.stop()
-                throw error
             }
         } catch {
             printError("netcond: \(error.description)")
-            throw ExitCode(error.exitCode)
+            throw ExitCode(3)
         }
-        var environment = currentEnvironment()
-        environment["NETCOND_ENGINE"] = "packet"
-        environment["NETCOND_SEED"] = String(seed)
-        environment["NETCOND_PROFILE"] = profile.name
+        if let warning = session.trust.warning, !quiet { printError(warning) }
+        let environment = session.childEnvironment(base: currentEnvironment())
         let signals = SignalForwarder()
         let child: ChildProcess
         do {
-            child = try ChildProcess.spawn(self.command, environment: environment, cgroup: procs)
-            close(procs)
+            child = try session.spawn(self.command, environment: environment)
         } catch {
-            close(procs)
-            engine.stop()
+            await session.stop()
             printError("netcond: \(error.description)")
             throw ExitCode(error.exitCode)
         }
@@ -193,8 +182,8 @@ extension RunCommand {
         }
         let status = await child.wait()
         signals.stop()
-        engine.stop()
-        if !self.quiet { printError("netcond: " + packetSummaryText(profile: profile.name, seed: seed, engine.summary())) }
+        await session.stop()
+        if !self.quiet { printError("netcond: " + packetSummaryText(profile: profile.name, seed: seed, session.summary())) }
         throw ExitCode(status.shellCode)
     }
 }

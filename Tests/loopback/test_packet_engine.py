@@ -36,8 +36,15 @@ def _missing():
 pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
 
 
-def leftovers():
-    """Whatever a netcond packet engine left: cgroups, nft tables, iptables rules."""
+def _dead(text):
+    """True when the netcond process named in `text` (netcond-PID or netcond_PID) is gone."""
+    match = re.search(r"netcond[-_](\d+)", text)
+    return match is not None and not os.path.exists(f"/proc/{match.group(1)}")
+
+
+def leftovers(include_live=False):
+    """What packet engines of netcond processes that are gone left: cgroups, nft tables, iptables
+    rules (with include_live, those of running ones too)."""
     found = []
     if os.path.isdir(CGROUP_ROOT):
         found += [f"cgroup {name}" for name in os.listdir(CGROUP_ROOT) if name.startswith("netcond-")]
@@ -46,7 +53,7 @@ def leftovers():
     for tool in ("iptables", "ip6tables"):
         rules = subprocess.run([tool, "-w", "5", "-t", "mangle", "-S"], capture_output=True, text=True).stdout
         found += [f"{tool} {line}" for line in rules.splitlines() if "netcond-" in line]
-    return found
+    return found if include_live else [x for x in found if _dead(x)]
 
 
 @pytest.fixture(autouse=True)
@@ -148,6 +155,24 @@ def test_tcp_to_a_server_on_this_host_crosses_the_link_both_ways_and_arrives_int
         assert hashlib.sha256(body).digest() == hashlib.sha256(expected).digest()
     assert re.search(r"netcond: delay \(packet engine\): .*up .* in \d+ packets, down .* in \d+ packets, "
                      r"no packet lost.*\(seed 3\)", result.stderr), result.stderr
+
+
+def test_the_built_in_origin_is_reached_by_its_name_over_http_and_https(tmp):
+    profile = delay_profile(tmp, 100)
+    with open("/etc/hosts") as f:
+        hosts_before = f.read()
+    script = (
+        'curl -sS -o /dev/null -w "%{http_code} %{time_connect}\\n" "$NETCOND_ORIGIN/bytes/1000" && '
+        'curl -sS -o /dev/null -w "%{http_code} %{time_connect}\\n" https://origin.netcond.test/bytes/1000'
+    )
+    result = packet_run(profile, ["sh", "-c", script])
+    assert result.returncode == 0, result.stderr
+    lines = [line.split() for line in result.stdout.splitlines()]
+    assert [code for code, _ in lines] == ["200", "200"], result.stdout
+    assert all(0.2 <= float(connect) < 1.0 for _, connect in lines), result.stdout
+    # The name exists for the command only: the machine's /etc/hosts is as it was.
+    with open("/etc/hosts") as f:
+        assert f.read() == hosts_before
 
 
 def test_ipv6_tcp_crosses_the_link(tmp):
@@ -345,7 +370,7 @@ def test_what_a_netcond_killed_by_sigkill_left_is_removed_by_the_next(tmp):
     process = subprocess.Popen([NETCOND, "run", "--engine", "packet", profile, "--", "sleep", "60"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        assert wait_until(lambda: any(f"cgroup netcond-{process.pid}" == x for x in leftovers()), seconds=20)
+        assert wait_until(lambda: f"cgroup netcond-{process.pid}" in leftovers(include_live=True), seconds=20)
         process.kill()
         process.wait(10)
         left = leftovers()

@@ -13,10 +13,12 @@
 /// - writes its stdout to `stdout_fd` and its stderr to `stderr_fd` when they are not -1 (and then reads
 ///   stdin from /dev/null);
 /// - when `cgroup_fd` is not -1 (an open `cgroup.procs`), moves itself into that cgroup before the exec;
+/// - when `hosts_file` is not NULL (Linux, root), runs in a mount namespace of its own where that file is
+///   bind-mounted on /etc/hosts;
 /// - holds descriptors 0, 1 and 2 and no other of netcond's (every one above 2 is closed before the exec).
 /// Returns 0 and sets *pid, or an errno value (the exec's own failure is reported through a pipe).
 int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int stdout_fd,
-                  int stderr_fd, int terminal_fd, int cgroup_fd, pid_t *pid);
+                  int stderr_fd, int terminal_fd, int cgroup_fd, const char *hosts_file, pid_t *pid);
 
 enum {
     NETCOND_CHILD_EXITED = 0,

@@ -1,0 +1,157 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import NetcondCore
+import NetcondOrigin
+import NetcondPacket
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One run under the packet engine: the engine (cgroup, rules, link) and the built-in origin,
+/// reachable from the command as `origin.netcond.test` on ports 80 and 443.
+///
+/// The origin listens on an address of its own in 127.0.0.0/8 (127.110.X.Y, from netcond's process
+/// id), so runs side by side do not collide on ports 80 and 443; the command sees the name in an
+/// /etc/hosts of its own (a mount namespace: nothing changes for the rest of the machine). Its
+/// packets to the origin cross the link like any others.
+public final class PacketSession: Sendable {
+    public let profile: Profile
+    public let seed: UInt64
+    public let engine: PacketEngine
+    public let origin: OriginServer
+    public let originAddress: SocketAddress
+    public let trust: OriginTrust
+    /// The /etc/hosts the command sees (the machine's, and the origin's name).
+    public let hostsFile: String
+    private let originGroup: MultiThreadedEventLoopGroup
+
+    private init(
+        profile: Profile, seed: UInt64, engine: PacketEngine, origin: OriginServer, originAddress: SocketAddress,
+        trust: OriginTrust, hostsFile: String, originGroup: MultiThreadedEventLoopGroup
+    ) {
+        self.profile = profile
+        self.seed = seed
+        self.engine = engine
+        self.origin = origin
+        self.originAddress = originAddress
+        self.trust = trust
+        self.hostsFile = hostsFile
+        self.originGroup = originGroup
+    }
+
+    /// Why a packet session could not start.
+    public enum Failure: Error, CustomStringConvertible {
+        case engine(PacketEngineError)
+        case origin(String)
+
+        public var description: String {
+            switch self {
+            case .engine(let error): return error.description
+            case .origin(let why): return "cannot start the built-in origin for the packet engine: \(why)"
+            }
+        }
+    }
+
+    /// Starts the engine (checking the privilege first, before anything else runs) and the origin.
+    public static func start(
+        profile: Profile,
+        seed: UInt64,
+        originContent: OriginContent = OriginContent(),
+        onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
+    ) async throws(Failure) -> PacketSession {
+        TemporaryFiles.removeStale()
+        let engine: PacketEngine
+        do {
+            engine = try PacketEngine.start(profile: profile, seed: seed, onStateChange: onStateChange)
+        } catch {
+            throw .engine(error)
+        }
+        let originGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let origin = OriginServer(configuration: OriginConfiguration(content: originContent))
+        var trust: OriginTrust?
+        var hostsFile: String?
+        do {
+            let address = try await Self.listen(origin, group: originGroup)
+            let originTrust = try OriginTrust(host: Session.originHost, environment: ProcessInfo.processInfo.environment)
+            trust = originTrust
+            let host = address.ipAddress ?? "127.0.0.1"
+            _ = try await origin.addListener(group: originGroup, host: host, port: 443) { channel in
+                try originTrust.prepare(channel)
+            }
+            let file = try TemporaryFiles.makeFile(kind: "hosts")
+            hostsFile = file
+            let system = (try? String(contentsOfFile: "/etc/hosts", encoding: .utf8)) ?? "127.0.0.1\tlocalhost\n"
+            try (system + (system.hasSuffix("\n") ? "" : "\n") + "\(host)\t\(Session.originHost)\n")
+                .write(toFile: file, atomically: false, encoding: .utf8)
+            chmod(file, 0o644)
+            return PacketSession(
+                profile: profile, seed: seed, engine: engine, origin: origin, originAddress: address,
+                trust: originTrust, hostsFile: file, originGroup: originGroup)
+        } catch {
+            trust?.remove()
+            if let hostsFile { unlink(hostsFile) }
+            try? await origin.stop()
+            try? await originGroup.shutdownGracefully()
+            engine.stop()
+            throw .origin(String(describing: error))
+        }
+    }
+
+    /// Binds the origin's port 80 on the first free address of 127.110.0.0/16 tried.
+    private static func listen(_ origin: OriginServer, group: EventLoopGroup) async throws -> SocketAddress {
+        var lastError: Error?
+        let base = Int(getpid())
+        for attempt in 0..<16 {
+            let n = (base &+ attempt &* 7919) & 0xffff
+            let host = "127.110.\(n >> 8).\(max(1, min(254, n & 0xff)))"
+            do {
+                return try await origin.start(group: group, host: host, port: 80)
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError ?? TemporaryFiles.Failure(description: "no free address for the origin")
+    }
+
+    /// The command's environment: `base` plus netcond's variables and the origin's trust; no proxy
+    /// variable is set (every packet crosses the link without one).
+    public func childEnvironment(base: [String: String]) -> [String: String] {
+        var environment = base
+        environment["NETCOND_ENGINE"] = "packet"
+        environment["NETCOND_ORIGIN"] = "http://\(Session.originHost)"
+        environment["NETCOND_SEED"] = String(self.seed)
+        environment["NETCOND_PROFILE"] = self.profile.name
+        for (name, value) in self.trust.environment { environment[name] = value }
+        return environment
+    }
+
+    /// Starts the command in the cage, seeing the origin's name.
+    public func spawn(
+        _ command: [String], environment: [String: String], workingDirectory: String? = nil,
+        output: (stdout: Int32, stderr: Int32)? = nil
+    ) throws(ChildProcessError) -> ChildProcess {
+        let procs: Int32
+        do {
+            procs = try self.engine.cage.openProcsFile()
+        } catch {
+            throw .spawnFailed(command.first ?? "", error.description)
+        }
+        defer { close(procs) }
+        return try ChildProcess.spawn(
+            command, environment: environment, workingDirectory: workingDirectory, output: output, cgroup: procs,
+            hostsFile: self.hostsFile)
+    }
+
+    /// Stops the engine (removing the cage and what still runs in it) and the origin.
+    public func stop() async {
+        self.engine.stop()
+        try? await self.origin.stop()
+        try? await self.originGroup.shutdownGracefully()
+        self.trust.remove()
+        unlink(self.hostsFile)
+    }
+
+    public func summary() -> PacketSummary { self.engine.summary() }
+}
