@@ -124,6 +124,20 @@ public final class PacketCage: @unchecked Sendable {
         self.tableAdded = true
     }
 
+    /// Lets TCP to and from `127.0.0.1:port` bypass the link: netcond's own control API, which a
+    /// command must reach to end the very outage it started.
+    public func exempt(loopbackPort port: Int) throws(PacketEngineError) {
+        let table = Self.tableName(self.name)
+        for chain in ["output", "input"] {
+            for side in ["dport", "sport"] {
+                try Self.run("nft", [
+                    "insert", "rule", "inet", table, chain, "ip", "saddr", "127.0.0.1", "ip", "daddr", "127.0.0.1",
+                    "tcp", side, String(port), "return",
+                ])
+            }
+        }
+    }
+
     /// Opens the cgroup's `cgroup.procs` for a child to write itself into before it executes.
     public func openProcsFile() throws(PacketEngineError) -> Int32 {
         let fd = open(self.cgroupDirectory + "/cgroup.procs", O_WRONLY | O_CLOEXEC)

@@ -55,8 +55,9 @@ public final class PacketEngine: @unchecked Sendable {
     private let onStateChange: (@Sendable (LinkState, Span) -> Void)?
     private var working = PacketSummary()
 
-    // Under the lock: what the summary reads.
+    // Under the lock: what the summary reads, and commands waiting for the engine thread.
     private var published = PacketSummary()
+    private var commands: [(PacketCommand?, CheckedContinuation<PacketSummary, Never>)] = []
 
     private init(
         profile: Profile, seed: UInt64, queue: NetfilterQueue, upQueue: UInt16, cage: PacketCage, wake: Int32,
@@ -172,6 +173,51 @@ public final class PacketEngine: @unchecked Sendable {
         self.cage.remove()
     }
 
+    /// Applies a change on the engine's thread (in order with the packets) and returns the summary
+    /// after it; nil only reads it.
+    public func control(_ command: PacketCommand?) async -> PacketSummary {
+        await withCheckedContinuation { continuation in
+            self.lock.lock()
+            if self.stopRequested {
+                self.lock.unlock()
+                continuation.resume(returning: self.summary())
+                return
+            }
+            self.commands.append((command, continuation))
+            self.lock.unlock()
+            ncq_wake(self.wake)
+        }
+    }
+
+    private func runCommands() {
+        self.lock.lock()
+        let commands = self.commands
+        self.commands = []
+        self.lock.unlock()
+        guard !commands.isEmpty else { return }
+        for (command, continuation) in commands {
+            let now = self.now
+            self.followTimeline(to: now)
+            switch command {
+            case .switchProfile(let profile)?:
+                self.timeline.switchProfile(to: profile, at: now)
+                self.applyTimeline(at: now)
+            case .outage(let outage)?:
+                self.timeline.setOutage(outage, at: now)
+                self.applyTimeline(at: now)
+            case .stall(let stall)?:
+                self.timeline.setStall(stall, at: now)
+                self.applyTimeline(at: now)
+            case .cut?:
+                self.cutConnections(at: now)
+            case nil:
+                break
+            }
+            self.publish()
+            continuation.resume(returning: self.summary())
+        }
+    }
+
     /// What crossed the link so far.
     public func summary() -> PacketSummary {
         self.lock.lock()
@@ -198,6 +244,7 @@ public final class PacketEngine: @unchecked Sendable {
                 self.publish()
                 lastPublished = now
             }
+            self.runCommands()
             self.lock.lock()
             let stopping = self.stopRequested
             self.lock.unlock()
@@ -210,6 +257,7 @@ public final class PacketEngine: @unchecked Sendable {
             if ready > 0 && ready & 1 != 0 { self.readAll() }
         }
         self.publish()
+        self.runCommands()
     }
 
     /// Reads every packet waiting (bounded, so that due verdicts are not held up by a flood).
@@ -246,7 +294,7 @@ public final class PacketEngine: @unchecked Sendable {
                     answering: tcp.seq &+ 1)
                 return
             }
-            self.flows.offered(tcp, up: up, at: now)
+            if self.flows.offered(tcp, up: up, at: now) { self.working.connections += 1 }
         }
         var extra = Span.zero
         if up { extra = self.setupDelay(packet) }
@@ -417,6 +465,9 @@ public final class PacketEngine: @unchecked Sendable {
     }
 
     private func publish() {
+        self.working.connectionsOpen = self.flows.count
+        self.working.state = self.timeline.state
+        self.working.profile = self.timeline.profile.name
         self.lock.lock()
         self.published = self.working
         self.lock.unlock()
@@ -468,6 +519,10 @@ public struct PacketSummary: Sendable, Equatable {
     public var directions = [Direction(), Direction()]
     public var up: Direction { self.directions[0] }
     public var down: Direction { self.directions[1] }
+    /// TCP connections seen starting (either way).
+    public var connections = 0
+    /// TCP connections followed now (open, as far as the link has seen).
+    public var connectionsOpen = 0
     /// Packets the kernel dropped because netcond could not read them fast enough.
     public var kernelDrops = 0
     /// Connections refused by a `refuse` or `reset` outage (their SYN answered with a reset).
@@ -480,4 +535,16 @@ public struct PacketSummary: Sendable, Equatable {
     public var maximumLateness = Span.zero
     public var lateOverMillisecond = 0
     public var elapsed = Span.zero
+    /// The link's state and the profile in force (live control can switch it).
+    public var state = LinkState(phase: "")
+    public var profile = ""
+}
+
+/// A change to the running packet link (`netcond ctl`, the control API).
+public enum PacketCommand: Sendable {
+    case switchProfile(Profile)
+    case outage(OutageBehaviour?)
+    case stall(StallDirection?)
+    /// Reset every TCP connection on the link, once.
+    case cut
 }

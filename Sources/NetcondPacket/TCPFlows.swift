@@ -125,24 +125,31 @@ struct TCPFlowTable {
     /// Most connections followed at once; beyond, those idle longest are forgotten.
     static let limit = 65_536
 
-    /// A packet offered to the link (`up`: from the cage). A SYN from the cage starts a flow; a RST
-    /// either way ends it.
-    mutating func offered(_ header: TCPHeader, up: Bool, at now: Instant) {
+    /// A packet offered to the link (`up`: from the cage). A SYN starts a flow; a RST either way
+    /// ends it. Returns true when the packet started one.
+    @discardableResult
+    mutating func offered(_ header: TCPHeader, up: Bool, at now: Instant) -> Bool {
         let key = FlowKey(header, up: up)
         if header.isRST {
             self.flows[key] = nil
-            return
+            return false
         }
+        var started = false
         if self.flows[key] == nil {
-            guard header.flags & TCPHeader.syn != 0 else { return }
+            guard header.flags & TCPHeader.syn != 0 else { return false }
             if self.flows.count >= Self.limit { self.forgetIdle(now: now) }
             self.flows[key] = Flow(lastSeen: now)
+            started = true
         }
         self.flows[key]!.lastSeen = now
         if header.flags & TCPHeader.ackFlag != 0 {
             if up { self.flows[key]!.cageAck = header.ack } else { self.flows[key]!.farAck = header.ack }
         }
+        return started
     }
+
+    /// Connections followed now.
+    var count: Int { self.flows.count }
 
     /// A packet the link delivered (accepted): its sequence space reached the other side.
     mutating func delivered(_ header: TCPHeader, up: Bool) {

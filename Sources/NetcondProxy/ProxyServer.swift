@@ -347,7 +347,8 @@ public final class ProxyServer: Sendable {
             timerLateUs: s.driver.map { driver in
                 [driver.timerLateness.percentile(50), driver.timerLateness.percentile(99), driver.timerLateness.maximum]
                     .map { Double($0.nanoseconds) / 1000 }
-            } ?? []
+            } ?? [],
+            engine: "proxy"
         )
     }
 

@@ -165,12 +165,25 @@ extension RunCommand {
             throw ExitCode(3)
         }
         if let warning = session.trust.warning, !quiet { printError(warning) }
-        let environment = session.childEnvironment(base: currentEnvironment())
+        // Live control (`netcond ctl`, NETCOND_CONTROL), as in proxy mode.
+        let control = ControlServer(target: PacketControl(engine: session.engine))
+        var environment = session.childEnvironment(base: currentEnvironment())
+        do {
+            let address = try await control.start(host: "127.0.0.1", port: 0)
+            // The command must reach it whatever the link is doing (to end an outage it started).
+            try session.engine.cage.exempt(loopbackPort: address.port ?? 0)
+            environment["NETCOND_CONTROL"] = "http://127.0.0.1:\(address.port ?? 0)"
+        } catch {
+            await session.stop()
+            printError("netcond: \(error)")
+            throw ExitCode(3)
+        }
         let signals = SignalForwarder()
         let child: ChildProcess
         do {
             child = try session.spawn(self.command, environment: environment)
         } catch {
+            await control.stop()
             await session.stop()
             printError("netcond: \(error.description)")
             throw ExitCode(error.exitCode)
@@ -182,6 +195,7 @@ extension RunCommand {
         }
         let status = await child.wait()
         signals.stop()
+        await control.stop()
         await session.stop()
         if !self.quiet { printError("netcond: " + packetSummaryText(profile: profile.name, seed: seed, session.summary())) }
         throw ExitCode(status.shellCode)

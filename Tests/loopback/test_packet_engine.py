@@ -332,6 +332,31 @@ schedule:
         server.wait(10)
 
 
+def test_live_control_from_inside_the_command_drives_the_link(tmp):
+    """The command starts an outage with netcond ctl, sees its curl time out as on a dead network,
+    ends it (the control API is reachable through any outage) and connects again."""
+    profile = delay_profile(tmp, 50)
+    script = f"""
+{NETCOND} ctl outage blackhole > /dev/null
+curl -sS -m 1 -o /dev/null http://origin.netcond.test/bytes/10; echo "during: $?"
+{NETCOND} ctl outage end > /dev/null
+curl -sS -o /dev/null -w "after: %{{http_code}}\\n" http://origin.netcond.test/bytes/10
+{NETCOND} ctl status --json
+{NETCOND} ctl fault add '{{status: 503}}'; echo "fault: $?"
+{NETCOND} ctl cut close; echo "cut close: $?"
+"""
+    result = packet_run(profile, ["sh", "-c", script])
+    assert result.returncode == 0, result.stderr
+    assert "during: 28" in result.stdout  # curl's own time-out: the SYNs went unanswered
+    assert "after: 200" in result.stdout
+    import json
+    status = json.loads(result.stdout[result.stdout.index("{"):result.stdout.rindex("}") + 1])
+    assert status["engine"] == "packet" and status["outage"] is None and status["outage_drops"] >= 1
+    assert "fault: 2" in result.stdout and "need a proxy that reads HTTP" in result.stderr
+    assert "cut close: 2" in result.stdout and "resets only" in result.stderr
+    assert "link: delay, outage (blackhole)" in result.stderr
+
+
 def test_no_proxy_variables_are_set_and_the_engine_is_named(tmp):
     profile = delay_profile(tmp, 1)
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}

@@ -241,7 +241,7 @@ public struct ControlEvents: Codable, Equatable, Sendable {
 
 extension Encodable {
     /// Sorted-key JSON and a newline, as every control answer is written.
-    func controlJSON() -> [UInt8] {
+    public func controlJSON() -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         return Array((try? encoder.encode(self)) ?? Data("{}".utf8)) + [0x0A]
@@ -282,9 +282,46 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     /// maximum, in microseconds; 10 µs resolution).
     public var timerWakeups: Int
     public var timerLateUs: [Double]
+    /// `proxy` or `packet`: what carries the run's traffic (nil from a netcond that did not say).
+    public var engine: String?
+
+    public init(
+        profile: String, phase: String, outage: String?, stalled: [String], seed: UInt64, elapsedSeconds: Double,
+        connectionsTotal: Int, connectionsOpen: Int, bytesUp: Int64, bytesDown: Int64, bytesDelivered: Int64,
+        segmentsSent: Int, segmentsLost: Int, queueDrops: Int, outageDrops: Int, retransmissions: Int, resets: Int,
+        closes: Int, refusedConnections: Int, upstreamFailures: Int, faults: Int, faultsApplied: Int,
+        captivePortal: String?, timerWakeups: Int, timerLateUs: [Double], engine: String = "proxy"
+    ) {
+        self.profile = profile
+        self.phase = phase
+        self.outage = outage
+        self.stalled = stalled
+        self.seed = seed
+        self.elapsedSeconds = elapsedSeconds
+        self.connectionsTotal = connectionsTotal
+        self.connectionsOpen = connectionsOpen
+        self.bytesUp = bytesUp
+        self.bytesDown = bytesDown
+        self.bytesDelivered = bytesDelivered
+        self.segmentsSent = segmentsSent
+        self.segmentsLost = segmentsLost
+        self.queueDrops = queueDrops
+        self.outageDrops = outageDrops
+        self.retransmissions = retransmissions
+        self.resets = resets
+        self.closes = closes
+        self.refusedConnections = refusedConnections
+        self.upstreamFailures = upstreamFailures
+        self.faults = faults
+        self.faultsApplied = faultsApplied
+        self.captivePortal = captivePortal
+        self.timerWakeups = timerWakeups
+        self.timerLateUs = timerLateUs
+        self.engine = engine
+    }
 
     enum CodingKeys: String, CodingKey {
-        case profile, phase, outage, stalled, seed
+        case profile, phase, outage, stalled, seed, engine
         case elapsedSeconds = "elapsed_seconds"
         case connectionsTotal = "connections_total"
         case connectionsOpen = "connections_open"
@@ -310,6 +347,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     public func encode(to encoder: Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(self.profile, forKey: .profile)
+        try container.encode(self.engine, forKey: .engine)
         try container.encode(self.phase, forKey: .phase)
         try container.encode(self.outage, forKey: .outage)  // `null` when there is none: a stable schema
         try container.encode(self.stalled, forKey: .stalled)
@@ -342,4 +380,8 @@ public struct ControlStatus: Codable, Equatable, Sendable {
 /// Every rejection: `{"error": "what is wrong; allowed: …"}`.
 public struct ControlError: Codable, Equatable, Sendable {
     public var error: String
+
+    public init(error: String) {
+        self.error = error
+    }
 }

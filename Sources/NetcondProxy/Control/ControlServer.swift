@@ -5,28 +5,49 @@ import NIOHTTP1
 import NIOPosix
 import NetcondCore
 
+/// What a control API drives: the proxy's link, or the packet engine's.
+public protocol ControlTarget: Sendable {
+    /// The answer to a routed request (status code and JSON body), after applying any change.
+    func controlAnswer(_ route: ControlAPI.Route) async -> (status: Int, json: [UInt8])
+}
+
+extension ProxyServer: ControlTarget {
+    /// The change runs on the proxy's loop, so the link changes at once, in order.
+    public func controlAnswer(_ route: ControlAPI.Route) async -> (status: Int, json: [UInt8]) {
+        do {
+            return try await self.eventLoop.submit { () -> (status: Int, json: [UInt8]) in self.controlAnswerOnLoop(route) }.get()
+        } catch {
+            return (500, ControlError(error: "the proxy has stopped").controlJSON())
+        }
+    }
+}
+
 /// Serves `ControlAPI` over HTTP/1.1 on a loopback port. Requests are read and decoded (a profile
 /// of hundreds of KB takes a while) on a loop of their own; only the change itself runs on the
-/// proxy's loop, so proxied traffic is not held up by control work.
+/// target's own thread (the proxy's loop), so traffic is not held up by control work.
 public final class ControlServer: Sendable {
-    private let proxy: ProxyServer
+    private let target: any ControlTarget
     private let channel: NIOLockedValueBox<Channel?> = NIOLockedValueBox(nil)
 
     public init(proxy: ProxyServer) {
-        self.proxy = proxy
+        self.target = proxy
+    }
+
+    public init(target: any ControlTarget) {
+        self.target = target
     }
 
     /// Binds `host:port` (0 = any free port) and returns the address. Requests a web page could
     /// send are refused (`ControlAccess`); `host` is the one name besides localhost that `Host` may say.
     public func start(host: String, port: Int) async throws -> SocketAddress {
-        let proxy = self.proxy
+        let target = self.target
         let access = ControlAccess(listenHost: HostAddress.isIPLiteral(HostAddress.unbracketed(host)) ? nil : host)
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(ControlHTTPHandler(proxy: proxy, access: access))
+                    try channel.pipeline.syncOperations.addHandler(ControlHTTPHandler(target: target, access: access))
                 }
             }
         let channel: Channel
@@ -55,14 +76,14 @@ private final class ControlHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
-    private let proxy: ProxyServer
+    private let target: any ControlTarget
     private let access: ControlAccess
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var tooLarge = false
 
-    init(proxy: ProxyServer, access: ControlAccess) {
-        self.proxy = proxy
+    init(target: any ControlTarget, access: ControlAccess) {
+        self.target = target
         self.access = access
     }
 
@@ -101,12 +122,11 @@ private final class ControlHTTPHandler: ChannelInboundHandler {
             case .failure(let rejection):
                 self.respond(context: context, status: rejection.status, json: ControlError(error: rejection.message).controlJSON(), keepAlive: keepAlive)
             case .success(let route):
-                // The change runs on the proxy's loop, so the link changes at once, in order.
-                let proxy = self.proxy
-                proxy.eventLoop.submit { () -> (status: Int, json: [UInt8]) in proxy.controlAnswerOnLoop(route) }
-                    .hop(to: context.eventLoop).assumeIsolated()
+                let target = self.target
+                context.eventLoop.makeFutureWithTask { await target.controlAnswer(route) }
+                    .assumeIsolated()
                     .whenComplete { result in
-                        let answer = (try? result.get()) ?? (status: 500, json: ControlError(error: "the proxy has stopped").controlJSON())
+                        let answer = (try? result.get()) ?? (status: 500, json: ControlError(error: "netcond has stopped").controlJSON())
                         self.respond(context: context, status: answer.status, json: answer.json, keepAlive: keepAlive)
                     }
             }

@@ -1,0 +1,80 @@
+import NetcondCore
+import NetcondPacket
+import NetcondProxy
+
+/// The control API (`netcond ctl`, `NETCOND_CONTROL`) for a run under the packet engine: the
+/// same routes as in proxy mode for what a link does (status, profile, outage, stall, cut); what
+/// needs a proxy that reads HTTP (faults, the captive portal, the event log) is refused with the
+/// reason.
+public struct PacketControl: ControlTarget {
+    let engine: PacketEngine
+
+    public init(engine: PacketEngine) {
+        self.engine = engine
+    }
+
+    public func controlAnswer(_ route: ControlAPI.Route) async -> (status: Int, json: [UInt8]) {
+        let command: PacketCommand?
+        switch route {
+        case .status:
+            command = nil
+        case .faults, .events, .command(.addFault), .command(.removeFault), .command(.removeFaultsNamed):
+            return Self.refused("HTTP faults and the event log need a proxy that reads HTTP; this run uses --engine packet")
+        case .command(.captive):
+            return Self.refused("the packet engine has no captive portal yet; use --engine proxy")
+        case .command(.cut(.close)):
+            return Self.refused("the packet engine cuts connections with resets only (a close needs the proxy's side of the connection); allowed: {\"mode\": \"reset\"}")
+        case .command(.cut(.reset)):
+            command = .cut
+        case .command(.outage(let outage)):
+            command = .outage(outage)
+        case .command(.stall(let stall)):
+            command = .stall(stall)
+        case .command(.switchProfile(let profile)):
+            let unsupported = PacketEngine.unsupportedFeatures(profile)
+            guard unsupported.isEmpty else {
+                return Self.refused("profile \(profile.name) uses " + unsupported.joined(separator: ", ")
+                    + ", which the packet engine does not emulate yet")
+            }
+            command = .switchProfile(profile)
+        }
+        let summary = await self.engine.control(command)
+        return (200, Self.status(summary, seed: self.engine.seed).controlJSON())
+    }
+
+    static func refused(_ message: String) -> (status: Int, json: [UInt8]) {
+        (400, ControlError(error: message).controlJSON())
+    }
+
+    /// The status in the control API's shape (segments are the link's packets here).
+    static func status(_ summary: PacketSummary, seed: UInt64) -> ControlStatus {
+        ControlStatus(
+            profile: summary.profile,
+            phase: summary.state.phase,
+            outage: summary.state.outage?.rawValue,
+            stalled: summary.state.stalled.map(\.rawValue),
+            seed: seed,
+            elapsedSeconds: summary.elapsed.seconds,
+            connectionsTotal: summary.connections,
+            connectionsOpen: summary.connectionsOpen,
+            bytesUp: summary.up.bytes,
+            bytesDown: summary.down.bytes,
+            bytesDelivered: summary.down.bytes,
+            segmentsSent: summary.up.packets + summary.down.packets,
+            segmentsLost: summary.up.lost + summary.down.lost,
+            queueDrops: summary.up.queueDrops + summary.down.queueDrops,
+            outageDrops: summary.up.outageDrops + summary.down.outageDrops,
+            retransmissions: 0,
+            resets: summary.connectionsCut,
+            closes: 0,
+            refusedConnections: summary.refusedConnections,
+            upstreamFailures: 0,
+            faults: 0,
+            faultsApplied: 0,
+            captivePortal: nil,
+            timerWakeups: 0,
+            timerLateUs: [],
+            engine: "packet"
+        )
+    }
+}
