@@ -2,6 +2,7 @@
 #include "netcond_packet.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,8 +12,11 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_queue.h>
 #include <linux/netlink.h>
+#include <dlfcn.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/time.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -415,6 +419,107 @@ int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_por
     return sendto(fd, packet, ip_length + 20, 0, (struct sockaddr *)&to, sizeof to) < 0 ? -errno : 0;
 }
 
+/* libpcap, loaded on first use. Its packet header is a struct timeval and two 32-bit lengths. */
+struct ncq_pcap_header {
+    struct timeval ts;
+    uint32_t caplen;
+    uint32_t len;
+};
+
+static struct {
+    void *(*open_dead)(int, int);
+    void *(*dump_open)(void *, const char *);
+    void (*dump)(unsigned char *, const struct ncq_pcap_header *, const unsigned char *);
+    int (*dump_flush)(void *);
+    void (*dump_close)(void *);
+    void (*close)(void *);
+    char *(*geterr)(void *);
+    int loaded;
+} pcap_library;
+
+static pthread_once_t pcap_once = PTHREAD_ONCE_INIT;
+
+static void load_pcap(void) {
+    const char *names[] = {"libpcap.so.0.8", "libpcap.so.1", "libpcap.so"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        void *library = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (library == NULL) continue;
+        pcap_library.open_dead = (void *(*)(int, int))dlsym(library, "pcap_open_dead");
+        pcap_library.dump_open = (void *(*)(void *, const char *))dlsym(library, "pcap_dump_open");
+        pcap_library.dump =
+            (void (*)(unsigned char *, const struct ncq_pcap_header *, const unsigned char *))dlsym(library, "pcap_dump");
+        pcap_library.dump_flush = (int (*)(void *))dlsym(library, "pcap_dump_flush");
+        pcap_library.dump_close = (void (*)(void *))dlsym(library, "pcap_dump_close");
+        pcap_library.close = (void (*)(void *))dlsym(library, "pcap_close");
+        pcap_library.geterr = (char *(*)(void *))dlsym(library, "pcap_geterr");
+        if (pcap_library.open_dead && pcap_library.dump_open && pcap_library.dump && pcap_library.dump_flush &&
+            pcap_library.dump_close && pcap_library.close && pcap_library.geterr) {
+            pcap_library.loaded = 1;
+            return;
+        }
+        dlclose(library);
+    }
+}
+
+struct ncq_capture {
+    void *pcap;
+    void *dumper;
+};
+
+ncq_capture *ncq_capture_open(const char *path, char *error, size_t error_length) {
+    pthread_once(&pcap_once, load_pcap);
+    if (!pcap_library.loaded) {
+        snprintf(error, error_length, "libpcap is not installed (apt-get install libpcap0.8)");
+        return NULL;
+    }
+    void *pcap = pcap_library.open_dead(12 /* DLT_RAW: IPv4 and IPv6 packets, no link header */, 65535);
+    if (pcap == NULL) {
+        snprintf(error, error_length, "libpcap could not start a capture");
+        return NULL;
+    }
+    void *dumper = pcap_library.dump_open(pcap, path);
+    if (dumper == NULL) {
+        snprintf(error, error_length, "%s", pcap_library.geterr(pcap));
+        pcap_library.close(pcap);
+        return NULL;
+    }
+    ncq_capture *capture = calloc(1, sizeof *capture);
+    if (capture == NULL) {
+        pcap_library.dump_close(dumper);
+        pcap_library.close(pcap);
+        snprintf(error, error_length, "out of memory");
+        return NULL;
+    }
+    capture->pcap = pcap;
+    capture->dumper = dumper;
+    return capture;
+}
+
+void ncq_capture_write(ncq_capture *capture, int64_t nanoseconds, const uint8_t *bytes, uint32_t length,
+                       uint32_t original_length) {
+    struct ncq_pcap_header header;
+    header.ts.tv_sec = (time_t)(nanoseconds / 1000000000);
+    header.ts.tv_usec = (suseconds_t)((nanoseconds % 1000000000) / 1000);
+    header.caplen = length;
+    header.len = original_length;
+    pcap_library.dump((unsigned char *)capture->dumper, &header, bytes);
+}
+
+void ncq_capture_flush(ncq_capture *capture) { (void)pcap_library.dump_flush(capture->dumper); }
+
+void ncq_capture_close(ncq_capture *capture) {
+    if (capture == NULL) return;
+    pcap_library.dump_close(capture->dumper);
+    pcap_library.close(capture->pcap);
+    free(capture);
+}
+
+int64_t ncq_wall_now(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
 int64_t ncq_now(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -449,6 +554,18 @@ int ncq_wait(int fd, int wake, int64_t timeout_ns) { (void)fd; (void)wake; (void
 int ncq_wake_open(void) { return -ENOSYS; }
 void ncq_wake(int wake) { (void)wake; }
 int64_t ncq_now(void) { return 0; }
+int64_t ncq_wall_now(void) { return 0; }
+ncq_capture *ncq_capture_open(const char *path, char *error, size_t error_length) {
+    (void)path;
+    snprintf(error, error_length, "packet capture needs Linux");
+    return NULL;
+}
+void ncq_capture_write(ncq_capture *capture, int64_t nanoseconds, const uint8_t *bytes, uint32_t length,
+                       uint32_t original_length) {
+    (void)capture; (void)nanoseconds; (void)bytes; (void)length; (void)original_length;
+}
+void ncq_capture_flush(ncq_capture *capture) { (void)capture; }
+void ncq_capture_close(ncq_capture *capture) { (void)capture; }
 int ncq_raw_open(int version, uint32_t mark) { (void)version; (void)mark; return -ENOSYS; }
 int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_port, const uint8_t *destination,
                  uint16_t destination_port, uint32_t seq, uint32_t ack, int with_ack) {

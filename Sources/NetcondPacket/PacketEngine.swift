@@ -53,6 +53,7 @@ public final class PacketEngine: @unchecked Sendable {
     private var wholeGSO: [Bool]
     private var lastState: LinkState
     private let onStateChange: (@Sendable (LinkState, Span) -> Void)?
+    private let capture: PacketCapture?
     private var working = PacketSummary()
 
     // Under the lock: what the summary reads, and commands waiting for the engine thread.
@@ -61,8 +62,10 @@ public final class PacketEngine: @unchecked Sendable {
 
     private init(
         profile: Profile, seed: UInt64, queue: NetfilterQueue, upQueue: UInt16, cage: PacketCage, wake: Int32,
-        wholeGSO: [Bool], raw: (Int32, Int32), onStateChange: (@Sendable (LinkState, Span) -> Void)?
+        wholeGSO: [Bool], raw: (Int32, Int32), capture: PacketCapture?,
+        onStateChange: (@Sendable (LinkState, Span) -> Void)?
     ) {
+        self.capture = capture
         self.raw4 = raw.0
         self.raw6 = raw.1
         self.profile = profile
@@ -88,16 +91,19 @@ public final class PacketEngine: @unchecked Sendable {
     /// Checks the privilege, removes what a dead netcond left, binds the queues, makes the cage and
     /// starts the thread. Packets of the cage's processes cross the link from then on.
     public static func start(
-        profile: Profile, seed: UInt64, onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
+        profile: Profile, seed: UInt64, capture: PacketCapture? = nil,
+        onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
     ) throws(PacketEngineError) -> PacketEngine {
         try PacketPrivilege.check()
         try Self.checkSupported(profile)
         PacketCage.removeStale()
         let queue = try NetfilterQueue()
         let start = UInt16(truncatingIfNeeded: 1000 + (Int(getpid()) % 30_000) * 2)
-        let up = try queue.bindPair(from: start, copyRange: 128)
+        // A capture needs whole packets, and the packets of the wire (GSO ones segmented).
+        let up = try queue.bindPair(from: start, copyRange: capture == nil ? 128 : 65535)
         let first = ConditionTimeline(profile: profile, seed: seed).conditions
-        let wholeGSO = [Self.decidesNothingPerPacket(first.up), Self.decidesNothingPerPacket(first.down)]
+        let wholeGSO = capture != nil ? [false, false]
+            : [Self.decidesNothingPerPacket(first.up), Self.decidesNothingPerPacket(first.down)]
         for (whole, number) in zip(wholeGSO, [up, up &+ 1]) {
             try queue.setWholeGSO(whole, queue: number, waiting: true)
         }
@@ -123,7 +129,7 @@ public final class PacketEngine: @unchecked Sendable {
         }
         let engine = PacketEngine(
             profile: profile, seed: seed, queue: queue, upQueue: up, cage: cage, wake: wake, wholeGSO: wholeGSO,
-            raw: (raw4, raw6), onStateChange: onStateChange)
+            raw: (raw4, raw6), capture: capture, onStateChange: onStateChange)
         let thread = Thread { engine.run() }
         thread.name = "netcond packet engine"
         thread.qualityOfService = .userInteractive
@@ -169,6 +175,7 @@ public final class PacketEngine: @unchecked Sendable {
             close(self.wake)
             close(self.raw4)
             close(self.raw6)
+            self.capture?.close()
         }
         self.cage.remove()
     }
@@ -279,15 +286,16 @@ public final class PacketEngine: @unchecked Sendable {
         let segments = Int(packet.segments)
         self.working.directions[direction].packets += segments
         let tcp = packet.payload.flatMap { TCPHeader($0, copied: Int(packet.payload_length), length: Int(packet.length)) }
+        let bytes = self.capture == nil ? nil : packet.payload.map { Array(UnsafeBufferPointer(start: $0, count: Int(packet.payload_length))) }
         if self.outage == .blackhole {
-            self.queue.verdict(queue: packet.queue, id: packet.id, accept: false, mark: 0)
+            self.drop(packet, bytes)
             self.working.directions[direction].outageDrops += segments
             return
         }
         if let tcp {
             if up && tcp.isSYN && (self.outage == .refuse || self.outage == .reset) {
                 // The far end turns the connection away: a reset one round trip after the SYN.
-                self.queue.verdict(queue: packet.queue, id: packet.id, accept: false, mark: 0)
+                self.drop(packet, bytes)
                 self.working.refusedConnections += 1
                 self.scheduleReset(
                     FlowKey(tcp, up: true), towardCage: true, at: now + self.conditions.baseRTT,
@@ -302,7 +310,7 @@ public final class PacketEngine: @unchecked Sendable {
         let mark = packet.mark | PacketCage.passedBit
         switch fates.first {
         case .dropped(let why)?:
-            self.queue.verdict(queue: packet.queue, id: packet.id, accept: false, mark: 0)
+            self.drop(packet, bytes)
             switch why {
             case .lost: self.working.directions[direction].lost += segments
             case .queueFull: self.working.directions[direction].queueDrops += segments
@@ -311,7 +319,8 @@ public final class PacketEngine: @unchecked Sendable {
             self.working.directions[direction].bytes += Int64(packet.wire_length)
             self.sequence += 1
             let held = HeldPacket(
-                at: at + extra, sequence: self.sequence, queue: packet.queue, id: packet.id, mark: mark, tcp: tcp)
+                at: at + extra, sequence: self.sequence, queue: packet.queue, id: packet.id, mark: mark, tcp: tcp,
+                bytes: bytes, length: packet.length)
             if held.at > now {
                 self.held.insert(held)
             } else if self.stalled[direction] {
@@ -320,7 +329,9 @@ public final class PacketEngine: @unchecked Sendable {
                 self.accept(held)
             }
         case nil:
-            self.accept(HeldPacket(at: now, sequence: 0, queue: packet.queue, id: packet.id, mark: mark, tcp: tcp))
+            self.accept(HeldPacket(
+                at: now, sequence: 0, queue: packet.queue, id: packet.id, mark: mark, tcp: tcp, bytes: bytes,
+                length: packet.length))
         }
     }
 
@@ -328,6 +339,17 @@ public final class PacketEngine: @unchecked Sendable {
     private func accept(_ packet: HeldPacket) {
         self.queue.verdict(queue: packet.queue, id: packet.id, accept: true, mark: packet.mark)
         if let tcp = packet.tcp { self.flows.delivered(tcp, up: packet.queue == self.upQueue) }
+        if let capture = self.capture, let bytes = packet.bytes {
+            capture.write(bytes, length: packet.length, delivered: true, atMonotonic: ncq_now())
+        }
+    }
+
+    /// The link lost a packet.
+    private func drop(_ packet: ncq_packet, _ bytes: [UInt8]?) {
+        self.queue.verdict(queue: packet.queue, id: packet.id, accept: false, mark: 0)
+        if let capture = self.capture, capture.wantsDrops, let bytes {
+            capture.write(bytes, length: packet.length, delivered: false, atMonotonic: ncq_now())
+        }
     }
 
     // MARK: - Resets
@@ -436,7 +458,7 @@ public final class PacketEngine: @unchecked Sendable {
             self.conditions = conditions
             for (index, direction) in [conditions.up, conditions.down].enumerated() {
                 self.links[index].reconfigure(PacketImpairments(direction))
-                let whole = Self.decidesNothingPerPacket(direction)
+                let whole = self.capture == nil && Self.decidesNothingPerPacket(direction)
                 if whole != self.wholeGSO[index] {
                     self.wholeGSO[index] = whole
                     try? self.queue.setWholeGSO(whole, queue: self.upQueue &+ UInt16(index), waiting: false)
@@ -465,6 +487,7 @@ public final class PacketEngine: @unchecked Sendable {
     }
 
     private func publish() {
+        self.capture?.flush()
         self.working.connectionsOpen = self.flows.count
         self.working.state = self.timeline.state
         self.working.profile = self.timeline.profile.name
@@ -483,6 +506,9 @@ struct HeldPacket: Comparable {
     var mark: UInt32
     /// Its TCP header, when it is TCP (the flow table follows what was delivered).
     var tcp: TCPHeader?
+    /// Its bytes, when a capture is written.
+    var bytes: [UInt8]? = nil
+    var length: UInt32 = 0
 
     static func < (a: HeldPacket, b: HeldPacket) -> Bool {
         (a.at, a.sequence) < (b.at, b.sequence)

@@ -16,6 +16,8 @@ public enum PacketEngineError: Error, Equatable, CustomStringConvertible {
     case system(String, Int32)
     /// nft or iptables refused: the command, and what it said.
     case toolFailed(String, String)
+    /// A capture file could not be opened: its path, and why.
+    case capture(String, String)
 
     public var description: String {
         switch self {
@@ -31,6 +33,8 @@ public enum PacketEngineError: Error, Equatable, CustomStringConvertible {
             return "the packet engine cannot run here: \(what); --engine proxy works without it"
         case .system(let what, let code):
             return "\(what): \(String(cString: strerror(code)))"
+        case .capture(let path, let why):
+            return "cannot write the capture \(path): \(why)"
         case .toolFailed(let command, let message):
             return "`\(command)` failed: \(message.isEmpty ? "no message" : message)"
         }

@@ -59,12 +59,19 @@ public final class PacketSession: Sendable {
         profile: Profile,
         seed: UInt64,
         originContent: OriginContent = OriginContent(),
+        capture: (delivered: String?, dropped: String?) = (nil, nil),
         onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
     ) async throws(Failure) -> PacketSession {
         TemporaryFiles.removeStale()
         let engine: PacketEngine
         do {
-            engine = try PacketEngine.start(profile: profile, seed: seed, onStateChange: onStateChange)
+            // Privilege first: nothing (not even a capture file) is made without it.
+            try PacketPrivilege.check()
+            var packetCapture: PacketCapture?
+            if capture.delivered != nil || capture.dropped != nil {
+                packetCapture = try PacketCapture(deliveredPath: capture.delivered, droppedPath: capture.dropped)
+            }
+            engine = try PacketEngine.start(profile: profile, seed: seed, capture: packetCapture, onStateChange: onStateChange)
         } catch {
             throw .engine(error)
         }

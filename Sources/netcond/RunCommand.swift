@@ -41,6 +41,12 @@ struct RunCommand: AsyncParsableCommand {
     )
     var engine: Engine = .proxy
 
+    @Option(name: .long, help: "--engine packet: write every packet the link delivered, both ways, to FILE (pcap; tcpdump -r reads it).")
+    var pcap: String?
+
+    @Option(name: .customLong("pcap-drops"), help: "--engine packet: write every packet the link dropped to FILE (pcap).")
+    var pcapDrops: String?
+
     @Option(name: .long, help: "Also forward LISTEN=TARGET ([host:]port=host:port), for programs that ignore proxies.")
     var forward: [String] = []
 
@@ -63,6 +69,11 @@ struct RunCommand: AsyncParsableCommand {
             throw ValidationError("no command given after '--' (usage: netcond run PROFILE -- COMMAND [ARGS...])")
         }
         _ = try self.forward.map(parseForward)
+        if self.engine != .packet && (self.pcap != nil || self.pcapDrops != nil) {
+            throw ValidationError(
+                "--pcap and --pcap-drops record the packets of the packet engine; add --engine packet "
+                    + "(the proxy engine carries streams, not packets)")
+        }
         if self.engine == .packet {
             if self.scenarioPath != nil {
                 throw ValidationError(
@@ -157,7 +168,9 @@ extension RunCommand {
         let quiet = self.quiet
         let session: PacketSession
         do {
-            session = try await PacketSession.start(profile: profile, seed: seed) { state, at in
+            session = try await PacketSession.start(
+                profile: profile, seed: seed, capture: (self.pcap, self.pcapDrops)
+            ) { state, at in
                 if !quiet { stateLog.stateChanged(state, at: at) }
             }
         } catch {

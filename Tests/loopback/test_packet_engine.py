@@ -357,6 +357,52 @@ curl -sS -o /dev/null -w "after: %{{http_code}}\\n" http://origin.netcond.test/b
     assert "link: delay, outage (blackhole)" in result.stderr
 
 
+def test_pcap_holds_every_packet_the_link_delivered_and_pcap_drops_those_it_lost(tmp):
+    if not shutil.which("tcpdump"):
+        pytest.skip("tcpdump is not installed")
+    profile = write_profile(tmp, "lossy", """
+name: lossy
+description: 20 ms each way, 3 % loss down
+up:
+  latency: 20ms
+down:
+  latency: 20ms
+  bandwidth: 10mbit
+  loss: 3%
+""")
+    delivered, dropped = os.path.join(tmp, "link.pcap"), os.path.join(tmp, "drops.pcap")
+    result = run(["run", "--engine", "packet", "--seed", "4", "--pcap", delivered, "--pcap-drops", dropped, profile,
+                  "--", "curl", "-sS", "-o", "/dev/null", "http://origin.netcond.test/bytes/300000"])
+    assert result.returncode == 0, result.stderr
+
+    def read(path):
+        out = subprocess.run(["tcpdump", "-nn", "-tt", "-S", "-r", path], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.splitlines()
+
+    sent = read(delivered)
+    lost = read(dropped)
+    up = re.search(r"up \S+ \S+ in (\d+) packets, down \S+ \S+ in (\d+) packets, (\d+) packets lost", result.stderr)
+    assert up, result.stderr
+    offered, lost_count = int(up.group(1)) + int(up.group(2)), int(up.group(3))
+    # Every packet offered to the link is in one of the two files, but for the few still on the
+    # link when curl ended (its last ACK and FIN).
+    assert len(lost) == lost_count > 0, (len(lost), result.stderr)
+    assert 0 <= offered - (len(sent) + len(lost)) <= 10, (len(sent), len(lost), result.stderr)
+    # 1,500-byte packets on the wire (the MSS clamp), stamped in the order they left the link.
+    lengths = [int(m) for m in re.findall(r"length (\d+)", " ".join(sent))]
+    assert max(lengths) == 1448
+    stamps = [float(line.split()[0]) for line in sent]
+    assert stamps == sorted(stamps)
+    assert any("Flags [S]" in line for line in sent)
+    # The lost data came back: a retransmission of each lost segment is in the delivered file.
+    lost_data = {line.split("seq ")[1].split(":")[0] for line in lost if "seq " in line and "length 1448" in line}
+    delivered_data = {line.split("seq ")[1].split(":")[0] for line in sent if "seq " in line}
+    assert lost_data and lost_data <= delivered_data
+    bad = run(["run", "--pcap", delivered, profile, "--", "true"])
+    assert bad.returncode == 2 and "--engine packet" in bad.stderr
+
+
 def test_no_proxy_variables_are_set_and_the_engine_is_named(tmp):
     profile = delay_profile(tmp, 1)
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}

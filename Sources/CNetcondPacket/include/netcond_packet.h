@@ -96,6 +96,25 @@ int ncq_raw_open(int version, uint32_t mark);
 int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_port, const uint8_t *destination,
                  uint16_t destination_port, uint32_t seq, uint32_t ack, int with_ack);
 
+/// A capture file written through libpcap, which is loaded when the first one is opened (no build
+/// dependency: libpcap.so.0.8 or libpcap.so.1 at run time). Raw IP link type (IPv4 and IPv6).
+typedef struct ncq_capture ncq_capture;
+
+/// Opens `path` for writing; NULL with a message in `error` when libpcap is missing or the file
+/// cannot be made.
+ncq_capture *ncq_capture_open(const char *path, char *error, size_t error_length);
+
+/// Writes one packet: `length` bytes of it (its whole length `original_length`), stamped
+/// `nanoseconds` since the Unix epoch.
+void ncq_capture_write(ncq_capture *capture, int64_t nanoseconds, const uint8_t *bytes, uint32_t length,
+                       uint32_t original_length);
+
+void ncq_capture_flush(ncq_capture *capture);
+void ncq_capture_close(ncq_capture *capture);
+
+/// CLOCK_REALTIME in nanoseconds.
+int64_t ncq_wall_now(void);
+
 /// CLOCK_MONOTONIC in nanoseconds.
 int64_t ncq_now(void);
 
