@@ -4,12 +4,15 @@
 Usage (normally called by scripts/bench):
   bench.py run --binary PATH --tmp DIR --pidfile FILE --out bench-results.md --command "..."
   bench.py serve                       test servers (echo + bulk source) in their own process
+  bench.py client pingpong|download    item 9's clients (run as the command of `netcond run --engine
+                                       packet`, or directly): --port P ...; print one JSON object
 
 Every process this starts is put in its own process group, recorded in --pidfile (so the bash
 trap can kill it even if this process is killed), and stopped in a finally block. Every socket has
 a timeout and every loop a deadline. A failing item becomes ERROR/FAIL rows; the others still run.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -350,8 +353,9 @@ def recv_exact(sock, n):
     return data
 
 
-def pingpong(port, n, size=100, warmup=1, start_at=None, timeout=10.0, deadline=None):
-    """RTTs (s) of n exchanges of `size` bytes after `warmup` unrecorded ones. Returns (rtts, first)."""
+def pingpong(port, n, size=100, warmup=1, start_at=None, timeout=10.0, deadline=None, stats=None):
+    """RTTs (s) of n exchanges of `size` bytes after `warmup` unrecorded ones. Returns (rtts, first).
+    `stats` (a dict), when given, gets the client socket's TCP retransmissions (TCP_INFO)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     msg = b"x" * size
@@ -373,6 +377,12 @@ def pingpong(port, n, size=100, warmup=1, start_at=None, timeout=10.0, deadline=
             else:
                 rtts.append(rtt)
     finally:
+        if stats is not None:
+            try:  # struct tcp_info: tcpi_total_retrans is the u32 at offset 100
+                info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+                stats["retrans"] = int.from_bytes(info[100:104], sys.byteorder)
+            except OSError:
+                pass
         s.close()
     return rtts, first
 
@@ -1347,6 +1357,501 @@ def item_memory(h, t, srv):
         nc.stop()
 
 
+# ----------------------------------------------------------------------------------------------
+# 9. the packet engine: `netcond run --engine packet PROFILE -- CMD` (the client runs as CMD)
+
+
+CGROUP_ROOTS = ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")  # hybrid hierarchy first, as netcond looks
+PACKET_PAYLOAD_SHARE = 1448 / 1500  # TCP payload of a 1,500-byte packet: MSS clamped to 1460, minus 12 of timestamps
+
+
+def packet_missing():
+    """Why the packet engine cannot run here (None when it can)."""
+    if os.geteuid() != 0:
+        return "needs root (cgroup, nft, iptables NFQUEUE)"
+    for tool in ("nft", "iptables", "ip6tables"):
+        if not any(os.access(os.path.join(d, tool), os.X_OK) for d in ("/usr/sbin", "/sbin", "/usr/bin", "/bin")):
+            return f"{tool} is not installed"
+    return None
+
+
+def packet_leftovers(pid, remove=True):
+    """What a `netcond run --engine packet` of process id `pid` left on the host: its cgroup (and
+    the processes still in it), its nft table, its iptables rules. Removed when `remove`; returns
+    their descriptions. scripts/bench's trap does the same for the pids in TMP/packet-pids."""
+    found = []
+    name = f"netcond-{pid}"
+    for root in CGROUP_ROOTS:
+        d = os.path.join(root, name)
+        if not os.path.isdir(d):
+            continue
+        found.append(f"cgroup {d}")
+        if not remove:
+            continue
+        try:
+            with open(os.path.join(d, "cgroup.kill"), "w") as f:
+                f.write("1")
+        except OSError:
+            pass
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                with open(os.path.join(d, "cgroup.procs")) as f:
+                    pids = [int(p) for p in f.read().split()]
+            except OSError:
+                break
+            if not pids:
+                break
+            for p in pids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+    table = f"netcond_{pid}"
+    try:
+        if subprocess.run(["nft", "list", "table", "inet", table], capture_output=True, timeout=10).returncode == 0:
+            found.append(f"nft table inet {table}")
+            if remove:
+                subprocess.run(["nft", "delete", "table", "inet", table], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    for tool in ("iptables", "ip6tables"):
+        try:
+            listing = subprocess.run([tool, "-w", "5", "-t", "mangle", "-S"], capture_output=True, text=True,
+                                     timeout=10).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        for line in listing.splitlines():
+            words = [w.strip('"') for w in line.split()]
+            if words[:1] != ["-A"] or name not in words:
+                continue
+            found.append(f"{tool} {line}")
+            if remove:
+                try:
+                    subprocess.run([tool, "-w", "5", "-t", "mangle", "-D", *words[1:]], capture_output=True, timeout=10)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+    return found
+
+
+def own_cpu_seconds(pid):
+    """utime + stime of process `pid`'s own threads (not its children), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def nfqueue_users():
+    """{queue number: peer port id} of the host's NFQUEUEs now (/proc/net/netfilter/nfnetlink_queue)."""
+    try:
+        with open("/proc/net/netfilter/nfnetlink_queue") as f:
+            return {int(l.split()[0]): int(l.split()[1]) for l in f if len(l.split()) > 2}
+    except (OSError, ValueError):
+        return {}
+
+
+class PacketRun:
+    """One `netcond run --engine packet PROFILE -- CMD`, run to its end (or stopped at `timeout`):
+    CMD's stdout, netcond's summary line parsed, netcond's own CPU time (read from /proc when it
+    has exited but is not yet reaped, so its engine thread's time is all there and its child's is
+    not), and anything it left on the host (removed, and noted as an anomaly)."""
+
+    SUMMARY = re.compile(r"^netcond: .* \(packet engine\): .*\(seed \d+\)$", re.M)
+
+    def __init__(self, h, profile, command, name, seed=9, timeout=60.0, extra=()):
+        h.netcond_count += 1
+        self.name = f"{name}-{h.netcond_count}"
+        self.argv = [h.binary, "run", "--engine", "packet", "--seed", str(seed), *extra, profile, "--", *command]
+        self.display = " ".join(self.argv)
+        started = time.monotonic()
+        proc = h.spawn(self.argv, self.name)
+        with open(os.path.join(h.tmp, "packet-pids"), "a") as f:
+            f.write(f"{proc.pid}\n")
+        self.cpu = None
+        queues = {}  # NFQUEUE number -> peer port id, every queue seen while this run went on
+        timed_out = False
+        try:
+            deadline = started + timeout
+            while True:
+                queues.update(nfqueue_users())
+                try:
+                    exited = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                except ChildProcessError:
+                    exited = True  # already reaped
+                cpu = own_cpu_seconds(proc.pid)
+                if cpu is not None:
+                    self.cpu = cpu
+                if exited is not None:
+                    break
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    break
+                time.sleep(0.05)
+        finally:
+            if proc.poll() is None:
+                # SIGINT as Ctrl-C: netcond forwards it to CMD (5 s grace), then removes its cage.
+                h.stop(proc, sig=signal.SIGINT, wait=15)
+            left = packet_leftovers(proc.pid)
+        self.wall = time.monotonic() - started
+        self.rc = proc.returncode
+        # Another NFQUEUE user (another packet engine) at the same time: its start and end change
+        # the host's netfilter hooks, and the kernel drops every queued packet when a hook goes
+        # (e.g. an nft table with base chains deleted), which netcond does not see as a loss.
+        ours = queues.get(1000 + (proc.pid % 30000) * 2)
+        self.others = len({peer for peer in queues.values() if peer != ours}) if ours is not None \
+            else max(0, len(set(queues.values())) - 1)
+        self.out = self._read(proc.log + ".out")
+        self.err = self._read(proc.log + ".err")
+        if left:
+            h.note(f"netcond run --engine packet left {', '.join(left)[:300]} after `{self.display}` (removed by the bench)")
+        if timed_out:
+            raise TimeoutError(f"did not finish in {timeout:.0f} s: `{self.display}`; stderr {self.err[-300:].strip()!r}")
+        m = self.SUMMARY.findall(self.err)
+        self.summary = m[-1] if m else None
+        if self.summary is None:
+            h.note(f"netcond run --engine packet printed no summary line (exit {self.rc}): `{self.display}`; "
+                   f"stderr {self.err[-300:].strip()!r}")
+            raise RuntimeError(f"no summary line (exit {self.rc}); stderr {self.err[-300:].strip()!r}")
+        s = self.summary
+
+        def num(pattern, default=0, kind=int):
+            found = re.search(pattern, s)
+            return kind(found.group(1)) if found else default
+        self.elapsed = num(r"\): ([\d.]+) s,", float("nan"), float)
+        self.up_packets = num(r"up [\d.]+ \w+ in (\d+) packet")
+        self.down_packets = num(r"down [\d.]+ \w+ in (\d+) packet")
+        self.lost = num(r"(\d+) packets? lost")
+        self.kernel_drops = num(r"could not keep up (\d+) time")
+        self.late = num(r"(\d+) packets? (?:was|were) released over 1 ms late")
+        self.longest_late_ms = num(r"released over 1 ms late \(longest (\d+) ms\)")
+
+    @staticmethod
+    def _read(path):
+        try:
+            with open(path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def json_out(self):
+        """The JSON object CMD printed last on stdout."""
+        lines = [l for l in self.out.splitlines() if l.startswith("{")]
+        if not lines:
+            raise RuntimeError(f"no result from the command (exit {self.rc}); stdout {self.out[-200:].strip()!r}, "
+                               f"stderr {self.err[-300:].strip()!r}")
+        return json.loads(lines[-1])
+
+    def evidence(self):
+        """The summary's losses and lateness, short."""
+        bits = [f"{self.up_packets} up + {self.down_packets} down packets"]
+        if self.lost:
+            bits.append(f"{self.lost} lost")
+        if self.kernel_drops:
+            bits.append(f"kernel dropped {self.kernel_drops} times")
+        bits.append(f"{self.late} released > 1 ms late" + (f" (longest {self.longest_late_ms} ms)" if self.late else ""))
+        if self.others:
+            bits.append(f"{self.others} other NFQUEUE user(s) active meanwhile")
+        return ", ".join(bits)
+
+
+def client_argv(*args):
+    """The bench's own client (`bench.py client ...`), to run as CMD under netcond or directly."""
+    return [sys.executable, os.path.abspath(__file__), "client", *map(str, args)]
+
+
+def client_direct(h, argv, name, timeout):
+    """Runs a `bench.py client` without netcond; returns its JSON."""
+    proc = h.spawn(argv, name, stdout=subprocess.PIPE)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        h.stop(proc)
+        raise TimeoutError(f"{name} did not finish in {timeout:.0f} s")
+    lines = [l for l in out.decode(errors="replace").splitlines() if l.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"{name} printed no result (exit {proc.returncode})")
+    return json.loads(lines[-1])
+
+
+def client_result(data, what):
+    if "error" in data:
+        raise RuntimeError(f"{what}: {data['error']}")
+    return data
+
+
+class CPULatencyHold:
+    """/dev/cpu_dma_latency held at 0 by the bench itself (as `--low-latency` does in netcond), so
+    that a direct path measured next to netcond runs under the same CPU idle policy."""
+
+    def __enter__(self):
+        self.f = None
+        try:
+            self.f = open("/dev/cpu_dma_latency", "wb", buffering=0)
+            self.f.write((0).to_bytes(4, sys.byteorder))
+        except OSError:
+            if self.f:
+                self.f.close()
+            self.f = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.f:
+            self.f.close()
+
+
+def packet_profile(h, name, down, up):
+    """A profile with `down:` and `up:` sections, each a dict of keys."""
+    body = ""
+    for section, keys in (("down", down), ("up", up)):
+        body += f"{section}:\n" + "".join(f"  {k}: {v}\n" for k, v in keys.items())
+    return write_profile(h, name, body)
+
+
+def item_packet(h, t, srv):
+    name = "9. packet engine"
+    why = packet_missing()
+    if why:
+        for sub in ("9a throughput", "9b added RTT", "9c 100ms each way", "9d rate"):
+            t.add(f"{name}: {sub}", f"skipped: {why}", "-", "INFO")
+        return
+    for fn in (packet_throughput, packet_overhead, packet_latency, packet_rate):
+        try:
+            fn(h, t, srv)
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:
+            traceback.print_exc(file=sys.stderr)
+            t.error(f"{name}: {fn.__name__}", e)
+    t.notes.append("Packet engine (9): every client runs as the command of `netcond run --engine packet --seed 9 "
+                   "PROFILE -- CMD` (its own cgroup; nft + iptables NFQUEUE send its packets, both directions, to "
+                   "netcond); servers run outside it on 127.0.0.1. Profiles set `down:` and `up:` separately. "
+                   "The lateness counts are netcond's own summary line (verdicts sent over 1 ms after their "
+                   "moment). After every run the bench checks that no cgroup, nft table or iptables rule is left.")
+
+
+def iperf3_client(port, seconds=5):
+    return ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-J", "--connect-timeout", "3000"]
+
+
+def iperf3_bps(text):
+    data = json.loads(text or "{}")
+    if "error" in data:
+        raise RuntimeError(data["error"])
+    return data["end"]["sum_received"]["bits_per_second"]
+
+
+def packet_throughput(h, t, srv):
+    name = "9a. packet engine throughput"
+    passthrough = packet_profile(h, "pkt-pass", {"latency": "0ms"}, {"latency": "0ms"})
+    # A rate (however high) makes the engine decide per packet: the kernel segments iperf3's GSO
+    # sends into 1,500-byte packets, one verdict each. The queue is large so that a batch of
+    # packets read at one instant is not dropped by the default 64 KB limit.
+    perpacket = packet_profile(h, "pkt-perpacket", {"latency": "0ms"},
+                               {"latency": "0ms", "bandwidth": "100gbit", "queue": "16MB"})
+    iperf_port = free_port()
+    server = h.spawn(["iperf3", "-s", "-B", "127.0.0.1", "-p", str(iperf_port)], "iperf3-server-9a")
+    try:
+        if not wait_listening(iperf_port):
+            raise RuntimeError("iperf3 server did not start")
+        best = {"direct": None, "pass": None, "perpacket": None}
+        errors = {}
+        for rnd in range(2):  # two alternating rounds, best of two per path, as item 1
+            for key in best:
+                try:
+                    if key == "direct":
+                        r = subprocess.run(iperf3_client(iperf_port), capture_output=True, timeout=25)
+                        bps, run = iperf3_bps(r.stdout.decode()), None
+                    else:
+                        run = PacketRun(h, passthrough if key == "pass" else perpacket, iperf3_client(iperf_port),
+                                        f"pkt-iperf-{key}", timeout=30)
+                        bps = iperf3_bps(run.out)
+                    log(f"    iperf3 {key} round {rnd + 1}: {bps / 1e9:.2f} Gbit/s"
+                        + (f"; {run.summary}; netcond CPU {run.cpu:.2f} s" if run else ""))
+                    if best[key] is None or bps > best[key][0]:
+                        best[key] = (bps, run)
+                except Exception as e:
+                    errors[key] = e
+                    log(f"    iperf3 {key} round {rnd + 1}: error {e}")
+                time.sleep(0.5)
+        g = lambda v: f"{v / 1e9:.2f} Gbit/s"
+        if best["direct"]:
+            t.add(f"{name}: direct (no netcond), iperf3 one stream 5 s", g(best["direct"][0]), "(reference)", "INFO")
+        else:
+            t.error(f"{name}: direct", errors.get("direct"))
+        direct = best["direct"][0] if best["direct"] else None
+        if best["pass"]:
+            bps, run = best["pass"]
+            ratio = f" = {bps / direct:.2f}x direct" if direct else ""
+            t.add(f"{name}: pass-through (latency 0ms both ways; GSO packets whole)",
+                  f"{g(bps)}{ratio}; {run.evidence()}; netcond CPU {run.cpu:.2f} s in {run.elapsed:.2f} s",
+                  ">= 2 Gbit/s", "PASS" if bps >= 2e9 else "FAIL")
+        else:
+            t.error(f"{name}: pass-through", errors.get("pass"))
+        if best["perpacket"]:
+            bps, run = best["perpacket"]
+            verdicts = run.up_packets + run.down_packets
+            cpu_us = run.cpu / verdicts * 1e6 if verdicts and run.cpu is not None else float("nan")
+            wall_us = run.elapsed / run.up_packets * 1e6 if run.up_packets else float("nan")
+            t.add(f"{name}: per-packet verdicts (up bandwidth 100gbit: 1,500-byte packets, one verdict each)",
+                  f"{g(bps)}; {cpu_us:.2f} us of netcond CPU per packet ({run.cpu:.2f} s / {verdicts} packets up + "
+                  f"down); wall {wall_us:.2f} us per data packet ({run.elapsed:.2f} s / {run.up_packets} up); "
+                  f"{run.evidence()}", "(report)", "INFO")
+        else:
+            t.error(f"{name}: per-packet verdicts", errors.get("perpacket"))
+    finally:
+        h.stop(server)
+    t.notes.append("9a: iperf3 one stream, 5 s, client under `netcond run --engine packet` (server outside, "
+                   "127.0.0.1), two alternating rounds (direct, pass-through, per-packet), best of two per path. "
+                   "Pass-through: `down/up: {latency: 0ms}` (no rate, no loss: the queue takes GSO packets whole). "
+                   "Per-packet: up `{latency: 0ms, bandwidth: 100gbit, queue: 16MB}`: the kernel segments, so each "
+                   "1,500-byte packet is one verdict. CPU per packet = netcond's own CPU time (user + system of its "
+                   "threads, which includes the kernel's reinjection of each accepted packet; read from /proc when "
+                   "it has exited, before it is reaped) / (up + down packets of its summary line); wall per data "
+                   "packet = the summary's elapsed time / up packets.")
+
+
+def packet_overhead(h, t, srv):
+    """Added RTT of the packet engine with a pass-through profile: the bench's ping-pong client
+    (100 bytes, TCP_NODELAY) run directly and as CMD, alternating, 3 x 1000 round trips each; as the
+    machine comes (reported), then with /dev/cpu_dma_latency held at 0 (judged), as item 4."""
+    prof = packet_profile(h, "pkt-pass-rtt", {"latency": "0ms"}, {"latency": "0ms"})
+    argv = client_argv("pingpong", "--port", srv.echo, "--n", 1000, "--warmup", 50, "--deadline", 30)
+    for low in (False, True):
+        label = "9b. packet engine added RTT (pass-through" + (", --low-latency)" if low else ")")
+        with CPULatencyHold() if low else contextlib.nullcontext() as hold:
+            if low and hold.f is None:
+                label += " (hold NOT in effect)"
+            direct, through, runs = [], [], []
+            for i in range(3):
+                direct += client_result(client_direct(h, argv, f"pp-direct-{int(low)}-{i}", 40), "direct")["rtts"]
+                run = PacketRun(h, prof, argv, f"pkt-pp-{int(low)}", timeout=45,
+                                extra=["--low-latency"] if low else [])
+                through += client_result(run.json_out(), "through netcond")["rtts"]
+                runs.append(run)
+        d50, n50 = pct(direct, 50) * 1e6, pct(through, 50) * 1e6
+        d99, n99 = pct(direct, 99) * 1e6, pct(through, 99) * 1e6
+        late = sum(r.late for r in runs)
+        t.add(f"{label}: added RTT p50", f"{n50 - d50:.0f} us (direct {d50:.0f} us, netcond {n50:.0f} us; "
+              f"{len(through)} samples, {late} packets released > 1 ms late)",
+              "<= 100 us" if low else "(report)", ("PASS" if n50 - d50 <= 100 else "FAIL") if low else "INFO")
+        t.add(f"{label}: added RTT p99", f"{n99 - d99:.0f} us (direct {d99:.0f} us, netcond {n99:.0f} us)",
+              "(report)", "INFO")
+    t.notes.append("9b: `bench.py client pingpong` (100 bytes, TCP_NODELAY, 50 warm-up exchanges, 1000 counted) to "
+                   "the bench's echo server, run directly and as the command of `netcond run --engine packet` with "
+                   "`down/up: {latency: 0ms}`, alternating, three times each; the judged pass holds "
+                   "/dev/cpu_dma_latency at 0 in the bench for both paths and passes --low-latency to netcond.")
+
+
+def packet_latency(h, t, srv):
+    """RTT error through `down/up: {latency: 100ms}`: as the machine comes (reported, 100 round
+    trips), then with --low-latency (judged, 200)."""
+    prof = packet_profile(h, "pkt-d100", {"latency": "100ms"}, {"latency": "100ms"})
+    for low, n in ((False, 100), (True, 200)):
+        label = "9c. packet engine 100ms each way" + (", --low-latency" if low else ", machine defaults")
+        argv = client_argv("pingpong", "--port", srv.echo, "--n", n, "--warmup", 1, "--deadline", n * 0.25 + 20)
+        probe = TimerProbe(h)
+        try:
+            run = PacketRun(h, prof, argv, f"pkt-d100-{int(low)}", timeout=n * 0.25 + 40,
+                            extra=["--low-latency"] if low else [])
+        finally:
+            floor = probe.finish()
+        held = "--low-latency not in effect" not in run.err
+        if low and not held:
+            label += " (NOT in effect)"
+        data = client_result(run.json_out(), "through netcond")
+        ex = [(r - 0.2) * 1000 for r in data["rtts"]]
+        judged = low
+
+        def verdict(ok):
+            return ("PASS" if ok else "FAIL") if judged else "INFO"
+        p50, p99 = pct(ex, 50), pct(ex, 99)
+        t.add(f"{label}: RTT-200ms p50", f"{p50:.3f} ms ({len(ex)} samples)",
+              "<= 0.3 ms" if judged else "(report)", verdict(p50 <= 0.3))
+        t.add(f"{label}: RTT-200ms p99", f"{p99:.3f} ms", "<= 1 ms" if judged else "(report)", verdict(p99 <= 1.0))
+        t.add(f"{label}: RTT-200ms max / min", f"{max(ex):.3f} / {min(ex):.3f} ms", "min >= 0 ms",
+              "PASS" if min(ex) >= 0 else "FAIL")
+        slow = [x for x in ex if x > 10]
+        t.add(f"{label}: netcond's summary; the client's TCP retransmissions; round trips over 10 ms late",
+              f"{run.evidence()}; client retransmitted {data.get('client_retrans')} segments; "
+              f"{len(slow)} round trips > 10 ms late" + (f" (worst {max(slow):.0f} ms)" if slow else ""),
+              "(evidence)", "INFO")
+        if floor:
+            t.add(f"{label}: control, 2 x 100ms sleeps in Python at the same time: oversleep p50 / p99 / max",
+                  f"{pct(floor, 50):.3f} / {pct(floor, 99):.3f} / {max(floor):.3f} ms ({len(floor)} samples)",
+                  "(timer floor of this machine)", "INFO")
+    t.notes.append("9c: `bench.py client pingpong` (100 bytes, one warm-up exchange not counted) as the command of "
+                   "`netcond run --engine packet` with `down/up: {latency: 100ms}`; 100 round trips as the machine "
+                   "comes, 200 with --low-latency (judged); RTT error = measured RTT - 200 ms. Evidence row: the "
+                   "client socket's TCP retransmissions (TCP_INFO tcpi_total_retrans); retransmissions while netcond's "
+                   "summary says no packet lost mean packets vanished outside netcond's link model (the kernel drops "
+                   "every queued packet when a netfilter hook is unregistered, e.g. another program deleting an nft "
+                   "table with base chains); 'other NFQUEUE users' counts other queue owners seen during the run.")
+
+
+def packet_rate(h, t, srv):
+    name = "9d. packet engine rate"
+    for rate_text, rate, total, skip in (("240kbit", 240e3, 25.0, 3.0), ("2Mbit", 2e6, 14.0, 2.0),
+                                         ("50Mbit", 50e6, 14.0, 2.0)):
+        label = f"{name} {rate_text} down"
+        try:
+            prof = packet_profile(h, f"pkt-bw{rate_text}", {"bandwidth": rate_text, "latency": "5ms", "queue": "1MB"},
+                                  {"latency": "5ms"})
+            argv = client_argv("download", "--port", srv.source, "--total", total, "--skip", skip)
+            run = PacketRun(h, prof, argv, f"pkt-bw{rate_text}", timeout=total + 40)
+            bps = client_result(run.json_out(), "download")["bps"]
+            bits = bps * 8
+            ratio = bits / (rate * PACKET_PAYLOAD_SHARE)
+            t.add(f"{label}: goodput / (rate x 1448/1500)",
+                  f"{bits / 1e3:.1f} kbit/s = {ratio:.3f} (from {skip:.0f} s to {total:.0f} s); {run.evidence()}",
+                  "0.98-1.02", "PASS" if abs(ratio - 1) <= 0.02 else "FAIL")
+        except Exception as e:
+            t.error(label, e)
+    t.notes.append("9d: `bench.py client download` from the bench's Python source (writes as fast as it can) as the "
+                   "command of `netcond run --engine packet` with `down: {bandwidth: R, latency: 5ms, queue: 1MB}, "
+                   "up: {latency: 5ms}`; goodput = payload bytes received from 3 s to 25 s (240kbit) or 2 s to 14 s "
+                   "(2Mbit, 50Mbit). Expected: R x 1448/1500 = 0.9653 R (the MSS is clamped to 1460; with TCP "
+                   "timestamps each 1,500-byte packet carries 1448 bytes of payload; the link charges the IP packet, "
+                   "no layer-2 overhead).")
+
+
+def client(argv):
+    """`bench.py client pingpong|download ...`: the clients of item 9, run as the command of
+    `netcond run --engine packet` (or directly); print one JSON object on stdout."""
+    ap = argparse.ArgumentParser(prog="bench.py client")
+    ap.add_argument("what", choices=["pingpong", "download"])
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--deadline", type=float, default=60.0, help="seconds for the whole exchange")
+    ap.add_argument("--total", type=float, default=10.0)
+    ap.add_argument("--skip", type=float, default=1.0)
+    a = ap.parse_args(argv)
+    try:
+        if a.what == "pingpong":
+            stats = {}
+            rtts, first = pingpong(a.port, a.n, size=a.size, warmup=a.warmup,
+                                   deadline=time.monotonic() + a.deadline, stats=stats)
+            print(json.dumps({"rtts": rtts, "first": first, "client_retrans": stats.get("retrans")}), flush=True)
+        else:
+            res = {}
+            download(a.port, a.total, a.skip, res, "a")
+            if isinstance(res.get("a"), Exception):
+                raise res["a"]
+            print(json.dumps({"bps": res["a"]}), flush=True)
+    except Exception as e:
+        print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
+        sys.exit(1)
+
+
 def run(args):
     h = Harness(args)
     header = [
@@ -1382,6 +1887,7 @@ def run(args):
             ("7. scenario start-up", lambda: item_scenario_startup(h, t)),
             ("8. control API work", lambda: item_control_stall(h, t, srv)),
             ("5d. 1 MB vs real Linux TCP", lambda: item_kernel_reference(h, t)),
+            ("9. packet engine", lambda: item_packet(h, t, srv)),
         ]
         only = set(args.only.split(",")) if args.only else None
         for label, fn in items:
@@ -1414,6 +1920,9 @@ def run(args):
 
 
 def main():
+    if sys.argv[1:2] == ["client"]:  # item 9's clients, run as netcond's command: their own options
+        client(sys.argv[2:])
+        return
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("serve")
@@ -1427,7 +1936,7 @@ def main():
     r.add_argument("--command", default="scripts/bench")
     r.add_argument("--describe", default="")
     r.add_argument("--budget", type=float, default=780.0, help="seconds for all measurements")
-    r.add_argument("--only", default="", help="comma-separated item numbers, e.g. 1,2,5c")
+    r.add_argument("--only", default="", help="comma-separated item numbers, e.g. 1,2,5c,9")
     args = ap.parse_args()
     if args.cmd == "timers":
         timers(args.hop)
