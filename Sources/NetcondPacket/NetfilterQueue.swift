@@ -26,13 +26,27 @@ final class NetfilterQueue {
         self.packets = .allocate(capacity: self.packetCapacity)
     }
 
+    private var closed = false
+
     deinit {
-        for queue in self.bound { _ = ncq_unbind(self.descriptor, queue) }
+        self.close()
         ncq_batch_free(&self.batch)
-        close(self.descriptor)
         self.buffer.deallocate()
         self.packets.deallocate()
     }
+
+    /// Unbinds the queues (the kernel drops what they still hold) and closes the socket, so the
+    /// numbers are free for the next run at once. Safe to call twice.
+    func close() {
+        guard !self.closed else { return }
+        self.closed = true
+        for queue in self.bound { _ = ncq_unbind(self.descriptor, queue) }
+        self.bound = []
+        Glibc.close(self.descriptor)
+    }
+
+    /// The kernel's answer when a queue number is served by another socket (EPERM, or EBUSY).
+    private static func isTaken(_ result: Int32) -> Bool { result == -EBUSY || result == -EPERM }
 
     /// Binds the first free pair of queue numbers from `start`; returns the first (the second is
     /// the next). Another netcond (or any program) may serve some numbers already.
@@ -47,8 +61,8 @@ final class NetfilterQueue {
                     return candidate
                 }
                 _ = ncq_unbind(self.descriptor, candidate)
-                if second != -EBUSY { throw .system("cannot bind netfilter queue \(candidate &+ 1)", -second) }
-            } else if first != -EBUSY {
+                if !Self.isTaken(second) { throw .system("cannot bind netfilter queue \(candidate &+ 1)", -second) }
+            } else if !Self.isTaken(first) {
                 throw .system("cannot bind netfilter queue \(candidate)", -first)
             }
             candidate = candidate &+ 2

@@ -30,6 +30,9 @@ public final class PacketEngine: @unchecked Sendable {
     private let upQueue: UInt16
     private let wake: Int32
     private let startedAt: Int64
+    /// The engine clock's zero, in CLOCK_MONOTONIC (uptime) nanoseconds: its instants plus this are
+    /// on the clock the origin stamps requests with.
+    public var clockOrigin: Int64 { self.startedAt }
     private let lock = NSLock()
     private var stopRequested = false
     private var thread: Thread?
@@ -54,18 +57,24 @@ public final class PacketEngine: @unchecked Sendable {
     private var lastState: LinkState
     private let onStateChange: (@Sendable (LinkState, Span) -> Void)?
     private let capture: PacketCapture?
+    /// Poll instead of sleeping in the last ``spinWindow`` before a verdict is due.
+    private let precise: Bool
+    static let spinWindow: Int64 = 300_000
     private var working = PacketSummary()
 
     // Under the lock: what the summary reads, and commands waiting for the engine thread.
     private var published = PacketSummary()
-    private var commands: [(PacketCommand?, CheckedContinuation<PacketSummary, Never>)] = []
+    private var recordsAtStop: [PacketFlowRecord] = []
+    /// Work for the engine's thread (live commands, reads of its state), in order.
+    private var commands: [() -> Void] = []
 
     private init(
         profile: Profile, seed: UInt64, queue: NetfilterQueue, upQueue: UInt16, cage: PacketCage, wake: Int32,
-        wholeGSO: [Bool], raw: (Int32, Int32), capture: PacketCapture?,
+        wholeGSO: [Bool], raw: (Int32, Int32), capture: PacketCapture?, precise: Bool,
         onStateChange: (@Sendable (LinkState, Span) -> Void)?
     ) {
         self.capture = capture
+        self.precise = precise
         self.raw4 = raw.0
         self.raw6 = raw.1
         self.profile = profile
@@ -91,7 +100,7 @@ public final class PacketEngine: @unchecked Sendable {
     /// Checks the privilege, removes what a dead netcond left, binds the queues, makes the cage and
     /// starts the thread. Packets of the cage's processes cross the link from then on.
     public static func start(
-        profile: Profile, seed: UInt64, capture: PacketCapture? = nil,
+        profile: Profile, seed: UInt64, capture: PacketCapture? = nil, precise: Bool = false,
         onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
     ) throws(PacketEngineError) -> PacketEngine {
         try PacketPrivilege.check()
@@ -129,7 +138,7 @@ public final class PacketEngine: @unchecked Sendable {
         }
         let engine = PacketEngine(
             profile: profile, seed: seed, queue: queue, upQueue: up, cage: cage, wake: wake, wholeGSO: wholeGSO,
-            raw: (raw4, raw6), capture: capture, onStateChange: onStateChange)
+            raw: (raw4, raw6), capture: capture, precise: precise, onStateChange: onStateChange)
         let thread = Thread { engine.run() }
         thread.name = "netcond packet engine"
         thread.qualityOfService = .userInteractive
@@ -176,6 +185,8 @@ public final class PacketEngine: @unchecked Sendable {
             close(self.raw4)
             close(self.raw6)
             self.capture?.close()
+            self.queue.close()
+            self.thread = nil
         }
         self.cage.remove()
     }
@@ -183,26 +194,7 @@ public final class PacketEngine: @unchecked Sendable {
     /// Applies a change on the engine's thread (in order with the packets) and returns the summary
     /// after it; nil only reads it.
     public func control(_ command: PacketCommand?) async -> PacketSummary {
-        await withCheckedContinuation { continuation in
-            self.lock.lock()
-            if self.stopRequested {
-                self.lock.unlock()
-                continuation.resume(returning: self.summary())
-                return
-            }
-            self.commands.append((command, continuation))
-            self.lock.unlock()
-            ncq_wake(self.wake)
-        }
-    }
-
-    private func runCommands() {
-        self.lock.lock()
-        let commands = self.commands
-        self.commands = []
-        self.lock.unlock()
-        guard !commands.isEmpty else { return }
-        for (command, continuation) in commands {
+        await self.onEngineThread { () -> PacketSummary in
             let now = self.now
             self.followTimeline(to: now)
             switch command {
@@ -221,8 +213,43 @@ public final class PacketEngine: @unchecked Sendable {
                 break
             }
             self.publish()
-            continuation.resume(returning: self.summary())
+            return self.summary()
+        } ?? self.summary()
+    }
+
+    /// What the link saw of every TCP connection so far (for a scenario's evidence).
+    public func flowRecords() async -> [PacketFlowRecord] {
+        await self.onEngineThread { self.flows.records } ?? self.finalRecords
+    }
+
+    /// The records as they were when the engine stopped.
+    private var finalRecords: [PacketFlowRecord] {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        return self.recordsAtStop
+    }
+
+    /// Runs `body` on the engine's thread; nil once the engine has stopped.
+    private func onEngineThread<T: Sendable>(_ body: @escaping () -> T) async -> T? {
+        await withCheckedContinuation { (continuation: CheckedContinuation<T?, Never>) in
+            self.lock.lock()
+            if self.stopRequested {
+                self.lock.unlock()
+                continuation.resume(returning: nil)
+                return
+            }
+            self.commands.append { continuation.resume(returning: body()) }
+            self.lock.unlock()
+            ncq_wake(self.wake)
         }
+    }
+
+    private func runCommands() {
+        self.lock.lock()
+        let commands = self.commands
+        self.commands = []
+        self.lock.unlock()
+        for command in commands { command() }
     }
 
     /// What crossed the link so far.
@@ -244,8 +271,10 @@ public final class PacketEngine: @unchecked Sendable {
         while true {
             self.followTimeline(to: self.now)
             self.release(upTo: self.now)
-            self.sendResets(upTo: self.now)
+            // The verdicts first: a packet the link delivered at this moment reaches its socket
+            // before a reset due now, as it would on a wire (and the reset's sequence number counts it).
             self.queue.flush()
+            self.sendResets(upTo: self.now)
             let now = self.now
             if now - lastPublished >= .milliseconds(50) {
                 self.publish()
@@ -260,11 +289,18 @@ public final class PacketEngine: @unchecked Sendable {
             if let next = self.held.min { timeout = min(timeout, max(0, (next.at - now).nanoseconds)) }
             if let next = self.timeline.nextChange { timeout = min(timeout, max(0, (next - now).nanoseconds)) }
             if let next = self.resets.min { timeout = min(timeout, max(0, (next.at - now).nanoseconds)) }
+            // Precise mode: the last stretch before a moment is polled, not slept (a wake-up from
+            // sleep costs 0.1-0.5 ms on a VM).
+            if self.precise && timeout < Self.spinWindow { timeout = 0 }
             let ready = ncq_wait(self.queue.descriptor, self.wake, timeout)
             if ready > 0 && ready & 1 != 0 { self.readAll() }
         }
         self.publish()
         self.runCommands()
+        let records = self.flows.records
+        self.lock.lock()
+        self.recordsAtStop = records
+        self.lock.unlock()
     }
 
     /// Reads every packet waiting (bounded, so that due verdicts are not held up by a flood).
@@ -288,6 +324,8 @@ public final class PacketEngine: @unchecked Sendable {
         let tcp = packet.payload.flatMap { TCPHeader($0, copied: Int(packet.payload_length), length: Int(packet.length)) }
         let bytes = self.capture == nil ? nil : packet.payload.map { Array(UnsafeBufferPointer(start: $0, count: Int(packet.payload_length))) }
         if self.outage == .blackhole {
+            // Followed all the same: an attempt the blackhole swallows is evidence too.
+            if let tcp, self.flows.offered(tcp, up: up, at: now) { self.working.connections += 1 }
             self.drop(packet, bytes)
             self.working.directions[direction].outageDrops += segments
             return
@@ -297,6 +335,7 @@ public final class PacketEngine: @unchecked Sendable {
                 // The far end turns the connection away: a reset one round trip after the SYN.
                 self.drop(packet, bytes)
                 self.working.refusedConnections += 1
+                self.flows.refusedByLink(tcp, at: now)
                 self.scheduleReset(
                     FlowKey(tcp, up: true), towardCage: true, at: now + self.conditions.baseRTT,
                     answering: tcp.seq &+ 1)
@@ -386,11 +425,11 @@ public final class PacketEngine: @unchecked Sendable {
                 ack = syn
             } else {
                 guard let expected = self.flows.resetSequence(key, towardCage: next.towardCage) else {
-                    self.flows.resetSent(key)
+                    self.flows.resetSent(key, towardCage: next.towardCage)
                     continue
                 }
                 seq = expected
-                self.flows.resetSent(key)
+                self.flows.resetSent(key, towardCage: next.towardCage)
             }
             let length = key.version == 6 ? 16 : 4
             let cage = key.cage.bytes(count: length)
@@ -488,6 +527,7 @@ public final class PacketEngine: @unchecked Sendable {
 
     private func publish() {
         self.capture?.flush()
+        self.working.vanished = Int(self.queue.errorReplies)
         self.working.connectionsOpen = self.flows.count
         self.working.state = self.timeline.state
         self.working.profile = self.timeline.profile.name
@@ -545,6 +585,9 @@ public struct PacketSummary: Sendable, Equatable {
     public var directions = [Direction(), Direction()]
     public var up: Direction { self.directions[0] }
     public var down: Direction { self.directions[1] }
+    /// Packets the kernel dropped while netcond held them (its answer to their verdict was "no such
+    /// packet"): another program changed the firewall, which flushes every NFQUEUE.
+    public var vanished = 0
     /// TCP connections seen starting (either way).
     public var connections = 0
     /// TCP connections followed now (open, as far as the link has seen).

@@ -104,6 +104,33 @@ struct FlowKey: Hashable {
     }
 }
 
+/// What the link saw of one TCP connection, for a scenario's evidence: when it started, whether it
+/// was made, how many of the far end's bytes reached the cage, and how it ended.
+public struct PacketFlowRecord: Sendable, Equatable {
+    public var version: UInt8
+    /// The cage's port (the far end sees it as its peer's) and the far end's address and port.
+    public var cagePort: UInt16
+    public var farAddress: [UInt8]
+    public var farPort: UInt16
+    /// The cage opened it (else the far end did).
+    public var fromCage: Bool
+    /// When its first SYN reached the link, on the engine's clock.
+    public var startedAt: Instant
+    /// Its SYNs offered to the link (retransmissions included).
+    public var syns = 1
+    /// The handshake's SYN-ACK reached the side that opened it.
+    public var established = false
+    /// The far end's payload bytes the link delivered to the cage, in order.
+    public var farBytesDelivered: Int64 = 0
+    /// A reset ended it: the far end's answer to a SYN (refused), netcond's refusal in an outage,
+    /// netcond's cut, or either end's own.
+    public var refused = false
+    public var cutByLink = false
+    public var resetSeen = false
+    /// When the cage's FIN reached the link, on the engine's clock.
+    public var cageFINAt: Instant?
+}
+
 /// The TCP connections crossing the packet link, followed far enough to cut them with a reset each
 /// end accepts: RFC 5961 (Linux) takes a RST only when its sequence number is exactly the next one
 /// the receiver expects, so the table follows, for each side, the sequence space the link has
@@ -119,9 +146,29 @@ struct TCPFlowTable {
         var lastSeen: Instant
         /// Cut: resets still to send (it is forgotten once both are gone).
         var resetsPending = 0
+        /// The far end's initial sequence number, once its SYN was seen.
+        var farISN: UInt32?
+        var farFINDelivered = false
+        /// A cut's reset has reached that side: what the link delivers to it afterwards meets a
+        /// closed socket and counts for nothing.
+        var cageReset = false
+        var farReset = false
+        var record: PacketFlowRecord
     }
 
     private(set) var flows: [FlowKey: Flow] = [:]
+    /// Records of connections no longer followed, oldest first (at most ``recordLimit``).
+    private(set) var finished: [PacketFlowRecord] = []
+    static let recordLimit = 100_000
+
+    /// Every connection's record: those that ended, then those still followed.
+    var records: [PacketFlowRecord] { self.finished + self.flows.values.map(\.record).sorted { $0.startedAt < $1.startedAt } }
+
+    private mutating func end(_ key: FlowKey) {
+        guard let flow = self.flows.removeValue(forKey: key) else { return }
+        if self.finished.count >= Self.recordLimit { self.finished.removeFirst(Self.recordLimit / 10) }
+        self.finished.append(flow.record)
+    }
     /// Most connections followed at once; beyond, those idle longest are forgotten.
     static let limit = 65_536
 
@@ -131,17 +178,33 @@ struct TCPFlowTable {
     mutating func offered(_ header: TCPHeader, up: Bool, at now: Instant) -> Bool {
         let key = FlowKey(header, up: up)
         if header.isRST {
-            self.flows[key] = nil
+            if var flow = self.flows[key] {
+                flow.record.resetSeen = true
+                // A reset answering the opener's SYN: the far end refused the connection.
+                if !flow.record.established && up != flow.record.fromCage { flow.record.refused = true }
+                self.flows[key] = flow
+                self.end(key)
+            }
             return false
         }
         var started = false
         if self.flows[key] == nil {
-            guard header.flags & TCPHeader.syn != 0 else { return false }
+            guard header.flags & TCPHeader.syn != 0, header.flags & TCPHeader.ackFlag == 0 else { return false }
             if self.flows.count >= Self.limit { self.forgetIdle(now: now) }
-            self.flows[key] = Flow(lastSeen: now)
+            let record = PacketFlowRecord(
+                version: key.version, cagePort: key.cagePort, farAddress: key.far.bytes(count: key.version == 6 ? 16 : 4),
+                farPort: key.farPort, fromCage: up, startedAt: now, syns: 0)
+            self.flows[key] = Flow(lastSeen: now, record: record)
             started = true
         }
         self.flows[key]!.lastSeen = now
+        if header.flags & TCPHeader.syn != 0 {
+            if header.flags & TCPHeader.ackFlag == 0 { self.flows[key]!.record.syns += 1 }
+            if !up { self.flows[key]!.farISN = header.seq }
+        }
+        if up && header.flags & TCPHeader.fin != 0 && self.flows[key]!.record.cageFINAt == nil {
+            self.flows[key]!.record.cageFINAt = now
+        }
         if header.flags & TCPHeader.ackFlag != 0 {
             if up { self.flows[key]!.cageAck = header.ack } else { self.flows[key]!.farAck = header.ack }
         }
@@ -154,13 +217,20 @@ struct TCPFlowTable {
     /// A packet the link delivered (accepted): its sequence space reached the other side.
     mutating func delivered(_ header: TCPHeader, up: Bool) {
         let key = FlowKey(header, up: up)
-        guard var flow = self.flows[key] else { return }
+        guard var flow = self.flows[key], !(up ? flow.farReset : flow.cageReset) else { return }
         let end = header.seq &+ header.span
         let next = up ? flow.cageDelivered : flow.farDelivered
         if header.flags & TCPHeader.syn != 0 {
             if next == nil { self.setDelivered(&flow, up: up, end) }
+            // The SYN-ACK reached the opener: the connection is made.
+            if header.flags & TCPHeader.ackFlag != 0 && up != flow.record.fromCage { flow.record.established = true }
         } else if let next, Self.serial(header.seq, atMost: next), Self.serial(next, lessThan: end) {
             self.setDelivered(&flow, up: up, end)
+            if !up && header.flags & TCPHeader.fin != 0 { flow.farFINDelivered = true }
+        }
+        if !up, let isn = flow.farISN, let delivered = flow.farDelivered {
+            let bytes = Int64(delivered &- isn &- 1) - (flow.farFINDelivered ? 1 : 0)
+            flow.record.farBytesDelivered = max(0, bytes)
         }
         self.flows[key] = flow
     }
@@ -188,17 +258,36 @@ struct TCPFlowTable {
     var keys: [FlowKey] { self.flows.filter { $0.value.resetsPending == 0 }.map(\.key) }
 
     /// A connection being cut: a reset goes to each end, then it is forgotten.
-    mutating func markCut(_ key: FlowKey) { self.flows[key]?.resetsPending = 2 }
+    mutating func markCut(_ key: FlowKey) {
+        self.flows[key]?.resetsPending = 2
+        self.flows[key]?.record.cutByLink = true
+    }
 
-    /// One of a cut connection's resets went.
-    mutating func resetSent(_ key: FlowKey) {
+    /// One of a cut connection's resets went (toward the cage, or the far end).
+    mutating func resetSent(_ key: FlowKey, towardCage: Bool) {
         guard let flow = self.flows[key] else { return }
-        if flow.resetsPending <= 1 { self.flows[key] = nil } else { self.flows[key]!.resetsPending -= 1 }
+        if towardCage { self.flows[key]!.cageReset = true } else { self.flows[key]!.farReset = true }
+        if flow.resetsPending <= 1 { self.end(key) } else { self.flows[key]!.resetsPending -= 1 }
+    }
+
+    /// A SYN from the cage netcond refused (an outage): the record of an attempt that was refused.
+    mutating func refusedByLink(_ header: TCPHeader, at now: Instant) {
+        let key = FlowKey(header, up: true)
+        if self.flows[key] == nil {
+            let record = PacketFlowRecord(
+                version: key.version, cagePort: key.cagePort, farAddress: key.far.bytes(count: key.version == 6 ? 16 : 4),
+                farPort: key.farPort, fromCage: true, startedAt: now)
+            self.flows[key] = Flow(lastSeen: now, record: record)
+        } else {
+            self.flows[key]!.record.syns += 1
+        }
+        self.flows[key]!.record.refused = true
+        self.end(key)
     }
 
     private mutating func forgetIdle(now: Instant) {
         let oldest = self.flows.sorted { $0.value.lastSeen < $1.value.lastSeen }.prefix(Self.limit / 4)
-        for (key, _) in oldest { self.flows[key] = nil }
+        for (key, _) in oldest { self.end(key) }
     }
 
     /// Sequence-number order (RFC 1982): a before b within half the space.

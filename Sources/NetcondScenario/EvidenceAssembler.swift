@@ -43,6 +43,15 @@ struct EvidenceAssembler {
             let fin = event.clientFINAt.map { Instant(nanoseconds: self.logStart + Int64($0 * 1e9)) }
             return DeliveryEvidence.Delivery(at: at, localPort: port, bytes: bytes, cut: event.cut, clientFIN: fin)
         }
+        return self.requests(deliveries: deliveries, entries: entries, connections: connections)
+    }
+
+    /// The origin's requests, with what of each reached the client by `deliveries` (the proxy's
+    /// `delivered` events, or the packet engine's flow records).
+    func requests(
+        deliveries: [DeliveryEvidence.Delivery], entries: [OriginRequestLog.Entry],
+        connections: [OriginRequestLog.Connection]
+    ) -> [RunEvidence.Request] {
         let undelivered = DeliveryEvidence.undelivered(entries: entries, connections: connections, deliveries: deliveries)
         let late = DeliveryEvidence.afterClientFIN(entries: entries, connections: connections, deliveries: deliveries)
         return entries.map { entry in

@@ -60,6 +60,7 @@ public final class PacketSession: Sendable {
         seed: UInt64,
         originContent: OriginContent = OriginContent(),
         capture: (delivered: String?, dropped: String?) = (nil, nil),
+        precise: Bool = false,
         onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
     ) async throws(Failure) -> PacketSession {
         TemporaryFiles.removeStale()
@@ -71,7 +72,8 @@ public final class PacketSession: Sendable {
             if capture.delivered != nil || capture.dropped != nil {
                 packetCapture = try PacketCapture(deliveredPath: capture.delivered, droppedPath: capture.dropped)
             }
-            engine = try PacketEngine.start(profile: profile, seed: seed, capture: packetCapture, onStateChange: onStateChange)
+            engine = try PacketEngine.start(
+                profile: profile, seed: seed, capture: packetCapture, precise: precise, onStateChange: onStateChange)
         } catch {
             throw .engine(error)
         }

@@ -4,8 +4,9 @@ import NetcondCore
 /// The readable report of scenario runs: one line per check with its evidence, and for a failure
 /// the command that repeats the run.
 public enum ScenarioReport {
-    public static func header(_ scenario: Scenario, seed: UInt64, command: [String]) -> String {
-        var text = "netcond: scenario \(scenario.name) (\(scenario.file)), profile \(scenario.profile.name), seed \(seed)\n"
+    public static func header(_ scenario: Scenario, seed: UInt64, command: [String], engine: RunEngine = .proxy) -> String {
+        let through = engine == .packet ? ", packet engine" : ""
+        var text = "netcond: scenario \(scenario.name) (\(scenario.file)), profile \(scenario.profile.name)\(through), seed \(seed)\n"
         if !scenario.description.isEmpty { text += "  \(scenario.description)\n" }
         text += "  client: \(self.shellLine(command))"
         return text
@@ -32,6 +33,7 @@ public enum ScenarioReport {
     /// `repeat with: netcond run FILE --seed N [-- COMMAND]` (the command only when it is not the scenario's own).
     public static func repeatLine(_ outcome: ScenarioOutcome, scenarioArgument: String) -> String {
         var words = ["netcond", "run", scenarioArgument, "--seed", String(outcome.seed)]
+        if outcome.evidence.engine == .packet && outcome.scenario.engine != .packet { words += ["--engine", "packet"] }
         if outcome.command != outcome.scenario.client.command { words += ["--"] + outcome.command }
         return "repeat with: \(self.shellLine(words))"
     }

@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NetcondCore
 import NetcondOrigin
+import NetcondPacket
 import NetcondProxy
 
 /// One scenario run: what happened and what the checks made of it.
@@ -102,14 +103,31 @@ public enum ScenarioRunner {
         echo: OutputEcho = .direct,
         onStart: (@Sendable (ChildProcess) -> Void)? = nil,
         onEvent: (@Sendable (String) -> Void)? = nil,
-        onProgress: (@Sendable (ScenarioProgress) -> Void)? = nil
+        onProgress: (@Sendable (ScenarioProgress) -> Void)? = nil,
+        engine: RunEngine = .proxy
     ) async throws(ScenarioRunError) -> ScenarioOutcome {
         let began = NIODeadline.now()
-        let session: Session
-        do {
-            session = try await Session.start(profile: scenario.profile, seed: seed, originContent: scenario.origin)
-        } catch {
-            throw ScenarioRunError(description: "cannot start: \(error)", exitCode: 3)
+        let session: any RunSession
+        switch engine {
+        case .proxy:
+            do {
+                session = try await Session.start(profile: scenario.profile, seed: seed, originContent: scenario.origin)
+            } catch {
+                throw ScenarioRunError(description: "cannot start: \(error)", exitCode: 3)
+            }
+        case .packet:
+            let problems = Self.packetProblems(scenario)
+            guard problems.isEmpty else {
+                throw ScenarioRunError(
+                    description: "\(scenario.file): the packet engine cannot run this scenario: "
+                        + problems.joined(separator: "; ") + " (use --engine proxy)",
+                    exitCode: 2)
+            }
+            do {
+                session = try await PacketSession.start(profile: scenario.profile, seed: seed, originContent: scenario.origin)
+            } catch {
+                throw ScenarioRunError(description: "cannot start: \(error)", exitCode: 3)
+            }
         }
         let workdir: String
         do {
@@ -149,7 +167,7 @@ public enum ScenarioRunner {
         }
         let child: ChildProcess
         do {
-            child = try ChildProcess.spawn(
+            child = try session.spawnClient(
                 command, environment: environment, workingDirectory: scenario.client.directory ?? workdir,
                 output: (capture.childStdout, capture.childStderr))
         } catch {
@@ -164,7 +182,6 @@ public enum ScenarioRunner {
         let started = NIODeadline.now()
         onStart?(child)
         let startup = Double(started.uptimeNanoseconds - began.uptimeNanoseconds) / 1e9
-        let proxy = session.proxy
         let origin = session.origin
         let driver = TimelineDriver(
             clock: WallClock(started: started),
@@ -177,18 +194,10 @@ public enum ScenarioRunner {
                         if let name = OriginAPI.name(inPath: entry.path) { marks.finishedFor[.api(name), default: 0] += 1 }
                     }
                 }
-                if watchesLink { marks.delivered = (await proxy.status())?.bytesDelivered ?? 0 }
+                if watchesLink { marks.delivered = await session.deliveredBytes() }
                 return marks
             },
-            apply: { action in
-                // A removal by name can find nothing: triggers fire in their own order, and a
-                // profile switch replaces every fault. Only then is the count before needed.
-                var faultsBefore: Int?
-                if case .removeFault = action { faultsBefore = await proxy.status()?.faults }
-                let after = await proxy.apply(Self.command(for: action))
-                if let faultsBefore, after?.faults == faultsBefore { return "none of that name was in force" }
-                return nil
-            },
+            apply: { action in await session.apply(action) },
             onEvent: onEvent)
         let timeline = Task { await driver.play(scenario.timeline) }
         let timedOut = NIOLockedValueBox(false)
@@ -205,11 +214,11 @@ public enum ScenarioRunner {
         }
         let progress = onProgress.map { onProgress in Task {
             while !Task.isCancelled {
-                let status = await proxy.status()
+                let progress = await session.progress()
                 let elapsed = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
                 onProgress(ScenarioProgress(
-                    elapsed: elapsed, phase: status.map { $0.outage.map { "outage (\($0))" } ?? $0.phase } ?? "",
-                    bytesDown: status?.bytesDown ?? 0, requests: session.origin.requestLog.count))
+                    elapsed: elapsed, phase: progress.phase,
+                    bytesDown: progress.bytesDown, requests: session.origin.requestLog.count))
                 try? await Task.sleep(nanoseconds: 500_000_000)
             }
         } }
@@ -227,7 +236,6 @@ public enum ScenarioRunner {
         if !keepWorkingDirectory { Self.remove(outputFile) }
 
         let startNanos = Int64(started.uptimeNanoseconds)
-        let log = await proxy.eventLog()
         var evidence = RunEvidence(
             exit: exit,
             timedOut: timedOut.withLockedValue { $0 },
@@ -241,9 +249,7 @@ public enum ScenarioRunner {
             },
             stderrTail: captured.stderrTail
         )
-        EvidenceAssembler(clientStart: startNanos, logStart: Int64(log.startedAt.uptimeNanoseconds)).add(
-            events: log.events, entries: session.origin.requestLog.entries,
-            connections: session.origin.requestLog.connections, to: &evidence)
+        await session.addEvidence(to: &evidence, clientStart: startNanos)
         let results = scenario.checks.map { Checks.evaluate($0, evidence) }
         let linkSummary = await session.summaryText()
         await session.stop()
@@ -253,6 +259,27 @@ public enum ScenarioRunner {
             applied: applied, startup: startup, linkSummary: linkSummary,
             clientOutput: clientOutput
         )
+    }
+
+    /// What of a scenario the packet engine cannot do (empty: it can run it).
+    public static func packetProblems(_ scenario: Scenario) -> [String] {
+        var problems = PacketEngine.unsupportedFeatures(scenario.profile).map { "the profile uses \($0)" }
+        for event in scenario.timeline {
+            switch event.action {
+            case .addFault, .removeFault, .clearFaults:
+                problems.append("its timeline changes HTTP faults (they need a proxy that reads HTTP; the origin's own faults work)")
+            case .captive:
+                problems.append("its timeline drives a captive portal")
+            case .cut(.close):
+                problems.append("its timeline cuts with close (the packet engine cuts with resets)")
+            case .switchProfile(let profile):
+                problems += PacketEngine.unsupportedFeatures(profile).map { "a profile its timeline switches to uses \($0)" }
+            case .outage, .stall, .cut(.reset):
+                break
+            }
+        }
+        var seen = Set<String>()
+        return problems.filter { seen.insert($0).inserted }
     }
 
     static func command(for action: ScenarioAction) -> ControlCommand {

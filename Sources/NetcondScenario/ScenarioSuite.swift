@@ -156,7 +156,9 @@ public enum ScenarioSuite {
                     text += "\n" + ScenarioReport.repeatLine(outcome, scenarioArgument: scenario.file)
                     xml += "      <failure type=\"\(Self.escape(first.name))\" message=\"\(Self.escape("\(first.name): \(first.evidence)"))\">\(Self.escape(text))</failure>\n"
                 }
-                var out = [ScenarioReport.header(scenario, seed: outcome.seed, command: outcome.command)]
+                var out = [ScenarioReport.header(
+                    scenario, seed: outcome.seed, command: outcome.command,
+                    engine: outcome.evidence.engine == .packet ? .packet : .proxy)]
                 out += outcome.applied.map { String(format: "+%.1f s  ", $0.at) + $0.what }
                 out += lines
                 out.append("netcond: " + outcome.linkSummary)
@@ -229,6 +231,8 @@ public enum ScenarioSuite {
             var name: String
             var file: String
             var profile: String
+            /// proxy or packet, when it ran
+            var engine: String?
             /// passed, failed or error
             var verdict: String
             var error: String?
@@ -283,6 +287,7 @@ public enum ScenarioSuite {
                     self.error = message
                 case .ran(let outcome):
                     self.verdict = outcome.passed ? "passed" : "failed"
+                    self.engine = outcome.evidence.engine == .packet ? "packet" : "proxy"
                     self.seed = outcome.seed
                     self.command = outcome.command
                     self.exit = outcome.evidence.exit.map(Checks.describe)

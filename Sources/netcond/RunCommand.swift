@@ -39,7 +39,7 @@ struct RunCommand: AsyncParsableCommand {
             proxy: the program reaches the network through netcond's proxy (its proxy variables are set;             no privilege needed). packet: every packet of the program and its children crosses the link             (TCP, UDP, ICMP; IPv4 and IPv6), whether it honours proxy variables or not; needs root or CAP_NET_ADMIN.
             """
     )
-    var engine: Engine = .proxy
+    var engine: Engine?
 
     @Option(name: .long, help: "--engine packet: write every packet the link delivered, both ways, to FILE (pcap; tcpdump -r reads it).")
     var pcap: String?
@@ -69,17 +69,17 @@ struct RunCommand: AsyncParsableCommand {
             throw ValidationError("no command given after '--' (usage: netcond run PROFILE -- COMMAND [ARGS...])")
         }
         _ = try self.forward.map(parseForward)
-        if self.engine != .packet && (self.pcap != nil || self.pcapDrops != nil) {
-            throw ValidationError(
-                "--pcap and --pcap-drops record the packets of the packet engine; add --engine packet "
-                    + "(the proxy engine carries streams, not packets)")
+        if self.pcap != nil || self.pcapDrops != nil {
+            if self.engine != .packet {
+                throw ValidationError(
+                    "--pcap and --pcap-drops record the packets of the packet engine; add --engine packet "
+                        + "(the proxy engine carries streams, not packets)")
+            }
+            if self.scenarioPath != nil {
+                throw ValidationError("--pcap and --pcap-drops record profile runs only, not yet scenarios")
+            }
         }
         if self.engine == .packet {
-            if self.scenarioPath != nil {
-                throw ValidationError(
-                    "--engine packet runs a profile; scenarios under the packet engine are not supported yet "
-                        + "(use --engine proxy, the default)")
-            }
             if !self.forward.isEmpty {
                 throw ValidationError(
                     "--forward is for programs that ignore proxies; under --engine packet every packet of the "
@@ -94,7 +94,7 @@ struct RunCommand: AsyncParsableCommand {
             return
         }
         let profile = resolveProfile(self.profile)
-        if self.engine == .packet {
+        if (self.engine ?? .proxy) == .packet {
             try await self.runPacketEngine(profile)
             return
         }
@@ -142,6 +142,8 @@ struct RunCommand: AsyncParsableCommand {
 enum Engine: String, ExpressibleByArgument, CaseIterable {
     case proxy
     case packet
+
+    var runEngine: RunEngine { self == .packet ? .packet : .proxy }
 }
 
 extension RunCommand {
@@ -169,7 +171,7 @@ extension RunCommand {
         let session: PacketSession
         do {
             session = try await PacketSession.start(
-                profile: profile, seed: seed, capture: (self.pcap, self.pcapDrops)
+                profile: profile, seed: seed, capture: (self.pcap, self.pcapDrops), precise: self.lowLatency.lowLatency
             ) { state, at in
                 if !quiet { stateLog.stateChanged(state, at: at) }
             }
@@ -215,47 +217,6 @@ extension RunCommand {
     }
 }
 
-/// `edge (packet engine): 3.2 s, up 616 B in 9 packets, down 20.7 KB in 17 packets, no packet lost (seed 5)`.
-func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSummary) -> String {
-    func direction(_ name: String, _ d: PacketSummary.Direction) -> String {
-        "\(name) \(formatBytes(d.bytes)) in \(d.packets) packet\(d.packets == 1 ? "" : "s")"
-    }
-    var parts = [formatSeconds(summary.elapsed), direction("up", summary.up), direction("down", summary.down)]
-    let lost = summary.up.lost + summary.down.lost
-    let full = summary.up.queueDrops + summary.down.queueDrops
-    let outage = summary.up.outageDrops + summary.down.outageDrops
-    let total = lost + full + outage
-    if total == 0 {
-        parts.append("no packet lost")
-    } else {
-        var causes: [String] = []
-        if full > 0 { causes.append("\(full) by the full queue") }
-        if outage > 0 { causes.append("\(outage) in outages") }
-        var text = "\(total) packet\(total == 1 ? "" : "s") lost"
-        if !causes.isEmpty { text += " (" + causes.joined(separator: ", ") + ")" }
-        parts.append(text)
-    }
-    if summary.connectionsCut > 0 {
-        parts.append("\(summary.connectionsCut) connection\(summary.connectionsCut == 1 ? "" : "s") cut by the link")
-    }
-    if summary.refusedConnections > 0 {
-        parts.append("\(summary.refusedConnections) connection\(summary.refusedConnections == 1 ? "" : "s") refused")
-    }
-    if summary.resetsNotSent > 0 {
-        parts.append("\(summary.resetsNotSent) reset\(summary.resetsNotSent == 1 ? "" : "s") could not be sent")
-    }
-    if summary.kernelDrops > 0 {
-        parts.append("netcond could not keep up \(summary.kernelDrops) time\(summary.kernelDrops == 1 ? "" : "s"): "
-            + "the kernel dropped packets that were waiting for it (the machine is overloaded)")
-    }
-    if summary.lateOverMillisecond > 0 {
-        parts.append("\(summary.lateOverMillisecond) packet\(summary.lateOverMillisecond == 1 ? " was" : "s were") "
-            + "released over 1 ms late (longest \(summary.maximumLateness.nanoseconds / 1_000_000) ms): "
-            + "the machine is overloaded and the link's timing was off by as much")
-    }
-    return "\(profile) (packet engine): " + parts.joined(separator: ", ") + " (seed \(seed))"
-}
-
 extension RunCommand {
     /// `netcond run SCENARIO.yaml [-- COMMAND]`: exit 0 when every check passes, 1 when one fails,
     /// 2 for a bad file or usage, 3 when netcond could not run.
@@ -277,7 +238,8 @@ extension RunCommand {
             printError("netcond: \(error.description)")
             throw ExitCode(error.exitCode)
         }
-        printError(ScenarioReport.header(scenario, seed: seed, command: command))
+        let engine = self.engine?.runEngine ?? scenario.engine ?? .proxy
+        printError(ScenarioReport.header(scenario, seed: seed, command: command, engine: engine))
         let signals = SignalForwarder()
         let quiet = self.quiet
         // On a terminal, a status line below the client's own output (which passes around it).
@@ -298,7 +260,8 @@ extension RunCommand {
                     }
                 },
                 onEvent: { line in if !quiet { status.log("netcond: \(line)") } },
-                onProgress: showProgress
+                onProgress: showProgress,
+                engine: engine
             )
         } catch {
             status.finish()

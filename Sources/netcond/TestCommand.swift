@@ -56,6 +56,11 @@ struct TestCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Keep each client's working directory and output (their paths are printed).")
     var keep = false
 
+    @Option(
+        name: .long,
+        help: "proxy or packet: what carries every scenario's traffic (default: each scenario's engine: key, else proxy). packet needs root.")
+    var engine: Engine?
+
     @OptionGroup var seed: SeedOption
 
     @OptionGroup var lowLatency: LowLatencyOption
@@ -136,7 +141,8 @@ struct TestCommand: AsyncParsableCommand {
                         stop(child)
                     },
                     onEvent: { line in status.log("  \(line)") },
-                    onProgress: showProgress
+                    onProgress: showProgress,
+                    engine: self.engine?.runEngine ?? scenario.engine ?? .proxy
                 )
                 current.withLockedValue { $0 = nil }
                 if let signal = interrupted.withLockedValue({ $0 }) {
@@ -213,6 +219,13 @@ struct TestCommand: AsyncParsableCommand {
                 scenarios.append((scenario, try ScenarioRunner.command(for: scenario, override: self.command)))
             } catch {
                 problems.append(error.description)
+            }
+            if (self.engine?.runEngine ?? scenario.engine ?? .proxy) == .packet {
+                let unsupported = ScenarioRunner.packetProblems(scenario)
+                if !unsupported.isEmpty {
+                    problems.append("\(file): the packet engine cannot run it: " + unsupported.joined(separator: "; ")
+                        + " (run it with --engine proxy, or leave it out of the paths given)")
+                }
             }
         }
         if !problems.isEmpty {

@@ -119,10 +119,14 @@ import Testing
         #expect(table.keys == [key])
         table.markCut(key)
         #expect(table.keys.isEmpty)  // being cut: not cut twice
-        table.resetSent(key)
+        table.resetSent(key, towardCage: true)
         #expect(table.resetSequence(key, towardCage: false) == 1001)
-        table.resetSent(key)
+        // What reaches the client after its reset meets a closed socket: it counts for nothing.
+        let late = Self.down(seq: 5001, ack: 1001, flags: Self.ack, payload: 1000)
+        table.delivered(late, up: false)
+        table.resetSent(key, towardCage: false)
         #expect(table.resetSequence(key, towardCage: false) == nil)
+        #expect(table.records.last?.farBytesDelivered == 0 && table.records.last?.cutByLink == true)
 
         var (other, otherKey) = Self.established()
         other.offered(Self.down(seq: 5001, flags: TCPHeader.rst), up: false, at: .zero)

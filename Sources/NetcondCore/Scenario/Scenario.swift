@@ -19,11 +19,14 @@ public struct Scenario: Sendable, Equatable {
     public var origin: OriginContent
     public var client: ClientSpec
     public var checks: [CheckSpec]
+    /// The engine the scenario asks for (`engine:`); nil: whatever the command line says (proxy).
+    public var engine: RunEngine?
 
     public init(
         name: String, description: String, file: String, profile: Profile, timeline: [ScenarioEvent],
-        origin: OriginContent, client: ClientSpec, checks: [CheckSpec]
+        origin: OriginContent, client: ClientSpec, checks: [CheckSpec], engine: RunEngine? = nil
     ) {
+        self.engine = engine
         self.name = name
         self.description = description
         self.file = file
@@ -33,6 +36,14 @@ public struct Scenario: Sendable, Equatable {
         self.client = client
         self.checks = checks
     }
+}
+
+/// What carries a run's traffic through the link.
+public enum RunEngine: String, Sendable, Equatable, CaseIterable {
+    /// netcond's proxy (HTTP, CONNECT, SOCKS5, forwards): no privilege, any platform.
+    case proxy
+    /// The client's own packets (root or CAP_NET_ADMIN, Linux).
+    case packet
 }
 
 /// A change of conditions, at a moment of the run or when the origin reaches a mark.

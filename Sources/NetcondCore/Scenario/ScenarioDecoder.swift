@@ -4,7 +4,7 @@ import Yams
 /// Builds a ``Scenario`` from YAML, with every error at `file:line:column` and its key path, as
 /// for profiles. The schema is documented in `Scenarios/README.md`; keep the two in step.
 public enum ScenarioDecoder {
-    static let topKeys = ["name", "description", "profile", "timeline", "origin", "client", "checks"]
+    static let topKeys = ["name", "description", "profile", "engine", "timeline", "origin", "client", "checks"]
 
     /// True when a YAML document is a scenario rather than a profile: its top-level mapping has
     /// `checks:` or `client:` (a profile never has either). Unreadable YAML is not a scenario.
@@ -69,9 +69,17 @@ public enum ScenarioDecoder {
         let checksNode = try map.required("checks", meaning: "what to judge: completes, resumes, backs-off")
         let checks = try Self.checks(checksNode, origin: origin, client: client)
         try Self.checkReferences(origin: origin, client: client, node: map["client"] ?? root)
+        var engine: RunEngine?
+        if let node = map["engine"] {
+            let text = try node.string(expecting: "proxy or packet")
+            guard let value = RunEngine(rawValue: text) else {
+                throw node.error("engine: '\(text)' is not an engine; allowed: proxy (the default), packet (root: the client's own packets)")
+            }
+            engine = value
+        }
         return Scenario(
             name: name, description: description, file: file, profile: profile, timeline: timeline,
-            origin: origin, client: client, checks: checks
+            origin: origin, client: client, checks: checks, engine: engine
         )
     }
 

@@ -1,0 +1,215 @@
+import Foundation
+import NIOCore
+import NetcondCore
+import NetcondOrigin
+import NetcondPacket
+import NetcondProxy
+
+/// What a scenario run needs of the machinery that carries the client's traffic: the proxy's
+/// ``Session`` or the packet engine's ``PacketSession``. The runner drives either the same way.
+protocol RunSession: Sendable {
+    var origin: OriginServer { get }
+    var evidenceEngine: RunEvidence.Engine { get }
+    func childEnvironment(base: [String: String]) -> [String: String]
+    func spawnClient(
+        _ command: [String], environment: [String: String], workingDirectory: String,
+        output: (stdout: Int32, stderr: Int32)
+    ) throws(ChildProcessError) -> ChildProcess
+    /// Down bytes the link has delivered to the client so far.
+    func deliveredBytes() async -> Int64
+    /// Applies a timeline action; returns a note when it changed nothing.
+    func apply(_ action: ScenarioAction) async -> String?
+    /// The phase (or outage) and the bytes delivered, for the live status line.
+    func progress() async -> (phase: String, bytesDown: Int64)
+    /// Adds what the link recorded (with the origin's log) to the evidence.
+    func addEvidence(to evidence: inout RunEvidence, clientStart: Int64) async
+    func summaryText() async -> String
+    func stop() async
+}
+
+extension Session: RunSession {
+    var evidenceEngine: RunEvidence.Engine { .stream }
+
+    func spawnClient(
+        _ command: [String], environment: [String: String], workingDirectory: String,
+        output: (stdout: Int32, stderr: Int32)
+    ) throws(ChildProcessError) -> ChildProcess {
+        try ChildProcess.spawn(command, environment: environment, workingDirectory: workingDirectory, output: output)
+    }
+
+    func deliveredBytes() async -> Int64 {
+        (await self.proxy.status())?.bytesDelivered ?? 0
+    }
+
+    func apply(_ action: ScenarioAction) async -> String? {
+        // A removal by name can find nothing: triggers fire in their own order, and a profile
+        // switch replaces every fault. Only then is the count before needed.
+        var faultsBefore: Int?
+        if case .removeFault = action { faultsBefore = await self.proxy.status()?.faults }
+        let after = await self.proxy.apply(ScenarioRunner.command(for: action))
+        if let faultsBefore, after?.faults == faultsBefore { return "none of that name was in force" }
+        return nil
+    }
+
+    func progress() async -> (phase: String, bytesDown: Int64) {
+        let status = await self.proxy.status()
+        return (status.map { $0.outage.map { "outage (\($0))" } ?? $0.phase } ?? "", status?.bytesDown ?? 0)
+    }
+
+    func addEvidence(to evidence: inout RunEvidence, clientStart: Int64) async {
+        let log = await self.proxy.eventLog()
+        EvidenceAssembler(clientStart: clientStart, logStart: Int64(log.startedAt.uptimeNanoseconds)).add(
+            events: log.events, entries: self.origin.requestLog.entries,
+            connections: self.origin.requestLog.connections, to: &evidence)
+    }
+}
+
+extension PacketSession: RunSession {
+    var evidenceEngine: RunEvidence.Engine { .packet }
+
+    func spawnClient(
+        _ command: [String], environment: [String: String], workingDirectory: String,
+        output: (stdout: Int32, stderr: Int32)
+    ) throws(ChildProcessError) -> ChildProcess {
+        try self.spawn(command, environment: environment, workingDirectory: workingDirectory, output: output)
+    }
+
+    func deliveredBytes() async -> Int64 {
+        self.summary().down.bytes
+    }
+
+    func apply(_ action: ScenarioAction) async -> String? {
+        let command: PacketCommand
+        switch action {
+        case .switchProfile(let profile): command = .switchProfile(profile)
+        case .outage(let outage): command = .outage(outage)
+        case .stall(let stall): command = .stall(stall)
+        case .cut(.reset): command = .cut
+        case .cut(.close), .addFault, .clearFaults, .removeFault, .captive:
+            // Refused before the run (ScenarioRunner.packetProblems).
+            return "the packet engine cannot do this"
+        }
+        _ = await self.engine.control(command)
+        return nil
+    }
+
+    func progress() async -> (phase: String, bytesDown: Int64) {
+        let summary = self.summary()
+        return (summary.state.outage.map { "outage (\($0))" } ?? summary.state.phase, summary.down.bytes)
+    }
+
+    func addEvidence(to evidence: inout RunEvidence, clientStart: Int64) async {
+        evidence.engine = .packet
+        let records = await self.engine.flowRecords()
+        let originBytes = self.originAddress.ipAddress.flatMap(ipAddressBytes)
+        let assembled = PacketEvidence(
+            clientStart: clientStart, engineStart: self.engine.clockOrigin, originAddress: originBytes)
+        let deliveries = assembled.deliveries(records)
+        let entries = self.origin.requestLog.entries
+        let connections = self.origin.requestLog.connections
+        let assembler = EvidenceAssembler(clientStart: clientStart, logStart: self.engine.clockOrigin)
+        evidence.requests = assembler.requests(deliveries: deliveries, entries: entries, connections: connections)
+        evidence.failedConnects = assembled.failedConnects(records)
+        evidence.heldConnects = []
+        evidence.portal = []
+    }
+
+    func summaryText() async -> String {
+        packetSummaryText(profile: self.profile.name, seed: self.seed, self.summary())
+    }
+}
+
+/// The packet engine's flow records as scenario evidence: what of each connection to the origin
+/// reached the client, and the attempts that never reached it.
+struct PacketEvidence {
+    /// The client's start and the engine's clock origin, in monotonic (uptime) nanoseconds.
+    var clientStart: Int64
+    var engineStart: Int64
+    /// The origin's address bytes (its connections are told apart by it).
+    var originAddress: [UInt8]?
+
+    func isOrigin(_ record: PacketFlowRecord) -> Bool {
+        record.fromCage && record.farAddress == self.originAddress && (record.farPort == 80 || record.farPort == 443)
+    }
+
+    func deliveries(_ records: [PacketFlowRecord]) -> [DeliveryEvidence.Delivery] {
+        records.filter { self.isOrigin($0) && $0.established }.map { record in
+            DeliveryEvidence.Delivery(
+                at: Instant(nanoseconds: self.engineStart + record.startedAt.nanoseconds),
+                localPort: Int(record.cagePort),
+                bytes: record.farBytesDelivered,
+                cut: record.cutByLink ? .reset : nil,
+                clientFIN: record.cageFINAt.map { Instant(nanoseconds: self.engineStart + $0.nanoseconds) }
+            )
+        }
+    }
+
+    func failedConnects(_ records: [PacketFlowRecord]) -> [RunEvidence.FailedConnect] {
+        records.filter { self.isOrigin($0) && !$0.established }.map { record in
+            let outcome: AttemptOutcome =
+                record.refused ? .refused : record.syns > 6 ? .timedOut : .unanswered
+            return RunEvidence.FailedConnect(
+                at: Double(self.engineStart + record.startedAt.nanoseconds - self.clientStart) / 1e9,
+                host: Session.originHost, port: Int(record.farPort), outcome: outcome)
+        }
+    }
+}
+
+/// `edge (packet engine): 3.2 s, up 616 B in 9 packets, down 20.7 KB in 17 packets, no packet lost (seed 5)`.
+public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSummary) -> String {
+    func direction(_ name: String, _ d: PacketSummary.Direction) -> String {
+        "\(name) \(formatBytes(d.bytes)) in \(d.packets) packet\(d.packets == 1 ? "" : "s")"
+    }
+    var parts = [formatSeconds(summary.elapsed), direction("up", summary.up), direction("down", summary.down)]
+    let lost = summary.up.lost + summary.down.lost
+    let full = summary.up.queueDrops + summary.down.queueDrops
+    let outage = summary.up.outageDrops + summary.down.outageDrops
+    let total = lost + full + outage
+    if total == 0 {
+        parts.append("no packet lost")
+    } else {
+        var causes: [String] = []
+        if full > 0 { causes.append("\(full) by the full queue") }
+        if outage > 0 { causes.append("\(outage) in outages") }
+        var text = "\(total) packet\(total == 1 ? "" : "s") lost"
+        if !causes.isEmpty { text += " (" + causes.joined(separator: ", ") + ")" }
+        parts.append(text)
+    }
+    if summary.connectionsCut > 0 {
+        parts.append("\(summary.connectionsCut) connection\(summary.connectionsCut == 1 ? "" : "s") cut by the link")
+    }
+    if summary.refusedConnections > 0 {
+        parts.append("\(summary.refusedConnections) connection\(summary.refusedConnections == 1 ? "" : "s") refused")
+    }
+    if summary.resetsNotSent > 0 {
+        parts.append("\(summary.resetsNotSent) reset\(summary.resetsNotSent == 1 ? "" : "s") could not be sent")
+    }
+    if summary.vanished > 0 {
+        parts.append("\(summary.vanished) packet\(summary.vanished == 1 ? " was" : "s were") dropped by the kernel while "
+            + "netcond held them, outside the emulated link (a program changed the firewall meanwhile, which flushes every "
+            + "NFQUEUE): the client saw more loss than the profile's")
+    }
+    if summary.kernelDrops > 0 {
+        parts.append("netcond could not keep up \(summary.kernelDrops) time\(summary.kernelDrops == 1 ? "" : "s"): "
+            + "the kernel dropped packets that were waiting for it (the machine is overloaded)")
+    }
+    if summary.lateOverMillisecond > 0 {
+        parts.append("\(summary.lateOverMillisecond) packet\(summary.lateOverMillisecond == 1 ? " was" : "s were") "
+            + "released over 1 ms late (longest \(summary.maximumLateness.nanoseconds / 1_000_000) ms): "
+            + "the machine is overloaded and the link's timing was off by as much")
+    }
+    return "\(profile) (packet engine): " + parts.joined(separator: ", ") + " (seed \(seed))"
+}
+
+/// The bytes of an IPv4 or IPv6 address written as text, or nil.
+func ipAddressBytes(_ text: String) -> [UInt8]? {
+    var v4 = in_addr()
+    if inet_pton(AF_INET, text, &v4) == 1 { return withUnsafeBytes(of: &v4) { Array($0) } }
+    var v6 = in6_addr()
+    if inet_pton(AF_INET6, text, &v6) == 1 { return withUnsafeBytes(of: &v6) { Array($0) } }
+    return nil
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,0 +1,127 @@
+"""The shipped scenarios under the packet engine, with real clients: the client's own connections
+meet the link, so refusals and blackholes are the kernel's (no ⚠ caveat), and the verdicts are a
+real network's. Where one differs from proxy mode the test says why. Root only (skipped, with the
+reason, without it); every destination is on this host.
+"""
+import json
+import os
+import re
+
+import pytest
+
+from conftest import run
+from test_packet_engine import _missing, clean_host  # noqa: F401  (the fixture checks nothing is left)
+from test_scenarios import CURL, SCENARIOS, WGET, caveat, line
+
+pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+
+
+def packet(name, client=None, timeout=150):
+    args = ["run", "--engine", "packet", os.path.join(SCENARIOS, name + ".yaml"), "--seed", "3"]
+    if client is not None:
+        args += ["--", "sh", "-c", client]
+    return run(args, timeout=timeout)
+
+
+def no_caveats(result):
+    assert "⚠ not exact" not in result.stdout, result.stdout
+
+
+def test_a_refused_connection_is_not_retried_by_curl_retry_as_on_a_network():
+    """The issue's headline case: through the proxy a refusal is a reset curl may retry; here it is
+    ECONNREFUSED, which curl --retry leaves alone (exit 7 at once), so backs-off fails, truly."""
+    plain = packet("backoff-connection-refused", 'curl -sS --retry 5 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert plain.returncode == 1, plain.stdout + plain.stderr
+    assert "never retried" in line(plain, "backs-off") and "[refused ×1]" in line(plain, "backs-off")
+    assert "exit 7" in line(plain, "completes")
+    no_caveats(plain)
+    assert "--engine packet" in plain.stderr  # the repeat line repeats the engine
+    good = packet("backoff-connection-refused",
+                  'curl -sS --retry 5 --retry-connrefused -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert line(good, "backs-off").startswith("✓") and "refused ×3]" in line(good, "backs-off")
+    no_caveats(good)
+
+
+def test_a_connect_time_out_fires_in_a_blackhole_as_on_a_network():
+    good = packet("offline-then-back", 'curl -sS --retry 5 --connect-timeout 2 --max-time 3 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "[unanswered ×" in line(good, "backs-off")
+    no_caveats(good)
+    bad = packet("offline-then-back",
+                 'for i in $(seq 60); do curl -fsS --max-time 1 -o "$NETCOND_OUTPUT" "$NETCOND_URL" && break; done')
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "the gaps do not grow" in line(bad, "backs-off")
+
+
+def test_resumes_after_the_origins_cut_and_after_the_links_resets():
+    good = packet("resume-after-dropout", WGET)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "cut at 614,400 → Range: bytes=614400-" in line(good, "resumes")
+    bad = packet("resume-after-dropout", CURL)
+    assert bad.returncode == 1 and "never asked again" in line(bad, "resumes")
+    # The link's cuts are real resets at both ends; wget asks for exactly what it had.
+    storm = packet("resume-after-reset-storm", WGET)
+    assert storm.returncode == 0, storm.stdout + storm.stderr
+    cuts = re.findall(r"cut at ([\d,]+) → Range: bytes=(\d+)- \([^)]*the link reset it\)", line(storm, "resumes"))
+    assert len(cuts) == 3 and all(int(had.replace(",", "")) == int(start) for had, start in cuts), storm.stdout
+
+
+def test_the_origins_own_faults_work_as_in_proxy_mode():
+    keyed = packet("idempotent-post-lost-response",
+                   'curl -sS --retry 3 --retry-all-errors -H "Idempotency-Key: order-42" '
+                   '-H "Content-Type: application/json" -d "{\\"item\\": 1}" "$NETCOND_URL"')
+    assert keyed.returncode == 0, keyed.stdout + keyed.stderr
+    assert line(keyed, "idempotent").endswith("1 object created")
+    polite = packet("backoff-503-retry-after", 'curl -sS --retry 5 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert polite.returncode == 0, polite.stdout + polite.stderr
+    assert "(Retry-After 2 s)" in line(polite, "backs-off")
+    hang = packet("hang-forever", 'curl -sS --max-time 5 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert hang.returncode == 0, hang.stdout + hang.stderr
+    assert "Operation timed out" in line(hang, "stays-usable")
+
+
+def test_a_stall_and_a_slow_server_need_the_clients_own_time_outs():
+    stalled = packet("stall-mid-body", 'curl -sS --speed-limit 1024 --speed-time 5 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert stalled.returncode == 0, stalled.stdout + stalled.stderr
+    assert "Operation too slow" in line(stalled, "stays-usable")
+    slow = packet("slow-server-45s", 'curl -sS --max-time 30 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    assert slow.returncode == 0, slow.stdout + slow.stderr
+
+
+def test_a_page_load_over_edge_with_the_scenarios_own_client():
+    page = packet("edge-page-load")
+    assert page.returncode == 0, page.stdout + page.stderr
+    assert line(page, "stays-usable").startswith("✓ stays-usable — 10 steps")
+    assert "profile edge, packet engine" in page.stderr
+
+
+def test_what_the_packet_engine_cannot_run_is_refused_before_anything_runs(tmp_path):
+    portal = packet("captive-then-login", "true")
+    assert portal.returncode == 2 and "captive portal" in portal.stderr and "--engine proxy" in portal.stderr
+    suite = run(["test", "--engine", "packet", SCENARIOS, "--", "true"], timeout=60)
+    assert suite.returncode == 2, suite.stdout + suite.stderr
+    assert "captive-then-login.yaml: the packet engine cannot run it" in suite.stderr
+    assert "nothing was run" in suite.stderr
+
+
+def test_a_suite_under_the_packet_engine_names_it_in_its_reports(tmp_path):
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    for name in ("backoff-connection-refused", "resume-after-dropout"):
+        text = open(os.path.join(SCENARIOS, name + ".yaml")).read()
+        (folder / (name + ".yaml")).write_text(text)
+    # One scenario asks for the packet engine itself (engine: packet); the other gets it from the flag.
+    path = folder / "resume-after-dropout.yaml"
+    path.write_text("engine: packet\n" + path.read_text())
+    report = tmp_path / "report.json"
+    result = run(["test", "--engine", "packet", str(folder), "--json", str(report), "--seed", "3", "--",
+                  "sh", "-c", 'wget -q --tries=20 --retry-connrefused --waitretry=4 -O "$NETCOND_OUTPUT" "$NETCOND_URL"'],
+                 timeout=150)
+    data = json.loads(report.read_text())
+    engines = {s["name"]: s.get("engine") for s in data["scenarios"]}
+    assert engines == {"backoff-connection-refused": "packet", "resume-after-dropout": "packet"}, result.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("engine: tun\n" + open(os.path.join(SCENARIOS, "hang-forever.yaml")).read())
+    refused = run(["run", str(bad), "--", "true"])
+    assert refused.returncode == 2 and "engine: 'tun' is not an engine; allowed: proxy" in refused.stderr
