@@ -168,7 +168,7 @@ public final class PacketEngine: @unchecked Sendable {
     }
 
     static func decidesNothingPerPacket(_ direction: LinkDirection) -> Bool {
-        direction.bandwidth == nil && direction.loss == .none
+        direction.bandwidth == nil && direction.loss == .none && direction.jitter == .zero && direction.reorder == .zero
     }
 
     /// Stops the thread and unbinds the queues (packets still held are dropped), then removes the

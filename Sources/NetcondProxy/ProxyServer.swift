@@ -387,6 +387,8 @@ public final class ProxyServer: Sendable {
         case .removeFaultsNamed(let name) where !s.rules.plan.rules.contains(where: { $0.fault.name == name }):
             let names = Set(s.rules.plan.rules.compactMap(\.fault.name)).sorted().joined(separator: ", ")
             return ControlAPI.Rejection(status: 404, message: "no fault named '\(name)'; names in force: \(names.isEmpty ? "none" : names)")
+        case .switchProfile(let profile) where profile.streamEngineRefusal != nil:
+            return ControlAPI.Rejection(status: 400, message: profile.streamEngineRefusal!)
         case .captive where s.rules.captive.spec == nil:
             return ControlAPI.Rejection(
                 status: 400,

@@ -110,6 +110,9 @@ public enum ScenarioRunner {
         let session: any RunSession
         switch engine {
         case .proxy:
+            if let refusal = Self.proxyProblem(scenario) {
+                throw ScenarioRunError(description: "\(scenario.file): \(refusal)", exitCode: 2)
+            }
             do {
                 session = try await Session.start(profile: scenario.profile, seed: seed, originContent: scenario.origin)
             } catch {
@@ -259,6 +262,16 @@ public enum ScenarioRunner {
             applied: applied, startup: startup, linkSummary: linkSummary,
             clientOutput: clientOutput
         )
+    }
+
+    /// Why the proxy engine cannot run a scenario: its profile, or one its timeline switches to,
+    /// uses what only the packet engine emulates (nil: it can).
+    public static func proxyProblem(_ scenario: Scenario) -> String? {
+        if let refusal = scenario.profile.streamEngineRefusal { return refusal }
+        for event in scenario.timeline {
+            if case .switchProfile(let profile) = event.action, let refusal = profile.streamEngineRefusal { return refusal }
+        }
+        return nil
     }
 
     /// What of a scenario the packet engine cannot do (empty: it can run it).

@@ -66,6 +66,10 @@ struct ProxyCommand: AsyncParsableCommand {
 
     func run() async throws {
         let profile = resolveProfile(self.profile)
+        if let refusal = profile.streamEngineRefusal {
+            printError("netcond: \(refusal)")
+            throw ExitCode(2)
+        }
         let seed = try self.seed.resolve()
         let latencyHold = self.lowLatency.hold()
         defer { withExtendedLifetime(latencyHold) {} }

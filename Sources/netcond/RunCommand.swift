@@ -98,6 +98,10 @@ struct RunCommand: AsyncParsableCommand {
             try await self.runPacketEngine(profile)
             return
         }
+        if let refusal = profile.streamEngineRefusal {
+            printError("netcond: \(refusal)")
+            throw ExitCode(2)
+        }
         let seed = try self.seed.resolve()
         let latencyHold = self.lowLatency.hold()
         defer { withExtendedLifetime(latencyHold) {} }

@@ -220,6 +220,9 @@ struct TestCommand: AsyncParsableCommand {
             } catch {
                 problems.append(error.description)
             }
+            if (self.engine?.runEngine ?? scenario.engine ?? .proxy) == .proxy, let refusal = ScenarioRunner.proxyProblem(scenario) {
+                problems.append("\(file): \(refusal)")
+            }
             if (self.engine?.runEngine ?? scenario.engine ?? .proxy) == .packet {
                 let unsupported = ScenarioRunner.packetProblems(scenario)
                 if !unsupported.isEmpty {

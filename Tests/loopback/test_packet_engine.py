@@ -403,6 +403,51 @@ down:
     assert bad.returncode == 2 and "--engine packet" in bad.stderr
 
 
+def test_reordering_lets_later_packets_overtake_and_the_proxy_refuses_it(tmp):
+    profile = write_profile(tmp, "reorder", """
+name: reorder
+description: 20 % of packets held back 30 ms
+up:
+  latency: 5ms
+  reorder: {probability: 20%, gap: 30ms}
+  queue: 100 packets
+down:
+  latency: 5ms
+""")
+    sender = (
+        "import socket,sys,time\n"
+        "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+        "for i in range(200):\n"
+        "    s.sendto(str(i).encode(),('127.0.0.1',int(sys.argv[1]))); time.sleep(0.001)\n"
+        "time.sleep(0.3)\n"
+    )
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.bind(("127.0.0.1", 0))
+    receiver.settimeout(0.5)
+    try:
+        result = packet_run(profile, ["python3", "-c", sender, str(receiver.getsockname()[1])])
+        assert result.returncode == 0, result.stderr
+        order = []
+        while True:
+            try:
+                order.append(int(receiver.recv(100)))
+            except socket.timeout:
+                break
+    finally:
+        receiver.close()
+    # Every datagram arrives (no loss), but some after ones sent later: 20 % of 200, give or take.
+    assert sorted(order) == list(range(200)), order
+    # Held back: arrived after a datagram sent later than it.
+    held, highest = 0, -1
+    for n in order:
+        if n < highest:
+            held += 1
+        highest = max(highest, n)
+    assert 15 <= held <= 70, (held, order)
+    refused = run(["run", profile, "--", "true"])
+    assert refused.returncode == 2 and "only the packet engine emulates" in refused.stderr
+
+
 def test_no_proxy_variables_are_set_and_the_engine_is_named(tmp):
     profile = delay_profile(tmp, 1)
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}

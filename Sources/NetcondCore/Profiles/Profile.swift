@@ -100,6 +100,32 @@ public struct Profile: Sendable, Equatable {
         }
     }
 
+    /// What of the profile (its conditions and its schedule's) only the packet engine emulates: the
+    /// stream engine refuses such a profile, naming these.
+    public var packetOnlyFeatures: [String] {
+        var conditions = [self.conditions]
+        conditions += self.schedule?.phases.map(\.conditions) ?? []
+        var seen = Set<String>()
+        var features: [String] = []
+        for condition in conditions {
+            for (name, direction) in [("up", condition.up), ("down", condition.down)] {
+                for key in direction.packetOnlyKeys where seen.insert("\(key) (\(name))").inserted {
+                    features.append("\(key) (\(name))")
+                }
+            }
+        }
+        return features
+    }
+
+    /// Why the stream engine cannot run this profile (nil: it can).
+    public var streamEngineRefusal: String? {
+        let features = self.packetOnlyFeatures
+        guard !features.isEmpty else { return nil }
+        return "profile \(self.name) uses " + features.joined(separator: ", ")
+            + ", which only the packet engine emulates (a proxy carries byte streams, not packets); "
+            + "run it with --engine packet (root), or drop those keys"
+    }
+
     /// True when the profile changes nothing, so a driver may relay without the model.
     public var isPassThrough: Bool {
         self.conditions.isPassThrough && self.schedule == nil && self.stalls == nil && self.setup.isEmpty
@@ -132,6 +158,12 @@ public struct LinkDirection: Sendable, Equatable {
     public var loss: LossSpec
     /// Optional cap per connection, on top of the shared rate.
     public var connectionBandwidth: Bandwidth?
+    /// Packet engine only: the queue counted in packets (`queue: 100 packets`), as router and
+    /// netem queues count, instead of `queue` bytes.
+    public var queuePackets: Int?
+    /// Packet engine only: probability that a packet is held back `reorderGap` and overtaken.
+    public var reorder: Probability
+    public var reorderGap: Span
 
     public init(
         latency: Span = .zero,
@@ -139,7 +171,10 @@ public struct LinkDirection: Sendable, Equatable {
         bandwidth: Bandwidth? = nil,
         queue: ByteCount = LinkDirection.defaultQueue,
         loss: LossSpec = .none,
-        connectionBandwidth: Bandwidth? = nil
+        connectionBandwidth: Bandwidth? = nil,
+        queuePackets: Int? = nil,
+        reorder: Probability = .zero,
+        reorderGap: Span = LinkDirection.defaultReorderGap
     ) {
         self.latency = latency
         self.jitter = jitter
@@ -147,6 +182,19 @@ public struct LinkDirection: Sendable, Equatable {
         self.queue = queue
         self.loss = loss
         self.connectionBandwidth = connectionBandwidth
+        self.queuePackets = queuePackets
+        self.reorder = reorder
+        self.reorderGap = reorderGap
+    }
+
+    public static let defaultReorderGap = Span.milliseconds(10)
+
+    /// What only the packet engine emulates, named as a profile writes it (empty: none).
+    public var packetOnlyKeys: [String] {
+        var keys: [String] = []
+        if self.queuePackets != nil { keys.append("queue in packets") }
+        if self.reorder > .zero { keys.append("reorder") }
+        return keys
     }
 
     public static let defaultQueue = ByteCount(bytes: 64 * 1024)
@@ -160,7 +208,7 @@ public struct LinkDirection: Sendable, Equatable {
 
     public var isPassThrough: Bool {
         self.latency == .zero && self.jitter == .zero && self.bandwidth == nil && self.loss == .none
-            && self.connectionBandwidth == nil
+            && self.connectionBandwidth == nil && self.reorder == .zero
     }
 }
 

@@ -337,7 +337,8 @@ struct ProfileLayer {
 
 /// The keys of one direction (`up:`, `down:` or `link:`) that a file sets.
 struct DirectionLayer {
-    static let keys = ["bandwidth", "latency", "jitter", "queue", "loss", "connection_bandwidth"]
+    static let keys = ["bandwidth", "latency", "jitter", "queue", "loss", "connection_bandwidth", "reorder"]
+    static let reorderKeys = ["probability", "gap"]
     static let lossKeys = ["model", "p", "r", "loss_in_bad", "loss_in_good"]
     static let lossModels = ["gilbert-elliott"]
 
@@ -345,8 +346,10 @@ struct DirectionLayer {
     var jitter: Located<Span>?
     var bandwidth: Located<Bandwidth?>?
     var queue: Located<ByteCount>?
+    var queuePackets: Located<Int>?
     var loss: Located<LossSpec>?
     var connectionBandwidth: Located<Bandwidth?>?
+    var reorder: Located<(Probability, Span)>?
 
     init() {}
 
@@ -375,15 +378,51 @@ struct DirectionLayer {
             self.connectionBandwidth = Located(value: try Self.rate(node), node: node)
         }
         if let node = map["queue"] {
-            let value = try node.unit(ByteCount.parse)
-            guard value <= ByteCount(bytes: 1 << 30) else {
-                throw node.error("\(node.text) is more than 1GB; allowed: mss…1GB (e.g. 64KB)")
+            let text = node.text.trimmingCharacters(in: .whitespaces)
+            if let count = Self.packetCount(text) {
+                guard (1...100_000).contains(count) else {
+                    throw node.error("\(text) is not 1 to 100000 packets; allowed: mss…1GB (e.g. 64KB), or 1…100000 packets (e.g. 100 packets)")
+                }
+                self.queuePackets = Located(value: count, node: node)
+            } else {
+                let value = try node.unit(ByteCount.parse)
+                guard value <= ByteCount(bytes: 1 << 30) else {
+                    throw node.error("\(node.text) is more than 1GB; allowed: mss…1GB (e.g. 64KB), or a count of packets (e.g. 100 packets)")
+                }
+                self.queue = Located(value: value, node: node)
             }
-            self.queue = Located(value: value, node: node)
+        }
+        if let node = map["reorder"] {
+            self.reorder = Located(value: try Self.reorder(node), node: node)
         }
         if let node = map["loss"] {
             self.loss = Located(value: try Self.loss(node), node: node)
         }
+    }
+
+    /// `100 packets` (or `1 packet`): the count, else nil.
+    static func packetCount(_ text: String) -> Int? {
+        let words = text.lowercased().split(separator: " ", omittingEmptySubsequences: true)
+        guard words.count == 2, words[1] == "packets" || words[1] == "packet" else { return nil }
+        return Int(words[0])
+    }
+
+    /// `reorder: 1%`, or `{probability: 1%, gap: 20ms}`: how often a packet is held back, and by how much.
+    private static func reorder(_ node: ConfigNode) throws(ConfigError) -> (Probability, Span) {
+        if case .mapping = node.node {
+            let map = try node.mapping(allowedKeys: Self.reorderKeys, expecting: "{probability: 1%, gap: 10ms}")
+            let probability = try map.required("probability", meaning: "how often a packet is held back, e.g. 1%")
+                .unit(Probability.parse)
+            var gap = LinkDirection.defaultReorderGap
+            if let gapNode = map["gap"] {
+                gap = try gapNode.unit(Span.parse)
+                guard gap > .zero, gap <= .seconds(Int64(10)) else {
+                    throw gapNode.error("\(gapNode.text) is not above 0 and at most 10s; allowed: 1ms…10s (e.g. 10ms)")
+                }
+            }
+            return (probability, gap)
+        }
+        return (try node.unit(Probability.parse), LinkDirection.defaultReorderGap)
     }
 
     private static func rate(_ node: ConfigNode) throws(ConfigError) -> Bandwidth? {
@@ -439,7 +478,15 @@ struct DirectionLayer {
         if let latency = self.latency { result.latency = latency }
         if let jitter = self.jitter { result.jitter = jitter }
         if let bandwidth = self.bandwidth { result.bandwidth = bandwidth }
-        if let queue = self.queue { result.queue = queue }
+        if let queue = self.queue {
+            result.queue = queue
+            result.queuePackets = nil
+        }
+        if let packets = self.queuePackets {
+            result.queuePackets = packets
+            result.queue = nil
+        }
+        if let reorder = self.reorder { result.reorder = reorder }
         if let loss = self.loss { result.loss = loss }
         if let connectionBandwidth = self.connectionBandwidth { result.connectionBandwidth = connectionBandwidth }
         return result
@@ -533,7 +580,10 @@ struct EffectiveLayer {
             bandwidth: layer.bandwidth?.value ?? nil,
             queue: layer.queue?.value ?? LinkDirection.defaultQueue,
             loss: layer.loss?.value ?? LossSpec.none,
-            connectionBandwidth: layer.connectionBandwidth?.value ?? nil
+            connectionBandwidth: layer.connectionBandwidth?.value ?? nil,
+            queuePackets: layer.queuePackets?.value,
+            reorder: layer.reorder?.value.0 ?? .zero,
+            reorderGap: layer.reorder?.value.1 ?? LinkDirection.defaultReorderGap
         )
     }
 }

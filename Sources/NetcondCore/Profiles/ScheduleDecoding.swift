@@ -191,6 +191,12 @@ extension DirectionLayer {
                 )
             }
             result.queue = queue.value
+            result.queuePackets = nil
+        }
+        if let packets = self.queuePackets { result.queuePackets = packets.value }
+        if let reorder = self.reorder {
+            result.reorder = reorder.value.0
+            result.reorderGap = reorder.value.1
         }
         if let loss = self.loss { result.loss = loss.value }
         if let connectionBandwidth = self.connectionBandwidth {

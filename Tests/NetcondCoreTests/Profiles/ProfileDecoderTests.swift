@@ -87,6 +87,38 @@ import Testing
         ))
     }
 
+    @Test func packetOnlyKeysDecodeAndAreNamedForTheStreamEngine() throws {
+        let profile = try ProfileDecoder().decode(yaml: """
+            name: p
+            down:
+              queue: 50 packets
+              reorder: {probability: 5%, gap: 15ms}
+            up:
+              reorder: 1%
+            schedule:
+              phases:
+                - {for: 1s}
+                - {for: 1s, link: {queue: 64KB}}
+            """, file: Self.file)
+        #expect(profile.down.queuePackets == 50)
+        #expect(profile.down.reorder == Probability(0.05) && profile.down.reorderGap == .milliseconds(15))
+        #expect(profile.up.reorder == Probability(0.01) && profile.up.reorderGap == LinkDirection.defaultReorderGap)
+        // A phase that sets queue in bytes replaces the packet count.
+        #expect(profile.schedule?.phases[1].conditions.down.queuePackets == nil)
+        #expect(profile.packetOnlyFeatures == ["reorder (up)", "queue in packets (down)", "reorder (down)"])
+        #expect(profile.streamEngineRefusal?.contains("--engine packet") == true)
+        #expect(PacketImpairments(profile.down).queue == .packets(50))
+        #expect(try ProfileDecoder().decode(yaml: "name: q\ndown: {queue: 64KB}", file: Self.file).streamEngineRefusal == nil)
+    }
+
+    @Test func packetOnlyKeysRefuseBadValues() {
+        self.expectError("down:\n  queue: 0 packets", at: 2, 10, keyPath: "down.queue", containing: ["1…100000 packets"])
+        self.expectError("down:\n  queue: lots packets", at: 2, 10, keyPath: "down.queue", containing: ["packets"])
+        self.expectError("down:\n  reorder: {probability: 1%, gap: 0ms}", at: 2, 35, keyPath: "down.reorder.gap", containing: ["1ms…10s"])
+        self.expectError("down:\n  reorder: {gap: 5ms}", at: 2, 12, keyPath: "down.reorder.probability", containing: ["missing"])
+        self.expectError("down:\n  reorder: 120%", at: 2, 12, keyPath: "down.reorder", containing: ["%"])
+    }
+
     @Test func defaultsAndNameFromFile() throws {
         let profile = try ProfileDecoder().decode(yaml: "down: {latency: 100ms}\n", file: "some/dir/my-link.yaml")
         #expect(profile.name == "my-link")

@@ -108,7 +108,8 @@ public struct PacketImpairments: Sendable, Equatable {
     public init(_ direction: LinkDirection) {
         self.init(
             latency: direction.latency, jitter: direction.jitter, rate: direction.bandwidth,
-            queue: .bytes(direction.queue), loss: direction.loss)
+            queue: direction.queuePackets.map { .packets($0) } ?? .bytes(direction.queue), loss: direction.loss,
+            reorder: direction.reorder, reorderGap: direction.reorderGap)
     }
 }
 
