@@ -191,10 +191,7 @@ struct TCPFlowTable {
         if self.flows[key] == nil {
             guard header.flags & TCPHeader.syn != 0, header.flags & TCPHeader.ackFlag == 0 else { return false }
             if self.flows.count >= Self.limit { self.forgetIdle(now: now) }
-            let record = PacketFlowRecord(
-                version: key.version, cagePort: key.cagePort, farAddress: key.far.bytes(count: key.version == 6 ? 16 : 4),
-                farPort: key.farPort, fromCage: up, startedAt: now, syns: 0)
-            self.flows[key] = Flow(lastSeen: now, record: record)
+            self.flows[key] = Flow(lastSeen: now, record: Self.record(key, fromCage: up, at: now, syns: 0))
             started = true
         }
         self.flows[key]!.lastSeen = now
@@ -213,6 +210,12 @@ struct TCPFlowTable {
 
     /// Connections followed now.
     var count: Int { self.flows.count }
+
+    private static func record(_ key: FlowKey, fromCage: Bool, at now: Instant, syns: Int = 1) -> PacketFlowRecord {
+        PacketFlowRecord(
+            version: key.version, cagePort: key.cagePort, farAddress: key.far.bytes(count: key.version == 6 ? 16 : 4),
+            farPort: key.farPort, fromCage: fromCage, startedAt: now, syns: syns)
+    }
 
     /// A packet the link delivered (accepted): its sequence space reached the other side.
     mutating func delivered(_ header: TCPHeader, up: Bool) {
@@ -274,10 +277,7 @@ struct TCPFlowTable {
     mutating func refusedByLink(_ header: TCPHeader, at now: Instant) {
         let key = FlowKey(header, up: true)
         if self.flows[key] == nil {
-            let record = PacketFlowRecord(
-                version: key.version, cagePort: key.cagePort, farAddress: key.far.bytes(count: key.version == 6 ? 16 : 4),
-                farPort: key.farPort, fromCage: true, startedAt: now)
-            self.flows[key] = Flow(lastSeen: now, record: record)
+            self.flows[key] = Flow(lastSeen: now, record: Self.record(key, fromCage: true, at: now))
         } else {
             self.flows[key]!.record.syns += 1
         }

@@ -120,12 +120,29 @@ struct RunCommand: AsyncParsableCommand {
         }
         if let warning = session.trust.warning, !quiet { printError(warning) }
         let environment = session.childEnvironment(base: currentEnvironment())
+        let status = try await self.runCommand { () throws(ChildProcessError) in
+            try ChildProcess.spawn(self.command, environment: environment)
+        } cleanUp: {
+            await session.stop()
+        }
+        if !self.quiet { printError(await session.summaryLine()) }
+        await session.stop()
+        throw ExitCode(status.shellCode)
+    }
+}
+
+extension RunCommand {
+    /// Starts the command (`spawn`), passes netcond's signals on to its group, and waits for it to
+    /// end. When it cannot start, `cleanUp` runs and netcond exits as a shell would (127, 126).
+    func runCommand(
+        _ spawn: () throws(ChildProcessError) -> ChildProcess, cleanUp: () async -> Void
+    ) async throws -> ExitStatus {
         let signals = SignalForwarder()
         let child: ChildProcess
         do {
-            child = try ChildProcess.spawn(self.command, environment: environment)
+            child = try spawn()
         } catch {
-            await session.stop()
+            await cleanUp()
             printError("netcond: \(error.description)")
             throw ExitCode(error.exitCode)
         }
@@ -136,9 +153,7 @@ struct RunCommand: AsyncParsableCommand {
         }
         let status = await child.wait()
         signals.stop()
-        if !self.quiet { printError(await session.summaryLine()) }
-        await session.stop()
-        throw ExitCode(status.shellCode)
+        return status
     }
 }
 
@@ -197,23 +212,12 @@ extension RunCommand {
             printError("netcond: \(error)")
             throw ExitCode(3)
         }
-        let signals = SignalForwarder()
-        let child: ChildProcess
-        do {
-            child = try session.spawn(self.command, environment: environment)
-        } catch {
+        let status = try await self.runCommand { () throws(ChildProcessError) in
+            try session.spawn(self.command, environment: environment)
+        } cleanUp: {
             await control.stop()
             await session.stop()
-            printError("netcond: \(error.description)")
-            throw ExitCode(error.exitCode)
         }
-        signals.forward(to: child) { signal in
-            let program = TerminalText.escaped(self.command[0])
-            printError("netcond: \(program) still running \(Int(SignalForwarder.killGrace)) s after "
-                + "\(signalName(signal)): killed (SIGKILL to its process group)")
-        }
-        let status = await child.wait()
-        signals.stop()
         await control.stop()
         await session.stop()
         if !self.quiet { printError("netcond: " + packetSummaryText(profile: profile.name, seed: seed, session.summary())) }
