@@ -19,9 +19,10 @@ import Glibc
 /// due, waiting in between with a nanosecond timer. A packet stays in the kernel until its verdict:
 /// the engine keeps only its number.
 ///
-/// GSO: a direction whose link decides nothing per packet (no rate, no loss) takes a TCP send of
-/// many segments whole, one verdict for all (they would cross an unlimited link together anyway);
-/// otherwise the kernel segments it and each 1,500-byte packet has its own fate.
+/// GSO: a direction whose link decides nothing per packet (no rate, loss, jitter or reordering)
+/// takes a TCP send of many segments whole, one verdict for all (they would cross an unlimited
+/// link together anyway); otherwise, and whenever a capture is written, the kernel segments it and
+/// each 1,500-byte packet has its own fate.
 public final class PacketEngine: @unchecked Sendable {
     public let profile: Profile
     public let seed: UInt64

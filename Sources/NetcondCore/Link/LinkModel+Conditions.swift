@@ -113,7 +113,7 @@ extension LinkModel {
                 side.delay.reconfigure(latency: spec.latency, jitter: spec.jitter)
                 side.capRate = self.capRate(for: spec, tcp: side.tcp)
                 side.window.retarget(
-                    mss: self.link(side.direction).unitSize,
+                    mss: self.link(side.direction).mss,
                     bandwidth: spec.pathRate,
                     baseRTT: conditions.baseRTT
                 )

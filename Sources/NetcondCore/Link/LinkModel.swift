@@ -335,7 +335,10 @@ public final class LinkModel {
         }
         let link = self.link(side.direction)
         while side.unsent > 0 {
-            let size = min(link.unitSize, side.unsent)
+            // Units are up to 64 KB where nothing is decided per segment, but the window counts
+            // real segments (slow start begins at 10 of them): a unit never exceeds the room left.
+            let room = max(Int(side.window.allowance) - side.inflight, link.mss)
+            let size = min(link.unitSize, side.unsent, room)
             if side.inflight > 0 && Double(side.inflight + size) > side.window.allowance { break }
             // The receiver buffers what arrived behind a hole; its window bounds everything sent
             // but not yet delivered in order (and so the memory a connection can hold).
@@ -589,7 +592,7 @@ public final class LinkModel {
         let label: UInt64 = direction == .up ? 1 : 2
         let window = SenderWindow(
             algorithm: self.profile.tcp,
-            mss: link.unitSize,
+            mss: link.mss,
             receiveWindow: Self.receiveWindow,
             bandwidth: spec.pathRate,
             baseRTT: self.conditions.baseRTT

@@ -21,6 +21,20 @@ import Testing
         #expect(sim.deliveries == [Delivery(flow: flow, direction: .up, bytes: 100, at: .ms(110))])
     }
 
+    @Test func aLatencyOnlyLinkStillStartsSlowlyInSegments() {
+        // No rate, no loss: bytes move in large units, but slow start begins at 10 segments and
+        // doubles each round trip (200 ms), as real TCP does: 1 MB takes 7 windows, not 2.
+        var sim = LinkSimulation(.test(latency: .milliseconds(100)))
+        let flow = sim.model.openFlow(at: .zero)
+        sim.model.send(flow, .down, bytes: 1_000_000, at: .zero)
+        sim.run(until: .s(5))
+        let firstWindow = sim.deliveries.filter { $0.at <= .ms(100) }.reduce(0) { $0 + $1.bytes }
+        #expect(firstWindow == 10 * 1460)
+        #expect(sim.deliveries.reduce(0) { $0 + $1.bytes } == 1_000_000)
+        let last = sim.deliveries.map(\.at).max() ?? .zero
+        #expect(last >= .ms(1300) && last <= .ms(1400), "\(last)")
+    }
+
     @Test func serializationCountsHeaderOverhead() {
         // 1460 + 40 bytes at 240 kbit/s take exactly 50 ms.
         var sim = LinkSimulation(.test(latency: .milliseconds(400), bandwidth: .kbit(240)))
