@@ -4,8 +4,9 @@
 Usage (normally called by scripts/bench):
   bench.py run --binary PATH --tmp DIR --pidfile FILE --out bench-results.md --command "..."
   bench.py serve                       test servers (echo + bulk source) in their own process
-  bench.py client pingpong|download    item 9's clients (run as the command of `netcond run --engine
+  bench.py client pingpong|download|udp  item 9's clients (run as the command of `netcond run --engine
                                        packet`, or directly): --port P ...; print one JSON object
+  bench.py udpecho --n N               9e's UDP echo server: prints {"port": P}, its counts when stdin closes
 
 Every process this starts is put in its own process group, recorded in --pidfile (so the bash
 trap can kill it even if this process is killed), and stopped in a finally block. Every socket has
@@ -21,6 +22,7 @@ import selectors
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import threading
@@ -1617,12 +1619,18 @@ def packet_profile(h, name, down, up):
 
 def item_packet(h, t, srv):
     name = "9. packet engine"
+    subs = [("9a", "throughput", packet_throughput), ("9b", "added RTT", packet_overhead),
+            ("9c", "100ms each way", packet_latency), ("9d", "rate", packet_rate), ("9e", "UDP", packet_udp)]
+    # `--only 9` runs them all; `--only 9b,9e` only those.
+    only = getattr(h, "only", None)
+    if only and "9" not in only:
+        subs = [s for s in subs if s[0] in only]
     why = packet_missing()
     if why:
-        for sub in ("9a throughput", "9b added RTT", "9c 100ms each way", "9d rate"):
-            t.add(f"{name}: {sub}", f"skipped: {why}", "-", "INFO")
+        for key, what, _ in subs:
+            t.add(f"{name}: {key} {what}", f"skipped: {why}", "-", "INFO")
         return
-    for fn in (packet_throughput, packet_overhead, packet_latency, packet_rate):
+    for _, _, fn in subs:
         try:
             fn(h, t, srv)
         except KeyboardInterrupt:
@@ -1822,11 +1830,258 @@ def packet_rate(h, t, srv):
                    "no layer-2 overhead).")
 
 
+# 9e: UDP at 1,000 datagrams/s. Each datagram (UDP_SIZE bytes) starts with UDP_HEAD: sequence number,
+# the client's send time, the echo server's receive and send times (CLOCK_MONOTONIC, ns, the same
+# clock in every process of this host). Stamps are taken in user space, just before sendto and just
+# after recvfrom: on loopback netcond holds both directions on input, after the kernel's receive
+# stamp (SO_TIMESTAMPNS) is taken, so a kernel stamp would predate the emulated delay.
+UDP_HEAD = struct.Struct("!Iqqq")
+UDP_SIZE = 100
+UDP_LATENCY_MS = 50.0  # each way
+UDP_LOSS_UP, UDP_LOSS_DOWN = 1.0, 2.0  # percent; different so that a swapped direction shows
+
+
+def delay_stats(ns_values, base_ms):
+    """{min, p50, p99, max} of `ns_values` in ms, minus `base_ms`; None when empty."""
+    if not ns_values:
+        return None
+    ms = sorted(v / 1e6 - base_ms for v in ns_values)
+    return {"n": len(ms), "min": ms[0], "p50": pct(ms, 50), "p99": pct(ms, 99), "max": ms[-1]}
+
+
+def udp_echo(n, deadline):
+    """`bench.py udpecho`: the 9e server, outside netcond. Echoes each datagram with its receive and
+    send times written in; counts what arrived (sequence numbers < n). Prints {"port": P}, then, when
+    stdin closes (or after `deadline` seconds), one JSON object with the counts and the one-way up
+    delays (its receive time - the client's send time)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    sock.bind(("127.0.0.1", 0))
+    sock.setblocking(False)
+    print(json.dumps({"port": sock.getsockname()[1]}), flush=True)
+    seen = bytearray(n)
+    up_ns = []
+    counts = {"received": 0, "duplicates": 0, "foreign": 0, "echoed": 0, "echo_errors": 0}
+    sel = selectors.DefaultSelector()
+    sel.register(sock, selectors.EVENT_READ, "udp")
+    sel.register(sys.stdin, selectors.EVENT_READ, "stdin")
+    end = time.monotonic() + deadline
+    done = False
+    while not done and time.monotonic() < end:
+        for key, _ in sel.select(timeout=0.5):
+            if key.data == "stdin":
+                if not os.read(sys.stdin.fileno(), 4096):
+                    done = True
+                continue
+            for _ in range(256):
+                try:
+                    data, addr = sock.recvfrom(2048)
+                except (BlockingIOError, InterruptedError):
+                    break
+                now = time.monotonic_ns()
+                if len(data) < UDP_HEAD.size:
+                    counts["foreign"] += 1
+                    continue
+                seq, sent, _, _ = UDP_HEAD.unpack_from(data)
+                if seq >= n:
+                    counts["foreign"] += 1
+                    continue
+                if seen[seq]:
+                    counts["duplicates"] += 1
+                else:
+                    seen[seq] = 1
+                    counts["received"] += 1
+                    up_ns.append(now - sent)
+                reply = bytearray(data)
+                UDP_HEAD.pack_into(reply, 0, seq, sent, now, time.monotonic_ns())
+                try:
+                    sock.sendto(reply, addr)
+                    counts["echoed"] += 1
+                except OSError:
+                    counts["echo_errors"] += 1
+    counts["up_ms"] = delay_stats(up_ns, 0.0)
+    counts["closed_by_stdin"] = done
+    print(json.dumps(counts), flush=True)
+
+
+def udp_client(port, rate, seconds, drain, size=UDP_SIZE):
+    """`bench.py client udp`: sends rate x seconds datagrams to 127.0.0.1:port at fixed times
+    (start + i / rate; a late send is not made up by a burst beyond what the schedule owes), reads the
+    echoes meanwhile and for `drain` seconds after the last send. Returns the counts, the round-trip
+    times and the one-way down delays (receive time - the server's send time), in ms."""
+    n = int(rate * seconds)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    sock.connect(("127.0.0.1", port))
+    sock.setblocking(False)
+    payload = bytearray(max(size, UDP_HEAD.size))
+    seen = bytearray(n)
+    rtt_ns, down_ns = [], []
+    counts = {"sent": 0, "send_errors": 0, "received": 0, "duplicates": 0, "foreign": 0}
+    sel = selectors.DefaultSelector()
+    sel.register(sock, selectors.EVENT_READ)
+    start = time.monotonic()
+    first_send = last_send = None
+    behind_max = 0.0
+    i = 0
+    stop_at = start + seconds + drain + 5  # the hard end, even if sends fall behind
+    while True:
+        now = time.monotonic()
+        if now > stop_at or (i >= n and last_send is not None and now > last_send + drain):
+            break
+        while i < n and start + i / rate <= now:
+            behind_max = max(behind_max, now - (start + i / rate))
+            UDP_HEAD.pack_into(payload, 0, i, time.monotonic_ns(), 0, 0)
+            try:
+                sock.send(payload)
+                counts["sent"] += 1
+            except OSError:
+                counts["send_errors"] += 1
+            last_send = time.monotonic()
+            if first_send is None:
+                first_send = last_send
+            i += 1
+            now = time.monotonic()
+        wait = (start + i / rate - now) if i < n else (last_send + drain - now)
+        if sel.select(timeout=max(0.0, min(wait, 0.1))):
+            for _ in range(256):
+                try:
+                    data = sock.recv(2048)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:  # e.g. ECONNREFUSED from an ICMP port unreachable
+                    counts["foreign"] += 1
+                    break
+                got = time.monotonic_ns()
+                if len(data) < UDP_HEAD.size:
+                    counts["foreign"] += 1
+                    continue
+                seq, sent, _, echoed = UDP_HEAD.unpack_from(data)
+                if seq >= n or not sent or not echoed:
+                    counts["foreign"] += 1
+                    continue
+                if seen[seq]:
+                    counts["duplicates"] += 1
+                    continue
+                seen[seq] = 1
+                counts["received"] += 1
+                rtt_ns.append(got - sent)
+                down_ns.append(got - echoed)
+    sock.close()
+    span = (last_send - first_send) if counts["sent"] > 1 else 0.0
+    counts.update({
+        "planned": n, "send_span_s": span, "send_rate": (counts["sent"] - 1) / span if span else 0.0,
+        "send_behind_max_ms": behind_max * 1e3,
+        "rtt_ms": delay_stats(rtt_ns, 0.0), "down_ms": delay_stats(down_ns, 0.0),
+    })
+    return counts
+
+
+def read_json_line(proc, timeout):
+    """The first line `proc` prints on stdout (a pipe), as JSON."""
+    line = b""
+    deadline = time.monotonic() + timeout
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    try:
+        while not line.endswith(b"\n") and time.monotonic() < deadline:
+            if sel.select(timeout=0.5):
+                chunk = os.read(proc.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                line += chunk
+    finally:
+        sel.close()
+    if not line.endswith(b"\n"):
+        raise RuntimeError(f"no start-up line in {timeout:.0f} s (got {line[:200]!r})")
+    return json.loads(line.decode())
+
+
+def packet_udp(h, t, srv):
+    """UDP through the packet engine: `bench.py client udp` (1,000 datagrams/s for 30 s) as netcond's
+    command, the bench's UDP echo server outside it. Loss up (what the server got), loss down (what
+    came back of what the server echoed), one-way delays both ways and the round trip."""
+    name = "9e. packet engine UDP"
+    rate, seconds, drain = 1000, 30, 1.5
+    n = rate * seconds
+    lat = UDP_LATENCY_MS
+    prof = packet_profile(h, "pkt-udp", {"latency": f"{lat:.0f}ms", "loss": f"{UDP_LOSS_DOWN:g}%"},
+                          {"latency": f"{lat:.0f}ms", "loss": f"{UDP_LOSS_UP:g}%"})
+    server = h.spawn([sys.executable, os.path.abspath(__file__), "udpecho", "--n", str(n),
+                      "--deadline", str(seconds + 60)], "udp-echo-9e", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    run = None
+    try:
+        port = read_json_line(server, 10)["port"]
+        argv = client_argv("udp", "--port", port, "--rate", rate, "--seconds", seconds, "--drain", drain)
+        run = PacketRun(h, prof, argv, "pkt-udp", timeout=seconds + drain + 25)
+        data = client_result(run.json_out(), "udp client")
+        try:
+            out, _ = server.communicate(timeout=10)  # closes its stdin: it prints its counts and exits
+        except subprocess.TimeoutExpired:
+            raise TimeoutError("the UDP echo server did not report in 10 s")
+        lines = [l for l in out.decode(errors="replace").splitlines() if l.startswith("{\"received\"")]
+        if not lines:
+            raise RuntimeError(f"the UDP echo server printed no counts (exit {server.returncode})")
+        sd = json.loads(lines[-1])
+    finally:
+        h.stop(server)
+    sent, got_up, echoed, got_down = data["sent"], sd["received"], sd["echoed"], data["received"]
+    if not sent or not echoed:
+        raise RuntimeError(f"nothing crossed: sent {sent}, server received {got_up}, echoed {echoed}; "
+                           f"{run.summary}")
+    miss_up, miss_down = sent - got_up, echoed - got_down
+    loss_up, loss_down = miss_up / sent * 100, miss_down / echoed * 100
+    pace = (f"{sent} sent in {data['send_span_s']:.2f} s = {data['send_rate']:.0f}/s"
+            + (f", {data['send_errors']} send errors" if data["send_errors"] else ""))
+    for label, loss, ref, missed, of in (("up (client -> server)", loss_up, UDP_LOSS_UP, miss_up, "sent"),
+                                         ("down (server echo -> client)", loss_down, UDP_LOSS_DOWN, miss_down,
+                                          "echoed")):
+        t.add(f"{name}: loss {label}, profile {ref:g} %",
+              f"{loss:.2f} % ({missed} of {sent if of == 'sent' else echoed} {of}; {pace})",
+              f"{ref:g} % +/- 0.5 pt", "PASS" if abs(loss - ref) <= 0.5 else "FAIL")
+    rt_expected = (1 - (1 - UDP_LOSS_UP / 100) * (1 - UDP_LOSS_DOWN / 100)) * 100
+    t.add(f"{name}: round-trip loss (echoes missing of sent)", f"{(sent - got_down) / sent * 100:.2f} % "
+          f"(expected 1 - 0.99 x 0.98 = {rt_expected:.2f} %)", "(report)", "INFO")
+    for label, st, base in ((f"one-way up - {lat:.0f}ms", sd.get("up_ms"), lat),
+                            (f"one-way down - {lat:.0f}ms", data.get("down_ms"), lat),
+                            (f"RTT - {2 * lat:.0f}ms", data.get("rtt_ms"), 2 * lat)):
+        if not st:
+            t.add(f"{name}: {label}", "no samples", "min >= 0 ms", "FAIL")
+            continue
+        t.add(f"{name}: {label} min (never early)", f"{st['min'] - base:.3f} ms ({st['n']} samples)",
+              "min >= 0 ms", "PASS" if st["min"] - base >= 0 else "FAIL")
+        t.add(f"{name}: {label} p50 / p99 / max",
+              f"{st['p50'] - base:.3f} / {st['p99'] - base:.3f} / {st['max'] - base:.3f} ms", "(report)", "INFO")
+    # netcond's own counts: every datagram offered up, every echo offered down, and its losses are
+    # exactly what the two receivers missed (anything else vanished outside the emulated link).
+    match = (run.up_packets == sent and run.down_packets == echoed and run.lost == miss_up + miss_down
+             and not run.kernel_drops)
+    t.add(f"{name}: netcond's summary vs the receivers",
+          f"{run.evidence()}; receivers missed {miss_up} up + {miss_down} down = {miss_up + miss_down}; "
+          f"{sent} sent, {echoed} echoed"
+          + (f"; duplicates {sd['duplicates']} up / {data['duplicates']} down" if sd["duplicates"] or data["duplicates"]
+             else "") + f"; sends up to {data['send_behind_max_ms']:.1f} ms behind schedule",
+          "up = sent, down = echoed, lost = missed", "PASS" if match else "FAIL")
+    t.notes.append(f"9e: `bench.py client udp` as the command of `netcond run --engine packet` with "
+                   f"`down: {{latency: {lat:.0f}ms, loss: {UDP_LOSS_DOWN:g}%}}, up: {{latency: {lat:.0f}ms, loss: "
+                   f"{UDP_LOSS_UP:g}%}}` (Bernoulli loss, no rate; the two losses differ so that a swapped direction "
+                   f"shows): {n} datagrams of {UDP_SIZE} bytes at {rate}/s for {seconds} s (fixed send times) to the "
+                   f"bench's UDP echo server (`bench.py udpecho`, outside netcond, 127.0.0.1), then {drain} s for the "
+                   f"last echoes. Loss up = 1 - server received / client sent, against up's {UDP_LOSS_UP:g} %; loss "
+                   f"down = 1 - client received / server echoed, against down's {UDP_LOSS_DOWN:g} % (the round trip "
+                   f"compounds both, reported only). Delays from CLOCK_MONOTONIC stamps in the datagram, taken in user "
+                   f"space just before send and just after receive (so they can only add time): one-way up = server "
+                   f"receive - client send, one-way down = client receive - server send, RTT = client receive - "
+                   f"client send; 'never early' = min >= the emulated delay. The last row checks netcond's summary "
+                   f"line: up packets = datagrams sent, down packets = echoes sent, packets lost = what the two "
+                   f"receivers missed.")
+
+
 def client(argv):
-    """`bench.py client pingpong|download ...`: the clients of item 9, run as the command of
+    """`bench.py client pingpong|download|udp ...`: the clients of item 9, run as the command of
     `netcond run --engine packet` (or directly); print one JSON object on stdout."""
     ap = argparse.ArgumentParser(prog="bench.py client")
-    ap.add_argument("what", choices=["pingpong", "download"])
+    ap.add_argument("what", choices=["pingpong", "download", "udp"])
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=1)
@@ -1834,6 +2089,9 @@ def client(argv):
     ap.add_argument("--deadline", type=float, default=60.0, help="seconds for the whole exchange")
     ap.add_argument("--total", type=float, default=10.0)
     ap.add_argument("--skip", type=float, default=1.0)
+    ap.add_argument("--rate", type=float, default=1000.0, help="udp: datagrams per second")
+    ap.add_argument("--seconds", type=float, default=30.0, help="udp: how long to send")
+    ap.add_argument("--drain", type=float, default=1.5, help="udp: seconds to wait for echoes after the last send")
     a = ap.parse_args(argv)
     try:
         if a.what == "pingpong":
@@ -1841,6 +2099,8 @@ def client(argv):
             rtts, first = pingpong(a.port, a.n, size=a.size, warmup=a.warmup,
                                    deadline=time.monotonic() + a.deadline, stats=stats)
             print(json.dumps({"rtts": rtts, "first": first, "client_retrans": stats.get("retrans")}), flush=True)
+        elif a.what == "udp":
+            print(json.dumps(udp_client(a.port, a.rate, a.seconds, a.drain, size=a.size)), flush=True)
         else:
             res = {}
             download(a.port, a.total, a.skip, res, "a")
@@ -1890,8 +2150,11 @@ def run(args):
             ("9. packet engine", lambda: item_packet(h, t, srv)),
         ]
         only = set(args.only.split(",")) if args.only else None
+        h.only = only
         for label, fn in items:
-            if only and label.split(".")[0] not in only:
+            # An item runs when its number is listed, or one of its sub-items (9e for 9).
+            key = label.split(".")[0]
+            if only and key not in only and not any(o[:-1] == key and o[-1:].isalpha() for o in only):
                 continue
             if h.remaining() < 20:
                 t.add(label, "skipped: time budget", "-", "SKIP")
@@ -1926,6 +2189,9 @@ def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("serve")
+    up = sub.add_parser("udpecho")
+    up.add_argument("--n", type=int, required=True, help="datagrams expected (sequence numbers 0..n-1)")
+    up.add_argument("--deadline", type=float, default=120.0, help="seconds before it reports and exits anyway")
     tp = sub.add_parser("timers")
     tp.add_argument("--hop", type=float, default=0.1)
     r = sub.add_parser("run")
@@ -1936,10 +2202,16 @@ def main():
     r.add_argument("--command", default="scripts/bench")
     r.add_argument("--describe", default="")
     r.add_argument("--budget", type=float, default=780.0, help="seconds for all measurements")
-    r.add_argument("--only", default="", help="comma-separated item numbers, e.g. 1,2,5c,9")
+    r.add_argument("--only", default="", help="comma-separated item numbers, e.g. 1,2,5c,9 (9a..9e: sub-items of 9)")
     args = ap.parse_args()
     if args.cmd == "timers":
         timers(args.hop)
+    elif args.cmd == "udpecho":
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        try:
+            udp_echo(args.n, args.deadline)
+        except KeyboardInterrupt:
+            pass
     elif args.cmd == "serve":
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
