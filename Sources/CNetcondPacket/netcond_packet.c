@@ -371,7 +371,8 @@ static uint16_t checksum_fold(uint32_t sum) {
 }
 
 int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_port, const uint8_t *destination,
-                 uint16_t destination_port, uint32_t seq, uint32_t ack, int with_ack) {
+                 uint16_t destination_port, uint32_t seq, uint32_t ack, int with_ack, uint8_t *copy,
+                 uint32_t *copy_length) {
     uint8_t packet[60];
     memset(packet, 0, sizeof packet);
     size_t address_length = version == 6 ? 16 : 4;
@@ -403,6 +404,10 @@ int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_por
         memcpy(packet + 24, destination, 16);
         struct sockaddr_in6 to = {.sin6_family = AF_INET6};
         memcpy(&to.sin6_addr, destination, 16);
+        if (copy != NULL) {
+            memcpy(copy, packet, ip_length + 20);
+            *copy_length = (uint32_t)(ip_length + 20);
+        }
         return sendto(fd, packet, ip_length + 20, 0, (struct sockaddr *)&to, sizeof to) < 0 ? -errno : 0;
     }
     packet[0] = 0x45;
@@ -416,6 +421,10 @@ int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_por
     memcpy(packet + 10, &ip_check, 2);
     struct sockaddr_in to = {.sin_family = AF_INET};
     memcpy(&to.sin_addr, destination, 4);
+    if (copy != NULL) {
+        memcpy(copy, packet, ip_length + 20);
+        *copy_length = (uint32_t)(ip_length + 20);
+    }
     return sendto(fd, packet, ip_length + 20, 0, (struct sockaddr *)&to, sizeof to) < 0 ? -errno : 0;
 }
 
@@ -568,9 +577,10 @@ void ncq_capture_flush(ncq_capture *capture) { (void)capture; }
 void ncq_capture_close(ncq_capture *capture) { (void)capture; }
 int ncq_raw_open(int version, uint32_t mark) { (void)version; (void)mark; return -ENOSYS; }
 int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_port, const uint8_t *destination,
-                 uint16_t destination_port, uint32_t seq, uint32_t ack, int with_ack) {
+                 uint16_t destination_port, uint32_t seq, uint32_t ack, int with_ack, uint8_t *copy,
+                 uint32_t *copy_length) {
     (void)fd; (void)version; (void)source; (void)source_port; (void)destination; (void)destination_port;
-    (void)seq; (void)ack; (void)with_ack;
+    (void)seq; (void)ack; (void)with_ack; (void)copy; (void)copy_length;
     return -ENOSYS;
 }
 

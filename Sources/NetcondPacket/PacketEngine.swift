@@ -438,8 +438,17 @@ public final class PacketEngine: @unchecked Sendable {
             let fd = key.version == 6 ? self.raw6 : self.raw4
             let (source, sourcePort, destination, destinationPort) =
                 next.towardCage ? (far, key.farPort, cage, key.cagePort) : (cage, key.cagePort, far, key.farPort)
-            let result = ncq_send_rst(fd, Int32(key.version), source, sourcePort, destination, destinationPort, seq, ack, next.answering == nil ? 0 : 1)
-            if result != 0 { self.working.resetsNotSent += 1 }
+            var copy = [UInt8](repeating: 0, count: 60)
+            var copied: UInt32 = 0
+            let result = ncq_send_rst(
+                fd, Int32(key.version), source, sourcePort, destination, destinationPort, seq, ack,
+                next.answering == nil ? 0 : 1, &copy, &copied)
+            if result != 0 {
+                self.working.resetsNotSent += 1
+            } else if let capture = self.capture {
+                // The reset crossed the link (it was timed as if it had): it is in the capture.
+                capture.write(Array(copy.prefix(Int(copied))), length: copied, delivered: true, atMonotonic: ncq_now())
+            }
         }
     }
 

@@ -317,7 +317,9 @@ schedule:
     server = subprocess.Popen(["python3", "-c", TRICKLE_SERVER], stdout=subprocess.PIPE, text=True)
     try:
         port = int(server.stdout.readline())
-        result = packet_run(profile, ["python3", "-c", TRICKLE_CLIENT, str(port)])
+        capture = os.path.join(tmp, "resets.pcap")
+        result = run(["run", "--engine", "packet", "--seed", "3", "--pcap", capture, profile, "--",
+                      "python3", "-c", TRICKLE_CLIENT, str(port)], timeout=120)
         assert result.returncode == 0, result.stderr
         # The client's connection gets a real RST (ECONNRESET, not a close), and so does the server's.
         assert "cut: ConnectionResetError" in result.stdout, result.stdout
@@ -327,6 +329,12 @@ schedule:
         refused = re.search(r"reconnect: ConnectionRefusedError ([\d.]+)", result.stdout)
         assert refused and 0.1 <= float(refused.group(1)) < 1.0, result.stdout
         assert "1 connection cut by the link" in result.stderr and "1 connection refused" in result.stderr
+        # netcond's own resets are in the capture: one to each end for the cut, RST|ACK for the refusal.
+        if shutil.which("tcpdump"):
+            lines = subprocess.run(["tcpdump", "-nn", "-r", capture], capture_output=True, text=True).stdout.splitlines()
+            assert sum(f".{port} > " in l and "Flags [R]" in l for l in lines) >= 1, lines
+            assert sum(f"> 127.0.0.1.{port}:" in l and "Flags [R]" in l for l in lines) >= 1, lines
+            assert any("Flags [R.]" in l and ", ack " in l for l in lines), lines
     finally:
         server.kill()
         server.wait(10)

@@ -92,9 +92,11 @@ int ncq_raw_open(int version, uint32_t mark);
 
 /// Sends a TCP RST (with ACK when `with_ack`) from `source`:`source_port` to
 /// `destination`:`destination_port` (4 or 16 address bytes by `version`; ports, seq and ack in host
-/// order), checksums computed. Returns 0 or -errno.
+/// order), checksums computed. When `copy` is not NULL (60 bytes), the packet sent is copied there
+/// and its length stored in `*copy_length`. Returns 0 or -errno.
 int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_port, const uint8_t *destination,
-                 uint16_t destination_port, uint32_t seq, uint32_t ack, int with_ack);
+                 uint16_t destination_port, uint32_t seq, uint32_t ack, int with_ack, uint8_t *copy,
+                 uint32_t *copy_length);
 
 /// A capture file written through libpcap, which is loaded when the first one is opened (no build
 /// dependency: libpcap.so.0.8 or libpcap.so.1 at run time). Raw IP link type (IPv4 and IPv6).
