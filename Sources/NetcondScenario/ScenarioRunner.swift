@@ -104,7 +104,8 @@ public enum ScenarioRunner {
         onStart: (@Sendable (ChildProcess) -> Void)? = nil,
         onEvent: (@Sendable (String) -> Void)? = nil,
         onProgress: (@Sendable (ScenarioProgress) -> Void)? = nil,
-        engine: RunEngine = .proxy
+        engine: RunEngine = .proxy,
+        capture: (delivered: String?, dropped: String?) = (nil, nil)
     ) async throws(ScenarioRunError) -> ScenarioOutcome {
         let began = NIODeadline.now()
         let session: any RunSession
@@ -127,7 +128,8 @@ public enum ScenarioRunner {
                     exitCode: 2)
             }
             do {
-                session = try await PacketSession.start(profile: scenario.profile, seed: seed, originContent: scenario.origin)
+                session = try await PacketSession.start(
+                    profile: scenario.profile, seed: seed, originContent: scenario.origin, capture: capture)
             } catch {
                 throw ScenarioRunError(description: "cannot start: \(error)", exitCode: 3)
             }

@@ -64,20 +64,18 @@ struct RunCommand: AsyncParsableCommand {
         return self.profile
     }
 
+    static let pcapNeedsPacketEngine =
+        "--pcap and --pcap-drops record the packets of the packet engine; add --engine packet "
+        + "(the proxy engine carries streams, not packets)"
+
     func validate() throws {
         if self.command.isEmpty && self.scenarioPath == nil {
             throw ValidationError("no command given after '--' (usage: netcond run PROFILE -- COMMAND [ARGS...])")
         }
         _ = try self.forward.map(parseForward)
-        if self.pcap != nil || self.pcapDrops != nil {
-            if self.engine != .packet {
-                throw ValidationError(
-                    "--pcap and --pcap-drops record the packets of the packet engine; add --engine packet "
-                        + "(the proxy engine carries streams, not packets)")
-            }
-            if self.scenarioPath != nil {
-                throw ValidationError("--pcap and --pcap-drops record profile runs only, not yet scenarios")
-            }
+        // A scenario may ask for the packet engine itself (engine: packet): checked once it is read.
+        if (self.pcap != nil || self.pcapDrops != nil) && self.engine != .packet && self.scenarioPath == nil {
+            throw ValidationError(Self.pcapNeedsPacketEngine)
         }
         if self.engine == .packet {
             if !self.forward.isEmpty {
@@ -247,6 +245,10 @@ extension RunCommand {
             throw ExitCode(error.exitCode)
         }
         let engine = self.engine?.runEngine ?? scenario.engine ?? .proxy
+        if (self.pcap != nil || self.pcapDrops != nil) && engine != .packet {
+            printError("netcond: \(Self.pcapNeedsPacketEngine)")
+            throw ExitCode(2)
+        }
         printError(ScenarioReport.header(scenario, seed: seed, command: command, engine: engine))
         let signals = SignalForwarder()
         let quiet = self.quiet
@@ -269,7 +271,8 @@ extension RunCommand {
                 },
                 onEvent: { line in if !quiet { status.log("netcond: \(line)") } },
                 onProgress: showProgress,
-                engine: engine
+                engine: engine,
+                capture: (self.pcap, self.pcapDrops)
             )
         } catch {
             status.finish()

@@ -6,6 +6,8 @@ reason, without it); every destination is on this host.
 import json
 import os
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -16,8 +18,8 @@ from test_scenarios import CURL, SCENARIOS, WGET, caveat, line
 pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
 
 
-def packet(name, client=None, timeout=150):
-    args = ["run", "--engine", "packet", os.path.join(SCENARIOS, name + ".yaml"), "--seed", "3"]
+def packet(name, client=None, timeout=150, extra=()):
+    args = ["run", "--engine", "packet", *extra, os.path.join(SCENARIOS, name + ".yaml"), "--seed", "3"]
     if client is not None:
         args += ["--", "sh", "-c", client]
     return run(args, timeout=timeout)
@@ -27,7 +29,7 @@ def no_caveats(result):
     assert "⚠ not exact" not in result.stdout, result.stdout
 
 
-def test_a_refused_connection_is_not_retried_by_curl_retry_as_on_a_network():
+def test_a_refused_connection_is_not_retried_by_curl_retry_as_on_a_network(tmp_path):
     """The issue's headline case: through the proxy a refusal is a reset curl may retry; here it is
     ECONNREFUSED, which curl --retry leaves alone (exit 7 at once), so backs-off fails, truly."""
     plain = packet("backoff-connection-refused", 'curl -sS --retry 5 -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
@@ -36,11 +38,18 @@ def test_a_refused_connection_is_not_retried_by_curl_retry_as_on_a_network():
     assert "exit 7" in line(plain, "completes")
     no_caveats(plain)
     assert "--engine packet" in plain.stderr  # the repeat line repeats the engine
+    capture = tmp_path / "run.pcap"
     good = packet("backoff-connection-refused",
-                  'curl -sS --retry 5 --retry-connrefused -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+                  'curl -sS --retry 5 --retry-connrefused -o "$NETCOND_OUTPUT" "$NETCOND_URL"',
+                  extra=["--pcap", str(capture)])
     assert good.returncode == 0, good.stdout + good.stderr
     assert line(good, "backs-off").startswith("✓") and "refused ×3]" in line(good, "backs-off")
     no_caveats(good)
+    # The capture of a scenario run shows the three refusals (SYN, then RST|ACK) and the download.
+    if shutil.which("tcpdump"):
+        lines = subprocess.run(["tcpdump", "-nn", "-r", str(capture)], capture_output=True, text=True).stdout.splitlines()
+        assert sum("Flags [R.]" in l for l in lines) == 3, lines
+        assert any("HTTP/1.1 200" in l for l in lines), lines
 
 
 def test_a_connect_time_out_fires_in_a_blackhole_as_on_a_network():
