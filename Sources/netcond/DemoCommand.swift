@@ -28,6 +28,9 @@ struct DemoCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Print the demo scenario's YAML and exit.")
     var showScenario = false
 
+    @Option(name: .long, help: "proxy (default) or packet (root: the client's own packets cross the link).")
+    var engine: Engine?
+
     @OptionGroup var seed: SeedOption
 
     static func yaml(profile: String) -> String {
@@ -82,10 +85,10 @@ struct DemoCommand: AsyncParsableCommand {
             do {
                 outcome = try await ScenarioRunner.run(
                     scenario, command: run.command, seed: seed, baseEnvironment: currentEnvironment(), echo: .none,
-                    onEvent: { line in print("   netcond: \(line)") })
+                    onEvent: { line in print("   netcond: \(line)") }, engine: self.engine?.runEngine ?? .proxy)
             } catch {
                 printError("netcond: \(error.description)")
-                throw ExitCode(3)
+                throw ExitCode(error.exitCode)
             }
             for line in outcome.clientOutput.tail.split(separator: "\n") where line.hasPrefix("netcond fetch:") {
                 print("   client: " + line.dropFirst("netcond fetch: ".count))

@@ -15,7 +15,7 @@ import Glibc
 struct FetchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fetch",
-        abstract: "GET an http:// URL through $http_proxy and print status, size and timing (a client for tests and the demo).",
+        abstract: "GET an http:// URL through $http_proxy (directly when it is not set) and print status, size and timing (a client for tests and the demo).",
         shouldDisplay: false
     )
 
@@ -34,6 +34,26 @@ struct FetchCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Seconds before the first retry; each further wait doubles.")
     var wait: Double = 0.5
 
+    /// The host and port of `http://host[:port][/...]` (port 80 when none).
+    static func hostPort(ofURL text: String) -> (String, Int)? {
+        guard text.hasPrefix("http://") else { return nil }
+        let rest = text.dropFirst("http://".count)
+        let authority = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        guard !authority.isEmpty else { return nil }
+        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
+            let host = String(authority[authority.index(after: authority.startIndex)..<close])
+            let after = authority[authority.index(after: close)...]
+            if after.isEmpty { return (host, 80) }
+            guard after.hasPrefix(":"), let port = Int(after.dropFirst()), (1...65535).contains(port) else { return nil }
+            return (host, port)
+        }
+        if let colon = authority.lastIndex(of: ":") {
+            guard let port = Int(authority[authority.index(after: colon)...]), (1...65535).contains(port) else { return nil }
+            return (String(authority[..<colon]), port)
+        }
+        return (String(authority), 80)
+    }
+
     func validate() throws {
         if self.resume && self.output == nil { throw ValidationError("--resume needs -o FILE") }
         guard (0...100).contains(self.retries) else { throw ValidationError("--retries must be 0…100, got \(self.retries)") }
@@ -43,14 +63,17 @@ struct FetchCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        guard let proxy = getenv("http_proxy").map({ String(cString: $0) }),
-            let hostPort = proxy.split(separator: "/").last, let colon = hostPort.lastIndex(of: ":"),
-            let port = Int(hostPort[hostPort.index(after: colon)...])
-        else {
-            printError("netcond fetch: http_proxy is not set to http://host:port")
+        // Through the proxy when there is one (netcond run's proxy engine); else to the server itself
+        // (the packet engine sets no proxy: the server takes the absolute-form request as well).
+        let proxy = getenv("http_proxy").map { String(cString: $0) } ?? ""
+        let target = proxy.isEmpty ? Self.hostPort(ofURL: self.url) : Self.hostPort(ofURL: proxy)
+        guard let (host, port) = target else {
+            printError(proxy.isEmpty
+                ? "netcond fetch: '\(self.url)' is not an http://host[:port]/path URL"
+                : "netcond fetch: http_proxy is not set to http://host:port")
             throw ExitCode(2)
         }
-        let fetcher = HTTPFetcher(proxyHost: String(hostPort[..<colon]), proxyPort: port)
+        let fetcher = HTTPFetcher(proxyHost: host, proxyPort: port)
         guard let output = self.output else {
             do {
                 let result = try await fetcher.get(self.url, keepBody: false)

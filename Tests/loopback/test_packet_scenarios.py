@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import run
+from conftest import NETCOND, run
 from test_packet_engine import _missing, clean_host  # noqa: F401  (the fixture checks nothing is left)
 from test_scenarios import CURL, SCENARIOS, WGET, caveat, line
 
@@ -134,3 +134,14 @@ def test_a_suite_under_the_packet_engine_names_it_in_its_reports(tmp_path):
     bad.write_text("engine: tun\n" + open(os.path.join(SCENARIOS, "hang-forever.yaml")).read())
     refused = run(["run", str(bad), "--", "true"])
     assert refused.returncode == 2 and "engine: 'tun' is not an engine; allowed: proxy" in refused.stderr
+
+
+def test_the_demo_under_the_packet_engine_tells_the_clients_apart():
+    demo = run(["demo", "--engine", "packet", "--seed", "3"], timeout=150)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert "edge (packet engine)" in demo.stdout
+    assert "The verdict tells the two clients apart" in demo.stdout
+    # Its client, netcond fetch, goes straight to the server when no proxy is set.
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    bad = subprocess.run([NETCOND, "fetch", "ftp://example.invalid/x"], capture_output=True, text=True, env=env, timeout=30)
+    assert bad.returncode == 2 and "is not an http://host[:port]/path URL" in bad.stderr
