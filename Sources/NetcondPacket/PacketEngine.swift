@@ -344,18 +344,18 @@ public final class PacketEngine: @unchecked Sendable {
             }
             if self.flows.offered(tcp, up: up, at: now) { self.working.connections += 1 }
         }
-        var extra = Span.zero
-        if up { extra = self.setupDelay(packet) }
-        let fates = self.links[direction].offer(bytes: Int(packet.wire_length), at: now)
+        let extra = up ? self.setupDelay(packet, tcp) : .zero
+        // No duplicate can be decided: the profile has no such key yet (it needs an injected copy).
+        let fate = self.links[direction].decide(bytes: Int(packet.wire_length), at: now).fate
         let mark = packet.mark | PacketCage.passedBit
-        switch fates.first {
-        case .dropped(let why)?:
+        switch fate {
+        case .dropped(let why):
             self.drop(packet, bytes)
             switch why {
             case .lost: self.working.directions[direction].lost += segments
             case .queueFull: self.working.directions[direction].queueDrops += segments
             }
-        case .deliver(let at, _)?:
+        case .deliver(let at, _):
             self.working.directions[direction].bytes += Int64(packet.wire_length)
             self.sequence += 1
             let held = HeldPacket(
@@ -368,10 +368,6 @@ public final class PacketEngine: @unchecked Sendable {
             } else {
                 self.accept(held)
             }
-        case nil:
-            self.accept(HeldPacket(
-                at: now, sequence: 0, queue: packet.queue, id: packet.id, mark: mark, tcp: tcp, bytes: bytes,
-                length: packet.length))
         }
     }
 
@@ -453,28 +449,24 @@ public final class PacketEngine: @unchecked Sendable {
     }
 
     /// The profile's extra set-up delays: `connect_delay` on a connection's first SYN, `dns_delay`
-    /// on a query to port 53.
-    private func setupDelay(_ packet: ncq_packet) -> Span {
-        guard packet.payload_length >= 20, let bytes = packet.payload else { return .zero }
+    /// on a query to port 53 (UDP or TCP). A TCP packet's header is already read (`tcp`).
+    private func setupDelay(_ packet: ncq_packet, _ tcp: TCPHeader?) -> Span {
+        if let tcp {
+            if tcp.destinationPort == 53 && self.conditions.dnsDelay > .zero { return self.conditions.dnsDelay }
+            return tcp.isSYN ? self.conditions.connectDelay : .zero
+        }
+        guard self.conditions.dnsDelay > .zero, packet.payload_length >= 28, let bytes = packet.payload else { return .zero }
         let header: Int
-        let proto: UInt8
-        if packet.ip_version == 4 {
+        if packet.ip_version == 4 && bytes[9] == 17 {
             header = Int(bytes[0] & 0x0f) * 4
-            proto = bytes[9]
-        } else if packet.ip_version == 6 {
+        } else if packet.ip_version == 6 && bytes[6] == 17 {
             header = 40
-            proto = bytes[6]
         } else {
             return .zero
         }
-        guard Int(packet.payload_length) >= header + 14 else { return .zero }
+        guard Int(packet.payload_length) >= header + 4 else { return .zero }
         let port = UInt16(bytes[header + 2]) << 8 | UInt16(bytes[header + 3])
-        if (proto == 17 || proto == 6) && port == 53 && self.conditions.dnsDelay > .zero { return self.conditions.dnsDelay }
-        if proto == 6 {
-            let flags = bytes[header + 13]
-            if flags & 0x02 != 0 && flags & 0x10 == 0 { return self.conditions.connectDelay }
-        }
-        return .zero
+        return port == 53 ? self.conditions.dnsDelay : .zero
     }
 
     private func release(upTo now: Instant) {

@@ -37,14 +37,21 @@ public struct PacketLink {
     /// What becomes of a packet of `bytes` offered at `now`: dropped, or delivered at a moment
     /// (twice when duplicated; possibly with a byte to corrupt).
     public mutating func offer(bytes: Int, at now: Instant) -> [PacketFate] {
+        let fate = self.decide(bytes: bytes, at: now)
+        return [fate.fate] + (fate.duplicate.map { [$0] } ?? [])
+    }
+
+    /// ``offer(bytes:at:)`` without an array: the fate, and the duplicate's when there is one (the
+    /// packet engine calls this for every packet).
+    public mutating func decide(bytes: Int, at now: Instant) -> (fate: PacketFate, duplicate: PacketFate?) {
         self.counters.offered += 1
         if self.loss.nextIsLost() {
             self.counters.lost += 1
-            return [.dropped(.lost)]
+            return (.dropped(.lost), nil)
         }
         guard let departure = self.queue.admit(bytes: bytes, at: now) else {
             self.counters.queueDrops += 1
-            return [.dropped(.queueFull)]
+            return (.dropped(.queueFull), nil)
         }
         var arrival: Instant
         let i = self.impairments
@@ -60,12 +67,12 @@ public struct PacketLink {
             corrupt = Int(self.random.next() % UInt64(bytes))
             self.counters.corrupted += 1
         }
-        var fates = [PacketFate.deliver(at: arrival, corruptByte: corrupt)]
+        var duplicate: PacketFate?
         if i.duplicate.value > 0 && self.random.chance(i.duplicate.value) {
-            fates.append(.deliver(at: arrival, corruptByte: nil))
+            duplicate = .deliver(at: arrival, corruptByte: nil)
             self.counters.duplicated += 1
         }
-        return fates
+        return (.deliver(at: arrival, corruptByte: corrupt), duplicate)
     }
 }
 
