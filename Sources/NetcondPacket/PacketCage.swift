@@ -138,6 +138,64 @@ public final class PacketCage: @unchecked Sendable {
         }
     }
 
+    /// Where a closed captive portal sends the cage's new TCP connections: plain HTTP (port 80) to
+    /// the portal's page, and with `tls` every other port but DNS's to its TLS server (the portal's
+    /// own certificate). IPv4 goes to the portal's address; IPv6 to `::1` ports (nil: IPv6 is left
+    /// alone, on a machine without `::1`).
+    public struct CaptiveRedirect: Sendable, Equatable {
+        public var address: String
+        public var http: Int
+        public var http6: Int?
+        public var tls: (port: Int, port6: Int?)?
+
+        public init(address: String, http: Int, http6: Int?, tls: (port: Int, port6: Int?)?) {
+            self.address = address
+            self.http = http
+            self.http6 = http6
+            self.tls = tls
+        }
+
+        public static func == (a: Self, b: Self) -> Bool {
+            a.address == b.address && a.http == b.http && a.http6 == b.http6 && a.tls?.port == b.tls?.port
+                && a.tls?.port6 == b.tls?.port6
+        }
+    }
+
+    private var captiveChains = false
+
+    /// Points the cage's new TCP connections at a closed portal (`redirect`), or lets them go to
+    /// their targets again (nil). A NAT chain on output, for connections of the cage only (its
+    /// conntrack mark); connections already made keep their way.
+    public func setCaptive(_ redirect: CaptiveRedirect?) throws(PacketEngineError) {
+        let table = Self.tableName(self.name)
+        var script = ""
+        if !self.captiveChains {
+            // Added once: removing a base chain would flush every NFQUEUE (held packets lost).
+            script += """
+                add chain inet \(table) captive_nat { type nat hook output priority -100; policy accept; }
+                add chain inet \(table) captive
+                add rule inet \(table) captive_nat ct mark \(String(format: "0x%08x", self.mark)) jump captive
+
+                """
+        }
+        script += "flush chain inet \(table) captive\n"
+        if let redirect {
+            let rule = "add rule inet \(table) captive"
+            script += "\(rule) meta nfproto ipv4 ip daddr != \(redirect.address) tcp dport 80 dnat ip to \(redirect.address):\(redirect.http)\n"
+            if let http6 = redirect.http6 {
+                script += "\(rule) meta nfproto ipv6 tcp dport 80 dnat ip6 to [::1]:\(http6)\n"
+            }
+            if let tls = redirect.tls {
+                script += "\(rule) meta nfproto ipv4 ip daddr != \(redirect.address) tcp dport != { 53, 80 } dnat ip to \(redirect.address):\(tls.port)\n"
+                if let port6 = tls.port6 {
+                    script += "\(rule) meta nfproto ipv6 tcp dport != { 53, 80 } dnat ip6 to [::1]:\(port6)\n"
+                }
+            }
+        }
+        try Self.run("nft", ["-f", "-"], input: script)
+        self.captiveChains = true
+    }
+
     /// Opens the cgroup's `cgroup.procs` for a child to write itself into before it executes.
     public func openProcsFile() throws(PacketEngineError) -> Int32 {
         let fd = open(self.cgroupDirectory + "/cgroup.procs", O_WRONLY | O_CLOEXEC)

@@ -51,6 +51,8 @@ public final class PacketEngine: @unchecked Sendable {
     private var timeline: ConditionTimeline
     private var conditions: LinkConditions
     private var outage: OutageBehaviour?
+    /// A closed captive portal's gate on what leaves the cage (nil: no portal, or open).
+    private var captiveGate: PacketCaptiveGate?
     private var stalled = [false, false]
     /// Packets a stalled direction delivered meanwhile, in order: they go when the stall ends.
     private var stalledPackets: [[HeldPacket]] = [[], []]
@@ -153,7 +155,6 @@ public final class PacketEngine: @unchecked Sendable {
         var features: [String] = []
         if !profile.faults.isEmpty { features.append("HTTP faults (they need a proxy that reads HTTP)") }
         if !profile.setup.isEmpty { features.append("setup rules") }
-        if profile.captivePortal != nil { features.append("a captive portal") }
         if profile.up.connectionBandwidth != nil || profile.down.connectionBandwidth != nil {
             features.append("a per-connection rate (a link has one rate for all its packets)")
         }
@@ -216,6 +217,16 @@ public final class PacketEngine: @unchecked Sendable {
             self.publish()
             return self.summary()
         } ?? self.summary()
+    }
+
+    /// Closes (a gate) or opens (nil) the captive portal's gate on the packets leaving the cage.
+    /// Returns at once; the engine's thread applies it in order with the packets.
+    public func setCaptiveGate(_ gate: PacketCaptiveGate?) {
+        self.lock.lock()
+        let stopped = self.stopRequested
+        if !stopped { self.commands.append { self.captiveGate = gate } }
+        self.lock.unlock()
+        if !stopped { ncq_wake(self.wake) }
     }
 
     /// What the link saw of every TCP connection so far (for a scenario's evidence).
@@ -331,6 +342,12 @@ public final class PacketEngine: @unchecked Sendable {
             self.working.directions[direction].outageDrops += segments
             return
         }
+        if up, let gate = self.captiveGate, let payload = packet.payload,
+            let stop = gate.decide(payload, copied: Int(packet.payload_length), tcp: tcp)
+        {
+            self.stopAtPortal(packet, bytes, tcp: tcp, stop: stop, gate: gate, at: now)
+            return
+        }
         if let tcp {
             if up && tcp.isSYN && (self.outage == .refuse || self.outage == .reset) {
                 // The far end turns the connection away: a reset one round trip after the SYN.
@@ -369,6 +386,26 @@ public final class PacketEngine: @unchecked Sendable {
                 self.accept(held)
             }
         }
+    }
+
+    /// A closed portal stops a packet leaving the cage: a new connection's SYN is reset one round
+    /// trip later (as a refusal) or lost; anything else is lost.
+    private func stopAtPortal(
+        _ packet: ncq_packet, _ bytes: [UInt8]?, tcp: TCPHeader?, stop: PacketCaptiveGate.Stop, gate: PacketCaptiveGate,
+        at now: Instant
+    ) {
+        self.drop(packet, bytes)
+        self.working.portalStopped += Int(packet.segments)
+        guard let tcp, let payload = packet.payload else { return }
+        if stop == .reset {
+            self.flows.refusedByLink(tcp, at: now)
+            self.scheduleReset(FlowKey(tcp, up: true), towardCage: true, at: now + self.conditions.baseRTT, answering: tcp.seq &+ 1)
+        } else if self.flows.offered(tcp, up: true, at: now) {
+            self.working.connections += 1
+        } else {
+            return  // a swallowed SYN's retransmission: the same attempt
+        }
+        gate.onStop(stop, PacketCaptiveGate.target(payload, copied: Int(packet.payload_length), tcp: tcp))
     }
 
     /// Lets a packet go: the link has delivered it.
@@ -600,6 +637,8 @@ public struct PacketSummary: Sendable, Equatable {
     public var refusedConnections = 0
     /// Connections cut by a `reset` outage or `netcond ctl cut`: a reset sent to each end.
     public var connectionsCut = 0
+    /// Packets a closed captive portal stopped (connections it reset or swallowed, UDP, pings).
+    public var portalStopped = 0
     /// Resets the raw socket could not send.
     public var resetsNotSent = 0
     /// The latest a verdict was sent after its moment, and how many were over 1 ms late.

@@ -3,14 +3,15 @@ import NetcondPacket
 import NetcondProxy
 
 /// The control API (`netcond ctl`, `NETCOND_CONTROL`) for a run under the packet engine: the
-/// same routes as in proxy mode for what a link does (status, profile, outage, stall, cut); what
-/// needs a proxy that reads HTTP (faults, the captive portal, the event log) is refused with the
+/// same routes as in proxy mode for what a link does (status, profile, outage, stall, cut) and the
+/// captive portal; what needs a proxy that reads HTTP (faults, the event log) is refused with the
 /// reason.
 public struct PacketControl: ControlTarget {
-    let engine: PacketEngine
+    let session: PacketSession
+    var engine: PacketEngine { self.session.engine }
 
-    public init(engine: PacketEngine) {
-        self.engine = engine
+    public init(session: PacketSession) {
+        self.session = session
     }
 
     public func controlAnswer(_ route: ControlAPI.Route) async -> (status: Int, json: [UInt8]) {
@@ -20,8 +21,12 @@ public struct PacketControl: ControlTarget {
             command = nil
         case .faults, .events, .command(.addFault), .command(.removeFault), .command(.removeFaultsNamed):
             return Self.refused("HTTP faults and the event log need a proxy that reads HTTP; this run uses --engine packet")
-        case .command(.captive):
-            return Self.refused("the packet engine has no captive portal yet; use --engine proxy")
+        case .command(.captive(let open)):
+            guard self.session.portal.stateText != nil else {
+                return Self.refused("the profile '\(self.engine.summary().profile)' has no captive portal; switch to one that does (e.g. captive-hotel) or add captive_portal: to yours")
+            }
+            await self.session.portal.set(open: open)
+            command = nil
         case .command(.cut(.close)):
             return Self.refused("the packet engine cuts connections with resets only (a close needs the proxy's side of the connection); allowed: {\"mode\": \"reset\"}")
         case .command(.cut(.reset)):
@@ -37,9 +42,12 @@ public struct PacketControl: ControlTarget {
                     + ", which the packet engine does not emulate yet")
             }
             command = .switchProfile(profile)
+            await self.session.portal.replace(with: profile.captivePortal)
         }
         let summary = await self.engine.control(command)
-        return (200, Self.status(summary, seed: self.engine.seed).controlJSON())
+        var status = Self.status(summary, seed: self.engine.seed)
+        status.captivePortal = self.session.portal.stateText
+        return (200, status.controlJSON())
     }
 
     static func refused(_ message: String) -> (status: Int, json: [UInt8]) {

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NetcondCore
@@ -9,8 +10,9 @@ import NetcondPacket
 import Glibc
 #endif
 
-/// One run under the packet engine: the engine (cgroup, rules, link) and the built-in origin,
-/// reachable from the command as `origin.netcond.test` on ports 80 and 443.
+/// One run under the packet engine: the engine (cgroup, rules, link), the built-in origin,
+/// reachable from the command as `origin.netcond.test` on ports 80 and 443, and the captive portal
+/// (``PacketPortal``) at `portal.netcond.test`, where the OS connectivity probes' hosts also lead.
 ///
 /// The origin listens on an address of its own in 127.0.0.0/8 (127.110.X.Y, from netcond's process
 /// id), so runs side by side do not collide on ports 80 and 443; the command sees the name in an
@@ -25,12 +27,14 @@ public final class PacketSession: Sendable {
     public let trust: OriginTrust
     /// The /etc/hosts the command sees (the machine's, and the origin's name).
     public let hostsFile: String
+    let portal: PacketPortal
     private let originGroup: MultiThreadedEventLoopGroup
 
     private init(
         profile: Profile, seed: UInt64, engine: PacketEngine, origin: OriginServer, originAddress: SocketAddress,
-        trust: OriginTrust, hostsFile: String, originGroup: MultiThreadedEventLoopGroup
+        trust: OriginTrust, hostsFile: String, portal: PacketPortal, originGroup: MultiThreadedEventLoopGroup
     ) {
+        self.portal = portal
         self.profile = profile
         self.seed = seed
         self.engine = engine
@@ -81,24 +85,51 @@ public final class PacketSession: Sendable {
         let origin = OriginServer(configuration: OriginConfiguration(content: originContent))
         var trust: OriginTrust?
         var hostsFile: String?
+        var portal: PacketPortal?
         do {
-            let address = try await Self.listen(origin, group: originGroup)
+            let address = try await Self.freeAddress(offset: 0) { host in
+                try await origin.start(group: originGroup, host: host, port: 80)
+            }
             let originTrust = try OriginTrust(host: Session.originHost, environment: ProcessInfo.processInfo.environment)
             trust = originTrust
             let host = address.ipAddress ?? "127.0.0.1"
             _ = try await origin.addListener(group: originGroup, host: host, port: 443) { channel in
                 try originTrust.prepare(channel)
             }
+            let loop = originGroup.next()
+            let box = NIOLockedValueBox<PacketPortal?>(nil)
+            let bindHTTP: @Sendable (String, Int, Bool) async throws -> Channel = { host, port, intercepted in
+                try await ServerBootstrap(group: loop)
+                    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                    .childChannelInitializer { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            guard let portal = box.withLockedValue({ $0 }) else { throw ChannelError.ioOnClosedChannel }
+                            try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                            try channel.pipeline.syncOperations.addHandler(PacketPortalHandler(portal: portal, intercepted: intercepted))
+                        }
+                    }
+                    .bind(host: host, port: port).get()
+            }
+            let named = try await Self.freeChannel(offset: 1) { host in try await bindHTTP(host, 80, false) }
+            let portalAddress = named.localAddress?.ipAddress ?? "127.0.0.1"
+            let started = try await PacketPortal.start(
+                named: named, address: portalAddress, spec: profile.captivePortal, engine: engine, loop: loop,
+                bindHTTP: bindHTTP)
+            box.withLockedValue { $0 = started }
+            portal = started
             let file = try TemporaryFiles.makeFile(kind: "hosts")
             hostsFile = file
             let system = (try? String(contentsOfFile: "/etc/hosts", encoding: .utf8)) ?? "127.0.0.1\tlocalhost\n"
-            try (system + (system.hasSuffix("\n") ? "" : "\n") + "\(host)\t\(Session.originHost)\n")
+            let portalNames = ([CaptivePortal.host] + CaptivePortal.probeHosts).joined(separator: " ")
+            try (system + (system.hasSuffix("\n") ? "" : "\n") + "\(host)\t\(Session.originHost)\n"
+                + "\(portalAddress)\t\(portalNames)\n")
                 .write(toFile: file, atomically: false, encoding: .utf8)
             chmod(file, 0o644)
             return PacketSession(
                 profile: profile, seed: seed, engine: engine, origin: origin, originAddress: address,
-                trust: originTrust, hostsFile: file, originGroup: originGroup)
+                trust: originTrust, hostsFile: file, portal: started, originGroup: originGroup)
         } catch {
+            await portal?.stop()
             trust?.remove()
             if let hostsFile { unlink(hostsFile) }
             try? await origin.stop()
@@ -108,20 +139,25 @@ public final class PacketSession: Sendable {
         }
     }
 
-    /// Binds the origin's port 80 on the first free address of 127.110.0.0/16 tried.
-    private static func listen(_ origin: OriginServer, group: EventLoopGroup) async throws -> SocketAddress {
+    /// Binds with `bind` on the first address of 127.110.0.0/16 tried where it works (the origin's
+    /// port 80, the portal's), from netcond's process id; `offset` tells the two apart.
+    private static func freeAddress<T>(offset: Int, _ bind: (String) async throws -> T) async throws -> T {
         var lastError: Error?
-        let base = Int(getpid())
+        let base = Int(getpid()) &+ offset &* 4099
         for attempt in 0..<16 {
             let n = (base &+ attempt &* 7919) & 0xffff
             let host = "127.110.\(n >> 8).\(max(1, min(254, n & 0xff)))"
             do {
-                return try await origin.start(group: group, host: host, port: 80)
+                return try await bind(host)
             } catch {
                 lastError = error
             }
         }
-        throw lastError ?? TemporaryFiles.Failure(description: "no free address for the origin")
+        throw lastError ?? TemporaryFiles.Failure(description: "no free address in 127.110.0.0/16")
+    }
+
+    private static func freeChannel(offset: Int, _ bind: (String) async throws -> Channel) async throws -> Channel {
+        try await Self.freeAddress(offset: offset, bind)
     }
 
     /// The command's environment: `base` plus netcond's variables and the origin's trust; no proxy
@@ -155,6 +191,7 @@ public final class PacketSession: Sendable {
 
     /// Stops the engine (removing the cage and what still runs in it) and the origin.
     public func stop() async {
+        await self.portal.stop()
         self.engine.stop()
         try? await self.origin.stop()
         try? await self.originGroup.shutdownGracefully()

@@ -81,11 +81,16 @@ extension PacketSession: RunSession {
     func apply(_ action: ScenarioAction) async -> String? {
         let command: PacketCommand
         switch action {
-        case .switchProfile(let profile): command = .switchProfile(profile)
+        case .switchProfile(let profile):
+            command = .switchProfile(profile)
+            await self.portal.replace(with: profile.captivePortal)
         case .outage(let outage): command = .outage(outage)
         case .stall(let stall): command = .stall(stall)
         case .cut(.reset): command = .cut
-        case .cut(.close), .addFault, .clearFaults, .removeFault, .captive:
+        case .captive(let open):
+            await self.portal.set(open: open)
+            return nil
+        case .cut(.close), .addFault, .clearFaults, .removeFault:
             // Refused before the run (ScenarioRunner.packetProblems).
             return "the packet engine cannot do this"
         }
@@ -111,7 +116,7 @@ extension PacketSession: RunSession {
         evidence.requests = assembler.requests(deliveries: deliveries, entries: entries, connections: connections)
         evidence.failedConnects = assembled.failedConnects(records)
         evidence.heldConnects = []
-        evidence.portal = []
+        evidence.portal = self.portal.events(clientStart: clientStart)
     }
 
     func summaryText() async -> String {
@@ -180,6 +185,9 @@ public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSu
     }
     if summary.refusedConnections > 0 {
         parts.append("\(summary.refusedConnections) connection\(summary.refusedConnections == 1 ? "" : "s") refused")
+    }
+    if summary.portalStopped > 0 {
+        parts.append("\(summary.portalStopped) packet\(summary.portalStopped == 1 ? "" : "s") stopped by the closed captive portal")
     }
     if summary.resetsNotSent > 0 {
         parts.append("\(summary.resetsNotSent) reset\(summary.resetsNotSent == 1 ? "" : "s") could not be sent")

@@ -283,13 +283,11 @@ public enum ScenarioRunner {
             switch event.action {
             case .addFault, .removeFault, .clearFaults:
                 problems.append("its timeline changes HTTP faults (they need a proxy that reads HTTP; the origin's own faults work)")
-            case .captive:
-                problems.append("its timeline drives a captive portal")
             case .cut(.close):
                 problems.append("its timeline cuts with close (the packet engine cuts with resets)")
             case .switchProfile(let profile):
                 problems += PacketEngine.unsupportedFeatures(profile).map { "a profile its timeline switches to uses \($0)" }
-            case .outage, .stall, .cut(.reset):
+            case .outage, .stall, .cut(.reset), .captive:
                 break
             }
         }

@@ -198,7 +198,7 @@ extension RunCommand {
         }
         if let warning = session.trust.warning, !quiet { printError(warning) }
         // Live control (`netcond ctl`, NETCOND_CONTROL), as in proxy mode.
-        let control = ControlServer(target: PacketControl(engine: session.engine))
+        let control = ControlServer(target: PacketControl(session: session))
         var environment = session.childEnvironment(base: currentEnvironment())
         do {
             let address = try await control.start(host: "127.0.0.1", port: 0)

@@ -522,9 +522,67 @@ def test_without_privilege_it_exits_3_naming_what_is_missing(tmp):
 
 def test_what_the_packet_engine_cannot_do_yet_is_refused_before_anything_runs(tmp):
     marker = os.path.join(tmp, "ran")
-    result = packet_run("captive-hotel", ["touch", marker])
+    profile = write_profile(tmp, "faulty", "name: faulty\nfaults:\n  - {status: 503}\n")
+    result = packet_run(profile, ["touch", marker])
     assert result.returncode == 2
-    assert "captive portal" in result.stderr and "--engine proxy" in result.stderr
+    assert "HTTP faults" in result.stderr and "--engine proxy" in result.stderr
     assert not os.path.exists(marker)
     forward = run(["run", "--engine", "packet", "--forward", "9000=example.invalid:80", "edge", "--", "true"])
     assert forward.returncode == 2 and "--forward" in forward.stderr
+
+
+PORTAL_SCRIPT = """
+curl -sS -m 3 -o /dev/null https://origin.netcond.test/bytes/10; echo "https: $?"
+curl -sS -m 3 -o /dev/null -w "http: %{http_code} " http://origin.netcond.test/bytes/10; echo
+curl -s -m 3 http://origin.netcond.test/bytes/10 | grep -c "<title>Hotel Wi-Fi"
+curl -s -m 3 http://portal.netcond.test/api; echo
+curl -s -m 3 -o /dev/null -w "probe: %{http_code}\\n" http://connectivitycheck.gstatic.com/generate_204
+python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'closed', ('127.0.0.1', $UDP))"
+NETCOND_BIN_PATH ctl status --json | tr -d ' ' | grep -o '"captive_portal":"[a-z]*"'
+NETCOND_BIN_PATH ctl captive open > /dev/null
+curl -sS -m 3 -o /dev/null -w "open https: %{http_code}\\n" https://origin.netcond.test/bytes/10
+curl -s -m 3 -o /dev/null -w "open probe: %{http_code}\\n" http://connectivitycheck.gstatic.com/generate_204
+python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'open', ('127.0.0.1', $UDP))"
+sleep 0.5
+"""
+
+
+@pytest.mark.parametrize("https,expected", [("reset", "https: 7"), ("blackhole", "https: 28"),
+                                             ("wrong-certificate", "https: 60")])
+def test_a_closed_portal_meets_the_commands_own_connections_as_a_hotels_network_does(tmp, https, expected):
+    """Plain HTTP to any host gets the login page (NAT to the portal), HTTPS meets the profile's
+    behaviour as curl sees it on a real portal (refused, timed out, the wrong certificate), UDP is
+    lost, the probes and the RFC 8908 API say captive; after `netcond ctl captive open` all goes
+    through."""
+    profile = write_profile(tmp, "portal", f"name: portal\nextends: captive-hotel\ncaptive_portal: {{http: page, https: {https}}}\n")
+    received = []
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(0.2)
+    stop = threading.Event()
+
+    def listen():
+        while not stop.is_set():
+            try:
+                received.append(sock.recv(100))
+            except socket.timeout:
+                continue
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    try:
+        env = dict(os.environ, UDP=str(sock.getsockname()[1]))
+        result = packet_run(profile, ["sh", "-c", PORTAL_SCRIPT.replace("NETCOND_BIN_PATH", NETCOND)], env=env)
+    finally:
+        stop.set()
+        thread.join(2)
+        sock.close()
+    out = result.stdout
+    assert result.returncode == 0, result.stderr
+    assert expected in out, out
+    assert "http: 200" in out and "\n1\n" in out, out  # the login page, with 200 OK, for the origin's URL
+    assert '"captive": true' in out and "probe: 200" in out, out  # the probe got the page, not its 204
+    assert '"captive_portal":"closed"' in out, out
+    assert "open https: 200" in out and "open probe: 204" in out, out
+    assert received == [b"open"], received
+    assert "stopped by the closed captive portal" in result.stderr, result.stderr

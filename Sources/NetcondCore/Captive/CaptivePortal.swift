@@ -62,20 +62,28 @@ public struct CaptivePortal: Sendable {
         if host == Self.host {
             return self.portalSite(method: method, path: String(bare), at: now)
         }
-        if self.isClosed(at: now), let spec = self.spec {
-            switch spec.http {
-            case .page: return Self.loginPage(status: 200)
-            case .redirect:
-                let original = "http://\(host)\(path)"
-                return CannedResponse(
-                    status: 302,
-                    headers: [("Location", Self.loginURL + "?orig=" + Self.percentEncoded(original)), ("Cache-Control", "no-store")],
-                    body: Array("<html><body>Redirecting to the network's login page.</body></html>\n".utf8),
-                    contentType: "text/html; charset=utf-8"
-                )
-            }
+        if self.isClosed(at: now), let answer = self.closedAnswer(host: host, path: path) {
+            return answer
         }
         return Self.probeAnswer(host: host, path: String(bare))
+    }
+
+    /// What a closed portal answers a plain HTTP request for `host` and `path` (the login page, or
+    /// a redirect to it), whether or not it is closed now; nil without a portal. The packet engine's
+    /// portal answers this on a connection it intercepted while closed.
+    public func closedAnswer(host: String, path: String) -> CannedResponse? {
+        guard let spec = self.spec else { return nil }
+        switch spec.http {
+        case .page: return Self.loginPage(status: 200)
+        case .redirect:
+            let original = "http://\(host)\(path)"
+            return CannedResponse(
+                status: 302,
+                headers: [("Location", Self.loginURL + "?orig=" + Self.percentEncoded(original)), ("Cache-Control", "no-store")],
+                body: Array("<html><body>Redirecting to the network's login page.</body></html>\n".utf8),
+                contentType: "text/html; charset=utf-8"
+            )
+        }
     }
 
     /// What a connection that is not plain HTTP (CONNECT, SOCKS5, forwards) to `port` meets while
@@ -147,6 +155,14 @@ public struct CaptivePortal: Sendable {
             contentType: "text/html; charset=utf-8"
         )
     }
+
+    /// The hosts that exist only to be probed (the packet engine's command finds them at the portal,
+    /// as it finds `portal.netcond.test`); `www.apple.com` and `www.google.com` serve more than
+    /// their probe paths and are left to the network.
+    public static let probeHosts = [
+        "captive.apple.com", "connectivitycheck.gstatic.com", "clients3.google.com", "connectivitycheck.android.com",
+        "www.msftconnecttest.com", "www.msftncsi.com", "detectportal.firefox.com", "nmcheck.gnome.org",
+    ]
 
     /// The operating systems' connectivity probes and their real "no portal" answers.
     static func probeAnswer(host: String, path: String) -> CannedResponse? {

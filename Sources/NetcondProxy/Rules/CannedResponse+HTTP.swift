@@ -5,13 +5,13 @@ import NetcondCore
 /// netcond's own small answers (errors, the captive portal's pages, the control API) as HTTP/1.1.
 extension CannedResponse {
     /// A plain-text answer.
-    static func text(_ status: Int, _ text: String) -> CannedResponse {
+    public static func text(_ status: Int, _ text: String) -> CannedResponse {
         CannedResponse(status: status, headers: [], body: Array(text.utf8), contentType: "text/plain; charset=utf-8")
     }
 
     /// The head: `Content-Type` and `Content-Length` for the body, the response's own headers, and
     /// `Connection: close` unless the connection is kept alive.
-    func head(keepAlive: Bool) -> HTTPResponseHead {
+    public func head(keepAlive: Bool) -> HTTPResponseHead {
         var headers = HTTPHeaders()
         if let contentType = self.contentType { headers.add(name: "Content-Type", value: contentType) }
         headers.add(name: "Content-Length", value: String(self.body.count))
@@ -21,7 +21,7 @@ extension CannedResponse {
     }
 
     /// Writes it on a server channel (head, body, end); closes the connection after it unless kept alive.
-    func write(to context: ChannelHandlerContext, keepAlive: Bool) {
+    public func write(to context: ChannelHandlerContext, keepAlive: Bool) {
         context.write(NIOAny(HTTPServerResponsePart.head(self.head(keepAlive: keepAlive))), promise: nil)
         context.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(context.channel.allocator.buffer(bytes: self.body)))), promise: nil)
         let done = context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)))

@@ -7,19 +7,27 @@ import NetcondCore
 /// The captive portal's HTTPS side for `https: wrong-certificate`: a TLS server on loopback that
 /// presents a certificate for `portal.netcond.test` from a throwaway CA, whatever name the client
 /// asked for, and serves the login page to a client that goes on anyway (`curl -k`). Intercepted
-/// connections are sent here instead of to their target. Lives on the proxy's loop; started on
-/// first use, closed with the proxy.
-final class PortalTLSServer {
+/// connections are sent here instead of to their target. Lives on its loop (the proxy's); started
+/// on first use, closed with the proxy. The packet engine's portal binds one per address family
+/// and sends intercepted connections to it by NAT.
+public final class PortalTLSServer {
     private let eventLoop: EventLoop
+    private let host: String
+    private let port: Int
+    private let onConnection: (@Sendable () -> Void)?
     private var address: EventLoopFuture<SocketAddress>?
     private var channel: Channel?
 
-    init(eventLoop: EventLoop) {
+    /// `onConnection`: called (on the loop) for each connection the server accepts.
+    public init(eventLoop: EventLoop, host: String = "127.0.0.1", port: Int = 0, onConnection: (@Sendable () -> Void)? = nil) {
         self.eventLoop = eventLoop
+        self.host = host
+        self.port = port
+        self.onConnection = onConnection
     }
 
     /// Where to connect (binding on first use).
-    func start() -> EventLoopFuture<SocketAddress> {
+    public func start() -> EventLoopFuture<SocketAddress> {
         if let address = self.address { return address }
         let loop = self.eventLoop
         let future: EventLoopFuture<SocketAddress>
@@ -34,15 +42,16 @@ final class PortalTLSServer {
             let context = try NIOSSLContext(configuration: configuration)
             let bootstrap = ServerBootstrap(group: loop)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .childChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
+                .childChannelInitializer { [onConnection] channel in
+                    onConnection?()
+                    return channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                         try channel.pipeline.syncOperations.addHandler(PortalPageHandler())
                     }
                 }
             // Bound on this loop, whose thread the server lives on: its state is set there.
-            future = bootstrap.bind(host: "127.0.0.1", port: 0).hop(to: loop).assumeIsolated().flatMapThrowing { channel in
+            future = bootstrap.bind(host: self.host, port: self.port).hop(to: loop).assumeIsolated().flatMapThrowing { channel in
                 self.channel = channel
                 guard let address = channel.localAddress else { throw ChannelError.unknownLocalAddress }
                 return address
@@ -54,7 +63,7 @@ final class PortalTLSServer {
         return future
     }
 
-    func stop() {
+    public func stop() {
         self.channel?.close(promise: nil)
         self.channel = nil
     }
