@@ -428,6 +428,76 @@ int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_por
     return sendto(fd, packet, ip_length + 20, 0, (struct sockaddr *)&to, sizeof to) < 0 ? -errno : 0;
 }
 
+int ncq_fix_checksum(uint8_t *packet, uint32_t length) {
+    if (length < 20) return -1;
+    int version = packet[0] >> 4;
+    size_t header, address_length;
+    int protocol;
+    const uint8_t *source, *destination;
+    if (version == 4) {
+        header = (size_t)(packet[0] & 0x0f) * 4;
+        protocol = packet[9];
+        source = packet + 12;
+        destination = packet + 16;
+        address_length = 4;
+        /* A fragment's transport checksum covers the whole datagram: leave it. */
+        if ((packet[6] & 0x3f) != 0 || packet[7] != 0) return -1;
+    } else if (version == 6 && length >= 40) {
+        header = 40;
+        protocol = packet[6];
+        source = packet + 8;
+        destination = packet + 24;
+        address_length = 16;
+    } else {
+        return -1;
+    }
+    if (header < 20 || length < header + 8) return -1;
+    uint8_t *transport = packet + header;
+    size_t transport_length = length - header;
+    size_t at;
+    if (protocol == 6 && transport_length >= 20) {
+        at = 16;
+    } else if (protocol == 17) {
+        at = 6;
+    } else {
+        return -1;
+    }
+    transport[at] = 0;
+    transport[at + 1] = 0;
+    uint32_t sum = checksum_add(0, source, address_length);
+    sum = checksum_add(sum, destination, address_length);
+    sum += (uint32_t)protocol + (uint32_t)(transport_length >> 16) + (uint32_t)(transport_length & 0xffff);
+    sum = checksum_add(sum, transport, transport_length);
+    uint16_t check = checksum_fold(sum);
+    if (protocol == 17 && check == 0) check = 0xffff;
+    transport[at] = (uint8_t)(check >> 8);
+    transport[at + 1] = (uint8_t)check;
+    return (int)header;
+}
+
+int ncq_send_copy(int fd, const uint8_t *packet, uint32_t length) {
+    if (length < 20) return -EINVAL;
+    if (packet[0] >> 4 == 6) {
+        if (length < 40) return -EINVAL;
+        struct sockaddr_in6 to = {.sin6_family = AF_INET6};
+        memcpy(&to.sin6_addr, packet + 24, 16);
+        return sendto(fd, packet, length, 0, (struct sockaddr *)&to, sizeof to) < 0 ? -errno : 0;
+    }
+    struct sockaddr_in to = {.sin_family = AF_INET};
+    memcpy(&to.sin_addr, packet + 16, 4);
+    return sendto(fd, packet, length, 0, (struct sockaddr *)&to, sizeof to) < 0 ? -errno : 0;
+}
+
+int ncq_set_copy(int fd, uint16_t queue, uint32_t copy_range) {
+    uint8_t buffer[128] __attribute__((aligned(4)));
+    memset(buffer, 0, sizeof buffer);
+    struct nlmsghdr *message = start_message(buffer, NFQNL_MSG_CONFIG, 0, queue, 0);
+    struct nfqnl_msg_config_params params = {.copy_range = htonl(copy_range), .copy_mode = NFQNL_COPY_PACKET};
+    put_attribute(message, NFQA_CFG_PARAMS, &params, sizeof params);
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    return sendto(fd, message, message->nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0 ? -errno : 0;
+}
+
 /* libpcap, loaded on first use. Its packet header is a struct timeval and two 32-bit lengths. */
 struct ncq_pcap_header {
     struct timeval ts;
@@ -576,6 +646,9 @@ void ncq_capture_write(ncq_capture *capture, int64_t nanoseconds, const uint8_t 
 void ncq_capture_flush(ncq_capture *capture) { (void)capture; }
 void ncq_capture_close(ncq_capture *capture) { (void)capture; }
 int ncq_raw_open(int version, uint32_t mark) { (void)version; (void)mark; return -ENOSYS; }
+int ncq_fix_checksum(uint8_t *packet, uint32_t length) { (void)packet; (void)length; return -1; }
+int ncq_send_copy(int fd, const uint8_t *packet, uint32_t length) { (void)fd; (void)packet; (void)length; return -ENOSYS; }
+int ncq_set_copy(int fd, uint16_t queue, uint32_t copy_range) { (void)fd; (void)queue; (void)copy_range; return -ENOSYS; }
 int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_port, const uint8_t *destination,
                  uint16_t destination_port, uint32_t seq, uint32_t ack, int with_ack, uint8_t *copy,
                  uint32_t *copy_length) {

@@ -56,6 +56,10 @@ public final class PacketEngine: @unchecked Sendable {
     private var stalled = [false, false]
     /// Packets a stalled direction delivered meanwhile, in order: they go when the stall ends.
     private var stalledPackets: [[HeldPacket]] = [[], []]
+    /// Duplicates to send once the originals' verdicts are out.
+    private var copies: [[UInt8]] = []
+    /// Whether the queues hand over whole packets (a capture, a duplicate or a corruption needs them).
+    private var copyingWhole: Bool
     private var wholeGSO: [Bool]
     private var lastState: LinkState
     private let onStateChange: (@Sendable (LinkState, Span) -> Void)?
@@ -94,6 +98,7 @@ public final class PacketEngine: @unchecked Sendable {
             PacketLink(PacketImpairments(self.conditions.down), seed: SeedDeriver.derive(seed, 0x5041_434B, 1)),
         ]
         self.wholeGSO = wholeGSO
+        self.copyingWhole = capture != nil || Self.needsWholePackets(self.conditions)
         self.lastState = self.timeline.state
         self.onStateChange = onStateChange
         self.outage = self.timeline.outage
@@ -112,8 +117,9 @@ public final class PacketEngine: @unchecked Sendable {
         let queue = try NetfilterQueue()
         let start = UInt16(truncatingIfNeeded: 1000 + (Int(getpid()) % 30_000) * 2)
         // A capture needs whole packets, and the packets of the wire (GSO ones segmented).
-        let up = try queue.bindPair(from: start, copyRange: capture == nil ? 128 : 65535)
         let first = ConditionTimeline(profile: profile, seed: seed).conditions
+        let whole = capture != nil || Self.needsWholePackets(first)
+        let up = try queue.bindPair(from: start, copyRange: whole ? Self.wholePacket : Self.headOnly)
         let wholeGSO = capture != nil ? [false, false]
             : [Self.decidesNothingPerPacket(first.up), Self.decidesNothingPerPacket(first.down)]
         for (whole, number) in zip(wholeGSO, [up, up &+ 1]) {
@@ -171,7 +177,16 @@ public final class PacketEngine: @unchecked Sendable {
 
     static func decidesNothingPerPacket(_ direction: LinkDirection) -> Bool {
         direction.bandwidth == nil && direction.loss == .none && direction.jitter == .zero && direction.reorder == .zero
+            && direction.duplicate == .zero && direction.corrupt == .zero
     }
+
+    /// Duplicates and corruption need each packet's bytes, not only its head.
+    static func needsWholePackets(_ conditions: LinkConditions) -> Bool {
+        [conditions.up, conditions.down].contains { $0.duplicate > .zero || $0.corrupt > .zero }
+    }
+
+    static let headOnly: UInt32 = 128
+    static let wholePacket: UInt32 = 65535
 
     /// Stops the thread and unbinds the queues (packets still held are dropped), then removes the
     /// cage (killing what still runs in it). Safe to call twice.
@@ -286,6 +301,7 @@ public final class PacketEngine: @unchecked Sendable {
             // The verdicts first: a packet the link delivered at this moment reaches its socket
             // before a reset due now, as it would on a wire (and the reset's sequence number counts it).
             self.queue.flush()
+            self.sendCopies()
             self.sendResets(upTo: self.now)
             let now = self.now
             if now - lastPublished >= .milliseconds(50) {
@@ -362,8 +378,7 @@ public final class PacketEngine: @unchecked Sendable {
             if self.flows.offered(tcp, up: up, at: now) { self.working.connections += 1 }
         }
         let extra = up ? self.setupDelay(packet, tcp) : .zero
-        // No duplicate can be decided: the profile has no such key yet (it needs an injected copy).
-        let fate = self.links[direction].decide(bytes: Int(packet.wire_length), at: now).fate
+        let (fate, duplicate) = self.links[direction].decide(bytes: Int(packet.wire_length), at: now)
         let mark = packet.mark | PacketCage.passedBit
         switch fate {
         case .dropped(let why):
@@ -371,13 +386,26 @@ public final class PacketEngine: @unchecked Sendable {
             switch why {
             case .lost: self.working.directions[direction].lost += segments
             case .queueFull: self.working.directions[direction].queueDrops += segments
+            case .aqm: self.working.directions[direction].aqmDrops += segments
             }
-        case .deliver(let at, _):
+        case .deliver(let at, let corruptByte):
             self.working.directions[direction].bytes += Int64(packet.wire_length)
             self.sequence += 1
-            let held = HeldPacket(
+            var held = HeldPacket(
                 at: at + extra, sequence: self.sequence, queue: packet.queue, id: packet.id, mark: mark, tcp: tcp,
                 bytes: bytes, length: packet.length)
+            // A copy or a changed byte needs the whole packet (the queue hands it over whole then).
+            if corruptByte != nil || duplicate != nil, packet.payload_length == packet.length, let payload = packet.payload {
+                held.bytes = held.bytes ?? Array(UnsafeBufferPointer(start: payload, count: Int(packet.payload_length)))
+                if let corruptByte {
+                    held.corruptByte = corruptByte
+                    self.working.directions[direction].corrupted += 1
+                }
+                if duplicate != nil {
+                    held.duplicate = true
+                    self.working.directions[direction].duplicated += 1
+                }
+            }
             if held.at > now {
                 self.held.insert(held)
             } else if self.stalled[direction] {
@@ -408,13 +436,50 @@ public final class PacketEngine: @unchecked Sendable {
         gate.onStop(stop, PacketCaptiveGate.target(payload, copied: Int(packet.payload_length), tcp: tcp))
     }
 
-    /// Lets a packet go: the link has delivered it.
+    /// Lets a packet go: the link has delivered it (with a byte changed, and a copy behind it, when
+    /// the link said so).
     private func accept(_ packet: HeldPacket) {
-        self.queue.verdict(queue: packet.queue, id: packet.id, accept: true, mark: packet.mark)
-        if let tcp = packet.tcp { self.flows.delivered(tcp, up: packet.queue == self.upQueue) }
-        if let capture = self.capture, let bytes = packet.bytes {
+        var payload: [UInt8]?
+        if let offset = packet.corruptByte, var bytes = packet.bytes {
+            Self.corrupt(&bytes, offset: offset)
+            payload = bytes
+        }
+        self.queue.verdict(queue: packet.queue, id: packet.id, accept: true, mark: packet.mark, payload: payload)
+        // A corrupted packet is discarded by its receiver: the flow table does not count it.
+        if let tcp = packet.tcp, payload == nil { self.flows.delivered(tcp, up: packet.queue == self.upQueue) }
+        if let capture = self.capture, let bytes = payload ?? packet.bytes {
             capture.write(bytes, length: packet.length, delivered: true, atMonotonic: ncq_now())
         }
+        if packet.duplicate, let bytes = packet.bytes { self.copies.append(bytes) }
+    }
+
+    /// Changes one bit of a whole packet past its IP header, after making its transport checksum
+    /// right for the original: its receiver's checksum check then discards it, as it would a packet
+    /// corrupted on a real path (the kernel counts it in `InCsumErrors`).
+    static func corrupt(_ bytes: inout [UInt8], offset: Int) {
+        let length = bytes.count
+        var start = Int(bytes.withUnsafeMutableBufferPointer { ncq_fix_checksum($0.baseAddress!, UInt32(length)) })
+        if start < 0 { start = bytes.first.map { $0 >> 4 == 6 ? 40 : Int($0 & 0x0f) * 4 } ?? 0 }
+        guard length > start, start >= 0 else { return }
+        let at = start + offset % (length - start)
+        bytes[at] ^= UInt8(1) << UInt8(offset % 8)
+    }
+
+    /// Sends the copies the link duplicated (after the originals' verdicts: the copy arrives second).
+    private func sendCopies() {
+        for var bytes in self.copies {
+            let length = UInt32(bytes.count)
+            let result = bytes.withUnsafeMutableBufferPointer { buffer -> Int32 in
+                _ = ncq_fix_checksum(buffer.baseAddress!, length)
+                return ncq_send_copy(buffer.first.map { $0 >> 4 == 6 } == true ? self.raw6 : self.raw4, buffer.baseAddress!, length)
+            }
+            if result != 0 {
+                self.working.copiesNotSent += 1
+            } else if let capture = self.capture {
+                capture.write(bytes, length: length, delivered: true, atMonotonic: ncq_now())
+            }
+        }
+        self.copies.removeAll(keepingCapacity: true)
     }
 
     /// The link lost a packet.
@@ -534,6 +599,10 @@ public final class PacketEngine: @unchecked Sendable {
         let conditions = self.timeline.conditions
         if conditions != self.conditions {
             self.conditions = conditions
+            if !self.copyingWhole && Self.needsWholePackets(conditions) {
+                self.copyingWhole = true
+                for number in [self.upQueue, self.upQueue &+ 1] { _ = ncq_set_copy(self.queue.descriptor, number, Self.wholePacket) }
+            }
             for (index, direction) in [conditions.up, conditions.down].enumerated() {
                 self.links[index].reconfigure(PacketImpairments(direction))
                 let whole = self.capture == nil && Self.decidesNothingPerPacket(direction)
@@ -585,9 +654,13 @@ struct HeldPacket: Comparable {
     var mark: UInt32
     /// Its TCP header, when it is TCP (the flow table follows what was delivered).
     var tcp: TCPHeader?
-    /// Its bytes, when a capture is written.
+    /// Its bytes, when a capture is written or the link changes or copies it.
     var bytes: [UInt8]? = nil
     var length: UInt32 = 0
+    /// The link changes a bit at this offset (see ``PacketEngine/corrupt(_:offset:)``).
+    var corruptByte: Int? = nil
+    /// The link delivers it twice.
+    var duplicate = false
 
     static func < (a: HeldPacket, b: HeldPacket) -> Bool {
         (a.at, a.sequence) < (b.at, b.sequence)
@@ -618,6 +691,11 @@ public struct PacketSummary: Sendable, Equatable {
         public var bytes: Int64 = 0
         public var lost = 0
         public var queueDrops = 0
+        /// Dropped by CoDel at the head of the queue.
+        public var aqmDrops = 0
+        /// Delivered twice (`duplicate`), and delivered with a bit changed (`corrupt`).
+        public var duplicated = 0
+        public var corrupted = 0
         /// Dropped because a `blackhole` outage was in force.
         public var outageDrops = 0
     }
@@ -639,6 +717,8 @@ public struct PacketSummary: Sendable, Equatable {
     public var connectionsCut = 0
     /// Packets a closed captive portal stopped (connections it reset or swallowed, UDP, pings).
     public var portalStopped = 0
+    /// Duplicates the raw socket could not send.
+    public var copiesNotSent = 0
     /// Resets the raw socket could not send.
     public var resetsNotSent = 0
     /// The latest a verdict was sent after its moment, and how many were over 1 ms late.

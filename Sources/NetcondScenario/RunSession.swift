@@ -168,13 +168,15 @@ public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSu
     var parts = [formatSeconds(summary.elapsed), direction("up", summary.up), direction("down", summary.down)]
     let lost = summary.up.lost + summary.down.lost
     let full = summary.up.queueDrops + summary.down.queueDrops
+    let aqm = summary.up.aqmDrops + summary.down.aqmDrops
     let outage = summary.up.outageDrops + summary.down.outageDrops
-    let total = lost + full + outage
+    let total = lost + full + aqm + outage
     if total == 0 {
         parts.append("no packet lost")
     } else {
         var causes: [String] = []
         if full > 0 { causes.append("\(full) by the full queue") }
+        if aqm > 0 { causes.append("\(aqm) by CoDel") }
         if outage > 0 { causes.append("\(outage) in outages") }
         var text = "\(total) packet\(total == 1 ? "" : "s") lost"
         if !causes.isEmpty { text += " (" + causes.joined(separator: ", ") + ")" }
@@ -185,6 +187,15 @@ public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSu
     }
     if summary.refusedConnections > 0 {
         parts.append("\(summary.refusedConnections) connection\(summary.refusedConnections == 1 ? "" : "s") refused")
+    }
+    let duplicated = summary.up.duplicated + summary.down.duplicated
+    if duplicated > 0 { parts.append("\(duplicated) packet\(duplicated == 1 ? "" : "s") duplicated") }
+    let corrupted = summary.up.corrupted + summary.down.corrupted
+    if corrupted > 0 {
+        parts.append("\(corrupted) packet\(corrupted == 1 ? "" : "s") corrupted (their receiver's checksum discards them)")
+    }
+    if summary.copiesNotSent > 0 {
+        parts.append("\(summary.copiesNotSent) duplicate\(summary.copiesNotSent == 1 ? "" : "s") could not be sent")
     }
     if summary.portalStopped > 0 {
         parts.append("\(summary.portalStopped) packet\(summary.portalStopped == 1 ? "" : "s") stopped by the closed captive portal")

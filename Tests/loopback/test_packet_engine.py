@@ -586,3 +586,65 @@ def test_a_closed_portal_meets_the_commands_own_connections_as_a_hotels_network_
     assert "open https: 200" in out and "open probe: 204" in out, out
     assert received == [b"open"], received
     assert "stopped by the closed captive portal" in result.stderr, result.stderr
+
+
+def _tcp_checksum_errors():
+    with open("/proc/net/snmp") as f:
+        rows = [line.split() for line in f if line.startswith("Tcp:")]
+    return int(rows[1][rows[0].index("InCsumErrors")])
+
+
+def test_a_corrupted_packet_is_discarded_by_its_receivers_checksum_and_tcp_repairs_the_stream(tmp):
+    """`corrupt` changes a bit past the IP header of a packet whose checksum is right: the cage's
+    kernel discards it (TcpInCsumErrors counts it, as on a real path), TCP retransmits, and the
+    file arrives byte-identical."""
+    profile = write_profile(tmp, "corrupt", "name: corrupt\nup:\n  latency: 5ms\n  corrupt: 3%\ndown:\n  latency: 5ms\n  corrupt: 3%\n")
+    before = _tcp_checksum_errors()
+    with http_server() as url:
+        out = os.path.join(tmp, "body")
+        result = packet_run(profile, ["curl", "-sS", "-o", out, url + "/1000000"])
+    assert result.returncode == 0, result.stderr
+    with open(out, "rb") as f:
+        assert hashlib.sha256(f.read()).digest() == hashlib.sha256(bytes(i % 251 for i in range(1000000))).digest()
+    corrupted = int(re.search(r"(\d+) packets corrupted \(their receiver's checksum discards them\)", result.stderr).group(1))
+    assert corrupted > 5, result.stderr
+    # Every corrupted packet (both ways: the server's kernel discards the cage's) was caught by a checksum.
+    assert _tcp_checksum_errors() - before >= corrupted
+
+
+def test_a_duplicated_datagram_arrives_twice(tmp):
+    profile = write_profile(tmp, "dup", "name: dup\nup:\n  latency: 5ms\n  duplicate: 100%\n")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(3)
+    try:
+        client = ("import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+                  "for i in range(10): s.sendto(b'd%d' % i, ('127.0.0.1', int(sys.argv[1])))\n")
+        result = packet_run(profile, ["python3", "-c", client, str(sock.getsockname()[1])])
+        assert result.returncode == 0, result.stderr
+        got = []
+        with contextlib.suppress(socket.timeout):
+            while len(got) < 25:
+                got.append(sock.recv(100))
+    finally:
+        sock.close()
+    assert sorted(got) == sorted([b"d%d" % i for i in range(10)] * 2), got
+    assert "10 packets duplicated" in result.stderr, result.stderr
+
+
+def test_codel_keeps_the_queueing_delay_low_under_a_bulk_download(tmp):
+    """A 1000-packet queue at 4 Mbit/s under a cubic download: CoDel drops at the head once
+    packets have waited more than its 5 ms target for 100 ms, so pings stay near the base RTT and
+    the summary counts its drops. (The contrast with drop-tail is the virtual-time tests': the
+    kernel's HyStart keeps a 5 s download from filling the queue.)"""
+    profile = write_profile(tmp, "codel", "name: codel\nup:\n  latency: 10ms\ndown:\n  latency: 10ms\n"
+                                          "  bandwidth: 4Mbit\n  queue: 1000 packets\n  aqm: codel\n")
+    with http_server() as url:
+        script = (f"curl -sS -o /dev/null {url}/2500000 & sleep 1.5; ping -n -c 10 -i 0.2 127.0.0.1; wait")
+        result = packet_run(profile, ["sh", "-c", script], timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    times = sorted(float(x) for x in re.findall(r"time=([\d.]+) ms", result.stdout))
+    assert len(times) == 10, result.stdout
+    # Base RTT 20 ms; a standing queue of 1000 packets would add 3 s.
+    assert 20 <= times[len(times) // 2] < 250, times
+    assert "by CoDel" in result.stderr, result.stderr

@@ -90,6 +90,18 @@ void ncq_wake(int wake);
 /// `mark` (so the cage's rules know it has crossed the link already). Returns it or -errno.
 int ncq_raw_open(int version, uint32_t mark);
 
+/// Recomputes the TCP or UDP checksum of a whole packet in place (IPv4, or IPv6 without extension
+/// headers; not a fragment), as a copy sent on a raw socket or a corrupted packet needs: loopback
+/// leaves it partial. Returns the transport header's offset, or -1 when there is none to fix.
+int ncq_fix_checksum(uint8_t *packet, uint32_t length);
+
+/// Sends a whole IP packet as it is (a duplicate) to its destination on raw socket `fd` (see
+/// `ncq_raw_open`). Returns 0 or -errno.
+int ncq_send_copy(int fd, const uint8_t *packet, uint32_t length);
+
+/// Changes how much of each packet `queue` hands over (without waiting for an answer).
+int ncq_set_copy(int fd, uint16_t queue, uint32_t copy_range);
+
 /// Sends a TCP RST (with ACK when `with_ack`) from `source`:`source_port` to
 /// `destination`:`destination_port` (4 or 16 address bytes by `version`; ports, seq and ack in host
 /// order), checksums computed. When `copy` is not NULL (60 bytes), the packet sent is copied there

@@ -164,6 +164,13 @@ public struct LinkDirection: Sendable, Equatable {
     /// Packet engine only: probability that a packet is held back `reorderGap` and overtaken.
     public var reorder: Probability
     public var reorderGap: Span
+    /// Packet engine only: probability that a packet arrives twice.
+    public var duplicate: Probability
+    /// Packet engine only: probability that a packet arrives with a byte changed (its receiver's
+    /// checksum then discards it, as it would a packet corrupted on a real path).
+    public var corrupt: Probability
+    /// Packet engine only: how the bottleneck queue decides what to drop.
+    public var aqm: QueueDiscipline
 
     public init(
         latency: Span = .zero,
@@ -174,8 +181,14 @@ public struct LinkDirection: Sendable, Equatable {
         connectionBandwidth: Bandwidth? = nil,
         queuePackets: Int? = nil,
         reorder: Probability = .zero,
-        reorderGap: Span = LinkDirection.defaultReorderGap
+        reorderGap: Span = LinkDirection.defaultReorderGap,
+        duplicate: Probability = .zero,
+        corrupt: Probability = .zero,
+        aqm: QueueDiscipline = .dropTail
     ) {
+        self.duplicate = duplicate
+        self.corrupt = corrupt
+        self.aqm = aqm
         self.latency = latency
         self.jitter = jitter
         self.bandwidth = bandwidth
@@ -194,6 +207,9 @@ public struct LinkDirection: Sendable, Equatable {
         var keys: [String] = []
         if self.queuePackets != nil { keys.append("queue in packets") }
         if self.reorder > .zero { keys.append("reorder") }
+        if self.duplicate > .zero { keys.append("duplicate") }
+        if self.corrupt > .zero { keys.append("corrupt") }
+        if self.aqm != .dropTail { keys.append("aqm") }
         return keys
     }
 
@@ -208,7 +224,8 @@ public struct LinkDirection: Sendable, Equatable {
 
     public var isPassThrough: Bool {
         self.latency == .zero && self.jitter == .zero && self.bandwidth == nil && self.loss == .none
-            && self.connectionBandwidth == nil && self.reorder == .zero
+            && self.connectionBandwidth == nil && self.reorder == .zero && self.duplicate == .zero
+            && self.corrupt == .zero
     }
 }
 

@@ -337,8 +337,11 @@ struct ProfileLayer {
 
 /// The keys of one direction (`up:`, `down:` or `link:`) that a file sets.
 struct DirectionLayer {
-    static let keys = ["bandwidth", "latency", "jitter", "queue", "loss", "connection_bandwidth", "reorder"]
+    static let keys = [
+        "bandwidth", "latency", "jitter", "queue", "loss", "connection_bandwidth", "reorder", "duplicate", "corrupt", "aqm",
+    ]
     static let reorderKeys = ["probability", "gap"]
+    static let aqmKeys = ["type", "target", "interval"]
     static let lossKeys = ["model", "p", "r", "loss_in_bad", "loss_in_good"]
     static let lossModels = ["gilbert-elliott"]
 
@@ -350,6 +353,9 @@ struct DirectionLayer {
     var loss: Located<LossSpec>?
     var connectionBandwidth: Located<Bandwidth?>?
     var reorder: Located<(Probability, Span)>?
+    var duplicate: Located<Probability>?
+    var corrupt: Located<Probability>?
+    var aqm: Located<QueueDiscipline>?
 
     init() {}
 
@@ -395,6 +401,15 @@ struct DirectionLayer {
         if let node = map["reorder"] {
             self.reorder = Located(value: try Self.reorder(node), node: node)
         }
+        if let node = map["duplicate"] {
+            self.duplicate = Located(value: try node.unit(Probability.parse), node: node)
+        }
+        if let node = map["corrupt"] {
+            self.corrupt = Located(value: try node.unit(Probability.parse), node: node)
+        }
+        if let node = map["aqm"] {
+            self.aqm = Located(value: try Self.aqm(node), node: node)
+        }
         if let node = map["loss"] {
             self.loss = Located(value: try Self.loss(node), node: node)
         }
@@ -423,6 +438,39 @@ struct DirectionLayer {
             return (probability, gap)
         }
         return (try node.unit(Probability.parse), LinkDirection.defaultReorderGap)
+    }
+
+    /// `aqm: codel` (target 5ms, interval 100ms), `aqm: {type: codel, target: 5ms, interval: 100ms}`,
+    /// or `aqm: drop-tail` (the default).
+    private static func aqm(_ node: ConfigNode) throws(ConfigError) -> QueueDiscipline {
+        let allowed = "allowed: drop-tail, codel, or {type: codel, target: 5ms, interval: 100ms}"
+        if case .mapping = node.node {
+            let map = try node.mapping(allowedKeys: Self.aqmKeys, expecting: "{type: codel, target: 5ms, interval: 100ms}")
+            let type = try map.required("type", meaning: "the queue discipline, codel")
+            guard type.text.trimmingCharacters(in: .whitespaces).lowercased() == "codel" else {
+                throw type.error("'\(type.text)' is not a queue discipline with parameters; \(allowed)")
+            }
+            var target = QueueDiscipline.defaultTarget
+            var interval = QueueDiscipline.defaultInterval
+            if let node = map["target"] {
+                target = try node.unit(Span.parse)
+                guard target > .zero, target <= .seconds(Int64(1)) else {
+                    throw node.error("target \(node.text) is not above 0 and at most 1s; allowed: e.g. 5ms")
+                }
+            }
+            if let node = map["interval"] {
+                interval = try node.unit(Span.parse)
+                guard interval > target, interval <= .seconds(Int64(10)) else {
+                    throw node.error("interval \(node.text) is not above the target (\(target)) and at most 10s; allowed: e.g. 100ms")
+                }
+            }
+            return .codel(target: target, interval: interval)
+        }
+        switch node.text.trimmingCharacters(in: .whitespaces).lowercased() {
+        case "codel": return .codel(target: QueueDiscipline.defaultTarget, interval: QueueDiscipline.defaultInterval)
+        case "drop-tail", "droptail", "fifo": return .dropTail
+        default: throw node.error("'\(node.text)' is not a queue discipline; \(allowed)")
+        }
     }
 
     private static func rate(_ node: ConfigNode) throws(ConfigError) -> Bandwidth? {
@@ -487,6 +535,9 @@ struct DirectionLayer {
             result.queue = nil
         }
         if let reorder = self.reorder { result.reorder = reorder }
+        if let duplicate = self.duplicate { result.duplicate = duplicate }
+        if let corrupt = self.corrupt { result.corrupt = corrupt }
+        if let aqm = self.aqm { result.aqm = aqm }
         if let loss = self.loss { result.loss = loss }
         if let connectionBandwidth = self.connectionBandwidth { result.connectionBandwidth = connectionBandwidth }
         return result
@@ -583,7 +634,10 @@ struct EffectiveLayer {
             connectionBandwidth: layer.connectionBandwidth?.value ?? nil,
             queuePackets: layer.queuePackets?.value,
             reorder: layer.reorder?.value.0 ?? .zero,
-            reorderGap: layer.reorder?.value.1 ?? LinkDirection.defaultReorderGap
+            reorderGap: layer.reorder?.value.1 ?? LinkDirection.defaultReorderGap,
+            duplicate: layer.duplicate?.value ?? .zero,
+            corrupt: layer.corrupt?.value ?? .zero,
+            aqm: layer.aqm?.value ?? .dropTail
         )
     }
 }

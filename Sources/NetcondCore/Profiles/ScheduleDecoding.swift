@@ -198,6 +198,9 @@ extension DirectionLayer {
             result.reorder = reorder.value.0
             result.reorderGap = reorder.value.1
         }
+        if let duplicate = self.duplicate { result.duplicate = duplicate.value }
+        if let corrupt = self.corrupt { result.corrupt = corrupt.value }
+        if let aqm = self.aqm { result.aqm = aqm.value }
         if let loss = self.loss { result.loss = loss.value }
         if let connectionBandwidth = self.connectionBandwidth {
             result.connectionBandwidth = connectionBandwidth.value

@@ -111,12 +111,43 @@ import Testing
         #expect(try ProfileDecoder().decode(yaml: "name: q\ndown: {queue: 64KB}", file: Self.file).streamEngineRefusal == nil)
     }
 
+    @Test func duplicateCorruptAndCoDelDecodeForThePacketEngineOnly() throws {
+        let profile = try ProfileDecoder().decode(yaml: """
+            name: p
+            link:
+              bandwidth: 2Mbit
+              duplicate: 1%
+            down:
+              corrupt: 0.1%
+              aqm: codel
+            up:
+              aqm: {type: codel, target: 10ms, interval: 200ms}
+            """, file: Self.file)
+        #expect(profile.down.duplicate == Probability(0.01) && profile.up.duplicate == Probability(0.01))
+        #expect(profile.down.corrupt == Probability(0.001) && profile.up.corrupt == .zero)
+        #expect(profile.down.aqm == .codel(target: .milliseconds(5), interval: .milliseconds(100)))
+        #expect(profile.up.aqm == .codel(target: .milliseconds(10), interval: .milliseconds(200)))
+        #expect(PacketImpairments(profile.down).corrupt == Probability(0.001))
+        #expect(PacketImpairments(profile.up).aqm == profile.up.aqm)
+        #expect(profile.packetOnlyFeatures == ["duplicate (up)", "aqm (up)", "duplicate (down)", "corrupt (down)", "aqm (down)"])
+        #expect(profile.streamEngineRefusal?.contains("--engine packet") == true)
+        let plain = try ProfileDecoder().decode(yaml: "name: q\ndown: {aqm: drop-tail}", file: Self.file)
+        #expect(plain.down.aqm == .dropTail && plain.streamEngineRefusal == nil)
+    }
+
     @Test func packetOnlyKeysRefuseBadValues() {
         self.expectError("down:\n  queue: 0 packets", at: 2, 10, keyPath: "down.queue", containing: ["1…100000 packets"])
         self.expectError("down:\n  queue: lots packets", at: 2, 10, keyPath: "down.queue", containing: ["packets"])
         self.expectError("down:\n  reorder: {probability: 1%, gap: 0ms}", at: 2, 35, keyPath: "down.reorder.gap", containing: ["1ms…10s"])
         self.expectError("down:\n  reorder: {gap: 5ms}", at: 2, 12, keyPath: "down.reorder.probability", containing: ["missing"])
         self.expectError("down:\n  reorder: 120%", at: 2, 12, keyPath: "down.reorder", containing: ["%"])
+        self.expectError("down:\n  duplicate: lots", at: 2, 14, keyPath: "down.duplicate", containing: ["%"])
+        self.expectError("down:\n  corrupt: 101%", at: 2, 12, keyPath: "down.corrupt", containing: ["%"])
+        self.expectError("down:\n  aqm: red", at: 2, 8, keyPath: "down.aqm", containing: ["drop-tail, codel"])
+        self.expectError("down:\n  aqm: {type: pie}", at: 2, 15, keyPath: "down.aqm.type", containing: ["codel"])
+        self.expectError("down:\n  aqm: {type: codel, target: 0ms}", at: 2, 30, keyPath: "down.aqm.target", containing: ["5ms"])
+        self.expectError("down:\n  aqm: {type: codel, interval: 1ms}", at: 2, 32, keyPath: "down.aqm.interval", containing: ["above the target"])
+        self.expectError("down:\n  aqm: {type: codel, depth: 3}", at: 2, 22, keyPath: "down.aqm.depth", containing: ["depth"])
     }
 
     @Test func defaultsAndNameFromFile() throws {

@@ -21,7 +21,7 @@ public struct PacketLink {
     public init(_ impairments: PacketImpairments, seed: UInt64) {
         self.impairments = impairments
         self.loss = LossProcess(spec: impairments.loss, seed: seed &+ 1)
-        self.queue = DropTailQueue(rate: impairments.rate, limit: impairments.queue)
+        self.queue = DropTailQueue(rate: impairments.rate, limit: impairments.queue, discipline: impairments.aqm)
         self.delay = DelayLine(latency: impairments.latency, jitter: impairments.jitter, seed: seed &+ 2)
         self.random = SeededRandom(seed: seed &+ 3)
     }
@@ -30,7 +30,7 @@ public struct PacketLink {
     public mutating func reconfigure(_ impairments: PacketImpairments) {
         self.impairments = impairments
         self.loss.reconfigure(impairments.loss)
-        self.queue.reconfigure(rate: impairments.rate, limit: impairments.queue)
+        self.queue.reconfigure(rate: impairments.rate, limit: impairments.queue, discipline: impairments.aqm)
         self.delay.reconfigure(latency: impairments.latency, jitter: impairments.jitter)
     }
 
@@ -49,9 +49,16 @@ public struct PacketLink {
             self.counters.lost += 1
             return (.dropped(.lost), nil)
         }
-        guard let departure = self.queue.admit(bytes: bytes, at: now) else {
+        let departure: Instant
+        switch self.queue.admit(bytes: bytes, at: now) {
+        case .departs(let moment):
+            departure = moment
+        case .full:
             self.counters.queueDrops += 1
             return (.dropped(.queueFull), nil)
+        case .aqm:
+            self.counters.aqmDrops += 1
+            return (.dropped(.aqm), nil)
         }
         var arrival: Instant
         let i = self.impairments
@@ -92,13 +99,15 @@ public struct PacketImpairments: Sendable, Equatable {
     public var duplicate: Probability
     /// Probability that one byte of a packet arrives changed (the driver flips it).
     public var corrupt: Probability
+    public var aqm: QueueDiscipline
 
     public init(
         latency: Span = .zero, jitter: Span = .zero, rate: Bandwidth? = nil,
         queue: QueueLimit = .bytes(LinkDirection.defaultQueue), loss: LossSpec = .none,
         reorder: Probability = .zero, reorderGap: Span = .milliseconds(10),
-        duplicate: Probability = .zero, corrupt: Probability = .zero
+        duplicate: Probability = .zero, corrupt: Probability = .zero, aqm: QueueDiscipline = .dropTail
     ) {
+        self.aqm = aqm
         self.latency = latency
         self.jitter = jitter
         self.rate = rate
@@ -111,12 +120,13 @@ public struct PacketImpairments: Sendable, Equatable {
     }
 
     /// A profile's direction as the packet link sees it: the same latency, jitter, rate (the
-    /// per-connection cap is the stream engine's), queue and loss.
+    /// per-connection cap is the stream engine's), queue and loss, and the packet-only keys.
     public init(_ direction: LinkDirection) {
         self.init(
             latency: direction.latency, jitter: direction.jitter, rate: direction.bandwidth,
             queue: direction.queuePackets.map { .packets($0) } ?? .bytes(direction.queue), loss: direction.loss,
-            reorder: direction.reorder, reorderGap: direction.reorderGap)
+            reorder: direction.reorder, reorderGap: direction.reorderGap, duplicate: direction.duplicate,
+            corrupt: direction.corrupt, aqm: direction.aqm)
     }
 }
 
@@ -132,6 +142,8 @@ public enum PacketDrop: Sendable, Equatable {
     case lost
     /// The bottleneck queue was full.
     case queueFull
+    /// CoDel dropped it at the head of the queue.
+    case aqm
 }
 
 /// What one direction of the packet link did, for the summary and `GET /status`.
@@ -139,6 +151,7 @@ public struct PacketCounters: Sendable, Equatable {
     public var offered = 0
     public var lost = 0
     public var queueDrops = 0
+    public var aqmDrops = 0
     public var reordered = 0
     public var duplicated = 0
     public var corrupted = 0
