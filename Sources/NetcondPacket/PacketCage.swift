@@ -8,7 +8,8 @@ import Glibc
 ///
 /// ```
 ///  cgroup netcond-PID  ◀── the command and all its children (it cannot leave: that needs root)
-///  nft table inet netcond_PID, output and input hooks, priority -160; M = 0x6e000000 | pid << 8:
+///  nft table inet netcond, shared by every run: base chains output and input (priority -160) and
+///  captive_nat (NAT, output) jump to this run's chains run_PID_*; M = 0x6e000000 | pid << 8:
 ///   output  socket in the cgroup ─▶ conntrack mark M; to this host: nothing more (see input)
 ///                                   to another host: up (clamp the SYN's MSS, mark M)
 ///           ICMP of a flow marked M (the kernel answering the cage's ping) ─▶ down (mark M|0x40)
@@ -33,6 +34,12 @@ import Glibc
 ///
 /// Everything is named after netcond's process id, so ``removeStale()`` can find and remove what a
 /// netcond killed by SIGKILL left: the next packet-engine run calls it first.
+///
+/// Why one shared table: removing a netfilter base chain makes the kernel drop every packet waiting
+/// in every NFQUEUE of the machine, so a run that deleted a table of its own would take the packets
+/// other runs hold. A run adds and removes only regular chains and rules, which flush nothing; the
+/// last run out removes the table (then no run holds packets), under a lock so that a run starting
+/// meanwhile waits.
 public final class PacketCage: @unchecked Sendable {
     public let name: String
     public let cgroupDirectory: String
@@ -41,8 +48,10 @@ public final class PacketCage: @unchecked Sendable {
     static let downBit: UInt32 = 0x40
     static let markMask: UInt32 = 0xffff_ffc0
     private var rules: [(tool: String, chain: String, spec: [String])] = []
-    private var tableAdded = false
+    private var chainsAdded = false
     private var removed = false
+    /// This run's chains in the shared table: `run_PID_output` and so on.
+    let chainPrefix: String
 
     static let prefix = "netcond-"
 
@@ -55,11 +64,12 @@ public final class PacketCage: @unchecked Sendable {
         }
         self.cgroupDirectory = root + "/" + self.name
         self.mark = 0x6e00_0000 | (UInt32(UInt16(truncatingIfNeeded: pid)) << 8)
+        self.chainPrefix = Self.chainPrefix(pid: String(pid))
         do throws(PacketEngineError) {
             if mkdir(self.cgroupDirectory, 0o755) != 0 && errno != EEXIST {
                 throw PacketEngineError.system("cannot create the cgroup \(self.cgroupDirectory)", errno)
             }
-            try self.addTable(root: root)
+            try self.addChains(root: root)
             let upMark = String(format: "0x%08x/0x%08x", self.mark, Self.markMask)
             let downMark = String(format: "0x%08x/0x%08x", self.mark | Self.downBit, Self.markMask)
             for tool in ["iptables", "ip6tables"] {
@@ -80,8 +90,22 @@ public final class PacketCage: @unchecked Sendable {
         }
     }
 
-    /// The nft path of the cgroup (relative to /sys/fs/cgroup, as nft resolves it) and its table.
-    private func addTable(root: String) throws(PacketEngineError) {
+    static let table = "netcond"
+
+    static func chainPrefix(pid: String) -> String { "run_" + pid }
+
+    /// The shared table and its base chains (idempotent: `add` leaves what exists).
+    static let baseChains = """
+        add table inet \(table)
+        add chain inet \(table) output { type filter hook output priority -160; policy accept; }
+        add chain inet \(table) input { type filter hook input priority -160; policy accept; }
+        add chain inet \(table) captive_nat { type nat hook output priority -100; policy accept; }
+
+        """
+
+    /// This run's chains, and the rules in the base chains that lead to them. The cgroup's nft path
+    /// is relative to /sys/fs/cgroup, as nft resolves it.
+    private func addChains(root: String) throws(PacketEngineError) {
         let relative = root.hasPrefix("/sys/fs/cgroup/") ? String(root.dropFirst("/sys/fs/cgroup/".count)) + "/" : ""
         // Level 1: the cgroup is a child of the hierarchy's root.
         let mark = String(format: "0x%08x", self.mark)
@@ -92,46 +116,114 @@ public final class PacketCage: @unchecked Sendable {
                 meta nfproto ipv4 tcp flags syn tcp option maxseg size > 1460 tcp option maxseg size set 1460
                 meta nfproto ipv6 tcp flags syn tcp option maxseg size > 1440 tcp option maxseg size set 1440
             """
-        let table = Self.tableName(self.name)
-        let ruleset = """
-            table inet \(table) {
-              chain output {
-                type filter hook output priority -160; policy accept;
-                \(cgroup) ct mark set \(mark)
-                \(cgroup) fib daddr type local return
-                \(cgroup) goto up
-                ct mark \(mark) meta l4proto { icmp, ipv6-icmp } goto down
-              }
-              chain input {
-                type filter hook input priority -160; policy accept;
-                \(cgroup) goto down
-                ct mark \(mark) goto up
-              }
-              chain up {
+        let t = Self.table
+        let p = self.chainPrefix
+        let comment = "comment \"\(self.name)\""
+        let ruleset = Self.baseChains + """
+            table inet \(t) {
+              chain \(p)_up {
                 meta mark & \(passed) == \(passed) return
             \(clamp)
                 meta mark set \(mark)
               }
-              chain down {
+              chain \(p)_down {
                 meta mark & \(passed) == \(passed) return
             \(clamp)
                 meta mark set \(down)
               }
+              chain \(p)_output {
+                \(cgroup) ct mark set \(mark)
+                \(cgroup) fib daddr type local return
+                \(cgroup) goto \(p)_up
+                ct mark \(mark) meta l4proto { icmp, ipv6-icmp } goto \(p)_down
+              }
+              chain \(p)_input {
+                \(cgroup) goto \(p)_down
+                ct mark \(mark) goto \(p)_up
+              }
+              chain \(p)_captive {
+              }
             }
+            add rule inet \(t) output jump \(p)_output \(comment)
+            add rule inet \(t) input jump \(p)_input \(comment)
+            add rule inet \(t) captive_nat ct mark \(mark) jump \(p)_captive \(comment)
 
             """
-        try Self.run("nft", ["-f", "-"], input: ruleset)
-        self.tableAdded = true
+        try Self.withTableLock { () throws(PacketEngineError) in
+            try Self.run("nft", ["-f", "-"], input: ruleset)
+        }
+        self.chainsAdded = true
+    }
+
+    /// Runs `body` holding the lock that orders changes to the shared table between runs (an
+    /// exclusive flock on the cgroup hierarchy's root directory).
+    @discardableResult
+    static func withTableLock<T>(_ body: () throws(PacketEngineError) -> T) throws(PacketEngineError) -> T {
+        let fd = open(Self.cgroup2Root() ?? "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd >= 0 {
+            while flock(fd, LOCK_EX) != 0 && errno == EINTR {}
+        }
+        defer {
+            if fd >= 0 {
+                flock(fd, LOCK_UN)
+                close(fd)
+            }
+        }
+        return try body()
+    }
+
+    /// Removes the runs' chains and the rules leading to them (`pids`: whose), and the table when no
+    /// run is left in it. Call with the table lock held. Returns how many runs it removed.
+    @discardableResult
+    static func removeRuns(where matches: (String) -> Bool) -> Int {
+        guard let listing = try? Self.run("nft", ["-a", "list", "table", "inet", Self.table]) else { return 0 }
+        var script = ""
+        var chains: [String] = []
+        var removedRuns = Set<String>()
+        var runsLeft = Set<String>()
+        var chain = ""
+        for line in listing.split(separator: "\n") {
+            let text = line.trimmingCharacters(in: .whitespaces)
+            if text.hasPrefix("chain ") {
+                chain = String(text.dropFirst("chain ".count).prefix { $0 != " " })
+                if chain.hasPrefix("run_") {
+                    let pid = String(chain.dropFirst(4).prefix { $0 != "_" })
+                    if matches(pid) {
+                        chains.append(chain)
+                        removedRuns.insert(pid)
+                    } else {
+                        runsLeft.insert(pid)
+                    }
+                }
+                continue
+            }
+            guard let range = text.range(of: "comment \"" + Self.prefix),
+                let handle = text.range(of: "# handle ").map({ text[$0.upperBound...] })
+            else { continue }
+            let pid = String(text[range.upperBound...].prefix { $0 != "\"" })
+            if matches(pid) { script += "delete rule inet \(Self.table) \(chain) handle \(handle)\n" }
+        }
+        // The chains that jump or go to others first.
+        let order = ["_output", "_input", "_captive", "_up", "_down"]
+        for suffix in order {
+            for chain in chains where chain.hasSuffix(suffix) { script += "delete chain inet \(Self.table) \(chain)\n" }
+        }
+        if !script.isEmpty { _ = try? Self.run("nft", ["-f", "-"], input: script) }
+        if runsLeft.isEmpty {
+            // No run holds packets now: the base chains can go (their removal flushes the queues).
+            _ = try? Self.run("nft", ["delete", "table", "inet", Self.table])
+        }
+        return removedRuns.count
     }
 
     /// Lets TCP to and from `127.0.0.1:port` bypass the link: netcond's own control API, which a
     /// command must reach to end the very outage it started.
     public func exempt(loopbackPort port: Int) throws(PacketEngineError) {
-        let table = Self.tableName(self.name)
         for chain in ["output", "input"] {
             for side in ["dport", "sport"] {
                 try Self.run("nft", [
-                    "insert", "rule", "inet", table, chain, "ip", "saddr", "127.0.0.1", "ip", "daddr", "127.0.0.1",
+                    "insert", "rule", "inet", Self.table, self.chainPrefix + "_" + chain, "ip", "saddr", "127.0.0.1",
+                    "ip", "daddr", "127.0.0.1",
                     "tcp", side, String(port), "return",
                 ])
             }
@@ -161,26 +253,14 @@ public final class PacketCage: @unchecked Sendable {
         }
     }
 
-    private var captiveChains = false
-
     /// Points the cage's new TCP connections at a closed portal (`redirect`), or lets them go to
     /// their targets again (nil). A NAT chain on output, for connections of the cage only (its
     /// conntrack mark); connections already made keep their way.
     public func setCaptive(_ redirect: CaptiveRedirect?) throws(PacketEngineError) {
-        let table = Self.tableName(self.name)
-        var script = ""
-        if !self.captiveChains {
-            // Added once: removing a base chain would flush every NFQUEUE (held packets lost).
-            script += """
-                add chain inet \(table) captive_nat { type nat hook output priority -100; policy accept; }
-                add chain inet \(table) captive
-                add rule inet \(table) captive_nat ct mark \(String(format: "0x%08x", self.mark)) jump captive
-
-                """
-        }
-        script += "flush chain inet \(table) captive\n"
+        let chain = self.chainPrefix + "_captive"
+        var script = "flush chain inet \(Self.table) \(chain)\n"
         if let redirect {
-            let rule = "add rule inet \(table) captive"
+            let rule = "add rule inet \(Self.table) \(chain)"
             script += "\(rule) meta nfproto ipv4 ip daddr != \(redirect.address) tcp dport 80 dnat ip to \(redirect.address):\(redirect.http)\n"
             if let http6 = redirect.http6 {
                 script += "\(rule) meta nfproto ipv6 tcp dport 80 dnat ip6 to [::1]:\(http6)\n"
@@ -193,7 +273,6 @@ public final class PacketCage: @unchecked Sendable {
             }
         }
         try Self.run("nft", ["-f", "-"], input: script)
-        self.captiveChains = true
     }
 
     /// Opens the cgroup's `cgroup.procs` for a child to write itself into before it executes.
@@ -212,13 +291,14 @@ public final class PacketCage: @unchecked Sendable {
             _ = try? Self.run(rule.tool, ["-w", "5", "-t", "mangle", "-D", rule.chain] + rule.spec)
         }
         self.rules = []
-        if self.tableAdded { _ = try? Self.run("nft", ["delete", "table", "inet", Self.tableName(self.name)]) }
+        if self.chainsAdded {
+            let pid = String(self.name.dropFirst(Self.prefix.count))
+            _ = try? Self.withTableLock { () throws(PacketEngineError) in Self.removeRuns { $0 == pid } }
+        }
         Self.removeCgroup(self.cgroupDirectory)
     }
 
     deinit { self.remove() }
-
-    static func tableName(_ name: String) -> String { name.replacingOccurrences(of: "-", with: "_") }
 
     /// The process ids still in the cgroup.
     public var processes: [pid_t] {
@@ -276,6 +356,10 @@ public final class PacketCage: @unchecked Sendable {
                 removed += 1
             }
         }
+        removed += (try? Self.withTableLock { () throws(PacketEngineError) in
+            Self.removeRuns { isGone(Substring(Self.prefix + $0)) }
+        }) ?? 0
+        // Tables of their own, as netcond made them before the shared table.
         if let tables = try? Self.run("nft", ["list", "tables"]) {
             for line in tables.split(separator: "\n") {
                 let fields = line.split(separator: " ")
