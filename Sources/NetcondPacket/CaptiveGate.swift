@@ -61,32 +61,14 @@ public struct PacketCaptiveGate: Sendable {
             case .wrongCertificate: return nil  // the NAT sent it to the portal's TLS server
             }
         }
-        guard copied >= 20 else { return nil }
-        let version = bytes[0] >> 4
-        let header: Int
-        let proto: UInt8
-        let destination: PacketAddress
-        if version == 4 {
-            header = Int(bytes[0] & 0x0f) * 4
-            proto = bytes[9]
-            destination = PacketAddress(bytes + 16, count: 4)
-        } else if version == 6, copied >= 40 {
-            header = 40
-            proto = bytes[6]
-            destination = PacketAddress(bytes + 24, count: 16)
-        } else {
-            return nil
+        guard let head = PacketHead(bytes, copied: copied) else { return nil }
+        if head.isUDP, let port = head.destinationPort {
+            return port == 53 || self.isPortal(head.destination, port: port) ? nil : .drop
         }
-        guard copied >= header + 4 else { return nil }
-        switch proto {
-        case 17:  // UDP
-            let port = UInt16(bytes[header + 2]) << 8 | UInt16(bytes[header + 3])
-            return port == 53 || self.isPortal(destination, port: port) ? nil : .drop
-        case 1 where bytes[header] == 8, 58 where bytes[header] == 128:  // echo requests
-            return self.isPortal(destination, port: nil) ? nil : .drop
-        default:
-            return nil
+        if head.isEchoRequest {
+            return self.isPortal(head.destination, port: nil) ? nil : .drop
         }
+        return nil
     }
 
     private func isPortal(_ address: PacketAddress, port: UInt16?) -> Bool {
@@ -99,11 +81,7 @@ public struct PacketCaptiveGate: Sendable {
             let address = tcp.destination.bytes(count: tcp.addressLength)
             return PacketAddress.text(address) + ":" + String(tcp.destinationPort)
         }
-        guard copied >= 20 else { return "?" }
-        if bytes[0] >> 4 == 6, copied >= 40 {
-            return PacketAddress.text(PacketAddress(bytes + 24, count: 16).bytes(count: 16))
-        }
-        return PacketAddress.text(PacketAddress(bytes + 16, count: 4).bytes(count: 4))
+        return PacketHead(bytes, copied: copied)?.destinationText ?? "?"
     }
 }
 

@@ -53,6 +53,14 @@ public final class PacketEngine: @unchecked Sendable {
     private var outage: OutageBehaviour?
     /// A closed captive portal's gate on what leaves the cage (nil: no portal, or open).
     private var captiveGate: PacketCaptiveGate?
+    /// The profile's set-up rules (firewall, connect_hold, dns_fail), and what they need to count.
+    private var setup: SetupRules
+    private var connectAttempts = 0
+    /// The lookups `dns_fail` failed, in order (for a scenario's evidence).
+    private var lookups: [PacketLookupFailure] = []
+    private var holdUntil: [FlowKey: Instant] = [:]
+    /// Packets netcond sends in a server's place (a DNS failure's answer), due at their moments.
+    private var injected = Heap<InjectedPacket>()
     private var stalled = [false, false]
     /// Packets a stalled direction delivered meanwhile, in order: they go when the stall ends.
     private var stalledPackets: [[HeldPacket]] = [[], []]
@@ -72,6 +80,7 @@ public final class PacketEngine: @unchecked Sendable {
     // Under the lock: what the summary reads, and commands waiting for the engine thread.
     private var published = PacketSummary()
     private var recordsAtStop: [PacketFlowRecord] = []
+    private var lookupsAtStop: [PacketLookupFailure] = []
     /// Work for the engine's thread (live commands, reads of its state), in order.
     private var commands: [() -> Void] = []
 
@@ -98,7 +107,8 @@ public final class PacketEngine: @unchecked Sendable {
             PacketLink(PacketImpairments(self.conditions.down), seed: SeedDeriver.derive(seed, 0x5041_434B, 1)),
         ]
         self.wholeGSO = wholeGSO
-        self.copyingWhole = capture != nil || Self.needsWholePackets(self.conditions)
+        self.setup = profile.setup
+        self.copyingWhole = capture != nil || Self.needsWholePackets(self.conditions, profile.setup)
         self.lastState = self.timeline.state
         self.onStateChange = onStateChange
         self.outage = self.timeline.outage
@@ -118,7 +128,7 @@ public final class PacketEngine: @unchecked Sendable {
         let start = UInt16(truncatingIfNeeded: 1000 + (Int(getpid()) % 30_000) * 2)
         // A capture needs whole packets, and the packets of the wire (GSO ones segmented).
         let first = ConditionTimeline(profile: profile, seed: seed).conditions
-        let whole = capture != nil || Self.needsWholePackets(first)
+        let whole = capture != nil || Self.needsWholePackets(first, profile.setup)
         let up = try queue.bindPair(from: start, copyRange: whole ? Self.wholePacket : Self.headOnly)
         let wholeGSO = capture != nil ? [false, false]
             : [Self.decidesNothingPerPacket(first.up), Self.decidesNothingPerPacket(first.down)]
@@ -160,7 +170,6 @@ public final class PacketEngine: @unchecked Sendable {
     public static func unsupportedFeatures(_ profile: Profile) -> [String] {
         var features: [String] = []
         if !profile.faults.isEmpty { features.append("HTTP faults (they need a proxy that reads HTTP)") }
-        if !profile.setup.isEmpty { features.append("setup rules") }
         if profile.up.connectionBandwidth != nil || profile.down.connectionBandwidth != nil {
             features.append("a per-connection rate (a link has one rate for all its packets)")
         }
@@ -180,9 +189,9 @@ public final class PacketEngine: @unchecked Sendable {
             && direction.duplicate == .zero && direction.corrupt == .zero
     }
 
-    /// Duplicates and corruption need each packet's bytes, not only its head.
-    static func needsWholePackets(_ conditions: LinkConditions) -> Bool {
-        [conditions.up, conditions.down].contains { $0.duplicate > .zero || $0.corrupt > .zero }
+    /// Duplicates and corruption need each packet's bytes, not only its head; `dns_fail` a whole query.
+    static func needsWholePackets(_ conditions: LinkConditions, _ setup: SetupRules) -> Bool {
+        !setup.dnsFail.isEmpty || [conditions.up, conditions.down].contains { $0.duplicate > .zero || $0.corrupt > .zero }
     }
 
     static let headOnly: UInt32 = 128
@@ -256,6 +265,17 @@ public final class PacketEngine: @unchecked Sendable {
         return self.recordsAtStop
     }
 
+    /// The DNS lookups `dns_fail` answered with "no such name" so far.
+    public func lookupFailures() async -> [PacketLookupFailure] {
+        await self.onEngineThread({ self.lookups }) ?? self.finalLookups
+    }
+
+    private var finalLookups: [PacketLookupFailure] {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        return self.lookupsAtStop
+    }
+
     /// Runs `body` on the engine's thread; nil once the engine has stopped.
     private func onEngineThread<T: Sendable>(_ body: @escaping () -> T) async -> T? {
         await withCheckedContinuation { (continuation: CheckedContinuation<T?, Never>) in
@@ -301,7 +321,7 @@ public final class PacketEngine: @unchecked Sendable {
             // The verdicts first: a packet the link delivered at this moment reaches its socket
             // before a reset due now, as it would on a wire (and the reset's sequence number counts it).
             self.queue.flush()
-            self.sendCopies()
+            self.sendInjected(upTo: self.now)
             self.sendResets(upTo: self.now)
             let now = self.now
             if now - lastPublished >= .milliseconds(50) {
@@ -317,6 +337,7 @@ public final class PacketEngine: @unchecked Sendable {
             if let next = self.held.min { timeout = min(timeout, max(0, (next.at - now).nanoseconds)) }
             if let next = self.timeline.nextChange { timeout = min(timeout, max(0, (next - now).nanoseconds)) }
             if let next = self.resets.min { timeout = min(timeout, max(0, (next.at - now).nanoseconds)) }
+            if let next = self.injected.min { timeout = min(timeout, max(0, (next.at - now).nanoseconds)) }
             // Precise mode: the last stretch before a moment is polled, not slept (a wake-up from
             // sleep costs 0.1-0.5 ms on a VM).
             if self.precise && timeout < Self.spinWindow { timeout = 0 }
@@ -328,6 +349,7 @@ public final class PacketEngine: @unchecked Sendable {
         let records = self.flows.records
         self.lock.lock()
         self.recordsAtStop = records
+        self.lookupsAtStop = self.lookups
         self.lock.unlock()
     }
 
@@ -361,7 +383,19 @@ public final class PacketEngine: @unchecked Sendable {
         if up, let gate = self.captiveGate, let payload = packet.payload,
             let stop = gate.decide(payload, copied: Int(packet.payload_length), tcp: tcp)
         {
-            self.stopAtPortal(packet, bytes, tcp: tcp, stop: stop, gate: gate, at: now)
+            self.working.portalStopped += Int(packet.segments)
+            if self.stopAttempt(packet, bytes, tcp: tcp, reset: stop == .reset, at: now), let payload = packet.payload {
+                gate.onStop(stop, PacketCaptiveGate.target(payload, copied: Int(packet.payload_length), tcp: tcp))
+            }
+            return
+        }
+        if up, let action = self.firewall(packet, tcp) {
+            self.working.firewallStopped += Int(packet.segments)
+            self.stopAttempt(packet, bytes, tcp: tcp, reset: action == .refuse, at: now)
+            return
+        }
+        if up, tcp == nil, !self.setup.dnsFail.isEmpty, self.answerFailingLookup(packet, at: now) {
+            self.drop(packet, bytes)
             return
         }
         if let tcp {
@@ -375,9 +409,12 @@ public final class PacketEngine: @unchecked Sendable {
                     answering: tcp.seq &+ 1)
                 return
             }
-            if self.flows.offered(tcp, up: up, at: now) { self.working.connections += 1 }
+            if self.flows.offered(tcp, up: up, at: now) {
+                self.working.connections += 1
+                if up { self.countAttempt(tcp, at: now) }
+            }
         }
-        let extra = up ? self.setupDelay(packet, tcp) : .zero
+        let extra = up ? self.setupDelay(packet, tcp, at: now) : .zero
         let (fate, duplicate) = self.links[direction].decide(bytes: Int(packet.wire_length), at: now)
         let mark = packet.mark | PacketCage.passedBit
         switch fate {
@@ -416,24 +453,73 @@ public final class PacketEngine: @unchecked Sendable {
         }
     }
 
-    /// A closed portal stops a packet leaving the cage: a new connection's SYN is reset one round
-    /// trip later (as a refusal) or lost; anything else is lost.
-    private func stopAtPortal(
-        _ packet: ncq_packet, _ bytes: [UInt8]?, tcp: TCPHeader?, stop: PacketCaptiveGate.Stop, gate: PacketCaptiveGate,
-        at now: Instant
-    ) {
+    /// A closed portal or the firewall stops a packet leaving the cage: a new connection's SYN is
+    /// reset one round trip later (as a refusal) or lost; anything else is lost. Returns whether
+    /// this was a new attempt (a swallowed SYN's retransmissions are the same one).
+    @discardableResult
+    private func stopAttempt(_ packet: ncq_packet, _ bytes: [UInt8]?, tcp: TCPHeader?, reset: Bool, at now: Instant) -> Bool {
         self.drop(packet, bytes)
-        self.working.portalStopped += Int(packet.segments)
-        guard let tcp, let payload = packet.payload else { return }
-        if stop == .reset {
+        guard let tcp else { return false }
+        if reset {
             self.flows.refusedByLink(tcp, at: now)
             self.scheduleReset(FlowKey(tcp, up: true), towardCage: true, at: now + self.conditions.baseRTT, answering: tcp.seq &+ 1)
-        } else if self.flows.offered(tcp, up: true, at: now) {
-            self.working.connections += 1
-        } else {
-            return  // a swallowed SYN's retransmission: the same attempt
+            return true
         }
-        gate.onStop(stop, PacketCaptiveGate.target(payload, copied: Int(packet.payload_length), tcp: tcp))
+        guard self.flows.offered(tcp, up: true, at: now) else { return false }
+        self.working.connections += 1
+        return true
+    }
+
+    // MARK: - Set-up rules
+
+    /// What the profile's firewall does to a packet leaving the cage (nil: it passes). It decides
+    /// new TCP connections by their port (`refuse` or `blackhole`) and loses UDP to other ports;
+    /// DNS (53) passes, as the proxy's own lookups do.
+    private func firewall(_ packet: ncq_packet, _ tcp: TCPHeader?) -> FirewallAction? {
+        guard let allowed = self.setup.allowPorts else { return nil }
+        if let tcp {
+            guard tcp.isSYN, tcp.destinationPort != 53, !allowed.contains(Int(tcp.destinationPort)) else { return nil }
+            return self.setup.otherwise
+        }
+        guard let payload = packet.payload, let head = PacketHead(payload, copied: Int(packet.payload_length)),
+            head.isUDP, let port = head.destinationPort, port != 53, !allowed.contains(Int(port))
+        else { return nil }
+        return .blackhole
+    }
+
+    /// A new connection from the cage: the first `connect_hold` ones wait before their handshake
+    /// starts (every SYN of theirs arrives when the hold ends).
+    private func countAttempt(_ tcp: TCPHeader, at now: Instant) {
+        let index = self.connectAttempts
+        self.connectAttempts += 1
+        if self.setup.hold > .zero && index < self.setup.holdFirst {
+            self.holdUntil[FlowKey(tcp, up: true)] = now + self.setup.hold
+            self.working.connectsHeld += 1
+        }
+    }
+
+    /// A DNS query for a name `dns_fail` names: answered NXDOMAIN in the server's place, a round
+    /// trip (and the profile's DNS delay) later. Returns whether it was (then the query goes no further).
+    private func answerFailingLookup(_ packet: ncq_packet, at now: Instant) -> Bool {
+        guard packet.payload_length == packet.length, let payload = packet.payload else { return false }
+        let bytes = Array(UnsafeBufferPointer(start: payload, count: Int(packet.payload_length)))
+        guard let question = DNSFailure.question(bytes), self.setup.nameFails(question.name) else { return false }
+        self.working.lookupsFailed += 1
+        self.sequence += 1
+        self.injected.insert(InjectedPacket(
+            at: now + self.conditions.baseRTT + self.conditions.dnsDelay, sequence: self.sequence,
+            bytes: DNSFailure.reply(to: bytes, question: question)))
+        self.lookups.append(PacketLookupFailure(name: question.name, at: now))
+        return true
+    }
+
+    /// Sends the packets netcond answers with in a server's place, when they are due.
+    private func sendInjected(upTo now: Instant) {
+        while let next = self.injected.min, next.at <= now {
+            _ = self.injected.removeMin()
+            self.copies.append(next.bytes)
+        }
+        self.sendCopies()
     }
 
     /// Lets a packet go: the link has delivered it (with a byte changed, and a copy behind it, when
@@ -552,23 +638,20 @@ public final class PacketEngine: @unchecked Sendable {
 
     /// The profile's extra set-up delays: `connect_delay` on a connection's first SYN, `dns_delay`
     /// on a query to port 53 (UDP or TCP). A TCP packet's header is already read (`tcp`).
-    private func setupDelay(_ packet: ncq_packet, _ tcp: TCPHeader?) -> Span {
+    private func setupDelay(_ packet: ncq_packet, _ tcp: TCPHeader?, at now: Instant) -> Span {
         if let tcp {
             if tcp.destinationPort == 53 && self.conditions.dnsDelay > .zero { return self.conditions.dnsDelay }
-            return tcp.isSYN ? self.conditions.connectDelay : .zero
+            guard tcp.isSYN else { return .zero }
+            var delay = self.conditions.connectDelay
+            if !self.holdUntil.isEmpty, let until = self.holdUntil[FlowKey(tcp, up: true)] {
+                if until > now { delay = max(delay, until - now) } else { self.holdUntil[FlowKey(tcp, up: true)] = nil }
+            }
+            return delay
         }
-        guard self.conditions.dnsDelay > .zero, packet.payload_length >= 28, let bytes = packet.payload else { return .zero }
-        let header: Int
-        if packet.ip_version == 4 && bytes[9] == 17 {
-            header = Int(bytes[0] & 0x0f) * 4
-        } else if packet.ip_version == 6 && bytes[6] == 17 {
-            header = 40
-        } else {
-            return .zero
-        }
-        guard Int(packet.payload_length) >= header + 4 else { return .zero }
-        let port = UInt16(bytes[header + 2]) << 8 | UInt16(bytes[header + 3])
-        return port == 53 ? self.conditions.dnsDelay : .zero
+        guard self.conditions.dnsDelay > .zero, let bytes = packet.payload,
+            let head = PacketHead(bytes, copied: Int(packet.payload_length)), head.isUDP
+        else { return .zero }
+        return head.destinationPort == 53 ? self.conditions.dnsDelay : .zero
     }
 
     private func release(upTo now: Instant) {
@@ -599,7 +682,7 @@ public final class PacketEngine: @unchecked Sendable {
         let conditions = self.timeline.conditions
         if conditions != self.conditions {
             self.conditions = conditions
-            if !self.copyingWhole && Self.needsWholePackets(conditions) {
+            if !self.copyingWhole && Self.needsWholePackets(conditions, self.timeline.profile.setup) {
                 self.copyingWhole = true
                 for number in [self.upQueue, self.upQueue &+ 1] { _ = ncq_set_copy(self.queue.descriptor, number, Self.wholePacket) }
             }
@@ -611,6 +694,11 @@ public final class PacketEngine: @unchecked Sendable {
                     try? self.queue.setWholeGSO(whole, queue: self.upQueue &+ UInt16(index), waiting: false)
                 }
             }
+        }
+        self.setup = self.timeline.profile.setup
+        if !self.copyingWhole && !self.setup.dnsFail.isEmpty {
+            self.copyingWhole = true
+            for number in [self.upQueue, self.upQueue &+ 1] { _ = ncq_set_copy(self.queue.descriptor, number, Self.wholePacket) }
         }
         let outage = self.timeline.outage
         if outage != self.outage {
@@ -669,6 +757,22 @@ struct HeldPacket: Comparable {
     static func == (a: HeldPacket, b: HeldPacket) -> Bool { a.sequence == b.sequence }
 }
 
+/// A DNS lookup `dns_fail` failed: the name, and when the query reached the link.
+public struct PacketLookupFailure: Sendable, Equatable {
+    public var name: String
+    public var at: Instant
+}
+
+/// A packet netcond sends in a server's place at a moment.
+struct InjectedPacket: Comparable {
+    var at: Instant
+    var sequence: UInt64
+    var bytes: [UInt8]
+
+    static func < (a: InjectedPacket, b: InjectedPacket) -> Bool { (a.at, a.sequence) < (b.at, b.sequence) }
+    static func == (a: InjectedPacket, b: InjectedPacket) -> Bool { a.sequence == b.sequence }
+}
+
 /// A reset netcond sends to one end of a connection at a moment.
 struct ScheduledReset: Comparable {
     var at: Instant
@@ -717,6 +821,11 @@ public struct PacketSummary: Sendable, Equatable {
     public var connectionsCut = 0
     /// Packets a closed captive portal stopped (connections it reset or swallowed, UDP, pings).
     public var portalStopped = 0
+    /// Packets the profile's firewall stopped; connections `connect_hold` held; DNS queries
+    /// answered NXDOMAIN for `dns_fail`.
+    public var firewallStopped = 0
+    public var connectsHeld = 0
+    public var lookupsFailed = 0
     /// Duplicates the raw socket could not send.
     public var copiesNotSent = 0
     /// Resets the raw socket could not send.

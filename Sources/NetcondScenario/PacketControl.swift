@@ -42,7 +42,7 @@ public struct PacketControl: ControlTarget {
                     + ", which the packet engine does not emulate yet")
             }
             command = .switchProfile(profile)
-            await self.session.portal.replace(with: profile.captivePortal)
+            await self.session.switched(to: profile)
         }
         let summary = await self.engine.control(command)
         var status = Self.status(summary, seed: self.engine.seed)

@@ -119,11 +119,7 @@ public final class PacketSession: Sendable {
             portal = started
             let file = try TemporaryFiles.makeFile(kind: "hosts")
             hostsFile = file
-            let system = (try? String(contentsOfFile: "/etc/hosts", encoding: .utf8)) ?? "127.0.0.1\tlocalhost\n"
-            let portalNames = ([CaptivePortal.host] + CaptivePortal.probeHosts).joined(separator: " ")
-            try (system + (system.hasSuffix("\n") ? "" : "\n") + "\(host)\t\(Session.originHost)\n"
-                + "\(portalAddress)\t\(portalNames)\n")
-                .write(toFile: file, atomically: false, encoding: .utf8)
+            try Self.writeHosts(file, origin: host, portal: portalAddress, setup: profile.setup)
             chmod(file, 0o644)
             return PacketSession(
                 profile: profile, seed: seed, engine: engine, origin: origin, originAddress: address,
@@ -137,6 +133,27 @@ public final class PacketSession: Sendable {
             engine.stop()
             throw .origin(String(describing: error))
         }
+    }
+
+    /// The command's /etc/hosts: the machine's, the origin's name and the portal's names, less any
+    /// name the profile's `dns_fail` makes fail (its lookup then goes to DNS, which the engine
+    /// answers "no such name"). Written in place: the command's mount sees every rewrite.
+    static func writeHosts(_ file: String, origin: String, portal: String, setup: SetupRules) throws {
+        let system = (try? String(contentsOfFile: "/etc/hosts", encoding: .utf8)) ?? "127.0.0.1\tlocalhost\n"
+        var text = system + (system.hasSuffix("\n") ? "" : "\n")
+        for (address, names) in [(origin, [Session.originHost]), (portal, [CaptivePortal.host] + CaptivePortal.probeHosts)] {
+            let kept = names.filter { !setup.nameFails($0) }
+            if !kept.isEmpty { text += "\(address)\t\(kept.joined(separator: " "))\n" }
+        }
+        try text.write(toFile: file, atomically: false, encoding: .utf8)
+    }
+
+    /// A profile switch: the names `dns_fail` makes fail change with it, and its captive portal.
+    func switched(to profile: Profile) async {
+        try? Self.writeHosts(
+            self.hostsFile, origin: self.originAddress.ipAddress ?? "127.0.0.1", portal: self.portal.address,
+            setup: profile.setup)
+        await self.portal.replace(with: profile.captivePortal)
     }
 
     /// Binds with `bind` on the first address of 127.110.0.0/16 tried where it works (the origin's

@@ -83,7 +83,7 @@ extension PacketSession: RunSession {
         switch action {
         case .switchProfile(let profile):
             command = .switchProfile(profile)
-            await self.portal.replace(with: profile.captivePortal)
+            await self.switched(to: profile)
         case .outage(let outage): command = .outage(outage)
         case .stall(let stall): command = .stall(stall)
         case .cut(.reset): command = .cut
@@ -114,7 +114,8 @@ extension PacketSession: RunSession {
         let connections = self.origin.requestLog.connections
         let assembler = EvidenceAssembler(clientStart: clientStart, logStart: self.engine.clockOrigin)
         evidence.requests = assembler.requests(deliveries: deliveries, entries: entries, connections: connections)
-        evidence.failedConnects = assembled.failedConnects(records)
+        evidence.failedConnects = (assembled.failedConnects(records)
+            + assembled.failedLookups(await self.engine.lookupFailures())).sorted { $0.at < $1.at }
         evidence.heldConnects = []
         evidence.portal = self.portal.events(clientStart: clientStart)
     }
@@ -147,6 +148,21 @@ struct PacketEvidence {
                 clientFIN: record.cageFINAt.map { Instant(nanoseconds: self.engineStart + $0.nanoseconds) }
             )
         }
+    }
+
+    /// The origin's name failing to resolve (`dns_fail`): one attempt per lookup (a resolver's A
+    /// and AAAA queries, and its retries within 100 ms, are one).
+    func failedLookups(_ lookups: [PacketLookupFailure]) -> [RunEvidence.FailedConnect] {
+        var attempts: [RunEvidence.FailedConnect] = []
+        var last: Instant?
+        for lookup in lookups where lookup.name == Session.originHost {
+            defer { last = lookup.at }
+            if let last, lookup.at - last < .milliseconds(100) { continue }
+            attempts.append(RunEvidence.FailedConnect(
+                at: Double(self.engineStart + lookup.at.nanoseconds - self.clientStart) / 1e9,
+                host: Session.originHost, port: 0, outcome: .noSuchName))
+        }
+        return attempts
     }
 
     func failedConnects(_ records: [PacketFlowRecord]) -> [RunEvidence.FailedConnect] {
@@ -187,6 +203,15 @@ public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSu
     }
     if summary.refusedConnections > 0 {
         parts.append("\(summary.refusedConnections) connection\(summary.refusedConnections == 1 ? "" : "s") refused")
+    }
+    if summary.firewallStopped > 0 {
+        parts.append("\(summary.firewallStopped) packet\(summary.firewallStopped == 1 ? "" : "s") stopped by the firewall")
+    }
+    if summary.connectsHeld > 0 {
+        parts.append("\(summary.connectsHeld) connection\(summary.connectsHeld == 1 ? "" : "s") held (connect_hold)")
+    }
+    if summary.lookupsFailed > 0 {
+        parts.append("\(summary.lookupsFailed) DNS quer\(summary.lookupsFailed == 1 ? "y" : "ies") answered no such name (dns_fail)")
     }
     let duplicated = summary.up.duplicated + summary.down.duplicated
     if duplicated > 0 { parts.append("\(duplicated) packet\(duplicated == 1 ? "" : "s") duplicated") }

@@ -681,3 +681,36 @@ def test_a_run_that_ends_takes_no_packet_from_one_still_running(tmp):
     assert long_run.returncode == 0, err
     assert "dropped by the kernel while netcond held them" not in err, err
     assert leftovers(include_live=True) == []
+
+
+SETUP_SCRIPT = """
+curl -sS -o /dev/null -w "held: %{time_connect}\\n" http://portal.netcond.test/api
+curl -sS -o /dev/null https://portal.netcond.test/; echo "https: $?"
+curl -sS -o /dev/null http://gone.invalid/; echo "name: $?"
+curl -sS -o /dev/null http://origin.netcond.test/; echo "origin: $?"
+curl -sS -o /dev/null -w "again: %{time_connect}\\n" http://portal.netcond.test/api
+"""
+
+
+def test_setup_rules_meet_the_commands_own_connections_and_lookups(tmp):
+    """firewall refuses a port with a real reset (curl exit 7), connect_hold holds the first
+    connection's SYNs, dns_fail answers the command's own DNS queries "no such name" (curl exit 6),
+    the origin's name included (it leaves the command's /etc/hosts). Every name the test looks up
+    matches dns_fail, so no query leaves the machine."""
+    profile = write_profile(tmp, "setup", """
+name: setup
+link:
+  latency: 20ms
+firewall: {allow_ports: [80], otherwise: refuse}
+connect_hold: {for: 2s, first: 1}
+dns_fail: ["*.invalid", "*.invalid.*", "origin.netcond.test", "origin.netcond.test.*"]
+""")
+    result = packet_run(profile, ["sh", "-c", SETUP_SCRIPT])
+    out = result.stdout
+    assert result.returncode == 0, result.stderr
+    held = float(re.search(r"held: ([\d.]+)", out).group(1))
+    again = float(re.search(r"again: ([\d.]+)", out).group(1))
+    assert 2.0 <= held < 6.0 and again < 1.0, out
+    assert "https: 7" in out and "name: 6" in out and "origin: 6" in out, out
+    assert "stopped by the firewall" in result.stderr and "1 connection held (connect_hold)" in result.stderr
+    assert "answered no such name (dns_fail)" in result.stderr, result.stderr

@@ -176,3 +176,32 @@ def test_the_demo_under_the_packet_engine_tells_the_clients_apart():
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     bad = subprocess.run([NETCOND, "fetch", "ftp://example.invalid/x"], capture_output=True, text=True, env=env, timeout=30)
     assert bad.returncode == 2 and "is not an http://host[:port]/path URL" in bad.stderr
+
+
+def test_a_name_that_fails_to_resolve_is_an_attempt_in_the_evidence(tmp_path):
+    """A DNS outage (dns_fail for the origin's name) for the first 4 s: curl's own lookups fail
+    (exit 6) and the scenario sees each as an attempt that found no such name."""
+    scenario_file = tmp_path / "dns-gone.yaml"
+    scenario_file.write_text("""
+name: dns-gone
+profile:
+  extends: lte
+  dns_fail: [origin.netcond.test, "origin.netcond.test.*"]
+timeline:
+  - {at: 4s, profile: lte}
+origin:
+  files:
+    data.json: {size: 20KB, seed: 4}
+client:
+  url: /files/data.json
+  output: data.json
+  deadline: 30s
+checks:
+  backs-off: {factor: 1.5, max_per_minute: 30, recovery: 10s}
+  completes: {}
+""")
+    client = 'for i in 1 2 3 4 5 6; do curl -fsS -o "$NETCOND_OUTPUT" "$NETCOND_URL" && exit 0; sleep $((i * i / 2 + 1)); done; exit 1'
+    result = run(["run", "--engine", "packet", str(scenario_file), "--seed", "3", "--", "sh", "-c", client], timeout=90)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no such name" in line(result, "backs-off"), result.stdout
+    assert "answered no such name (dns_fail)" in result.stderr, result.stderr

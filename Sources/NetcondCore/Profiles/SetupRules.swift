@@ -34,9 +34,15 @@ public struct SetupRules: Sendable, Equatable {
 
     public var isEmpty: Bool { self.allowPorts == nil && self.hold == .zero && self.dnsFail.isEmpty }
 
+    /// Whether a lookup of `host` fails (a `dns_fail` glob matches it).
+    public func nameFails(_ host: String) -> Bool {
+        let host = host.lowercased()
+        return self.dnsFail.contains { Glob.matches($0.lowercased(), host) }
+    }
+
     /// What the set-up of the `index`-th connection attempt of the run (0-based) to `host:port` meets.
     public func verdict(host: String, port: Int, isName: Bool, index: Int) -> SetupVerdict {
-        if isName, self.dnsFail.contains(where: { Glob.matches($0.lowercased(), host.lowercased()) }) {
+        if isName, self.nameFails(host) {
             return .nameFails
         }
         if let allowed = self.allowPorts, !allowed.contains(port) {

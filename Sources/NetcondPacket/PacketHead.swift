@@ -1,0 +1,49 @@
+/// What the engine reads of any packet's head besides TCP's: its protocol, its destination, and
+/// the destination port (UDP) or message type (ICMP), from the copied head (IPv4, or IPv6 without
+/// extension headers).
+struct PacketHead {
+    var version: UInt8
+    /// 6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6, …
+    var proto: UInt8
+    var destination: PacketAddress
+    /// The IP header's length: the transport header starts here.
+    var headerLength: Int
+    /// UDP's (and TCP's) destination port, when the head holds it.
+    var destinationPort: UInt16?
+    /// ICMP's (and ICMPv6's) message type.
+    var icmpType: UInt8?
+
+    static let tcp: UInt8 = 6
+    static let udp: UInt8 = 17
+
+    /// Nil for a head too short to hold an IP header, or of another IP version.
+    init?(_ bytes: UnsafePointer<UInt8>, copied: Int) {
+        guard copied >= 20 else { return nil }
+        self.version = bytes[0] >> 4
+        if self.version == 4 {
+            self.headerLength = Int(bytes[0] & 0x0f) * 4
+            self.proto = bytes[9]
+            self.destination = PacketAddress(bytes + 16, count: 4)
+        } else if self.version == 6, copied >= 40 {
+            self.headerLength = 40
+            self.proto = bytes[6]
+            self.destination = PacketAddress(bytes + 24, count: 16)
+        } else {
+            return nil
+        }
+        guard copied >= self.headerLength + 4 else { return }
+        let transport = bytes + self.headerLength
+        switch self.proto {
+        case Self.tcp, Self.udp: self.destinationPort = UInt16(transport[2]) << 8 | UInt16(transport[3])
+        case 1, 58: self.icmpType = transport[0]
+        default: break
+        }
+    }
+
+    /// An echo request (ping) of either version.
+    var isEchoRequest: Bool { (self.proto == 1 && self.icmpType == 8) || (self.proto == 58 && self.icmpType == 128) }
+    var isUDP: Bool { self.proto == Self.udp }
+
+    /// The destination as text (dotted IPv4, or bracketed IPv6).
+    var destinationText: String { PacketAddress.text(self.destination.bytes(count: self.version == 6 ? 16 : 4)) }
+}
