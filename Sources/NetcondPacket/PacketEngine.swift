@@ -62,8 +62,13 @@ public final class PacketEngine: @unchecked Sendable {
     /// Packets netcond sends in a server's place (a DNS failure's answer), due at their moments.
     private var injected = Heap<InjectedPacket>()
     private var stalled = [false, false]
-    /// Packets a stalled direction delivered meanwhile, in order: they go when the stall ends.
+    /// Packets a stalled direction delivered meanwhile, in order: they go when the stall ends, at
+    /// the link rate.
     private var stalledPackets: [[HeldPacket]] = [[], []]
+    /// What came to a stalled direction: its buffer fills, and beyond the queue limit drops.
+    private var stallBacklog = [(bytes: 0, packets: 0), (bytes: 0, packets: 0)]
+    /// After a stall, when the link is free for the next packet of its backlog (nil: no backlog).
+    private var drainFree: [Instant?] = [nil, nil]
     /// Duplicates to send once the originals' verdicts are out.
     private var copies: [[UInt8]] = []
     /// Whether the queues hand over whole packets (a capture, a duplicate or a corruption needs them).
@@ -415,6 +420,11 @@ public final class PacketEngine: @unchecked Sendable {
             }
         }
         let extra = up ? self.setupDelay(packet, tcp, at: now) : .zero
+        if self.stalled[direction] && self.stallBacklogIsFull(direction, adding: Int(packet.wire_length)) {
+            self.drop(packet, bytes)
+            self.working.directions[direction].queueDrops += segments
+            return
+        }
         let (fate, duplicate) = self.links[direction].decide(bytes: Int(packet.wire_length), at: now)
         let mark = packet.mark | PacketCage.passedBit
         switch fate {
@@ -443,12 +453,16 @@ public final class PacketEngine: @unchecked Sendable {
                     self.working.directions[direction].duplicated += 1
                 }
             }
+            if self.stalled[direction] {
+                self.stallBacklog[direction].bytes += Int(packet.wire_length)
+                self.stallBacklog[direction].packets += segments
+            }
             if held.at > now {
                 self.held.insert(held)
             } else if self.stalled[direction] {
                 self.stalledPackets[direction].append(held)
             } else {
-                self.accept(held)
+                self.releaseAfterStall(held, direction: direction, at: now)
             }
         }
     }
@@ -665,8 +679,51 @@ public final class PacketEngine: @unchecked Sendable {
                 self.stalledPackets[direction].append(next)
                 continue
             }
-            self.accept(next)
+            self.releaseAfterStall(next, direction: direction, at: now)
         }
+    }
+
+    /// Whether a stalled direction's buffer has no room for `bytes` more (a link without a rate
+    /// has no buffer to fill).
+    private func stallBacklogIsFull(_ direction: Int, adding bytes: Int) -> Bool {
+        let link = direction == 0 ? self.conditions.up : self.conditions.down
+        guard link.bandwidth != nil else { return false }
+        let backlog = self.stallBacklog[direction]
+        if let packets = link.queuePackets { return backlog.packets >= packets }
+        return backlog.packets > 0 && backlog.bytes + bytes > Int(link.queue.bytes)
+    }
+
+    /// Lets a packet go, at the link rate behind what a stall left waiting: a stalled radio drains
+    /// its buffer at the link rate when it comes back, not at once.
+    private func releaseAfterStall(_ packet: HeldPacket, direction: Int, at now: Instant) {
+        guard let free = self.drainFree[direction],
+            let rate = direction == 0 ? self.conditions.up.bandwidth : self.conditions.down.bandwidth
+        else {
+            self.accept(packet)
+            return
+        }
+        if packet.at > free {
+            // It comes after the backlog has drained: the link is as it was. (A packet of the
+            // backlog put back in line comes at exactly `free`.)
+            self.drainFree[direction] = nil
+            self.accept(packet)
+            return
+        }
+        if free > now {
+            var later = packet
+            later.at = free
+            self.held.insert(later)
+            return
+        }
+        self.accept(packet)
+        self.drainFree[direction] = free + rate.transmissionTime(bytes: Int64(packet.length))
+    }
+
+    /// From now on the queues hand over whole packets (a duplicate, a corruption or `dns_fail` needs them).
+    private func copyWholePackets() {
+        guard !self.copyingWhole else { return }
+        self.copyingWhole = true
+        for number in [self.upQueue, self.upQueue &+ 1] { _ = ncq_set_copy(self.queue.descriptor, number, Self.wholePacket) }
     }
 
     /// Applies the timeline's changes due by `now`, one moment at a time.
@@ -682,10 +739,7 @@ public final class PacketEngine: @unchecked Sendable {
         let conditions = self.timeline.conditions
         if conditions != self.conditions {
             self.conditions = conditions
-            if !self.copyingWhole && Self.needsWholePackets(conditions, self.timeline.profile.setup) {
-                self.copyingWhole = true
-                for number in [self.upQueue, self.upQueue &+ 1] { _ = ncq_set_copy(self.queue.descriptor, number, Self.wholePacket) }
-            }
+            if Self.needsWholePackets(conditions, self.timeline.profile.setup) { self.copyWholePackets() }
             for (index, direction) in [conditions.up, conditions.down].enumerated() {
                 self.links[index].reconfigure(PacketImpairments(direction))
                 let whole = self.capture == nil && Self.decidesNothingPerPacket(direction)
@@ -696,10 +750,7 @@ public final class PacketEngine: @unchecked Sendable {
             }
         }
         self.setup = self.timeline.profile.setup
-        if !self.copyingWhole && !self.setup.dnsFail.isEmpty {
-            self.copyingWhole = true
-            for number in [self.upQueue, self.upQueue &+ 1] { _ = ncq_set_copy(self.queue.descriptor, number, Self.wholePacket) }
-        }
+        if !self.setup.dnsFail.isEmpty { self.copyWholePackets() }
         let outage = self.timeline.outage
         if outage != self.outage {
             self.outage = outage
@@ -708,8 +759,10 @@ public final class PacketEngine: @unchecked Sendable {
         for (index, direction) in Direction.allCases.enumerated() {
             let stalled = self.timeline.isStalled(direction)
             if self.stalled[index] && !stalled {
-                // What waited at the far end through the stall arrives now, in order.
-                for packet in self.stalledPackets[index] { self.accept(packet) }
+                // What waited through the stall leaves now, in order, at the link rate.
+                self.stallBacklog[index] = (0, 0)
+                self.drainFree[index] = moment
+                for packet in self.stalledPackets[index] { self.releaseAfterStall(packet, direction: index, at: moment) }
                 self.stalledPackets[index] = []
             }
             self.stalled[index] = stalled

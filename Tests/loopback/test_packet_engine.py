@@ -714,3 +714,26 @@ dns_fail: ["*.invalid", "*.invalid.*", "origin.netcond.test", "origin.netcond.te
     assert "https: 7" in out and "name: 6" in out and "origin: 6" in out, out
     assert "stopped by the firewall" in result.stderr and "1 connection held (connect_hold)" in result.stderr
     assert "answered no such name (dns_fail)" in result.stderr, result.stderr
+
+
+def test_after_a_stall_what_waited_leaves_at_the_link_rate(tmp):
+    """A 1 s stall of a 2 Mbit/s link mid-download: the first packets after it are spaced by
+    their time on the wire (6 ms for 1,500 bytes), not released in one burst."""
+    if not shutil.which("tcpdump"):
+        pytest.skip("tcpdump is not installed")
+    profile = write_profile(tmp, "stall", "name: stall\ndown:\n  latency: 20ms\n  bandwidth: 2Mbit\nup:\n"
+                                          "  latency: 20ms\nstalls: {every: 2s, for: 1s, direction: down}\n")
+    capture = os.path.join(tmp, "link.pcap")
+    result = run(["run", "--engine", "packet", "--seed", "3", "--pcap", capture, profile, "--",
+                  "curl", "-sS", "-o", "/dev/null", "http://origin.netcond.test/bytes/700000"], timeout=120)
+    assert result.returncode == 0, result.stderr
+    dump = subprocess.run(["tcpdump", "-nn", "-tt", "-r", capture, "src port 80 and greater 1000"],
+                          capture_output=True, text=True, timeout=60).stdout
+    times = [float(line.split()[0]) for line in dump.splitlines()]
+    after = [i for i in range(1, len(times)) if times[i] - times[i - 1] > 0.8]
+    assert after, "no stall seen in the capture"
+    first = after[0]
+    burst = times[first:first + 11]
+    assert len(burst) == 11
+    # Ten packets on the wire take 60 ms at 2 Mbit/s; a burst would take well under 5 ms.
+    assert burst[-1] - burst[0] >= 0.040, [round(t - burst[0], 4) for t in burst]
