@@ -5,6 +5,7 @@ import NIOPosix
 import NetcondCore
 import NetcondOrigin
 import NetcondPacket
+import NetcondProxy
 
 #if canImport(Glibc)
 import Glibc
@@ -29,6 +30,8 @@ public final class PacketSession: Sendable {
     public let hostsFile: String
     let portal: PacketPortal
     private let originGroup: MultiThreadedEventLoopGroup
+    /// The control API (`netcond ctl`), and its URL for the command (`NETCOND_CONTROL`).
+    private let control = NIOLockedValueBox<(server: ControlServer, url: String)?>(nil)
 
     private init(
         profile: Profile, seed: UInt64, engine: PacketEngine, origin: OriginServer, originAddress: SocketAddress,
@@ -49,11 +52,13 @@ public final class PacketSession: Sendable {
     public enum Failure: Error, CustomStringConvertible {
         case engine(PacketEngineError)
         case origin(String)
+        case control(String)
 
         public var description: String {
             switch self {
             case .engine(let error): return error.description
             case .origin(let why): return "cannot start the built-in origin for the packet engine: \(why)"
+            case .control(let why): return "cannot start the control API: \(why)"
             }
         }
     }
@@ -65,6 +70,7 @@ public final class PacketSession: Sendable {
         originContent: OriginContent = OriginContent(),
         capture: (delivered: String?, dropped: String?) = (nil, nil),
         precise: Bool = false,
+        control: (host: String, port: Int)? = ("127.0.0.1", 0),
         onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
     ) async throws(Failure) -> PacketSession {
         TemporaryFiles.removeStale()
@@ -121,9 +127,20 @@ public final class PacketSession: Sendable {
             hostsFile = file
             try Self.writeHosts(file, origin: host, portal: portalAddress, setup: profile.setup)
             chmod(file, 0o644)
-            return PacketSession(
+            let session = PacketSession(
                 profile: profile, seed: seed, engine: engine, origin: origin, originAddress: address,
                 trust: originTrust, hostsFile: file, portal: started, originGroup: originGroup)
+            if let control {
+                do {
+                    try await session.startControl(host: control.host, port: control.port)
+                } catch {
+                    await session.stop()
+                    throw Failure.control(String(describing: error))
+                }
+            }
+            return session
+        } catch let failure as Failure {
+            throw failure
         } catch {
             await portal?.stop()
             trust?.remove()
@@ -177,10 +194,23 @@ public final class PacketSession: Sendable {
         try await Self.freeAddress(offset: offset, bind)
     }
 
+    /// Live control, as in proxy mode. The command must reach it whatever the link does (to end an
+    /// outage it started): its port bypasses the link.
+    private func startControl(host: String, port: Int) async throws {
+        let server = ControlServer(target: PacketControl(session: self))
+        let address = try await server.start(host: host, port: port)
+        self.control.withLockedValue { $0 = (server, "http://\(host):\(address.port ?? 0)") }
+        try self.engine.cage.exempt(loopbackPort: address.port ?? 0)
+    }
+
+    /// The control API's URL (nil without one).
+    public var controlURL: String? { self.control.withLockedValue { $0?.url } }
+
     /// The command's environment: `base` plus netcond's variables and the origin's trust; no proxy
     /// variable is set (every packet crosses the link without one).
     public func childEnvironment(base: [String: String]) -> [String: String] {
         var environment = base
+        if let url = self.controlURL { environment["NETCOND_CONTROL"] = url }
         environment["NETCOND_ENGINE"] = "packet"
         environment["NETCOND_ORIGIN"] = "http://\(Session.originHost)"
         environment["NETCOND_SEED"] = String(self.seed)
@@ -208,6 +238,12 @@ public final class PacketSession: Sendable {
 
     /// Stops the engine (removing the cage and what still runs in it) and the origin.
     public func stop() async {
+        if let control = self.control.withLockedValue({ state -> ControlServer? in
+            defer { state = nil }
+            return state?.server
+        }) {
+            await control.stop()
+        }
         await self.portal.stop()
         self.engine.stop()
         try? await self.origin.stop()

@@ -197,26 +197,13 @@ extension RunCommand {
             throw ExitCode(3)
         }
         if let warning = session.trust.warning, !quiet { printError(warning) }
-        // Live control (`netcond ctl`, NETCOND_CONTROL), as in proxy mode.
-        let control = ControlServer(target: PacketControl(session: session))
-        var environment = session.childEnvironment(base: currentEnvironment())
-        do {
-            let address = try await control.start(host: "127.0.0.1", port: 0)
-            // The command must reach it whatever the link is doing (to end an outage it started).
-            try session.engine.cage.exempt(loopbackPort: address.port ?? 0)
-            environment["NETCOND_CONTROL"] = "http://127.0.0.1:\(address.port ?? 0)"
-        } catch {
-            await session.stop()
-            printError("netcond: \(error)")
-            throw ExitCode(3)
-        }
+        // Live control (`netcond ctl`, NETCOND_CONTROL) is the session's, as in proxy mode.
+        let environment = session.childEnvironment(base: currentEnvironment())
         let status = try await self.runCommand { () throws(ChildProcessError) in
             try session.spawn(self.command, environment: environment)
         } cleanUp: {
-            await control.stop()
             await session.stop()
         }
-        await control.stop()
         await session.stop()
         if !self.quiet { printError("netcond: " + packetSummaryText(profile: profile.name, seed: seed, session.summary())) }
         throw ExitCode(status.shellCode)

@@ -205,3 +205,14 @@ checks:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no such name" in line(result, "backs-off"), result.stdout
     assert "answered no such name (dns_fail)" in result.stderr, result.stderr
+
+
+def test_a_scenario_run_has_live_control_as_in_proxy_mode():
+    """NETCOND_CONTROL is set for a scenario's client under the packet engine too: it can read the
+    link's state and change it (here: an outage it starts and ends itself)."""
+    client = (f'{NETCOND} ctl status --json | grep -q \'"engine" *: *"packet"\' || exit 9; '
+              f'{NETCOND} ctl outage refuse >/dev/null; curl -sS -o /dev/null "$NETCOND_URL"; echo "refused: $?"; '
+              f'{NETCOND} ctl outage end >/dev/null; curl -fsS -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    result = packet("resume-after-dropout", client)
+    assert "refused: 7" in result.stdout, result.stdout + result.stderr
+    assert "1 connection refused" in result.stderr, result.stderr
