@@ -69,6 +69,8 @@ public final class PacketEngine: @unchecked Sendable {
     private var stallBacklog = [(bytes: 0, packets: 0), (bytes: 0, packets: 0)]
     /// After a stall, when the link is free for the next packet of its backlog (nil: no backlog).
     private var drainFree: [Instant?] = [nil, nil]
+    /// `connection_bandwidth`: each TCP connection's own rate, per direction.
+    private var pacers = [ConnectionPacer<FlowKey>(), ConnectionPacer<FlowKey>()]
     /// Duplicates to send once the originals' verdicts are out.
     private var copies: [[UInt8]] = []
     /// Whether the queues hand over whole packets (a capture, a duplicate or a corruption needs them).
@@ -175,9 +177,6 @@ public final class PacketEngine: @unchecked Sendable {
     public static func unsupportedFeatures(_ profile: Profile) -> [String] {
         var features: [String] = []
         if !profile.faults.isEmpty { features.append("HTTP faults (they need a proxy that reads HTTP)") }
-        if profile.up.connectionBandwidth != nil || profile.down.connectionBandwidth != nil {
-            features.append("a per-connection rate (a link has one rate for all its packets)")
-        }
         return features
     }
 
@@ -191,7 +190,7 @@ public final class PacketEngine: @unchecked Sendable {
 
     static func decidesNothingPerPacket(_ direction: LinkDirection) -> Bool {
         direction.bandwidth == nil && direction.loss == .none && direction.jitter == .zero && direction.reorder == .zero
-            && direction.duplicate == .zero && direction.corrupt == .zero
+            && direction.duplicate == .zero && direction.corrupt == .zero && direction.connectionBandwidth == nil
     }
 
     /// Duplicates and corruption need each packet's bytes, not only its head; `dns_fail` a whole query.
@@ -435,7 +434,20 @@ public final class PacketEngine: @unchecked Sendable {
             case .queueFull: self.working.directions[direction].queueDrops += segments
             case .aqm: self.working.directions[direction].aqmDrops += segments
             }
-        case .deliver(let at, let corruptByte):
+        case .deliver(var at, let corruptByte):
+            let link = up ? self.conditions.up : self.conditions.down
+            if let tcp, let rate = link.connectionBandwidth {
+                let limit: QueueLimit = link.queuePackets.map { .packets($0) } ?? .bytes(link.queue)
+                guard let paced = self.pacers[direction].pace(
+                    FlowKey(tcp, up: up), bytes: Int(packet.wire_length), deliveredAt: at, rate: rate, limit: limit)
+                else {
+                    self.drop(packet, bytes)
+                    self.working.directions[direction].queueDrops += segments
+                    return
+                }
+                at = paced
+                if self.pacers[direction].count > 4096 { self.pacers[direction].forget(idleBefore: now - .seconds(Int64(10))) }
+            }
             self.working.directions[direction].bytes += Int64(packet.wire_length)
             self.sequence += 1
             var held = HeldPacket(

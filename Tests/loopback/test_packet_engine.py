@@ -737,3 +737,17 @@ def test_after_a_stall_what_waited_leaves_at_the_link_rate(tmp):
     assert len(burst) == 11
     # Ten packets on the wire take 60 ms at 2 Mbit/s; a burst would take well under 5 ms.
     assert burst[-1] - burst[0] >= 0.040, [round(t - burst[0], 4) for t in burst]
+
+
+def test_a_per_connection_rate_holds_each_connection_not_the_link(tmp):
+    """connection_bandwidth 2 Mbit/s on a 20 Mbit/s link: one download of 500 KB takes at least
+    its 2 s at 2 Mbit/s, and two at once take about as long as one (each has its own rate)."""
+    profile = write_profile(tmp, "percon", "name: percon\ndown:\n  latency: 10ms\n  bandwidth: 20Mbit\n"
+                                           "  connection_bandwidth: 2Mbit\n  queue: 256KB\nup:\n  latency: 10ms\n")
+    with http_server() as url:
+        one = "curl -sS -o /dev/null -w '%{time_total}\\n' " + url + "/500000"
+        result = packet_run(profile, ["sh", "-c", f"{one}; ({one} & {one} & wait)"], timeout=120)
+    assert result.returncode == 0, result.stderr
+    alone, *together = (float(x) for x in result.stdout.split())
+    assert 1.9 <= alone < 10, result.stdout
+    assert len(together) == 2 and all(1.9 <= t < 2.5 * alone for t in together), result.stdout
