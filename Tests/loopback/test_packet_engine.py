@@ -107,12 +107,14 @@ def http_server(host="127.0.0.1"):
 
 
 @contextlib.contextmanager
-def udp_echo():
-    """A UDP echo server on 127.0.0.1; yields its port."""
+def udp_server(echo=True):
+    """A UDP server on 127.0.0.1 that echoes what it gets (or only keeps it); yields its port and
+    the list of datagrams it got."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(("127.0.0.1", 0))
     sock.settimeout(0.2)
     stop = threading.Event()
+    received = []
 
     def serve():
         while not stop.is_set():
@@ -120,16 +122,25 @@ def udp_echo():
                 data, peer = sock.recvfrom(4096)
             except socket.timeout:
                 continue
-            sock.sendto(data, peer)
+            received.append(data)
+            if echo:
+                sock.sendto(data, peer)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
-        yield sock.getsockname()[1]
+        yield sock.getsockname()[1], received
     finally:
         stop.set()
         thread.join(2)
         sock.close()
+
+
+@contextlib.contextmanager
+def udp_echo():
+    """A UDP echo server on 127.0.0.1; yields its port."""
+    with udp_server() as (port, _):
+        yield port
 
 
 def delay_profile(tmp, one_way_ms, extra=""):
@@ -564,28 +575,9 @@ def test_a_closed_portal_meets_the_commands_own_connections_as_a_hotels_network_
     lost, the probes and the RFC 8908 API say captive; after `netcond ctl captive open` all goes
     through."""
     profile = write_profile(tmp, "portal", f"name: portal\nextends: captive-hotel\ncaptive_portal: {{http: page, https: {https}}}\n")
-    received = []
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.settimeout(0.2)
-    stop = threading.Event()
-
-    def listen():
-        while not stop.is_set():
-            try:
-                received.append(sock.recv(100))
-            except socket.timeout:
-                continue
-
-    thread = threading.Thread(target=listen, daemon=True)
-    thread.start()
-    try:
-        env = dict(os.environ, UDP=str(sock.getsockname()[1]))
+    with udp_server(echo=False) as (port, received):
+        env = dict(os.environ, UDP=str(port))
         result = packet_run(profile, ["sh", "-c", PORTAL_SCRIPT.replace("NETCOND_BIN_PATH", NETCOND)], env=env)
-    finally:
-        stop.set()
-        thread.join(2)
-        sock.close()
     out = result.stdout
     assert result.returncode == 0, result.stderr
     assert expected in out, out
@@ -623,20 +615,12 @@ def test_a_corrupted_packet_is_discarded_by_its_receivers_checksum_and_tcp_repai
 
 def test_a_duplicated_datagram_arrives_twice(tmp):
     profile = write_profile(tmp, "dup", "name: dup\nup:\n  latency: 5ms\n  duplicate: 100%\n")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.settimeout(3)
-    try:
-        client = ("import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
-                  "for i in range(10): s.sendto(b'd%d' % i, ('127.0.0.1', int(sys.argv[1])))\n")
-        result = packet_run(profile, ["python3", "-c", client, str(sock.getsockname()[1])])
+    client = ("import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+              "for i in range(10): s.sendto(b'd%d' % i, ('127.0.0.1', int(sys.argv[1])))\n")
+    with udp_server(echo=False) as (port, got):
+        result = packet_run(profile, ["python3", "-c", client, str(port)])
         assert result.returncode == 0, result.stderr
-        got = []
-        with contextlib.suppress(socket.timeout):
-            while len(got) < 25:
-                got.append(sock.recv(100))
-    finally:
-        sock.close()
+        wait_until(lambda: len(got) >= 20, seconds=3)
     assert sorted(got) == sorted([b"d%d" % i for i in range(10)] * 2), got
     assert "10 packets duplicated" in result.stderr, result.stderr
 

@@ -13,7 +13,8 @@ import pytest
 
 from conftest import NETCOND, run
 from test_packet_engine import _missing, clean_host  # noqa: F401  (the fixture checks nothing is left)
-from test_scenarios import CLIENTS, CURL, PROBE_THEN_GET, SCENARIOS, WGET, caveat, line
+from test_scenarios import (CURL, SCENARIOS, WGET, caveat, check_a_portal_met_while_resuming,
+                            check_behind_a_portal_until_login, line)
 
 pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
 
@@ -108,26 +109,11 @@ def test_a_page_load_over_edge_with_the_scenarios_own_client():
 def test_behind_a_portal_until_login_the_clients_own_requests_meet_it():
     """The portal's NAT answers the client's own request to the origin with the login page, as a
     hotel's network does; the verdicts are proxy mode's."""
-    good = packet("captive-then-login", PROBE_THEN_GET)
-    assert good.returncode == 0, good.stdout + good.stderr
-    assert "opened at +4." in line(good, "captive-safe") and "307,200 bytes identical" in line(good, "captive-safe")
-    no_caveats(good)
-    bad = packet("captive-then-login", CURL)
-    assert bad.returncode == 1, bad.stdout + bad.stderr
-    assert "catalog.json holds the portal's login page, not the data; and it exited 0 as if all was well" in line(bad, "captive-safe")
+    no_caveats(check_behind_a_portal_until_login(packet))
 
 
 def test_a_portal_met_while_resuming_under_the_packet_engine():
-    resume = os.path.join(CLIENTS, "resume.py")
-    good = packet("captive-during-resume", f"python3 {resume} careful")
-    assert good.returncode == 0, good.stdout + good.stderr
-    assert "1,048,576 bytes identical" in line(good, "captive-safe")
-    spliced = packet("captive-during-resume", f"python3 {resume}")
-    assert spliced.returncode == 1
-    assert "spliced into the data at byte" in line(spliced, "captive-safe")
-    wget = packet("captive-during-resume", 'wget -c --tries=20 -nv -O "$NETCOND_OUTPUT" "$NETCOND_URL"')
-    assert wget.returncode == 1
-    assert "exit 0 with wrong data: big.bin: 307,200 of 1,048,576 bytes (short)" in line(wget, "captive-safe")
+    check_a_portal_met_while_resuming(packet)
 
 
 def test_what_the_packet_engine_cannot_run_is_refused_before_anything_runs(tmp_path):

@@ -331,28 +331,41 @@ PROBE_THEN_GET = ('until [ "$(curl -s -o /dev/null -w "%{http_code}" http://conn
                   'do sleep 1; done; curl -fsS -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
 
 
-def test_behind_a_portal_until_login():
-    good = scenario("captive-then-login", PROBE_THEN_GET)
+def check_behind_a_portal_until_login(run_scenario):
+    """captive-then-login with a client that probes first (passes) and with curl and wget, which
+    save the login page (fail); `run_scenario(name, client)` runs it under an engine."""
+    good = run_scenario("captive-then-login", PROBE_THEN_GET)
     assert good.returncode == 0, good.stdout + good.stderr
     assert "opened at +4." in line(good, "captive-safe") and "307,200 bytes identical" in line(good, "captive-safe")
     for client in (CURL, WGET):
-        bad = scenario("captive-then-login", client)
+        bad = run_scenario("captive-then-login", client)
         assert bad.returncode == 1, bad.stdout + bad.stderr
         assert "catalog.json holds the portal's login page, not the data; and it exited 0 as if all was well" in line(bad, "captive-safe")
+    return good
 
 
-def test_a_portal_met_while_resuming():
+def check_a_portal_met_while_resuming(run_scenario):
+    """captive-during-resume with a careful resumer (passes), one that splices the page in and wget
+    -c (both fail)."""
     resume = os.path.join(CLIENTS, "resume.py")
-    good = scenario("captive-during-resume", f"python3 {resume} careful")
+    good = run_scenario("captive-during-resume", f"python3 {resume} careful")
     assert good.returncode == 0, good.stdout + good.stderr
     assert "1,048,576 bytes identical" in line(good, "captive-safe")
-    spliced = scenario("captive-during-resume", f"python3 {resume}")
+    spliced = run_scenario("captive-during-resume", f"python3 {resume}")
     assert spliced.returncode == 1
     assert "spliced into the data at byte" in line(spliced, "captive-safe")
     # wget -c takes the portal's 200 for "nothing more to get" and exits 0 with 300 KB of 1 MB.
-    wget = scenario("captive-during-resume", 'wget -c --tries=20 -nv -O "$NETCOND_OUTPUT" "$NETCOND_URL"')
+    wget = run_scenario("captive-during-resume", 'wget -c --tries=20 -nv -O "$NETCOND_OUTPUT" "$NETCOND_URL"')
     assert wget.returncode == 1
     assert "exit 0 with wrong data: big.bin: 307,200 of 1,048,576 bytes (short)" in line(wget, "captive-safe")
+
+
+def test_behind_a_portal_until_login():
+    check_behind_a_portal_until_login(scenario)
+
+
+def test_a_portal_met_while_resuming():
+    check_a_portal_met_while_resuming(scenario)
 
 
 def test_a_page_load_over_edge_reusing_the_connection_or_not():
