@@ -134,12 +134,15 @@ public enum ScenarioSuite {
     /// JUnit XML: one `<testcase>` per scenario (classname `netcond.<folder>`), a `<failure>` per
     /// failed scenario whose message is the first failed check's evidence and whose text has every
     /// check line and the command that repeats the run; netcond's own failures are `<error>`s.
-    public static func junit(_ results: [Result], seconds: Double) -> String {
+    /// A part of a sharded run names its suite `netcond scenarios (part I of N)`; its test cases keep
+    /// their names, so CI systems merge the parts' files into one list.
+    public static func junit(_ results: [Result], seconds: Double, shard: ScenarioShard? = nil) -> String {
         let failures = results.filter(\.failed).count
         let errors = results.filter(\.isError).count
         var xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
         xml += "<testsuites name=\"netcond\" tests=\"\(results.count)\" failures=\"\(failures)\" errors=\"\(errors)\" time=\"\(Self.time(seconds))\">\n"
-        xml += "  <testsuite name=\"netcond scenarios\" tests=\"\(results.count)\" failures=\"\(failures)\" errors=\"\(errors)\" skipped=\"0\" time=\"\(Self.time(seconds))\" timestamp=\"\(Self.timestamp())\">\n"
+        let suite = shard.map { "netcond scenarios (part \($0.index) of \($0.count))" } ?? "netcond scenarios"
+        xml += "  <testsuite name=\"\(suite)\" tests=\"\(results.count)\" failures=\"\(failures)\" errors=\"\(errors)\" skipped=\"0\" time=\"\(Self.time(seconds))\" timestamp=\"\(Self.timestamp())\">\n"
         for result in results {
             let scenario = result.scenario
             let folder = ((scenario.file as NSString).deletingLastPathComponent as NSString).lastPathComponent
@@ -210,10 +213,12 @@ public enum ScenarioSuite {
 
     /// The JSON report: the suite's totals and, per scenario, its verdict, checks with evidence,
     /// the timeline as applied, the origin's request log and the end of the client's output.
-    public static func json(_ results: [Result], seconds: Double) -> String {
+    public static func json(_ results: [Result], seconds: Double, shard: ScenarioShard? = nil) -> String {
         let report = JSONReport(
+            format: JSONReport.currentFormat,
             passed: results.allSatisfy(\.passed),
             seconds: seconds,
+            shard: shard?.description,
             scenarios: results.map(JSONReport.Scenario.init)
         )
         let encoder = JSONEncoder()
@@ -223,8 +228,13 @@ public enum ScenarioSuite {
     }
 
     struct JSONReport: Encodable {
+        /// The report's shape: a reader refuses another (``ReportMerge``).
+        var format: Int
+        static let currentFormat = 1
         var passed: Bool
         var seconds: Double
+        /// `I/N` for a part of a sharded run; absent otherwise.
+        var shard: String?
         var scenarios: [Scenario]
 
         struct Scenario: Encodable {

@@ -124,7 +124,7 @@ struct CtlCommand: AsyncParsableCommand {
             commandName: "profile",
             abstract: "Switch to another profile (its schedule starts over); connections stay open."
         )
-        @Argument(help: "A built-in profile name or a profile YAML file (read and checked here).")
+        @Argument(help: "A built-in profile name or a profile YAML file (read and checked here).", completion: profileCompletion)
         var profile: String
         @OptionGroup var target: Target
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import NetcondCore
 import NetcondScenario
 
@@ -25,7 +26,7 @@ struct Netcond: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [
             RunCommand.self, TestCommand.self, ProxyCommand.self, CtlCommand.self, ProfilesCommand.self, ValidateCommand.self, DemoCommand.self,
-            FetchCommand.self,
+            FetchCommand.self, ReportCommand.self,
         ]
     )
 
@@ -52,6 +53,20 @@ struct Netcond: AsyncParsableCommand {
             Self.exit(withError: error)
         }
     }
+}
+
+/// Shell completion for a profile argument: the built-in names, and the YAML files the word being
+/// completed names (`Profiles/<TAB>`).
+let profileCompletion = CompletionKind.custom { _, _, prefix in
+    let names = ProfileCatalog.knownNames.filter { $0.hasPrefix(prefix) }
+    let directory = prefix.hasSuffix("/") ? String(prefix.dropLast()) : (prefix as NSString).deletingLastPathComponent
+    let listed = (try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory)) ?? []
+    let files = listed.sorted().map { directory.isEmpty ? $0 : directory + "/" + $0 }.filter { path in
+        var isDirectory: ObjCBool = false
+        _ = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
+        return path.hasPrefix(prefix) && (path.hasSuffix(".yaml") || path.hasSuffix(".yml") || isDirectory.boolValue)
+    }
+    return names + files
 }
 
 /// Options every command that runs conditions takes.

@@ -18,7 +18,7 @@ struct ProxyCommand: AsyncParsableCommand {
             """
     )
 
-    @Argument(help: "A built-in profile name (see `netcond profiles`) or a profile YAML file.")
+    @Argument(help: "A built-in profile name (see `netcond profiles`) or a profile YAML file.", completion: profileCompletion)
     var profile: String
 
     @Option(name: .long, help: "Where to listen: host:port, :port or port (default 127.0.0.1:8080; 0 = any free port).")

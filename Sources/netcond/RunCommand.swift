@@ -23,7 +23,7 @@ struct RunCommand: AsyncParsableCommand {
             """
     )
 
-    @Argument(help: "A built-in profile name (see `netcond profiles`) or a profile YAML file.")
+    @Argument(help: "A built-in profile name (see `netcond profiles`) or a profile YAML file.", completion: profileCompletion)
     var profile: String
 
     @Argument(parsing: .postTerminator, help: "The program and its arguments, after `--`.")

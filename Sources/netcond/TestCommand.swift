@@ -44,6 +44,13 @@ struct TestCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Write a JSON report here (checks, evidence, request logs).")
     var json: String?
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Run only part I of N (e.g. 2/4): every scenario falls in exactly one part, the same on every machine, parts balanced by the scenarios' deadlines.",
+            valueName: "I/N"))
+    var shard: String?
+
     @Flag(name: .long, help: "List the scenarios that would run, and exit.")
     var list = false
 
@@ -66,6 +73,13 @@ struct TestCommand: AsyncParsableCommand {
     @OptionGroup var lowLatency: LowLatencyOption
 
     func validate() throws {
+        if let shard = self.shard {
+            do {
+                _ = try ScenarioShard(parsing: shard)
+            } catch {
+                throw ValidationError(error.description)
+            }
+        }
         for (option, path) in [("--junit", self.junit), ("--json", self.json)] {
             guard let path else { continue }
             let directory = (path as NSString).deletingLastPathComponent
@@ -242,8 +256,16 @@ struct TestCommand: AsyncParsableCommand {
                     + "the names are: \(names.keys.sorted().joined(separator: ", "))"))
             throw ExitCode(2)
         }
+        if let shard = self.parsedShard {
+            // Every file was checked above, whichever part it falls in: a bad file fails every part.
+            let all = scenarios.count
+            scenarios = shard.select(scenarios, name: { $0.0.name }, weight: { $0.0.client.deadline.seconds })
+            printError("netcond test: part \(shard) holds \(scenarios.count) of \(all) scenario\(all == 1 ? "" : "s")")
+        }
         return scenarios
     }
+
+    private var parsedShard: ScenarioShard? { self.shard.flatMap { try? ScenarioShard(parsing: $0) } }
 
     /// The client after `--` cannot start (127: not found, 126: not executable): said once, and the
     /// reports (when asked for) have an error for each scenario saying so, so that CI finds them.
@@ -291,7 +313,11 @@ struct TestCommand: AsyncParsableCommand {
     }
 
     private func writeReports(_ results: [ScenarioSuite.Result], seconds: Double) throws {
-        for (path, text) in [(self.junit, { ScenarioSuite.junit(results, seconds: seconds) }), (self.json, { ScenarioSuite.json(results, seconds: seconds) })] {
+        let shard = self.parsedShard
+        for (path, text) in [
+            (self.junit, { ScenarioSuite.junit(results, seconds: seconds, shard: shard) }),
+            (self.json, { ScenarioSuite.json(results, seconds: seconds, shard: shard) }),
+        ] {
             guard let path else { continue }
             do {
                 try text().write(toFile: path, atomically: true, encoding: .utf8)

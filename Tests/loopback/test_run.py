@@ -513,3 +513,30 @@ def test_names_with_control_characters_are_refused_and_other_text_is_escaped(tmp
     assert single.returncode == 0, single.stdout + single.stderr
     for output in [shown.stdout, shown.stderr, single.stdout, single.stderr]:
         assert "\x1b" not in output and "\x07" not in output, output
+
+
+def test_bash_completion_offers_built_in_profiles_and_profile_files(tmp_path):
+    """The script argument-parser generates, sourced by a real bash, completes a profile argument with
+    the built-in names and the YAML files (and folders) of the directory being typed."""
+    script = run(["--generate-completion-script", "bash"])
+    assert script.returncode == 0, script.stderr
+    (tmp_path / "completion.bash").write_text(script.stdout)
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "tunnel.yaml").write_text("link: {latency: 1ms}\n")
+    (tmp_path / "links" / "notes.txt").write_text("not a profile\n")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(os.path.abspath(NETCOND), bindir / "netcond")
+
+    def complete(*words):
+        line = " ".join(("netcond",) + words)
+        probe = (f"source {tmp_path}/completion.bash; COMP_LINE={line!r}; COMP_POINT=${{#COMP_LINE}}; "
+                 f"COMP_WORDS=(netcond {' '.join(repr(w) for w in words)}); COMP_CWORD={len(words)}; _netcond; "
+                 "printf '%s\\n' \"${COMPREPLY[@]}\"")
+        r = subprocess.run(["bash", "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=30,
+                           env={**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"})
+        return set(r.stdout.split())
+
+    assert complete("run", "sat") == {"satellite-geo", "satellite-leo"}
+    assert complete("proxy", "links/") == {"links/tunnel.yaml"}
+    assert {"edge", "links"} <= complete("ctl", "profile", "")

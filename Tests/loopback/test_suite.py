@@ -191,3 +191,52 @@ def test_interrupt_stops_the_client_and_the_run(tmp_path):
     assert not pids(f"^curl .*{marker}") and not pids(f"^sh -c .*{marker}")
     assert (tmp_path / "r.xml").exists()
     assert not glob.glob(str(tmp_path / "netcond-*"))
+
+
+def test_shards_run_every_scenario_once_and_merge_into_the_whole_runs_verdicts(tmp_path):
+    """The shipped scenarios in three parts, as three CI machines would run them: each scenario in
+    exactly one part, every part's JUnit and JSON, and the merged JSON equal to one run of all."""
+    scenarios = os.path.join(os.path.dirname(__file__), "..", "..", "Scenarios")
+    # A client whose verdicts do not depend on timing: it asks for nothing.
+    client = ["--", "true"]
+    whole = tmp_path / "whole.json"
+    r = run(["test", scenarios, "--seed", "4", "--json", str(whole), *client], timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    parts = []
+    for index in (1, 2, 3):
+        report, junit = tmp_path / f"part-{index}.json", tmp_path / f"part-{index}.xml"
+        p = run(["test", scenarios, "--shard", f"{index}/3", "--seed", "4", "--json", str(report),
+                 "--junit", str(junit), *client], timeout=600)
+        assert p.returncode == 1, p.stdout + p.stderr
+        assert f"part {index}/3 holds" in p.stderr
+        suite_element = ET.parse(junit).getroot().find("testsuite")
+        assert suite_element.get("name") == f"netcond scenarios (part {index} of 3)"
+        parts.append(report)
+    names = [s["name"] for p in parts for s in json.loads(p.read_text())["scenarios"]]
+    assert sorted(names) == sorted(s["name"] for s in json.loads(whole.read_text())["scenarios"])
+    assert len(names) == len(set(names)) == 12
+    merged = tmp_path / "merged.json"
+    m = run(["report", "merge", *map(str, parts), "--json", str(merged)])
+    assert m.returncode == 0, m.stderr
+    data = json.loads(merged.read_text())
+    verdicts = {s["name"]: s["verdict"] for s in data["scenarios"]}
+    assert verdicts == {s["name"]: s["verdict"] for s in json.loads(whole.read_text())["scenarios"]}
+    assert data["merged"] == ["1/3", "2/3", "3/3"] and data["passed"] == json.loads(whole.read_text())["passed"]
+    # The same part twice, and a file that is not a report, are refused naming the file.
+    twice = run(["report", "merge", str(parts[0]), str(parts[0])])
+    assert twice.returncode == 2 and "is in both" in twice.stderr
+    junk = tmp_path / "junk.json"
+    junk.write_text("{\"scenarios\": ")
+    bad = run(["report", "merge", str(junk)])
+    assert bad.returncode == 2 and "junk.json: not JSON" in bad.stderr
+
+
+def test_a_bad_shard_is_refused_with_the_allowed_form(tmp_path):
+    folder = suite(tmp_path, small=SMALL)
+    for text in ("0/3", "4/3", "a/b"):
+        r = run(["test", str(folder), "--shard", text, "--", "true"])
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "allowed: I/N with whole numbers 1 ≤ I ≤ N" in r.stderr, r.stderr
+    # More parts than scenarios: the empty parts pass with nothing run.
+    empty = run(["test", str(folder), "--shard", "2/2", "--", "true"])
+    assert empty.returncode == 0 and "part 2/2 holds 0 of 1 scenario" in empty.stderr, empty.stdout + empty.stderr

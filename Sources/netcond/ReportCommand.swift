@@ -1,0 +1,62 @@
+import ArgumentParser
+import Foundation
+import NetcondCore
+import NetcondScenario
+
+struct ReportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "report",
+        abstract: "Work with the reports netcond test writes.",
+        subcommands: [Merge.self]
+    )
+
+    struct Merge: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "merge",
+            abstract: "Join the JSON reports of a sharded run's parts (netcond test --shard I/N --json) into one.",
+            discussion: """
+                The merged report is the one the whole run would have written: every scenario once (in \
+                order of name), passed when every part passed. A scenario in two files, parts of \
+                different splits, a file that is not a netcond JSON report or one of another format are \
+                refused (exit 2), naming the file.
+
+                Example:
+                  netcond report merge part-*.json --json report.json
+                """
+        )
+
+        @Argument(help: "The parts' JSON reports.")
+        var files: [String]
+
+        @Option(name: .long, help: "Write the merged report here (default: standard output).")
+        var json: String?
+
+        func run() throws {
+            var reports: [(path: String, data: Data)] = []
+            for file in self.files {
+                guard let data = FileManager.default.contents(atPath: file) else {
+                    printError("netcond: cannot read \(file)")
+                    throw ExitCode(2)
+                }
+                reports.append((file, data))
+            }
+            let merged: String
+            do {
+                merged = try ReportMerge.merge(reports)
+            } catch {
+                printError("netcond: \(TerminalText.escaped(error.description))")
+                throw ExitCode(2)
+            }
+            guard let path = self.json else {
+                print(merged, terminator: "")
+                return
+            }
+            do {
+                try merged.write(toFile: path, atomically: true, encoding: .utf8)
+            } catch {
+                printError("netcond: cannot write \(path): \(error.localizedDescription)")
+                throw ExitCode(3)
+            }
+        }
+    }
+}
