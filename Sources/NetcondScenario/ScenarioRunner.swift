@@ -84,7 +84,13 @@ public enum ScenarioRunner {
 
     /// The client command: the one given after `--`, else the scenario's. Exit 2 when neither names one.
     public static func command(for scenario: Scenario, override: [String]) throws(ScenarioRunError) -> [String] {
-        if !override.isEmpty { return override }
+        if let program = override.first {
+            // A program named by a relative path (`-- ./client`) is the one beside the user, where
+            // netcond was started (and checked), not one in the client's fresh working directory.
+            guard program.contains("/"), !program.hasPrefix("/") else { return override }
+            let absolute = (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(program)
+            return [absolute] + override.dropFirst()
+        }
         guard let command = scenario.client.command else {
             throw ScenarioRunError(
                 description: "\(scenario.file): the scenario names no client command; give one after '--' or as client.command",

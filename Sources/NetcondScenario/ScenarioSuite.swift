@@ -49,7 +49,10 @@ public enum ScenarioSuite {
     }
 
     private static func yamlFiles(in directory: String) -> [String] {
-        guard let enumerator = FileManager.default.enumerator(atPath: directory) else { return [] }
+        // The folder itself may be a symbolic link (a monorepo's shared Scenarios/): enumerated
+        // through its target, named as given.
+        let target = URL(fileURLWithPath: directory).resolvingSymlinksInPath().path
+        guard let enumerator = FileManager.default.enumerator(atPath: target) else { return [] }
         var files: [String] = []
         while let relative = enumerator.nextObject() as? String {
             let lower = relative.lowercased()

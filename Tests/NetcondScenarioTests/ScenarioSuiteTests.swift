@@ -47,6 +47,16 @@ import FoundationXML
         #expect(twice.files.filter { $0.hasSuffix("b.yaml") }.count == 1)
     }
 
+    @Test func aFolderThatIsASymbolicLinkIsSearchedThroughIt() throws {
+        let base = try self.folder(["a.yaml": Self.scenarioYAML.replacingOccurrences(of: "NAME", with: "a")])
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let link = base + "-link"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: base)
+        defer { try? FileManager.default.removeItem(atPath: link) }
+        #expect(try ScenarioSuite.discover([link + "/"]).files == [link + "/a.yaml"])
+        #expect(try ScenarioSuite.discover([link]).files == [link + "/a.yaml"])
+    }
+
     @Test func missingPathsAndFoldersWithoutScenariosAreErrors() throws {
         let base = try self.folder(["slow.yaml": "name: slow\n"])
         defer { try? FileManager.default.removeItem(atPath: base) }
