@@ -86,6 +86,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "netcond-revision",
+            swiftSettings: swiftSettings
+        ),
+        .plugin(
+            name: "NetcondRevision",
+            capability: .buildTool(),
+            dependencies: ["netcond-revision"]
+        ),
+        .executableTarget(
             name: "netcond",
             dependencies: [
                 "NetcondCore",
@@ -97,7 +106,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: ["NetcondRevision"]
         ),
         .testTarget(
             name: "NetcondCoreTests",

@@ -23,7 +23,7 @@ struct Netcond: AsyncParsableCommand {
               netcond ctl outage refuse                     change a running proxy's conditions live
               netcond profiles                              list the built-in profiles
             """,
-        version: "0.1.0",
+        version: "0.1.0 (git \(buildRevision))",
         subcommands: [
             RunCommand.self, TestCommand.self, ProxyCommand.self, CtlCommand.self, ProfilesCommand.self, ValidateCommand.self, DemoCommand.self,
             FetchCommand.self, ReportCommand.self,

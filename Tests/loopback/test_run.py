@@ -540,3 +540,15 @@ def test_bash_completion_offers_built_in_profiles_and_profile_files(tmp_path):
     assert complete("run", "sat") == {"satellite-geo", "satellite-leo"}
     assert complete("proxy", "links/") == {"links/tunnel.yaml"}
     assert {"edge", "links"} <= complete("ctl", "profile", "")
+
+
+def test_version_names_the_git_revision_it_was_built_from():
+    r = run(["--version"])
+    assert r.returncode == 0, r.stderr
+    top = os.path.join(os.path.dirname(__file__), "..", "..")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=top, capture_output=True, text=True)
+    if head.returncode != 0:  # a source archive: no revision to know
+        assert r.stdout.strip().endswith("(git unknown)"), r.stdout
+        return
+    # Built from this checkout's HEAD (scripts/test builds before it tests).
+    assert r.stdout.strip() == f"0.1.0 (git {head.stdout.strip()[:12]})", r.stdout
