@@ -48,6 +48,13 @@ public struct ProxyConfiguration: Sendable {
     public var controllable: Bool
     /// How long before a deadline a quiet link wakes to spin to it (zero: never spin).
     public var timerSpin: Span
+    /// Whether to listen as a proxy (HTTP, CONNECT, SOCKS5) at `listenHost:listenPort`; without,
+    /// only the forwards listen (the Toxiproxy API's proxies).
+    public var servesProxy: Bool = true
+    /// Called on the loop for each connection a forward accepts, with the index of the forward,
+    /// once netcond's handlers are in place: a caller's own handler goes first in its pipeline
+    /// (next to the client's socket).
+    public var forwardConnectionHook: (@Sendable (Channel, Int) throws -> Void)?
 
     public init(
         profile: Profile,
@@ -74,7 +81,8 @@ public struct ProxyConfiguration: Sendable {
 
 /// Where a started proxy listens.
 public struct ProxyAddresses: Sendable {
-    public var proxy: SocketAddress
+    /// Nil when the configuration serves no proxy (forwards only).
+    public var proxy: SocketAddress?
     public var forwards: [SocketAddress]
 }
 
@@ -169,14 +177,18 @@ public final class ProxyServer: Sendable {
                 driver.pump()
             }
         }.get()
-        let proxy = try await self.bind(host: self.configuration.listenHost, port: self.configuration.listenPort) {
-            channel, state, connector in
-            let shaper = LinkShaper(driver: state.driver, stats: state.stats, record: connector.client)
-            let sniffer = ProtocolSniffer(shaper: shaper, connector: connector)
-            try channel.pipeline.syncOperations.addHandlers([shaper, sniffer])
+        var proxy: SocketAddress?
+        if self.configuration.servesProxy {
+            proxy = try await self.bind(host: self.configuration.listenHost, port: self.configuration.listenPort) {
+                channel, state, connector in
+                let shaper = LinkShaper(driver: state.driver, stats: state.stats, record: connector.client)
+                let sniffer = ProtocolSniffer(shaper: shaper, connector: connector)
+                try channel.pipeline.syncOperations.addHandlers([shaper, sniffer])
+            }
         }
         var forwardAddresses: [SocketAddress] = []
-        for forward in self.configuration.forwards {
+        let hook = self.configuration.forwardConnectionHook
+        for (index, forward) in self.configuration.forwards.enumerated() {
             let target = UpstreamTarget(host: forward.targetHost, port: forward.targetPort)
             let address = try await self.bind(host: forward.listenHost, port: forward.listenPort) {
                 channel, state, connector in
@@ -189,6 +201,7 @@ public final class ProxyServer: Sendable {
                     return true
                 }
                 try channel.pipeline.syncOperations.addHandlers([shaper, hold, clientGlue])
+                try hook?(channel, index)
                 let flow = shaper.beginShaping()
                 attempt.value = connector.connect(to: target, flow: flow) { result in
                     switch result {

@@ -47,7 +47,8 @@ public final class Session: Sendable {
         self.profile = profile
         self.seed = seed
         self.proxy = proxy
-        self.proxyAddress = addresses.proxy
+        guard let proxyAddress = addresses.proxy else { preconditionFailure("a session's proxy serves as a proxy") }
+        self.proxyAddress = proxyAddress
         self.forwardAddresses = addresses.forwards
         self.control = control
         self.controlAddress = controlAddress

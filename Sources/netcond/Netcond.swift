@@ -26,7 +26,7 @@ struct Netcond: AsyncParsableCommand {
         version: "0.1.0 (git \(buildRevision))",
         subcommands: [
             RunCommand.self, TestCommand.self, ProxyCommand.self, CtlCommand.self, ProfilesCommand.self, ValidateCommand.self, DemoCommand.self,
-            FetchCommand.self, ReportCommand.self,
+            FetchCommand.self, ReportCommand.self, ToxiproxyCommand.self,
         ]
     )
 

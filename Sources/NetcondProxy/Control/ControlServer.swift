@@ -27,7 +27,7 @@ extension ProxyServer: ControlTarget {
 /// target's own thread (the proxy's loop), so traffic is not held up by control work.
 public final class ControlServer: Sendable {
     private let target: any ControlTarget
-    private let channel: NIOLockedValueBox<Channel?> = NIOLockedValueBox(nil)
+    private let server: NIOLockedValueBox<JSONHTTPServer?> = NIOLockedValueBox(nil)
 
     public init(proxy: ProxyServer) {
         self.target = proxy
@@ -42,99 +42,35 @@ public final class ControlServer: Sendable {
     public func start(host: String, port: Int) async throws -> SocketAddress {
         let target = self.target
         let access = ControlAccess(listenHost: HostAddress.isIPLiteral(HostAddress.unbracketed(host)) ? nil : host)
-        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(ControlHTTPHandler(target: target, access: access))
-                }
+        let server = JSONHTTPServer(maxBodyBytes: ControlAPI.maxBodyBytes) { request in
+            let route: Result<ControlAPI.Route, ControlAPI.Rejection>
+            if let refusal = access.check(
+                method: request.method, target: request.target, headers: request.headers,
+                hasBody: !request.body.isEmpty || request.tooLarge)
+            {
+                route = .failure(refusal)
+            } else if request.tooLarge {
+                route = .failure(ControlAPI.tooLarge)
+            } else {
+                route = ControlAPI.route(method: request.method, target: request.target, body: request.body)
             }
-        let channel: Channel
-        do {
-            channel = try await bootstrap.bind(host: host, port: port).get()
-        } catch {
-            throw ProxyStartError(description: "cannot listen for control on \(host):\(port): \(ProxyServer.reason(error))")
+            switch route {
+            case .failure(let rejection):
+                return JSONHTTPResponse(status: rejection.status, json: ControlError(error: rejection.message).controlJSON())
+            case .success(let route):
+                let answer = await target.controlAnswer(route)
+                return JSONHTTPResponse(status: answer.status, json: answer.json)
+            }
         }
-        self.channel.withLockedValue { $0 = channel }
-        guard let address = channel.localAddress else {
-            throw ProxyStartError(description: "cannot listen for control on \(host):\(port): no local address")
-        }
-        return address
+        self.server.withLockedValue { $0 = server }
+        return try await server.start(host: host, port: port, what: "control")
     }
 
     public func stop() async {
-        let channel = self.channel.withLockedValue { channel in
-            defer { channel = nil }
-            return channel
+        let server = self.server.withLockedValue { server in
+            defer { server = nil }
+            return server
         }
-        try? await channel?.close()
-    }
-}
-
-private final class ControlHTTPHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
-
-    private let target: any ControlTarget
-    private let access: ControlAccess
-    private var head: HTTPRequestHead?
-    private var body: [UInt8] = []
-    private var tooLarge = false
-
-    init(target: any ControlTarget, access: ControlAccess) {
-        self.target = target
-        self.access = access
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch self.unwrapInboundIn(data) {
-        case .head(let head):
-            self.head = head
-            self.body = []
-            self.tooLarge = false
-        case .body(var buffer):
-            if self.body.count + buffer.readableBytes > ControlAPI.maxBodyBytes {
-                self.tooLarge = true
-            } else if let bytes = buffer.readBytes(length: buffer.readableBytes) {
-                self.body += bytes
-            }
-        case .end:
-            guard let head = self.head else { return }
-            self.head = nil
-            let keepAlive = head.isKeepAlive
-            let route: Result<ControlAPI.Route, ControlAPI.Rejection>
-            let refusal = self.access.check(
-                method: head.method.rawValue,
-                target: head.uri,
-                headers: head.headers.map { (name: $0.name, value: $0.value) },
-                hasBody: !self.body.isEmpty || self.tooLarge
-            )
-            if let refusal {
-                route = .failure(refusal)
-            } else if self.tooLarge {
-                route = .failure(ControlAPI.tooLarge)
-            } else {
-                route = ControlAPI.route(method: head.method.rawValue, target: head.uri, body: self.body)
-            }
-            self.body = []
-            switch route {
-            case .failure(let rejection):
-                self.respond(context: context, status: rejection.status, json: ControlError(error: rejection.message).controlJSON(), keepAlive: keepAlive)
-            case .success(let route):
-                let target = self.target
-                context.eventLoop.makeFutureWithTask { await target.controlAnswer(route) }
-                    .assumeIsolated()
-                    .whenComplete { result in
-                        let answer = (try? result.get()) ?? (status: 500, json: ControlError(error: "netcond has stopped").controlJSON())
-                        self.respond(context: context, status: answer.status, json: answer.json, keepAlive: keepAlive)
-                    }
-            }
-        }
-    }
-
-    private func respond(context: ChannelHandlerContext, status: Int, json: [UInt8], keepAlive: Bool) {
-        CannedResponse(status: status, headers: [("Cache-Control", "no-store")], body: json, contentType: "application/json")
-            .write(to: context, keepAlive: keepAlive)
+        await server?.stop()
     }
 }

@@ -9,12 +9,13 @@ extension CannedResponse {
         CannedResponse(status: status, headers: [], body: Array(text.utf8), contentType: "text/plain; charset=utf-8")
     }
 
-    /// The head: `Content-Type` and `Content-Length` for the body, the response's own headers, and
+    /// The head: `Content-Type` and `Content-Length` for the body (none for 204 and 304), the response's own headers, and
     /// `Connection: close` unless the connection is kept alive.
     public func head(keepAlive: Bool) -> HTTPResponseHead {
         var headers = HTTPHeaders()
         if let contentType = self.contentType { headers.add(name: "Content-Type", value: contentType) }
-        headers.add(name: "Content-Length", value: String(self.body.count))
+        // 204 and 304 carry no body and so no length (RFC 9110 8.6).
+        if self.status != 204 && self.status != 304 { headers.add(name: "Content-Length", value: String(self.body.count)) }
         for (name, value) in self.headers { headers.add(name: name, value: value) }
         if !keepAlive { headers.add(name: "Connection", value: "close") }
         return HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: self.status), headers: headers)

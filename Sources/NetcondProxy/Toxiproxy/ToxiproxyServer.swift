@@ -1,0 +1,393 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NetcondCore
+
+/// Toxiproxy's REST API served by netcond (`netcond toxiproxy`): a suite written against Toxiproxy
+/// (its Go, Ruby, Python, Java or .NET client) runs unchanged, and each of its proxies is a netcond
+/// forward whose link the toxics set. Endpoints as Toxiproxy's:
+///
+/// | method + path | does |
+/// | --- | --- |
+/// | `GET /version` | `{"version": "…"}` |
+/// | `GET /proxies`, `POST /proxies` | list (by name), create (201; 409 when the name is taken) |
+/// | `POST /populate` | create or replace a list of proxies (201, `{"proxies": [...]}`) |
+/// | `GET`, `POST`/`PATCH`, `DELETE /proxies/{proxy}` | show, update (`enabled`, `listen`, `upstream`), delete (204) |
+/// | `GET`, `POST /proxies/{proxy}/toxics` | list, add (409 when the name is taken) |
+/// | `GET`, `POST`/`PATCH`, `DELETE /proxies/{proxy}/toxics/{toxic}` | show, update attributes or toxicity, remove (204) |
+/// | `POST /reset` | every proxy enabled, every toxic removed (204) |
+///
+/// Errors have Toxiproxy's shape (`{"error": "…", "status": N}`). Requests a web page could send
+/// are refused as the control API refuses them (a `Host` that is not an IP or localhost, an
+/// `Origin` other than a loopback page) and, as Toxiproxy does, any from a browser's user agent.
+public actor ToxiproxyServer {
+    /// The Toxiproxy API version netcond answers to (the one whose endpoints it serves).
+    public static let version = "2.12.0-netcond"
+
+    private final class Entry {
+        var name: String
+        /// As bound (`127.0.0.1:PORT`) once the proxy has listened; as asked before.
+        var listen: String
+        var upstream: String
+        var enabled: Bool
+        var toxics: [Toxic] = []
+        var server: ProxyServer?
+        var connections: NIOLoopBoundBox<ToxicConnections>?
+        /// The proxy's number, for its seed.
+        let index: UInt64
+
+        init(name: String, listen: String, upstream: String, enabled: Bool, index: UInt64) {
+            self.name = name
+            self.listen = listen
+            self.upstream = upstream
+            self.enabled = enabled
+            self.index = index
+        }
+
+        var jsonObject: [String: Any] {
+            ["name": self.name, "listen": self.listen, "upstream": self.upstream, "enabled": self.enabled,
+             "toxics": self.toxics.map(\.jsonObject)]
+        }
+    }
+
+    private let seed: UInt64
+    private let group: EventLoopGroup
+    private var proxies: [String: Entry] = [:]
+    private var created: UInt64 = 0
+    private let http: NIOLockedValueBox<JSONHTTPServer?> = NIOLockedValueBox(nil)
+
+    public init(seed: UInt64, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+        self.seed = seed
+        self.group = group
+    }
+
+    /// Serves the API at `host:port` (0: any free port).
+    public func start(host: String, port: Int) async throws -> SocketAddress {
+        let access = ControlAccess(listenHost: HostAddress.isIPLiteral(HostAddress.unbracketed(host)) ? nil : host)
+        let server = JSONHTTPServer(maxBodyBytes: ControlAPI.maxBodyBytes) { [weak self] request in
+            guard let self else { return JSONHTTPResponse(status: 500, json: ToxiproxyError(message: "netcond has stopped", status: 500).json) }
+            if let refusal = Self.refusal(request, access: access) { return refusal }
+            return await self.answer(request)
+        }
+        self.http.withLockedValue { $0 = server }
+        return try await server.start(host: host, port: port, what: "the Toxiproxy API")
+    }
+
+    /// Stops the API and every proxy (their listeners and connections).
+    public func stop() async {
+        let http = self.http.withLockedValue { server in
+            defer { server = nil }
+            return server
+        }
+        await http?.stop()
+        for entry in self.proxies.values { await entry.server?.stop() }
+        self.proxies = [:]
+    }
+
+    /// Creates the proxies of a Toxiproxy config file (`toxiproxy-server -config`): a JSON list of
+    /// `{"name", "listen", "upstream", "enabled"}`.
+    public func populate(json: [UInt8]) async -> (status: Int, json: [UInt8]) {
+        let answer = await self.answer(JSONHTTPRequest(method: "POST", target: "/populate", headers: [], body: json, tooLarge: false))
+        return (answer.status, answer.json)
+    }
+
+    // MARK: - Requests
+
+    /// Host and Origin as the control API checks them; a browser's user agent as Toxiproxy does.
+    static func refusal(_ request: JSONHTTPRequest, access: ControlAccess) -> JSONHTTPResponse? {
+        if request.headers.contains(where: { $0.name.lowercased() == "user-agent" && $0.value.hasPrefix("Mozilla/") }) {
+            return JSONHTTPResponse(status: 403, json: ToxiproxyError(message: "User agent not allowed: netcond's Toxiproxy API takes no requests from browsers (a web page must not change the conditions)", status: 403).json)
+        }
+        // The control API's checks, without its JSON-only rule: Toxiproxy's clients post /reset
+        // with no body and no type; Origin is what keeps pages out.
+        if let rejection = access.check(method: "GET", target: request.target, headers: request.headers, hasBody: false) {
+            return JSONHTTPResponse(status: rejection.status, json: ToxiproxyError(message: rejection.message, status: rejection.status).json)
+        }
+        if request.tooLarge {
+            return JSONHTTPResponse(status: 413, json: ToxiproxyError(message: "bad request body: over 1 MB", status: 413).json)
+        }
+        return nil
+    }
+
+    func answer(_ request: JSONHTTPRequest) async -> JSONHTTPResponse {
+        do {
+            let (status, object) = try await self.route(request)
+            guard let object else { return JSONHTTPResponse(status: status, json: []) }
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+            return JSONHTTPResponse(status: status, json: Array(data) + [0x0A])
+        } catch let error as ToxiproxyError {
+            return JSONHTTPResponse(status: error.status, json: error.json)
+        } catch {
+            return JSONHTTPResponse(status: 500, json: ToxiproxyError(message: "\(error)", status: 500).json)
+        }
+    }
+
+    private func route(_ request: JSONHTTPRequest) async throws -> (Int, Any?) {
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map {
+            String($0).removingPercentEncoding ?? String($0)
+        }
+        let method = request.method
+        func wrong(_ allowed: String) -> ToxiproxyError {
+            ToxiproxyError(message: "method not allowed: \(method) \(request.path); allowed: \(allowed)", status: 405)
+        }
+        switch parts.count {
+        case 1 where parts[0] == "version":
+            guard method == "GET" else { throw wrong("GET") }
+            return (200, ["version": Self.version])
+        case 1 where parts[0] == "reset":
+            guard method == "POST" else { throw wrong("POST") }
+            try await self.reset()
+            return (204, nil)
+        case 1 where parts[0] == "populate":
+            guard method == "POST" else { throw wrong("POST") }
+            return try await self.populate(body: request.body)
+        case 1 where parts[0] == "proxies":
+            switch method {
+            case "GET":
+                return (200, Dictionary(uniqueKeysWithValues: self.proxies.map { ($0.key, $0.value.jsonObject) }))
+            case "POST":
+                let entry = try await self.create(try Self.object(request.body))
+                return (201, entry.jsonObject)
+            default: throw wrong("GET or POST")
+            }
+        case 2 where parts[0] == "proxies":
+            let entry = try self.entry(parts[1])
+            switch method {
+            case "GET": return (200, entry.jsonObject)
+            case "POST", "PATCH":
+                try await self.update(entry, try Self.object(request.body))
+                return (200, entry.jsonObject)
+            case "DELETE":
+                await entry.server?.stop()
+                self.proxies[entry.name] = nil
+                return (204, nil)
+            default: throw wrong("GET, POST, PATCH or DELETE")
+            }
+        case 3 where parts[0] == "proxies" && parts[2] == "toxics":
+            let entry = try self.entry(parts[1])
+            switch method {
+            case "GET": return (200, entry.toxics.map(\.jsonObject))
+            case "POST":
+                let toxic = try Toxic.decode(try Self.object(request.body))
+                if let why = Self.notEmulated(toxic) { throw ToxiproxyError.badBody(why) }
+                guard !entry.toxics.contains(where: { $0.name == toxic.name }) else { throw ToxiproxyError.toxicExists }
+                try await self.setToxics(entry, entry.toxics + [toxic])
+                return (200, toxic.jsonObject)
+            default: throw wrong("GET or POST")
+            }
+        case 4 where parts[0] == "proxies" && parts[2] == "toxics":
+            let entry = try self.entry(parts[1])
+            guard let position = entry.toxics.firstIndex(where: { $0.name == parts[3] }) else { throw ToxiproxyError.toxicNotFound }
+            switch method {
+            case "GET": return (200, entry.toxics[position].jsonObject)
+            case "POST", "PATCH":
+                let toxic = try Toxic.decode(try Self.object(request.body), updating: entry.toxics[position])
+                var toxics = entry.toxics
+                toxics[position] = toxic
+                try await self.setToxics(entry, toxics)
+                return (200, toxic.jsonObject)
+            case "DELETE":
+                var toxics = entry.toxics
+                toxics.remove(at: position)
+                try await self.setToxics(entry, toxics)
+                return (204, nil)
+            default: throw wrong("GET, POST, PATCH or DELETE")
+            }
+        default:
+            throw ToxiproxyError(
+                message: "not found: \(request.path); endpoints: /version, /reset, /populate, /proxies, /proxies/{proxy}, "
+                    + "/proxies/{proxy}/toxics, /proxies/{proxy}/toxics/{toxic}", status: 404)
+        }
+    }
+
+    /// Toxics netcond cannot emulate yet, refused before anything changes.
+    static func notEmulated(_ toxic: Toxic) -> String? {
+        switch toxic.kind {
+        case .slowClose, .slicer:
+            return "netcond does not emulate \(toxic.kind.typeName) yet; emulated: latency, bandwidth, timeout, reset_peer, limit_data"
+        default:
+            return nil
+        }
+    }
+
+    private func entry(_ name: String) throws(ToxiproxyError) -> Entry {
+        guard let entry = self.proxies[name] else { throw ToxiproxyError.proxyNotFound }
+        return entry
+    }
+
+    private static func object(_ body: [UInt8]) throws(ToxiproxyError) -> [String: Any] {
+        guard let parsed = try? JSONSerialization.jsonObject(with: Data(body)) else {
+            throw .badBody(body.isEmpty ? "empty; expected a JSON object" : "not JSON; expected a JSON object")
+        }
+        guard let object = parsed as? [String: Any] else { throw .badBody("expected a JSON object") }
+        if let key = JSONDuplicateKeys.first(in: body) { throw .badBody("the key '\(key)' is given twice") }
+        return object
+    }
+
+    private static func string(_ object: [String: Any], _ key: String) throws(ToxiproxyError) -> String? {
+        guard let value = object[key] else { return nil }
+        guard let text = value as? String else { throw .badBody("\(key) must be a string") }
+        return text
+    }
+
+    private static func flag(_ object: [String: Any], _ key: String) throws(ToxiproxyError) -> Bool? {
+        guard let value = object[key] else { return nil }
+        guard let number = value as? NSNumber, Toxic.isBoolean(number) else { throw .badBody("\(key) must be true or false") }
+        return number.boolValue
+    }
+
+    /// `host:port` with a port number (the host may be empty: every interface, as Go listens).
+    static func hostAndPort(_ text: String, key: String) throws(ToxiproxyError) -> (host: String, port: Int) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port)
+        else { throw .badBody("\(key) '\(text)' is not host:port (e.g. 127.0.0.1:6379)") }
+        let host = HostAddress.unbracketed(String(text[..<colon]))
+        return (host.isEmpty ? "0.0.0.0" : host, port)
+    }
+
+    private func create(_ object: [String: Any]) async throws -> Entry {
+        guard let name = try Self.string(object, "name"), !name.isEmpty else { throw ToxiproxyError.missingField("name") }
+        guard let upstream = try Self.string(object, "upstream"), !upstream.isEmpty else {
+            throw ToxiproxyError.missingField("upstream")
+        }
+        guard !name.contains("/") else { throw ToxiproxyError.badBody("a proxy's name cannot contain '/'") }
+        _ = try Self.hostAndPort(upstream, key: "upstream")
+        let listen = try Self.string(object, "listen") ?? "127.0.0.1:0"
+        _ = try Self.hostAndPort(listen, key: "listen")
+        let enabled = try Self.flag(object, "enabled") ?? true
+        guard self.proxies[name] == nil else { throw ToxiproxyError.proxyExists }
+        self.created += 1
+        let entry = Entry(name: name, listen: listen, upstream: upstream, enabled: enabled, index: self.created)
+        if enabled { try await self.open(entry) }
+        self.proxies[name] = entry
+        return entry
+    }
+
+    private func update(_ entry: Entry, _ object: [String: Any]) async throws {
+        let listen = try Self.string(object, "listen") ?? entry.listen
+        let upstream = try Self.string(object, "upstream") ?? entry.upstream
+        let enabled = try Self.flag(object, "enabled") ?? entry.enabled
+        _ = try Self.hostAndPort(listen, key: "listen")
+        _ = try Self.hostAndPort(upstream, key: "upstream")
+        let moved = listen != entry.listen || upstream != entry.upstream
+        if entry.server != nil && (!enabled || moved) {
+            await self.close(entry)
+        }
+        entry.listen = listen
+        entry.upstream = upstream
+        entry.enabled = enabled
+        if enabled && entry.server == nil { try await self.open(entry) }
+    }
+
+    private func populate(body: [UInt8]) async throws -> (Int, Any?) {
+        guard let parsed = try? JSONSerialization.jsonObject(with: Data(body)), let list = parsed as? [[String: Any]] else {
+            throw ToxiproxyError.badBody("expected a JSON list of proxies, e.g. [{\"name\": \"redis\", \"listen\": \"127.0.0.1:26379\", \"upstream\": \"127.0.0.1:6379\"}]")
+        }
+        var made: [Entry] = []
+        for object in list {
+            guard let name = try Self.string(object, "name"), !name.isEmpty else { throw ToxiproxyError.missingField("name") }
+            if let old = self.proxies[name] {
+                // Kept when it is the same; replaced (its toxics gone) when it differs, as Toxiproxy does.
+                let listen = try Self.string(object, "listen") ?? old.listen
+                let upstream = try Self.string(object, "upstream")
+                if listen == old.listen && upstream == old.upstream {
+                    made.append(old)
+                    continue
+                }
+                await old.server?.stop()
+                self.proxies[name] = nil
+            }
+            made.append(try await self.create(object))
+        }
+        return (201, ["proxies": made.map(\.jsonObject)])
+    }
+
+    private func reset() async throws {
+        for name in self.proxies.keys.sorted() {
+            let entry = self.proxies[name]!
+            try await self.setToxics(entry, [])
+            if !entry.enabled || entry.server == nil {
+                entry.enabled = true
+                try await self.open(entry)
+            }
+        }
+    }
+
+    // MARK: - The proxies' links
+
+    private func open(_ entry: Entry) async throws {
+        let (host, port) = try Self.hostAndPort(entry.listen, key: "listen")
+        let (targetHost, targetPort) = try Self.hostAndPort(entry.upstream, key: "upstream")
+        let conditions = ToxicConditions(toxics: entry.toxics, name: entry.name)
+        // The proxy's loop, chosen here so that its connections' toxics can be bound to it.
+        let loop = self.group.next()
+        let connections = NIOLoopBoundBox.makeBoxSendingValue(
+            ToxicConnections(seed: SeedDeriver.derive(self.seed, entry.index), toxics: entry.toxics), eventLoop: loop)
+        var configuration = ProxyConfiguration(
+            profile: conditions.profile, seed: SeedDeriver.derive(self.seed, entry.index, 1),
+            forwards: [PortForward(listenHost: host, listenPort: port, targetHost: targetHost, targetPort: targetPort)],
+            controllable: true)
+        configuration.servesProxy = false
+        configuration.forwardConnectionHook = { channel, _ in try connections.value.attach(to: channel) }
+        let server = ProxyServer(configuration: configuration, group: loop)
+        let addresses: ProxyAddresses
+        do {
+            addresses = try await server.start()
+        } catch {
+            await server.stop()
+            throw ToxiproxyError(message: "\(error)", status: 500)
+        }
+        if let stall = conditions.stall { await server.apply(.stall(stall)) }
+        entry.server = server
+        entry.connections = connections
+        if let bound = addresses.forwards.first, let ip = bound.ipAddress, let boundPort = bound.port {
+            entry.listen = ip.contains(":") ? "[\(ip)]:\(boundPort)" : "\(ip):\(boundPort)"
+        }
+    }
+
+    private func close(_ entry: Entry) async {
+        await entry.server?.stop()
+        entry.server = nil
+        entry.connections = nil
+    }
+
+    /// The proxy's toxics become `toxics`: its link and each open connection follow at once.
+    private func setToxics(_ entry: Entry, _ toxics: [Toxic]) async throws {
+        let before = ToxicConditions(toxics: entry.toxics, name: entry.name)
+        entry.toxics = toxics
+        guard let server = entry.server, let connections = entry.connections else { return }
+        let after = ToxicConditions(toxics: toxics, name: entry.name)
+        if after.profile != before.profile { await server.apply(.switchProfile(after.profile)) }
+        if after.stall != before.stall { await server.apply(.stall(after.stall)) }
+        try await server.eventLoop.submit { connections.value.update(toxics) }.get()
+    }
+}
+
+/// The open connections of one proxy and the toxics they meet; lives on the proxy's loop.
+final class ToxicConnections {
+    private let seed: UInt64
+    private var opened: UInt64 = 0
+    private var handlers: [ObjectIdentifier: ToxicConnectionHandler] = [:]
+    private var toxics: [Toxic]
+
+    init(seed: UInt64, toxics: [Toxic]) {
+        self.seed = seed
+        self.toxics = toxics
+    }
+
+    /// A new connection: its handler goes first in its pipeline and meets the toxics in force.
+    func attach(to channel: Channel) throws {
+        self.opened += 1
+        let handler = ToxicConnectionHandler(seed: self.seed, index: self.opened)
+        try channel.pipeline.syncOperations.addHandler(handler, position: .first)
+        let id = ObjectIdentifier(channel)
+        self.handlers[id] = handler
+        channel.closeFuture.assumeIsolated().whenComplete { _ in self.handlers[id] = nil }
+        handler.update(self.toxics)
+    }
+
+    func update(_ toxics: [Toxic]) {
+        self.toxics = toxics
+        for handler in self.handlers.values { handler.update(toxics) }
+    }
+}

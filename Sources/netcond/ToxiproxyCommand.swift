@@ -1,0 +1,78 @@
+import ArgumentParser
+import Foundation
+import NetcondProxy
+import NetcondScenario
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct ToxiproxyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "toxiproxy",
+        abstract: "Serve Toxiproxy's REST API: a Toxiproxy suite runs unchanged, each proxy a netcond link.",
+        discussion: """
+            Toxiproxy's clients (Go, Ruby, Python, Java, .NET) create proxies and add toxics as they do \
+            against toxiproxy-server; each proxy is a netcond forward whose link the toxics set. What maps \
+            exactly, what maps differently and what is refused: README, "Toxiproxy's API". Ctrl-C stops \
+            the API and every proxy.
+
+            Example:
+              netcond toxiproxy &
+              curl -s -XPOST 127.0.0.1:8474/proxies -d '{"name":"redis","listen":"127.0.0.1:26379","upstream":"127.0.0.1:6379"}'
+            """
+    )
+
+    @Option(name: .long, help: "Where the API listens: host:port, :port or port (default 127.0.0.1:8474, Toxiproxy's).")
+    var listen: String = "127.0.0.1:8474"
+
+    @Option(name: .long, help: "Create these proxies at start: a JSON list as toxiproxy-server -config takes.")
+    var config: String?
+
+    @OptionGroup var seed: SeedOption
+
+    func validate() throws {
+        _ = try parseListen(self.listen)
+    }
+
+    func run() async throws {
+        let seed = try self.seed.resolve()
+        let listen = try parseListen(self.listen)
+        var populate: [UInt8]?
+        if let path = self.config {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                printError("netcond: cannot read \(path)")
+                throw ExitCode(2)
+            }
+            populate = Array(data)
+        }
+        let signals = SignalForwarder()
+        let server = ToxiproxyServer(seed: seed)
+        let address: String
+        do {
+            let bound = try await server.start(host: listen.host, port: listen.port)
+            address = "\(bound.ipAddress ?? listen.host):\(bound.port ?? listen.port)"
+        } catch {
+            signals.stop()
+            printError("netcond: \(error)")
+            throw ExitCode(3)
+        }
+        if let populate, let path = self.config {
+            let (status, json) = await server.populate(json: populate)
+            guard status == 201 else {
+                printError("netcond: \(path): \(String(decoding: json, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))")
+                signals.stop()
+                await server.stop()
+                throw ExitCode(status == 500 ? 3 : 2)
+            }
+        }
+        print("netcond: Toxiproxy API on http://\(address) (version \(ToxiproxyServer.version)), seed \(seed)")
+        fflush(nil)
+        let stopped = AsyncStream<Int32> { continuation in
+            signals.onSignal { signal in continuation.yield(signal) }
+        }
+        for await _ in stopped { break }
+        signals.stop()
+        await server.stop()
+    }
+}

@@ -1,0 +1,284 @@
+"""`netcond toxiproxy` driven by a real Toxiproxy client library (toxiproxy-python from PyPI, used as
+its README shows), with real sockets through the proxies it creates: latency and bandwidth measured
+by a client, Toxiproxy's error shapes, disable/enable, reset, and clean-up."""
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import threading
+import time
+
+import pytest
+import requests
+
+from conftest import NETCOND, free_port, wait_until
+
+toxiproxy = pytest.importorskip("toxiproxy", reason="toxiproxy-python is not installed (scripts/test installs it)")
+from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists  # noqa: E402
+
+
+class Servers:
+    """An echo server and a source that sends `size` bytes on every connection, on 127.0.0.1."""
+
+    def __init__(self):
+        self.stop = threading.Event()
+        self.listeners = []
+        self.echo = self._listen(self._echo)
+        self.source = self._listen(self._source)
+
+    def _listen(self, serve):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        sock.settimeout(0.2)
+        self.listeners.append(sock)
+
+        def loop():
+            while not self.stop.is_set():
+                try:
+                    conn, _ = sock.accept()
+                except socket.timeout:
+                    continue
+                except OSError:
+                    return
+                threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+        threading.Thread(target=loop, daemon=True).start()
+        return sock.getsockname()[1]
+
+    def _echo(self, conn):
+        with conn:
+            conn.settimeout(30)
+            try:
+                while True:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    conn.sendall(data)
+            except OSError:
+                return
+
+    def _source(self, conn):
+        with conn:
+            conn.settimeout(30)
+            try:
+                size = int(conn.recv(64).decode())
+                conn.sendall(bytes(i % 251 for i in range(size)))
+            except (OSError, ValueError):
+                return
+
+    def close(self):
+        self.stop.set()
+        for sock in self.listeners:
+            sock.close()
+
+
+@pytest.fixture
+def api():
+    """`netcond toxiproxy` on a free port, the client library pointed at it; stopped with SIGTERM."""
+    port = free_port()
+    proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", f"127.0.0.1:{port}", "--seed", "3"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    servers = Servers()
+    try:
+        line = proc.stdout.readline()
+        assert "Toxiproxy API on http://127.0.0.1:" in line, line + proc.stderr.read()
+        client = toxiproxy.Toxiproxy()
+        client.update_api_consumer("127.0.0.1", port)
+        yield client, port, servers, proc
+    finally:
+        servers.close()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def address(proxy):
+    host, port = proxy.listen.rsplit(":", 1)
+    return host, int(port)
+
+
+def round_trips(proxy, n):
+    """Seconds of each of n 100-byte exchanges on one new connection (the first, which also pays for
+    the connection's set-up, not counted)."""
+    with socket.create_connection(address(proxy), timeout=30) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        times = []
+        for i in range(n + 1):
+            started = time.monotonic()
+            sock.sendall(b"x" * 100)
+            got = b""
+            while len(got) < 100:
+                chunk = sock.recv(100 - len(got))
+                assert chunk, "the proxy closed the connection"
+                got += chunk
+            if i > 0:
+                times.append(time.monotonic() - started)
+        return times
+
+
+def download_rate(proxy, size, skip):
+    """Bytes per second of a download of `size` bytes, from byte `skip` to the end."""
+    with socket.create_connection(address(proxy), timeout=60) as sock:
+        sock.sendall(str(size).encode())
+        got, mark = 0, None
+        while got < size:
+            chunk = sock.recv(65536)
+            assert chunk, f"closed after {got} bytes"
+            got += len(chunk)
+            if mark is None and got >= skip:
+                mark = (time.monotonic(), got)
+        return (got - mark[1]) / (time.monotonic() - mark[0])
+
+
+def test_a_toxiproxy_client_sets_latency_and_bandwidth_and_a_client_measures_them(api):
+    client, _, servers, _ = api
+    assert json.loads(client.version()) == {"version": "2.12.0-netcond"}
+    echo = client.create(upstream=f"127.0.0.1:{servers.echo}", name="echo")
+    assert echo.enabled and echo.listen.startswith("127.0.0.1:") and not echo.listen.endswith(":0")
+    assert statistics.median(round_trips(echo, 10)) < 0.02
+
+    echo.add_toxic(type="latency", attributes={"latency": 100})
+    assert list(echo.toxics()) == ["latency_downstream"]
+    # 100 ms added to every response: never earlier, and the median within 5 %.
+    times = round_trips(echo, 20)
+    assert min(times) >= 0.100, times
+    assert 0.100 <= statistics.median(times) <= 0.105, times
+    echo.add_toxic(type="latency", stream="upstream", name="up", attributes={"latency": 50, "jitter": 0})
+    times = round_trips(echo, 10)
+    assert 0.150 <= statistics.median(times) <= 0.1575, times
+    echo.destroy_toxic("up")
+    echo.destroy_toxic("latency_downstream")
+    assert statistics.median(round_trips(echo, 10)) < 0.02
+
+    source = client.create(upstream=f"127.0.0.1:{servers.source}", name="source")
+    source.add_toxic(type="bandwidth", name="bw", attributes={"rate": 200})  # KB/s, 1 KB = 1,000 bytes
+    rate = download_rate(source, 600_000, 100_000)
+    assert 190_000 <= rate <= 210_000, rate
+
+
+def test_toxiproxys_errors_reach_its_client_as_its_own_exceptions(api):
+    client, port, servers, _ = api
+    proxy = client.create(upstream=f"127.0.0.1:{servers.echo}", name="db")
+    with pytest.raises(ProxyExists):
+        client.create(upstream=f"127.0.0.1:{servers.echo}", name="db")
+    with pytest.raises(InvalidToxic):
+        proxy.add_toxic(type="lag", attributes={"latency": 1})
+    with pytest.raises(InvalidToxic):
+        proxy.add_toxic(type="latency", attributes={"latency": "100ms"})
+    with pytest.raises(NotFound):
+        proxy.destroy_toxic("nothing")
+    assert client.get_proxy("nothing") is None
+    base = f"http://127.0.0.1:{port}"
+    # Toxiproxy's own shapes: {"error", "status"} with that status.
+    r = requests.get(base + "/proxies/nothing", timeout=10)
+    assert r.status_code == 404 and r.json() == {"error": "proxy not found", "status": 404}
+    r = requests.post(base + "/proxies/db/toxics", json={"type": "latency", "stream": "sideways"}, timeout=10)
+    assert r.status_code == 400 and r.json()["error"] == "stream was invalid, can be either upstream or downstream"
+    r = requests.post(base + "/proxies", json={"name": "x"}, timeout=10)
+    assert r.status_code == 400 and r.json()["error"] == "missing required field: upstream"
+    r = requests.post(base + "/proxies/db/toxics", json={"type": "slicer", "attributes": {"average_size": 10}}, timeout=10)
+    assert r.status_code == 400 and "does not emulate slicer" in r.json()["error"]
+    # A web page cannot drive it: a browser's request is refused, as Toxiproxy refuses it.
+    r = requests.post(base + "/reset", headers={"User-Agent": "Mozilla/5.0"}, timeout=10)
+    assert r.status_code == 403
+    r = requests.post(base + "/reset", headers={"Origin": "http://evil.example"}, timeout=10)
+    assert r.status_code == 403
+    assert client.proxies()["db"].upstream == f"127.0.0.1:{servers.echo}"
+
+
+def test_disable_refuses_connections_and_reset_enables_and_clears(api):
+    client, _, servers, proc = api
+    proxy = client.create(upstream=f"127.0.0.1:{servers.echo}", name="flaky")
+    host, port = address(proxy)
+    proxy.add_toxic(type="latency", attributes={"latency": 300})
+    held = socket.create_connection((host, port), timeout=10)
+    proxy.disable()
+    # The port is closed and the open connection is gone, as with Toxiproxy.
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((host, port), timeout=5).close()
+    held.settimeout(10)
+    assert held.recv(10) == b""
+    held.close()
+    client.reset()
+    assert client.proxies()["flaky"].enabled
+    assert proxy.toxics() == {}
+    assert statistics.median(round_trips(proxy, 5)) < 0.02  # the same port, no latency left
+    proxy.destroy()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((host, port), timeout=5).close()
+    # SIGTERM: netcond stops, and nothing it listened on stays open.
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+
+
+def test_timeout_holds_data_and_closes_reset_peer_resets_limit_data_cuts(api):
+    client, _, servers, _ = api
+    echo = client.create(upstream=f"127.0.0.1:{servers.echo}", name="t")
+    sock = socket.create_connection(address(echo), timeout=10)
+    sock.sendall(b"a")
+    assert sock.recv(1) == b"a"
+    echo.add_toxic(type="timeout", attributes={"timeout": 500})
+    started = time.monotonic()
+    sock.sendall(b"b")
+    sock.settimeout(10)
+    # Nothing comes back, and the connection is closed 500 ms after the toxic began.
+    assert sock.recv(10) == b""
+    assert 0.45 <= time.monotonic() - started <= 5
+    sock.close()
+    echo.destroy_toxic("timeout_downstream")
+
+    echo.add_toxic(type="reset_peer", attributes={"timeout": 200})
+    sock = socket.create_connection(address(echo), timeout=10)
+    sock.sendall(b"c")
+    started = time.monotonic()
+    with pytest.raises(ConnectionResetError):
+        while sock.recv(10):
+            pass
+    assert time.monotonic() - started >= 0.19
+    sock.close()
+    echo.destroy_toxic("reset_peer_downstream")
+
+    source = client.create(upstream=f"127.0.0.1:{servers.source}", name="limited")
+    source.add_toxic(type="limit_data", attributes={"bytes": 1000})
+    with socket.create_connection(address(source), timeout=10) as sock:
+        sock.sendall(b"5000")
+        got = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    assert got == bytes(i % 251 for i in range(1000))
+
+
+def test_a_config_file_creates_its_proxies_and_a_bad_one_is_refused(tmp_path):
+    port, listen = free_port(), free_port()
+    good = tmp_path / "toxiproxy.json"
+    good.write_text(json.dumps([{"name": "redis", "listen": f"127.0.0.1:{listen}", "upstream": "127.0.0.1:6379"},
+                                {"name": "pg", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:5432", "enabled": False}]))
+    proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", f"127.0.0.1:{port}", "--config", str(good)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "Toxiproxy API on" in proc.stdout.readline()
+        proxies = requests.get(f"http://127.0.0.1:{port}/proxies", timeout=10).json()
+        assert sorted(proxies) == ["pg", "redis"]
+        assert proxies["redis"]["listen"] == f"127.0.0.1:{listen}" and proxies["redis"]["enabled"]
+        assert not proxies["pg"]["enabled"] and proxies["pg"]["toxics"] == []
+        socket.create_connection(("127.0.0.1", listen), timeout=5).close()  # listening
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", listen), timeout=5).close()
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"name": "redis"}')
+    r = subprocess.run([NETCOND, "toxiproxy", "--listen", "127.0.0.1:0", "--config", str(bad)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "bad.json" in r.stderr and "expected a JSON list of proxies" in r.stderr, r.stderr
