@@ -183,8 +183,8 @@ def test_toxiproxys_errors_reach_its_client_as_its_own_exceptions(api):
     assert r.status_code == 400 and r.json()["error"] == "stream was invalid, can be either upstream or downstream"
     r = requests.post(base + "/proxies", json={"name": "x"}, timeout=10)
     assert r.status_code == 400 and r.json()["error"] == "missing required field: upstream"
-    r = requests.post(base + "/proxies/db/toxics", json={"type": "slicer", "attributes": {"average_size": 10}}, timeout=10)
-    assert r.status_code == 400 and "does not emulate slicer" in r.json()["error"]
+    r = requests.post(base + "/proxies/db/toxics", json={"type": "slow_close", "attributes": {"delay": -1}}, timeout=10)
+    assert r.status_code == 400 and r.json()["error"].startswith("bad request body: slow_close attribute 'delay' must be 0 or more")
     # A web page cannot drive it: a browser's request is refused, as Toxiproxy refuses it.
     r = requests.post(base + "/reset", headers={"User-Agent": "Mozilla/5.0"}, timeout=10)
     assert r.status_code == 403
@@ -282,3 +282,34 @@ def test_a_config_file_creates_its_proxies_and_a_bad_one_is_refused(tmp_path):
     r = subprocess.run([NETCOND, "toxiproxy", "--listen", "127.0.0.1:0", "--config", str(bad)],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "bad.json" in r.stderr and "expected a JSON list of proxies" in r.stderr, r.stderr
+
+
+def test_slicer_delivers_every_byte_in_pieces_and_slow_close_holds_the_end(api):
+    client, _, servers, _ = api
+    echo = client.create(upstream=f"127.0.0.1:{servers.echo}", name="sliced")
+    echo.add_toxic(type="slicer", attributes={"average_size": 10, "size_variation": 5, "delay": 2000})
+    with socket.create_connection(address(echo), timeout=10) as sock:
+        sock.sendall(b"x")
+        assert sock.recv(1) == b"x"
+        payload = bytes(range(200))
+        started = time.monotonic()
+        sock.sendall(payload)
+        got = b""
+        while len(got) < len(payload):
+            chunk = sock.recv(4096)
+            assert chunk
+            got += chunk
+        # At least 200 / 15 pieces, 2 ms apart: never sooner than 13 gaps.
+        assert got == payload and time.monotonic() - started >= 0.026
+    source = client.create(upstream=f"127.0.0.1:{servers.source}", name="lingering")
+    source.add_toxic(type="slow_close", attributes={"delay": 300})
+    with socket.create_connection(address(source), timeout=10) as sock:
+        sock.sendall(b"1000")
+        got = b""
+        while len(got) < 1000:
+            chunk = sock.recv(4096)
+            assert chunk
+            got += chunk
+        last = time.monotonic()
+        assert sock.recv(10) == b""
+        assert got == bytes(i % 251 for i in range(1000)) and time.monotonic() - last >= 0.29

@@ -2,20 +2,24 @@ import NIOCore
 import NetcondCore
 
 /// What one connection of a Toxiproxy proxy meets on its own, beside the link every connection
-/// shares (``ToxicConditions``): a `timeout` toxic's close, `reset_peer`'s reset and `limit_data`'s
-/// close. It sits next to the client's socket, so it counts the bytes the client actually sent
-/// (upstream) and the bytes that reached it after the link's delays (downstream).
+/// shares (``ToxicConditions``): a `timeout` toxic's close, `reset_peer`'s reset, `limit_data`'s
+/// close, `slow_close`'s late end of stream and `slicer`'s small pieces. It sits next to the
+/// client's socket, so it counts the bytes the client actually sent (upstream) and the bytes that
+/// reached it after the link's delays (downstream).
 ///
 /// ```
 ///   client ⇄ [ToxicConnectionHandler] ⇄ byte counter ⇄ link shaper ⇄ … ⇄ upstream server
 ///              timeout T:     closed T after the toxic began for this connection
 ///              reset_peer T:  reset T after the first data of its stream that follows
 ///              limit_data N:  closed once N bytes of its stream have passed (the rest is not passed)
+///              slow_close D:  the stream's end (a close, a half-close) passed on D later
+///              slicer A±V, D: the stream's data passed on in pieces of A±V bytes, D µs apart, in order
 /// ```
 ///
 /// A toxic begins for a connection when it is added, or when the connection opens while it is in
 /// force; `toxicity` below 1 picks the connections it applies to, a seeded draw per connection and
-/// toxic. Updating a toxic's attributes starts it over for every connection, as in Toxiproxy.
+/// toxic. Updating a toxic's attributes starts it over for every connection, as in Toxiproxy. No
+/// byte is lost to slicing or a late close: data waits in order, and an end of stream waits behind it.
 final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -30,15 +34,28 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         var timer: Scheduled<Void>?
     }
 
+    /// One stream's data waiting to go on in slices, and what waits behind it (an end of stream).
+    private final class Pending {
+        var items: [(buffer: ByteBuffer, promise: EventLoopPromise<Void>?)] = []
+        var pausing = false
+        var behind: [() -> Void] = []
+        var isIdle: Bool { self.items.isEmpty && !self.pausing }
+    }
+
     private let seed: UInt64
     private let index: UInt64
     private var active: [Active] = []
     private var context: ChannelHandlerContext?
     private var ended = false
+    private let pendingDown = Pending()
+    private let pendingUp = Pending()
+    /// Slice sizes.
+    private var random: SeededRandom
 
     init(seed: UInt64, index: UInt64) {
         self.seed = seed
         self.index = index
+        self.random = SeededRandom(seed: SeedDeriver.derive(seed, index, 0x51_1ce))
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -53,6 +70,9 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     func channelInactive(context: ChannelHandlerContext) {
         self.ended = true
         self.cancelTimers()
+        for item in self.pendingDown.items { item.promise?.fail(ChannelError.ioOnClosedChannel) }
+        self.pendingDown.items = []
+        self.pendingUp.items = []
         context.fireChannelInactive()
     }
 
@@ -83,6 +103,11 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = self.unwrapInboundIn(data)
         guard let passed = self.pass(buffer, stream: .upstream) else { return }
+        guard self.pendingUp.isIdle && self.slicer(.upstream) == nil else {
+            self.pendingUp.items.append((passed, nil))
+            self.send(self.pendingUp, stream: .upstream)
+            return
+        }
         context.fireChannelRead(self.wrapInboundOut(passed))
     }
 
@@ -92,7 +117,89 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             promise?.succeed()
             return
         }
+        guard self.pendingDown.isIdle && self.slicer(.downstream) == nil else {
+            self.pendingDown.items.append((passed, promise))
+            self.send(self.pendingDown, stream: .downstream)
+            return
+        }
         context.write(self.wrapOutboundOut(passed), promise: promise)
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        // Slices flush themselves as they go.
+        if self.pendingDown.isIdle { context.flush() }
+    }
+
+    /// The end of the downstream stream (the server closed, or the proxy closes the connection):
+    /// after what waits to be sliced, and `slow_close`'s delay.
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        self.afterEnd(of: .downstream) { context.close(mode: mode, promise: promise) }
+    }
+
+    /// The client's end of stream (a half-close): after what waits to be sliced, and `slow_close`'s delay.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard let event = event as? ChannelEvent, event == .inputClosed else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        self.afterEnd(of: .upstream) { context.fireUserInboundEventTriggered(event) }
+    }
+
+    private func afterEnd(of stream: Toxic.Stream, _ action: @escaping () -> Void) {
+        let pending = stream == .downstream ? self.pendingDown : self.pendingUp
+        let delay = self.active.lazy.compactMap { entry -> Int64? in
+            guard entry.applies, entry.toxic.stream == stream, case .slowClose(let delay) = entry.toxic.kind else { return nil }
+            return delay
+        }.max()
+        let whenSent = {
+            if pending.isIdle { action() } else { pending.behind.append(action) }
+        }
+        guard let delay, delay > 0, let context else { return whenSent() }
+        context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(delay)) { whenSent() }
+    }
+
+    /// The slicer in force on `stream` for this connection: (average size, variation, delay in µs).
+    private func slicer(_ stream: Toxic.Stream) -> (average: Int64, variation: Int64, delay: Int64)? {
+        for entry in self.active where entry.applies && entry.toxic.stream == stream {
+            if case .slicer(let average, let variation, let delay) = entry.toxic.kind { return (average, variation, delay) }
+        }
+        return nil
+    }
+
+    /// Passes on what waits in `pending`, a slice at a time while a slicer is in force (whole
+    /// otherwise), pausing the slicer's delay between slices; then what waited behind it.
+    private func send(_ pending: Pending, stream: Toxic.Stream) {
+        guard let context, !pending.pausing else { return }
+        while !pending.items.isEmpty {
+            var (buffer, promise) = pending.items.removeFirst()
+            let slicer = self.slicer(stream)
+            var size = buffer.readableBytes
+            if let slicer {
+                let variation = slicer.variation > 0 ? Int64.random(in: -slicer.variation...slicer.variation, using: &self.random) : 0
+                size = min(size, Int(max(1, slicer.average + variation)))
+            }
+            let slice = buffer.readSlice(length: size)!
+            let last = buffer.readableBytes == 0
+            if !last { pending.items.insert((buffer, promise), at: 0) }
+            switch stream {
+            case .downstream:
+                context.writeAndFlush(self.wrapOutboundOut(slice), promise: last ? promise : nil)
+            case .upstream:
+                context.fireChannelRead(self.wrapInboundOut(slice))
+                context.fireChannelReadComplete()
+            }
+            if let slicer, slicer.delay > 0, !pending.items.isEmpty {
+                pending.pausing = true
+                context.eventLoop.assumeIsolated().scheduleTask(in: .microseconds(slicer.delay)) {
+                    pending.pausing = false
+                    self.send(pending, stream: stream)
+                }
+                return
+            }
+        }
+        let behind = pending.behind
+        pending.behind = []
+        for action in behind { action() }
     }
 
     /// What of `buffer` goes on (nil: nothing), after the toxics of `stream` have seen it.

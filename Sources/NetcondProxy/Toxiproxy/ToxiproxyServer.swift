@@ -170,7 +170,6 @@ public actor ToxiproxyServer {
             case "GET": return (200, entry.toxics.map(\.jsonObject))
             case "POST":
                 let toxic = try Toxic.decode(try Self.object(request.body))
-                if let why = Self.notEmulated(toxic) { throw ToxiproxyError.badBody(why) }
                 guard !entry.toxics.contains(where: { $0.name == toxic.name }) else { throw ToxiproxyError.toxicExists }
                 try await self.setToxics(entry, entry.toxics + [toxic])
                 return (200, toxic.jsonObject)
@@ -198,16 +197,6 @@ public actor ToxiproxyServer {
             throw ToxiproxyError(
                 message: "not found: \(request.path); endpoints: /version, /reset, /populate, /proxies, /proxies/{proxy}, "
                     + "/proxies/{proxy}/toxics, /proxies/{proxy}/toxics/{toxic}", status: 404)
-        }
-    }
-
-    /// Toxics netcond cannot emulate yet, refused before anything changes.
-    static func notEmulated(_ toxic: Toxic) -> String? {
-        switch toxic.kind {
-        case .slowClose, .slicer:
-            return "netcond does not emulate \(toxic.kind.typeName) yet; emulated: latency, bandwidth, timeout, reset_peer, limit_data"
-        default:
-            return nil
         }
     }
 

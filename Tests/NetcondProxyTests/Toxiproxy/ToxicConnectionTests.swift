@@ -94,4 +94,68 @@ import Testing
         // About half of 40 (binomial: 10 to 30 holds for any fair draw but 1 in 800).
         #expect((10...30).contains(first.filter { $0 }.count), "\(first)")
     }
+
+    @Test func slicerPassesDataInPiecesItsDelayApartAndInOrder() throws {
+        let slicer = Toxic(name: "s", stream: .downstream, kind: .slicer(averageSize: 3, sizeVariation: 0, delay: 100))
+        let (channel, _) = try self.channel([slicer])
+        let written = channel.writeAndFlush(ByteBuffer(string: "0123456789"))
+        channel.writeAndFlush(ByteBuffer(string: "ab"), promise: nil)
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "012"))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        channel.embeddedEventLoop.advanceTime(by: .microseconds(99))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        channel.embeddedEventLoop.advanceTime(by: .microseconds(1))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "345"))
+        channel.embeddedEventLoop.advanceTime(by: .microseconds(200))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "678"))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "9"))
+        channel.embeddedEventLoop.advanceTime(by: .microseconds(100))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "ab"))
+        try written.wait()  // the write completes with its last slice
+    }
+
+    @Test func slicerUpstreamAndVariationKeepEveryByte() throws {
+        let slicer = Toxic(name: "s", stream: .upstream, kind: .slicer(averageSize: 4, sizeVariation: 3, delay: 0))
+        let (channel, _) = try self.channel([slicer])
+        let bytes = (0..<200).map { UInt8($0) }
+        try channel.writeInbound(ByteBuffer(bytes: bytes))
+        var received: [UInt8] = []
+        var sizes: [Int] = []
+        while let buffer = try channel.readInbound(as: ByteBuffer.self) {
+            received += buffer.readableBytesView
+            sizes.append(buffer.readableBytes)
+        }
+        #expect(received == bytes)
+        #expect(sizes.dropLast().allSatisfy { (1...7).contains($0) } && Set(sizes).count > 1, "\(sizes)")
+    }
+
+    @Test func slowCloseHoldsTheEndOfItsStream() throws {
+        let (channel, _) = try self.channel([Toxic(name: "c", stream: .downstream, kind: .slowClose(delay: 300))])
+        try channel.writeOutbound(ByteBuffer(string: "last words"))
+        channel.close(promise: nil)
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "last words"))
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(299))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+        #expect(!channel.isActive)
+    }
+
+    @Test func slowCloseUpstreamHoldsTheClientsHalfClose() throws {
+        final class Events: ChannelInboundHandler {
+            typealias InboundIn = ByteBuffer
+            var inputClosed = false
+            func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+                if let event = event as? ChannelEvent, event == .inputClosed { self.inputClosed = true }
+            }
+        }
+        let (channel, _) = try self.channel([Toxic(name: "c", stream: .upstream, kind: .slowClose(delay: 50))])
+        let events = Events()
+        try channel.pipeline.syncOperations.addHandler(events)
+        channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(49))
+        #expect(!events.inputClosed)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+        #expect(events.inputClosed)
+        _ = try? channel.finish()
+    }
 }
