@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import statistics
+import sys
 import subprocess
 import threading
 import time
@@ -313,3 +314,77 @@ def test_slicer_delivers_every_byte_in_pieces_and_slow_close_holds_the_end(api):
         last = time.monotonic()
         assert sock.recv(10) == b""
         assert got == bytes(i % 251 for i in range(1000)) and time.monotonic() - last >= 0.29
+
+
+RTT_SCRIPT = """
+import socket, statistics, sys, time
+with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30) as s:
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    times = []
+    for i in range(6):
+        t = time.monotonic()
+        s.sendall(b"x" * 100)
+        got = b""
+        while len(got) < 100:
+            got += s.recv(100 - len(got))
+        times.append(time.monotonic() - t)
+print(round(statistics.median(times[1:]) * 1000, 3))
+"""
+
+
+def test_a_chaos_toolkit_experiment_runs_against_it(api, tmp_path):
+    """The Chaos Toolkit's Toxiproxy extension (chaostoolkit-toxiproxy), in an experiment run by the
+    `chaos` command as its documentation shows: it creates a proxy, adds latency, a probe measures
+    the round trip through it, and the rollback deletes the proxy."""
+    pytest.importorskip("chaostoxi", reason="chaostoolkit-toxiproxy is not installed (scripts/test installs it)")
+    import shutil
+    chaos = shutil.which("chaos")
+    if chaos is None:
+        pytest.skip("the chaos command (chaostoolkit) is not installed (scripts/test installs it)")
+    client, port, servers, _ = api
+    listen = free_port()
+    script = tmp_path / "rtt.py"
+    script.write_text(RTT_SCRIPT)
+    extension = lambda module, func, **arguments: {
+        "type": "python", "module": module, "func": func, "arguments": arguments}
+    experiment = {
+        "version": "1.0.0",
+        "title": "The echo service answers within a round trip of 100 ms of latency",
+        "description": "netcond's Toxiproxy API driven by chaostoolkit-toxiproxy",
+        "configuration": {"toxiproxy_host": "127.0.0.1", "toxiproxy_port": port},
+        "steady-state-hypothesis": {
+            "title": "the echo server answers directly",
+            "probes": [{"type": "probe", "name": "direct-round-trip", "tolerance": 0,
+                        "provider": {"type": "process", "path": sys.executable,
+                                     "arguments": [str(script), "127.0.0.1", str(servers.echo)]}}],
+        },
+        "method": [
+            {"type": "action", "name": "create-proxy",
+             "provider": extension("chaostoxi.proxy.actions", "create_proxy", proxy_name="echo",
+                                   upstream_host="127.0.0.1", upstream_port=servers.echo,
+                                   listen_host="127.0.0.1", listen_port=listen)},
+            {"type": "action", "name": "add-latency",
+             "provider": extension("chaostoxi.toxic.actions", "create_latency_toxic", for_proxy="echo",
+                                   toxic_name="lag", latency=100)},
+            {"type": "probe", "name": "round-trip-through-the-proxy",
+             "provider": {"type": "process", "path": sys.executable,
+                          "arguments": [str(script), "127.0.0.1", str(listen)]}},
+        ],
+        "rollbacks": [{"type": "action", "name": "delete-proxy",
+                       "provider": extension("chaostoxi.proxy.actions", "delete_proxy", proxy_name="echo")}],
+    }
+    (tmp_path / "experiment.json").write_text(json.dumps(experiment))
+    journal = tmp_path / "journal.json"
+    r = subprocess.run([chaos, "--no-version-check", "--settings", str(tmp_path / "settings.yaml"), "run",
+                        "--journal-path", str(journal), "--rollback-strategy", "always", str(tmp_path / "experiment.json")],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    log = json.loads(journal.read_text())
+    assert log["status"] == "completed", json.dumps(log, indent=1)[:3000]
+    runs = {entry["activity"]["name"]: entry for entry in log["run"]}
+    assert all(entry["status"] == "succeeded" for entry in log["run"]), json.dumps(log["run"], indent=1)[:3000]
+    assert runs["create-proxy"]["output"] and runs["add-latency"]["output"]
+    measured = float(runs["round-trip-through-the-proxy"]["output"]["stdout"])
+    assert 100 <= measured <= 105, measured
+    assert [entry["status"] for entry in log["rollbacks"]] == ["succeeded"]
+    assert client.proxies() == {}
