@@ -51,10 +51,10 @@ public struct ProxyConfiguration: Sendable {
     /// Whether to listen as a proxy (HTTP, CONNECT, SOCKS5) at `listenHost:listenPort`; without,
     /// only the forwards listen (the Toxiproxy API's proxies).
     public var servesProxy: Bool = true
-    /// Called on the loop for each connection a forward accepts, with the index of the forward,
-    /// once netcond's handlers are in place: a caller's own handler goes first in its pipeline
-    /// (next to the client's socket).
-    public var forwardConnectionHook: (@Sendable (Channel, Int) throws -> Void)?
+    /// Called on the loop for each connection a forward accepts, with the forward, once netcond's
+    /// handlers are in place: a caller's own handler goes first in its pipeline (next to the
+    /// client's socket).
+    public var forwardConnectionHook: (@Sendable (Channel, PortForward) throws -> Void)?
 
     public init(
         profile: Profile,
@@ -187,51 +187,60 @@ public final class ProxyServer: Sendable {
             }
         }
         var forwardAddresses: [SocketAddress] = []
+        for forward in self.configuration.forwards {
+            forwardAddresses.append(try await self.bindForward(forward))
+        }
+        return ProxyAddresses(proxy: proxy, forwards: forwardAddresses)
+    }
+
+    /// Adds a forward to a running proxy (its link is the proxy's); returns where it listens.
+    public func addForward(_ forward: PortForward) async throws -> SocketAddress {
+        try await self.bindForward(forward)
+    }
+
+    /// Listens for `forward`: each connection it accepts goes through the link to its target.
+    private func bindForward(_ forward: PortForward) async throws -> SocketAddress {
         let hook = self.configuration.forwardConnectionHook
-        for (index, forward) in self.configuration.forwards.enumerated() {
-            let target = UpstreamTarget(host: forward.targetHost, port: forward.targetPort)
-            let address = try await self.bind(host: forward.listenHost, port: forward.listenPort) {
-                channel, state, connector in
-                let shaper = LinkShaper(driver: state.driver, stats: state.stats, record: connector.client)
-                let (clientGlue, upstreamGlue) = GlueHandler.matchedPair()
-                let attempt = NIOLoopBoundBox<ConnectAttempt?>(nil, eventLoop: channel.eventLoop)
-                let hold = ForwardHold { now in
-                    guard let pending = attempt.value, pending.isUnderWay, now >= pending.unimpededBy else { return false }
-                    pending.abandon()
-                    return true
-                }
-                try channel.pipeline.syncOperations.addHandlers([shaper, hold, clientGlue])
-                try hook?(channel, index)
-                let flow = shaper.beginShaping()
-                attempt.value = connector.connect(to: target, flow: flow) { result in
-                    switch result {
-                    case .failure(.abandoned):
-                        break  // the client is gone
-                    case .failure:
-                        // Nothing to say in a raw TCP stream: reset it at once, like a refused connection.
-                        channel.resetConnection()
-                    case .success(let upstream):
-                        guard channel.isActive else {
-                            upstream.close(promise: nil)
-                            return
+        let target = UpstreamTarget(host: forward.targetHost, port: forward.targetPort)
+        return try await self.bind(host: forward.listenHost, port: forward.listenPort) {
+            channel, state, connector in
+            let shaper = LinkShaper(driver: state.driver, stats: state.stats, record: connector.client)
+            let (clientGlue, upstreamGlue) = GlueHandler.matchedPair()
+            let attempt = NIOLoopBoundBox<ConnectAttempt?>(nil, eventLoop: channel.eventLoop)
+            let hold = ForwardHold { now in
+                guard let pending = attempt.value, pending.isUnderWay, now >= pending.unimpededBy else { return false }
+                pending.abandon()
+                return true
+            }
+            try channel.pipeline.syncOperations.addHandlers([shaper, hold, clientGlue])
+            try hook?(channel, forward)
+            let flow = shaper.beginShaping()
+            attempt.value = connector.connect(to: target, flow: flow) { result in
+                switch result {
+                case .failure(.abandoned):
+                    break  // the client is gone
+                case .failure:
+                    // Nothing to say in a raw TCP stream: reset it at once, like a refused connection.
+                    channel.resetConnection()
+                case .success(let upstream):
+                    guard channel.isActive else {
+                        upstream.close(promise: nil)
+                        return
+                    }
+                    do {
+                        try upstream.pipeline.syncOperations.addHandler(upstreamGlue)
+                        upstream.setOption(.autoRead, value: true).whenFailure { _ in upstream.close(promise: nil) }
+                        if let context = try? channel.pipeline.syncOperations.context(handler: hold) {
+                            hold.release(context: context)
                         }
-                        do {
-                            try upstream.pipeline.syncOperations.addHandler(upstreamGlue)
-                            upstream.setOption(.autoRead, value: true).whenFailure { _ in upstream.close(promise: nil) }
-                            if let context = try? channel.pipeline.syncOperations.context(handler: hold) {
-                                hold.release(context: context)
-                            }
-                            channel.read()
-                        } catch {
-                            upstream.close(promise: nil)
-                            channel.close(promise: nil)
-                        }
+                        channel.read()
+                    } catch {
+                        upstream.close(promise: nil)
+                        channel.close(promise: nil)
                     }
                 }
             }
-            forwardAddresses.append(address)
         }
-        return ProxyAddresses(proxy: proxy, forwards: forwardAddresses)
     }
 
     private func bind(

@@ -29,6 +29,14 @@ struct ToxiproxyCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Create these proxies at start: a JSON list as toxiproxy-server -config takes.")
     var config: String?
 
+    @Flag(
+        name: .long,
+        help: ArgumentHelp(
+            "Accept requests whatever Host they name (a container's service name, toxiproxy:8474).",
+            discussion: "By default only an IP address, localhost or --listen's name is accepted, so that a web page "
+                + "cannot reach the API under a name of its own (DNS rebinding); browsers stay refused either way."))
+    var anyHost = false
+
     @OptionGroup var seed: SeedOption
 
     func validate() throws {
@@ -47,11 +55,11 @@ struct ToxiproxyCommand: AsyncParsableCommand {
             populate = Array(data)
         }
         let signals = SignalForwarder()
-        let server = ToxiproxyServer(seed: seed)
+        let server = ToxiproxyServer(seed: seed, anyHost: self.anyHost)
         let address: String
         do {
             let bound = try await server.start(host: listen.host, port: listen.port)
-            address = "\(bound.ipAddress ?? listen.host):\(bound.port ?? listen.port)"
+            address = ListenerExposure.display(bound.ipAddress ?? listen.host, bound.port ?? listen.port)
         } catch {
             signals.stop()
             printError("netcond: \(error)")

@@ -215,8 +215,13 @@ def test_disable_refuses_connections_and_reset_enables_and_clears(api):
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((host, port), timeout=5).close()
     # SIGTERM: netcond stops, and nothing it listened on stays open.
+    other = client.create(upstream=f"127.0.0.1:{servers.echo}", name="left")
+    api_port = api[1]
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
+    for port in (address(other)[1], api_port):
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
 
 
 def test_timeout_holds_data_and_closes_reset_peer_resets_limit_data_cuts(api):
@@ -237,7 +242,7 @@ def test_timeout_holds_data_and_closes_reset_peer_resets_limit_data_cuts(api):
 
     echo.add_toxic(type="reset_peer", attributes={"timeout": 200})
     sock = socket.create_connection(address(echo), timeout=10)
-    sock.sendall(b"c")
+    sock.sendall(b"c")  # taken by the toxic: the echo server never sees it, so nothing comes back
     started = time.monotonic()
     with pytest.raises(ConnectionResetError):
         while sock.recv(10):

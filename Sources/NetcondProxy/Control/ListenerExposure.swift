@@ -56,7 +56,7 @@ public enum ListenerExposure {
     }
 
     /// `0.0.0.0:8080`, `[::]:8080`.
-    static func display(_ host: String, _ port: Int) -> String {
+    public static func display(_ host: String, _ port: Int) -> String {
         let host = HostAddress.unbracketed(host)
         return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }

@@ -45,11 +45,11 @@ public struct Toxic: Equatable, Sendable {
     public enum Kind: Equatable, Sendable {
         /// `latency` ms added to every byte, ± `jitter` ms.
         case latency(latency: Int64, jitter: Int64)
-        /// At most `rate` KB/s (1 KB = 1,000 bytes) of payload, per connection.
+        /// At most `rate` KB/s (1 KB = 1,000 bytes) of payload, per connection (0: no limit).
         case bandwidth(rate: Int64)
-        /// Nothing passes; the connection is closed `timeout` ms later (0: never).
+        /// Nothing passes; the connection is closed once `timeout` ms pass without data (0: never).
         case timeout(timeout: Int64)
-        /// The connection is reset `timeout` ms after the next data (0: at once).
+        /// The next data is not passed on, and the connection is reset `timeout` ms later (0: at once).
         case resetPeer(timeout: Int64)
         /// The connection is closed once `bytes` bytes have passed.
         case limitData(bytes: Int64)
@@ -135,6 +135,8 @@ public struct Toxic: Equatable, Sendable {
     /// fields `POST /proxies/{proxy}/toxics/{toxic}` changes (the others keep their values).
     /// Defaults as Toxiproxy's: stream downstream, toxicity 1, name `TYPE_STREAM`, attributes 0.
     public static func decode(_ object: [String: Any], updating old: Toxic? = nil) throws(ToxiproxyError) -> Toxic {
+        // A field that is null is left out, as Go's decoder leaves the default.
+        let object = object.filter { !($0.value is NSNull) }
         let type: String
         if let old {
             if let given = object["type"], (given as? String) != old.kind.typeName {
@@ -171,10 +173,9 @@ public struct Toxic: Equatable, Sendable {
         if let given = object["attributes"] {
             guard let map = given as? [String: Any] else { throw .badBody("attributes must be an object, e.g. {\"latency\": 100}") }
             let known = Kind.make(type: type, attributes: [:])!.attributes.map(\.0)
-            for (key, value) in map.sorted(by: { $0.key < $1.key }) {
-                guard known.contains(key) else {
-                    throw .badBody("\(type) has no attribute '\(key)'; allowed: \(known.joined(separator: ", "))")
-                }
+            // Attributes the type does not have are ignored, as Toxiproxy ignores them (the toxic
+            // it answers with lists the ones it has).
+            for (key, value) in map.sorted(by: { $0.key < $1.key }) where known.contains(key) && !(value is NSNull) {
                 guard let number = value as? NSNumber, !Self.isBoolean(number), number.doubleValue == number.doubleValue.rounded(),
                     let whole = Int64(exactly: number.doubleValue)
                 else {
@@ -182,6 +183,10 @@ public struct Toxic: Equatable, Sendable {
                 }
                 guard whole >= 0 else {
                     throw .badBody("\(type) attribute '\(key)' must be 0 or more (\(Self.unit(of: key, type: type)))")
+                }
+                let most = Self.maximum(of: key, type: type)
+                guard whole <= most else {
+                    throw .badBody("\(type) attribute '\(key)' must be at most \(most) (\(Self.unit(of: key, type: type)))")
                 }
                 attributes[key] = whole
             }
@@ -191,9 +196,6 @@ public struct Toxic: Equatable, Sendable {
             throw .badBody(
                 "toxicity \(toxicity) on a \(type) toxic: netcond's \(type) acts on the link every connection of the proxy "
                     + "shares, as a real network's does, so it cannot pick some connections; allowed: toxicity 1 (or leave it out)")
-        }
-        if case .bandwidth(let rate) = kind, rate == 0 {
-            throw .badBody("bandwidth rate 0 would stop every byte; allowed: 1 or more KB/s (a timeout toxic stops data)")
         }
         if case .slicer(let average, let variation, _) = kind, average == 0 || variation >= average {
             throw .badBody("slicer needs average_size ≥ 1 byte and size_variation below it")
@@ -205,6 +207,16 @@ public struct Toxic: Equatable, Sendable {
         }
         guard !name.contains("/") else { throw .badBody("a toxic's name cannot contain '/'") }
         return Toxic(name: name, stream: stream, toxicity: toxicity, kind: kind)
+    }
+
+    /// The largest value an attribute takes: a day of milliseconds or microseconds, 100 GB/s, a petabyte.
+    private static func maximum(of key: String, type: String) -> Int64 {
+        switch Self.unit(of: key, type: type) {
+        case "KB/s": return 100_000_000
+        case "bytes": return 1 << 50
+        case "microseconds": return 86_400_000_000
+        default: return 86_400_000
+        }
     }
 
     private static func unit(of key: String, type: String) -> String {
@@ -230,7 +242,8 @@ public struct ToxicConditions: Equatable, Sendable {
     public var stall: StallDirection?
 
     /// The link for `toxics` under the proxy `name`. Latencies and jitters of one stream add up (a
-    /// chain of toxics, as in Toxiproxy); of several rates the lowest holds. A rate is Toxiproxy's
+    /// chain of toxics, as in Toxiproxy); of several rates the lowest holds. Toxiproxy's latency L ±
+    /// jitter J (uniform) is the link's latency L − J plus up to 2J (from 0 plus up to L + J when J > L). A rate is Toxiproxy's
     /// payload rate: the link's own (which counts 40 bytes of header per 1,460 of payload) is set so
     /// that the payload moves at exactly that rate.
     public init(toxics: [Toxic], name: String) {
@@ -241,16 +254,18 @@ public struct ToxicConditions: Equatable, Sendable {
             var link = toxic.stream.direction == .up ? up : down
             switch toxic.kind {
             case .latency(let latency, let jitter):
-                link.latency = link.latency + .milliseconds(latency)
-                link.jitter = link.jitter + .milliseconds(jitter)
-            case .bandwidth(let rate):
+                // Toxiproxy's delay is latency ± jitter, uniform; the link's is latency + U(0, jitter).
+                let low = max(0, latency - jitter)
+                link.latency = link.latency + .milliseconds(low)
+                link.jitter = link.jitter + .milliseconds(latency + jitter - low)
+            case .bandwidth(let rate) where rate > 0:  // 0: no limit, as in Toxiproxy
                 let mss = Profile.defaultMSS.bytes
                 let bits = Double(rate) * 8_000 * Double(mss + Profile.headerOverhead.bytes) / Double(mss)
                 let wanted = Bandwidth(bitsPerSecond: Int64(bits.rounded()))
                 link.connectionBandwidth = min(link.connectionBandwidth ?? wanted, wanted)
             case .timeout:
                 stalled.insert(toxic.stream.direction)
-            case .resetPeer, .limitData, .slowClose, .slicer:
+            case .bandwidth, .resetPeer, .limitData, .slowClose, .slicer:
                 break
             }
             if toxic.stream.direction == .up { up = link } else { down = link }

@@ -9,8 +9,8 @@ import NetcondCore
 ///
 /// ```
 ///   client ⇄ [ToxicConnectionHandler] ⇄ byte counter ⇄ link shaper ⇄ … ⇄ upstream server
-///              timeout T:     closed T after the toxic began for this connection
-///              reset_peer T:  reset T after the first data of its stream that follows
+///              timeout T:     closed once T passes without data in its stream (the link holds that data)
+///              reset_peer T:  the stream's data taken, not passed on; reset T after the first of it
 ///              limit_data N:  closed once N bytes of its stream have passed (the rest is not passed)
 ///              slow_close D:  the stream's end (a close, a half-close) passed on D later
 ///              slicer A±V, D: the stream's data passed on in pieces of A±V bytes, D µs apart, in order
@@ -78,7 +78,7 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     /// The proxy's toxics now (in their order); a toxic new to this connection, or changed, begins.
     func update(_ toxics: [Toxic]) {
-        guard let context, !self.ended else { return }
+        guard !self.ended else { return }
         var next: [Active] = []
         for toxic in toxics where toxic.kind.isPerConnection || toxic.kind.closesAfterTimeout {
             if let old = self.active.first(where: { $0.toxic == toxic }) {
@@ -87,10 +87,9 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             }
             var random = SeededRandom(seed: SeedDeriver.derive(self.seed, self.index, Self.label(toxic.name)))
             var entry = Active(toxic: toxic, applies: toxic.toxicity >= 1 || random.chance(toxic.toxicity))
-            if entry.applies, case .timeout(let milliseconds) = toxic.kind, milliseconds > 0 {
-                entry.timer = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(milliseconds)) {
-                    self.end(reset: false)
-                }
+            // An updated limit_data keeps counting from what has passed, as Toxiproxy's does.
+            if case .limitData = toxic.kind, let old = self.active.first(where: { $0.toxic.name == toxic.name }) {
+                entry.passed = old.passed
             }
             next.append(entry)
         }
@@ -98,6 +97,20 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             old.timer?.cancel()
         }
         self.active = next
+        for i in self.active.indices where self.active[i].timer == nil {
+            self.armTimeout(i)
+        }
+    }
+
+    /// A `timeout` toxic with a time closes the connection once that long passes without data in
+    /// its stream (from when the toxic began for it, and again from each chunk, as Toxiproxy's).
+    private func armTimeout(_ i: Int) {
+        guard let context, self.active[i].applies, case .timeout(let milliseconds) = self.active[i].toxic.kind, milliseconds > 0
+        else { return }
+        self.active[i].timer?.cancel()
+        self.active[i].timer = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(milliseconds)) {
+            self.end(reset: false)
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -209,10 +222,17 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         var endAfter = false
         for i in self.active.indices where self.active[i].applies && self.active[i].toxic.stream == stream {
             switch self.active[i].toxic.kind {
-            case .resetPeer(let milliseconds) where self.active[i].timer == nil && buffer.readableBytes > 0:
-                self.active[i].timer = self.context?.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(milliseconds)) {
-                    self.end(reset: true)
+            case .resetPeer(let milliseconds):
+                // The data is taken and not passed on (its server never sees it), and the
+                // connection is reset that long after the first of it.
+                if self.active[i].timer == nil && buffer.readableBytes > 0 {
+                    self.active[i].timer = self.context?.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(milliseconds)) {
+                        self.end(reset: true)
+                    }
                 }
+                return nil
+            case .timeout:
+                self.armTimeout(i)
             case .limitData(let limit):
                 let room = max(0, limit - self.active[i].passed)
                 if Int64(buffer.readableBytes) >= room {

@@ -53,21 +53,47 @@ public actor ToxiproxyServer {
 
     private let seed: UInt64
     private let group: EventLoopGroup
+    private let anyHost: Bool
     private var proxies: [String: Entry] = [:]
     private var created: UInt64 = 0
+    private var stopped = false
     private let http: NIOLockedValueBox<JSONHTTPServer?> = NIOLockedValueBox(nil)
+    /// Requests are answered one at a time, in order: each sees the state the one before left,
+    /// even across the awaits of starting and stopping proxies.
+    private var busy = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
 
-    public init(seed: UInt64, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+    /// `anyHost`: accept any `Host` (a container's service name, `toxiproxy:8474`), giving up the
+    /// DNS-rebinding check; browsers stay refused by their user agent and `Origin`.
+    public init(seed: UInt64, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, anyHost: Bool = false) {
         self.seed = seed
         self.group = group
+        self.anyHost = anyHost
+    }
+
+    private func acquire() async {
+        guard self.busy else {
+            self.busy = true
+            return
+        }
+        await withCheckedContinuation { self.waiting.append($0) }
+    }
+
+    private func release() {
+        if self.waiting.isEmpty {
+            self.busy = false
+        } else {
+            self.waiting.removeFirst().resume()
+        }
     }
 
     /// Serves the API at `host:port` (0: any free port).
     public func start(host: String, port: Int) async throws -> SocketAddress {
         let access = ControlAccess(listenHost: HostAddress.isIPLiteral(HostAddress.unbracketed(host)) ? nil : host)
+        let anyHost = self.anyHost
         let server = JSONHTTPServer(maxBodyBytes: ControlAPI.maxBodyBytes) { [weak self] request in
-            guard let self else { return JSONHTTPResponse(status: 500, json: ToxiproxyError(message: "netcond has stopped", status: 500).json) }
-            if let refusal = Self.refusal(request, access: access) { return refusal }
+            guard let self else { return JSONHTTPResponse(status: 503, json: ToxiproxyError(message: "netcond has stopped", status: 503).json) }
+            if let refusal = Self.refusal(request, access: access, anyHost: anyHost) { return refusal }
             return await self.answer(request)
         }
         self.http.withLockedValue { $0 = server }
@@ -81,7 +107,10 @@ public actor ToxiproxyServer {
             return server
         }
         await http?.stop()
-        for entry in self.proxies.values { await entry.server?.stop() }
+        await self.acquire()
+        defer { self.release() }
+        self.stopped = true
+        for name in self.proxies.keys.sorted() { await self.proxies[name]?.server?.stop() }
         self.proxies = [:]
     }
 
@@ -95,13 +124,15 @@ public actor ToxiproxyServer {
     // MARK: - Requests
 
     /// Host and Origin as the control API checks them; a browser's user agent as Toxiproxy does.
-    static func refusal(_ request: JSONHTTPRequest, access: ControlAccess) -> JSONHTTPResponse? {
+    static func refusal(_ request: JSONHTTPRequest, access: ControlAccess, anyHost: Bool = false) -> JSONHTTPResponse? {
         if request.headers.contains(where: { $0.name.lowercased() == "user-agent" && $0.value.hasPrefix("Mozilla/") }) {
             return JSONHTTPResponse(status: 403, json: ToxiproxyError(message: "User agent not allowed: netcond's Toxiproxy API takes no requests from browsers (a web page must not change the conditions)", status: 403).json)
         }
         // The control API's checks, without its JSON-only rule: Toxiproxy's clients post /reset
         // with no body and no type; Origin is what keeps pages out.
-        if let rejection = access.check(method: "GET", target: request.target, headers: request.headers, hasBody: false) {
+        let headers = anyHost ? request.headers.filter { $0.name.lowercased() != "host" } : request.headers
+        let target = anyHost ? request.path : request.target
+        if let rejection = access.check(method: "GET", target: target, headers: headers, hasBody: false) {
             return JSONHTTPResponse(status: rejection.status, json: ToxiproxyError(message: rejection.message, status: rejection.status).json)
         }
         if request.tooLarge {
@@ -111,6 +142,11 @@ public actor ToxiproxyServer {
     }
 
     func answer(_ request: JSONHTTPRequest) async -> JSONHTTPResponse {
+        await self.acquire()
+        defer { self.release() }
+        guard !self.stopped else {
+            return JSONHTTPResponse(status: 503, json: ToxiproxyError(message: "netcond is stopping", status: 503).json)
+        }
         do {
             let (status, object) = try await self.route(request)
             guard let object else { return JSONHTTPResponse(status: status, json: []) }
@@ -206,32 +242,46 @@ public actor ToxiproxyServer {
     }
 
     private static func object(_ body: [UInt8]) throws(ToxiproxyError) -> [String: Any] {
-        guard let parsed = try? JSONSerialization.jsonObject(with: Data(body)) else {
-            throw .badBody(body.isEmpty ? "empty; expected a JSON object" : "not JSON; expected a JSON object")
+        switch ControlAPI.object(body, example: #"{"name": "redis", "upstream": "127.0.0.1:6379"}"#) {
+        case .success(let object): return object.filter { !($0.value is NSNull) }
+        case .failure(let rejection): throw .badBody(rejection.message)
         }
-        guard let object = parsed as? [String: Any] else { throw .badBody("expected a JSON object") }
-        if let key = JSONDuplicateKeys.first(in: body) { throw .badBody("the key '\(key)' is given twice") }
-        return object
     }
 
     private static func string(_ object: [String: Any], _ key: String) throws(ToxiproxyError) -> String? {
-        guard let value = object[key] else { return nil }
+        guard let value = object[key], !(value is NSNull) else { return nil }
         guard let text = value as? String else { throw .badBody("\(key) must be a string") }
         return text
     }
 
     private static func flag(_ object: [String: Any], _ key: String) throws(ToxiproxyError) -> Bool? {
-        guard let value = object[key] else { return nil }
+        guard let value = object[key], !(value is NSNull) else { return nil }
         guard let number = value as? NSNumber, Toxic.isBoolean(number) else { throw .badBody("\(key) must be true or false") }
         return number.boolValue
     }
 
-    /// `host:port` with a port number (the host may be empty: every interface, as Go listens).
-    static func hostAndPort(_ text: String, key: String) throws(ToxiproxyError) -> (host: String, port: Int) {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port)
-        else { throw .badBody("\(key) '\(text)' is not host:port (e.g. 127.0.0.1:6379)") }
-        let host = HostAddress.unbracketed(String(text[..<colon]))
+    /// Where a proxy listens: `host:port`, the port 0 for any free one, the host empty for every
+    /// interface (as Go listens).
+    static func listenAddress(_ text: String) throws(ToxiproxyError) -> (host: String, port: Int) {
+        guard let (host, port) = Self.split(text), (0...65535).contains(port) else {
+            throw .badBody("listen '\(text)' is not host:port (e.g. 127.0.0.1:26379, or port 0 for any free one)")
+        }
         return (host.isEmpty ? "0.0.0.0" : host, port)
+    }
+
+    /// The server a proxy connects to: `host:port`, both given.
+    static func upstreamAddress(_ text: String) throws(ToxiproxyError) -> (host: String, port: Int) {
+        guard let (host, port) = Self.split(text), !host.isEmpty, (1...65535).contains(port) else {
+            throw .badBody("upstream '\(text)' is not host:port with a port from 1 to 65535 (e.g. 127.0.0.1:6379)")
+        }
+        return (host, port)
+    }
+
+    private static func split(_ text: String) -> (String, Int)? {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]) else { return nil }
+        let host = HostAddress.unbracketed(String(text[..<colon]))
+        guard HostAddress.isIPLiteral(host) || !host.contains(":") else { return nil }
+        return (host, port)
     }
 
     private func create(_ object: [String: Any]) async throws -> Entry {
@@ -240,9 +290,9 @@ public actor ToxiproxyServer {
             throw ToxiproxyError.missingField("upstream")
         }
         guard !name.contains("/") else { throw ToxiproxyError.badBody("a proxy's name cannot contain '/'") }
-        _ = try Self.hostAndPort(upstream, key: "upstream")
+        _ = try Self.upstreamAddress(upstream)
         let listen = try Self.string(object, "listen") ?? "127.0.0.1:0"
-        _ = try Self.hostAndPort(listen, key: "listen")
+        _ = try Self.listenAddress(listen)
         let enabled = try Self.flag(object, "enabled") ?? true
         guard self.proxies[name] == nil else { throw ToxiproxyError.proxyExists }
         self.created += 1
@@ -256,21 +306,40 @@ public actor ToxiproxyServer {
         let listen = try Self.string(object, "listen") ?? entry.listen
         let upstream = try Self.string(object, "upstream") ?? entry.upstream
         let enabled = try Self.flag(object, "enabled") ?? entry.enabled
-        _ = try Self.hostAndPort(listen, key: "listen")
-        _ = try Self.hostAndPort(upstream, key: "upstream")
+        _ = try Self.listenAddress(listen)
+        _ = try Self.upstreamAddress(upstream)
         let moved = listen != entry.listen || upstream != entry.upstream
+        let before = (listen: entry.listen, upstream: entry.upstream, running: entry.server != nil)
         if entry.server != nil && (!enabled || moved) {
             await self.close(entry)
         }
         entry.listen = listen
         entry.upstream = upstream
+        do {
+            if enabled && entry.server == nil { try await self.open(entry) }
+        } catch {
+            // Nothing changes when the new address cannot be had: the proxy as it was.
+            entry.listen = before.listen
+            entry.upstream = before.upstream
+            if before.running { try? await self.open(entry) }
+            throw error
+        }
         entry.enabled = enabled
-        if enabled && entry.server == nil { try await self.open(entry) }
     }
 
     private func populate(body: [UInt8]) async throws -> (Int, Any?) {
         guard let parsed = try? JSONSerialization.jsonObject(with: Data(body)), let list = parsed as? [[String: Any]] else {
             throw ToxiproxyError.badBody("expected a JSON list of proxies, e.g. [{\"name\": \"redis\", \"listen\": \"127.0.0.1:26379\", \"upstream\": \"127.0.0.1:6379\"}]")
+        }
+        // Every entry is checked before anything changes.
+        for object in list {
+            guard let name = try Self.string(object, "name"), !name.isEmpty else { throw ToxiproxyError.missingField("name") }
+            guard let upstream = try Self.string(object, "upstream"), !upstream.isEmpty else {
+                throw ToxiproxyError.missingField("upstream")
+            }
+            _ = try Self.upstreamAddress(upstream)
+            _ = try Self.listenAddress(try Self.string(object, "listen") ?? "127.0.0.1:0")
+            _ = try Self.flag(object, "enabled")
         }
         var made: [Entry] = []
         for object in list {
@@ -293,20 +362,20 @@ public actor ToxiproxyServer {
 
     private func reset() async throws {
         for name in self.proxies.keys.sorted() {
-            let entry = self.proxies[name]!
+            guard let entry = self.proxies[name] else { continue }
             try await self.setToxics(entry, [])
-            if !entry.enabled || entry.server == nil {
-                entry.enabled = true
+            if entry.server == nil {
                 try await self.open(entry)
             }
+            entry.enabled = true
         }
     }
 
     // MARK: - The proxies' links
 
     private func open(_ entry: Entry) async throws {
-        let (host, port) = try Self.hostAndPort(entry.listen, key: "listen")
-        let (targetHost, targetPort) = try Self.hostAndPort(entry.upstream, key: "upstream")
+        let (host, port) = try Self.listenAddress(entry.listen)
+        let (targetHost, targetPort) = try Self.upstreamAddress(entry.upstream)
         let conditions = ToxicConditions(toxics: entry.toxics, name: entry.name)
         // The proxy's loop, chosen here so that its connections' toxics can be bound to it.
         let loop = self.group.next()
@@ -330,7 +399,7 @@ public actor ToxiproxyServer {
         entry.server = server
         entry.connections = connections
         if let bound = addresses.forwards.first, let ip = bound.ipAddress, let boundPort = bound.port {
-            entry.listen = ip.contains(":") ? "[\(ip)]:\(boundPort)" : "\(ip):\(boundPort)"
+            entry.listen = ListenerExposure.display(ip, boundPort)
         }
     }
 

@@ -30,7 +30,17 @@ import Testing
         _ = try? open.finish()
     }
 
-    @Test func resetPeerActsItsTimeAfterTheNextDataOfItsStream() throws {
+    @Test func timeoutStartsOverWithEachChunkOfItsStream() throws {
+        let (channel, _) = try self.channel([Toxic(name: "t", stream: .upstream, kind: .timeout(timeout: 500))])
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(400))
+        try channel.writeInbound(ByteBuffer(string: "retry"))
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(499))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+        #expect(!channel.isActive)
+    }
+
+    @Test func resetPeerTakesTheNextDataOfItsStreamAndResetsItsTimeLater() throws {
         let (channel, _) = try self.channel([Toxic(name: "r", stream: .upstream, kind: .resetPeer(timeout: 200))])
         channel.embeddedEventLoop.advanceTime(by: .seconds(5))
         #expect(channel.isActive)  // no data yet
@@ -38,7 +48,8 @@ import Testing
         channel.embeddedEventLoop.advanceTime(by: .seconds(5))
         #expect(channel.isActive)
         try channel.writeInbound(ByteBuffer(string: "GET"))
-        #expect(try channel.readInbound(as: ByteBuffer.self) == ByteBuffer(string: "GET"))
+        // Taken: the server never sees the request.
+        #expect(try channel.readInbound(as: ByteBuffer.self) == nil)
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(199))
         #expect(channel.isActive)
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
@@ -75,7 +86,23 @@ import Testing
         handler.update([])  // removed before its time: the connection stays
         channel.embeddedEventLoop.advanceTime(by: .seconds(1))
         #expect(channel.isActive)
-        _ = try? channel.finish()
+        // Added again and left: it closes the connection its time after it began.
+        handler.update([timeout])
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(299))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+        #expect(!channel.isActive)
+    }
+
+    @Test func anUpdatedLimitKeepsCountingWhatHasPassed() throws {
+        let (channel, handler) = try self.channel([Toxic(name: "l", stream: .downstream, kind: .limitData(bytes: 10))])
+        try channel.writeOutbound(ByteBuffer(string: "012345"))
+        handler.update([Toxic(name: "l", stream: .downstream, kind: .limitData(bytes: 8))])
+        try channel.writeOutbound(ByteBuffer(string: "6789"))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "012345"))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "67"))
+        channel.embeddedEventLoop.run()
+        #expect(!channel.isActive)
     }
 
     @Test func toxicityPicksTheSameConnectionsForTheSameSeed() throws {

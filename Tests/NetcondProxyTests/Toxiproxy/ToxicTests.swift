@@ -42,8 +42,8 @@ import Testing
             (#"{"type": "latency", "attributes": {"latency": 1.5}}"#, "'latency' must be a whole number"),
             (#"{"type": "latency", "attributes": {"latency": true}}"#, "'latency' must be a whole number"),
             (#"{"type": "latency", "attributes": {"latency": -5}}"#, "'latency' must be 0 or more"),
-            (#"{"type": "latency", "attributes": {"rate": 5}}"#, "latency has no attribute 'rate'; allowed: latency, jitter"),
-            (#"{"type": "bandwidth", "attributes": {"rate": 0}}"#, "bandwidth rate 0"),
+            (#"{"type": "latency", "attributes": {"latency": 10000000000000}}"#, "'latency' must be at most 86400000 (milliseconds)"),
+            (#"{"type": "bandwidth", "attributes": {"rate": 1e300}}"#, "'rate' must be a whole number"),
             (#"{"type": "latency", "toxicity": 0.5, "attributes": {"latency": 5}}"#, "cannot pick some connections"),
             (#"{"type": "reset_peer", "toxicity": 2}"#, "toxicity must be a number from 0 to 1"),
             (#"{"type": "latency", "attributes": [1]}"#, "attributes must be an object"),
@@ -55,6 +55,9 @@ import Testing
         }
         // Per connection, a share of the connections is fine.
         #expect(self.failure(#"{"type": "reset_peer", "toxicity": 0.5}"#) == nil)
+        // As Toxiproxy: attributes a type does not have are ignored, and null is left out.
+        #expect((try? self.decode(#"{"type": "latency", "attributes": {"rate": 5, "latency": 3}}"#))?.kind == .latency(latency: 3, jitter: 0))
+        #expect((try? self.decode(#"{"type": "latency", "name": null, "stream": null, "toxicity": null}"#))?.name == "latency_downstream")
     }
 
     @Test func anUpdateChangesWhatItSaysAndKeepsTheRest() throws {
@@ -72,7 +75,7 @@ import Testing
 
     @Test func theLinkAddsLatenciesTakesTheLowestRateAndStallsForTimeout() {
         let toxics = [
-            Toxic(name: "a", stream: .downstream, kind: .latency(latency: 100, jitter: 5)),
+            Toxic(name: "a", stream: .downstream, kind: .latency(latency: 105, jitter: 5)),
             Toxic(name: "b", stream: .downstream, kind: .latency(latency: 50, jitter: 0)),
             Toxic(name: "c", stream: .upstream, kind: .latency(latency: 20, jitter: 0)),
             Toxic(name: "d", stream: .downstream, kind: .bandwidth(rate: 100)),
@@ -82,7 +85,8 @@ import Testing
         ]
         let conditions = ToxicConditions(toxics: toxics, name: "db")
         #expect(conditions.profile.down.latency == .milliseconds(150))
-        #expect(conditions.profile.down.jitter == .milliseconds(5))
+        // 105 ± 5 ms is 100 ms plus up to 10.
+        #expect(conditions.profile.down.jitter == .milliseconds(10))
         #expect(conditions.profile.up.latency == .milliseconds(20))
         // 50 KB/s of payload: the link carries 40 bytes of header per 1,460 besides.
         #expect(conditions.profile.down.connectionBandwidth == Bandwidth(bitsPerSecond: 410_959))
@@ -90,5 +94,10 @@ import Testing
         #expect(conditions.stall == .up)
         #expect(ToxicConditions(toxics: [], name: "db").profile.isPassThrough)
         #expect(ToxicConditions(toxics: [], name: "db").stall == nil)
+        // Jitter beyond the latency: from 0 to latency + jitter.
+        let wide = ToxicConditions(toxics: [Toxic(name: "w", stream: .upstream, kind: .latency(latency: 10, jitter: 30))], name: "db")
+        #expect(wide.profile.up.latency == .zero && wide.profile.up.jitter == .milliseconds(40))
+        // Rate 0: no limit, as in Toxiproxy.
+        #expect(ToxicConditions(toxics: [Toxic(name: "b", stream: .downstream, kind: .bandwidth(rate: 0))], name: "db").profile.isPassThrough)
     }
 }
