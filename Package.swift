@@ -10,6 +10,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "netcond", targets: ["netcond"]),
+        .library(name: "NetcondTesting", targets: ["NetcondTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -85,6 +86,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "NetcondTesting",
+            dependencies: [
+                "NetcondCore",
+                "NetcondProxy",
+                "NetcondOrigin",
+                "NetcondScenario",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "netcond-revision",
             swiftSettings: swiftSettings
@@ -108,6 +120,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings,
             plugins: ["NetcondRevision"]
+        ),
+        .testTarget(
+            name: "NetcondTestingTests",
+            dependencies: ["NetcondTesting"],
+            swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "NetcondCoreTests",

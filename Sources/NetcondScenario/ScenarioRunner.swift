@@ -113,19 +113,60 @@ public enum ScenarioRunner {
         engine: RunEngine = .proxy,
         capture: (delivered: String?, dropped: String?) = (nil, nil)
     ) async throws(ScenarioRunError) -> ScenarioOutcome {
+        try await Self.run(
+            scenario, client: .command(command), seed: seed, baseEnvironment: baseEnvironment,
+            keepWorkingDirectory: keepWorkingDirectory, echo: echo, onStart: onStart, onEvent: onEvent,
+            onProgress: onProgress, engine: engine, capture: capture)
+    }
+
+    /// Runs `scenario` with `client`: a program, or a function in this process (proxy engine only;
+    /// it reaches the built-in origin through a forward on loopback, over the same link).
+    public static func run(
+        _ scenario: Scenario,
+        client: ScenarioClient,
+        seed: UInt64,
+        baseEnvironment: [String: String],
+        keepWorkingDirectory: Bool = false,
+        echo: OutputEcho = .direct,
+        onStart: (@Sendable (ChildProcess) -> Void)? = nil,
+        onEvent: (@Sendable (String) -> Void)? = nil,
+        onProgress: (@Sendable (ScenarioProgress) -> Void)? = nil,
+        engine: RunEngine = .proxy,
+        capture: (delivered: String?, dropped: String?) = (nil, nil)
+    ) async throws(ScenarioRunError) -> ScenarioOutcome {
         let began = NIODeadline.now()
         let session: any RunSession
+        var originForward: URL?
+        let command: [String]
+        switch client {
+        case .command(let words): command = words
+        case .function: command = ["(in-process client)"]
+        }
         switch engine {
         case .proxy:
             if let refusal = Self.proxyProblem(scenario) {
                 throw ScenarioRunError(description: "\(scenario.file): \(refusal)", exitCode: 2)
             }
             do {
-                session = try await Session.start(profile: scenario.profile, seed: seed, originContent: scenario.origin)
+                var forwards: [PortForward] = []
+                if case .function = client {
+                    forwards.append(PortForward(listenHost: "127.0.0.1", listenPort: 0, targetHost: Session.originHost, targetPort: 80))
+                }
+                let started = try await Session.start(
+                    profile: scenario.profile, seed: seed, forwards: forwards, originContent: scenario.origin)
+                session = started
+                if let forward = started.forwardAddresses.first {
+                    originForward = URL(string: "http://\(Session.hostPort(forward))")
+                }
             } catch {
                 throw ScenarioRunError(description: "cannot start: \(error)", exitCode: 3)
             }
         case .packet:
+            if case .function = client {
+                throw ScenarioRunError(
+                    description: "\(scenario.file): an in-process client cannot run under the packet engine (its packets "
+                        + "are netcond's own); run it under the proxy engine, or give a command", exitCode: 2)
+            }
             let problems = Self.packetProblems(scenario)
             guard problems.isEmpty else {
                 throw ScenarioRunError(
@@ -176,22 +217,36 @@ public enum ScenarioRunner {
             Self.remove(outputFile)
             throw ScenarioRunError(description: error.description, exitCode: 3)
         }
-        let child: ChildProcess
-        do {
-            child = try session.spawnClient(
-                command, environment: environment, workingDirectory: scenario.client.directory ?? workdir,
-                output: (capture.childStdout, capture.childStderr))
-        } catch {
-            capture.start()
-            _ = capture.finish(grace: 1)
-            await session.stop()
-            Self.remove(workdir)
-            Self.remove(outputFile)
-            throw ScenarioRunError(description: error.description, exitCode: error.exitCode)
+        let child: any RunningClient
+        switch client {
+        case .command(let command):
+            do {
+                let process = try session.spawnClient(
+                    command, environment: environment, workingDirectory: scenario.client.directory ?? workdir,
+                    output: (capture.childStdout, capture.childStderr))
+                onStart?(process)
+                child = process
+            } catch {
+                capture.start()
+                _ = capture.finish(grace: 1)
+                await session.stop()
+                Self.remove(workdir)
+                Self.remove(outputFile)
+                throw ScenarioRunError(description: error.description, exitCode: error.exitCode)
+            }
+        case .function(let function):
+            let origin = originForward ?? URL(string: "http://\(Session.originHost)")!
+            let url = environment["NETCOND_URL"].flatMap { text -> URL? in
+                let prefix = "http://\(Session.originHost)"
+                return text.hasPrefix(prefix + "/") ? URL(string: origin.absoluteString + text.dropFirst(prefix.count)) : URL(string: text)
+            }
+            let context = InProcessClientContext(
+                environment: environment, url: url, outputPath: environment["NETCOND_OUTPUT"], workingDirectory: workdir,
+                originURL: origin, output: (dup(capture.childStdout), dup(capture.childStderr)))
+            child = InProcessClient(function, context: context)
         }
         capture.start()
         let started = NIODeadline.now()
-        onStart?(child)
         let startup = Double(started.uptimeNanoseconds - began.uptimeNanoseconds) / 1e9
         let origin = session.origin
         let driver = TimelineDriver(

@@ -62,6 +62,7 @@ public final class Session: Sendable {
     }
 
     /// Starts the origin and the proxy. Throws a user-facing `ProxyStartError` when a port is taken.
+    /// With a control API (or `liveChanges`) the link may be changed while it runs.
     public static func start(
         profile: Profile,
         seed: UInt64,
@@ -70,6 +71,7 @@ public final class Session: Sendable {
         forwards: [PortForward] = [],
         control: (host: String, port: Int)? = ("127.0.0.1", 0),
         originContent: OriginContent = OriginContent(),
+        liveChanges: Bool = false,
         onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
     ) async throws -> Session {
         // What a netcond killed by SIGKILL left behind goes first.
@@ -92,7 +94,7 @@ public final class Session: Sendable {
                     forwards: forwards,
                     originAddress: originAddress,
                     originTLSAddress: originTLSAddress,
-                    controllable: control != nil
+                    controllable: control != nil || liveChanges
                 ),
                 group: proxyGroup
             )

@@ -380,7 +380,8 @@ def test_a_chaos_toolkit_experiment_runs_against_it(api, tmp_path):
     }
     (tmp_path / "experiment.json").write_text(json.dumps(experiment))
     journal = tmp_path / "journal.json"
-    r = subprocess.run([chaos, "--no-version-check", "--settings", str(tmp_path / "settings.yaml"), "run",
+    r = subprocess.run([chaos, "--no-version-check", "--settings", str(tmp_path / "settings.yaml"),
+                        "--log-file", str(tmp_path / "chaostoolkit.log"), "run",
                         "--journal-path", str(journal), "--rollback-strategy", "always", str(tmp_path / "experiment.json")],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -1,0 +1,48 @@
+import Foundation
+import NetcondCore
+import NetcondProxy
+import NetcondScenario
+
+// The types a test meets, under the module it imports.
+public typealias ScenarioReport = ScenarioOutcome
+public typealias ScenarioCheck = CheckResult
+public typealias ScenarioClientContext = InProcessClientContext
+public typealias OutageBehaviour = NetcondCore.OutageBehaviour
+public typealias StallDirection = NetcondCore.StallDirection
+public typealias CutMode = NetcondCore.CutMode
+public typealias NetworkStatus = ControlStatus
+public typealias NetworkEvent = ProxyEvent
+
+extension Netcond {
+    /// Runs a scenario file (`Scenarios/resume-after-dropout.yaml`) against `client`, a function in
+    /// this process, and returns its verdict with the evidence: `#expect(report.passed)`, and
+    /// `report.results` for each check. The client gets the scenario's URL as one it reaches
+    /// without a proxy (through the same link), and logs its output lines with `context.log`.
+    /// Returning is exit 0, throwing exit 1; at the scenario's deadline the function is cancelled.
+    public static func run(
+        scenario path: String, seed: UInt64? = nil,
+        client: @escaping @Sendable (ScenarioClientContext) async throws -> Void
+    ) async throws -> ScenarioReport {
+        let scenario = try ScenarioDecoder.decodeFile(atPath: path)
+        return try await Self.run(scenario: scenario, seed: seed, client: client)
+    }
+
+    /// Runs a scenario already read (``ScenarioDecoder``) against `client`.
+    public static func run(
+        scenario: Scenario, seed: UInt64? = nil,
+        client: @escaping @Sendable (ScenarioClientContext) async throws -> Void
+    ) async throws -> ScenarioReport {
+        let seed = seed ?? ProcessInfo.processInfo.environment["NETCOND_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...999_999)
+        return try await ScenarioRunner.run(
+            scenario, client: .function(client), seed: seed, baseEnvironment: ProcessInfo.processInfo.environment,
+            echo: .none)
+    }
+}
+
+extension ScenarioOutcome {
+    /// One line per check: `✓ resumes — …` or `✗ completes — …`, and how to repeat the run.
+    public var verdictText: String {
+        self.results.map { "\($0.passed ? "✓" : "✗") \($0.name) — \($0.evidence)" }.joined(separator: "\n")
+            + "\n(seed \(self.seed))"
+    }
+}

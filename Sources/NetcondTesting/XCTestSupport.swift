@@ -1,0 +1,21 @@
+#if canImport(XCTest)
+import XCTest
+
+extension XCTestCase {
+    /// Runs `body` with a conditioned network of its own (also ``Netcond/current`` inside it),
+    /// stopped afterwards whatever happens.
+    public func withConditionedNetwork<T: Sendable>(
+        _ profile: NetworkProfile, seed: UInt64? = nil, _ body: (ConditionedNetwork) async throws -> T
+    ) async throws -> T {
+        let network = try await Netcond.start(profile: profile, seed: seed)
+        do {
+            let result = try await Netcond.$current.withValue(network) { try await body(network) }
+            await network.stop()
+            return result
+        } catch {
+            await network.stop()
+            throw error
+        }
+    }
+}
+#endif
