@@ -355,10 +355,12 @@ def recv_exact(sock, n):
     return data
 
 
-def pingpong(port, n, size=100, warmup=1, start_at=None, timeout=10.0, deadline=None, stats=None):
+def pingpong(port, n, size=100, warmup=1, start_at=None, timeout=10.0, deadline=None, stats=None,
+             host="127.0.0.1", src=None):
     """RTTs (s) of n exchanges of `size` bytes after `warmup` unrecorded ones. Returns (rtts, first).
-    `stats` (a dict), when given, gets the client socket's TCP retransmissions (TCP_INFO)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    `stats` (a dict), when given, gets the client socket's TCP retransmissions (TCP_INFO). `src`:
+    the local address to bind (9f: one the server has no cached TCP metrics for)."""
+    s = socket.create_connection((host, port), timeout=timeout, source_address=(src, 0) if src else None)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     msg = b"x" * size
     rtts, first = [], None
@@ -389,10 +391,10 @@ def pingpong(port, n, size=100, warmup=1, start_at=None, timeout=10.0, deadline=
     return rtts, first
 
 
-def download(port, total, skip, results, key, timeout=5.0):
+def download(port, total, skip, results, key, timeout=5.0, host="127.0.0.1", src=None):
     """Reads from port for `total` s; stores payload bytes/s measured between `skip` and `total`."""
     try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        s = socket.create_connection((host, port), timeout=timeout, source_address=(src, 0) if src else None)
         s.settimeout(1.0)
         t_start = time.monotonic()
         got, b0, t0, b1, t1 = 0, None, None, None, None
@@ -1475,6 +1477,7 @@ class PacketRun:
         self.display = " ".join(self.argv)
         started = time.monotonic()
         proc = h.spawn(self.argv, self.name)
+        self.pid = proc.pid
         with open(os.path.join(h.tmp, "packet-pids"), "a") as f:
             f.write(f"{proc.pid}\n")
         self.cpu = None
@@ -1532,6 +1535,8 @@ class PacketRun:
         self.down_packets = num(r"down [\d.]+ \w+ in (\d+) packet")
         self.lost = num(r"(\d+) packets? lost")
         self.kernel_drops = num(r"could not keep up (\d+) time")
+        # Packets the kernel dropped from netcond's queue (another program's firewall change).
+        self.vanished = num(r"(\d+) packets? (?:was|were) dropped by the kernel while")
         self.late = num(r"(\d+) packets? (?:was|were) released over 1 ms late")
         self.longest_late_ms = num(r"released over 1 ms late \(longest (\d+) ms\)")
 
@@ -1558,6 +1563,8 @@ class PacketRun:
             bits.append(f"{self.lost} lost")
         if self.kernel_drops:
             bits.append(f"kernel dropped {self.kernel_drops} times")
+        if self.vanished:
+            bits.append(f"{self.vanished} flushed from the queue by the kernel (another program's firewall change)")
         bits.append(f"{self.late} released > 1 ms late" + (f" (longest {self.longest_late_ms} ms)" if self.late else ""))
         if self.others:
             bits.append(f"{self.others} other NFQUEUE user(s) active meanwhile")
@@ -1620,7 +1627,8 @@ def packet_profile(h, name, down, up):
 def item_packet(h, t, srv):
     name = "9. packet engine"
     subs = [("9a", "throughput", packet_throughput), ("9b", "added RTT", packet_overhead),
-            ("9c", "100ms each way", packet_latency), ("9d", "rate", packet_rate), ("9e", "UDP", packet_udp)]
+            ("9c", "100ms each way", packet_latency), ("9d", "rate", packet_rate), ("9e", "UDP", packet_udp),
+            ("9f", "loss fidelity", packet_loss_fidelity), ("9g", "QUIC", packet_quic)]
     # `--only 9` runs them all; `--only 9b,9e` only those.
     only = getattr(h, "only", None)
     if only and "9" not in only:
@@ -2077,12 +2085,671 @@ def packet_udp(h, t, srv):
                    f"receivers missed.")
 
 
+# 9f: the packet engine's loss fidelity: the kernel's own TCP under `netcond run --engine packet`
+# against the kernel's own TCP through tcp_reference.py's emulator, measured in the same run with the
+# same conditions and the same workload code (`bench.py tcpserve` and `bench.py client`). The
+# reference runs in a thread of its own, several instances at once (it uses no NFQUEUE); the packet
+# engine's runs go one after another (one that ends flushes every NFQUEUE on the host).
+FIDELITY_TOLERANCE = 0.10
+FIDELITY_QUEUE = 1000  # packets, both sides: the reference's FIFO (5a's 1500KB is the same for the proxy)
+FIDELITY_STEADY = {100: 30.0, 500: 45.0}  # seconds per steady cell (5a: 45 and 65), counted from FIDELITY_SKIP
+FIDELITY_SKIP = 5.0
+FIDELITY_FRESH = {100: (100, 10, 330.0), 500: (50, 5, 620.0)}  # rtt: downloads, per netcond run, seconds at most
+FIDELITY_KERNEL_RUNS = 150  # the reference's fresh downloads per cell (five instances at once)
+FIDELITY_AT_ONCE = 4  # reference instances at once for the steady and bufferbloat cells
+FIDELITY_SOURCES = "127.87.0.0/16"  # the clients' local addresses on this host: one new address per connection
+BLOAT = {"bandwidth": "2Mbit", "rate": 2.0, "rtt": 100, "queue": "64KB", "queue_bytes": 65536, "total": 22.0,
+         "skip": 1.0}
+
+
+def reference_script():
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "tcp_reference.py")
+
+
+def reference_run(h, name, args, timeout):
+    """One tcp_reference.py (args after the script); its stdout, or an error with its stderr's end."""
+    proc = h.spawn([sys.executable, reference_script(), *map(str, args)], name,
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        h.stop(proc)
+        raise TimeoutError(f"{name}: the reference did not finish in {timeout:.0f} s")
+    finally:
+        if proc.poll() is None:
+            h.stop(proc)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{name}: exit {proc.returncode}: {err.decode(errors='replace')[-300:].strip()}")
+    return out.decode(errors="replace")
+
+
+def reference_leftovers(h, tags):
+    """Removes (and notes) the namespaces of tcp_reference.py instances that could not remove their own."""
+    try:
+        listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    names = {line.split()[0] for line in listing.splitlines() if line.strip()}
+    for tag in tags:
+        for ns in (f"ncref-client-{tag}", f"ncref-server-{tag}"):
+            if ns not in names:
+                continue
+            h.note(f"tcp_reference.py left network namespace {ns} (removed by the bench)")
+            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=10).stdout
+            for pid in pids.split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (OSError, ValueError):
+                    pass
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
+
+
+def other_packet_engines():
+    """Whether another packet engine (or any NFQUEUE user) is on this host now."""
+    if nfqueue_users():
+        return True
+    try:
+        tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "netcond_" in tables
+
+
+def wait_quiet(limit=60.0):
+    """Waits until no other packet engine has been on the host for 1 s (at most `limit` s); the wait."""
+    started = time.monotonic()
+    quiet_since = None
+    while time.monotonic() - started < limit:
+        now = time.monotonic()
+        if other_packet_engines():
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = now
+        elif now - quiet_since >= 1.0:
+            break
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+class FlushWatch:
+    """`nft monitor` in the background: when a netfilter table or chain was deleted on this host
+    (time.monotonic() at the line's arrival). Deleting a base chain makes the kernel drop every packet
+    waiting in any NFQUEUE, netcond's included: a download under way then meets loss the profile did
+    not ask for, one before or after it does not."""
+
+    def __init__(self, h):
+        self.h = h
+        self.events = []
+        self.proc = None
+        try:
+            self.proc = h.spawn(["stdbuf", "-oL", "nft", "monitor"], "nft-monitor", stdout=subprocess.PIPE)
+        except OSError:
+            return
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            text = line.decode(errors="replace").strip()
+            if text.startswith(("delete table", "delete chain")):
+                self.events.append((time.monotonic(), text))
+
+    def hits(self, start, end, own_pid=None, margin=0.2):
+        """The deletions (other than of run `own_pid`'s table) between start - margin and end + margin."""
+        own = f"netcond_{own_pid} " if own_pid else None
+        return [text for at, text in list(self.events)
+                if start - margin <= at <= end + margin and not (own and own in text + " ")]
+
+    def working(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def close(self):
+        if self.proc is not None:
+            self.h.stop(self.proc)
+
+
+class Sources:
+    """New local addresses in FIDELITY_SOURCES for 9f's clients on this host: the server's TCP keeps
+    metrics (ssthresh, RTT) per peer address (tcp_no_metrics_save is 0 on the host), so a client
+    reusing one would start where an earlier connection left off; the reference's namespaces save
+    none. Flushed from the host's metrics at the start and the end."""
+
+    def __init__(self):
+        self.next = 1
+        self.flush()
+
+    def take(self, n):
+        import ipaddress
+        first = ipaddress.ip_network(FIDELITY_SOURCES)[self.next]
+        self.next += n
+        return str(first)
+
+    @staticmethod
+    def flush():
+        try:
+            subprocess.run(["ip", "tcp_metrics", "flush", FIDELITY_SOURCES], capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+
+def undisturbed_run(h, profile, argv, name, timeout, tries=3):
+    """A PacketRun after waiting for the host to be free of other packet engines; again (up to `tries`
+    in all) when the kernel flushed packets from netcond's queue meanwhile (another program changed
+    the firewall: loss the profile did not ask for). Returns (run, disturbed attempts)."""
+    disturbed = 0
+    while True:
+        waited = wait_quiet()
+        if waited > 2:
+            log(f"    waited {waited:.0f} s for other packet engines on this host to end")
+        run = PacketRun(h, profile, argv, name, timeout=timeout)
+        if not run.vanished:
+            return run, disturbed
+        disturbed += 1
+        log(f"    {name}: {run.vanished} packets flushed by another program's firewall change; "
+            + ("again" if disturbed < tries else "keeping it"))
+        if disturbed >= tries or h.remaining() < timeout + 60:
+            return run, disturbed
+
+
+def fidelity_profile(h, name, bandwidth, rtt, loss, queue):
+    return write_profile(h, name, f"link:\n  bandwidth: {bandwidth}\n  latency: {rtt / 2:g}ms\n  loss: {loss}%\n"
+                                  f"  queue: {queue}\n")
+
+
+def ratio_interval(a, b):
+    """a's mean / b's mean and the 95 % interval of that ratio (delta method, independent samples)."""
+    (ma, _), (mb, _) = mean_interval(a), mean_interval(b)
+    r = ma / mb
+    se = r * math.sqrt((statistics.stdev(a) / ma) ** 2 / len(a) + (statistics.stdev(b) / mb) ** 2 / len(b))
+    return r, r - 1.96 * se, r + 1.96 * se
+
+
+def packet_loss_fidelity(h, t, srv):
+    name = "9f. packet engine loss fidelity"
+    target = f"within ±{FIDELITY_TOLERANCE * 100:.0f} % of the kernel's (tcp_reference.py, same run)"
+    steady_cells = [(rtt, loss, cc) for rtt in (100, 500) for loss in (0, 1, 5) for cc in ("bbr", "cubic")]
+
+    def steady_seeds(c):  # a loss-bound cubic cell is a few sawtooth periods: the median of three
+        return (201, 202, 203) if c[2] == "cubic" and c[1] > 0 else (201,)
+
+    # The reference's work, all of it started now in its own thread.
+    ref, tags = {}, []
+    stop = threading.Event()
+
+    def ref_job(key, args, timeout):
+        if stop.is_set():
+            raise RuntimeError("stopped")
+        tag = f"f{len(tags)}"
+        tags.append(tag)
+        return reference_run(h, f"ref9f-{'-'.join(map(str, key))}", [*args, "--tag", tag], timeout)
+
+    def references():
+        import concurrent.futures
+        jobs = {("bloat",): (["--mode", "bloat", "--rate", BLOAT["rate"], "--rtt", f"{BLOAT['rtt']}ms", "--loss", "0%",
+                              "--queue-bytes", BLOAT["queue_bytes"], "--cc", "cubic", "--seconds", BLOAT["total"],
+                              "--skip", BLOAT["skip"], "--seed", 201], BLOAT["total"] + 60)}
+        for c in steady_cells:
+            for seed in steady_seeds(c):
+                jobs[("steady", *c, seed)] = (["--mode", "steady", "--rtt", f"{c[0]}ms", "--loss", f"{c[1]}%", "--cc", c[2],
+                                               "--queue", FIDELITY_QUEUE, "--seconds", FIDELITY_STEADY[c[0]],
+                                               "--skip", FIDELITY_SKIP, "--seed", seed], FIDELITY_STEADY[c[0]] + 60)
+            if c[2] == "bbr" and c[1] == 5:  # where the loss strikes matters when the link is full
+                jobs[("steady-first", *c)] = (["--mode", "steady", "--rtt", f"{c[0]}ms", "--loss", f"{c[1]}%", "--cc",
+                                               c[2], "--queue", FIDELITY_QUEUE, "--seconds", FIDELITY_STEADY[c[0]],
+                                               "--skip", FIDELITY_SKIP, "--seed", 201, "--loss-first"],
+                                              FIDELITY_STEADY[c[0]] + 60)
+        with concurrent.futures.ThreadPoolExecutor(FIDELITY_AT_ONCE) as pool:
+            futures = {pool.submit(ref_job, key, *job): key for key, job in jobs.items()}
+            for f in concurrent.futures.as_completed(futures):
+                try:
+                    ref[futures[f]] = f.result()
+                except Exception as e:
+                    ref[futures[f]] = e
+        for c, _, limit in KERNEL_CELLS:
+            if stop.is_set():
+                break
+            try:
+                ref[("fresh", *c)] = kernel_reference(h, c, FIDELITY_KERNEL_RUNS, limit)
+            except Exception as e:
+                ref[("fresh", *c)] = e
+
+    worker = threading.Thread(target=references, daemon=True)
+    worker.start()
+    servers, sources, flushes = {}, Sources(), FlushWatch(h)
+    ours = {}  # key -> (value, run, disturbed attempts) or an exception
+    completed = False
+    try:
+        for cc in ("cubic", "bbr"):
+            proc = h.spawn([sys.executable, os.path.abspath(__file__), "tcpserve", "--cc", cc], f"tcpserve-{cc}",
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            servers[cc] = (proc, read_json_line(proc, 10))
+
+        # (c) bufferbloat
+        try:
+            prof = fidelity_profile(h, "fid-bloat", BLOAT["bandwidth"], BLOAT["rtt"], 0, BLOAT["queue"])
+            ports = servers["cubic"][1]
+            argv = client_argv("bloat", "--port", ports["echo"], "--source-port", ports["source"], "--total",
+                               BLOAT["total"], "--skip", BLOAT["skip"], "--src-base", sources.take(3))
+            run, disturbed = undisturbed_run(h, prof, argv, "fid-bloat", BLOAT["total"] + 40)
+            ours[("bloat",)] = (client_result(run.json_out(), "bloat"), run, disturbed)
+        except Exception as e:
+            ours[("bloat",)] = e
+
+        # (a) steady goodput, the 12 cells of 5a
+        for c in steady_cells:
+            seconds = FIDELITY_STEADY[c[0]]
+            if h.remaining() < seconds + 60:
+                ours[("steady", *c)] = RuntimeError("skipped: time budget")
+                continue
+            try:
+                prof = fidelity_profile(h, f"fid-{c[0]}-{c[1]}", "12Mbit", c[0], c[1], f"{FIDELITY_QUEUE} packets")
+                argv = client_argv("download", "--port", servers[c[2]][1]["source"], "--total", seconds,
+                                   "--skip", FIDELITY_SKIP, "--src-base", sources.take(1))
+                run, disturbed = undisturbed_run(h, prof, argv, f"fid-steady-{c[0]}-{c[1]}-{c[2]}", seconds + 40)
+                ours[("steady", *c)] = (client_result(run.json_out(), "download")["bps"], run, disturbed)
+                log(f"    steady {c}: {ours[('steady', *c)][0] * 8 / 1e6:.2f} Mbit/s; {run.evidence()}")
+            except Exception as e:
+                ours[("steady", *c)] = e
+
+        # (b) 1 MB on a fresh connection, 5d's cells: several netcond runs of a few downloads each
+        for c, _, limit in KERNEL_CELLS:
+            want, per, allotted = FIDELITY_FRESH[c[0]]
+            times, fails, runs, disturbed, dropped = [], [], [], 0, 0
+            started = time.monotonic()
+            try:
+                prof = fidelity_profile(h, f"fid-{c[0]}-{c[1]}", "12Mbit", c[0], c[1], f"{FIDELITY_QUEUE} packets")
+                while len(times) < want:
+                    spent = time.monotonic() - started
+                    expect = per * (LOSS_REF[c][1] * 1.6 + 0.5) + 10  # a chunk's usual length (5d: the mean is ~1.5x the issue's)
+                    if spent + expect > allotted or h.remaining() < expect + 120:
+                        break
+                    argv = client_argv("fresh", "--port", servers[c[2]][1]["fresh"], "--bytes", 1 << 20, "--runs", per,
+                                       "--timeout", limit, "--src-base", sources.take(per))
+                    wait_quiet()
+                    began = time.monotonic()
+                    run = PacketRun(h, prof, argv, f"fid-fresh-{c[0]}-{c[1]}", timeout=per * (limit + 1) + 30)
+                    data = client_result(run.json_out(), "fresh") if not run.vanished else None
+                    if run.vanished:
+                        # Keep the downloads no deletion overlapped; all of them go when the monitor saw
+                        # none (it missed it) or cannot say.
+                        disturbed += 1
+                        seen = flushes.hits(began, time.monotonic(), run.pid)
+                        try:
+                            data = json.loads([l for l in run.out.splitlines() if l.startswith("{")][-1])
+                        except (IndexError, ValueError):
+                            data = None
+                        if not seen or not flushes.working() or not data or len(data.get("spans", [])) != len(data["times"]):
+                            log(f"    fresh {c}: {run.vanished} packets flushed by another program's firewall "
+                                f"change; none of this run's downloads counted")
+                            continue
+                        keep = [(x, span) for x, span in zip(data["times"], data["spans"])
+                                if not flushes.hits(span[0], span[1], run.pid)]
+                        dropped += len(data["times"]) - len(keep)
+                        log(f"    fresh {c}: {run.vanished} packets flushed by another program's firewall change "
+                            f"({len(seen)} deletions seen); {len(data['times']) - len(keep)} of its downloads not counted")
+                        data["times"] = [x for x, _ in keep]
+                    runs.append(run)
+                    times += data["times"]
+                    fails += data["errors"]
+                    log(f"    fresh {c}: {len(times)} downloads, mean {statistics.mean(times):.2f} s")
+                ours[("fresh", *c)] = (times, fails, runs, disturbed, dropped)
+            except Exception as e:
+                ours[("fresh", *c)] = e
+        completed = True
+    finally:
+        flushes.close()
+        for proc, _ in servers.values():
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+            h.stop(proc)
+        if completed:  # the reference's last cells may still be running
+            worker.join(max(10.0, min(h.remaining() - 30, 1200.0)))
+        if not completed or worker.is_alive():
+            # Interrupted, or out of time: no new reference instance starts, the running ones are stopped
+            # (SIGTERM: each removes its namespaces), and whatever they left is removed below.
+            stop.set()
+            if completed:
+                h.note("9f: the reference did not finish within the time budget (its instances were stopped)")
+            with h.lock:
+                procs = list(h.procs)
+            for proc in procs:
+                if proc.poll() is None and reference_script() in map(str, proc.args):
+                    h.stop(proc, wait=5)
+            worker.join(15)
+        reference_leftovers(h, tags + [f"b{i}" for i in range(KERNEL_INSTANCES)])
+        Sources.flush()
+
+    def kernel(key):
+        value = ref.get(key, RuntimeError("not measured (time budget)"))
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    def disturbed_text(run, disturbed):
+        if not disturbed:
+            return ""
+        return (f"; {disturbed} attempt(s) disturbed by another program's firewall change"
+                + (" (this one too)" if run.vanished else ", run again"))
+
+    # (a) rows
+    for c in steady_cells:
+        label = f"{name}: steady goodput RTT {c[0]}ms loss {c[1]}% {c[2]}"
+        try:
+            mine = ours.get(("steady", *c), RuntimeError("not measured"))
+            if isinstance(mine, Exception):
+                raise mine
+            bps, run, disturbed = mine
+            kvals = sorted(json.loads([l for l in kernel(("steady", *c, seed)).splitlines() if l.startswith("{")][-1])["bps"]
+                           for seed in steady_seeds(c))
+            k = kvals[len(kvals) // 2]
+            spread = f" (seeds: {', '.join(f'{v * 8 / 1e6:.2f}' for v in kvals)})" if len(kvals) > 1 else ""
+            first = ""
+            if ("steady-first", *c) in ref and not isinstance(ref[("steady-first", *c)], Exception):
+                kf = json.loads([l for l in ref[("steady-first", *c)].splitlines() if l.startswith("{")][-1])["bps"]
+                first = f"; the kernel with loss before the queue, as netcond's link: {kf * 8 / 1e6:.2f} Mbit/s = {bps / kf:.2f}x"
+            t.add(label, f"netcond {bps * 8 / 1e6:.2f} Mbit/s vs kernel {k * 8 / 1e6:.2f} Mbit/s{spread} = "
+                         f"{bps / k:.2f}x{first}; {run.evidence()}{disturbed_text(run, disturbed)}", target,
+                  "PASS" if within(bps, k, FIDELITY_TOLERANCE) else "FAIL")
+        except Exception as e:
+            t.error(label, e)
+
+    # (b) rows
+    for c, _, _ in KERNEL_CELLS:
+        label = f"{name}: 1 MB fresh connection RTT {c[0]}ms loss {c[1]}% {c[2]}, mean"
+        try:
+            mine = ours.get(("fresh", *c), RuntimeError("not measured"))
+            if isinstance(mine, Exception):
+                raise mine
+            times, fails, runs, disturbed, dropped = mine
+            kt = kernel(("fresh", *c))
+            if len(times) < 10:
+                raise RuntimeError(f"only {len(times)} netcond downloads (time budget); failures: {fails[:2]}")
+            (mm, mh), (km, kh) = mean_interval(times), mean_interval(kt)
+            r, lo, hi = ratio_interval(times, kt)
+            mq, kq = quartiles(times), quartiles(kt)
+            lost = sum(run.lost for run in runs)
+            t.add(label, f"netcond {mm:.2f} s (±{mh:.2f}, {len(times)} downloads in {len(runs)} runs) vs kernel "
+                         f"{km:.2f} s (±{kh:.2f}, {len(kt)}) = {r:.2f}x (95 % interval of the ratio {lo:.2f}-{hi:.2f}); "
+                         f"median {mq[1]:.2f} vs {kq[1]:.2f} s, quartiles {mq[0]:.2f}-{mq[2]:.2f} vs "
+                         f"{kq[0]:.2f}-{kq[2]:.2f}; netcond lost {lost} packets in all"
+                         + (f"; {len(fails)} downloads failed: {fails[:2]}" if fails else "")
+                         + (f"; {disturbed} netcond runs disturbed by another program's firewall change: "
+                            f"{dropped} downloads under way then not counted" + (" (and every download of a run where "
+                            "the monitor saw no deletion)" if sum(1 for r in runs if r.vanished) < disturbed else "")
+                            if disturbed else ""),
+                  target, "PASS" if within(mm, km, FIDELITY_TOLERANCE) and not fails else "FAIL")
+            t.notes.append(f"9f samples, 1 MB RTT {c[0]}ms loss {c[1]}% {c[2]} (s, sorted): kernel "
+                           f"{' '.join(f'{x:.2f}' for x in sorted(kt))}; netcond {' '.join(f'{x:.2f}' for x in sorted(times))}")
+        except Exception as e:
+            t.error(label, e)
+
+    # (c) rows
+    try:
+        mine = ours.get(("bloat",), RuntimeError("not measured"))
+        if isinstance(mine, Exception):
+            raise mine
+        data, run, disturbed = mine
+        kd = json.loads([l for l in kernel(("bloat",)).splitlines() if l.startswith("{")][-1])
+        for what, f in (("idle RTT p50", lambda d: pct(d["idle"], 50)), ("loaded RTT p50", lambda d: pct(d["loaded"], 50)),
+                        ("loaded RTT max", lambda d: max(d["loaded"]))):
+            a, b = f(data) * 1000, f(kd) * 1000
+            extra = ""
+            if what == "loaded RTT max":
+                bulk = lambda d: f"{d['bulk_bps'] * 8 / 1e3:.0f}" if d.get("bulk_bps") else "-"
+                extra = (f"; bulk goodput {bulk(data)} vs {bulk(kd)} kbit/s; {run.evidence()}"
+                         f"{disturbed_text(run, disturbed)}")
+            t.add(f"{name}: bufferbloat (2Mbit, 50ms each way, queue 64KB, cubic) {what}",
+                  f"netcond {a:.1f} ms vs kernel {b:.1f} ms = {a / b:.2f}x{extra}", target,
+                  "PASS" if within(a, b, FIDELITY_TOLERANCE) else "FAIL")
+    except Exception as e:
+        t.error(f"{name}: bufferbloat", e)
+
+    t.notes.append(
+        "9f: the same workloads (`bench.py tcpserve`: a source, an echo and a 1 MB server whose sockets send with "
+        "TCP_CONGESTION set to the cell's algorithm; `bench.py client download|fresh|bloat`) on both sides: (1) the "
+        "client as the command of `netcond run --engine packet` with `link: {bandwidth: B, latency: RTT/2, loss: L, "
+        f"queue: Q}}` (both directions), the server on 127.0.0.1 outside it; (2) scripts/bench.d/tcp_reference.py "
+        "(the kernel's TCP between two namespaces, every packet carried by a Python emulator with the same rate, "
+        "delay, FIFO and i.i.d. loss both ways), started at the same time in a thread of its own, "
+        f"{FIDELITY_AT_ONCE} instances at once (5 for the 1 MB cells). Steady: 12 Mbit/s, a {FIDELITY_QUEUE}-packet "
+        f"queue on both sides, {FIDELITY_STEADY[100]:.0f} s at 100 ms and {FIDELITY_STEADY[500]:.0f} s at 500 ms "
+        f"(shorter than 5a's 45/65 s, to keep 9f near 25 minutes), goodput from {FIDELITY_SKIP:.0f} s; the kernel's "
+        "loss-bound cubic cells are the median of seeds 201-203, netcond's one run. 1 MB: netcond "
+        f"{FIDELITY_FRESH[100][0]} downloads at 100 ms ({FIDELITY_FRESH[100][1]} per netcond run) and up to "
+        f"{FIDELITY_FRESH[500][0]} at 500 ms ({FIDELITY_FRESH[500][1]} per run; fewer if their "
+        f"{FIDELITY_FRESH[500][2]:.0f} s run out), the kernel {FIDELITY_KERNEL_RUNS} per cell; judged on the mean, "
+        "as 5d. Bufferbloat: 5c's measure without a proxy (20 idle ping-pongs of 100 bytes, a bulk download, 40 "
+        "ping-pongs from 5 s into it), the reference's queue counted in bytes as netcond's. Every client connection "
+        f"on this host takes a new local address in {FIDELITY_SOURCES} (flushed from the host's TCP metrics before "
+        "and after), as the reference's namespaces keep no metrics. Packet-engine runs wait for the host to be "
+        "free of other packet engines; when the kernel flushed packets from netcond's queue meanwhile (another "
+        "program deleted a netfilter table or chain: loss the profile did not ask for) a steady or bufferbloat run "
+        "is run again (at most twice), and of a 1 MB run the downloads under way at a deletion seen by `nft "
+        "monitor` are not counted (all of the run's when it saw none).")
+
+
+QUIC_SIZE = 200_000  # bytes: about 7 s of edge's 240 kbit/s down, plus the handshakes' round trips (0.84 s each)
+QUIC_ROUNDS = 3
+QUIC_TOLERANCE = 0.30
+
+
+def quic_script():
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "quic_load.py")
+
+
+def packet_quic(h, t, srv):
+    """A download of QUIC_SIZE bytes over QUIC (aioquic) and over TCP+TLS (Python's ssl), the client
+    as the command of `netcond run --engine packet edge`, the server outside on 127.0.0.1;
+    alternating, QUIC_ROUNDS of each; the medians compared."""
+    name = "9g. packet engine QUIC"
+    label = f"{name}: {QUIC_SIZE // 1000} KB over edge, QUIC (aioquic) vs TCP+TLS 1.3, median of {QUIC_ROUNDS} each"
+    target = f"QUIC within ±{QUIC_TOLERANCE * 100:.0f} % of TCP+TLS"
+    import importlib.util
+    if importlib.util.find_spec("aioquic") is None:
+        t.add(label, f"skipped: aioquic is not importable by {sys.executable} (`pip install aioquic`)", target, "SKIP")
+        return
+    cert, key = os.path.join(h.tmp, "quic-cert.pem"), os.path.join(h.tmp, "quic-key.pem")
+    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                           "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost",
+                           "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"], capture_output=True, timeout=30)
+    if made.returncode != 0:
+        raise RuntimeError(f"openssl could not make a certificate: {made.stderr.decode(errors='replace')[-200:]}")
+    server = h.spawn([sys.executable, quic_script(), "serve", "--cert", cert, "--key", key, "--size", str(QUIC_SIZE)],
+                     "quic-server", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    results = {"quic": [], "tls": []}
+    runs, disturbed = [], 0
+    try:
+        ports = read_json_line(server, 15)
+        for rnd in range(QUIC_ROUNDS):
+            for proto in ("quic", "tls"):
+                if h.remaining() < 120:
+                    raise RuntimeError("time budget")
+                argv = [sys.executable, quic_script(), "get", proto, "--port", str(ports[proto]), "--cafile", cert,
+                        "--size", str(QUIC_SIZE), "--timeout", "90"]
+                run, d = undisturbed_run(h, "edge", argv, f"pkt-{proto}", timeout=120)
+                disturbed += d
+                data = client_result(run.json_out(), proto)
+                results[proto].append((data["seconds"], data["handshake"], run))
+                runs.append(run)
+                log(f"    {proto} round {rnd + 1}: {data['seconds']:.2f} s (handshake {data['handshake']:.2f} s); "
+                    f"{run.evidence()}")
+    finally:
+        try:
+            server.stdin.close()
+        except OSError:
+            pass
+        h.stop(server)
+    q = statistics.median(x[0] for x in results["quic"])
+    k = statistics.median(x[0] for x in results["tls"])
+    hq = statistics.median(x[1] for x in results["quic"])
+    hk = statistics.median(x[1] for x in results["tls"])
+    flushed = sum(1 for r in runs if r.vanished)
+    t.add(label, f"QUIC {q:.2f} s (runs {', '.join(f'{x[0]:.2f}' for x in results['quic'])}; handshake {hq:.2f} s) vs "
+                 f"TCP+TLS {k:.2f} s (runs {', '.join(f'{x[0]:.2f}' for x in results['tls'])}; TCP and TLS handshakes "
+                 f"{hk:.2f} s) = {q / k:.2f}x; netcond lost {sum(r.lost for r in runs)} packets (full queue)"
+                 + (f"; {disturbed} attempt(s) disturbed by another program's firewall change"
+                    + (f", {flushed} of the kept runs too" if flushed else ", run again") if disturbed else ""),
+          target, "PASS" if within(q, k, QUIC_TOLERANCE) else "FAIL")
+    t.notes.append(f"9g: scripts/bench.d/quic_load.py: a server outside netcond on 127.0.0.1 answers \"GET\" with "
+                   f"{QUIC_SIZE:,} bytes over QUIC (aioquic, one stream, ALPN \"bench\", cubic, 1200-byte datagrams) "
+                   f"and over TCP + TLS 1.3 (Python ssl, TCP_CONGESTION cubic), the same self-signed EC certificate "
+                   f"(openssl, CN and SAN localhost); the client, as the command of `netcond run --engine packet "
+                   f"edge` (240/200 kbit/s, 400/440 ms, 64KB queues), verifies it and times a new connection from "
+                   f"before the handshake to the last byte. QUIC and TCP+TLS alternate, {QUIC_ROUNDS} runs each; "
+                   f"medians compared. QUIC sends its request after one round trip, TCP+TLS after two, so QUIC is "
+                   f"expected about one round trip (0.84 s) faster.")
+
+
+# 9f's workloads. The same code runs on both sides of the comparison: on this host's loopback
+# (`bench.py tcpserve` outside netcond, `bench.py client ...` as the command of `netcond run --engine
+# packet`) and in tcp_reference.py's two namespaces (the kernel's TCP through its Python emulator).
+
+
+def tcp_serve(bind, port, cc, size):
+    """`bench.py tcpserve`: 9f's servers. Three listeners on `bind`, ports `port`, +1, +2 (0: free
+    ones): fresh (reads one request byte, sends `size` bytes, closes: 5d's 1 MB server), source (writes
+    until the peer goes, as `serve`'s) and echo (TCP_NODELAY). Every socket sends with congestion
+    control `cc` (TCP_CONGESTION on the listener, and again on each accepted socket). Prints {"fresh": P,
+    "source": P, "echo": P}; exits when stdin closes (or on SIGTERM)."""
+    payload = bytes(range(256)) * (size // 256 + 1)
+    chunk = bytes(range(256)) * 256
+    algo = cc.encode()
+
+    def listener(p):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, algo)
+        s.bind((bind, p))
+        s.listen(64)
+        return s
+
+    def fresh(conn):
+        conn.settimeout(120)
+        if conn.recv(1):
+            conn.sendall(payload[:size])
+
+    def source(conn):
+        conn.settimeout(120)
+        while True:
+            conn.sendall(chunk)
+
+    def echo(conn):
+        conn.settimeout(300)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while True:
+            data = conn.recv(65536)
+            if not data:
+                return
+            conn.sendall(data)
+
+    def handle(fn, conn):
+        try:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, algo)
+            fn(conn)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def accept(sock, fn):
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=handle, args=(fn, conn), daemon=True).start()
+
+    socks = {}
+    for i, (key, fn) in enumerate((("fresh", fresh), ("source", source), ("echo", echo))):
+        socks[key] = listener(port + i if port else 0)
+        threading.Thread(target=accept, args=(socks[key], fn), daemon=True).start()
+    print(json.dumps({key: sock.getsockname()[1] for key, sock in socks.items()}), flush=True)
+    while os.read(sys.stdin.fileno(), 4096):
+        pass
+
+
+def source_address(base, k):
+    """The k-th local address from `base` (None: let the kernel choose). 9f's clients on this host
+    use a new 127.87.x.y address per connection, so the server's TCP finds no metrics (ssthresh, RTT)
+    cached from an earlier connection, as in tcp_reference.py's namespaces (tcp_no_metrics_save=1)."""
+    if not base:
+        return None
+    import ipaddress
+    return str(ipaddress.ip_address(base) + k)
+
+
+def fresh_client(host, port, size, runs, timeout, pause, src_base):
+    """`bench.py client fresh`: `runs` downloads of `size` bytes from tcpserve's fresh port, one
+    after another, each a new connection timed from connect() to the last byte (5d's measure).
+    Prints "SECONDS BYTES" per download (tcp_reference.py's format), then one JSON object: the times
+    of the complete ones and their spans (CLOCK_MONOTONIC, the same clock in every process here)."""
+    times, spans, errors = [], [], []
+    for i in range(runs):
+        start = time.monotonic()
+        try:
+            c = socket.create_connection((host, port), timeout=timeout,
+                                         source_address=(source_address(src_base, i), 0) if src_base else None)
+            try:
+                c.sendall(b"g")
+                got = 0
+                while got < size:
+                    if time.monotonic() - start > timeout:
+                        raise TimeoutError(f"{got} of {size} bytes in {timeout:.0f} s")
+                    chunk = c.recv(262144)
+                    if not chunk:
+                        break
+                    got += len(chunk)
+            finally:
+                c.close()
+            elapsed = time.monotonic() - start
+            print("%.4f %d" % (elapsed, got), flush=True)
+            if got == size:
+                times.append(elapsed)
+                spans.append((start, start + elapsed))
+            else:
+                errors.append(f"run {i}: {got} of {size} bytes")
+        except Exception as e:
+            errors.append(f"run {i}: {type(e).__name__}: {e}")
+            print(f"error {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        time.sleep(pause)
+    print(json.dumps({"times": times, "spans": spans, "errors": errors}), flush=True)
+
+
+def bloat_client(host, echo_port, source_port, src_base, idle=20, loaded=40, total=22.0, skip=1.0, wait=5.0):
+    """`bench.py client bloat`: 5c's measure without the proxy: `idle` ping-pongs of 100 bytes with
+    the echo server (after one warm-up), then a bulk download from the source for `total` s and,
+    from `wait` s after it began, `loaded` more on a new echo connection (no warm-up), as 5c does
+    through the proxy. Returns {"idle": [s], "loaded": [s], "bulk_bps": payload B/s from `skip` s}."""
+    idle_rtts, _ = pingpong(echo_port, idle, deadline=time.monotonic() + 30, host=host,
+                            src=source_address(src_base, 0))
+    res = {}
+    th = threading.Thread(target=download, args=(source_port, total, skip, res, "bulk"),
+                          kwargs={"host": host, "src": source_address(src_base, 1)}, daemon=True)
+    th.start()
+    time.sleep(wait)
+    loaded_rtts, _ = pingpong(echo_port, loaded, warmup=0, deadline=time.monotonic() + total, host=host,
+                              src=source_address(src_base, 2))
+    th.join(total + 10)
+    bulk = res.get("bulk")
+    return {"idle": idle_rtts, "loaded": loaded_rtts, "bulk_bps": bulk if isinstance(bulk, (int, float)) else None,
+            "bulk_error": None if isinstance(bulk, (int, float)) else str(bulk)}
+
+
 def client(argv):
-    """`bench.py client pingpong|download|udp ...`: the clients of item 9, run as the command of
-    `netcond run --engine packet` (or directly); print one JSON object on stdout."""
+    """`bench.py client pingpong|download|udp|fresh|bloat ...`: the clients of item 9, run as the
+    command of `netcond run --engine packet` (or directly, or in tcp_reference.py's client namespace);
+    print one JSON object on stdout (fresh: a line per download first)."""
     ap = argparse.ArgumentParser(prog="bench.py client")
-    ap.add_argument("what", choices=["pingpong", "download", "udp"])
-    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("what", choices=["pingpong", "download", "udp", "fresh", "bloat"])
+    ap.add_argument("--port", type=int, required=True, help="bloat: the echo port")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--src-base", default=None, help="9f: local address of the first connection, +1 for each next")
+    ap.add_argument("--source-port", type=int, default=0, help="bloat: the bulk source's port")
+    ap.add_argument("--bytes", type=int, default=1 << 20, help="fresh: bytes per download")
+    ap.add_argument("--runs", type=int, default=1, help="fresh: downloads, one after another")
+    ap.add_argument("--timeout", type=float, default=120.0, help="fresh: seconds per download")
+    ap.add_argument("--pause", type=float, default=0.2, help="fresh: seconds between downloads")
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--size", type=int, default=100)
@@ -2101,9 +2768,14 @@ def client(argv):
             print(json.dumps({"rtts": rtts, "first": first, "client_retrans": stats.get("retrans")}), flush=True)
         elif a.what == "udp":
             print(json.dumps(udp_client(a.port, a.rate, a.seconds, a.drain, size=a.size)), flush=True)
+        elif a.what == "fresh":
+            fresh_client(a.host, a.port, a.bytes, a.runs, a.timeout, a.pause, a.src_base)
+        elif a.what == "bloat":
+            print(json.dumps(bloat_client(a.host, a.port, a.source_port, a.src_base, total=a.total, skip=a.skip)),
+                  flush=True)
         else:
             res = {}
-            download(a.port, a.total, a.skip, res, "a")
+            download(a.port, a.total, a.skip, res, "a", host=a.host, src=source_address(a.src_base, 0))
             if isinstance(res.get("a"), Exception):
                 raise res["a"]
             print(json.dumps({"bps": res["a"]}), flush=True)
@@ -2189,6 +2861,11 @@ def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("serve")
+    ts = sub.add_parser("tcpserve")
+    ts.add_argument("--bind", default="127.0.0.1")
+    ts.add_argument("--port", type=int, default=0, help="the fresh port; source +1, echo +2 (0: free ports)")
+    ts.add_argument("--cc", default="cubic")
+    ts.add_argument("--size", type=int, default=1 << 20, help="bytes per fresh connection")
     up = sub.add_parser("udpecho")
     up.add_argument("--n", type=int, required=True, help="datagrams expected (sequence numbers 0..n-1)")
     up.add_argument("--deadline", type=float, default=120.0, help="seconds before it reports and exits anyway")
@@ -2202,7 +2879,7 @@ def main():
     r.add_argument("--command", default="scripts/bench")
     r.add_argument("--describe", default="")
     r.add_argument("--budget", type=float, default=780.0, help="seconds for all measurements")
-    r.add_argument("--only", default="", help="comma-separated item numbers, e.g. 1,2,5c,9 (9a..9e: sub-items of 9)")
+    r.add_argument("--only", default="", help="comma-separated item numbers, e.g. 1,2,5c,9 (9a..9g: sub-items of 9)")
     args = ap.parse_args()
     if args.cmd == "timers":
         timers(args.hop)
@@ -2210,6 +2887,12 @@ def main():
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
             udp_echo(args.n, args.deadline)
+        except KeyboardInterrupt:
+            pass
+    elif args.cmd == "tcpserve":
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        try:
+            tcp_serve(args.bind, args.port, args.cc, args.size)
         except KeyboardInterrupt:
             pass
     elif args.cmd == "serve":

@@ -6,10 +6,19 @@ Two network namespaces, each with a TUN device; this process carries every IP pa
 the other with the link's conditions: a rate (serialisation, a FIFO queue of `--queue` packets, tail
 drop), a one-way delay, and i.i.d. loss of whole packets in both directions. TUN without a virtio
 header gets no GSO, so a "packet" is one MTU-sized IP packet, i.e. one TCP segment. A server in one
-namespace sends N bytes on each connection (its congestion control set per socket); a client in the other times a fresh connection from
-connect() to the last byte. The kernel's own congestion control (cubic or bbr) does the rest.
+namespace sends with its congestion control set per socket, and the kernel's own congestion control
+(cubic or bbr) does the rest. Three measures (`--mode`), each the same code as the bench's packet-engine
+side (`bench.py tcpserve` in the server namespace, `bench.py client ...` in the client's):
+
+  fresh   (default) N bytes on a fresh connection, timed from connect() to the last byte, `--runs`
+          times one after another; prints "SECONDS BYTES" per run
+  steady  one long download (`--seconds`), payload goodput from `--skip` s; prints {"bps": B/s}
+  bloat   5c's bufferbloat measure: 20 idle ping-pongs (100 bytes), then a bulk download and,
+          from 5 s into it, 40 more; prints {"idle": [s], "loaded": [s], "bulk_bps": B/s}
 
     sudo python3 scripts/bench.d/tcp_reference.py --rtt 100ms --loss 1% --cc cubic --runs 41
+    sudo python3 scripts/bench.d/tcp_reference.py --mode steady --rtt 500ms --loss 5% --cc bbr --seconds 45
+    sudo python3 scripts/bench.d/tcp_reference.py --mode bloat --rtt 100ms --loss 0% --rate 2 --queue-bytes 65536
 
 Each instance has its own pair of namespaces; `--tag T` names them (ncref-client-T, ncref-server-T), so
 several instances (with different `--seed`s) can run at once, as the bench's 5d does.
@@ -22,17 +31,17 @@ import collections
 import ctypes
 import fcntl
 import heapq
+import json
 import os
 import random
 import select
 import signal
-import socket
-import statistics
 import struct
 import subprocess
 import sys
 import time
 
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench.py")  # the workloads (tcpserve, client)
 TUNSETIFF = 0x400454CA
 IFF_TUN = 0x0001
 IFF_NO_PI = 0x1000
@@ -107,32 +116,47 @@ def parse_percent(text):
 
 
 class Link:
-    """One direction: FIFO queue at `rate`, then `delay`; loss of whole packets with probability `loss`."""
+    """One direction: FIFO queue at `rate`, then `delay`; loss of whole packets with probability `loss`.
+    The queue holds `queue` packets, or `queue_bytes` bytes when given (a packet is admitted while
+    the bytes waiting plus its own fit, or when nothing waits); a packet counts from its arrival until
+    it has left the link. Loss strikes after the link (on the wire: a lost packet has used its link
+    time), or before the queue with `loss_first` (as netem, and netcond's packet link, do)."""
 
-    def __init__(self, rate_bps, delay, loss, queue, rng):
+    def __init__(self, rate_bps, delay, loss, queue, rng, queue_bytes=None, loss_first=False):
         self.rate = rate_bps
         self.delay = delay
         self.loss = loss
         self.queue = queue
+        self.queue_bytes = queue_bytes
+        self.loss_first = loss_first
         self.rng = rng
         self.free_at = 0.0
-        self.queued = collections.deque()  # departure times still ahead
+        self.queued = collections.deque()  # (departure time, bytes) of the packets still ahead
+        self.queued_bytes = 0
         self.lost = 0
         self.dropped = 0
         self.sent = 0
 
     def admit(self, now, size):
         """When the packet arrives at the far end, or None when it is lost or dropped."""
-        while self.queued and self.queued[0] <= now:
-            self.queued.popleft()
-        if len(self.queued) >= self.queue:
+        if self.loss_first and self.rng.random() < self.loss:
+            self.lost += 1
+            return None
+        while self.queued and self.queued[0][0] <= now:
+            self.queued_bytes -= self.queued.popleft()[1]
+        if self.queue_bytes is not None:
+            full = bool(self.queued) and self.queued_bytes + size > self.queue_bytes
+        else:
+            full = len(self.queued) >= self.queue
+        if full:
             self.dropped += 1
             return None
         departure = max(now, self.free_at) + size * 8 / self.rate
         self.free_at = departure
-        self.queued.append(departure)
+        self.queued.append((departure, size))
+        self.queued_bytes += size
         self.sent += 1
-        if self.rng.random() < self.loss:
+        if not self.loss_first and self.rng.random() < self.loss:
             self.lost += 1
             return None
         return departure + self.delay
@@ -169,36 +193,32 @@ def emulate(fd_client, fd_server, down, up, stop_fd):
                     heapq.heappush(pending, (arrival, seq, out, packet))
 
 
-SERVER = r"""
-import socket, sys
-size, cc = int(sys.argv[1]), sys.argv[2].encode()
-payload = bytes(range(256)) * (size // 256 + 1)
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("10.77.0.2", %d)); s.listen(16)
-while True:
-    c, _ = s.accept()
-    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc)
-    c.recv(1)
-    c.sendall(payload[:size])
-    c.close()
-""" % PORT
+def read_line(pipe, timeout):
+    """The first line a child prints (its ports), or an error after `timeout` s."""
+    line = b""
+    deadline = time.monotonic() + timeout
+    while not line.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([pipe], [], [], left)[0]:
+            raise RuntimeError(f"no start-up line in {timeout:.0f} s (got {line[:200]!r})")
+        chunk = os.read(pipe.fileno(), 4096)
+        if not chunk:
+            raise RuntimeError(f"the server exited before it listened (got {line[:200]!r})")
+        line += chunk
+    return line.decode()
 
-CLIENT = r"""
-import socket, sys, time
-size, runs, timeout = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-for _ in range(runs):
-    start = time.monotonic()
-    c = socket.create_connection(("10.77.0.2", %d), timeout=timeout)
-    c.sendall(b"g")
-    got = 0
-    while got < size:
-        chunk = c.recv(262144)
-        if not chunk: break
-        got += len(chunk)
-    c.close()
-    print("%%.4f %%d" %% (time.monotonic() - start, got), flush=True)
-    time.sleep(0.2)
-""" % PORT
+
+def client_argv(args, ports):
+    """The command the client namespace runs for `args.mode`."""
+    common = [sys.executable, BENCH, "client"]
+    if args.mode == "fresh":
+        return common + ["fresh", "--host", SERVER_ADDRESS, "--port", str(ports["fresh"]), "--bytes", str(args.size),
+                         "--runs", str(args.runs), "--timeout", "120"]
+    if args.mode == "steady":
+        return common + ["download", "--host", SERVER_ADDRESS, "--port", str(ports["source"]),
+                         "--total", str(args.seconds), "--skip", str(args.skip)]
+    return common + ["bloat", "--host", SERVER_ADDRESS, "--port", str(ports["echo"]),
+                     "--source-port", str(ports["source"]), "--total", str(args.seconds), "--skip", str(args.skip)]
 
 
 def cleanup(pair):
@@ -217,7 +237,13 @@ def main():
     parser.add_argument("--rtt", type=parse_span, default="100ms")
     parser.add_argument("--loss", type=parse_percent, default="1%", help="per packet, each direction")
     parser.add_argument("--rate", type=float, default=12.0, help="Mbit/s, each direction")
+    parser.add_argument("--mode", choices=["fresh", "steady", "bloat"], default="fresh")
     parser.add_argument("--queue", type=int, default=1000, help="packets")
+    parser.add_argument("--queue-bytes", type=int, default=None, help="a queue of this many bytes instead of --queue packets")
+    parser.add_argument("--loss-first", action="store_true",
+                        help="lose packets before the queue (netem's and netcond's place) rather than after the link")
+    parser.add_argument("--seconds", type=float, default=30.0, help="steady, bloat: the download's length")
+    parser.add_argument("--skip", type=float, default=5.0, help="steady, bloat: goodput counted from here")
     parser.add_argument("--cc", default="cubic", choices=["cubic", "bbr", "reno"])
     parser.add_argument("--size", type=int, default=1 << 20)
     parser.add_argument("--runs", type=int, default=21)
@@ -251,32 +277,46 @@ def main():
             sh("ip", "-n", namespace, "addr", "add", local, "peer", peer, "dev", "nctun")
             sh("ip", "-n", namespace, "link", "set", "nctun", "up", "mtu", "1500")
         rng = random.Random(args.seed)
-        down = Link(args.rate * 1e6, rtt / 2, loss, args.queue, rng)
-        up = Link(args.rate * 1e6, rtt / 2, loss, args.queue, rng)
-        server = subprocess.Popen(["ip", "netns", "exec", server_ns, sys.executable, "-c", SERVER, str(args.size), args.cc])
+        down = Link(args.rate * 1e6, rtt / 2, loss, args.queue, rng, args.queue_bytes, args.loss_first)
+        up = Link(args.rate * 1e6, rtt / 2, loss, args.queue, rng, args.queue_bytes, args.loss_first)
+        server = subprocess.Popen(["ip", "netns", "exec", server_ns, sys.executable, BENCH, "tcpserve",
+                                   "--bind", SERVER_ADDRESS, "--port", str(PORT), "--cc", args.cc, "--size", str(args.size)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        ports = json.loads(read_line(server.stdout, 15))
+        argv = ["ip", "netns", "exec", client_ns, *client_argv(args, ports)]
+        sys.stdout.flush()
+        sys.stderr.flush()
         child = os.fork()
         if child == 0:
-            os.close(stop_r)
-            time.sleep(0.3)
-            result = subprocess.run(
-                ["ip", "netns", "exec", client_ns, sys.executable, "-c", CLIENT, str(args.size), str(args.runs), "120"],
-                capture_output=True, text=True)
-            sys.stdout.write(result.stdout)
-            sys.stderr.write(result.stderr)
-            sys.stdout.flush()
-            os.write(stop_w, b"x")
-            os._exit(0)
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.close(stop_r)
+                result = subprocess.run(argv, capture_output=True, text=True)
+                sys.stdout.write(result.stdout)
+                sys.stderr.write(result.stderr)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.write(stop_w, b"x")
+            finally:
+                os._exit(0)  # never the parent's clean-up: that is the parent's
+        os.close(stop_w)  # the child's end: should it die, the emulator sees the pipe close and stops
+        stop_w = None
         emulate(fd_client, fd_server, down, up, stop_r)
         os.waitpid(child, 0)
-        print(f"# cc {args.cc}, rtt {rtt * 1000:g} ms, loss {loss * 100:g}% each way, {args.rate} Mbit/s, queue {args.queue}: "
-              f"{down.sent} packets down ({down.lost} lost, {down.dropped} dropped), {up.sent} up ({up.lost} lost)",
-              file=sys.stderr)
+        queue = f"{args.queue_bytes} bytes" if args.queue_bytes is not None else f"{args.queue} packets"
+        print(f"# {args.mode}: cc {args.cc}, rtt {rtt * 1000:g} ms, loss {loss * 100:g}% each way"
+              f"{' (before the queue)' if args.loss_first else ''}, {args.rate} Mbit/s, queue {queue}: "
+              f"{down.sent} packets down ({down.lost} lost, {down.dropped} dropped), "
+              f"{up.sent} up ({up.lost} lost, {up.dropped} dropped)", file=sys.stderr)
     finally:
         if server:
             server.kill()
             server.wait()
-        for fd in fds:
-            os.close(fd)
+        for fd in fds + [stop_r] + ([stop_w] if stop_w is not None else []):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         cleanup(pair)
 
 
