@@ -205,6 +205,8 @@ public struct CheckResult: Sendable, Equatable {
     /// Why the verdict may not hold on a real network: the decision rested on events the engine
     /// could not show the client as a network would (nil when it did not).
     public var caveat: String?
+    /// The moments (seconds since the client started) the verdict rests on, in order.
+    public var marks: [Double] = []
 
     public init(name: String, passed: Bool, evidence: String, details: [String] = [], caveat: String? = nil) {
         self.name = name
@@ -220,6 +222,7 @@ public enum Checks {
     public static func evaluate(_ spec: CheckSpec, _ evidence: RunEvidence) -> CheckResult {
         var result = self.verdict(spec, evidence)
         result.caveat = ProxyFidelity.caveat(for: spec, evidence)
+        result.marks = self.marks(spec, evidence)
         return result
     }
 

@@ -21,8 +21,18 @@ public struct ScenarioOutcome: Sendable {
     public var linkSummary: String
     /// The end of what the client printed (stdout and stderr), when it was captured.
     public var clientOutput: ClientOutput
+    /// Down bytes the link had delivered to the client, every 100 ms of the run (seconds since
+    /// the client started, bytes): the report's picture of how the bytes flowed.
+    public var delivered: [DeliverySample] = []
 
     public var passed: Bool { self.results.allSatisfy(\.passed) }
+}
+
+/// Bytes delivered to the client by a moment of the run.
+public struct DeliverySample: Sendable, Equatable {
+    /// Seconds since the client started.
+    public var at: Double
+    public var bytes: Int64
 }
 
 /// A client's captured stdout and stderr.
@@ -81,6 +91,8 @@ public struct ScenarioRunError: Error, CustomStringConvertible {
 public enum ScenarioRunner {
     /// How long a client has after SIGTERM at its deadline before SIGKILL.
     static let termGrace = Span.seconds(Int64(2))
+    /// Delivered-bytes samples kept per run (one every 100 ms).
+    static let maxDeliverySamples = 6_000
 
     /// The client command: the one given after `--`, else the scenario's. Exit 2 when neither names one.
     public static func command(for scenario: Scenario, override: [String]) throws(ScenarioRunError) -> [String] {
@@ -278,6 +290,16 @@ public enum ScenarioRunner {
             if Task.isCancelled { return }
             child.signal(SIGKILL)
         }
+        let samples = NIOLockedValueBox<[DeliverySample]>([])
+        let sampler = Task {
+            // At most 6,000 samples (10 minutes); past that, the run's end is what matters.
+            while !Task.isCancelled && samples.withLockedValue({ $0.count }) < Self.maxDeliverySamples {
+                let bytes = await session.deliveredBytes()
+                let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+                samples.withLockedValue { $0.append(DeliverySample(at: (at * 1000).rounded() / 1000, bytes: bytes)) }
+                try? await Task.sleep(nanoseconds: 100_000_000)
+            }
+        }
         let progress = onProgress.map { onProgress in Task {
             while !Task.isCancelled {
                 let progress = await session.progress()
@@ -295,6 +317,8 @@ public enum ScenarioRunner {
         watchdog.cancel()
         timeline.cancel()
         progress?.cancel()
+        sampler.cancel()
+        _ = await sampler.value
         let applied = await timeline.value
         _ = await progress?.value
         let captured = capture.finish(grace: 1)
@@ -317,13 +341,16 @@ public enum ScenarioRunner {
         )
         await session.addEvidence(to: &evidence, clientStart: startNanos)
         let results = scenario.checks.map { Checks.evaluate($0, evidence) }
+        var delivered = samples.withLockedValue { $0 }
+        let duration = (evidence.duration * 1000).rounded() / 1000
+        delivered.append(DeliverySample(at: duration, bytes: await session.deliveredBytes()))
         let linkSummary = await session.summaryText()
         await session.stop()
         if !keepWorkingDirectory { Self.remove(workdir) }
         return ScenarioOutcome(
             scenario: scenario, seed: seed, command: command, evidence: evidence, results: results,
             applied: applied, startup: startup, linkSummary: linkSummary,
-            clientOutput: clientOutput
+            clientOutput: clientOutput, delivered: delivered
         )
     }
 

@@ -233,7 +233,9 @@ public enum ScenarioSuite {
     struct JSONReport: Encodable {
         /// The report's shape: a reader refuses another (``ReportMerge``).
         var format: Int
-        static let currentFormat = 1
+        /// 2: the run's picture too (delivered bytes over time, output lines with their times,
+        /// failed connection attempts, when each request ended, each check's marks).
+        static let currentFormat = 2
         var passed: Bool
         var seconds: Double
         /// `I/N` for a part of a sharded run; absent otherwise.
@@ -259,6 +261,27 @@ public enum ScenarioSuite {
             var timeline: [Applied]?
             var requests: [Request]?
             var clientOutput: String?
+            /// The client's deadline, seconds.
+            var deadline: Double?
+            /// [seconds since the client started, bytes delivered to it], every 100 ms.
+            var delivered: [[Double]]?
+            /// The client's output lines as they came (at most the last 2,000, each at most 500 characters).
+            var output: [Line]?
+            /// Connection attempts that never reached a server.
+            var attempts: [Attempt]?
+
+            struct Line: Encodable {
+                var at: Double
+                var stderr: Bool
+                var text: String
+            }
+
+            struct Attempt: Encodable {
+                var at: Double
+                var host: String
+                var port: Int
+                var outcome: String
+            }
 
             struct Check: Encodable {
                 var name: String
@@ -267,6 +290,8 @@ public enum ScenarioSuite {
                 var details: [String]
                 /// Why the verdict may not hold on a real network (absent when it does).
                 var caveat: String?
+                /// The moments (seconds) the verdict rests on.
+                var marks: [Double]
             }
 
             struct Applied: Encodable {
@@ -284,6 +309,10 @@ public enum ScenarioSuite {
                 var retryAfter: String?
                 var bodyBytes: Int64
                 var completed: Bool
+                /// When the response ended (seconds), when it did.
+                var ended: Double?
+                /// The response ended before its whole body (a cut, a fault); absent otherwise.
+                var cutShort: Bool?
                 /// Body bytes that reached the client, when fewer than the origin sent.
                 var bodyBytesReceived: Int64?
                 var linkCut: String?
@@ -307,15 +336,26 @@ public enum ScenarioSuite {
                     self.timedOut = outcome.evidence.timedOut
                     self.seconds = (outcome.evidence.duration * 1000).rounded() / 1000
                     self.startupSeconds = (outcome.startup * 1000).rounded() / 1000
-                    self.checks = outcome.results.map { Check(name: $0.name, passed: $0.passed, evidence: $0.evidence, details: $0.details, caveat: $0.caveat) }
+                    self.checks = outcome.results.map {
+                        Check(name: $0.name, passed: $0.passed, evidence: $0.evidence, details: $0.details, caveat: $0.caveat, marks: $0.marks)
+                    }
                     self.timeline = outcome.applied.map { Applied(at: ($0.at * 1000).rounded() / 1000, what: $0.what) }
                     self.requests = outcome.evidence.requests.map {
                         Request(at: ($0.at * 1000).rounded() / 1000, method: $0.method, path: $0.path, range: $0.range,
                                 idempotencyKey: $0.idempotencyKey, status: $0.status, retryAfter: $0.retryAfter,
-                                bodyBytes: $0.bodyBytesSent, completed: $0.completed,
+                                bodyBytes: $0.bodyBytesSent, completed: $0.completed, ended: $0.ended.map { ($0 * 1000).rounded() / 1000 },
+                                cutShort: $0.cutShort ? true : nil,
                                 bodyBytesReceived: $0.undelivered > 0 ? $0.bodyBytesReceived : nil, linkCut: $0.linkCut?.rawValue)
                     }
                     self.clientOutput = outcome.clientOutput.tail
+                    self.deadline = outcome.evidence.deadline.seconds
+                    self.delivered = outcome.delivered.map { [$0.at, Double($0.bytes)] }
+                    self.output = outcome.evidence.lines.suffix(2_000).map {
+                        Line(at: ($0.at * 1000).rounded() / 1000, stderr: $0.stderr, text: String($0.text.prefix(500)))
+                    }
+                    self.attempts = outcome.evidence.failedConnects.map {
+                        Attempt(at: ($0.at * 1000).rounded() / 1000, host: $0.host, port: $0.port, outcome: $0.outcome.rawValue)
+                    }
                 }
             }
         }

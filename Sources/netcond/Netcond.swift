@@ -130,3 +130,24 @@ func resolveProfile(_ nameOrPath: String) -> Profile {
         Glibc.exit(2)
     }
 }
+
+/// Refuses (exit 2) a report path whose folder does not exist, before anything runs.
+func checkReportFolders(_ reports: [(option: String, path: String?)]) throws {
+    for (option, path) in reports {
+        guard let path else { continue }
+        let directory = (path as NSString).deletingLastPathComponent
+        var isDirectory: ObjCBool = false
+        if !directory.isEmpty && !(FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue) {
+            throw ValidationError("\(option) \(path): the folder \(directory) does not exist")
+        }
+    }
+}
+
+/// The HTML report of a JSON report this netcond just wrote (its own format, so it draws).
+func htmlReport(_ json: String) -> String {
+    do {
+        return try HTMLReport.render(json: Data(json.utf8), source: "the run")
+    } catch {
+        preconditionFailure("a report this netcond wrote does not draw: \(error)")
+    }
+}

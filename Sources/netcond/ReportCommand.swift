@@ -7,8 +7,46 @@ struct ReportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "report",
         abstract: "Work with the reports netcond test writes.",
-        subcommands: [Merge.self]
+        discussion: """
+            netcond report FILE.json --html OUT draws the HTML report of a JSON report; \
+            netcond report merge PART.json... joins the parts of a sharded run.
+            """,
+        subcommands: [Draw.self, Merge.self],
+        defaultSubcommand: Draw.self
     )
+
+    struct Draw: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "html",
+            abstract: "Draw the HTML report of a JSON report (netcond test --json): netcond report FILE.json --html OUT."
+        )
+
+        @Argument(help: "A JSON report written by netcond test --json (this netcond's format).")
+        var file: String
+
+        @Option(name: .long, help: "Write the HTML report here.")
+        var html: String
+
+        func run() throws {
+            guard let data = FileManager.default.contents(atPath: self.file) else {
+                printError("netcond: cannot read \(self.file)")
+                throw ExitCode(2)
+            }
+            let page: String
+            do {
+                page = try HTMLReport.render(json: data, source: self.file)
+            } catch {
+                printError("netcond: \(TerminalText.escaped(error.description))")
+                throw ExitCode(2)
+            }
+            do {
+                try page.write(toFile: self.html, atomically: true, encoding: .utf8)
+            } catch {
+                printError("netcond: cannot write \(self.html): \(error.localizedDescription)")
+                throw ExitCode(3)
+            }
+        }
+    }
 
     struct Merge: ParsableCommand {
         static let configuration = CommandConfiguration(

@@ -56,6 +56,12 @@ struct RunCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Scenario runs: keep the client's working directory (its path is printed).")
     var keep = false
 
+    @Option(name: .long, help: "Scenario runs: write the JSON report here (as netcond test --json).")
+    var json: String?
+
+    @Option(name: .long, help: "Scenario runs: write the HTML report here (its timeline, checks and evidence).")
+    var html: String?
+
     /// The scenario this run names, when the argument is a scenario file rather than a profile.
     private var scenarioPath: String? {
         guard ProfileCatalog.looksLikePath(self.profile), ScenarioDecoder.isScenarioFile(atPath: self.profile) else {
@@ -72,6 +78,10 @@ struct RunCommand: AsyncParsableCommand {
         if self.command.isEmpty && self.scenarioPath == nil {
             throw ValidationError("no command given after '--' (usage: netcond run PROFILE -- COMMAND [ARGS...])")
         }
+        if (self.json != nil || self.html != nil) && self.scenarioPath == nil {
+            throw ValidationError("--json and --html report a scenario's checks; give a scenario file (a profile run has none)")
+        }
+        try checkReportFolders([("--json", self.json), ("--html", self.html)])
         _ = try self.forward.map(parseForward)
         // A scenario may ask for the packet engine itself (engine: packet): checked once it is read.
         if (self.pcap != nil || self.pcapDrops != nil) && self.engine != .packet && self.scenarioPath == nil {
@@ -276,6 +286,18 @@ extension RunCommand {
         }
         for line in ScenarioReport.checkLines(outcome) { print(line) }
         printError(ScenarioReport.verdictLine(outcome, scenarioArgument: path))
+        if self.json != nil || self.html != nil {
+            let json = ScenarioSuite.json([.ran(outcome)], seconds: outcome.evidence.duration)
+            for (report, text) in [(self.json, { json }), (self.html, { htmlReport(json) })] {
+                guard let report else { continue }
+                do {
+                    try text().write(toFile: report, atomically: true, encoding: .utf8)
+                } catch {
+                    printError("netcond: cannot write the report \(report): \(error.localizedDescription)")
+                    throw ExitCode(3)
+                }
+            }
+        }
         throw ExitCode(outcome.passed ? 0 : 1)
     }
 }

@@ -44,6 +44,9 @@ struct TestCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Write a JSON report here (checks, evidence, request logs).")
     var json: String?
 
+    @Option(name: .long, help: "Write an HTML report here: one self-contained file with each scenario's timeline.")
+    var html: String?
+
     @Option(
         name: .long,
         help: ArgumentHelp(
@@ -80,14 +83,7 @@ struct TestCommand: AsyncParsableCommand {
                 throw ValidationError(error.description)
             }
         }
-        for (option, path) in [("--junit", self.junit), ("--json", self.json)] {
-            guard let path else { continue }
-            let directory = (path as NSString).deletingLastPathComponent
-            var isDirectory: ObjCBool = false
-            if !directory.isEmpty && !(FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue) {
-                throw ValidationError("\(option) \(path): the folder \(directory) does not exist")
-            }
-        }
+        try checkReportFolders([("--junit", self.junit), ("--json", self.json), ("--html", self.html)])
     }
 
     func run() async throws {
@@ -314,9 +310,11 @@ struct TestCommand: AsyncParsableCommand {
 
     private func writeReports(_ results: [ScenarioSuite.Result], seconds: Double) throws {
         let shard = self.parsedShard
+        let json = ScenarioSuite.json(results, seconds: seconds, shard: shard)
         for (path, text) in [
             (self.junit, { ScenarioSuite.junit(results, seconds: seconds, shard: shard) }),
-            (self.json, { ScenarioSuite.json(results, seconds: seconds, shard: shard) }),
+            (self.json, { json }),
+            (self.html, { htmlReport(json) }),
         ] {
             guard let path else { continue }
             do {

@@ -51,7 +51,7 @@ import Testing
         }
     }
 
-    static func report(_ names: [String], passed: Bool, shard: String?, format: Int? = 1) -> Data {
+    static func report(_ names: [String], passed: Bool, shard: String?, format: Int? = 2) -> Data {
         var object: [String: Any] = [
             "passed": passed, "seconds": 10.0,
             "scenarios": names.map { ["name": $0, "verdict": passed ? "passed" : "failed"] },
@@ -70,7 +70,7 @@ import Testing
         #expect((object["scenarios"] as? [[String: Any]])?.compactMap { $0["name"] as? String } == ["a", "b", "c"])
         #expect(object["passed"] as? Bool == false)
         #expect(object["merged"] as? [String] == ["1/2", "2/2"])
-        #expect(object["format"] as? Int == 1)
+        #expect(object["format"] as? Int == 2)
     }
 
     @Test func whatCannotBeMergedIsRefusedNamingTheFile() {

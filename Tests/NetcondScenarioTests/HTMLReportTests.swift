@@ -1,0 +1,87 @@
+import Foundation
+import NetcondCore
+import Testing
+
+@testable import NetcondScenario
+
+/// The HTML report drawn from a JSON report: every mark the evidence names is on the timeline,
+/// each check carries its moments, text from the run is escaped, and what cannot be drawn is said.
+@Suite struct HTMLReportTests {
+    func outcome(_ name: String, passed: Bool, line: String = "done") -> ScenarioOutcome {
+        let scenario = Scenario(
+            name: name, description: "", file: "Scenarios/\(name).yaml", profile: Profile(name: "lte"), timeline: [],
+            origin: OriginContent(), client: ClientSpec(command: ["wget", "x"]), checks: [])
+        var cut = RunEvidence.Request(at: 0.2, path: "/files/big.bin", status: 200, bodyBytesSent: 500)
+        cut.ended = 0.4
+        cut.linkCut = .reset
+        var resumed = RunEvidence.Request(at: 1.5, path: "/files/big.bin", range: "bytes=300-", status: 206, bodyBytesSent: 200)
+        resumed.ended = 1.9
+        var evidence = RunEvidence(
+            exit: .exited(passed ? 0 : 8), timedOut: false, deadline: .seconds(60), duration: 2.0,
+            requests: [cut, resumed], workingDirectory: "/nonexistent", origin: OriginContent())
+        evidence.failedConnects = [RunEvidence.FailedConnect(at: 1.0, host: "origin.netcond.test", port: 80, outcome: .refused)]
+        evidence.lines = [RunEvidence.OutputLine(at: 1.95, stderr: false, text: line)]
+        var resumes = CheckResult(name: "resumes", passed: passed, evidence: passed ? "cut at 300 → Range" : "asked for <all> & \"more\"")
+        resumes.marks = [0.2, 0.4, 1.5]
+        var outcome = ScenarioOutcome(
+            scenario: scenario, seed: 42, command: ["curl", "-o", "out file"], evidence: evidence,
+            results: [CheckResult(name: "completes", passed: true, evidence: "exit 0 after 2.00s"), resumes],
+            applied: [(at: 0.3, what: "cut (reset)")], startup: 0.05, linkSummary: "lte: 2 s",
+            clientOutput: ClientOutput(tail: line, stderrTail: ""))
+        outcome.delivered = [DeliverySample(at: 0, bytes: 0), DeliverySample(at: 1, bytes: 300), DeliverySample(at: 2, bytes: 500)]
+        return outcome
+    }
+
+    func page(_ results: [ScenarioSuite.Result]) throws -> String {
+        try HTMLReport.render(json: Data(ScenarioSuite.json(results, seconds: 4).utf8), source: "r.json")
+    }
+
+    @Test func theTimelineHasTheMarksTheEvidenceNames() throws {
+        let html = try self.page([.ran(self.outcome("a", passed: false)), .ran(self.outcome("b", passed: true))])
+        // Both requests (the resumed one with its Range), the refused attempt, the cut, the output line.
+        #expect(html.contains(#"<g class="mark request broken" data-at="0.2" data-ended="0.4">"#))
+        #expect(html.contains(#"<g class="mark request range" data-at="1.5" data-ended="1.9">"#))
+        #expect(html.contains("Range: bytes=300-"))
+        #expect(html.contains(#"<g class="mark attempt" data-at="1">"#))
+        #expect(html.contains(#"<g class="mark link-event" data-at="0.3">"#))
+        #expect(html.contains(#"<g class="mark output stdout" data-at="1.95">"#))
+        #expect(html.contains(#"<polyline class="delivered""#))
+        // The check links to its moments, which are drawn for it.
+        #expect(html.contains(#"data-marks="0.2 0.4 1.5""#))
+        #expect(html.components(separatedBy: #"class="check-mark" data-check="resumes""#).count - 1 == 2 * 3)
+        // The suite: one row per scenario, the failed one says why; the command that repeats it.
+        #expect(html.contains(#"<tr class="row" data-verdict="failed">"#) && html.contains(#"<tr class="row" data-verdict="passed">"#))
+        #expect(html.contains("netcond run Scenarios/a.yaml --seed 42 -- curl -o &#39;out file&#39;"))
+        #expect(!html.contains("http://") && !html.contains("https://"), "no external resource")
+    }
+
+    @Test func whatTheClientPrintsIsEscaped() throws {
+        let html = try self.page([.ran(self.outcome("a", passed: false, line: "<script>alert('x')</script>"))])
+        #expect(!html.contains("<script>alert"))
+        #expect(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"))
+        #expect(html.contains("asked for &lt;all&gt; &amp; &quot;more&quot;"))
+        // The page's own script is the only one.
+        #expect(html.components(separatedBy: "<script>").count == 2)
+    }
+
+    @Test func aReportOfAnotherVersionOrATruncatedOneIsRefusedClearly() {
+        func failure(_ text: String) -> String {
+            do {
+                _ = try HTMLReport.render(json: Data(text.utf8), source: "old.json")
+                return ""
+            } catch {
+                return error.description
+            }
+        }
+        #expect(failure(#"{"format": 1, "passed": true, "scenarios": []}"#).contains("old.json: a report of format 1; this netcond draws format 2"))
+        #expect(failure(#"{"passed": true, "scenarios": []}"#).contains("no format (an older netcond)"))
+        #expect(failure(#"{"format": 2, "scenarios": [{"name": "#).hasPrefix("old.json: not JSON (it may be truncated)"))
+        #expect(failure(#"[1, 2]"#).contains("not a netcond JSON report"))
+    }
+
+    @Test func aHundredScenariosStayWellUnderFiveMegabytes() throws {
+        let results = (0..<100).map { ScenarioSuite.Result.ran(self.outcome("s\($0)", passed: $0 % 3 != 0)) }
+        let html = try self.page(results)
+        #expect(html.utf8.count < 5_000_000)
+    }
+}

@@ -1,0 +1,107 @@
+"""The HTML report in a real browser (Debian's chromium, headless, driven by selenium): a failing and
+a passing scenario's reports render, their timelines have the marks the evidence names (asserted
+through the DOM), a check shows its marks when picked, and the client's output cannot run script."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import run
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (scripts/test installs it)")
+from selenium.webdriver.common.by import By  # noqa: E402
+
+SCENARIO = os.path.join(os.path.dirname(__file__), "..", "..", "Scenarios", "resume-after-dropout.yaml")
+# Prints a line that would run script if it were not escaped, then downloads.
+PRINTS = "echo \"<script>document.title='pwned'</script><img src=x onerror=\\\"document.title='pwned'\\\">\"; "
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.skip("chromium and chromedriver are not installed (scripts/test installs them: chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(argument)
+    service = webdriver.ChromeService(executable_path=driver)
+    chrome = webdriver.Chrome(options=options, service=service)
+    try:
+        yield chrome
+    finally:
+        chrome.quit()
+
+
+def report(tmp_path, name, client):
+    html = tmp_path / f"{name}.html"
+    r = run(["run", SCENARIO, "--seed", "3", "--quiet", "--html", str(html), "--", "sh", "-c", PRINTS + client],
+            timeout=120)
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    assert html.exists(), r.stderr
+    return r.returncode, html
+
+
+def marks(browser, selector):
+    return browser.find_elements(By.CSS_SELECTOR, selector)
+
+
+def test_a_failing_and_a_passing_report_render_with_their_marks(browser, tmp_path):
+    code, failing = report(tmp_path, "fail", "curl -sS -o \"$NETCOND_OUTPUT\" \"$NETCOND_URL\"")
+    assert code == 1
+    browser.get(failing.as_uri())
+    assert "pwned" not in browser.title and browser.title.startswith("netcond: 0 of 1 scenarios passed")
+    assert browser.find_element(By.CSS_SELECTOR, "tr.row").get_attribute("data-verdict") == "failed"
+    # curl asked once, and the origin cut that response: one request, drawn as cut short.
+    requests = marks(browser, "svg.timeline g.mark.request")
+    assert len(requests) == 1 and "broken" in requests[0].get_attribute("class")
+    assert "cut short" in requests[0].find_element(By.TAG_NAME, "title").get_attribute("textContent")
+    # The client's output line is on the timeline as text, never as markup.
+    outputs = marks(browser, "svg.timeline g.mark.output")
+    assert any("<script>" in o.find_element(By.TAG_NAME, "title").get_attribute("textContent") for o in outputs)
+    assert not browser.find_elements(By.CSS_SELECTOR, "section img")
+    failed = [a for a in browser.find_elements(By.CSS_SELECTOR, "li.check.failed a.check-link")]
+    assert [a.text for a in failed] == ["✗ completes", "✗ resumes"]
+
+    code, passing = report(tmp_path, "pass", "wget -q -O \"$NETCOND_OUTPUT\" \"$NETCOND_URL\"")
+    assert code == 0
+    browser.get(passing.as_uri())
+    assert browser.title.startswith("netcond: 1 of 1 scenarios passed") and "pwned" not in browser.title
+    requests = marks(browser, "svg.timeline g.mark.request")
+    ranged = marks(browser, "svg.timeline g.mark.request.range")
+    assert len(requests) == 2 and len(ranged) == 1
+    assert "Range: bytes=614400-" in ranged[0].find_element(By.TAG_NAME, "title").get_attribute("textContent")
+    assert marks(browser, "svg.timeline polyline.delivered")
+    # Picking the resumes check shows its moments: the cut request and the one that resumed it.
+    resumes = next(a for a in browser.find_elements(By.CSS_SELECTOR, "a.check-link") if a.text == "✓ resumes")
+    def shown():  # a vertical line has no width, so Selenium's is_displayed cannot tell: its computed style
+        return [m for m in marks(browser, "line.check-mark")
+                if browser.execute_script("return getComputedStyle(arguments[0]).display", m) != "none"]
+    assert not shown()
+    resumes.click()
+    shown = shown()
+    assert shown and all(m.get_attribute("data-check") == "resumes" for m in shown)
+    highlighted = marks(browser, "svg.timeline g.mark.request.highlight")
+    assert len(highlighted) == 2, [h.get_attribute("outerHTML")[:200] for h in highlighted]
+
+
+def test_the_json_report_draws_the_same_page_and_a_bad_one_is_refused(tmp_path):
+    json_path, html_path = tmp_path / "r.json", tmp_path / "r.html"
+    r = run(["run", SCENARIO, "--seed", "3", "--quiet", "--json", str(json_path), "--html", str(html_path), "--",
+             "sh", "-c", "wget -q -O \"$NETCOND_OUTPUT\" \"$NETCOND_URL\""], timeout=120)
+    assert r.returncode == 0, r.stderr
+    redrawn = tmp_path / "again.html"
+    d = run(["report", str(json_path), "--html", str(redrawn)])
+    assert d.returncode == 0, d.stderr
+    assert redrawn.read_text() == html_path.read_text()
+    truncated = tmp_path / "truncated.json"
+    truncated.write_text(json_path.read_text()[:200])
+    bad = run(["report", str(truncated), "--html", str(tmp_path / "x.html")])
+    assert bad.returncode == 2 and "truncated.json: not JSON (it may be truncated)" in bad.stderr
+    old = tmp_path / "old.json"
+    old.write_text(json_path.read_text().replace('"format" : 2', '"format" : 1'))
+    bad = run(["report", str(old), "--html", str(tmp_path / "x.html")])
+    assert bad.returncode == 2 and "a report of format 1; this netcond draws format 2" in bad.stderr, bad.stderr
+    assert not (tmp_path / "x.html").exists()
