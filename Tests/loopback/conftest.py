@@ -67,6 +67,18 @@ def read_to_eof(sock):
         data += chunk
 
 
+def stop_process(proc, sig=signal.SIGTERM, timeout=20):
+    """Sends `sig` to a process a test started (if it still runs) and waits for it; kills it when it
+    does not end within `timeout` s. Returns its exit code."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
 def write_profile(directory, name, text):
     path = os.path.join(directory, name + ".yaml")
     with open(path, "w") as f:

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from conftest import NETCOND, closed_port, curl, free_port, origin_bytes, read_to_eof, run, wait_until, write_profile
+from conftest import (NETCOND, closed_port, curl, free_port, origin_bytes, read_to_eof, run, stop_process, wait_until,
+                      write_profile)
 
 
 def test_edge_download_is_intact_and_never_faster_than_the_link(tmp):
@@ -473,12 +474,7 @@ def test_the_proxy_serves_when_run_by_an_ordinary_user():
                              capture_output=True, timeout=30)
         assert got.returncode == 0 and got.stdout == origin_bytes(1000), got.stderr
     finally:
-        proxy.send_signal(signal.SIGINT)
-        try:
-            proxy.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proxy.kill()
-            proxy.wait()
+        stop_process(proxy, signal.SIGINT, timeout=10)
 
 
 def test_a_server_that_switches_protocols_gets_a_byte_pipe(proxy_factory):

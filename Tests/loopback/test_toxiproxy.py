@@ -14,7 +14,7 @@ import time
 import pytest
 import requests
 
-from conftest import NETCOND, free_port, wait_until
+from conftest import NETCOND, free_port, stop_process
 
 toxiproxy = pytest.importorskip("toxiproxy", reason="toxiproxy-python is not installed (scripts/test installs it)")
 from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists  # noqa: E402
@@ -91,13 +91,7 @@ def api():
         yield client, port, servers, proc
     finally:
         servers.close()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def address(proxy):
