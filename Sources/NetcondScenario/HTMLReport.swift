@@ -13,9 +13,11 @@ public enum HTMLReport {
         public var description: String
     }
 
-    /// Output lines drawn per scenario (the last ones), and characters of each.
-    static let maxLinesDrawn = 400
-    static let maxLineCharacters = 200
+    /// Output lines drawn per scenario (the last ones), characters of each, and points of the
+    /// delivered-bytes line: a 100-scenario report stays under 5 MB (bench item 10).
+    static let maxLinesDrawn = 100
+    static let maxLineCharacters = 100
+    static let maxDeliveredPoints = 400
 
     /// The page for a JSON report (`data`, read from `source`, named in errors).
     public static func render(json data: Data, source: String) throws(Failure) -> String {
@@ -193,7 +195,9 @@ public enum HTMLReport {
                 + "<circle cx=\"\(x(at))\" cy=\"\(Int(lane.attempts + 10))\" r=\"4\"/></g>\n"
         }
         if let most = delivered.map(\.1).max(), most > 0 {
-            let points = delivered.map { "\(x($0.0)),\(String(format: "%.1f", lane.bytes + 60 - 60 * $0.1 / most))" }.joined(separator: " ")
+            let every = max(1, Int((Double(delivered.count) / Double(Self.maxDeliveredPoints)).rounded(.up)))
+            let drawn = delivered.enumerated().filter { $0.offset % every == 0 || $0.offset == delivered.count - 1 }.map(\.element)
+            let points = drawn.map { "\(x($0.0)),\(String(format: "%.1f", lane.bytes + 60 - 60 * $0.1 / most))" }.joined(separator: " ")
             svg += "<polyline class=\"delivered\" points=\"\(points)\"><title>bytes delivered to the client, up to "
                 + "\(Self.number(most))</title></polyline>\n"
         }
@@ -202,7 +206,7 @@ public enum HTMLReport {
             let text = String((line["text"] as? String ?? "").prefix(Self.maxLineCharacters))
             let stream = line["stderr"] as? Bool == true ? "stderr" : "stdout"
             svg += "<g class=\"mark output \(stream)\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s \(stream): "
-                + "\(Self.escape(text))</title><line x1=\"\(x(at))\" x2=\"\(x(at))\" y1=\"\(lane.output)\" y2=\"\(lane.output + 16)\"/></g>\n"
+                + "\(Self.escape(text))</title><path d=\"M\(x(at)) \(Int(lane.output))v16\"/></g>\n"
         }
         // Each check's moments, shown when the check is picked.
         for check in scenario["checks"] as? [[String: Any]] ?? [] {
@@ -267,9 +271,9 @@ public enum HTMLReport {
         .link-event line{stroke:#6a4fb3;stroke-dasharray:3 3}.link-event text{fill:#6a4fb3}
         .request rect{fill:#5b8def}.request.range rect{fill:#2a9d8f}.request.broken rect{fill:#e76f51}
         .attempt circle{fill:#b3261e}.delivered{fill:none;stroke:#264653;stroke-width:1.5}
-        .output line{stroke:#999}.output.stderr line{stroke:#b3261e}.deadline line{stroke:#b3261e;stroke-width:2}
+        .output path{stroke:#999}.output.stderr path{stroke:#b3261e}.deadline line{stroke:#b3261e;stroke-width:2}
         .check-mark{stroke:#f4a261;stroke-width:2;display:none}.check-mark.shown{display:inline}
-        .mark.highlight rect,.mark.highlight circle{stroke:#000;stroke-width:2}.mark.highlight line{stroke:#f4a261;stroke-width:3}
+        .mark.highlight rect,.mark.highlight circle{stroke:#000;stroke-width:2}.mark.highlight line,.mark.highlight path{stroke:#f4a261;stroke-width:3}
         pre{background:#f6f6f6;padding:.6em;overflow:auto;max-height:20em}.hidden{display:none}
         """
 

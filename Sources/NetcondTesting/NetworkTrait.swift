@@ -12,6 +12,8 @@ public struct NetworkTrait: TestTrait, SuiteTrait, TestScoping {
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
         let network = try await Netcond.start(profile: self.profile, seed: self.seed)
+        // The seed decides every loss and jitter draw: printed, so a failure can be repeated.
+        print("netcond: \(test.name) under \(network.profileName), seed \(network.seed) (NETCOND_SEED=\(network.seed) repeats it)")
         do {
             try await Netcond.$current.withValue(network) { try await function() }
         } catch {

@@ -8,6 +8,7 @@ extension XCTestCase {
         _ profile: NetworkProfile, seed: UInt64? = nil, _ body: (ConditionedNetwork) async throws -> T
     ) async throws -> T {
         let network = try await Netcond.start(profile: profile, seed: seed)
+        print("netcond: \(self.name) under \(network.profileName), seed \(network.seed) (NETCOND_SEED=\(network.seed) repeats it)")
         do {
             let result = try await Netcond.$current.withValue(network) { try await body(network) }
             await network.stop()

@@ -1,0 +1,98 @@
+"""Bench item 10: the HTML report of a 100-scenario suite, its size and how long the headless browser
+takes to open it (targets: under 5 MB, under 2 s).
+
+The suite is one real run of the shipped resume-after-dropout scenario (wget as the client, its
+JSON report), made as heavy as a scenario's evidence gets (2,000 output lines of 200 characters, a
+minute of delivered-bytes samples, 50 requests) and repeated under 100 names with every third one
+marked failed. `netcond
+report` draws it; Debian's chromium (headless, through selenium) opens it three times; the time is
+the page's own navigation timing (navigationStart to loadEventEnd)."""
+import copy
+import json
+import os
+import shutil
+import statistics
+import subprocess
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SCENARIO = os.path.join(ROOT, "Scenarios", "resume-after-dropout.yaml")
+SCENARIOS = 100
+LOADS = 3
+MAX_BYTES = 5_000_000
+MAX_SECONDS = 2.0
+
+
+def browser():
+    """A headless chromium through selenium, or the reason there is none."""
+    try:
+        from selenium import webdriver
+    except ImportError:
+        return None, "selenium is not installed (pip install selenium)"
+    chromium, driver = shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
+    if not chromium or not driver:
+        return None, "chromium and chromedriver are not installed (apt-get install chromium chromium-driver)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(argument)
+    return webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver)), None
+
+
+def item_html_report(h, t):
+    name = "10. HTML report"
+    one = os.path.join(h.tmp, "html-one.json")
+    r = subprocess.run([h.binary, "run", SCENARIO, "--seed", "3", "--quiet", "--json", one, "--", "sh", "-c",
+                        'wget -q -O "$NETCOND_OUTPUT" "$NETCOND_URL"'], capture_output=True, text=True, timeout=120)
+    if r.returncode not in (0, 1) or not os.path.exists(one):
+        raise RuntimeError(f"the scenario run failed: {r.stderr[-300:]}")
+    with open(one) as f:
+        report = json.load(f)
+    model = report["scenarios"][0]
+    # The heaviest a scenario's evidence gets: 2,000 output lines (the most the JSON keeps) of 200
+    # characters, a minute of delivered-bytes samples, 50 requests.
+    model["output"] = [{"at": i * 0.03, "stderr": i % 7 == 0, "text": f"line {i} " + "x" * 190} for i in range(2000)]
+    model["delivered"] = [[i / 10, i * 1000] for i in range(600)]
+    model["requests"] = [dict(model["requests"][0], at=i * 1.2, ended=i * 1.2 + 0.5) for i in range(50)]
+    scenarios = []
+    for i in range(SCENARIOS):
+        scenario = copy.deepcopy(model)
+        scenario["name"] = f"{model['name']}-{i:03d}"
+        if i % 3 == 0:
+            scenario["verdict"] = "failed"
+            scenario["checks"][-1]["passed"] = False
+        scenarios.append(scenario)
+    report["scenarios"] = scenarios
+    report["passed"] = False
+    suite = os.path.join(h.tmp, "html-suite.json")
+    with open(suite, "w") as f:
+        json.dump(report, f)
+    page = os.path.join(h.tmp, "html-suite.html")
+    r = subprocess.run([h.binary, "report", suite, "--html", page], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"netcond report failed: {r.stderr[-300:]}")
+    size = os.path.getsize(page)
+    per = (size / SCENARIOS) / 1000
+    t.add(f"{name}: size of a {SCENARIOS}-scenario report", f"{size / 1e6:.2f} MB ({per:.1f} KB a scenario: "
+          f"{len(model.get('requests', []))} requests, {len(model.get('output', []))} output lines, "
+          f"{len(model.get('delivered', []))} delivered-bytes samples each)",
+          "< 5 MB", "PASS" if size < MAX_BYTES else "FAIL")
+    chrome, why = browser()
+    if chrome is None:
+        t.add(f"{name}: opens in the headless browser", f"skipped: {why}", "< 2 s", "SKIP")
+        return
+    try:
+        times = []
+        for _ in range(LOADS):
+            chrome.get("file://" + page)
+            timing = chrome.execute_script(
+                "var t = performance.timing; return [t.navigationStart, t.loadEventEnd, "
+                "document.querySelectorAll('svg.timeline').length];")
+            if timing[2] != SCENARIOS:
+                raise RuntimeError(f"the page drew {timing[2]} timelines, not {SCENARIOS}")
+            times.append((timing[1] - timing[0]) / 1000)
+    finally:
+        chrome.quit()
+    t.add(f"{name}: opens in the headless browser (navigationStart to loadEventEnd)",
+          f"{max(times):.2f} s at most of {LOADS} loads (median {statistics.median(times):.2f} s)",
+          "< 2 s", "PASS" if max(times) < MAX_SECONDS else "FAIL")
+    t.notes.append("10: " + __doc__.split("\n\n", 1)[1].replace("\n", " "))
