@@ -370,7 +370,10 @@ public final class ProxyServer: Sendable {
                 [driver.timerLateness.percentile(50), driver.timerLateness.percentile(99), driver.timerLateness.maximum]
                     .map { Double($0.nanoseconds) / 1000 }
             } ?? [],
-            engine: "proxy"
+            engine: "proxy",
+            queueDelayMs: s.driver.map { driver in
+                [Direction.up, .down].map { Double(driver.model.queueingDelay($0).nanoseconds) / 1e6 }
+            }
         )
     }
 
@@ -380,7 +383,7 @@ public final class ProxyServer: Sendable {
     func controlAnswerOnLoop(_ route: ControlAPI.Route) -> (status: Int, json: [UInt8]) {
         let rules = self.state.value.rules
         switch route {
-        case .status:
+        case .status, .dashboard:  // the dashboard page is the control server's own
             return (200, self.statusOnLoop().json())
         case .faults:
             return (200, self.faultsOnLoop(added: nil).controlJSON())

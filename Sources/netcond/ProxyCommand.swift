@@ -104,6 +104,7 @@ struct ProxyCommand: AsyncParsableCommand {
             + "for HTTPS point clients at the run's CA: SSL_CERT_FILE=\(session.trust.bundlePath), removed when the proxy stops)")
         if let controlURL = session.controlURL {
             print("netcond: control API on \(controlURL) (netcond ctl status --control \(controlURL))")
+            print("netcond: dashboard on \(controlURL)/ (live graphs and controls, in a browser)")
         }
         print("  export http_proxy=\(session.proxyURL) https_proxy=\(session.proxyURL)")
         fflush(nil)

@@ -127,6 +127,10 @@ struct RunCommand: AsyncParsableCommand {
             throw ExitCode(3)
         }
         if let warning = session.trust.warning, !quiet { printError(warning) }
+        // On a terminal, where a person can open it: the live dashboard.
+        if let controlURL = session.controlURL, !quiet, isatty(2) != 0 {
+            printError("netcond: dashboard on \(controlURL)/ (live graphs and controls)")
+        }
         let environment = session.childEnvironment(base: currentEnvironment())
         let status = try await self.runCommand { () throws(ChildProcessError) in
             try ChildProcess.spawn(self.command, environment: environment)

@@ -191,3 +191,33 @@ def proxy_factory():
     yield start
     for p in started:
         p.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium, headless, driven by selenium (both installed by scripts/test); skipped with
+    the reason when missing."""
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (scripts/test installs it)")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.skip("chromium and chromedriver are not installed (scripts/test installs them: chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(argument)
+    chrome = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver))
+    try:
+        yield chrome
+    finally:
+        chrome.quit()
+
+
+def screenshot(browser, name):
+    """With NETCOND_SCREENSHOTS=FOLDER, saves what the browser shows there as NAME.png: the README's
+    pictures are made this way, from the real pages (NETCOND_SCREENSHOTS=Docs/images scripts/test)."""
+    folder = os.environ.get("NETCOND_SCREENSHOTS")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        browser.save_screenshot(os.path.join(folder, name + ".png"))
+

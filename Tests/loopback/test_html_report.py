@@ -2,37 +2,17 @@
 a passing scenario's reports render, their timelines have the marks the evidence names (asserted
 through the DOM), a check shows its marks when picked, and the client's output cannot run script."""
 import os
-import shutil
-import subprocess
 
 import pytest
 
-from conftest import run
+from conftest import browser, run, screenshot  # noqa: F401  (browser: a fixture)
 
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (scripts/test installs it)")
+pytest.importorskip("selenium", reason="selenium is not installed (scripts/test installs it)")
 from selenium.webdriver.common.by import By  # noqa: E402
 
 SCENARIO = os.path.join(os.path.dirname(__file__), "..", "..", "Scenarios", "resume-after-dropout.yaml")
 # Prints a line that would run script if it were not escaped, then downloads.
 PRINTS = "echo \"<script>document.title='pwned'</script><img src=x onerror=\\\"document.title='pwned'\\\">\"; "
-
-
-@pytest.fixture(scope="module")
-def browser():
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if not chromium or not driver:
-        pytest.skip("chromium and chromedriver are not installed (scripts/test installs them: chromium chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        options.add_argument(argument)
-    service = webdriver.ChromeService(executable_path=driver)
-    chrome = webdriver.Chrome(options=options, service=service)
-    try:
-        yield chrome
-    finally:
-        chrome.quit()
 
 
 def report(tmp_path, name, client):
@@ -64,6 +44,8 @@ def test_a_failing_and_a_passing_report_render_with_their_marks(browser, tmp_pat
     assert not browser.find_elements(By.CSS_SELECTOR, "section img")
     failed = [a for a in browser.find_elements(By.CSS_SELECTOR, "li.check.failed a.check-link")]
     assert [a.text for a in failed] == ["✗ completes", "✗ resumes"]
+    failed[1].click()
+    screenshot(browser, "report-failed")
 
     code, passing = report(tmp_path, "pass", "wget -q -O \"$NETCOND_OUTPUT\" \"$NETCOND_URL\"")
     assert code == 0

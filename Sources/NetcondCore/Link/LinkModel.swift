@@ -326,6 +326,15 @@ public final class LinkModel {
         direction == .up ? self.upLink : self.downLink
     }
 
+    /// How long a byte queued at `now` would wait at the direction's bottleneck before it goes:
+    /// what is being sent, then every byte queued ahead of it, at the link rate (zero without one).
+    public func queueingDelay(_ direction: Direction) -> Span {
+        let link = self.link(direction)
+        guard let bandwidth = link.bandwidth, bandwidth.bitsPerSecond > 0 else { return .zero }
+        let sending = link.busyUntil > self.now ? link.busyUntil - self.now : .zero
+        return sending + Span(nanoseconds: Int64(Double(link.queuedBytes) * 8e9 / Double(bandwidth.bitsPerSecond)))
+    }
+
     // MARK: - Sender
 
     private func trySend(_ flow: Flow, _ side: FlowSide) {

@@ -7,6 +7,7 @@ import NetcondCore
 ///
 /// | method + path        | body                                     | does                                   |
 /// | -------------------- | ---------------------------------------- | -------------------------------------- |
+/// | `GET /`              |                                          | the live dashboard (an HTML page)      |
 /// | `GET /status`        |                                          | state and counters                     |
 /// | `POST /profile`      | `{"name": "3g"}` or `{"yaml": "…"}`       | switch profile (its schedule restarts) |
 /// | `POST /outage`       | `{"behaviour": "blackhole"}`             | start an outage (blackhole/refuse/reset) |
@@ -30,6 +31,8 @@ public enum ControlAPI {
     static let tooLarge = Rejection(status: 413, message: "the body is over 1 MB")
 
     public enum Route: Equatable, Sendable {
+        /// `GET /`: the live dashboard (a page, served by the control server itself).
+        case dashboard
         case status
         case faults
         case events
@@ -41,7 +44,7 @@ public enum ControlAPI {
         public var message: String
     }
 
-    static let paths = ["/status", "/profile", "/outage", "/stall", "/faults", "/events", "/captive", "/cut"]
+    static let paths = ["/", "/status", "/profile", "/outage", "/stall", "/faults", "/events", "/captive", "/cut"]
 
     /// What a request asks for. `target` may be origin-form (`/status`) or absolute-form
     /// (`http://127.0.0.1:8081/status`).
@@ -52,6 +55,8 @@ public enum ControlAPI {
         }
         guard body.count <= Self.maxBodyBytes else { return .failure(Self.tooLarge) }
         switch path {
+        case "/", "/dashboard":
+            return method == "GET" ? .success(.dashboard) : wrongMethod("GET")
         case "/status":
             return method == "GET" ? .success(.status) : wrongMethod("GET")
         case "/profile":
@@ -285,14 +290,19 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     public var timerLateUs: [Double]
     /// `proxy` or `packet`: what carries the run's traffic (nil from a netcond that did not say).
     public var engine: String?
+    /// How long a byte queued now waits at the bottleneck before it goes, up and down, in
+    /// milliseconds (nil where the engine does not say).
+    public var queueDelayMs: [Double]?
 
     public init(
         profile: String, phase: String, outage: String?, stalled: [String], seed: UInt64, elapsedSeconds: Double,
         connectionsTotal: Int, connectionsOpen: Int, bytesUp: Int64, bytesDown: Int64, bytesDelivered: Int64,
         segmentsSent: Int, segmentsLost: Int, queueDrops: Int, outageDrops: Int, retransmissions: Int, resets: Int,
         closes: Int, refusedConnections: Int, upstreamFailures: Int, faults: Int, faultsApplied: Int,
-        captivePortal: String?, timerWakeups: Int, timerLateUs: [Double], engine: String = "proxy"
+        captivePortal: String?, timerWakeups: Int, timerLateUs: [Double], engine: String = "proxy",
+        queueDelayMs: [Double]? = nil
     ) {
+        self.queueDelayMs = queueDelayMs
         self.profile = profile
         self.phase = phase
         self.outage = outage
@@ -343,6 +353,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         case captivePortal = "captive_portal"
         case timerWakeups = "timer_wakeups"
         case timerLateUs = "timer_late_us_p50_p99_max"
+        case queueDelayMs = "queue_delay_ms_up_down"
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -373,6 +384,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         try container.encode(self.captivePortal, forKey: .captivePortal)
         try container.encode(self.timerWakeups, forKey: .timerWakeups)
         try container.encode(self.timerLateUs, forKey: .timerLateUs)
+        try container.encodeIfPresent(self.queueDelayMs, forKey: .queueDelayMs)
     }
 
     public func json() -> [UInt8] { self.controlJSON() }

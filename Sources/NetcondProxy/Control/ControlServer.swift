@@ -57,6 +57,8 @@ public final class ControlServer: Sendable {
             switch route {
             case .failure(let rejection):
                 return JSONHTTPResponse(status: rejection.status, json: ControlError(error: rejection.message).controlJSON())
+            case .success(.dashboard):
+                return Dashboard.response
             case .success(let route):
                 let answer = await target.controlAnswer(route)
                 return JSONHTTPResponse(status: answer.status, json: answer.json)

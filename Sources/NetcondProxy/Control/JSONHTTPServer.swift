@@ -16,10 +16,25 @@ struct JSONHTTPRequest: Sendable {
     var path: String { ControlAPI.path(of: self.target) }
 }
 
-/// An answer: a status and a JSON body (empty: none, as for 204).
+/// An answer: a status and a JSON body (empty: none, as for 204), or another type of body (the
+/// control API's dashboard page) with headers of its own.
 struct JSONHTTPResponse: Sendable {
     var status: Int
     var json: [UInt8]
+    var contentType = "application/json"
+    var headers: [(String, String)] = []
+
+    init(status: Int, json: [UInt8]) {
+        self.status = status
+        self.json = json
+    }
+
+    init(status: Int, body: [UInt8], contentType: String, headers: [(String, String)]) {
+        self.status = status
+        self.json = body
+        self.contentType = contentType
+        self.headers = headers
+    }
 }
 
 /// HTTP/1.1 plumbing for a JSON API on a loop of its own: reads each request whole (bodies up to
@@ -112,8 +127,8 @@ private final class JSONHTTPHandler: ChannelInboundHandler {
                     let response = (try? result.get())
                         ?? JSONHTTPResponse(status: 500, json: ControlError(error: "netcond has stopped").controlJSON())
                     CannedResponse(
-                        status: response.status, headers: [("Cache-Control", "no-store")], body: response.json,
-                        contentType: response.json.isEmpty ? nil : "application/json"
+                        status: response.status, headers: [("Cache-Control", "no-store")] + response.headers, body: response.json,
+                        contentType: response.json.isEmpty ? nil : response.contentType
                     ).write(to: context, keepAlive: keepAlive)
                 }
         }

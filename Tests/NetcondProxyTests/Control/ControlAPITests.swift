@@ -180,3 +180,19 @@ import Testing
         #expect(String(decoding: calm.json(), as: UTF8.self).contains(#""outage":null"#))
     }
 }
+
+@Suite struct DashboardRouteTests {
+    @Test func theRootIsTheDashboardAndOnlyForGET() {
+        #expect(ControlAPI.route(method: "GET", target: "/", body: []) == .success(.dashboard))
+        #expect(ControlAPI.route(method: "GET", target: "http://127.0.0.1:8081/", body: []) == .success(.dashboard))
+        guard case .failure(let rejection) = ControlAPI.route(method: "POST", target: "/", body: []) else {
+            Issue.record("POST / was accepted")
+            return
+        }
+        #expect(rejection.status == 405)
+        // The page may not be framed, and names no resource beyond the API itself.
+        #expect(Dashboard.headers.contains { $0.0 == "X-Frame-Options" && $0.1 == "DENY" })
+        #expect(Dashboard.page.contains("\"edge\"") && !Dashboard.page.contains("PROFILES"))
+        #expect(!Dashboard.page.contains("http://") && !Dashboard.page.contains("https://"))
+    }
+}
