@@ -232,22 +232,8 @@ public enum HTMLReport {
 
     // MARK: - Text
 
-    /// Text safe in an element or an attribute.
-    public static func escape(_ text: String) -> String {
-        var out = ""
-        out.reserveCapacity(text.count)
-        for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(character)
-            }
-        }
-        return out
-    }
+    /// Text safe in an element or an attribute (``Markup``).
+    public static func escape(_ text: String) -> String { Markup.escaped(text) }
 
     static func double(_ value: Any?) -> Double? {
         (value as? NSNumber)?.doubleValue

@@ -185,24 +185,7 @@ public enum ScenarioSuite {
     }
 
     /// Escapes text for XML content and attributes; drops characters XML 1.0 cannot carry.
-    static func escape(_ text: String) -> String {
-        var out = ""
-        out.reserveCapacity(text.utf8.count)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&apos;"
-            case "\n", "\t", "\r": out.unicodeScalars.append(scalar)
-            default:
-                if scalar.value < 0x20 || (0xFFFE...0xFFFF).contains(scalar.value) { continue }
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
+    static func escape(_ text: String) -> String { Markup.escaped(text) }
 
     private static func time(_ seconds: Double) -> String { String(format: "%.3f", seconds) }
 

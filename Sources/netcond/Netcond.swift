@@ -151,3 +151,18 @@ func htmlReport(_ json: String) -> String {
         preconditionFailure("a report this netcond wrote does not draw: \(error)")
     }
 }
+
+/// Writes each report asked for (a path, and its text made only then); exit 3 naming the file
+/// that cannot be written.
+func writeReports(_ reports: [(path: String?, text: () -> String)]) throws {
+    for (path, text) in reports {
+        guard let path else { continue }
+        do {
+            try text().write(toFile: path, atomically: true, encoding: .utf8)
+        } catch {
+            printError("netcond: cannot write the report \(path): \(error.localizedDescription)")
+            throw ExitCode(3)
+        }
+    }
+}
+

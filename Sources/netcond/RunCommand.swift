@@ -292,15 +292,7 @@ extension RunCommand {
         printError(ScenarioReport.verdictLine(outcome, scenarioArgument: path))
         if self.json != nil || self.html != nil {
             let json = ScenarioSuite.json([.ran(outcome)], seconds: outcome.evidence.duration)
-            for (report, text) in [(self.json, { json }), (self.html, { htmlReport(json) })] {
-                guard let report else { continue }
-                do {
-                    try text().write(toFile: report, atomically: true, encoding: .utf8)
-                } catch {
-                    printError("netcond: cannot write the report \(report): \(error.localizedDescription)")
-                    throw ExitCode(3)
-                }
-            }
+            try writeReports([(self.json, { json }), (self.html, { htmlReport(json) })])
         }
         throw ExitCode(outcome.passed ? 0 : 1)
     }

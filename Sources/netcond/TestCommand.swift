@@ -311,18 +311,10 @@ struct TestCommand: AsyncParsableCommand {
     private func writeReports(_ results: [ScenarioSuite.Result], seconds: Double) throws {
         let shard = self.parsedShard
         let json = ScenarioSuite.json(results, seconds: seconds, shard: shard)
-        for (path, text) in [
+        try netcond.writeReports([
             (self.junit, { ScenarioSuite.junit(results, seconds: seconds, shard: shard) }),
             (self.json, { json }),
             (self.html, { htmlReport(json) }),
-        ] {
-            guard let path else { continue }
-            do {
-                try text().write(toFile: path, atomically: true, encoding: .utf8)
-            } catch {
-                printError("netcond: cannot write the report \(path): \(error.localizedDescription)")
-                throw ExitCode(3)
-            }
-        }
+        ])
     }
 }

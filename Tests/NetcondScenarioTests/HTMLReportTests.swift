@@ -51,14 +51,14 @@ import Testing
         #expect(html.components(separatedBy: #"class="check-mark" data-check="resumes""#).count - 1 == 2 * 3)
         // The suite: one row per scenario, the failed one says why; the command that repeats it.
         #expect(html.contains(#"<tr class="row" data-verdict="failed">"#) && html.contains(#"<tr class="row" data-verdict="passed">"#))
-        #expect(html.contains("netcond run Scenarios/a.yaml --seed 42 -- curl -o &#39;out file&#39;"))
+        #expect(html.contains("netcond run Scenarios/a.yaml --seed 42 -- curl -o &apos;out file&apos;"))
         #expect(!html.contains("http://") && !html.contains("https://"), "no external resource")
     }
 
     @Test func whatTheClientPrintsIsEscaped() throws {
         let html = try self.page([.ran(self.outcome("a", passed: false, line: "<script>alert('x')</script>"))])
         #expect(!html.contains("<script>alert"))
-        #expect(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"))
+        #expect(html.contains("&lt;script&gt;alert(&apos;x&apos;)&lt;/script&gt;"))
         #expect(html.contains("asked for &lt;all&gt; &amp; &quot;more&quot;"))
         // The page's own script is the only one.
         #expect(html.components(separatedBy: "<script>").count == 2)
