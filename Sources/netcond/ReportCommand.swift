@@ -59,7 +59,7 @@ struct ReportCommand: ParsableCommand {
                 refused (exit 2), naming the file.
 
                 Example:
-                  netcond report merge part-*.json --json report.json
+                  netcond report merge part-*.json --json report.json --html report.html
                 """
         )
 
@@ -68,6 +68,9 @@ struct ReportCommand: ParsableCommand {
 
         @Option(name: .long, help: "Write the merged report here (default: standard output).")
         var json: String?
+
+        @Option(name: .long, help: "Also draw the merged report as HTML here (one page for the whole run).")
+        var html: String?
 
         func run() throws {
             var reports: [(path: String, data: Data)] = []
@@ -85,16 +88,8 @@ struct ReportCommand: ParsableCommand {
                 printError("netcond: \(TerminalText.escaped(error.description))")
                 throw ExitCode(2)
             }
-            guard let path = self.json else {
-                print(merged, terminator: "")
-                return
-            }
-            do {
-                try merged.write(toFile: path, atomically: true, encoding: .utf8)
-            } catch {
-                printError("netcond: cannot write \(path): \(error.localizedDescription)")
-                throw ExitCode(3)
-            }
+            if self.json == nil { print(merged, terminator: "") }
+            try writeReports([(self.json, { merged }), (self.html, { htmlReport(merged) })])
         }
     }
 }

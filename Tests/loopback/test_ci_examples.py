@@ -85,6 +85,8 @@ def test_each_examples_commands_split_the_scenarios_and_merge_them(tmp_path, nam
     r = subprocess.run(["bash", "-c", merge_line], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     merged = json.loads((tmp_path / "report.json").read_text())
+    page = (tmp_path / "report.html").read_text()
+    assert page.count('<section class="scenario"') == len(merged["scenarios"])
     names = [s["name"] for s in merged["scenarios"]]
     shipped = [f for f in os.listdir(SCENARIOS) if f.endswith(".yaml")]
     assert len(names) == len(set(names)) == len(shipped)
