@@ -456,14 +456,8 @@ public final class PacketEngine: @unchecked Sendable {
             // A copy or a changed byte needs the whole packet (the queue hands it over whole then).
             if corruptByte != nil || duplicate != nil, packet.payload_length == packet.length, let payload = packet.payload {
                 held.bytes = held.bytes ?? Array(UnsafeBufferPointer(start: payload, count: Int(packet.payload_length)))
-                if let corruptByte {
-                    held.corruptByte = corruptByte
-                    self.working.directions[direction].corrupted += 1
-                }
-                if duplicate != nil {
-                    held.duplicate = true
-                    self.working.directions[direction].duplicated += 1
-                }
+                held.corruptByte = corruptByte  // counted when it is let go corrupted (``accept``)
+                if duplicate != nil { held.duplicate = true }  // counted when the copy is made (``accept``)
             }
             if self.stalled[direction] {
                 self.stallBacklog[direction].bytes += Int(packet.wire_length)
@@ -555,6 +549,9 @@ public final class PacketEngine: @unchecked Sendable {
         if let offset = packet.corruptByte, var bytes = packet.bytes {
             Self.corrupt(&bytes, offset: offset)
             payload = bytes
+            // Counted here, not when decided: a packet still held when the run ends never reaches
+            // its receiver corrupted, and the summary says what receivers' checksums discarded.
+            self.working.directions[packet.queue == self.upQueue ? 0 : 1].corrupted += 1
         }
         self.queue.verdict(queue: packet.queue, id: packet.id, accept: true, mark: packet.mark, payload: payload)
         // A corrupted packet is discarded by its receiver: the flow table does not count it.
@@ -562,7 +559,10 @@ public final class PacketEngine: @unchecked Sendable {
         if let capture = self.capture, let bytes = payload ?? packet.bytes {
             capture.write(bytes, length: packet.length, delivered: true, atMonotonic: ncq_now())
         }
-        if packet.duplicate, let bytes = packet.bytes { self.copies.append(bytes) }
+        if packet.duplicate, let bytes = packet.bytes {
+            self.copies.append(bytes)
+            self.working.directions[packet.queue == self.upQueue ? 0 : 1].duplicated += 1
+        }
     }
 
     /// Changes one bit of a whole packet past its IP header, after making its transport checksum
