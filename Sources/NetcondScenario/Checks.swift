@@ -130,6 +130,21 @@ public struct RunEvidence: Sendable {
     }
 
     /// What the captive portal did, from the proxy's event log.
+    /// What the link recorded of itself: its state changes (phases, stalls, outages, cuts), the
+    /// faults it applied and the portal's doings, for the report's timeline.
+    public struct LinkEvent: Sendable, Equatable {
+        public var at: Double
+        /// `link`, `fault` or `captive`.
+        public var kind: String
+        public var detail: String
+
+        public init(at: Double, kind: String, detail: String) {
+            self.at = at
+            self.kind = kind
+            self.detail = detail
+        }
+    }
+
     public struct PortalEvent: Sendable, Equatable {
         /// Seconds since the client started.
         public var at: Double
@@ -169,6 +184,7 @@ public struct RunEvidence: Sendable {
     /// The last lines it wrote to stderr.
     public var stderrTail: String
     public var portal: [PortalEvent]
+    public var linkEvents: [LinkEvent] = []
 
     public init(
         exit: ExitStatus?, timedOut: Bool, deadline: Span, duration: Double, requests: [Request],

@@ -22,6 +22,10 @@ struct EvidenceAssembler {
         evidence.failedConnects = self.failedConnects(events)
         evidence.heldConnects = self.heldConnects(events)
         evidence.portal = self.portal(events)
+        evidence.linkEvents = events.compactMap { event in
+            guard event.kind == .link || event.kind == .fault || event.kind == .captive else { return nil }
+            return RunEvidence.LinkEvent(at: self.seconds(logged: event.at), kind: event.kind.rawValue, detail: event.detail)
+        }
     }
 
     private func seconds(uptime nanoseconds: Int64) -> Double {

@@ -2,7 +2,8 @@ import Foundation
 
 /// `--html FILE` and `netcond report FILE.json --html OUT`: one self-contained HTML file drawn from
 /// a JSON report (format 2): the suite at a glance (sortable, filterable by verdict), and for each
-/// scenario a timeline on one time axis — what the timeline did to the link, every request as a bar
+/// scenario a timeline on one time axis — what the timeline did, what the link recorded of itself
+/// (its phases, stalls, outages and cuts, faults applied, the portal), every request as a bar
 /// from its start to the end of its response, every connection attempt that never reached a server,
 /// the bytes delivered to the client over time, the client's output lines — with its checks, each
 /// linked to the moments its verdict rests on, and the command that repeats the run. Inline SVG,
@@ -141,13 +142,13 @@ public enum HTMLReport {
         for event in applied { end = max(end, Self.double(event["at"]) ?? 0) }
         end = max(end, 0.1) * 1.02
         let width = 1000.0, left = 90.0, right = 10.0
-        let lane = (link: 10.0, requests: 40.0, attempts: 110.0, bytes: 140.0, output: 210.0, axis: 240.0)
-        let height = 262.0
+        let lane = (timeline: 10.0, link: 40.0, requests: 70.0, attempts: 140.0, bytes: 170.0, output: 240.0, axis: 270.0)
+        let height = 292.0
         func x(_ at: Double) -> String { String(format: "%.1f", left + (width - left - right) * min(max(at, 0), end) / end) }
 
         var svg = "<svg class=\"timeline\" id=\"timeline-\(index)\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" "
             + "width=\"100%\" role=\"img\" aria-label=\"timeline\">\n"
-        for (label, y) in [("link", lane.link), ("requests", lane.requests), ("no server", lane.attempts),
+        for (label, y) in [("timeline", lane.timeline), ("link", lane.link), ("requests", lane.requests), ("no server", lane.attempts),
                            ("bytes", lane.bytes), ("output", lane.output)] {
             svg += "<text class=\"lane\" x=\"4\" y=\"\(Int(y + 14))\">\(label)</text>"
         }
@@ -155,7 +156,7 @@ public enum HTMLReport {
         let step = Self.tickStep(end)
         var tick = 0.0
         while tick <= end {
-            svg += "<line class=\"tick\" x1=\"\(x(tick))\" x2=\"\(x(tick))\" y1=\"\(lane.link)\" y2=\"\(lane.axis)\"/>"
+            svg += "<line class=\"tick\" x1=\"\(x(tick))\" x2=\"\(x(tick))\" y1=\"\(lane.timeline)\" y2=\"\(lane.axis)\"/>"
             svg += "<text class=\"axis\" x=\"\(x(tick))\" y=\"\(Int(lane.axis + 14))\">\(Self.number(tick))s</text>"
             tick += step
         }
@@ -164,8 +165,18 @@ public enum HTMLReport {
             let at = Self.double(event["at"]) ?? 0
             let what = event["what"] as? String ?? ""
             svg += "<g class=\"mark link-event\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s \(Self.escape(what))</title>"
-            svg += "<line x1=\"\(x(at))\" x2=\"\(x(at))\" y1=\"\(lane.link)\" y2=\"\(lane.output + 20)\"/>"
-            svg += "<text x=\"\(x(at))\" y=\"\(Int(lane.link + 24))\">\(Self.escape(String(what.prefix(40))))</text></g>\n"
+            svg += "<line x1=\"\(x(at))\" x2=\"\(x(at))\" y1=\"\(lane.timeline)\" y2=\"\(lane.output + 20)\"/>"
+            svg += "<text x=\"\(x(at))\" y=\"\(Int(lane.timeline + 24))\">\(Self.escape(String(what.prefix(40))))</text></g>\n"
+        }
+        // What the link recorded of itself: its phases, stalls, outages and cuts, faults applied, the portal.
+        for event in (scenario["events"] as? [[String: Any]] ?? []).prefix(Self.maxLinesDrawn * 2) {
+            let at = Self.double(event["at"]) ?? 0
+            let kind = event["kind"] as? String ?? "link"
+            let detail = event["detail"] as? String ?? ""
+            let row = kind == "link" ? 0.0 : kind == "fault" ? 9.0 : 18.0
+            svg += "<g class=\"mark link-state \(Self.escape(kind))\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s "
+                + "\(Self.escape(String(detail.prefix(160))))</title><rect x=\"\(x(at))\" y=\"\(Int(lane.link + row))\" width=\"3\" "
+                + "height=\"8\"/></g>\n"
         }
         for (number, request) in requests.enumerated() {
             let at = Self.double(request["at"]) ?? 0
@@ -214,12 +225,12 @@ public enum HTMLReport {
             for mark in check["marks"] as? [Any] ?? [] {
                 guard let at = Self.double(mark) else { continue }
                 svg += "<line class=\"check-mark\" data-check=\"\(name)\" data-at=\"\(Self.number(at))\" x1=\"\(x(at))\" "
-                    + "x2=\"\(x(at))\" y1=\"\(lane.link)\" y2=\"\(lane.axis)\"/>"
+                    + "x2=\"\(x(at))\" y1=\"\(lane.timeline)\" y2=\"\(lane.axis)\"/>"
             }
         }
         if let deadline = Self.double(scenario["deadline"]), deadline <= end {
             svg += "<g class=\"mark deadline\" data-at=\"\(Self.number(deadline))\"><title>the client's deadline, "
-                + "+\(Self.number(deadline))s</title><line x1=\"\(x(deadline))\" x2=\"\(x(deadline))\" y1=\"\(lane.link)\" "
+                + "+\(Self.number(deadline))s</title><line x1=\"\(x(deadline))\" x2=\"\(x(deadline))\" y1=\"\(lane.timeline)\" "
                 + "y2=\"\(lane.axis)\"/></g>"
         }
         return svg + "</svg>\n"
@@ -255,6 +266,7 @@ public enum HTMLReport {
         svg.timeline{border:1px solid #ddd;background:#fcfcfc;max-width:1100px}text{font-size:11px;fill:#444}
         .lane{font-weight:600}.axis{text-anchor:middle;fill:#777}.tick{stroke:#eee}
         .link-event line{stroke:#6a4fb3;stroke-dasharray:3 3}.link-event text{fill:#6a4fb3}
+        .link-state rect{fill:#6a4fb3}.link-state.fault rect{fill:#e9c46a}.link-state.captive rect{fill:#8a5300}
         .request rect{fill:#5b8def}.request.range rect{fill:#2a9d8f}.request.broken rect{fill:#e76f51}
         .attempt circle{fill:#b3261e}.delivered{fill:none;stroke:#264653;stroke-width:1.5}
         .output path{stroke:#999}.output.stderr path{stroke:#b3261e}.deadline line{stroke:#b3261e;stroke-width:2}

@@ -252,6 +252,14 @@ public enum ScenarioSuite {
             var output: [Line]?
             /// Connection attempts that never reached a server.
             var attempts: [Attempt]?
+            /// What the link recorded of itself (state changes, faults applied, the portal), at most 2,000.
+            var events: [Event]?
+
+            struct Event: Encodable {
+                var at: Double
+                var kind: String
+                var detail: String
+            }
 
             struct Line: Encodable {
                 var at: Double
@@ -335,6 +343,9 @@ public enum ScenarioSuite {
                     self.delivered = outcome.delivered.map { [$0.at, Double($0.bytes)] }
                     self.output = outcome.evidence.lines.suffix(2_000).map {
                         Line(at: ($0.at * 1000).rounded() / 1000, stderr: $0.stderr, text: String($0.text.prefix(500)))
+                    }
+                    self.events = outcome.evidence.linkEvents.prefix(2_000).map {
+                        Event(at: ($0.at * 1000).rounded() / 1000, kind: $0.kind, detail: $0.detail)
                     }
                     self.attempts = outcome.evidence.failedConnects.map {
                         Attempt(at: ($0.at * 1000).rounded() / 1000, host: $0.host, port: $0.port, outcome: $0.outcome.rawValue)

@@ -21,6 +21,10 @@ import Testing
             requests: [cut, resumed], workingDirectory: "/nonexistent", origin: OriginContent())
         evidence.failedConnects = [RunEvidence.FailedConnect(at: 1.0, host: "origin.netcond.test", port: 80, outcome: .refused)]
         evidence.lines = [RunEvidence.OutputLine(at: 1.95, stderr: false, text: line)]
+        evidence.linkEvents = [
+            RunEvidence.LinkEvent(at: 0.25, kind: "link", detail: "link: tunnel, outage (blackhole)"),
+            RunEvidence.LinkEvent(at: 1.2, kind: "fault", detail: "fault 503 on GET /files/big.bin"),
+        ]
         var resumes = CheckResult(name: "resumes", passed: passed, evidence: passed ? "cut at 300 → Range" : "asked for <all> & \"more\"")
         resumes.marks = [0.2, 0.4, 1.5]
         var outcome = ScenarioOutcome(
@@ -45,6 +49,9 @@ import Testing
         #expect(html.contains(#"<g class="mark attempt" data-at="1">"#))
         #expect(html.contains(#"<g class="mark link-event" data-at="0.3">"#))
         #expect(html.contains(#"<g class="mark output stdout" data-at="1.95">"#))
+        // What the link recorded of itself: a phase with its outage, a fault applied.
+        #expect(html.contains(#"<g class="mark link-state link" data-at="0.25"><title>+0.25s link: tunnel, outage (blackhole)</title>"#))
+        #expect(html.contains(#"<g class="mark link-state fault" data-at="1.2">"#))
         #expect(html.contains(#"<polyline class="delivered""#))
         // The check links to its moments, which are drawn for it.
         #expect(html.contains(#"data-marks="0.2 0.4 1.5""#))

@@ -637,7 +637,9 @@ def test_codel_keeps_the_queueing_delay_low_under_a_bulk_download(tmp):
         result = packet_run(profile, ["sh", "-c", script], timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     times = sorted(float(x) for x in re.findall(r"time=([\d.]+) ms", result.stdout))
-    assert len(times) == 10, result.stdout
+    # CoDel drops at the head of the one queue whatever waits there, a ping too (it is not
+    # fq_codel): most of them come back.
+    assert len(times) >= 7, result.stdout
     # Base RTT 20 ms; a standing queue of 1000 packets would add 3 s.
     assert 20 <= times[len(times) // 2] < 250, times
     assert "by CoDel" in result.stderr, result.stderr

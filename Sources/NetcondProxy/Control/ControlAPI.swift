@@ -44,7 +44,7 @@ public enum ControlAPI {
         public var message: String
     }
 
-    static let paths = ["/", "/status", "/profile", "/outage", "/stall", "/faults", "/events", "/captive", "/cut"]
+    static let paths = ["/status", "/profile", "/outage", "/stall", "/faults", "/events", "/captive", "/cut", "/ (the dashboard)"]
 
     /// What a request asks for. `target` may be origin-form (`/status`) or absolute-form
     /// (`http://127.0.0.1:8081/status`).
