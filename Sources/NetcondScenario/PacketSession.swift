@@ -32,11 +32,15 @@ public final class PacketSession: Sendable {
     private let originGroup: MultiThreadedEventLoopGroup
     /// The control API (`netcond ctl`), and its URL for the command (`NETCOND_CONTROL`).
     private let control = NIOLockedValueBox<(server: ControlServer, url: String)?>(nil)
+    /// The link's state changes, with their time since the engine started (the report's link lane).
+    let stateChanges: NIOLockedValueBox<[(state: LinkState, at: Span)]>
 
     private init(
         profile: Profile, seed: UInt64, engine: PacketEngine, origin: OriginServer, originAddress: SocketAddress,
-        trust: OriginTrust, hostsFile: String, portal: PacketPortal, originGroup: MultiThreadedEventLoopGroup
+        trust: OriginTrust, hostsFile: String, portal: PacketPortal, originGroup: MultiThreadedEventLoopGroup,
+        stateChanges: NIOLockedValueBox<[(state: LinkState, at: Span)]>
     ) {
+        self.stateChanges = stateChanges
         self.portal = portal
         self.profile = profile
         self.seed = seed
@@ -75,6 +79,11 @@ public final class PacketSession: Sendable {
     ) async throws(Failure) -> PacketSession {
         TemporaryFiles.removeStale()
         let engine: PacketEngine
+        let stateChanges = NIOLockedValueBox<[(state: LinkState, at: Span)]>([])
+        let observe: @Sendable (LinkState, Span) -> Void = { state, at in
+            stateChanges.withLockedValue { if $0.count < 10_000 { $0.append((state, at)) } }
+            onStateChange?(state, at)
+        }
         do {
             // Privilege first: nothing (not even a capture file) is made without it.
             try PacketPrivilege.check()
@@ -83,7 +92,7 @@ public final class PacketSession: Sendable {
                 packetCapture = try PacketCapture(deliveredPath: capture.delivered, droppedPath: capture.dropped)
             }
             engine = try PacketEngine.start(
-                profile: profile, seed: seed, capture: packetCapture, precise: precise, onStateChange: onStateChange)
+                profile: profile, seed: seed, capture: packetCapture, precise: precise, onStateChange: observe)
         } catch {
             throw .engine(error)
         }
@@ -129,7 +138,7 @@ public final class PacketSession: Sendable {
             chmod(file, 0o644)
             let session = PacketSession(
                 profile: profile, seed: seed, engine: engine, origin: origin, originAddress: address,
-                trust: originTrust, hostsFile: file, portal: started, originGroup: originGroup)
+                trust: originTrust, hostsFile: file, portal: started, originGroup: originGroup, stateChanges: stateChanges)
             if let control {
                 do {
                     try await session.startControl(host: control.host, port: control.port)

@@ -118,6 +118,11 @@ extension PacketSession: RunSession {
             + assembled.failedLookups(await self.engine.lookupFailures())).sorted { $0.at < $1.at }
         evidence.heldConnects = []
         evidence.portal = self.portal.events(clientStart: clientStart)
+        let engineStart = self.engine.clockOrigin
+        evidence.linkEvents = self.stateChanges.withLockedValue { $0 }.map { change in
+            RunEvidence.LinkEvent(
+                at: Double(engineStart + change.at.nanoseconds - clientStart) / 1e9, kind: "link", detail: "link: \(change.state)")
+        }
     }
 
     func summaryText() async -> String {

@@ -40,12 +40,18 @@ def test_a_refused_connection_is_not_retried_by_curl_retry_as_on_a_network(tmp_p
     no_caveats(plain)
     assert "--engine packet" in plain.stderr  # the repeat line repeats the engine
     capture = tmp_path / "run.pcap"
+    report = tmp_path / "run.json"
     good = packet("backoff-connection-refused",
                   'curl -sS --retry 5 --retry-connrefused -o "$NETCOND_OUTPUT" "$NETCOND_URL"',
-                  extra=["--pcap", str(capture)])
+                  extra=["--pcap", str(capture), "--json", str(report)])
     assert good.returncode == 0, good.stdout + good.stderr
     assert line(good, "backs-off").startswith("✓") and "refused ×3]" in line(good, "backs-off")
     no_caveats(good)
+    # The report's link lane has the packet engine's own state changes: the outage and its end.
+    events = json.loads(report.read_text())["scenarios"][0]["events"]
+    assert [e["kind"] for e in events] == ["link"] * len(events) and len(events) >= 2, events
+    assert any("outage (refuse)" in e["detail"] for e in events), events
+    assert any("outage" not in e["detail"] for e in events if e["at"] > 5), events
     # The capture of a scenario run shows the three refusals (SYN, then RST|ACK) and the download.
     if shutil.which("tcpdump"):
         lines = subprocess.run(["tcpdump", "-nn", "-r", str(capture)], capture_output=True, text=True).stdout.splitlines()
