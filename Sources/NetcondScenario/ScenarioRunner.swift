@@ -111,28 +111,9 @@ public enum ScenarioRunner {
         return command
     }
 
-    /// Runs `scenario` with `command` (see ``command(for:override:)``).
-    public static func run(
-        _ scenario: Scenario,
-        command: [String],
-        seed: UInt64,
-        baseEnvironment: [String: String],
-        keepWorkingDirectory: Bool = false,
-        echo: OutputEcho = .direct,
-        onStart: (@Sendable (ChildProcess) -> Void)? = nil,
-        onEvent: (@Sendable (String) -> Void)? = nil,
-        onProgress: (@Sendable (ScenarioProgress) -> Void)? = nil,
-        engine: RunEngine = .proxy,
-        capture: (delivered: String?, dropped: String?) = (nil, nil)
-    ) async throws(ScenarioRunError) -> ScenarioOutcome {
-        try await Self.run(
-            scenario, client: .command(command), seed: seed, baseEnvironment: baseEnvironment,
-            keepWorkingDirectory: keepWorkingDirectory, echo: echo, onStart: onStart, onEvent: onEvent,
-            onProgress: onProgress, engine: engine, capture: capture)
-    }
-
-    /// Runs `scenario` with `client`: a program, or a function in this process (proxy engine only;
-    /// it reaches the built-in origin through a forward on loopback, over the same link).
+    /// Runs `scenario` with `client`: a program (see ``command(for:override:)``), or a function in
+    /// this process (proxy engine only; it reaches the built-in origin through a forward on
+    /// loopback, over the same link).
     public static func run(
         _ scenario: Scenario,
         client: ScenarioClient,

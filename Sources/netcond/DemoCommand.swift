@@ -84,7 +84,7 @@ struct DemoCommand: AsyncParsableCommand {
             let outcome: ScenarioOutcome
             do {
                 outcome = try await ScenarioRunner.run(
-                    scenario, command: run.command, seed: seed, baseEnvironment: currentEnvironment(), echo: .none,
+                    scenario, client: .command(run.command), seed: seed, baseEnvironment: currentEnvironment(), echo: .none,
                     onEvent: { line in print("   netcond: \(line)") }, engine: self.engine?.runEngine ?? .proxy)
             } catch {
                 printError("netcond: \(error.description)")

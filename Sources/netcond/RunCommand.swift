@@ -261,7 +261,7 @@ extension RunCommand {
         let outcome: ScenarioOutcome
         do {
             outcome = try await ScenarioRunner.run(
-                scenario, command: command, seed: seed, baseEnvironment: currentEnvironment(),
+                scenario, client: .command(command), seed: seed, baseEnvironment: currentEnvironment(),
                 keepWorkingDirectory: self.keep,
                 echo: status.live ? .handler { descriptor, bytes in status.passThrough(descriptor, bytes) } : .direct,
                 onStart: { child in

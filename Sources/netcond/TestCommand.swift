@@ -143,7 +143,7 @@ struct TestCommand: AsyncParsableCommand {
                 status.live ? { @Sendable progress in status.show(scenarioStatusLine(label, progress)) } : nil
             do {
                 let outcome = try await ScenarioRunner.run(
-                    scenario, command: command, seed: seed, baseEnvironment: currentEnvironment(),
+                    scenario, client: .command(command), seed: seed, baseEnvironment: currentEnvironment(),
                     keepWorkingDirectory: self.keep,
                     echo: self.showOutput ? .handler { descriptor, bytes in status.passThrough(descriptor, bytes) } : .none,
                     onStart: { child in
