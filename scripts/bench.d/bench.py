@@ -2379,7 +2379,10 @@ def packet_loss_fidelity(h, t, srv):
                                        "--timeout", limit, "--src-base", sources.take(per))
                     wait_quiet()
                     began = time.monotonic()
-                    run = PacketRun(h, prof, argv, f"fid-fresh-{c[0]}-{c[1]}", timeout=per * (limit + 1) + 30)
+                    # A seed of its own per run: with one seed for all, every run drew the same losses
+                    # for the same packets, and the downloads were not independent samples.
+                    run = PacketRun(h, prof, argv, f"fid-fresh-{c[0]}-{c[1]}", seed=301 + len(runs),
+                                    timeout=per * (limit + 1) + 30)
                     data = client_result(run.json_out(), "fresh") if not run.vanished else None
                     if run.vanished:
                         # Keep the downloads no deletion overlapped; all of them go when the monitor saw
