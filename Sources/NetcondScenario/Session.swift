@@ -231,10 +231,9 @@ public final class Session: Sendable {
         return text
     }
 
-    static func hostPort(_ address: SocketAddress) -> String {
-        let ip = address.ipAddress ?? "127.0.0.1"
-        let host = ip.contains(":") ? "[\(ip)]" : ip
-        return "\(host):\(address.port ?? 0)"
+    /// `127.0.0.1:PORT`, or `[::1]:PORT`: an address as a URL's authority.
+    public static func hostPort(_ address: SocketAddress) -> String {
+        ListenerExposure.display(address.ipAddress ?? "127.0.0.1", address.port ?? 0)
     }
 }
 

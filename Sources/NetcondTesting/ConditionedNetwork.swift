@@ -92,7 +92,7 @@ public final class ConditionedNetwork: Sendable {
     init(session: Session) {
         self.session = session
         self.proxyURL = URL(string: session.proxyURL)!
-        self.originURL = URL(string: "http://\(Self.hostPort(session.forwardAddresses[0]))")!
+        self.originURL = URL(string: "http://\(Session.hostPort(session.forwardAddresses[0]))")!
         self.seed = session.seed
     }
 
@@ -120,7 +120,7 @@ public final class ConditionedNetwork: Sendable {
     public func forward(to host: String, port: Int) async throws -> URL {
         let address = try await self.session.proxy.addForward(
             PortForward(listenHost: "127.0.0.1", listenPort: 0, targetHost: host, targetPort: port))
-        return URL(string: "http://\(Self.hostPort(address))")!
+        return URL(string: "http://\(Session.hostPort(address))")!
     }
 
     /// The environment `netcond run` gives a program (proxy variables, `NETCOND_*`, the origin's
@@ -208,11 +208,6 @@ public final class ConditionedNetwork: Sendable {
     public func stop() async {
         await self.session.stop()
     }
-
-    static func hostPort(_ address: SocketAddress) -> String {
-        let ip = address.ipAddress ?? "127.0.0.1"
-        return "\(ip.contains(":") ? "[\(ip)]" : ip):\(address.port ?? 0)"
-    }
 }
 
 /// A mistake in how NetcondTesting was asked to do something.
@@ -227,12 +222,17 @@ public enum Netcond {
     public static func start(profile: NetworkProfile = .none, seed: UInt64? = nil) async throws -> ConditionedNetwork {
         let resolved = try profile.resolve()
         if let refusal = resolved.streamEngineRefusal { throw NetcondTestingError(description: refusal) }
-        let seed = seed ?? ProcessInfo.processInfo.environment["NETCOND_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...999_999)
+        let seed = Self.seed(seed)
         let session = try await Session.start(
             profile: resolved, seed: seed,
             forwards: [PortForward(listenHost: "127.0.0.1", listenPort: 0, targetHost: Session.originHost, targetPort: 80)],
             control: nil, liveChanges: true)
         return ConditionedNetwork(session: session)
+    }
+
+    /// `seed`, else `NETCOND_SEED`, else a random one (each run reports the one it used).
+    static func seed(_ given: UInt64?) -> UInt64 {
+        given ?? ProcessInfo.processInfo.environment["NETCOND_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...999_999)
     }
 
     /// The network a ``NetworkTrait`` (`@Test(.network(.edge))`) or

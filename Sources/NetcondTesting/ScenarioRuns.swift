@@ -32,9 +32,8 @@ extension Netcond {
         scenario: Scenario, seed: UInt64? = nil,
         client: @escaping @Sendable (ScenarioClientContext) async throws -> Void
     ) async throws -> ScenarioReport {
-        let seed = seed ?? ProcessInfo.processInfo.environment["NETCOND_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...999_999)
         return try await ScenarioRunner.run(
-            scenario, client: .function(client), seed: seed, baseEnvironment: ProcessInfo.processInfo.environment,
+            scenario, client: .function(client), seed: Self.seed(seed), baseEnvironment: ProcessInfo.processInfo.environment,
             echo: .none)
     }
 }
