@@ -7,11 +7,16 @@
 #include <string.h>
 
 #ifdef __linux__
+#include <endian.h>
 #include <arpa/inet.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_queue.h>
 #include <linux/netlink.h>
+#include <netinet/tcp.h>
+#include <linux/bpf.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
 #include <dlfcn.h>
 #include <poll.h>
 #include <pthread.h>
@@ -95,6 +100,9 @@ int ncq_open(void) {
     int one = 1;
     /* Errors for verdicts come back as messages; acknowledgements are asked for only by config. */
     (void)setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
+    /* The kernel stamps a packet's arrival (skb->tstamp, handed over as NFQA_TIMESTAMP) only while
+     * some socket asks for receive time stamps; this one does, for as long as it is open. */
+    (void)setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
     return fd;
 }
 
@@ -225,6 +233,16 @@ int ncq_receive(int fd, uint8_t *buffer, size_t capacity, ncq_packet *out, int m
                     uint32_t value;
                     memcpy(&value, data, 4);
                     gso = (ntohl(value) & NFQA_SKB_GSO) != 0;
+                }
+                break;
+            case NFQA_TIMESTAMP:
+                if (length >= sizeof(struct nfqnl_msg_packet_timestamp)) {
+                    struct nfqnl_msg_packet_timestamp stamp;
+                    memcpy(&stamp, data, sizeof stamp);
+                    uint64_t seconds = be64toh(stamp.sec), microseconds = be64toh(stamp.usec);
+                    if (seconds > 0 && seconds < (uint64_t)INT64_MAX / 1000000000 - 1 && microseconds < 1000000) {
+                        packet.stamp = (int64_t)seconds * 1000000000 + (int64_t)microseconds * 1000;
+                    }
                 }
                 break;
             case NFQA_CAP_LEN:
@@ -605,6 +623,76 @@ int64_t ncq_now(void) {
     return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 }
 
+
+/* The cage's TCP sockets get the MSS of a 1,500-byte path (TCP_MAXSEG, set by a sock_ops program
+ * on the cgroup as each connects or listens), as a socket on a real network has from its route:
+ * on loopback the socket believes in a 64 KB MTU, and its receive-buffer tuning, which starts
+ * from ten times the MSS it advertises, then lets a download's window grow later than it would. */
+static struct bpf_insn instruction(uint8_t code, uint8_t dst, uint8_t src, int16_t off, int32_t imm) {
+    struct bpf_insn insn = {.code = code, .dst_reg = dst, .src_reg = src, .off = off, .imm = imm};
+    return insn;
+}
+
+static long bpf_call(int command, union bpf_attr *attr) {
+    return syscall(__NR_bpf, command, attr, sizeof *attr);
+}
+
+int ncq_cage_path_mss(const char *cgroup_directory, uint16_t mss4, uint16_t mss6, char *log, size_t log_length) {
+    if (log_length > 0) log[0] = 0;
+    const uint8_t ld_w = BPF_LDX | BPF_MEM | BPF_W, st_w = BPF_STX | BPF_MEM | BPF_W;
+    const uint8_t mov_k = BPF_ALU64 | BPF_MOV | BPF_K, mov_x = BPF_ALU64 | BPF_MOV | BPF_X;
+    struct bpf_insn program[] = {
+        instruction(mov_x, 6, 1, 0, 0),                                          /* 0: r6 = ctx */
+        instruction(ld_w, 2, 6, offsetof(struct bpf_sock_ops, op), 0),           /* 1: r2 = op */
+        instruction(BPF_JMP | BPF_JEQ | BPF_K, 2, 0, 2, BPF_SOCK_OPS_TCP_CONNECT_CB), /* 2: -> 5 */
+        instruction(BPF_JMP | BPF_JEQ | BPF_K, 2, 0, 1, BPF_SOCK_OPS_TCP_LISTEN_CB),  /* 3: -> 5 */
+        instruction(BPF_JMP | BPF_JA, 0, 0, 12, 0),                              /* 4: -> 17 */
+        instruction(ld_w, 3, 6, offsetof(struct bpf_sock_ops, family), 0),       /* 5: r3 = family */
+        instruction(mov_k, 2, 0, 0, mss4),                                       /* 6 */
+        instruction(BPF_JMP | BPF_JNE | BPF_K, 3, 0, 1, AF_INET6),               /* 7: -> 9 */
+        instruction(mov_k, 2, 0, 0, mss6),                                       /* 8 */
+        instruction(st_w, 10, 2, -4, 0),                                         /* 9: *(fp - 4) = mss */
+        instruction(mov_x, 1, 6, 0, 0),                                          /* 10: r1 = ctx */
+        instruction(mov_k, 2, 0, 0, IPPROTO_TCP),                                /* 11 */
+        instruction(mov_k, 3, 0, 0, TCP_MAXSEG),                                 /* 12 */
+        instruction(mov_x, 4, 10, 0, 0),                                         /* 13: r4 = fp */
+        instruction(BPF_ALU64 | BPF_ADD | BPF_K, 4, 0, 0, -4),                   /* 14: r4 = fp - 4 */
+        instruction(mov_k, 5, 0, 0, 4),                                          /* 15 */
+        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_setsockopt),           /* 16 */
+        instruction(mov_k, 0, 0, 0, 1),                                          /* 17: r0 = 1 */
+        instruction(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),                             /* 18 */
+    };
+    union bpf_attr load;
+    memset(&load, 0, sizeof load);
+    load.prog_type = BPF_PROG_TYPE_SOCK_OPS;
+    load.insn_cnt = sizeof program / sizeof program[0];
+    load.insns = (uint64_t)(uintptr_t)program;
+    load.license = (uint64_t)(uintptr_t)"GPL";
+    load.log_level = log_length > 0 ? 1 : 0;
+    load.log_size = (uint32_t)log_length;
+    load.log_buf = (uint64_t)(uintptr_t)log;
+    memcpy(load.prog_name, "netcond_mss", sizeof "netcond_mss");
+    int program_fd = (int)bpf_call(BPF_PROG_LOAD, &load);
+    if (program_fd < 0) return -errno;
+    int cgroup_fd = open(cgroup_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (cgroup_fd < 0) {
+        int error = errno;
+        close(program_fd);
+        return -error;
+    }
+    union bpf_attr attach;
+    memset(&attach, 0, sizeof attach);
+    attach.target_fd = (uint32_t)cgroup_fd;
+    attach.attach_bpf_fd = (uint32_t)program_fd;
+    attach.attach_type = BPF_CGROUP_SOCK_OPS;
+    attach.attach_flags = BPF_F_ALLOW_MULTI;
+    int result = bpf_call(BPF_PROG_ATTACH, &attach) == 0 ? 0 : -errno;
+    /* The cgroup holds the program while it is attached; it goes with the cgroup. */
+    close(cgroup_fd);
+    close(program_fd);
+    return result;
+}
+
 #else
 
 int ncq_open(void) { return -ENOSYS; }
@@ -657,4 +745,8 @@ int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_por
     return -ENOSYS;
 }
 
+int ncq_cage_path_mss(const char *cgroup_directory, uint16_t mss4, uint16_t mss6, char *log, size_t log_length) {
+    (void)cgroup_directory; (void)mss4; (void)mss6; (void)log; (void)log_length;
+    return -ENOSYS;
+}
 #endif

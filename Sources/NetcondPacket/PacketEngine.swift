@@ -83,6 +83,8 @@ public final class PacketEngine: @unchecked Sendable {
     private let precise: Bool
     static let spinWindow: Int64 = 300_000
     private var working = PacketSummary()
+    /// When each packet reached the link (the kernel's stamps, on the engine's clock).
+    private var arrivals: PacketArrivals
 
     // Under the lock: what the summary reads, and commands waiting for the engine thread.
     private var published = PacketSummary()
@@ -107,6 +109,7 @@ public final class PacketEngine: @unchecked Sendable {
         self.cage = cage
         self.wake = wake
         self.startedAt = ncq_now()
+        self.arrivals = PacketArrivals(offset: ncq_now() - ncq_wall_now() - self.startedAt)
         self.timeline = ConditionTimeline(profile: profile, seed: seed)
         self.conditions = self.timeline.conditions
         self.links = [
@@ -120,6 +123,7 @@ public final class PacketEngine: @unchecked Sendable {
         self.onStateChange = onStateChange
         self.outage = self.timeline.outage
         self.stalled = [self.timeline.isStalled(.up), self.timeline.isStalled(.down)]
+        self.working.pathMSSProblem = cage.pathMSSProblem
     }
 
     /// Checks the privilege, removes what a dead netcond left, binds the queues, makes the cage and
@@ -337,14 +341,14 @@ public final class PacketEngine: @unchecked Sendable {
             let stopping = self.stopRequested
             self.lock.unlock()
             if stopping { break }
-            var timeout: Int64 = 50_000_000
-            if let next = self.held.min { timeout = min(timeout, max(0, (next.at - now).nanoseconds)) }
-            if let next = self.timeline.nextChange { timeout = min(timeout, max(0, (next - now).nanoseconds)) }
-            if let next = self.resets.min { timeout = min(timeout, max(0, (next.at - now).nanoseconds)) }
-            if let next = self.injected.min { timeout = min(timeout, max(0, (next.at - now).nanoseconds)) }
-            // Precise mode: the last stretch before a moment is polled, not slept (a wake-up from
-            // sleep costs 0.1-0.5 ms on a VM).
-            if self.precise && timeout < Self.spinWindow { timeout = 0 }
+            // Until the next moment something is due (a verdict, a change of conditions, a reset, an
+            // injected answer), at most 50 ms.
+            let due = [self.held.min?.at, self.timeline.nextChange, self.resets.min?.at, self.injected.min?.at]
+                .compactMap { $0 }.min().map { max(0, ($0 - now).nanoseconds) }
+            var timeout: Int64 = min(50_000_000, due ?? .max)
+            // Precise mode: sleep until ``spinWindow`` before the moment, then poll (a wake-up from
+            // sleep comes 0.1-0.5 ms late on a VM).
+            if self.precise, let due { timeout = due <= Self.spinWindow ? 0 : min(timeout, due - Self.spinWindow) }
             let ready = ncq_wait(self.queue.descriptor, self.wake, timeout)
             if ready > 0 && ready & 1 != 0 { self.readAll() }
         }
@@ -360,8 +364,14 @@ public final class PacketEngine: @unchecked Sendable {
     /// Reads every packet waiting (bounded, so that due verdicts are not held up by a flood).
     private func readAll() {
         for _ in 0..<64 {
-            let now = self.now
-            let count = self.queue.receive { packet in self.admit(packet, at: now) }
+            // The moment of the read, taken once it returned (a packet may have come during it).
+            var read: (at: Instant, offset: Int64?)?
+            let count = self.queue.receive { packet in
+                if read == nil { read = (self.now, self.arrivals.read(offset: ncq_now() - ncq_wall_now() - self.startedAt)) }
+                let (readAt, offset) = read!
+                let direction = packet.queue == self.upQueue ? 0 : 1
+                self.admit(packet, at: self.arrivals.arrival(direction: direction, stamp: packet.stamp, readAt: readAt, offset: offset))
+            }
             if count == -Int(ENOBUFS) {
                 self.working.kernelDrops += 1
                 continue
@@ -899,6 +909,8 @@ public struct PacketSummary: Sendable, Equatable {
     public var maximumLateness = Span.zero
     public var lateOverMillisecond = 0
     public var elapsed = Span.zero
+    /// Why the command's TCP sockets kept loopback's MSS (``PacketCage/pathMSSProblem``), or nil.
+    public var pathMSSProblem: String?
     /// The link's state and the profile in force (live control can switch it).
     public var state = LinkState(phase: "")
     public var profile = ""

@@ -242,6 +242,10 @@ public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSu
         parts.append("netcond could not keep up \(summary.kernelDrops) time\(summary.kernelDrops == 1 ? "" : "s"): "
             + "the kernel dropped packets that were waiting for it (the machine is overloaded)")
     }
+    if let problem = summary.pathMSSProblem {
+        parts.append("the command's TCP sockets kept loopback's 64 KB MSS (\(problem)): downloads from servers on this host "
+            + "open their receive window later than on a real 1,500-byte path")
+    }
     if summary.lateOverMillisecond > 0 {
         parts.append("\(summary.lateOverMillisecond) packet\(summary.lateOverMillisecond == 1 ? " was" : "s were") "
             + "released over 1 ms late (longest \(summary.maximumLateness.nanoseconds / 1_000_000) ms): "

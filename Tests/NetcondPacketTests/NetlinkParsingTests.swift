@@ -118,4 +118,23 @@ import Glibc
         }
         #expect(Self.parse(bad + good).count == 1)
     }
+
+    static func be64(_ value: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * UInt64($0))) } }
+
+    @Test func theKernelsArrivalStampIsReadInNanosecondsAndABadOneIsIgnored() {
+        let head = Self.ipv4TCP(length: 60)
+        func stamped(_ seconds: UInt64, _ microseconds: UInt64) -> [UInt8] {
+            Self.message(queue: 1, Self.attribute(1, Self.be32(1) + [0x08, 0x00, 1]) + Self.attribute(10, head)
+                + Self.attribute(4, Self.be64(seconds) + Self.be64(microseconds)))
+        }
+        let good = Self.parse(stamped(1_795_621_101, 572_345))
+        #expect(good.count == 1 && good.packets[0].stamp == 1_795_621_101_572_345_000)
+        // No stamp (queued on output), a stamp with impossible microseconds, a short one: 0.
+        #expect(Self.parse(Self.message(queue: 1, Self.attribute(1, Self.be32(1) + [0x08, 0x00, 3]) + Self.attribute(10, head))).packets[0].stamp == 0)
+        #expect(Self.parse(stamped(1_795_621_101, 1_000_000)).packets[0].stamp == 0)
+        #expect(Self.parse(stamped(UInt64.max, 0)).packets[0].stamp == 0)
+        let short = Self.message(queue: 1, Self.attribute(1, Self.be32(1) + [0x08, 0x00, 1]) + Self.attribute(10, head)
+            + Self.attribute(4, Self.be64(1_795_621_101)))
+        #expect(Self.parse(short).packets[0].stamp == 0)
+    }
 }

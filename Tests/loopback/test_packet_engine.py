@@ -487,6 +487,31 @@ def test_no_proxy_variables_are_set_and_the_engine_is_named(tmp):
     assert "NETCOND_ENGINE=packet" in result.stdout
 
 
+def test_the_commands_tcp_sockets_have_a_real_paths_mss_and_others_keep_loopbacks(tmp):
+    """A socket on loopback advertises a 65,483-byte MSS and tunes its receive buffer from it, so a
+    download's window opens later than on a real path: the cage's sockets, connecting and
+    accepting, IPv4 and IPv6, get a 1,500-byte path's (1460 and 1440), as their route would give
+    them on a network. A socket outside the cage keeps loopback's."""
+    script = (
+        "import socket,struct\n"
+        "def advmss(s): return struct.unpack_from('I', s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104), 84)[0]\n"
+        "for family, host in ((socket.AF_INET, '127.0.0.1'), (socket.AF_INET6, '::1')):\n"
+        "    l=socket.socket(family); l.bind((host,0)); l.listen()\n"
+        "    c=socket.create_connection((host, l.getsockname()[1])); a,_=l.accept()\n"
+        "    print(advmss(c), advmss(a))\n"
+        "    for s in (c,a,l): s.close()\n"
+    )
+    result = packet_run(delay_profile(tmp, 1), ["python3", "-c", script])
+    assert result.returncode == 0, result.stderr
+    # 1460 and 1440 less the 12 bytes of the timestamp option each segment carries.
+    assert result.stdout.split() == ["1448", "1448", "1428", "1428"], result.stdout
+    assert "MSS" not in result.stderr, result.stderr
+    # Outside the cage nothing changed.
+    outside = subprocess.run(["python3", "-c", script], capture_output=True, text=True, timeout=30)
+    assert outside.returncode == 0, outside.stderr
+    assert all(int(v) > 60000 for v in outside.stdout.split()), outside.stdout
+
+
 def test_a_refused_connection_is_refused_at_once_as_on_a_real_network(tmp):
     """curl --retry 5 ends with exit 7 after one round trip: a refusal is not retried (no proxy 502)."""
     profile = delay_profile(tmp, 100)

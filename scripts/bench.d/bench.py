@@ -359,10 +359,11 @@ def recv_exact(sock, n):
 
 
 def pingpong(port, n, size=100, warmup=1, start_at=None, timeout=10.0, deadline=None, stats=None,
-             host="127.0.0.1", src=None):
+             host="127.0.0.1", src=None, gap=0.0):
     """RTTs (s) of n exchanges of `size` bytes after `warmup` unrecorded ones. Returns (rtts, first).
     `stats` (a dict), when given, gets the client socket's TCP retransmissions (TCP_INFO). `src`:
-    the local address to bind (9f: one the server has no cached TCP metrics for)."""
+    the local address to bind (9f: one the server has no cached TCP metrics for). `gap`: seconds
+    idle before each exchange (9c's direct control idles as long as a conditioned round trip)."""
     s = socket.create_connection((host, port), timeout=timeout, source_address=(src, 0) if src else None)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     msg = b"x" * size
@@ -375,6 +376,8 @@ def pingpong(port, n, size=100, warmup=1, start_at=None, timeout=10.0, deadline=
         for i in range(warmup + n):
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"step deadline reached after {len(rtts)} samples")
+            if gap > 0:
+                time.sleep(gap)
             t0 = time.perf_counter()
             s.sendall(msg)
             recv_exact(s, size)
@@ -1788,6 +1791,16 @@ def packet_latency(h, t, srv):
         data = client_result(run.json_out(), "through netcond")
         ex = [(r - 0.2) * 1000 for r in data["rtts"]]
         judged = low
+        # The endpoints' own share: the same ping-pong directly, idle 200 ms before each exchange as
+        # through the link (a client and a server waking from an idle CPU; a real path has it too).
+        own = None
+        if low:
+            try:
+                paced = client_argv("pingpong", "--port", srv.echo, "--n", 100, "--warmup", 1, "--gap", 0.2,
+                                    "--deadline", 60)
+                own = [r * 1000 for r in client_result(client_direct(h, paced, "pp-direct-paced", 90), "direct")["rtts"]]
+            except Exception as e:
+                log(f"    9c: the direct control failed: {e}")
 
         def verdict(ok):
             return ("PASS" if ok else "FAIL") if judged else "INFO"
@@ -1797,6 +1810,10 @@ def packet_latency(h, t, srv):
         t.add(f"{label}: RTT-200ms p99", f"{p99:.3f} ms", "<= 1 ms" if judged else "(report)", verdict(p99 <= 1.0))
         t.add(f"{label}: RTT-200ms max / min", f"{max(ex):.3f} / {min(ex):.3f} ms", "min >= 0 ms",
               "PASS" if min(ex) >= 0 else "FAIL")
+        if own:
+            t.add(f"{label}: control, the same ping-pong directly, 200 ms idle before each exchange: RTT p50 / p99",
+                  f"{pct(own, 50):.3f} / {pct(own, 99):.3f} ms ({len(own)} samples); RTT-200ms less it: "
+                  f"p50 {p50 - pct(own, 50):.3f} ms", "(the endpoints' own wake-ups)", "INFO")
         slow = [x for x in ex if x > 10]
         t.add(f"{label}: netcond's summary; the client's TCP retransmissions; round trips over 10 ms late",
               f"{run.evidence()}; client retransmitted {data.get('client_retrans')} segments; "
@@ -1808,7 +1825,9 @@ def packet_latency(h, t, srv):
                   "(timer floor of this machine)", "INFO")
     t.notes.append("9c: `bench.py client pingpong` (100 bytes, one warm-up exchange not counted) as the command of "
                    "`netcond run --engine packet` with `down/up: {latency: 100ms}`; 100 round trips as the machine "
-                   "comes, 200 with --low-latency (judged); RTT error = measured RTT - 200 ms. Evidence row: the "
+                   "comes, 200 with --low-latency (judged); RTT error = measured RTT - 200 ms; the control row runs the "
+                   "same client directly with 200 ms idle before each exchange (what the endpoints' own wake-ups cost "
+                   "without any link). Evidence row: the "
                    "client socket's TCP retransmissions (TCP_INFO tcpi_total_retrans); retransmissions while netcond's "
                    "summary says no packet lost mean packets vanished outside netcond's link model (the kernel drops "
                    "every queued packet when a netfilter hook is unregistered, e.g. another program deleting an nft "
@@ -2274,8 +2293,10 @@ def packet_loss_fidelity(h, t, srv):
     target = f"within ±{FIDELITY_TOLERANCE * 100:.0f} % of the kernel's (tcp_reference.py, same run)"
     steady_cells = [(rtt, loss, cc) for rtt in (100, 500) for loss in (0, 1, 5) for cc in ("bbr", "cubic")]
 
-    def steady_seeds(c):  # a loss-bound cubic cell is a few sawtooth periods: the median of three
-        return (201, 202, 203) if c[2] == "cubic" and c[1] > 0 else (201,)
+    def steady_seeds(c):  # a loss-bound cubic cell is a few sawtooth periods: the median of several
+        if c[2] == "cubic" and c[1] > 0:
+            return tuple(range(201, 208)) if c[1] >= 5 else (201, 202, 203)
+        return (201,)
 
     # The reference's work, all of it started now in its own thread.
     ref, tags = {}, []
@@ -2532,7 +2553,8 @@ def packet_loss_fidelity(h, t, srv):
         f"{FIDELITY_AT_ONCE} instances at once ({FIDELITY_KERNEL_INSTANCES} for the 1 MB cells). Steady: 12 Mbit/s, a {FIDELITY_QUEUE}-packet "
         f"queue on both sides, {FIDELITY_STEADY[100]:.0f} s at 100 ms and {FIDELITY_STEADY[500]:.0f} s at 500 ms "
         f"(shorter than 5a's 45/65 s, to keep 9f near 25 minutes), goodput from {FIDELITY_SKIP:.0f} s; the kernel's "
-        "loss-bound cubic cells are the median of seeds 201-203, netcond's one run. 1 MB: netcond "
+        "loss-bound cubic cells are the median of several seeds on both sides (201-203 at 1 %, 201-207 at 5 %). "
+        "1 MB: each netcond run draws with a seed of its own; netcond "
         f"{FIDELITY_FRESH[100][0]} downloads at 100 ms ({FIDELITY_FRESH[100][1]} per netcond run) and up to "
         f"{FIDELITY_FRESH[500][0]} at 500 ms ({FIDELITY_FRESH[500][1]} per run; fewer if their "
         f"{FIDELITY_FRESH[500][2]:.0f} s run out), the kernel {FIDELITY_KERNEL_RUNS} per cell; judged on the mean, "
@@ -2769,6 +2791,7 @@ def client(argv):
     ap.add_argument("--pause", type=float, default=0.2, help="fresh: seconds between downloads")
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--gap", type=float, default=0.0, help="pingpong: seconds idle before each exchange")
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--deadline", type=float, default=60.0, help="seconds for the whole exchange")
     ap.add_argument("--total", type=float, default=10.0)
@@ -2781,7 +2804,7 @@ def client(argv):
         if a.what == "pingpong":
             stats = {}
             rtts, first = pingpong(a.port, a.n, size=a.size, warmup=a.warmup,
-                                   deadline=time.monotonic() + a.deadline, stats=stats)
+                                   deadline=time.monotonic() + a.deadline, stats=stats, gap=a.gap)
             print(json.dumps({"rtts": rtts, "first": first, "client_retrans": stats.get("retrans")}), flush=True)
         elif a.what == "udp":
             print(json.dumps(udp_client(a.port, a.rate, a.seconds, a.drain, size=a.size)), flush=True)

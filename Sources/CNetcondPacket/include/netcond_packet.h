@@ -8,8 +8,9 @@
  * library: the hot path parses a batch of packets per recv and sends a batch of verdicts per send).
  * Linux only; elsewhere every call fails with ENOSYS. */
 
-/// Opens a non-blocking NETLINK_NETFILTER socket with a large receive buffer. Returns the descriptor
-/// (close-on-exec) or -errno.
+/// Opens a non-blocking NETLINK_NETFILTER socket with a large receive buffer, asking for receive
+/// time stamps (so that the kernel stamps packets' arrival while it is open). Returns the
+/// descriptor (close-on-exec) or -errno.
 int ncq_open(void);
 
 /// Binds `queue` on the socket: packets copied up to `copy_range` bytes (the rest is counted in the
@@ -46,6 +47,10 @@ typedef struct {
     uint32_t segments;
     /// The bytes those wire packets carry, headers of each included (`length` when 1 segment).
     uint32_t wire_length;
+    /// When the packet reached the hook, as the kernel stamped it (CLOCK_REALTIME nanoseconds,
+    /// microsecond resolution), or 0 when it gave no stamp (it stamps packets it receives, as
+    /// loopback's, and hands the stamp over on the input hooks only).
+    int64_t stamp;
 } ncq_packet;
 
 /// Reads one datagram (it may hold many packets) into `buffer` and parses up to `max` packets into
@@ -125,6 +130,12 @@ void ncq_capture_write(ncq_capture *capture, int64_t nanoseconds, const uint8_t 
 
 void ncq_capture_flush(ncq_capture *capture);
 void ncq_capture_close(ncq_capture *capture);
+
+/// Gives every TCP socket of the cgroup at `cgroup_directory` the MSS of a 1,500-byte path as it
+/// connects or listens (`mss4` for IPv4, `mss6` for IPv6: TCP_MAXSEG, set by a sock_ops BPF
+/// program attached to the cgroup, which goes with it). Returns 0 or -errno; the verifier's words,
+/// if any, in `log`.
+int ncq_cage_path_mss(const char *cgroup_directory, uint16_t mss4, uint16_t mss6, char *log, size_t log_length);
 
 /// CLOCK_REALTIME in nanoseconds.
 int64_t ncq_wall_now(void);
