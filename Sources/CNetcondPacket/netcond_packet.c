@@ -641,26 +641,35 @@ int ncq_cage_path_mss(const char *cgroup_directory, uint16_t mss4, uint16_t mss6
     if (log_length > 0) log[0] = 0;
     const uint8_t ld_w = BPF_LDX | BPF_MEM | BPF_W, st_w = BPF_STX | BPF_MEM | BPF_W;
     const uint8_t mov_k = BPF_ALU64 | BPF_MOV | BPF_K, mov_x = BPF_ALU64 | BPF_MOV | BPF_X;
+    /* IPv4, or IPv6 to an IPv4-mapped address (a dual-stack socket reaching an IPv4 server): mss4. */
+    const int32_t mapped = (int32_t)htonl(0x0000ffff);
     struct bpf_insn program[] = {
-        instruction(mov_x, 6, 1, 0, 0),                                          /* 0: r6 = ctx */
-        instruction(ld_w, 2, 6, offsetof(struct bpf_sock_ops, op), 0),           /* 1: r2 = op */
+        instruction(mov_x, 6, 1, 0, 0),                                               /* 0: r6 = ctx */
+        instruction(ld_w, 2, 6, offsetof(struct bpf_sock_ops, op), 0),                /* 1: r2 = op */
         instruction(BPF_JMP | BPF_JEQ | BPF_K, 2, 0, 2, BPF_SOCK_OPS_TCP_CONNECT_CB), /* 2: -> 5 */
         instruction(BPF_JMP | BPF_JEQ | BPF_K, 2, 0, 1, BPF_SOCK_OPS_TCP_LISTEN_CB),  /* 3: -> 5 */
-        instruction(BPF_JMP | BPF_JA, 0, 0, 12, 0),                              /* 4: -> 17 */
-        instruction(ld_w, 3, 6, offsetof(struct bpf_sock_ops, family), 0),       /* 5: r3 = family */
-        instruction(mov_k, 2, 0, 0, mss4),                                       /* 6 */
-        instruction(BPF_JMP | BPF_JNE | BPF_K, 3, 0, 1, AF_INET6),               /* 7: -> 9 */
-        instruction(mov_k, 2, 0, 0, mss6),                                       /* 8 */
-        instruction(st_w, 10, 2, -4, 0),                                         /* 9: *(fp - 4) = mss */
-        instruction(mov_x, 1, 6, 0, 0),                                          /* 10: r1 = ctx */
-        instruction(mov_k, 2, 0, 0, IPPROTO_TCP),                                /* 11 */
-        instruction(mov_k, 3, 0, 0, TCP_MAXSEG),                                 /* 12 */
-        instruction(mov_x, 4, 10, 0, 0),                                         /* 13: r4 = fp */
-        instruction(BPF_ALU64 | BPF_ADD | BPF_K, 4, 0, 0, -4),                   /* 14: r4 = fp - 4 */
-        instruction(mov_k, 5, 0, 0, 4),                                          /* 15 */
-        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_setsockopt),           /* 16 */
-        instruction(mov_k, 0, 0, 0, 1),                                          /* 17: r0 = 1 */
-        instruction(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),                             /* 18 */
+        instruction(BPF_JMP | BPF_JA, 0, 0, 19, 0),                                   /* 4: -> 24 */
+        instruction(mov_k, 2, 0, 0, mss4),                                            /* 5: r2 = mss4 */
+        instruction(ld_w, 3, 6, offsetof(struct bpf_sock_ops, family), 0),            /* 6: r3 = family */
+        instruction(BPF_JMP | BPF_JNE | BPF_K, 3, 0, 8, AF_INET6),                    /* 7: -> 16 */
+        instruction(mov_k, 2, 0, 0, mss6),                                            /* 8: r2 = mss6 */
+        instruction(ld_w, 3, 6, offsetof(struct bpf_sock_ops, remote_ip6[0]), 0),     /* 9 */
+        instruction(BPF_JMP | BPF_JNE | BPF_K, 3, 0, 5, 0),                           /* 10: -> 16 */
+        instruction(ld_w, 3, 6, offsetof(struct bpf_sock_ops, remote_ip6[1]), 0),     /* 11 */
+        instruction(BPF_JMP | BPF_JNE | BPF_K, 3, 0, 3, 0),                           /* 12: -> 16 */
+        instruction(ld_w, 3, 6, offsetof(struct bpf_sock_ops, remote_ip6[2]), 0),     /* 13 */
+        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 3, 0, 1, mapped),                    /* 14: -> 16 */
+        instruction(mov_k, 2, 0, 0, mss4),                                            /* 15: r2 = mss4 */
+        instruction(st_w, 10, 2, -4, 0),                                              /* 16: *(fp - 4) = r2 */
+        instruction(mov_x, 1, 6, 0, 0),                                               /* 17: r1 = ctx */
+        instruction(mov_k, 2, 0, 0, IPPROTO_TCP),                                     /* 18 */
+        instruction(mov_k, 3, 0, 0, TCP_MAXSEG),                                      /* 19 */
+        instruction(mov_x, 4, 10, 0, 0),                                              /* 20: r4 = fp */
+        instruction(BPF_ALU64 | BPF_ADD | BPF_K, 4, 0, 0, -4),                        /* 21: r4 = fp - 4 */
+        instruction(mov_k, 5, 0, 0, 4),                                               /* 22 */
+        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_setsockopt),                /* 23 */
+        instruction(mov_k, 0, 0, 0, 1),                                               /* 24: r0 = 1 */
+        instruction(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),                                  /* 25 */
     };
     union bpf_attr load;
     memset(&load, 0, sizeof load);

@@ -343,8 +343,9 @@ public final class PacketEngine: @unchecked Sendable {
             if stopping { break }
             // Until the next moment something is due (a verdict, a change of conditions, a reset, an
             // injected answer), at most 50 ms.
-            let due = [self.held.min?.at, self.timeline.nextChange, self.resets.min?.at, self.injected.min?.at]
-                .compactMap { $0 }.min().map { max(0, ($0 - now).nanoseconds) }
+            let next = Self.earliest(
+                Self.earliest(self.held.min?.at, self.timeline.nextChange), Self.earliest(self.resets.min?.at, self.injected.min?.at))
+            let due = next.map { max(0, ($0 - now).nanoseconds) }
             var timeout: Int64 = min(50_000_000, due ?? .max)
             // Precise mode: sleep until ``spinWindow`` before the moment, then poll (a wake-up from
             // sleep comes 0.1-0.5 ms late on a VM).
@@ -359,6 +360,13 @@ public final class PacketEngine: @unchecked Sendable {
         self.recordsAtStop = records
         self.lookupsAtStop = self.lookups
         self.lock.unlock()
+    }
+
+    /// The earlier of two moments (nil: none); no array in the engine's loop.
+    private static func earliest(_ a: Instant?, _ b: Instant?) -> Instant? {
+        guard let a else { return b }
+        guard let b else { return a }
+        return min(a, b)
     }
 
     /// Reads every packet waiting (bounded, so that due verdicts are not held up by a flood).

@@ -500,11 +500,15 @@ def test_the_commands_tcp_sockets_have_a_real_paths_mss_and_others_keep_loopback
         "    c=socket.create_connection((host, l.getsockname()[1])); a,_=l.accept()\n"
         "    print(advmss(c), advmss(a))\n"
         "    for s in (c,a,l): s.close()\n"
+        "l=socket.socket(); l.bind(('127.0.0.1',0)); l.listen()\n"
+        "c=socket.socket(socket.AF_INET6); c.connect(('::ffff:127.0.0.1', l.getsockname()[1])); a,_=l.accept()\n"
+        "print(advmss(c), advmss(a))\n"
     )
     result = packet_run(delay_profile(tmp, 1), ["python3", "-c", script])
     assert result.returncode == 0, result.stderr
-    # 1460 and 1440 less the 12 bytes of the timestamp option each segment carries.
-    assert result.stdout.split() == ["1448", "1448", "1428", "1428"], result.stdout
+    # 1460 and 1440 less the 12 bytes of the timestamp option each segment carries; a dual-stack
+    # socket to an IPv4-mapped address is on an IPv4 path.
+    assert result.stdout.split() == ["1448", "1448", "1428", "1428", "1448", "1448"], result.stdout
     assert "MSS" not in result.stderr, result.stderr
     # Outside the cage nothing changed.
     outside = subprocess.run(["python3", "-c", script], capture_output=True, text=True, timeout=30)
