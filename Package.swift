@@ -134,7 +134,7 @@ let package = Package(
         .testTarget(
             name: "NetcondScenarioTests",
             dependencies: [
-                "NetcondScenario", "NetcondProxy", "NetcondCore",
+                "NetcondScenario", "NetcondProxy", "NetcondCore", "NetcondPacket",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings

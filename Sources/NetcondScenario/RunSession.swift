@@ -249,7 +249,8 @@ public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSu
     if summary.lateOverMillisecond > 0 {
         parts.append("\(summary.lateOverMillisecond) packet\(summary.lateOverMillisecond == 1 ? " was" : "s were") "
             + "released over 1 ms late (longest \(summary.maximumLateness.nanoseconds / 1_000_000) ms): "
-            + "the machine is overloaded and the link's timing was off by as much")
+            + "netcond's thread woke late (a busy machine, or a virtual machine's idle CPUs: --low-latency helps) "
+            + "and the link's timing was off by as much")
     }
     return "\(profile) (packet engine): " + parts.joined(separator: ", ") + " (seed \(seed))"
 }

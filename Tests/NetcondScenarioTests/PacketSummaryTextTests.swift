@@ -1,0 +1,36 @@
+import NetcondCore
+import Testing
+
+@testable import NetcondPacket
+@testable import NetcondScenario
+
+/// The line a packet-engine run prints at the end: what crossed, what was lost and why, and what
+/// netcond could not make exact, in words.
+@Suite struct PacketSummaryTextTests {
+    @Test func aCleanRunCountsPacketsAndLosesNone() {
+        var summary = PacketSummary()
+        summary.elapsed = .milliseconds(820)
+        summary.directions[0].packets = 315
+        summary.directions[0].bytes = 22_000
+        summary.directions[1].packets = 389
+        summary.directions[1].bytes = 506_100
+        let text = packetSummaryText(profile: "lossy", seed: 4, summary)
+        #expect(text.hasPrefix("lossy (packet engine): 0.82 s, up "), "\(text)")
+        #expect(text.contains("in 315 packets") && text.contains("in 389 packets") && text.contains("no packet lost"), "\(text)")
+        #expect(text.hasSuffix("(seed 4)"), "\(text)")
+        #expect(!text.contains("MSS") && !text.contains("late"), "\(text)")
+    }
+
+    @Test func whatNetcondCouldNotMakeExactIsSaidWithItsCause() {
+        var summary = PacketSummary()
+        summary.pathMSSProblem = "cannot attach a BPF program to the cgroup: bpf: Operation not permitted"
+        summary.lateOverMillisecond = 3
+        summary.maximumLateness = .milliseconds(4)
+        let text = packetSummaryText(profile: "edge", seed: 1, summary)
+        #expect(text.contains("the command's TCP sockets kept loopback's 64 KB MSS (cannot attach a BPF program to the cgroup: "
+            + "bpf: Operation not permitted): downloads from servers on this host open their receive window later than "
+            + "on a real 1,500-byte path"), "\(text)")
+        #expect(text.contains("3 packets were released over 1 ms late (longest 4 ms): netcond's thread woke late"), "\(text)")
+        #expect(text.contains("--low-latency helps"), "\(text)")
+    }
+}
