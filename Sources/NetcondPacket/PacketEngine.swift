@@ -318,6 +318,9 @@ public final class PacketEngine: @unchecked Sendable {
 
     private var now: Instant { Instant(nanoseconds: ncq_now() - self.startedAt) }
 
+    /// The engine's clock less the wall clock (the kernel's stamps are on the wall clock), now.
+    private var wallToEngine: Int64 { ncq_now() - ncq_wall_now() - self.startedAt }
+
     private func run() {
         ncq_precise_timers()
         defer { self.finished.signal() }
@@ -375,10 +378,8 @@ public final class PacketEngine: @unchecked Sendable {
             // The moment of the read, taken once it returned (a packet may have come during it).
             var read: (at: Instant, offset: Int64?)?
             let count = self.queue.receive { packet in
-                if read == nil { read = (self.now, self.arrivals.read(offset: ncq_now() - ncq_wall_now() - self.startedAt)) }
-                let (readAt, offset) = read!
-                let direction = packet.queue == self.upQueue ? 0 : 1
-                self.admit(packet, at: self.arrivals.arrival(direction: direction, stamp: packet.stamp, readAt: readAt, offset: offset))
+                if read == nil { read = (self.now, self.arrivals.read(offset: self.wallToEngine)) }
+                self.admit(packet, readAt: read!.at, offset: read!.offset)
             }
             if count == -Int(ENOBUFS) {
                 self.working.kernelDrops += 1
@@ -388,8 +389,10 @@ public final class PacketEngine: @unchecked Sendable {
         }
     }
 
-    private func admit(_ packet: ncq_packet, at now: Instant) {
+    /// A packet read at `readAt` (with the read's clock `offset`) reaches the link: its fate.
+    private func admit(_ packet: ncq_packet, readAt: Instant, offset: Int64?) {
         let direction = packet.queue == self.upQueue ? 0 : 1
+        let now = self.arrivals.arrival(direction: direction, stamp: packet.stamp, readAt: readAt, offset: offset)
         let up = direction == 0
         let segments = Int(packet.segments)
         self.working.directions[direction].packets += segments

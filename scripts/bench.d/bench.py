@@ -2369,7 +2369,7 @@ def packet_loss_fidelity(h, t, srv):
                 continue
             try:
                 prof = fidelity_profile(h, f"fid-{c[0]}-{c[1]}", "12Mbit", c[0], c[1], f"{FIDELITY_QUEUE} packets")
-                # As many seeds as the reference's: a loss-bound cubic cell is the median of three on both sides.
+                # As many seeds as the reference's (steady_seeds): a loss-bound cubic cell is a median on both sides.
                 measured, disturbed = [], 0
                 for seed in steady_seeds(c):
                     argv = client_argv("download", "--port", servers[c[2]][1]["source"], "--total", seconds,
