@@ -113,8 +113,8 @@ public final class PacketEngine: @unchecked Sendable {
         self.timeline = ConditionTimeline(profile: profile, seed: seed)
         self.conditions = self.timeline.conditions
         self.links = [
-            PacketLink(PacketImpairments(self.conditions.up), seed: SeedDeriver.derive(seed, 0x5041_434B, 0)),
-            PacketLink(PacketImpairments(self.conditions.down), seed: SeedDeriver.derive(seed, 0x5041_434B, 1)),
+            PacketLink(PacketImpairments(self.conditions.up), seed: Self.linkSeed(seed, direction: 0)),
+            PacketLink(PacketImpairments(self.conditions.down), seed: Self.linkSeed(seed, direction: 1)),
         ]
         self.wholeGSO = wholeGSO
         self.setup = profile.setup
@@ -190,6 +190,13 @@ public final class PacketEngine: @unchecked Sendable {
             throw .unsupported("profile \(profile.name) uses " + features.joined(separator: ", ")
                 + ", which the packet engine does not emulate yet")
         }
+    }
+
+    /// The seed of one direction's link (0 up, 1 down) under run seed `seed`. The bench's reference
+    /// emulator (`tcp_reference.py --netcond-draws`) draws its losses from the same streams, so the two
+    /// can be compared seed by seed: change this and that script together.
+    static func linkSeed(_ seed: UInt64, direction: UInt64) -> UInt64 {
+        SeedDeriver.derive(seed, 0x5041_434B, direction)
     }
 
     static func decidesNothingPerPacket(_ direction: LinkDirection) -> Bool {

@@ -2109,15 +2109,17 @@ def packet_udp(h, t, srv):
 
 # 9f: the packet engine's loss fidelity: the kernel's own TCP under `netcond run --engine packet`
 # against the kernel's own TCP through tcp_reference.py's emulator, measured in the same run with the
-# same conditions and the same workload code (`bench.py tcpserve` and `bench.py client`). The
+# same conditions, the same workload code (`bench.py tcpserve` and `bench.py client`) and the same
+# seeds: the reference draws its losses from netcond's streams (`--netcond-draws`), so the pairs agree. The
 # reference runs in a thread of its own, several instances at once (it uses no NFQUEUE); the packet
 # engine's runs go one after another (one that ends flushes every NFQUEUE on the host).
 FIDELITY_TOLERANCE = 0.10
 FIDELITY_QUEUE = 1000  # packets, both sides: the reference's FIFO (5a's 1500KB is the same for the proxy)
 FIDELITY_STEADY = {100: 30.0, 500: 45.0}  # seconds per steady cell (5a: 45 and 65), counted from FIDELITY_SKIP
 FIDELITY_SKIP = 5.0
-FIDELITY_FRESH = {100: (100, 10, 330.0), 500: (50, 5, 620.0)}  # rtt: downloads, per netcond run, seconds at most
-FIDELITY_KERNEL_RUNS = 100  # the reference's fresh downloads per cell
+FIDELITY_STEADY_SEEDS = (201, 202, 203)  # both sides; the first alone where TCP is not loss-bound
+FIDELITY_FRESH = {100: (40, 260.0), 500: (24, 420.0)}  # rtt: netcond downloads (a run and a seed each), seconds at most
+FIDELITY_FRESH_SEED = 301
 # Reference instances at once for the fresh cells: five at once on two cores beside netcond's runs
 # slowed the reference's own packets (100 ms cell: 3.55 s five at once, 3.07 s alone).
 FIDELITY_KERNEL_INSTANCES = 2
@@ -2196,42 +2198,6 @@ def wait_quiet(limit=60.0):
     return time.monotonic() - started
 
 
-class FlushWatch:
-    """`nft monitor` in the background: when a netfilter table or chain was deleted on this host
-    (time.monotonic() at the line's arrival). Deleting a base chain makes the kernel drop every packet
-    waiting in any NFQUEUE, netcond's included: a download under way then meets loss the profile did
-    not ask for, one before or after it does not."""
-
-    def __init__(self, h):
-        self.h = h
-        self.events = []
-        self.proc = None
-        try:
-            self.proc = h.spawn(["stdbuf", "-oL", "nft", "monitor"], "nft-monitor", stdout=subprocess.PIPE)
-        except OSError:
-            return
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            text = line.decode(errors="replace").strip()
-            if text.startswith(("delete table", "delete chain")):
-                self.events.append((time.monotonic(), text))
-
-    def hits(self, start, end, own_pid=None, margin=0.2):
-        """The deletions (other than of run `own_pid`'s table) between start - margin and end + margin."""
-        own = f"netcond_{own_pid} " if own_pid else None
-        return [text for at, text in list(self.events)
-                if start - margin <= at <= end + margin and not (own and own in text + " ")]
-
-    def working(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def close(self):
-        if self.proc is not None:
-            self.h.stop(self.proc)
-
-
 class Sources:
     """New local addresses in FIDELITY_SOURCES for 9f's clients on this host: the server's TCP keeps
     metrics (ssthresh, RTT) per peer address (tcp_no_metrics_save is 0 on the host), so a client
@@ -2280,25 +2246,43 @@ def fidelity_profile(h, name, bandwidth, rtt, loss, queue):
                                   f"  queue: {queue}\n")
 
 
-def ratio_interval(a, b):
-    """a's mean / b's mean and the 95 % interval of that ratio (delta method, independent samples)."""
-    (ma, _), (mb, _) = mean_interval(a), mean_interval(b)
-    r = ma / mb
-    se = r * math.sqrt((statistics.stdev(a) / ma) ** 2 / len(a) + (statistics.stdev(b) / mb) ** 2 / len(b))
+def paired_ratio(a, b):
+    """sum(a) / sum(b) over pairs (a[i], b[i]) and the 95 % interval of that ratio (delta method on the
+    pairs: the spread of a[i] - r b[i], which is small when the two sides drew the same losses)."""
+    r = sum(a) / sum(b)
+    if len(a) < 2:
+        return r, r, r
+    se = statistics.stdev([x - r * y for x, y in zip(a, b)]) / math.sqrt(len(a)) / statistics.mean(b)
     return r, r - 1.96 * se, r + 1.96 * se
+
+
+def reference_bps(output):
+    """A steady or bloat reference run's JSON (its last line starting with "{")."""
+    return json.loads([l for l in output.splitlines() if l.startswith("{")][-1])
+
+
+def reference_fresh_time(output):
+    """The one 1 MB download time a `--runs 1` reference run printed."""
+    got = [float(line.split()[0]) for line in output.splitlines()
+           if line and line[0].isdigit() and line.split()[1] == str(1 << 20)]
+    if not got:
+        raise RuntimeError(f"no complete download in the reference's output {output[-200:]!r}")
+    return got[0]
 
 
 def packet_loss_fidelity(h, t, srv):
     name = "9f. packet engine loss fidelity"
-    target = f"within ±{FIDELITY_TOLERANCE * 100:.0f} % of the kernel's (tcp_reference.py, same run)"
+    target = f"within ±{FIDELITY_TOLERANCE * 100:.0f} % of the kernel's (tcp_reference.py, same run, same seeds)"
     steady_cells = [(rtt, loss, cc) for rtt in (100, 500) for loss in (0, 1, 5) for cc in ("bbr", "cubic")]
 
-    def steady_seeds(c):  # a loss-bound cubic cell is a few sawtooth periods: the median of several
-        if c[2] == "cubic" and c[1] > 0:
-            return tuple(range(201, 208)) if c[1] >= 5 else (201, 202, 203)
-        return (201,)
+    def steady_seeds(c):  # a loss-bound cubic cell is a few sawtooth periods: several seeds, paired
+        return FIDELITY_STEADY_SEEDS if c[2] == "cubic" and c[1] > 0 else FIDELITY_STEADY_SEEDS[:1]
 
-    # The reference's work, all of it started now in its own thread.
+    def fresh_seeds(c):
+        return range(FIDELITY_FRESH_SEED, FIDELITY_FRESH_SEED + FIDELITY_FRESH[c[0]][0])
+
+    # The reference's work, all of it started now in its own thread. Every lossy job draws its losses
+    # from netcond's streams for the same seed (--netcond-draws): the two sides lose the same packets.
     ref, tags = {}, []
     stop = threading.Event()
 
@@ -2311,38 +2295,32 @@ def packet_loss_fidelity(h, t, srv):
 
     def references():
         import concurrent.futures
-        jobs = {("bloat",): (["--mode", "bloat", "--rate", BLOAT["rate"], "--rtt", f"{BLOAT['rtt']}ms", "--loss", "0%",
-                              "--queue-bytes", BLOAT["queue_bytes"], "--cc", "cubic", "--seconds", BLOAT["total"],
-                              "--skip", BLOAT["skip"], "--seed", 201], BLOAT["total"] + 60)}
+        steady = {("bloat",): (["--mode", "bloat", "--rate", BLOAT["rate"], "--rtt", f"{BLOAT['rtt']}ms", "--loss", "0%",
+                                "--queue-bytes", BLOAT["queue_bytes"], "--cc", "cubic", "--seconds", BLOAT["total"],
+                                "--skip", BLOAT["skip"], "--seed", 201], BLOAT["total"] + 60)}
         for c in steady_cells:
+            common = ["--mode", "steady", "--rtt", f"{c[0]}ms", "--loss", f"{c[1]}%", "--cc", c[2],
+                      "--queue", FIDELITY_QUEUE, "--seconds", FIDELITY_STEADY[c[0]], "--skip", FIDELITY_SKIP]
             for seed in steady_seeds(c):
-                jobs[("steady", *c, seed)] = (["--mode", "steady", "--rtt", f"{c[0]}ms", "--loss", f"{c[1]}%", "--cc", c[2],
-                                               "--queue", FIDELITY_QUEUE, "--seconds", FIDELITY_STEADY[c[0]],
-                                               "--skip", FIDELITY_SKIP, "--seed", seed], FIDELITY_STEADY[c[0]] + 60)
-            if c[2] == "bbr" and c[1] == 5:  # where the loss strikes matters when the link is full
-                jobs[("steady-first", *c)] = (["--mode", "steady", "--rtt", f"{c[0]}ms", "--loss", f"{c[1]}%", "--cc",
-                                               c[2], "--queue", FIDELITY_QUEUE, "--seconds", FIDELITY_STEADY[c[0]],
-                                               "--skip", FIDELITY_SKIP, "--seed", 201, "--loss-first"],
-                                              FIDELITY_STEADY[c[0]] + 60)
-        with concurrent.futures.ThreadPoolExecutor(FIDELITY_AT_ONCE) as pool:
-            futures = {pool.submit(ref_job, key, *job): key for key, job in jobs.items()}
-            for f in concurrent.futures.as_completed(futures):
-                try:
-                    ref[futures[f]] = f.result()
-                except Exception as e:
-                    ref[futures[f]] = e
-        for c, _, limit in KERNEL_CELLS:
-            if stop.is_set():
-                break
-            try:
-                ref[("fresh", *c)] = kernel_reference(h, c, FIDELITY_KERNEL_RUNS, limit, FIDELITY_KERNEL_INSTANCES)
-            except Exception as e:
-                ref[("fresh", *c)] = e
+                steady[("steady", *c, seed)] = ([*common, "--seed", seed, "--netcond-draws"], FIDELITY_STEADY[c[0]] + 60)
+            if c[2] == "bbr" and c[1] == 5:  # where the loss strikes matters when the link is full: informational
+                steady[("steady-wire", *c)] = ([*common, "--seed", steady_seeds(c)[0]], FIDELITY_STEADY[c[0]] + 60)
+        fresh = {("fresh", *c, seed): (["--rtt", f"{c[0]}ms", "--loss", f"{c[1]}%", "--cc", c[2], "--runs", 1,
+                                        "--seed", seed, "--netcond-draws"], limit + 60)
+                 for c, _, limit in KERNEL_CELLS for seed in fresh_seeds(c)}
+        for jobs, at_once in ((steady, FIDELITY_AT_ONCE), (fresh, FIDELITY_KERNEL_INSTANCES)):
+            with concurrent.futures.ThreadPoolExecutor(at_once) as pool:
+                futures = {pool.submit(ref_job, key, *job): key for key, job in jobs.items()}
+                for f in concurrent.futures.as_completed(futures):
+                    try:
+                        ref[futures[f]] = f.result()
+                    except Exception as e:
+                        ref[futures[f]] = e
 
     worker = threading.Thread(target=references, daemon=True)
     worker.start()
-    servers, sources, flushes = {}, Sources(), FlushWatch(h)
-    ours = {}  # key -> (value, run, disturbed attempts) or an exception
+    servers, sources = {}, Sources()
+    ours = {}  # key -> the measurement, or an exception
     completed = False
     try:
         for cc in ("cubic", "bbr"):
@@ -2361,7 +2339,7 @@ def packet_loss_fidelity(h, t, srv):
         except Exception as e:
             ours[("bloat",)] = e
 
-        # (a) steady goodput, the 12 cells of 5a
+        # (a) steady goodput, the 12 cells of 5a, each seed paired with the reference's
         for c in steady_cells:
             seconds = FIDELITY_STEADY[c[0]]
             if h.remaining() < seconds + 60:
@@ -2369,71 +2347,47 @@ def packet_loss_fidelity(h, t, srv):
                 continue
             try:
                 prof = fidelity_profile(h, f"fid-{c[0]}-{c[1]}", "12Mbit", c[0], c[1], f"{FIDELITY_QUEUE} packets")
-                # As many seeds as the reference's (steady_seeds): a loss-bound cubic cell is a median on both sides.
-                measured, disturbed = [], 0
+                measured, disturbed = {}, 0
                 for seed in steady_seeds(c):
                     argv = client_argv("download", "--port", servers[c[2]][1]["source"], "--total", seconds,
                                        "--skip", FIDELITY_SKIP, "--src-base", sources.take(1))
                     run, d = undisturbed_run(h, prof, argv, f"fid-steady-{c[0]}-{c[1]}-{c[2]}", seconds + 40, seed=seed)
                     disturbed += d
-                    measured.append((client_result(run.json_out(), "download")["bps"], run))
-                    log(f"    steady {c} seed {seed}: {measured[-1][0] * 8 / 1e6:.2f} Mbit/s; {run.evidence()}")
-                measured.sort(key=lambda m: m[0])
-                bps, run = measured[len(measured) // 2]
-                ours[("steady", *c)] = (bps, run, disturbed, [m[0] for m in measured])
+                    measured[seed] = (client_result(run.json_out(), "download")["bps"], run)
+                    log(f"    steady {c} seed {seed}: {measured[seed][0] * 8 / 1e6:.2f} Mbit/s; {run.evidence()}")
+                ours[("steady", *c)] = (measured, disturbed)
             except Exception as e:
                 ours[("steady", *c)] = e
 
-        # (b) 1 MB on a fresh connection, 5d's cells: several netcond runs of a few downloads each
+        # (b) 1 MB on a fresh connection, 5d's cells: a netcond run per download, each with its own seed
+        # (the seeds the reference draws with), so that every download pairs with the reference's
         for c, _, limit in KERNEL_CELLS:
-            want, per, allotted = FIDELITY_FRESH[c[0]]
-            times, fails, runs, disturbed, dropped = [], [], [], 0, 0
+            want, allotted = FIDELITY_FRESH[c[0]]
+            times, fails, runs, disturbed = {}, [], [], 0
             started = time.monotonic()
             try:
                 prof = fidelity_profile(h, f"fid-{c[0]}-{c[1]}", "12Mbit", c[0], c[1], f"{FIDELITY_QUEUE} packets")
-                while len(times) < want:
-                    spent = time.monotonic() - started
-                    expect = per * (LOSS_REF[c][1] * 1.6 + 0.5) + 10  # a chunk's usual length (5d: the mean is ~1.5x the issue's)
-                    if spent + expect > allotted or h.remaining() < expect + 120:
+                for seed in fresh_seeds(c):
+                    expect = LOSS_REF[c][1] * 1.6 + 5  # a download's usual length, start-up included
+                    if time.monotonic() - started + expect > allotted or h.remaining() < expect + 120:
                         break
-                    argv = client_argv("fresh", "--port", servers[c[2]][1]["fresh"], "--bytes", 1 << 20, "--runs", per,
-                                       "--timeout", limit, "--src-base", sources.take(per))
-                    wait_quiet()
-                    began = time.monotonic()
-                    # A seed of its own per run: with one seed for all, every run drew the same losses
-                    # for the same packets, and the downloads were not independent samples.
-                    run = PacketRun(h, prof, argv, f"fid-fresh-{c[0]}-{c[1]}", seed=301 + len(runs),
-                                    timeout=per * (limit + 1) + 30)
-                    data = client_result(run.json_out(), "fresh") if not run.vanished else None
-                    if run.vanished:
-                        # Keep the downloads no deletion overlapped; all of them go when the monitor saw
-                        # none (it missed it) or cannot say.
-                        disturbed += 1
-                        seen = flushes.hits(began, time.monotonic(), run.pid)
-                        try:
-                            data = json.loads([l for l in run.out.splitlines() if l.startswith("{")][-1])
-                        except (IndexError, ValueError):
-                            data = None
-                        if not seen or not flushes.working() or not data or len(data.get("spans", [])) != len(data["times"]):
-                            log(f"    fresh {c}: {run.vanished} packets flushed by another program's firewall "
-                                f"change; none of this run's downloads counted")
-                            continue
-                        keep = [(x, span) for x, span in zip(data["times"], data["spans"])
-                                if not flushes.hits(span[0], span[1], run.pid)]
-                        dropped += len(data["times"]) - len(keep)
-                        log(f"    fresh {c}: {run.vanished} packets flushed by another program's firewall change "
-                            f"({len(seen)} deletions seen); {len(data['times']) - len(keep)} of its downloads not counted")
-                        data["times"] = [x for x, _ in keep]
+                    argv = client_argv("fresh", "--port", servers[c[2]][1]["fresh"], "--bytes", 1 << 20, "--runs", 1,
+                                       "--timeout", limit, "--src-base", sources.take(1))
+                    run, d = undisturbed_run(h, prof, argv, f"fid-fresh-{c[0]}-{c[1]}", limit + 30, seed=seed)
+                    disturbed += d
+                    if run.vanished:  # flushed packets in every attempt: this seed's download is not counted
+                        continue
+                    data = client_result(run.json_out(), "fresh")
                     runs.append(run)
-                    times += data["times"]
-                    fails += data["errors"]
-                    log(f"    fresh {c}: {len(times)} downloads, mean {statistics.mean(times):.2f} s")
-                ours[("fresh", *c)] = (times, fails, runs, disturbed, dropped)
+                    if data["times"]:
+                        times[seed] = data["times"][0]
+                    fails += [f"seed {seed}: {e}" for e in data["errors"]]
+                log(f"    fresh {c}: {len(times)} downloads, mean {statistics.mean(times.values()):.2f} s")
+                ours[("fresh", *c)] = (times, fails, runs, disturbed)
             except Exception as e:
                 ours[("fresh", *c)] = e
         completed = True
     finally:
-        flushes.close()
         for proc, _ in servers.values():
             try:
                 proc.stdin.close()
@@ -2454,7 +2408,7 @@ def packet_loss_fidelity(h, t, srv):
                 if proc.poll() is None and reference_script() in map(str, proc.args):
                     h.stop(proc, wait=5)
             worker.join(15)
-        reference_leftovers(h, tags + [f"b{i}" for i in range(KERNEL_INSTANCES)])
+        reference_leftovers(h, tags)
         Sources.flush()
 
     def kernel(key):
@@ -2463,11 +2417,8 @@ def packet_loss_fidelity(h, t, srv):
             raise value
         return value
 
-    def disturbed_text(run, disturbed):
-        if not disturbed:
-            return ""
-        return (f"; {disturbed} attempt(s) disturbed by another program's firewall change"
-                + (" (this one too)" if run.vanished else ", run again"))
+    def disturbed_text(disturbed):
+        return f"; {disturbed} attempt(s) disturbed by another program's firewall change, run again" if disturbed else ""
 
     # (a) rows
     for c in steady_cells:
@@ -2476,19 +2427,24 @@ def packet_loss_fidelity(h, t, srv):
             mine = ours.get(("steady", *c), RuntimeError("not measured"))
             if isinstance(mine, Exception):
                 raise mine
-            bps, run, disturbed, mine_all = mine
-            kvals = sorted(json.loads([l for l in kernel(("steady", *c, seed)).splitlines() if l.startswith("{")][-1])["bps"]
-                           for seed in steady_seeds(c))
-            k = kvals[len(kvals) // 2]
-            spread = f" (seeds: {', '.join(f'{v * 8 / 1e6:.2f}' for v in kvals)})" if len(kvals) > 1 else ""
-            first = ""
-            if ("steady-first", *c) in ref and not isinstance(ref[("steady-first", *c)], Exception):
-                kf = json.loads([l for l in ref[("steady-first", *c)].splitlines() if l.startswith("{")][-1])["bps"]
-                first = f"; the kernel with loss before the queue, as netcond's link: {kf * 8 / 1e6:.2f} Mbit/s = {bps / kf:.2f}x"
-            own = f" (seeds: {', '.join(f'{v * 8 / 1e6:.2f}' for v in mine_all)})" if len(mine_all) > 1 else ""
-            t.add(label, f"netcond {bps * 8 / 1e6:.2f} Mbit/s{own} vs kernel {k * 8 / 1e6:.2f} Mbit/s{spread} = "
-                         f"{bps / k:.2f}x{first}; {run.evidence()}{disturbed_text(run, disturbed)}", target,
-                  "PASS" if within(bps, k, FIDELITY_TOLERANCE) else "FAIL")
+            measured, disturbed = mine
+            seeds = sorted(measured)
+            a = [measured[s][0] for s in seeds]
+            b = [reference_bps(kernel(("steady", *c, s)))["bps"] for s in seeds]
+            r = sum(a) / sum(b)
+            mbit = lambda v: f"{v * 8 / 1e6:.2f}"
+            pairs = (f" (seed by seed, netcond/kernel: {', '.join(f'{mbit(x)}/{mbit(y)}' for x, y in zip(a, b))})"
+                     if len(seeds) > 1 else "")
+            wire = ""
+            if ("steady-wire", *c) in ref and not isinstance(ref[("steady-wire", *c)], Exception):
+                kw = reference_bps(ref[("steady-wire", *c)])["bps"]
+                wire = (f"; informational: the kernel with its losses on the wire (after the queue, its own draws) "
+                        f"{mbit(kw)} Mbit/s")
+            run = measured[seeds[len(seeds) // 2]][1]
+            t.add(label, f"netcond {mbit(statistics.mean(a))} Mbit/s vs kernel {mbit(statistics.mean(b))} Mbit/s"
+                         f"{' (means of the seeds)' if len(seeds) > 1 else ''} = {r:.2f}x{pairs}{wire}; "
+                         f"{run.evidence()}{disturbed_text(disturbed)}", target,
+                  "PASS" if within(sum(a), sum(b), FIDELITY_TOLERANCE) else "FAIL")
         except Exception as e:
             t.error(label, e)
 
@@ -2499,26 +2455,31 @@ def packet_loss_fidelity(h, t, srv):
             mine = ours.get(("fresh", *c), RuntimeError("not measured"))
             if isinstance(mine, Exception):
                 raise mine
-            times, fails, runs, disturbed, dropped = mine
-            kt = kernel(("fresh", *c))
-            if len(times) < 10:
-                raise RuntimeError(f"only {len(times)} netcond downloads (time budget); failures: {fails[:2]}")
-            (mm, mh), (km, kh) = mean_interval(times), mean_interval(kt)
-            r, lo, hi = ratio_interval(times, kt)
-            mq, kq = quartiles(times), quartiles(kt)
+            times, fails, runs, disturbed = mine
+            kt, kfails = {}, []
+            for seed in fresh_seeds(c):
+                try:
+                    kt[seed] = reference_fresh_time(kernel(("fresh", *c, seed)))
+                except Exception as e:
+                    kfails.append(f"seed {seed}: {e}")
+            seeds = sorted(set(times) & set(kt))
+            if len(seeds) < 10:
+                raise RuntimeError(f"only {len(seeds)} downloads measured on both sides (netcond {len(times)}, "
+                                   f"kernel {len(kt)}); failures: {(fails + kfails)[:2]}")
+            a, b = [times[s] for s in seeds], [kt[s] for s in seeds]
+            r, lo, hi = paired_ratio(a, b)
+            close = sum(1 for x, y in zip(a, b) if abs(x - y) <= 0.05 * y)
             lost = sum(run.lost for run in runs)
-            t.add(label, f"netcond {mm:.2f} s (±{mh:.2f}, {len(times)} downloads in {len(runs)} runs) vs kernel "
-                         f"{km:.2f} s (±{kh:.2f}, {len(kt)}) = {r:.2f}x (95 % interval of the ratio {lo:.2f}-{hi:.2f}); "
-                         f"median {mq[1]:.2f} vs {kq[1]:.2f} s, quartiles {mq[0]:.2f}-{mq[2]:.2f} vs "
-                         f"{kq[0]:.2f}-{kq[2]:.2f}; netcond lost {lost} packets in all"
-                         + (f"; {len(fails)} downloads failed: {fails[:2]}" if fails else "")
-                         + (f"; {disturbed} netcond runs disturbed by another program's firewall change: "
-                            f"{dropped} downloads under way then not counted" + (" (and every download of a run where "
-                            "the monitor saw no deletion)" if sum(1 for r in runs if r.vanished) < disturbed else "")
-                            if disturbed else ""),
-                  target, "PASS" if within(mm, km, FIDELITY_TOLERANCE) and not fails else "FAIL")
-            t.notes.append(f"9f samples, 1 MB RTT {c[0]}ms loss {c[1]}% {c[2]} (s, sorted): kernel "
-                           f"{' '.join(f'{x:.2f}' for x in sorted(kt))}; netcond {' '.join(f'{x:.2f}' for x in sorted(times))}")
+            t.add(label, f"netcond {statistics.mean(a):.2f} s vs kernel {statistics.mean(b):.2f} s over the same "
+                         f"{len(seeds)} seeds = {r:.2f}x (95 % interval {lo:.2f}-{hi:.2f}); {close} of {len(seeds)} "
+                         f"downloads within 5 % of their seed's, correlation {statistics.correlation(a, b):.3f}; median "
+                         f"{statistics.median(a):.2f} vs {statistics.median(b):.2f} s; netcond lost {lost} packets in all"
+                         + (f"; {len(fails)} netcond downloads failed: {fails[:2]}" if fails else "")
+                         + (f"; {len(kfails)} reference downloads failed: {kfails[:2]}" if kfails else "")
+                         + disturbed_text(disturbed),
+                  target, "PASS" if within(sum(a), sum(b), FIDELITY_TOLERANCE) and not fails else "FAIL")
+            t.notes.append(f"9f samples, 1 MB RTT {c[0]}ms loss {c[1]}% {c[2]} (seed: netcond/kernel s): "
+                           + " ".join(f"{s}: {times[s]:.2f}/{kt[s]:.2f}" for s in seeds))
         except Exception as e:
             t.error(label, e)
 
@@ -2528,7 +2489,7 @@ def packet_loss_fidelity(h, t, srv):
         if isinstance(mine, Exception):
             raise mine
         data, run, disturbed = mine
-        kd = json.loads([l for l in kernel(("bloat",)).splitlines() if l.startswith("{")][-1])
+        kd = reference_bps(kernel(("bloat",)))
         for what, f in (("idle RTT p50", lambda d: pct(d["idle"], 50)), ("loaded RTT p50", lambda d: pct(d["loaded"], 50)),
                         ("loaded RTT max", lambda d: max(d["loaded"]))):
             a, b = f(data) * 1000, f(kd) * 1000
@@ -2536,7 +2497,7 @@ def packet_loss_fidelity(h, t, srv):
             if what == "loaded RTT max":
                 bulk = lambda d: f"{d['bulk_bps'] * 8 / 1e3:.0f}" if d.get("bulk_bps") else "-"
                 extra = (f"; bulk goodput {bulk(data)} vs {bulk(kd)} kbit/s; {run.evidence()}"
-                         f"{disturbed_text(run, disturbed)}")
+                         f"{disturbed_text(disturbed)}")
             t.add(f"{name}: bufferbloat (2Mbit, 50ms each way, queue 64KB, cubic) {what}",
                   f"netcond {a:.1f} ms vs kernel {b:.1f} ms = {a / b:.2f}x{extra}", target,
                   "PASS" if within(a, b, FIDELITY_TOLERANCE) else "FAIL")
@@ -2546,26 +2507,30 @@ def packet_loss_fidelity(h, t, srv):
     t.notes.append(
         "9f: the same workloads (`bench.py tcpserve`: a source, an echo and a 1 MB server whose sockets send with "
         "TCP_CONGESTION set to the cell's algorithm; `bench.py client download|fresh|bloat`) on both sides: (1) the "
-        "client as the command of `netcond run --engine packet` with `link: {bandwidth: B, latency: RTT/2, loss: L, "
-        f"queue: Q}}` (both directions), the server on 127.0.0.1 outside it; (2) scripts/bench.d/tcp_reference.py "
+        "client as the command of `netcond run --engine packet --seed S` with `link: {bandwidth: B, latency: RTT/2, "
+        "loss: L, queue: Q}` (both directions), the server on 127.0.0.1 outside it; (2) scripts/bench.d/tcp_reference.py "
         "(the kernel's TCP between two namespaces, every packet carried by a Python emulator with the same rate, "
-        "delay, FIFO and i.i.d. loss both ways), started at the same time in a thread of its own, "
-        f"{FIDELITY_AT_ONCE} instances at once ({FIDELITY_KERNEL_INSTANCES} for the 1 MB cells). Steady: 12 Mbit/s, a {FIDELITY_QUEUE}-packet "
-        f"queue on both sides, {FIDELITY_STEADY[100]:.0f} s at 100 ms and {FIDELITY_STEADY[500]:.0f} s at 500 ms "
-        f"(shorter than 5a's 45/65 s, to keep 9f near 25 minutes), goodput from {FIDELITY_SKIP:.0f} s; the kernel's "
-        "loss-bound cubic cells are the median of several seeds on both sides (201-203 at 1 %, 201-207 at 5 %). "
-        "1 MB: each netcond run draws with a seed of its own; netcond "
-        f"{FIDELITY_FRESH[100][0]} downloads at 100 ms ({FIDELITY_FRESH[100][1]} per netcond run) and up to "
-        f"{FIDELITY_FRESH[500][0]} at 500 ms ({FIDELITY_FRESH[500][1]} per run; fewer if their "
-        f"{FIDELITY_FRESH[500][2]:.0f} s run out), the kernel {FIDELITY_KERNEL_RUNS} per cell; judged on the mean, "
-        "as 5d. Bufferbloat: 5c's measure without a proxy (20 idle ping-pongs of 100 bytes, a bulk download, 40 "
+        "delay, FIFO and loss both ways), started at the same time in a thread of its own, "
+        f"{FIDELITY_AT_ONCE} instances at once ({FIDELITY_KERNEL_INSTANCES} for the 1 MB cells). Paired: the "
+        "reference runs with `--netcond-draws --seed S`, drawing each direction's losses from the stream netcond's "
+        "link draws from under seed S (loss before the queue, netcond's place), so the two sides lose the same "
+        "packets by their number and each netcond measure has the kernel's under the same losses beside it; where "
+        "the two stacks' packets stay in step the pair agrees to the millisecond, and what differs is the "
+        "emulators' timing. Steady: 12 Mbit/s, a "
+        f"{FIDELITY_QUEUE}-packet queue on both sides, {FIDELITY_STEADY[100]:.0f} s at 100 ms and "
+        f"{FIDELITY_STEADY[500]:.0f} s at 500 ms (shorter than 5a's 45/65 s), goodput from {FIDELITY_SKIP:.0f} s; "
+        f"the loss-bound cubic cells take seeds {', '.join(map(str, FIDELITY_STEADY_SEEDS))} on both sides, "
+        f"the others {FIDELITY_STEADY_SEEDS[0]}; judged on the means. 1 MB: one download per netcond run, seeds "
+        f"{FIDELITY_FRESH_SEED} on, {FIDELITY_FRESH[100][0]} at 100 ms and {FIDELITY_FRESH[500][0]} at 500 ms (fewer if "
+        f"their {FIDELITY_FRESH[100][1]:.0f}/{FIDELITY_FRESH[500][1]:.0f} s run out), the reference one download per "
+        "seed; judged on the mean over the seeds both sides measured, with the interval of the paired ratio. "
+        "Bufferbloat: 5c's measure without a proxy (20 idle ping-pongs of 100 bytes, a bulk download, 40 "
         "ping-pongs from 5 s into it), the reference's queue counted in bytes as netcond's. Every client connection "
         f"on this host takes a new local address in {FIDELITY_SOURCES} (flushed from the host's TCP metrics before "
         "and after), as the reference's namespaces keep no metrics. Packet-engine runs wait for the host to be "
-        "free of other packet engines; when the kernel flushed packets from netcond's queue meanwhile (another "
-        "program deleted a netfilter table or chain: loss the profile did not ask for) a steady or bufferbloat run "
-        "is run again (at most twice), and of a 1 MB run the downloads under way at a deletion seen by `nft "
-        "monitor` are not counted (all of the run's when it saw none).")
+        "free of other packet engines, and a run in which the kernel flushed packets from netcond's queue "
+        "(another program deleted a netfilter table or chain: loss the profile did not ask for) is run again, "
+        "at most twice.")
 
 
 QUIC_SIZE = 200_000  # bytes: about 7 s of edge's 240 kbit/s down, plus the handshakes' round trips (0.84 s each)
@@ -2722,8 +2687,8 @@ def fresh_client(host, port, size, runs, timeout, pause, src_base):
     """`bench.py client fresh`: `runs` downloads of `size` bytes from tcpserve's fresh port, one
     after another, each a new connection timed from connect() to the last byte (5d's measure).
     Prints "SECONDS BYTES" per download (tcp_reference.py's format), then one JSON object: the times
-    of the complete ones and their spans (CLOCK_MONOTONIC, the same clock in every process here)."""
-    times, spans, errors = [], [], []
+    of the complete ones, and the errors."""
+    times, errors = [], []
     for i in range(runs):
         start = time.monotonic()
         try:
@@ -2745,14 +2710,13 @@ def fresh_client(host, port, size, runs, timeout, pause, src_base):
             print("%.4f %d" % (elapsed, got), flush=True)
             if got == size:
                 times.append(elapsed)
-                spans.append((start, start + elapsed))
             else:
                 errors.append(f"run {i}: {got} of {size} bytes")
         except Exception as e:
             errors.append(f"run {i}: {type(e).__name__}: {e}")
             print(f"error {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         time.sleep(pause)
-    print(json.dumps({"times": times, "spans": spans, "errors": errors}), flush=True)
+    print(json.dumps({"times": times, "errors": errors}), flush=True)
 
 
 def bloat_client(host, echo_port, source_port, src_base, idle=20, loaded=40, total=22.0, skip=1.0, wait=5.0):

@@ -20,6 +20,11 @@ side (`bench.py tcpserve` in the server namespace, `bench.py client ...` in the 
     sudo python3 scripts/bench.d/tcp_reference.py --mode steady --rtt 500ms --loss 5% --cc bbr --seconds 45
     sudo python3 scripts/bench.d/tcp_reference.py --mode bloat --rtt 100ms --loss 0% --rate 2 --queue-bytes 65536
 
+With `--netcond-draws` each direction draws its losses from the stream netcond's packet link draws
+from under the same `--seed` (and loses before the queue, as netcond does): a run of this script and
+a `netcond run --engine packet --seed S` lose the same packets, by their number in each direction,
+so the bench compares the two seed by seed and what is left of a difference is the emulators' timing.
+
 Each instance has its own pair of namespaces; `--tag T` names them (ncref-client-T, ncref-server-T), so
 several instances (with different `--seed`s) can run at once, as the bench's 5d does.
 
@@ -115,6 +120,61 @@ def parse_percent(text):
     return fraction
 
 
+MASK64 = (1 << 64) - 1
+NETCOND_LINK_LABEL = 0x5041434B  # netcond's packet engine derives each direction's link seed with it
+
+
+def splitmix64(state):
+    """(the next state, its output): netcond's seed expander."""
+    state = (state + 0x9E3779B97F4A7C15) & MASK64
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return state, z ^ (z >> 31)
+
+
+def derive_seed(seed, *labels):
+    """netcond's SeedDeriver.derive: an independent seed from a run seed and a path of labels."""
+    _, value = splitmix64(seed & MASK64)
+    for label in labels:
+        _, value = splitmix64(value ^ ((label * 0x9E3779B97F4A7C15) & MASK64))
+    return value
+
+
+class NetcondRandom:
+    """netcond's SeededRandom (xoshiro256** seeded through SplitMix64), with random.Random's
+    `random()`: the same uniform values netcond's `chance(p)` compares with p."""
+
+    def __init__(self, seed):
+        state, self.s = seed & MASK64, []
+        for _ in range(4):
+            state, out = splitmix64(state)
+            self.s.append(out)
+
+    def next(self):
+        s0, s1, s2, s3 = self.s
+        rot = lambda x, k: ((x << k) | (x >> (64 - k))) & MASK64
+        result = (rot((s1 * 5) & MASK64, 7) * 9) & MASK64
+        t = (s1 << 17) & MASK64
+        s2 ^= s0
+        s3 ^= s1
+        s1 ^= s2
+        s0 ^= s3
+        s2 ^= t
+        self.s = [s0, s1, s2, rot(s3, 45)]
+        return result
+
+    def random(self):
+        return (self.next() >> 11) * 2.0 ** -53
+
+
+def netcond_loss_streams(seed):
+    """The streams netcond's packet link draws its loss decisions from under `--seed seed`, (up,
+    down): PacketEngine seeds direction d's link with derive(seed, label, d), and the link's loss
+    process with that plus one."""
+    return tuple(NetcondRandom((derive_seed(seed, NETCOND_LINK_LABEL, d) + 1) & MASK64) for d in (0, 1))
+
+
 class Link:
     """One direction: FIFO queue at `rate`, then `delay`; loss of whole packets with probability `loss`.
     The queue holds `queue` packets, or `queue_bytes` bytes when given (a packet is admitted while
@@ -139,7 +199,7 @@ class Link:
 
     def admit(self, now, size):
         """When the packet arrives at the far end, or None when it is lost or dropped."""
-        if self.loss_first and self.rng.random() < self.loss:
+        if self.loss_first and self.loss > 0 and self.rng.random() < self.loss:
             self.lost += 1
             return None
         while self.queued and self.queued[0][0] <= now:
@@ -156,7 +216,7 @@ class Link:
         self.queued.append((departure, size))
         self.queued_bytes += size
         self.sent += 1
-        if not self.loss_first and self.rng.random() < self.loss:
+        if not self.loss_first and self.loss > 0 and self.rng.random() < self.loss:
             self.lost += 1
             return None
         return departure + self.delay
@@ -166,9 +226,6 @@ def emulate(fd_client, fd_server, down, up, stop_fd):
     """Carries packets until `stop_fd` becomes readable."""
     pending = []  # (time, seq, fd, packet)
     seq = 0
-    poller = select.poll()
-    for fd in (fd_client, fd_server, stop_fd):
-        poller.register(fd, select.POLLIN)
     while True:
         now = time.monotonic()
         while pending and pending[0][0] <= now:
@@ -177,8 +234,10 @@ def emulate(fd_client, fd_server, down, up, stop_fd):
                 os.write(out, packet)
             except OSError:
                 pass
-        timeout = max(0, (pending[0][0] - time.monotonic()) * 1000) if pending else 1000
-        for fd, _ in poller.poll(timeout):
+        # select(), not poll(): its time-out has microseconds, where poll() rounds up to the next
+        # millisecond, and every packet would leave up to 1 ms late (2 % of a 100 ms round trip).
+        timeout = max(0.0, pending[0][0] - time.monotonic()) if pending else 1.0
+        for fd in select.select([fd_client, fd_server, stop_fd], [], [], timeout)[0]:
             if fd == stop_fd:
                 return
             for _ in range(64):
@@ -248,6 +307,10 @@ def main():
     parser.add_argument("--size", type=int, default=1 << 20)
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--netcond-draws", action="store_true",
+                        help="each direction's loss decisions from the stream netcond's packet link draws from under "
+                             "the same --seed (implies --loss-first, netcond's place): a run of each with one seed "
+                             "loses the same packets by their number in each direction, so the two pair up seed by seed")
     parser.add_argument("--tag", default="", help="names this instance's namespaces, so several can run at once")
     args = parser.parse_args()
     if args.tag and not args.tag.isalnum():
@@ -276,9 +339,13 @@ def main():
                                          (server_ns, (SERVER_ADDRESS, CLIENT_ADDRESS))):
             sh("ip", "-n", namespace, "addr", "add", local, "peer", peer, "dev", "nctun")
             sh("ip", "-n", namespace, "link", "set", "nctun", "up", "mtu", "1500")
-        rng = random.Random(args.seed)
-        down = Link(args.rate * 1e6, rtt / 2, loss, args.queue, rng, args.queue_bytes, args.loss_first)
-        up = Link(args.rate * 1e6, rtt / 2, loss, args.queue, rng, args.queue_bytes, args.loss_first)
+        if args.netcond_draws:
+            args.loss_first = True
+            rng_up, rng_down = netcond_loss_streams(args.seed)
+        else:
+            rng_up = rng_down = random.Random(args.seed)
+        down = Link(args.rate * 1e6, rtt / 2, loss, args.queue, rng_down, args.queue_bytes, args.loss_first)
+        up = Link(args.rate * 1e6, rtt / 2, loss, args.queue, rng_up, args.queue_bytes, args.loss_first)
         server = subprocess.Popen(["ip", "netns", "exec", server_ns, sys.executable, BENCH, "tcpserve",
                                    "--bind", SERVER_ADDRESS, "--port", str(PORT), "--cc", args.cc, "--size", str(args.size)],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
