@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <grp.h>
 #ifdef __linux__
 #include <sched.h>
 #include <sys/mount.h>
@@ -61,7 +62,8 @@ static void close_descriptors(int lowest, int keep, long limit) {
 }
 
 int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int stdout_fd,
-                  int stderr_fd, int terminal_fd, int cgroup_fd, const char *hosts_file, pid_t *pid) {
+                  int stderr_fd, int terminal_fd, int cgroup_fd, const char *hosts_file,
+                  const struct netcond_identity *identity, pid_t *pid) {
     int report[2];
     if (pipe2(report, O_CLOEXEC) != 0) return errno;
     long limit = sysconf(_SC_OPEN_MAX);
@@ -112,6 +114,16 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
 #else
         (void)hosts_file;
 #endif
+        if (error == 0 && identity != NULL) {
+            if (setgroups((size_t)identity->group_count, identity->groups) != 0) error = errno;
+            if (error == 0 && setgid(identity->gid) != 0) error = errno;
+            if (error == 0 && setuid(identity->uid) != 0) error = errno;
+#ifdef __linux__
+            /* The kernel clears the parent-death signal when the credentials change. */
+            if (error == 0 && prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) error = errno;
+            if (getppid() != parent) _exit(127);
+#endif
+        }
         if (error == 0 && directory != NULL && chdir(directory) != 0) error = errno;
         if (error == 0 && stdout_fd >= 0 && stderr_fd >= 0) {
             int input = open("/dev/null", O_RDONLY);

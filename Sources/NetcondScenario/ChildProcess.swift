@@ -46,14 +46,16 @@ public final class ChildProcess: Sendable {
     /// and stderr go to those descriptors and its stdin is /dev/null; without, it shares netcond's
     /// and, when netcond is in the foreground of a terminal, is given the terminal (see above). With
     /// `cgroup` (an open `cgroup.procs`), the child enters that cgroup before it executes; with
-    /// `hostsFile`, it sees that file as /etc/hosts (a mount namespace of its own).
+    /// `hostsFile`, it sees that file as /etc/hosts (a mount namespace of its own); with `identity`, it
+    /// runs as that user (netcond is root).
     public static func spawn(
         _ command: [String],
         environment: [String: String],
         workingDirectory: String? = nil,
         output: (stdout: Int32, stderr: Int32)? = nil,
         cgroup: Int32? = nil,
-        hostsFile: String? = nil
+        hostsFile: String? = nil,
+        identity: ChildIdentity? = nil
     ) throws(ChildProcessError) -> ChildProcess {
         try Self.checkStartable(command, environment: environment)
         let program = command[0]
@@ -63,7 +65,7 @@ public final class ChildProcess: Sendable {
         // thread of its own that lives exactly as long as the child (it waits for it).
         let reaper = Reaper(
             path: resolved, arguments: command, environment: environmentLines, directory: workingDirectory,
-            output: output, cgroup: cgroup ?? -1, hostsFile: hostsFile)
+            output: output, cgroup: cgroup ?? -1, hostsFile: hostsFile, identity: identity)
         let result = reaper.start()
         guard result == 0 else {
             if let workingDirectory, result == ENOENT || result == ENOTDIR || result == EACCES {
@@ -176,6 +178,7 @@ private final class Reaper: @unchecked Sendable {
     private let output: (stdout: Int32, stderr: Int32)?
     private let cgroup: Int32
     private let hostsFile: String?
+    private let identity: ChildIdentity?
     private let started = DispatchSemaphore(value: 0)
     private let lock = NSLock()
     private var startResult: Int32 = 0
@@ -190,7 +193,7 @@ private final class Reaper: @unchecked Sendable {
 
     init(
         path: String, arguments: [String], environment: [String], directory: String?,
-        output: (stdout: Int32, stderr: Int32)?, cgroup: Int32, hostsFile: String?
+        output: (stdout: Int32, stderr: Int32)?, cgroup: Int32, hostsFile: String?, identity: ChildIdentity?
     ) {
         self.path = path
         self.arguments = arguments
@@ -199,6 +202,7 @@ private final class Reaper: @unchecked Sendable {
         self.output = output
         self.cgroup = cgroup
         self.hostsFile = hostsFile
+        self.identity = identity
     }
 
     /// Starts the thread and the child; returns 0 or an errno value.
@@ -254,9 +258,18 @@ private final class Reaper: @unchecked Sendable {
         let argv = self.arguments.map { strdup($0) } + [nil]
         let envp = self.environment.map { strdup($0) } + [nil]
         var pid = pid_t()
-        let result = netcond_spawn(
-            self.path, argv, envp, self.directory, self.output?.stdout ?? -1, self.output?.stderr ?? -1,
-            foreground ? self.terminal : -1, self.cgroup, self.hostsFile, &pid)
+        let groups = self.identity?.groups ?? []
+        let result = groups.withUnsafeBufferPointer { buffer in
+            var identity = netcond_identity(
+                uid: self.identity?.uid ?? 0, gid: self.identity?.gid ?? 0, group_count: Int32(buffer.count),
+                groups: buffer.baseAddress)
+            return withUnsafePointer(to: &identity) { identityPointer in
+                netcond_spawn(
+                    self.path, argv, envp, self.directory, self.output?.stdout ?? -1, self.output?.stderr ?? -1,
+                    foreground ? self.terminal : -1, self.cgroup, self.hostsFile,
+                    self.identity == nil ? nil : identityPointer, &pid)
+            }
+        }
         argv.forEach { free($0) }
         envp.forEach { free($0) }
         self.lock.lock()

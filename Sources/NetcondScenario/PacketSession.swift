@@ -28,6 +28,8 @@ public final class PacketSession: Sendable {
     public let trust: OriginTrust
     /// The /etc/hosts the command sees (the machine's, and the origin's name).
     public let hostsFile: String
+    /// The user the command runs as (`--user`); nil: netcond's own.
+    public let identity: ChildIdentity?
     let portal: PacketPortal
     private let originGroup: MultiThreadedEventLoopGroup
     /// The control API (`netcond ctl`), and its URL for the command (`NETCOND_CONTROL`).
@@ -38,8 +40,9 @@ public final class PacketSession: Sendable {
     private init(
         profile: Profile, seed: UInt64, engine: PacketEngine, origin: OriginServer, originAddress: SocketAddress,
         trust: OriginTrust, hostsFile: String, portal: PacketPortal, originGroup: MultiThreadedEventLoopGroup,
-        stateChanges: NIOLockedValueBox<[(state: LinkState, at: Span)]>
+        stateChanges: NIOLockedValueBox<[(state: LinkState, at: Span)]>, identity: ChildIdentity?
     ) {
+        self.identity = identity
         self.stateChanges = stateChanges
         self.portal = portal
         self.profile = profile
@@ -75,6 +78,7 @@ public final class PacketSession: Sendable {
         capture: (delivered: String?, dropped: String?) = (nil, nil),
         precise: Bool = false,
         control: (host: String, port: Int)? = ("127.0.0.1", 0),
+        identity: ChildIdentity? = nil,
         onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
     ) async throws(Failure) -> PacketSession {
         TemporaryFiles.removeStale()
@@ -107,6 +111,7 @@ public final class PacketSession: Sendable {
             }
             let originTrust = try OriginTrust(host: Session.originHost, environment: ProcessInfo.processInfo.environment)
             trust = originTrust
+            if let problem = identity?.handOver(originTrust.directory) { throw ChildIdentity.Failure(description: problem) }
             let host = address.ipAddress ?? "127.0.0.1"
             _ = try await origin.addListener(group: originGroup, host: host, port: 443) { channel in
                 try originTrust.prepare(channel)
@@ -138,7 +143,8 @@ public final class PacketSession: Sendable {
             chmod(file, 0o644)
             let session = PacketSession(
                 profile: profile, seed: seed, engine: engine, origin: origin, originAddress: address,
-                trust: originTrust, hostsFile: file, portal: started, originGroup: originGroup, stateChanges: stateChanges)
+                trust: originTrust, hostsFile: file, portal: started, originGroup: originGroup, stateChanges: stateChanges,
+                identity: identity)
             if let control {
                 do {
                     try await session.startControl(host: control.host, port: control.port)
@@ -218,7 +224,7 @@ public final class PacketSession: Sendable {
     /// The command's environment: `base` plus netcond's variables and the origin's trust; no proxy
     /// variable is set (every packet crosses the link without one).
     public func childEnvironment(base: [String: String]) -> [String: String] {
-        var environment = base
+        var environment = self.identity?.environment(base) ?? base
         if let url = self.controlURL { environment["NETCOND_CONTROL"] = url }
         environment["NETCOND_ENGINE"] = "packet"
         environment["NETCOND_ORIGIN"] = "http://\(Session.originHost)"
@@ -242,7 +248,13 @@ public final class PacketSession: Sendable {
         defer { close(procs) }
         return try ChildProcess.spawn(
             command, environment: environment, workingDirectory: workingDirectory, output: output, cgroup: procs,
-            hostsFile: self.hostsFile)
+            hostsFile: self.hostsFile, identity: self.identity)
+    }
+
+    /// Gives a folder the command works in (a scenario's) to the command's user; the reason when it
+    /// could not. Nothing to do without `--user`.
+    public func handOver(_ path: String) -> String? {
+        self.identity?.handOver(path)
     }
 
     /// Stops the engine (removing the cage and what still runs in it) and the origin.

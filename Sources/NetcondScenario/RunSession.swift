@@ -15,6 +15,8 @@ protocol RunSession: Sendable {
         _ command: [String], environment: [String: String], workingDirectory: String,
         output: (stdout: Int32, stderr: Int32)
     ) throws(ChildProcessError) -> ChildProcess
+    /// Gives a folder the client works in to the client's user (`--user`); the reason when it could not.
+    func handOver(_ path: String) -> String?
     /// Down bytes the link has delivered to the client so far.
     func deliveredBytes() async -> Int64
     /// Applies a timeline action; returns a note when it changed nothing.
@@ -36,6 +38,8 @@ extension Session: RunSession {
     ) throws(ChildProcessError) -> ChildProcess {
         try ChildProcess.spawn(command, environment: environment, workingDirectory: workingDirectory, output: output)
     }
+
+    func handOver(_ path: String) -> String? { nil }  // the proxy engine's client runs as netcond's user
 
     func deliveredBytes() async -> Int64 {
         (await self.proxy.status())?.bytesDelivered ?? 0

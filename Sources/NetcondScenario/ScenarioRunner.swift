@@ -125,7 +125,8 @@ public enum ScenarioRunner {
         onEvent: (@Sendable (String) -> Void)? = nil,
         onProgress: (@Sendable (ScenarioProgress) -> Void)? = nil,
         engine: RunEngine = .proxy,
-        capture: (delivered: String?, dropped: String?) = (nil, nil)
+        capture: (delivered: String?, dropped: String?) = (nil, nil),
+        user: ChildIdentity? = nil
     ) async throws(ScenarioRunError) -> ScenarioOutcome {
         let began = NIODeadline.now()
         let session: any RunSession
@@ -139,6 +140,9 @@ public enum ScenarioRunner {
         case .proxy:
             if let refusal = Self.proxyProblem(scenario) {
                 throw ScenarioRunError(description: "\(scenario.file): \(refusal)", exitCode: 2)
+            }
+            if user != nil {
+                throw ScenarioRunError(description: "\(scenario.file): \(Self.userNeedsPacketEngine)", exitCode: 2)
             }
             do {
                 var forwards: [PortForward] = []
@@ -169,7 +173,7 @@ public enum ScenarioRunner {
             }
             do {
                 session = try await PacketSession.start(
-                    profile: scenario.profile, seed: seed, originContent: scenario.origin, capture: capture)
+                    profile: scenario.profile, seed: seed, originContent: scenario.origin, capture: capture, identity: user)
             } catch {
                 throw ScenarioRunError(description: "cannot start: \(error)", exitCode: 3)
             }
@@ -180,6 +184,11 @@ public enum ScenarioRunner {
         } catch {
             await session.stop()
             throw error
+        }
+        if let problem = session.handOver(workdir) {
+            await session.stop()
+            Self.remove(workdir)
+            throw ScenarioRunError(description: problem, exitCode: 3)
         }
         var environment = session.childEnvironment(base: baseEnvironment)
         for (name, value) in scenario.client.environment { environment[name] = value }
@@ -376,6 +385,10 @@ public enum ScenarioRunner {
         case .cut(let mode): return .cut(mode)
         }
     }
+
+    /// Why `--user` is refused under the proxy engine.
+    public static let userNeedsPacketEngine =
+        "--user is for the packet engine, which needs root; the proxy engine does not: run netcond as that user"
 
     private static func makeWorkingDirectory(name: String) throws(ScenarioRunError) -> String {
         do {

@@ -87,6 +87,34 @@ struct SeedOption: ParsableArguments {
     }
 }
 
+/// `--user`: the packet engine's command as another user than netcond (root).
+struct UserOption: ParsableArguments {
+    @Option(
+        name: .long,
+        help: """
+            --engine packet, netcond as root: run the command as this user (a name or a numeric id), so that \
+            it cannot leave the link's cgroup or change the firewall, and writes its files as that user; \
+            e.g. sudo netcond run --engine packet --user "$USER" edge -- ./client.
+            """
+    )
+    var user: String?
+
+    /// The user to run the command as; nil without `--user`, or when it names netcond's own user.
+    func resolve() throws -> ChildIdentity? {
+        guard let text = self.user else { return nil }
+        let identity: ChildIdentity
+        do {
+            identity = try ChildIdentity.resolve(text)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        if identity.needsRoot {
+            throw ValidationError("--user \(text): running the command as another user needs netcond to run as root")
+        }
+        return identity.uid == geteuid() ? nil : identity
+    }
+}
+
 /// `--low-latency`: hold the CPUs out of deep idle states while netcond runs.
 struct LowLatencyOption: ParsableArguments {
     @Flag(

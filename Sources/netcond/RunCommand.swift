@@ -33,6 +33,8 @@ struct RunCommand: AsyncParsableCommand {
 
     @OptionGroup var lowLatency: LowLatencyOption
 
+    @OptionGroup var user: UserOption
+
     @Option(
         name: .long,
         help: """
@@ -87,6 +89,11 @@ struct RunCommand: AsyncParsableCommand {
         if (self.pcap != nil || self.pcapDrops != nil) && self.engine != .packet && self.scenarioPath == nil {
             throw ValidationError(Self.pcapNeedsPacketEngine)
         }
+        // A scenario may ask for the packet engine itself: --user is checked again once it is read.
+        if self.user.user != nil && self.engine != .packet && self.scenarioPath == nil {
+            throw ValidationError(ScenarioRunner.userNeedsPacketEngine)
+        }
+        _ = try self.user.resolve()
         if self.engine == .packet {
             if !self.forward.isEmpty {
                 throw ValidationError(
@@ -196,13 +203,15 @@ extension RunCommand {
             printError("netcond: \(error.description)")
             throw ExitCode(error.exitCode)
         }
+        let identity = try self.user.resolve()
         // The child owns the terminal: state changes (schedule phases, stalls) are log lines only.
         let stateLog = LiveStatus(live: false)
         let quiet = self.quiet
         let session: PacketSession
         do {
             session = try await PacketSession.start(
-                profile: profile, seed: seed, capture: (self.pcap, self.pcapDrops), precise: self.lowLatency.lowLatency
+                profile: profile, seed: seed, capture: (self.pcap, self.pcapDrops), precise: self.lowLatency.lowLatency,
+                identity: identity
             ) { state, at in
                 if !quiet { stateLog.stateChanged(state, at: at) }
             }
@@ -246,6 +255,7 @@ extension RunCommand {
             throw ExitCode(error.exitCode)
         }
         let engine = self.engine?.runEngine ?? scenario.engine ?? .proxy
+        let identity = try self.user.resolve()
         if (self.pcap != nil || self.pcapDrops != nil) && engine != .packet {
             printError("netcond: \(Self.pcapNeedsPacketEngine)")
             throw ExitCode(2)
@@ -273,7 +283,8 @@ extension RunCommand {
                 onEvent: { line in if !quiet { status.log("netcond: \(line)") } },
                 onProgress: showProgress,
                 engine: engine,
-                capture: (self.pcap, self.pcapDrops)
+                capture: (self.pcap, self.pcapDrops),
+                user: identity
             )
         } catch {
             status.finish()

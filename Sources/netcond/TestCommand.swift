@@ -75,6 +75,8 @@ struct TestCommand: AsyncParsableCommand {
 
     @OptionGroup var lowLatency: LowLatencyOption
 
+    @OptionGroup var user: UserOption
+
     func validate() throws {
         if let shard = self.shard {
             do {
@@ -84,6 +86,7 @@ struct TestCommand: AsyncParsableCommand {
             }
         }
         try checkReportFolders([("--junit", self.junit), ("--json", self.json), ("--html", self.html)])
+        _ = try self.user.resolve()
     }
 
     func run() async throws {
@@ -105,6 +108,7 @@ struct TestCommand: AsyncParsableCommand {
             return
         }
         let seed = try self.seed.resolve()
+        let identity = try self.user.resolve()
         let latencyHold = self.lowLatency.hold()
         defer { withExtendedLifetime(latencyHold) {} }
 
@@ -152,7 +156,8 @@ struct TestCommand: AsyncParsableCommand {
                     },
                     onEvent: { line in status.log("  \(line)") },
                     onProgress: showProgress,
-                    engine: self.engine?.runEngine ?? scenario.engine ?? .proxy
+                    engine: self.engine?.runEngine ?? scenario.engine ?? .proxy,
+                    user: identity
                 )
                 current.withLockedValue { $0 = nil }
                 if let signal = interrupted.withLockedValue({ $0 }) {

@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import http.server
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -193,6 +194,37 @@ def test_the_built_in_origin_is_reached_by_its_name_over_http_and_https(tmp):
     # The name exists for the command only: the machine's /etc/hosts is as it was.
     with open("/etc/hosts") as f:
         assert f.read() == hosts_before
+
+
+def test_with_user_the_command_runs_as_that_user_and_cannot_leave_the_link(tmp):
+    """sudo netcond run --engine packet --user "$USER": the command is that user's (its id, groups and
+    home), still in the cage with the origin's name and trust, and as that user it can neither move
+    itself out of the cgroup nor read netcond's firewall."""
+    nobody = pwd.getpwnam("nobody")
+    profile = delay_profile(tmp, 100)
+    script = (
+        'echo "ids $(id -u) $(id -g) $HOME $USER"; '
+        f'(echo $$ > {CGROUP_ROOT}/cgroup.procs) 2>/dev/null && echo left || echo stayed; '
+        'grep -c netcond- /proc/self/cgroup; '
+        '(nft list tables) >/dev/null 2>&1 && echo firewall || echo "no firewall"; '
+        'curl -sS -o /dev/null -w "%{http_code} %{time_connect}\\n" https://origin.netcond.test/bytes/1000'
+    )
+    result = run(["run", "--engine", "packet", "--user", "nobody", "--seed", "3", profile, "--", "sh", "-c", script],
+                 timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"ids {nobody.pw_uid} {nobody.pw_gid} {nobody.pw_dir} nobody", lines
+    assert lines[1:4] == ["stayed", "1", "no firewall"], lines
+    code, connect = lines[4].split()
+    assert code == "200" and 0.2 <= float(connect) < 1.0, lines  # through the link, with the run's CA trusted
+    # The numeric id names the same user; an unknown one is refused before anything runs.
+    marker = os.path.join(tmp, "ran")
+    unknown = run(["run", "--engine", "packet", "--user", "no-such-user-here", profile, "--", "touch", marker])
+    assert unknown.returncode == 2 and "--user 'no-such-user-here': no such user" in unknown.stderr
+    assert not os.path.exists(marker)
+    proxy = run(["run", "--user", "nobody", "edge", "--", "touch", marker])
+    assert proxy.returncode == 2 and "--user is for the packet engine" in proxy.stderr
+    assert not os.path.exists(marker)
 
 
 def test_ipv6_tcp_crosses_the_link(tmp):

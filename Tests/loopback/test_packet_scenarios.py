@@ -5,6 +5,7 @@ reason, without it); every destination is on this host.
 """
 import json
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -157,6 +158,32 @@ def test_a_suite_under_the_packet_engine_names_it_in_its_reports(tmp_path):
     bad.write_text("engine: tun\n" + open(os.path.join(SCENARIOS, "hang-forever.yaml")).read())
     refused = run(["run", str(bad), "--", "true"])
     assert refused.returncode == 2 and "engine: 'tun' is not an engine; allowed: proxy" in refused.stderr
+
+
+def test_a_scenario_that_asks_for_the_packet_engine_gets_it_without_the_flag(tmp_path):
+    """`engine: packet` in the file alone: curl's own connection meets the refusal (exit 7 at once,
+    as on a network), no proxy variable is set, and the report says which engine ran."""
+    path = tmp_path / "backoff-connection-refused.yaml"
+    path.write_text("engine: packet\n" + open(os.path.join(SCENARIOS, "backoff-connection-refused.yaml")).read())
+    report = tmp_path / "run.json"
+    env = tmp_path / "env"
+    result = run(["run", str(path), "--seed", "3", "--json", str(report), "--", "sh", "-c",
+                  f'env > {env}; curl -sS --retry 5 -o "$NETCOND_OUTPUT" "$NETCOND_URL"'], timeout=150)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "exit 7" in line(result, "completes") and "never retried" in line(result, "backs-off")
+    no_caveats(result)
+    assert not [v for v in env.read_text().splitlines() if v.split("=")[0].lower().endswith("_proxy")]
+    assert json.loads(report.read_text())["scenarios"][0]["engine"] == "packet"
+
+
+def test_with_user_a_scenarios_client_works_and_writes_as_that_user():
+    """The working folder and the origin's trust are handed to the --user, so its client saves the
+    download and the checks read it."""
+    nobody = str(pwd.getpwnam("nobody").pw_uid)
+    result = packet("resume-after-dropout", 'wget -q -O "$NETCOND_OUTPUT" "$NETCOND_URL" && stat -c "%u" "$NETCOND_OUTPUT"',
+                    extra=["--user", nobody])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "resume-after-dropout passed" in result.stderr and nobody in result.stdout.split()
 
 
 def test_the_demo_under_the_packet_engine_tells_the_clients_apart():

@@ -15,10 +15,21 @@
 /// - when `cgroup_fd` is not -1 (an open `cgroup.procs`), moves itself into that cgroup before the exec;
 /// - when `hosts_file` is not NULL (Linux, root), runs in a mount namespace of its own where that file is
 ///   bind-mounted on /etc/hosts;
+/// - when `identity` is not NULL (netcond runs as root), takes that user's groups, group and user id after
+///   the cgroup and the mount namespace and before the directory and the exec, so that the program cannot
+///   leave the cgroup or change the firewall (and sets the parent-death signal again: a change of
+///   credentials clears it);
 /// - holds descriptors 0, 1 and 2 and no other of netcond's (every one above 2 is closed before the exec).
 /// Returns 0 and sets *pid, or an errno value (the exec's own failure is reported through a pipe).
+struct netcond_identity {
+    uid_t uid;
+    gid_t gid;
+    int group_count;
+    const gid_t *groups;
+};
 int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int stdout_fd,
-                  int stderr_fd, int terminal_fd, int cgroup_fd, const char *hosts_file, pid_t *pid);
+                  int stderr_fd, int terminal_fd, int cgroup_fd, const char *hosts_file,
+                  const struct netcond_identity *identity, pid_t *pid);
 
 enum {
     NETCOND_CHILD_EXITED = 0,

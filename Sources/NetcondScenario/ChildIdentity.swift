@@ -1,0 +1,82 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The user a command runs as when netcond itself runs as root (`--user NAME|UID`, packet engine).
+///
+/// netcond needs root for the packet engine; the command does not, and as root it could leave its
+/// cgroup or change the firewall, and so slip past the link (and it would write its files as root
+/// and find root's permissions, which the user's program on a real network would not). With an
+/// identity the child takes the user's supplementary groups, group and user id after it has entered
+/// the cgroup and its mount namespace, before anything of the command runs.
+public struct ChildIdentity: Sendable, Equatable {
+    public var name: String
+    public var uid: uid_t
+    public var gid: gid_t
+    public var groups: [gid_t]
+    public var home: String
+
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// `--user` as given: a user name or a numeric user id of this machine (its passwd entry gives the
+    /// group and the home folder; its supplementary groups come with it).
+    public static func resolve(_ text: String) throws(Failure) -> ChildIdentity {
+        let entry: UnsafeMutablePointer<passwd>?
+        if let number = UInt32(text) {
+            entry = getpwuid(number)
+        } else {
+            entry = getpwnam(text)
+        }
+        guard let entry else {
+            throw Failure(description: "--user '\(text)': no such user on this machine (allowed: a user name or a "
+                + "numeric user id from the passwd database)")
+        }
+        let name = String(cString: entry.pointee.pw_name)
+        let uid = entry.pointee.pw_uid
+        let gid = entry.pointee.pw_gid
+        let home = String(cString: entry.pointee.pw_dir)
+        var count: Int32 = 64
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        while getgrouplist(name, gid, &groups, &count) < 0 {
+            guard count > Int32(groups.count), count < 65_536 else { break }
+            groups = [gid_t](repeating: 0, count: Int(count))
+        }
+        groups = Array(groups.prefix(Int(max(0, min(count, Int32(groups.count))))))
+        if !groups.contains(gid) { groups.insert(gid, at: 0) }
+        return ChildIdentity(name: name, uid: uid, gid: gid, groups: groups, home: home)
+    }
+
+    /// Whether becoming this user needs privilege netcond does not have (it is not root, and the
+    /// user is not netcond's own).
+    public var needsRoot: Bool { geteuid() != 0 && self.uid != geteuid() }
+
+    /// The command's environment as this user's: HOME, USER and LOGNAME are theirs (a root shell's
+    /// HOME would be unreadable to them).
+    public func environment(_ base: [String: String]) -> [String: String] {
+        var environment = base
+        environment["HOME"] = self.home
+        environment["USER"] = self.name
+        environment["LOGNAME"] = self.name
+        return environment
+    }
+
+    /// Gives `path`, and everything under it when it is a folder, to this user: a scenario's working
+    /// folder, the origin's certificate bundle. Returns the first error, if any.
+    @discardableResult
+    public func handOver(_ path: String) -> String? {
+        var paths = [path]
+        if let inside = FileManager.default.enumerator(atPath: path) {
+            for case let name as String in inside { paths.append((path as NSString).appendingPathComponent(name)) }
+        }
+        for item in paths where lchown(item, self.uid, self.gid) != 0 {
+            return "cannot give \(item) to \(self.name): \(String(cString: strerror(errno)))"
+        }
+        return nil
+    }
+}
