@@ -108,11 +108,11 @@ def http_server(host="127.0.0.1"):
 
 
 @contextlib.contextmanager
-def udp_server(echo=True):
-    """A UDP server on 127.0.0.1 that echoes what it gets (or only keeps it); yields its port and
-    the list of datagrams it got."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
+def udp_server(echo=True, host="127.0.0.1"):
+    """A UDP server on `host` that echoes what it gets (or only keeps it); yields its port and the
+    list of datagrams it got."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((host, 0))
     sock.settimeout(0.2)
     stop = threading.Event()
     received = []
@@ -138,9 +138,9 @@ def udp_server(echo=True):
 
 
 @contextlib.contextmanager
-def udp_echo():
-    """A UDP echo server on 127.0.0.1; yields its port."""
-    with udp_server() as (port, _):
+def udp_echo(host="127.0.0.1"):
+    """A UDP echo server on `host`; yields its port."""
+    with udp_server(host=host) as (port, _):
         yield port
 
 
@@ -235,22 +235,24 @@ def test_ipv6_tcp_crosses_the_link(tmp):
     assert 0.2 <= float(result.stdout) < 1.0
 
 
-def test_udp_and_icmp_cross_the_link(tmp):
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_udp_and_icmp_cross_the_link(tmp, host):
     profile = delay_profile(tmp, 100)
     client = (
         "import socket,sys,time\n"
-        "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.settimeout(5)\n"
+        "h=sys.argv[2]; s=socket.socket(socket.AF_INET6 if ':' in h else socket.AF_INET,socket.SOCK_DGRAM)\n"
+        "s.settimeout(5)\n"
         "for i in range(3):\n"
-        "    t=time.monotonic(); s.sendto(b'x'*200,('127.0.0.1',int(sys.argv[1]))); s.recvfrom(4096)\n"
+        "    t=time.monotonic(); s.sendto(b'x'*200,(h,int(sys.argv[1]))); s.recvfrom(4096)\n"
         "    print(time.monotonic()-t)\n"
     )
-    with udp_echo() as port:
-        result = packet_run(profile, ["python3", "-c", client, str(port)])
+    with udp_echo(host) as port:
+        result = packet_run(profile, ["python3", "-c", client, str(port), host])
     assert result.returncode == 0, result.stderr
     rtts = [float(x) for x in result.stdout.split()]
     assert len(rtts) == 3 and all(0.2 <= rtt < 1.0 for rtt in rtts), rtts
     if shutil.which("ping"):
-        pinged = packet_run(profile, ["ping", "-n", "-c", "2", "-i", "0.2", "127.0.0.1"])
+        pinged = packet_run(profile, ["ping", "-n", "-c", "2", "-i", "0.2", host])
         assert pinged.returncode == 0, pinged.stdout + pinged.stderr
         # ping measures with receive time stamps: the reply waited before it was stamped.
         times = [float(x) for x in re.findall(r"time=([\d.]+) ms", pinged.stdout)]
@@ -417,6 +419,28 @@ curl -sS -o /dev/null -w "after: %{{http_code}}\\n" http://origin.netcond.test/b
     assert "link: delay, outage (blackhole)" in result.stderr
 
 
+def test_live_control_switches_the_profile_and_stalls_a_direction(tmp):
+    """netcond ctl profile: the new latency holds for the next connection (the connect takes its round
+    trip); ctl stall down: nothing comes back until it ends, then the link carries again."""
+    profile = delay_profile(tmp, 20)
+    slower = write_profile(tmp, "slower", "name: slower\nup:\n  latency: 300ms\ndown:\n  latency: 300ms\n")
+    script = f"""
+curl -sS -o /dev/null -w "before: %{{time_connect}}\\n" http://origin.netcond.test/bytes/10
+{NETCOND} ctl profile {slower} > /dev/null
+curl -sS -o /dev/null -w "switched: %{{time_connect}}\\n" http://origin.netcond.test/bytes/10
+{NETCOND} ctl stall down > /dev/null
+curl -sS -m 2 -o /dev/null http://origin.netcond.test/bytes/10; echo "stalled: $?"
+{NETCOND} ctl stall end > /dev/null
+curl -sS -o /dev/null -w "after: %{{http_code}}\\n" http://origin.netcond.test/bytes/10
+"""
+    result = packet_run(profile, ["sh", "-c", script])
+    assert result.returncode == 0, result.stderr
+    values = dict(line.split(": ") for line in result.stdout.splitlines() if ": " in line)
+    assert 0.04 <= float(values["before"]) < 0.5, result.stdout
+    assert 0.6 <= float(values["switched"]) < 2.0, result.stdout
+    assert values["stalled"] == "28" and values["after"] == "200", result.stdout
+
+
 def test_pcap_holds_every_packet_the_link_delivered_and_pcap_drops_those_it_lost(tmp):
     if not shutil.which("tcpdump"):
         pytest.skip("tcpdump is not installed")
@@ -572,10 +596,12 @@ def test_a_daemon_the_command_leaves_is_killed_with_the_cgroup(tmp):
 
 def test_what_a_netcond_killed_by_sigkill_left_is_removed_by_the_next(tmp):
     profile = delay_profile(tmp, 1)
-    process = subprocess.Popen([NETCOND, "run", "--engine", "packet", profile, "--", "sleep", "60"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    marker = os.path.join(tmp, "started")
+    # The command starts once the cage is whole (cgroup, nft chains, iptables rules): kill after that.
+    process = subprocess.Popen([NETCOND, "run", "--engine", "packet", profile, "--", "sh", "-c",
+                                f"touch {marker}; exec sleep 60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        assert wait_until(lambda: f"cgroup netcond-{process.pid}" in leftovers(include_live=True), seconds=20)
+        assert wait_until(lambda: os.path.exists(marker), seconds=20)
         process.kill()
         process.wait(10)
         left = leftovers()
@@ -590,15 +616,43 @@ def test_what_a_netcond_killed_by_sigkill_left_is_removed_by_the_next(tmp):
     assert leftovers() == []
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_netcond_stops_the_command_and_removes_the_cage(tmp, sig):
+    """Ctrl-C or a CI runner's SIGTERM: the command gets the signal, and once it has gone, so do the
+    cgroup, the nft chains and the iptables rules (the fixture checks the host is clean after)."""
+    profile = delay_profile(tmp, 1)
+    marker, pidfile = os.path.join(tmp, "started"), os.path.join(tmp, "pid")
+    process = subprocess.Popen([NETCOND, "run", "--engine", "packet", profile, "--", "sh", "-c",
+                                f"echo $$ > {pidfile}; touch {marker}; exec sleep 60"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert wait_until(lambda: os.path.exists(marker), seconds=20)
+        assert any(f"netcond-{process.pid}" in x for x in leftovers(include_live=True))
+        child = int(open(pidfile).read())
+        process.send_signal(sig)
+        assert process.wait(timeout=30) == 128 + sig
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split()[2] == "Z"
+    assert leftovers() == []
+
+
 def test_without_privilege_it_exits_3_naming_what_is_missing(tmp):
     if not shutil.which("setpriv"):
         pytest.skip("setpriv (util-linux) is not installed")
+    open_dir = os.path.join(tmp, "open")
+    os.mkdir(open_dir)
+    os.chmod(open_dir, 0o777)  # the unprivileged command could write here, were it run
+    marker = os.path.join(open_dir, "ran")
     result = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
-         NETCOND, "run", "--engine", "packet", "edge", "--", "true"],
+         NETCOND, "run", "--engine", "packet", "edge", "--", "touch", marker],
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 3, result.stderr
     assert "root or CAP_NET_ADMIN" in result.stderr and "--engine proxy" in result.stderr
+    assert not os.path.exists(marker)
 
 
 def test_what_the_packet_engine_cannot_do_yet_is_refused_before_anything_runs(tmp):
