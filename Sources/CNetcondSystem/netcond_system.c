@@ -63,7 +63,7 @@ static void close_descriptors(int lowest, int keep, long limit) {
 
 int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int stdout_fd,
                   int stderr_fd, int terminal_fd, int cgroup_fd, const char *hosts_file,
-                  const struct netcond_identity *identity, pid_t *pid) {
+                  const struct netcond_identity *identity, pid_t *pid, int *failed_step) {
     int report[2];
     if (pipe2(report, O_CLOEXEC) != 0) return errno;
     long limit = sysconf(_SC_OPEN_MAX);
@@ -115,7 +115,12 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
         (void)hosts_file;
 #endif
         if (error == 0 && identity != NULL) {
-            if (setgroups((size_t)identity->group_count, identity->groups) != 0) error = errno;
+            /* Captured output goes to pipes netcond made (its own, mode 0600): the user's program must be
+               able to reopen them (/dev/stdout is /proc/self/fd/1). */
+            if (stdout_fd >= 0 && stderr_fd >= 0 &&
+                (fchown(stdout_fd, identity->uid, identity->gid) != 0 || fchown(stderr_fd, identity->uid, identity->gid) != 0))
+                error = errno;
+            if (error == 0 && setgroups((size_t)identity->group_count, identity->groups) != 0) error = errno;
             if (error == 0 && setgid(identity->gid) != 0) error = errno;
             if (error == 0 && setuid(identity->uid) != 0) error = errno;
 #ifdef __linux__
@@ -124,7 +129,11 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
             if (getppid() != parent) _exit(127);
 #endif
         }
-        if (error == 0 && directory != NULL && chdir(directory) != 0) error = errno;
+        int step = NETCOND_SPAWN_SETUP;
+        if (error == 0 && directory != NULL && chdir(directory) != 0) {
+            error = errno;
+            step = NETCOND_SPAWN_DIRECTORY;
+        }
         if (error == 0 && stdout_fd >= 0 && stderr_fd >= 0) {
             int input = open("/dev/null", O_RDONLY);
             if (input < 0 || dup2(input, 0) < 0 || dup2(stdout_fd, 1) < 0 || dup2(stderr_fd, 2) < 0) error = errno;
@@ -136,25 +145,28 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
         if (error == 0) {
             execve(path, argv, envp);
             error = errno;
+            step = NETCOND_SPAWN_EXEC;
         }
-        ssize_t ignored = write(report[1], &error, sizeof error);
+        int failure[2] = {error, step};
+        ssize_t ignored = write(report[1], failure, sizeof failure);
         (void)ignored;
         _exit(127);
     }
     close(report[1]);
     /* Set the group from both sides, so that it exists whichever runs first. */
     setpgid(child, child);
-    int error = 0;
+    int failure[2] = {0, NETCOND_SPAWN_SETUP};
     ssize_t got;
     do {
-        got = read(report[0], &error, sizeof error);
+        got = read(report[0], failure, sizeof failure);
     } while (got < 0 && errno == EINTR);
     close(report[0]);
-    if (got == (ssize_t)sizeof error && error != 0) {
-        /* The exec failed: reap the child, which has already exited. */
+    if (got == (ssize_t)sizeof failure && failure[0] != 0) {
+        /* The start failed: reap the child, which has already exited. */
         int status;
         while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
-        return error;
+        if (failed_step != NULL) *failed_step = failure[1];
+        return failure[0];
     }
     *pid = child;
     return 0;

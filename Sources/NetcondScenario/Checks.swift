@@ -304,11 +304,28 @@ public enum Checks {
         return (true, "\(call) got \(status)")
     }
 
+    /// A file the client wrote, open for reading; or why not. Only a regular file at `path` itself is
+    /// read: netcond may run as root, and a symbolic link could point at any file of the machine (whose
+    /// first bytes a mismatch quotes), a pipe would block and a device such as /dev/zero never end.
+    static func openClientFile(_ path: String) -> (handle: FileHandle?, problem: String) {
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            return (nil, errno == ELOOP
+                ? "a symbolic link, not a file the client wrote (the checks do not follow links)"
+                : "missing (the client wrote no such file)")
+        }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            close(descriptor)
+            return (nil, "not a regular file (a pipe, a device or a folder)")
+        }
+        return (FileHandle(fileDescriptor: descriptor, closeOnDealloc: true), "")
+    }
+
     /// Compares a file with an origin file's bytes, streaming.
     static func compare(path: String, with file: OriginFile) -> (identical: Bool, text: String) {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            return (false, "missing (the client wrote no such file)")
-        }
+        let opened = Self.openClientFile(path)
+        guard let handle = opened.handle else { return (false, opened.problem) }
         defer { try? handle.close() }
         let source = DeterministicBytes(seed: file.seed)
         let size = file.size.bytes
@@ -547,7 +564,7 @@ public enum Checks {
 
     /// The offset of `needle` in the file at `path`, streaming (nil when absent or unreadable).
     static func find(_ needle: [UInt8], inFileAt path: String) -> Int? {
-        guard !needle.isEmpty, let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        guard !needle.isEmpty, let handle = Self.openClientFile(path).handle else { return nil }
         defer { try? handle.close() }
         var carry: [UInt8] = []
         var consumed = 0

@@ -66,16 +66,24 @@ public struct ChildIdentity: Sendable, Equatable {
         return environment
     }
 
-    /// Gives `path`, and everything under it when it is a folder, to this user: a scenario's working
-    /// folder, the origin's certificate bundle. Returns the first error, if any.
-    @discardableResult
+    /// Gives the folder (or file) at `path`, new and empty, to this user: a scenario client's own
+    /// folder. The reason when it could not.
     public func handOver(_ path: String) -> String? {
-        var paths = [path]
-        if let inside = FileManager.default.enumerator(atPath: path) {
-            for case let name as String in inside { paths.append((path as NSString).appendingPathComponent(name)) }
+        guard lchown(path, self.uid, self.gid) == 0 else {
+            return "cannot give \(path) to user \(self.name): \(String(cString: strerror(errno)))"
         }
-        for item in paths where lchown(item, self.uid, self.gid) != 0 {
-            return "cannot give \(item) to \(self.name): \(String(cString: strerror(errno)))"
+        return nil
+    }
+
+    /// Lets every user read the folder at `path` and the files in it (it stays netcond's): the origin's
+    /// certificates, which hold nothing secret. The reason when it could not.
+    public static func openForReading(_ path: String) -> String? {
+        var items = [(path, mode_t(0o755))]
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] {
+            items.append(((path as NSString).appendingPathComponent(name), 0o644))
+        }
+        for (item, mode) in items where chmod(item, mode) != 0 {
+            return "cannot open \(item) for reading: \(String(cString: strerror(errno)))"
         }
         return nil
     }

@@ -66,12 +66,14 @@ public final class ChildProcess: Sendable {
         let reaper = Reaper(
             path: resolved, arguments: command, environment: environmentLines, directory: workingDirectory,
             output: output, cgroup: cgroup ?? -1, hostsFile: hostsFile, identity: identity)
-        let result = reaper.start()
+        let (result, step) = reaper.start()
         guard result == 0 else {
-            if let workingDirectory, result == ENOENT || result == ENOTDIR || result == EACCES {
-                throw .spawnFailed(program, "cannot enter \(workingDirectory): \(String(cString: strerror(result)))")
+            let reason = String(cString: strerror(result))
+            let user = identity.map { " as user \($0.name)" } ?? ""
+            if let workingDirectory, step == Int32(NETCOND_SPAWN_DIRECTORY) {
+                throw .spawnFailed(program, "cannot enter \(workingDirectory)\(user): \(reason)")
             }
-            throw .spawnFailed(program, String(cString: strerror(result)))
+            throw .spawnFailed(program, reason + (step == Int32(NETCOND_SPAWN_EXEC) ? user : ""))
         }
         return ChildProcess(pid: reaper.pid, command: command, reaper: reaper)
     }
@@ -181,7 +183,7 @@ private final class Reaper: @unchecked Sendable {
     private let identity: ChildIdentity?
     private let started = DispatchSemaphore(value: 0)
     private let lock = NSLock()
-    private var startResult: Int32 = 0
+    private var startResult: (error: Int32, step: Int32) = (0, 0)
     private(set) var pid: pid_t = 0
     /// Set (under the lock) once the group has been killed; the leader is reaped only after, so a
     /// signal sent under the lock before it never reaches a reused group number.
@@ -205,8 +207,9 @@ private final class Reaper: @unchecked Sendable {
         self.identity = identity
     }
 
-    /// Starts the thread and the child; returns 0 or an errno value.
-    func start() -> Int32 {
+    /// Starts the thread and the child; returns 0 or an errno value, and the step that failed
+    /// (NETCOND_SPAWN_*).
+    func start() -> (error: Int32, step: Int32) {
         var thread = pthread_t()
         let box = Unmanaged.passRetained(self)
         let created = pthread_create(&thread, nil, { raw in
@@ -216,7 +219,7 @@ private final class Reaper: @unchecked Sendable {
         }, box.toOpaque())
         guard created == 0 else {
             box.release()
-            return created
+            return (created, Int32(NETCOND_SPAWN_SETUP))
         }
         pthread_detach(thread)
         self.started.wait()
@@ -258,6 +261,7 @@ private final class Reaper: @unchecked Sendable {
         let argv = self.arguments.map { strdup($0) } + [nil]
         let envp = self.environment.map { strdup($0) } + [nil]
         var pid = pid_t()
+        var step = Int32(NETCOND_SPAWN_SETUP)
         let groups = self.identity?.groups ?? []
         let result = groups.withUnsafeBufferPointer { buffer in
             var identity = netcond_identity(
@@ -267,13 +271,13 @@ private final class Reaper: @unchecked Sendable {
                 netcond_spawn(
                     self.path, argv, envp, self.directory, self.output?.stdout ?? -1, self.output?.stderr ?? -1,
                     foreground ? self.terminal : -1, self.cgroup, self.hostsFile,
-                    self.identity == nil ? nil : identityPointer, &pid)
+                    self.identity == nil ? nil : identityPointer, &pid, &step)
             }
         }
         argv.forEach { free($0) }
         envp.forEach { free($0) }
         self.lock.lock()
-        self.startResult = result
+        self.startResult = (result, step)
         self.pid = result == 0 ? pid : 0
         self.lock.unlock()
         self.started.signal()

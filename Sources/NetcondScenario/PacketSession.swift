@@ -111,7 +111,9 @@ public final class PacketSession: Sendable {
             }
             let originTrust = try OriginTrust(host: Session.originHost, environment: ProcessInfo.processInfo.environment)
             trust = originTrust
-            if let problem = identity?.handOver(originTrust.directory) { throw ChildIdentity.Failure(description: problem) }
+            if identity != nil, let problem = ChildIdentity.openForReading(originTrust.directory) {
+                throw ChildIdentity.Failure(description: problem)
+            }
             let host = address.ipAddress ?? "127.0.0.1"
             _ = try await origin.addListener(group: originGroup, host: host, port: 443) { channel in
                 try originTrust.prepare(channel)
@@ -251,10 +253,16 @@ public final class PacketSession: Sendable {
             hostsFile: self.hostsFile, identity: self.identity)
     }
 
-    /// Gives a folder the command works in (a scenario's) to the command's user; the reason when it
-    /// could not. Nothing to do without `--user`.
-    public func handOver(_ path: String) -> String? {
-        self.identity?.handOver(path)
+    /// The folder a scenario's client works in: `workdir` itself, or with `--user` a folder of that
+    /// user's inside it (the one netcond removes stays its own); the reason when it could not be made.
+    public func clientFolder(in workdir: String) -> (path: String, problem: String?) {
+        guard let identity = self.identity else { return (workdir, nil) }
+        let folder = (workdir as NSString).appendingPathComponent("client")
+        // The user may pass through netcond's folder (and see nothing in it) to reach theirs.
+        guard chmod(workdir, 0o711) == 0, mkdir(folder, 0o700) == 0 else {
+            return (folder, "cannot make \(folder): \(String(cString: strerror(errno)))")
+        }
+        return (folder, identity.handOver(folder))
     }
 
     /// Stops the engine (removing the cage and what still runs in it) and the origin.

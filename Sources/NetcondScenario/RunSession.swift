@@ -15,8 +15,9 @@ protocol RunSession: Sendable {
         _ command: [String], environment: [String: String], workingDirectory: String,
         output: (stdout: Int32, stderr: Int32)
     ) throws(ChildProcessError) -> ChildProcess
-    /// Gives a folder the client works in to the client's user (`--user`); the reason when it could not.
-    func handOver(_ path: String) -> String?
+    /// The folder the client works in, inside the run's working folder `workdir` (which netcond
+    /// made and removes), and the reason when it could not be made.
+    func clientFolder(in workdir: String) -> (path: String, problem: String?)
     /// Down bytes the link has delivered to the client so far.
     func deliveredBytes() async -> Int64
     /// Applies a timeline action; returns a note when it changed nothing.
@@ -39,7 +40,9 @@ extension Session: RunSession {
         try ChildProcess.spawn(command, environment: environment, workingDirectory: workingDirectory, output: output)
     }
 
-    func handOver(_ path: String) -> String? { nil }  // the proxy engine's client runs as netcond's user
+    func clientFolder(in workdir: String) -> (path: String, problem: String?) {
+        (workdir, nil)  // the proxy engine's client runs as netcond's own user
+    }
 
     func deliveredBytes() async -> Int64 {
         (await self.proxy.status())?.bytesDelivered ?? 0

@@ -185,20 +185,23 @@ public enum ScenarioRunner {
             await session.stop()
             throw error
         }
-        if let problem = session.handOver(workdir) {
+        // The client's own folder: the working folder itself, or (with --user) a folder of that user's
+        // inside it, so that the one netcond removes stays root's.
+        let (clientDir, problem) = session.clientFolder(in: workdir)
+        if let problem {
             await session.stop()
             Self.remove(workdir)
             throw ScenarioRunError(description: problem, exitCode: 3)
         }
         var environment = session.childEnvironment(base: baseEnvironment)
         for (name, value) in scenario.client.environment { environment[name] = value }
-        environment["NETCOND_WORKDIR"] = workdir
+        environment["NETCOND_WORKDIR"] = clientDir
         environment["NETCOND_SCENARIO"] = scenario.name
         if let url = scenario.client.url {
             environment["NETCOND_URL"] = url.hasPrefix("/") ? "http://\(Session.originHost)\(url)" : url
         }
         if let output = scenario.client.output {
-            environment["NETCOND_OUTPUT"] = (workdir as NSString).appendingPathComponent(output)
+            environment["NETCOND_OUTPUT"] = (clientDir as NSString).appendingPathComponent(output)
         }
 
         // The client's output is always captured (the checks read its stderr), and echoed as `echo` says.
@@ -224,7 +227,7 @@ public enum ScenarioRunner {
         case .command(let command):
             do {
                 let process = try session.spawnClient(
-                    command, environment: environment, workingDirectory: scenario.client.directory ?? workdir,
+                    command, environment: environment, workingDirectory: scenario.client.directory ?? clientDir,
                     output: (capture.childStdout, capture.childStderr))
                 onStart?(process)
                 child = process
@@ -243,7 +246,7 @@ public enum ScenarioRunner {
                 return text.hasPrefix(prefix + "/") ? URL(string: origin.absoluteString + text.dropFirst(prefix.count)) : URL(string: text)
             }
             let context = InProcessClientContext(
-                environment: environment, url: url, outputPath: environment["NETCOND_OUTPUT"], workingDirectory: workdir,
+                environment: environment, url: url, outputPath: environment["NETCOND_OUTPUT"], workingDirectory: clientDir,
                 originURL: origin, output: (dup(capture.childStdout), dup(capture.childStderr)))
             child = InProcessClient(function, context: context)
         }
@@ -322,7 +325,7 @@ public enum ScenarioRunner {
             deadline: deadline,
             duration: Double(ended.uptimeNanoseconds - started.uptimeNanoseconds) / 1e9,
             requests: [],
-            workingDirectory: workdir,
+            workingDirectory: clientDir,
             origin: scenario.origin,
             lines: captured.lines.map {
                 RunEvidence.OutputLine(at: Double(Int64($0.uptimeNanoseconds) - startNanos) / 1e9, stderr: $0.stderr, text: $0.text)

@@ -99,8 +99,9 @@ struct UserOption: ParsableArguments {
     )
     var user: String?
 
-    /// The user to run the command as; nil without `--user`, or when it names netcond's own user.
-    func resolve() throws -> ChildIdentity? {
+    /// The user to run the command as; nil without `--user`, or when it names netcond's own user
+    /// (with `warn`, said on stderr when that is root: the command is not held in).
+    func resolve(warn: Bool = false) throws -> ChildIdentity? {
         guard let text = self.user else { return nil }
         let identity: ChildIdentity
         do {
@@ -110,6 +111,9 @@ struct UserOption: ParsableArguments {
         }
         if identity.needsRoot {
             throw ValidationError("--user \(text): running the command as another user needs netcond to run as root")
+        }
+        if warn && identity.uid == 0 && geteuid() == 0 {
+            printError("netcond: --user \(text): that is root, so the command can still leave the link's cgroup or change the firewall")
         }
         return identity.uid == geteuid() ? nil : identity
     }

@@ -203,7 +203,7 @@ extension RunCommand {
             printError("netcond: \(error.description)")
             throw ExitCode(error.exitCode)
         }
-        let identity = try self.user.resolve()
+        let identity = try self.user.resolve(warn: true)
         // The child owns the terminal: state changes (schedule phases, stalls) are log lines only.
         let stateLog = LiveStatus(live: false)
         let quiet = self.quiet
@@ -255,7 +255,7 @@ extension RunCommand {
             throw ExitCode(error.exitCode)
         }
         let engine = self.engine?.runEngine ?? scenario.engine ?? .proxy
-        let identity = try self.user.resolve()
+        let identity = try self.user.resolve(warn: true)
         if (self.pcap != nil || self.pcapDrops != nil) && engine != .packet {
             printError("netcond: \(Self.pcapNeedsPacketEngine)")
             throw ExitCode(2)

@@ -86,6 +86,9 @@ struct TestCommand: AsyncParsableCommand {
             }
         }
         try checkReportFolders([("--junit", self.junit), ("--json", self.json), ("--html", self.html)])
+        if self.user.user != nil && self.engine == .proxy {
+            throw ValidationError(ScenarioRunner.userNeedsPacketEngine)
+        }
         _ = try self.user.resolve()
     }
 
@@ -108,7 +111,7 @@ struct TestCommand: AsyncParsableCommand {
             return
         }
         let seed = try self.seed.resolve()
-        let identity = try self.user.resolve()
+        let identity = try self.user.resolve(warn: true)
         let latencyHold = self.lowLatency.hold()
         defer { withExtendedLifetime(latencyHold) {} }
 

@@ -358,6 +358,35 @@ import Testing
         #expect(run("ok.bin", exit: .exited(18)).evidence == "exit 18 after 3.50s (need exit 0)")
         #expect(run("ok.bin", exit: .signaled(9), timedOut: true).evidence.contains("still running at its 60 s deadline"))
     }
+
+    /// netcond may run as root: a client's output that is a link (to a secret, or to /dev/zero) or a
+    /// pipe is not read, and says why; reading it would quote another file or never end.
+    @Test func onlyARegularFileTheClientWroteIsRead() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-checks-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let secret = directory.appendingPathComponent("secret")
+        try Data("root:secret\n".utf8).write(to: secret)
+        try FileManager.default.createSymbolicLink(
+            atPath: directory.appendingPathComponent("linked.bin").path, withDestinationPath: secret.path)
+        try FileManager.default.createSymbolicLink(
+            atPath: directory.appendingPathComponent("zero.bin").path, withDestinationPath: "/dev/zero")
+        #expect(mkfifo(directory.appendingPathComponent("pipe.bin").path, 0o600) == 0)
+
+        func run(_ output: String) -> CheckResult {
+            Checks.completes(CompletesCheck(files: [OutputFile(output: output, file: "big.bin")]),
+                             self.evidence([], exit: .exited(0), directory: directory.path))
+        }
+        for name in ["linked.bin", "zero.bin"] {
+            #expect(!run(name).passed)
+            #expect(run(name).evidence.contains("\(name): a symbolic link, not a file the client wrote"), "\(run(name).evidence)")
+            #expect(!run(name).evidence.contains("root:secret"))
+        }
+        #expect(run("pipe.bin").evidence.contains("pipe.bin: not a regular file"))
+        #expect(Checks.find(Array("root".utf8), inFileAt: directory.appendingPathComponent("linked.bin").path) == nil)
+        #expect(Checks.find(Array("x".utf8), inFileAt: directory.appendingPathComponent("pipe.bin").path) == nil)
+        #expect(Checks.find(Array("root".utf8), inFileAt: secret.path) == 0)
+    }
 }
 
 /// The origin's byte stream, computed independently (SplitMix64 in counter mode, little-endian).

@@ -180,10 +180,14 @@ def test_with_user_a_scenarios_client_works_and_writes_as_that_user():
     """The working folder and the origin's trust are handed to the --user, so its client saves the
     download and the checks read it."""
     nobody = str(pwd.getpwnam("nobody").pw_uid)
-    result = packet("resume-after-dropout", 'wget -q -O "$NETCOND_OUTPUT" "$NETCOND_URL" && stat -c "%u" "$NETCOND_OUTPUT"',
-                    extra=["--user", nobody])
+    # /dev/stderr is the capture's pipe, reopened: it must be the user's too.
+    client = ('set -e; echo "as $(id -u)" > /dev/stderr; wget -q -O "$NETCOND_OUTPUT" "$NETCOND_URL"; '
+              'stat -c "%u" "$NETCOND_OUTPUT" "$NETCOND_WORKDIR"')
+    result = packet("resume-after-dropout", client, extra=["--user", nobody])
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "resume-after-dropout passed" in result.stderr and nobody in result.stdout.split()
+    assert "resume-after-dropout passed" in result.stderr
+    assert result.stdout.splitlines()[:2] == [nobody, nobody], result.stdout
+    assert f"as {nobody}" in result.stdout + result.stderr
 
 
 def test_the_demo_under_the_packet_engine_tells_the_clients_apart():

@@ -20,7 +20,13 @@
 ///   leave the cgroup or change the firewall (and sets the parent-death signal again: a change of
 ///   credentials clears it);
 /// - holds descriptors 0, 1 and 2 and no other of netcond's (every one above 2 is closed before the exec).
-/// Returns 0 and sets *pid, or an errno value (the exec's own failure is reported through a pipe).
+/// Returns 0 and sets *pid, or an errno value (the child's own failure is reported through a pipe) and
+/// sets *failed_step to the step that failed (NETCOND_SPAWN_*).
+enum {
+    NETCOND_SPAWN_SETUP = 0,
+    NETCOND_SPAWN_DIRECTORY = 1,
+    NETCOND_SPAWN_EXEC = 2,
+};
 struct netcond_identity {
     uid_t uid;
     gid_t gid;
@@ -29,7 +35,7 @@ struct netcond_identity {
 };
 int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int stdout_fd,
                   int stderr_fd, int terminal_fd, int cgroup_fd, const char *hosts_file,
-                  const struct netcond_identity *identity, pid_t *pid);
+                  const struct netcond_identity *identity, pid_t *pid, int *failed_step);
 
 enum {
     NETCOND_CHILD_EXITED = 0,
