@@ -146,3 +146,48 @@ import FoundationXML
         #expect(request["status"] as? Int == 206)
     }
 }
+
+/// What the packet engine refuses in a scenario, before anything runs, each with its reason once.
+@Suite struct PacketProblemsTests {
+    static func scenario(_ timeline: String, profile: String = "edge") throws -> Scenario {
+        try ScenarioDecoder.decode(yaml: """
+            name: t
+            profile: \(profile)
+            client: {command: [true]}
+            checks:
+              completes: {}
+            timeline:
+            \(timeline)
+            """, file: "t.yaml")
+    }
+
+    @Test func timelineHTTPFaultsAndCloseCutsAreRefusedWithTheirReasonsOnce() throws {
+        let problems = ScenarioRunner.packetProblems(try Self.scenario("""
+              - {at: 1s, fault: {status: 503}}
+              - {at: 2s, faults: clear}
+              - {at: 3s, cut: close}
+              - {at: 4s, cut: close}
+            """))
+        #expect(problems == [
+            "its timeline changes HTTP faults (they need a proxy that reads HTTP; the origin's own faults work)",
+            "its timeline cuts with close (the packet engine cuts with resets)",
+        ])
+    }
+
+    @Test func aProfileTheTimelineSwitchesToIsCheckedToo() throws {
+        let problems = ScenarioRunner.packetProblems(try Self.scenario("""
+              - {at: 1s, profile: {extends: 3g, faults: [{status: 500}]}}
+            """))
+        #expect(problems == ["a profile its timeline switches to uses HTTP faults (they need a proxy that reads HTTP)"])
+    }
+
+    @Test func outagesStallsResetsAndThePortalRun() throws {
+        #expect(ScenarioRunner.packetProblems(try Self.scenario("""
+              - {at: 1s, outage: reset}
+              - {at: 2s, outage: end}
+              - {at: 3s, stall: down}
+              - {at: 4s, cut: reset}
+              - {at: 5s, profile: 3g}
+            """)).isEmpty)
+    }
+}

@@ -2,9 +2,9 @@
 ///
 /// ```
 ///  offer ─▶ loss ─▶ drop-tail queue ─▶ serialization ─▶ delay line ─▶ deliver (+ a duplicate)
-///          (Bernoulli or  (bytes or      (link rate)      (latency + jitter; a reordered packet
-///           Gilbert–       packets)                         is held back `reorderGap` and does
-///           Elliott)                                        not hold the others)
+///          (Bernoulli or  (bytes or      (link rate)      (latency + jitter; or Reordering: held
+///           Gilbert–       packets)                         back `reorderGap`, holding none of
+///           Elliott)                                        the others)
 /// ```
 /// The link decides a packet's fate when it is offered and returns it; the driver (the packet
 /// engine, or a test) holds the packet until then. It reads no clock: `now` is a parameter, and
@@ -60,11 +60,12 @@ public struct PacketLink {
             self.counters.aqmDrops += 1
             return (.dropped(.aqm), nil)
         }
-        var arrival: Instant
+        let arrival: Instant
         let i = self.impairments
-        if i.reorder.value > 0 && self.random.chance(i.reorder.value) {
-            // Held back: later packets overtake it, and it holds up none of them.
-            arrival = departure + i.latency + i.reorderGap
+        if let late = Reordering(chance: i.reorder, gap: i.reorderGap)
+            .heldBack(departingAt: departure, latency: i.latency, random: &self.random)
+        {
+            arrival = late
             self.counters.reordered += 1
         } else {
             arrival = self.delay.arrival(departingAt: departure)
