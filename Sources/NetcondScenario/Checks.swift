@@ -276,7 +276,9 @@ public enum Checks {
         }
         for (output, fileName) in check.files.map({ ($0.output, $0.file) }) {
             guard let file = evidence.origin.file(named: fileName) else { continue }
-            let verdict = Self.compare(path: (evidence.workingDirectory as NSString).appendingPathComponent(output), with: file)
+            let verdict = Self.compare(
+                path: (evidence.workingDirectory as NSString).appendingPathComponent(output), in: evidence.workingDirectory,
+                with: file)
             details.append("\(output): \(verdict.text)")
             if !verdict.identical && failure == nil { failure = "\(output): \(verdict.text)" }
         }
@@ -307,7 +309,17 @@ public enum Checks {
     /// A file the client wrote, open for reading; or why not. Only a regular file at `path` itself is
     /// read: netcond may run as root, and a symbolic link could point at any file of the machine (whose
     /// first bytes a mismatch quotes), a pipe would block and a device such as /dev/zero never end.
-    static func openClientFile(_ path: String) -> (handle: FileHandle?, problem: String) {
+    /// With `folder` (the client's working folder, which `path` is in), a subfolder on the way must be
+    /// one the client made there, not a symbolic link to another place.
+    static func openClientFile(_ path: String, in folder: String? = nil) -> (handle: FileHandle?, problem: String) {
+        let parent = (path as NSString).deletingLastPathComponent
+        if let folder, path.hasPrefix(folder + "/"), parent != folder, let base = Self.realPath(folder) {
+            let expected = base + parent.dropFirst(folder.count)
+            guard let actual = Self.realPath(parent) else { return (nil, "missing (the client wrote no such file)") }
+            guard actual == expected else {
+                return (nil, "in a folder reached through a symbolic link (the checks do not follow links)")
+            }
+        }
         let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard descriptor >= 0 else {
             return (nil, errno == ELOOP
@@ -322,9 +334,15 @@ public enum Checks {
         return (FileHandle(fileDescriptor: descriptor, closeOnDealloc: true), "")
     }
 
-    /// Compares a file with an origin file's bytes, streaming.
-    static func compare(path: String, with file: OriginFile) -> (identical: Bool, text: String) {
-        let opened = Self.openClientFile(path)
+    private static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// Compares a file with an origin file's bytes, streaming (`folder`: see ``openClientFile(_:in:)``).
+    static func compare(path: String, in folder: String? = nil, with file: OriginFile) -> (identical: Bool, text: String) {
+        let opened = Self.openClientFile(path, in: folder)
         guard let handle = opened.handle else { return (false, opened.problem) }
         defer { try? handle.close() }
         let source = DeterministicBytes(seed: file.seed)
@@ -529,14 +547,14 @@ public enum Checks {
         for output in check.files {
             guard let file = evidence.origin.file(named: output.file) else { continue }
             let path = (evidence.workingDirectory as NSString).appendingPathComponent(output.output)
-            if let offset = Self.find(Self.portalMarker, inFileAt: path) {
+            if let offset = Self.find(Self.portalMarker, inFileAt: path, in: evidence.workingDirectory) {
                 problems.append(offset == 0
                     ? "\(output.output) holds the portal's login page, not the data"
                     : "\(output.output) has the portal's login page spliced into the data at byte \(Self.bytes(Int64(offset)))")
                 allIdentical = false
                 continue
             }
-            let verdict = Self.compare(path: path, with: file)
+            let verdict = Self.compare(path: path, in: evidence.workingDirectory, with: file)
             fileTexts.append("\(output.output): \(verdict.text)")
             if !verdict.identical { allIdentical = false }
         }
@@ -563,8 +581,8 @@ public enum Checks {
     }
 
     /// The offset of `needle` in the file at `path`, streaming (nil when absent or unreadable).
-    static func find(_ needle: [UInt8], inFileAt path: String) -> Int? {
-        guard !needle.isEmpty, let handle = Self.openClientFile(path).handle else { return nil }
+    static func find(_ needle: [UInt8], inFileAt path: String, in folder: String? = nil) -> Int? {
+        guard !needle.isEmpty, let handle = Self.openClientFile(path, in: folder).handle else { return nil }
         defer { try? handle.close() }
         var carry: [UInt8] = []
         var consumed = 0

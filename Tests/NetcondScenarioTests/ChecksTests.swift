@@ -383,6 +383,20 @@ import Testing
             #expect(!run(name).evidence.contains("root:secret"))
         }
         #expect(run("pipe.bin").evidence.contains("pipe.bin: not a regular file"))
+        // A subfolder of the output's name that is a link elsewhere (here, to the secret's folder's twin).
+        let elsewhere = directory.appendingPathComponent("elsewhere")
+        try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
+        try Data("root:secret\n".utf8).write(to: elsewhere.appendingPathComponent("out.bin"))
+        try FileManager.default.createSymbolicLink(
+            atPath: directory.appendingPathComponent("data").path, withDestinationPath: elsewhere.path)
+        #expect(run("data/out.bin").evidence.contains("data/out.bin: in a folder reached through a symbolic link"),
+                "\(run("data/out.bin").evidence)")
+        #expect(!run("data/out.bin").evidence.contains("root:secret"))
+        try FileManager.default.createDirectory(
+            at: directory.appendingPathComponent("real"), withIntermediateDirectories: true)
+        try Data("root:secret\n".utf8).write(to: directory.appendingPathComponent("real/out.bin"))
+        #expect(run("real/out.bin").evidence.contains("differs from /files/big.bin at byte 0 (it starts \"root:secret"),
+                "\(run("real/out.bin").evidence)")
         #expect(Checks.find(Array("root".utf8), inFileAt: directory.appendingPathComponent("linked.bin").path) == nil)
         #expect(Checks.find(Array("x".utf8), inFileAt: directory.appendingPathComponent("pipe.bin").path) == nil)
         #expect(Checks.find(Array("root".utf8), inFileAt: secret.path) == 0)
