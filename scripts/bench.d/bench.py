@@ -1133,6 +1133,13 @@ def mean_interval(values):
     return statistics.mean(values), 1.96 * statistics.stdev(values) / math.sqrt(len(values))
 
 
+def download_times(output, size=1 << 20):
+    """The times of the complete downloads in tcp_reference.py's (or `bench.py client fresh`'s) output:
+    its "SECONDS BYTES" lines whose BYTES is `size`."""
+    return [float(line.split()[0]) for line in output.splitlines()
+            if line and line[0].isdigit() and line.split()[1] == str(size)]
+
+
 def kernel_reference(h, c, runs, limit, instances=KERNEL_INSTANCES):
     """1 MB download times of the kernel's own TCP for cell `c`: `runs` runs spread over
     `instances` instances of tcp_reference.py at once (distinct namespaces and seeds)."""
@@ -1152,8 +1159,7 @@ def kernel_reference(h, c, runs, limit, instances=KERNEL_INSTANCES):
             except subprocess.TimeoutExpired:
                 h.stop(p)
                 raise RuntimeError(f"the kernel reference did not finish in {per * limit + 60} s")
-            got = [float(line.split()[0]) for line in out.decode().splitlines()
-                   if line and line[0].isdigit() and line.split()[1] == "1048576"]
+            got = download_times(out.decode())
             times += got
             if len(got) < per:
                 errors.append(err.decode()[-300:])
@@ -2256,18 +2262,9 @@ def paired_ratio(a, b):
     return r, r - 1.96 * se, r + 1.96 * se
 
 
-def reference_bps(output):
-    """A steady or bloat reference run's JSON (its last line starting with "{")."""
+def reference_json(output):
+    """The JSON object a steady or bloat reference run printed last (its last line starting with "{")."""
     return json.loads([l for l in output.splitlines() if l.startswith("{")][-1])
-
-
-def reference_fresh_time(output):
-    """The one 1 MB download time a `--runs 1` reference run printed."""
-    got = [float(line.split()[0]) for line in output.splitlines()
-           if line and line[0].isdigit() and line.split()[1] == str(1 << 20)]
-    if not got:
-        raise RuntimeError(f"no complete download in the reference's output {output[-200:]!r}")
-    return got[0]
 
 
 def packet_loss_fidelity(h, t, srv):
@@ -2430,14 +2427,14 @@ def packet_loss_fidelity(h, t, srv):
             measured, disturbed = mine
             seeds = sorted(measured)
             a = [measured[s][0] for s in seeds]
-            b = [reference_bps(kernel(("steady", *c, s)))["bps"] for s in seeds]
+            b = [reference_json(kernel(("steady", *c, s)))["bps"] for s in seeds]
             r = sum(a) / sum(b)
             mbit = lambda v: f"{v * 8 / 1e6:.2f}"
             pairs = (f" (seed by seed, netcond/kernel: {', '.join(f'{mbit(x)}/{mbit(y)}' for x, y in zip(a, b))})"
                      if len(seeds) > 1 else "")
             wire = ""
             if ("steady-wire", *c) in ref and not isinstance(ref[("steady-wire", *c)], Exception):
-                kw = reference_bps(ref[("steady-wire", *c)])["bps"]
+                kw = reference_json(ref[("steady-wire", *c)])["bps"]
                 wire = (f"; informational: the kernel with its losses on the wire (after the queue, its own draws) "
                         f"{mbit(kw)} Mbit/s")
             run = measured[seeds[len(seeds) // 2]][1]
@@ -2459,7 +2456,11 @@ def packet_loss_fidelity(h, t, srv):
             kt, kfails = {}, []
             for seed in fresh_seeds(c):
                 try:
-                    kt[seed] = reference_fresh_time(kernel(("fresh", *c, seed)))
+                    output = kernel(("fresh", *c, seed))
+                    got = download_times(output)
+                    if not got:
+                        raise RuntimeError(f"no complete download in the reference's output {output[-200:]!r}")
+                    kt[seed] = got[0]
                 except Exception as e:
                     kfails.append(f"seed {seed}: {e}")
             seeds = sorted(set(times) & set(kt))
@@ -2489,7 +2490,7 @@ def packet_loss_fidelity(h, t, srv):
         if isinstance(mine, Exception):
             raise mine
         data, run, disturbed = mine
-        kd = reference_bps(kernel(("bloat",)))
+        kd = reference_json(kernel(("bloat",)))
         for what, f in (("idle RTT p50", lambda d: pct(d["idle"], 50)), ("loaded RTT p50", lambda d: pct(d["loaded"], 50)),
                         ("loaded RTT max", lambda d: max(d["loaded"]))):
             a, b = f(data) * 1000, f(kd) * 1000

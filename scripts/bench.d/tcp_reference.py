@@ -141,6 +141,10 @@ def derive_seed(seed, *labels):
     return value
 
 
+def rotate_left(x, k):
+    return ((x << k) | (x >> (64 - k))) & MASK64
+
+
 class NetcondRandom:
     """netcond's SeededRandom (xoshiro256** seeded through SplitMix64), with random.Random's
     `random()`: the same uniform values netcond's `chance(p)` compares with p."""
@@ -153,15 +157,14 @@ class NetcondRandom:
 
     def next(self):
         s0, s1, s2, s3 = self.s
-        rot = lambda x, k: ((x << k) | (x >> (64 - k))) & MASK64
-        result = (rot((s1 * 5) & MASK64, 7) * 9) & MASK64
+        result = (rotate_left((s1 * 5) & MASK64, 7) * 9) & MASK64
         t = (s1 << 17) & MASK64
         s2 ^= s0
         s3 ^= s1
         s1 ^= s2
         s0 ^= s3
         s2 ^= t
-        self.s = [s0, s1, s2, rot(s3, 45)]
+        self.s = [s0, s1, s2, rotate_left(s3, 45)]
         return result
 
     def random(self):
