@@ -34,6 +34,10 @@ public struct OriginConfiguration: Sendable {
     public var lastModified: String
     /// A scenario's named files and faults (`/files/{name}`).
     public var content: OriginContent
+    /// The TCP congestion control its sockets send with (Linux `TCP_CONGESTION`: `cubic`, `bbr`…);
+    /// nil: the host's default. Under the packet engine the profile's `tcp:`, so the kernel's
+    /// sender is the one the stream engine models.
+    public var congestionControl: String?
 
     public init(
         clock: OriginClock = .monotonic,
@@ -41,7 +45,8 @@ public struct OriginConfiguration: Sendable {
         maximumSize: ByteCount = ByteCount(bytes: 4 << 30),
         maximumDelay: Span = .seconds(Int64(60)),
         lastModified: String = "Mon, 01 Jan 2024 00:00:00 GMT",
-        content: OriginContent = OriginContent()
+        content: OriginContent = OriginContent(),
+        congestionControl: String? = nil
     ) {
         precondition(chunkSize > 0, "chunk size must be positive")
         self.clock = clock
@@ -50,5 +55,6 @@ public struct OriginConfiguration: Sendable {
         self.maximumDelay = maximumDelay
         self.lastModified = lastModified
         self.content = content
+        self.congestionControl = congestionControl
     }
 }

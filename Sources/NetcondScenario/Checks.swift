@@ -166,6 +166,9 @@ public struct RunEvidence: Sendable {
     }
 
     public var engine: Engine = .stream
+    /// Which TCP sender the run's servers used: under the stream engine the model of the profile's
+    /// `tcp:`; under the packet engine the origin's kernel sender (``SenderReport``).
+    public var sender: String?
     public var exit: ExitStatus?
     /// The client was stopped at its deadline.
     public var timedOut: Bool

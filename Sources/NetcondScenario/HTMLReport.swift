@@ -87,6 +87,7 @@ public enum HTMLReport {
             + "\(Self.escape(name))</h2>\n"
         var facts = ["profile \(scenario["profile"] as? String ?? "?")"]
         if let engine = scenario["engine"] as? String { facts.append("\(engine) engine") }
+        if let sender = scenario["sender"] as? String { facts.append(sender) }
         if let exit = scenario["exit"] as? String { facts.append(exit) }
         if let seconds = scenario["seconds"] { facts.append("\(Self.number(seconds)) s") }
         if scenario["timedOut"] as? Bool == true { facts.append("stopped at its deadline") }

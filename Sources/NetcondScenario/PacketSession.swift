@@ -30,6 +30,8 @@ public final class PacketSession: Sendable {
     public let hostsFile: String
     /// The user the command runs as (`--user`); nil: netcond's own.
     public let identity: ChildIdentity?
+    /// Which TCP sender the run's servers used (the origin's, as the kernel reports it).
+    public let sender: SenderReport
     let portal: PacketPortal
     private let originGroup: MultiThreadedEventLoopGroup
     /// The control API (`netcond ctl`), and its URL for the command (`NETCOND_CONTROL`).
@@ -40,8 +42,9 @@ public final class PacketSession: Sendable {
     private init(
         profile: Profile, seed: UInt64, engine: PacketEngine, origin: OriginServer, originAddress: SocketAddress,
         trust: OriginTrust, hostsFile: String, portal: PacketPortal, originGroup: MultiThreadedEventLoopGroup,
-        stateChanges: NIOLockedValueBox<[(state: LinkState, at: Span)]>, identity: ChildIdentity?
+        stateChanges: NIOLockedValueBox<[(state: LinkState, at: Span)]>, identity: ChildIdentity?, sender: SenderReport
     ) {
+        self.sender = sender
         self.identity = identity
         self.stateChanges = stateChanges
         self.portal = portal
@@ -101,7 +104,8 @@ public final class PacketSession: Sendable {
             throw .engine(error)
         }
         let originGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let origin = OriginServer(configuration: OriginConfiguration(content: originContent))
+        // The origin sends with the profile's congestion control: the sender the stream engine models.
+        let origin = OriginServer(configuration: OriginConfiguration(content: originContent, congestionControl: profile.tcp.rawValue))
         var trust: OriginTrust?
         var hostsFile: String?
         var portal: PacketPortal?
@@ -146,7 +150,10 @@ public final class PacketSession: Sendable {
             let session = PacketSession(
                 profile: profile, seed: seed, engine: engine, origin: origin, originAddress: address,
                 trust: originTrust, hostsFile: file, portal: started, originGroup: originGroup, stateChanges: stateChanges,
-                identity: identity)
+                identity: identity,
+                sender: SenderReport(
+                    wanted: profile.tcp.rawValue, origin: await origin.congestionControl(),
+                    hostDefault: SenderCongestionControl.hostDefault))
             if let control {
                 do {
                     try await session.startControl(host: control.host, port: control.port)

@@ -64,6 +64,7 @@ extension Session: RunSession {
     }
 
     func addEvidence(to evidence: inout RunEvidence, clientStart: Int64) async {
+        evidence.sender = Session.senderText(self.profile)
         let log = await self.proxy.eventLog()
         EvidenceAssembler(clientStart: clientStart, logStart: Int64(log.startedAt.uptimeNanoseconds)).add(
             events: log.events, entries: self.origin.requestLog.entries,
@@ -112,6 +113,7 @@ extension PacketSession: RunSession {
 
     func addEvidence(to evidence: inout RunEvidence, clientStart: Int64) async {
         evidence.engine = .packet
+        evidence.sender = self.sender.description
         let records = await self.engine.flowRecords()
         let originBytes = self.originAddress.ipAddress.flatMap(ipAddressBytes)
         let assembled = PacketEvidence(
@@ -133,7 +135,7 @@ extension PacketSession: RunSession {
     }
 
     func summaryText() async -> String {
-        packetSummaryText(profile: self.profile.name, seed: self.seed, self.summary())
+        packetSummaryText(profile: self.profile.name, seed: self.seed, self.summary(), sender: self.sender)
     }
 }
 
@@ -189,7 +191,7 @@ struct PacketEvidence {
 }
 
 /// `edge (packet engine): 3.2 s, up 616 B in 9 packets, down 20.7 KB in 17 packets, no packet lost (seed 5)`.
-public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSummary) -> String {
+public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSummary, sender: SenderReport? = nil) -> String {
     func direction(_ name: String, _ d: PacketSummary.Direction) -> String {
         "\(name) \(formatBytes(d.bytes)) in \(d.packets) packet\(d.packets == 1 ? "" : "s")"
     }
@@ -259,7 +261,39 @@ public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSu
             + "netcond's thread woke late (a busy machine, or a virtual machine's idle CPUs: --low-latency helps) "
             + "and the link's timing was off by as much")
     }
+    if let sender { parts.append(sender.description) }
     return "\(profile) (packet engine): " + parts.joined(separator: ", ") + " (seed \(seed))"
+}
+
+/// Which TCP sender a packet-engine run's servers used. The built-in origin's sockets are given the
+/// profile's `tcp:` (the sender the stream engine models); another server sends with its own
+/// choice, which netcond cannot see from outside it (on this host, most use the host's default).
+public struct SenderReport: Sendable, Equatable, CustomStringConvertible {
+    /// The profile's `tcp:`.
+    public var wanted: String
+    /// What the kernel says the origin's connections are born with (nil: it could not be read).
+    public var origin: String?
+    /// `net.ipv4.tcp_congestion_control`.
+    public var hostDefault: String?
+
+    public init(wanted: String, origin: String?, hostDefault: String?) {
+        self.wanted = wanted
+        self.origin = origin
+        self.hostDefault = hostDefault
+    }
+
+    /// `the origin sends with cubic (the profile's tcp), other servers with their own (this host's default: bbr)`.
+    public var description: String {
+        var text: String
+        switch self.origin {
+        case self.wanted?: text = "the origin sends with \(self.wanted) (the profile's tcp)"
+        case let other?: text = "the origin sends with \(other), not the profile's \(self.wanted) (this kernel does not offer it)"
+        case nil: text = "the origin's sender is unknown (the profile's tcp is \(self.wanted))"
+        }
+        text += ", other servers with their own"
+        if let host = self.hostDefault { text += " (this host's default: \(host))" }
+        return text
+    }
 }
 
 /// The bytes of an IPv4 or IPv6 address written as text, or nil.

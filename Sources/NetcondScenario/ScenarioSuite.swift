@@ -231,6 +231,8 @@ public enum ScenarioSuite {
             var profile: String
             /// proxy or packet, when it ran
             var engine: String?
+            /// which TCP sender the servers used
+            var sender: String?
             /// passed, failed or error
             var verdict: String
             var error: String?
@@ -321,6 +323,7 @@ public enum ScenarioSuite {
                 case .ran(let outcome):
                     self.verdict = outcome.passed ? "passed" : "failed"
                     self.engine = outcome.evidence.engine == .packet ? "packet" : "proxy"
+                    self.sender = outcome.evidence.sender
                     self.seed = outcome.seed
                     self.command = outcome.command
                     self.exit = outcome.evidence.exit.map(Checks.describe)

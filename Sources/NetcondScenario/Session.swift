@@ -191,10 +191,19 @@ public final class Session: Sendable {
     public func summaryText() async -> String {
         let summary = await self.summary()
         let elapsed = Span(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds - self.startedAt.uptimeNanoseconds))
-        return Self.summaryText(profile: self.profile.name, seed: self.seed, elapsed: elapsed, summary: summary)
+        return Self.summaryText(
+            profile: self.profile.name, seed: self.seed, elapsed: elapsed, summary: summary, sender: Self.senderText(self.profile))
     }
 
-    public static func summaryText(profile: String, seed: UInt64, elapsed: Span, summary: ProxySummary) -> String {
+    /// Which TCP sender the stream engine emulates: the model of the profile's `tcp:`, for every
+    /// server (the real server's own kernel sends only to the proxy, over loopback).
+    public static func senderText(_ profile: Profile) -> String {
+        "every TCP sender modelled as \(profile.tcp) (the profile's tcp)"
+    }
+
+    public static func summaryText(
+        profile: String, seed: UInt64, elapsed: Span, summary: ProxySummary, sender: String? = nil
+    ) -> String {
         let link = summary.link
         var parts = [
             "\(formatSeconds(elapsed))",
@@ -215,6 +224,7 @@ public final class Session: Sendable {
                     + "was off by as much"
             )
         }
+        if let sender { parts.append(sender) }
         return "\(profile): " + parts.joined(separator: ", ") + " (seed \(seed))"
     }
 

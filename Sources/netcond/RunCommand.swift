@@ -228,7 +228,7 @@ extension RunCommand {
             await session.stop()
         }
         await session.stop()
-        if !self.quiet { printError("netcond: " + packetSummaryText(profile: profile.name, seed: seed, session.summary())) }
+        if !self.quiet { printError("netcond: " + packetSummaryText(profile: profile.name, seed: seed, session.summary(), sender: session.sender)) }
         throw ExitCode(status.shellCode)
     }
 }

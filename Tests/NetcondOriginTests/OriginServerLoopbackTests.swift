@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOPosix
 import NetcondCore
@@ -243,5 +244,22 @@ struct OriginServerLoopbackTests {
         #expect(server.requestLog.entries.first?.completed == false)
         #expect(server.localAddress == nil)
         try await server.stop()
+    }
+
+    @Test("the origin's connections are born with the configured congestion control; an unknown one leaves the default")
+    func congestionControl() async throws {
+        let available = (try? String(contentsOfFile: "/proc/sys/net/ipv4/tcp_available_congestion_control", encoding: .utf8))?
+            .split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) } ?? []
+        // reno is built into every Linux kernel; the other one this host offers, when there is one.
+        for name in ["reno"] + available.filter({ $0 != "reno" }).prefix(1) {
+            let chosen = try await withOrigin(OriginConfiguration(congestionControl: name)) { server, _ in
+                await server.congestionControl()
+            }
+            #expect(chosen == name)
+        }
+        let unknown = try await withOrigin(OriginConfiguration(congestionControl: "no-such-algorithm")) { server, _ in
+            await server.congestionControl()
+        }
+        #expect(unknown == SenderCongestionControl.hostDefault)
     }
 }

@@ -33,4 +33,17 @@ import Testing
         #expect(text.contains("3 packets were released over 1 ms late (longest 4 ms): netcond's thread woke late"), "\(text)")
         #expect(text.contains("--low-latency helps"), "\(text)")
     }
+
+    @Test func theLineSaysWhichSenderTheServersUsed() {
+        let same = SenderReport(wanted: "cubic", origin: "cubic", hostDefault: "bbr")
+        let text = packetSummaryText(profile: "very-bad", seed: 2, PacketSummary(), sender: same)
+        #expect(text.contains(", the origin sends with cubic (the profile's tcp), other servers with their own "
+            + "(this host's default: bbr) (seed 2)"), "\(text)")
+        let missing = SenderReport(wanted: "bbr", origin: "cubic", hostDefault: nil)
+        #expect(missing.description == "the origin sends with cubic, not the profile's bbr (this kernel does not offer it), "
+            + "other servers with their own")
+        let unread = SenderReport(wanted: "cubic", origin: nil, hostDefault: "cubic")
+        #expect(unread.description.hasPrefix("the origin's sender is unknown (the profile's tcp is cubic)"))
+    }
 }
+

@@ -2,7 +2,7 @@
 /// reach the stream engine's link.
 ///
 /// Nothing already accepted is lost by a change: queued and in-flight segments keep their place
-/// and are served under the new conditions. A `blackhole` drops what departs while it lasts (TCP
+/// and are served under the new conditions. A `blackhole` drops what is sent while it lasts (TCP
 /// repairs it by timeout, with backoff, once the link is back); `refuse` and `reset` answer new
 /// connections with a refusal one round trip after the SYN and let open ones carry on (the far
 /// end is reachable but turns connections away); only a `reset` outage discards connections, when
@@ -49,7 +49,7 @@ extension LinkModel {
         LinkState(
             phase: self.timeline.state.phase,
             outage: self.outageInForce,
-            stalled: Direction.allCases.filter { self.link($0).paused }
+            stalled: self.links.stalled
         )
     }
 
@@ -72,27 +72,16 @@ extension LinkModel {
 
     /// Brings conditions, outage and stalls in line with the timeline, and reports a change of state.
     func refresh() {
-        let target = self.timeline.conditions
-        if target != self.conditions { self.apply(target) }
+        self.links.follow(self.timeline, at: self.now)
+        if self.links.conditions != self.conditions { self.apply(self.links.conditions) }
 
-        let outage = self.timeline.outage
+        let outage = self.links.outage
         if outage != self.outageInForce {
             self.outageInForce = outage
             if outage == .reset { self.cutAllConnections(.reset) }
         }
 
-        for direction in Direction.allCases {
-            let link = self.link(direction)
-            let stalled = self.timeline.isStalled(direction)
-            guard stalled != link.paused else { continue }
-            link.paused = stalled
-            if !stalled {
-                self.releaseHeldArrivals(link)
-                self.serve(link)
-            }
-        }
-
-        self.isTransparent = self.conditions.isPassThrough && self.outageInForce == nil && !self.upLink.paused && !self.downLink.paused
+        self.isTransparent = self.conditions.isPassThrough && self.outageInForce == nil && self.links.stalled.isEmpty
 
         let state = self.state
         if state != self.lastState {
@@ -101,27 +90,23 @@ extension LinkModel {
         }
     }
 
-    /// New conditions for the links and every open connection, from now on.
+    /// New conditions for the senders of every open connection, from now on (the paths have them).
     private func apply(_ conditions: LinkConditions) {
         self.conditions = conditions
-        self.upLink.configure(conditions.up)
-        self.downLink.configure(conditions.down)
+        for (index, direction) in Direction.allCases.enumerated() {
+            self.shapes[index] = SegmentShape(conditions.direction(direction), mss: self.shapes[index].mss)
+        }
         for flow in self.flows.values {
             for side in [flow.up, flow.down] {
                 let spec = conditions.direction(side.direction)
-                side.loss.reconfigure(spec.loss)
-                side.delay.reconfigure(latency: spec.latency, jitter: spec.jitter)
                 side.capRate = self.capRate(for: spec, tcp: side.tcp)
                 side.window.retarget(
-                    mss: self.link(side.direction).mss,
+                    mss: self.shapes[self.index(side.direction)].mss,
                     bandwidth: spec.pathRate,
                     baseRTT: conditions.baseRTT
                 )
             }
         }
-        // A link that lost its rate limit lets its queue go at once.
-        self.serve(self.upLink)
-        self.serve(self.downLink)
     }
 
     private func cutAllConnections(_ mode: CutMode) {

@@ -65,6 +65,7 @@ public final class OriginServer: Sendable {
             self.state.withLock { $0.phase = .idle }
             throw error
         }
+        await self.setCongestionControl(listener)
         let stillWanted = self.state.withLock { state in
             guard case .starting = state.phase else { return false }
             state.phase = .running(listener)
@@ -85,6 +86,7 @@ public final class OriginServer: Sendable {
         prepare: @escaping @Sendable (Channel) throws -> Void
     ) async throws -> SocketAddress {
         let listener = try await self.bootstrap(group: group, prepare: prepare).bind(host: host, port: port).get()
+        await self.setCongestionControl(listener)
         let kept = self.state.withLock { state in
             guard case .running = state.phase else { return false }
             state.extraListeners.append(listener)
@@ -95,6 +97,25 @@ public final class OriginServer: Sendable {
             throw OriginServerError.stoppedWhileStarting
         }
         return address
+    }
+
+    /// Gives a new listener the configured congestion control, before any connection can arrive.
+    /// Not fatal: an algorithm this kernel lacks leaves the host's default, and
+    /// ``congestionControl()`` reads back what the connections are born with.
+    private func setCongestionControl(_ listener: Channel) async {
+        guard let name = self.configuration.congestionControl else { return }
+        try? await SenderCongestionControl.set(name, on: listener).get()
+    }
+
+    /// The TCP congestion control the origin's connections send with, as the kernel reports it
+    /// (nil: not running, or not readable).
+    public func congestionControl() async -> String? {
+        let listener: Channel? = self.state.withLock { state in
+            if case .running(let channel) = state.phase { return channel }
+            return nil
+        }
+        guard let listener else { return nil }
+        return try? await SenderCongestionControl.get(from: listener).get()
     }
 
     /// Closes the listener and every open connection (in-flight responses are cut off, and logged as incomplete).

@@ -170,10 +170,11 @@ import Testing
     }
 
     @Test(arguments: [UInt64(7), 21, 35])
-    func twoDownloadsShareFairlyFromTheStart(startGapMilliseconds: UInt64) {
+    func twoDownloadsBothGetTheirShareFromTheStart(startGapMilliseconds: UInt64) {
         // The second download starts a few milliseconds after the first and, over the first ten
-        // seconds, still gets its half: an overflowing queue drops from whoever holds most of it.
-        // (With plain drop-tail the first flow kept 60-63 % here.)
+        // seconds, is not starved. The queue is the link path's drop-tail, as under the packet
+        // engine, so the one that started first may keep more of it at first (60-63 % here); over
+        // 20 s they share evenly (above).
         var sim = LinkSimulation(.test(latency: .milliseconds(10), bandwidth: .mbit(2)), seed: startGapMilliseconds)
         let first = sim.model.openFlow(at: .zero)
         let second = sim.model.openFlow(at: .zero)
@@ -191,7 +192,7 @@ import Testing
         }
         let byFirst = Double(sim.delivered(first, .down, by: .s(11)) - sim.delivered(first, .down, by: .s(1)))
         let bySecond = Double(sim.delivered(second, .down, by: .s(11)) - sim.delivered(second, .down, by: .s(1)))
-        #expect(abs(byFirst / (byFirst + bySecond) - 0.5) < 0.05, "first flow's share \(byFirst / (byFirst + bySecond))")
+        #expect(abs(byFirst / (byFirst + bySecond) - 0.5) < 0.15, "first flow's share \(byFirst / (byFirst + bySecond))")
     }
 
     @Test func fullQueueAddsQueueingDelay() {

@@ -105,13 +105,13 @@ import Testing
         #expect(profile.up.reorder == Probability(0.01) && profile.up.reorderGap == LinkDirection.defaultReorderGap)
         // A phase that sets queue in bytes replaces the packet count.
         #expect(profile.schedule?.phases[1].conditions.down.queuePackets == nil)
-        #expect(profile.packetOnlyFeatures == ["reorder (up)", "queue in packets (down)", "reorder (down)"])
+        #expect(profile.packetOnlyFeatures == ["reorder (up)", "reorder (down)"])
         #expect(profile.streamEngineRefusal?.contains("--engine packet") == true)
-        #expect(PacketImpairments(profile.down).queue == .packets(50))
+        #expect(PathConditions(profile.down).queue == .packets(50))
         #expect(try ProfileDecoder().decode(yaml: "name: q\ndown: {queue: 64KB}", file: Self.file).streamEngineRefusal == nil)
     }
 
-    @Test func duplicateCorruptAndCoDelDecodeForThePacketEngineOnly() throws {
+    @Test func duplicateCorruptAndCoDelDecodeForBothEngines() throws {
         let profile = try ProfileDecoder().decode(yaml: """
             name: p
             link:
@@ -127,10 +127,10 @@ import Testing
         #expect(profile.down.corrupt == Probability(0.001) && profile.up.corrupt == .zero)
         #expect(profile.down.aqm == .codel(target: .milliseconds(5), interval: .milliseconds(100)))
         #expect(profile.up.aqm == .codel(target: .milliseconds(10), interval: .milliseconds(200)))
-        #expect(PacketImpairments(profile.down).corrupt == Probability(0.001))
-        #expect(PacketImpairments(profile.up).aqm == profile.up.aqm)
-        #expect(profile.packetOnlyFeatures == ["duplicate (up)", "aqm (up)", "duplicate (down)", "corrupt (down)", "aqm (down)"])
-        #expect(profile.streamEngineRefusal?.contains("--engine packet") == true)
+        #expect(PathConditions(profile.down).corrupt == Probability(0.001))
+        #expect(PathConditions(profile.up).aqm == profile.up.aqm)
+        // One link path: both engines carry them.
+        #expect(profile.packetOnlyFeatures.isEmpty && profile.streamEngineRefusal == nil)
         let plain = try ProfileDecoder().decode(yaml: "name: q\ndown: {aqm: drop-tail}", file: Self.file)
         #expect(plain.down.aqm == .dropTail && plain.streamEngineRefusal == nil)
     }

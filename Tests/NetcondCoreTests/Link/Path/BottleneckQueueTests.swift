@@ -2,13 +2,13 @@ import Testing
 
 @testable import NetcondCore
 
-/// The packet link's bottleneck: a FIFO at the link rate, full at a byte or packet limit.
-@Suite struct DropTailQueueTests {
+/// The link path's bottleneck: a FIFO at the link rate, full at a byte or packet limit.
+@Suite struct BottleneckQueueTests {
     /// 1 Mbit/s: a 1,500-byte packet takes 12 ms on the wire.
     let rate = Bandwidth.mbit(1)
 
     @Test func packetsLeaveOneAfterAnotherAtTheLinkRate() {
-        var queue = DropTailQueue(rate: self.rate, limit: .bytes(ByteCount(bytes: 64 * 1024)))
+        var queue = BottleneckQueue(rate: self.rate, limit: .bytes(ByteCount(bytes: 64 * 1024)))
         #expect(queue.admit(bytes: 1500, at: .zero) == .departs(.ms(12)))
         #expect(queue.admit(bytes: 1500, at: .zero) == .departs(.ms(24)))
         #expect(queue.admit(bytes: 1500, at: .ms(5)) == .departs(.ms(36)))
@@ -17,7 +17,7 @@ import Testing
     }
 
     @Test func aFullByteQueueDropsAtItsTailUntilAPacketHasLeft() {
-        var queue = DropTailQueue(rate: self.rate, limit: .bytes(ByteCount(bytes: 3000)))
+        var queue = BottleneckQueue(rate: self.rate, limit: .bytes(ByteCount(bytes: 3000)))
         #expect(queue.admit(bytes: 1500, at: .zero) == .departs(.ms(12)))
         #expect(queue.admit(bytes: 1500, at: .zero) == .departs(.ms(24)))
         #expect(queue.admit(bytes: 1500, at: .zero) == .full)
@@ -27,21 +27,39 @@ import Testing
     }
 
     @Test func aPacketLimitCountsPacketsWhateverTheirSize() {
-        var queue = DropTailQueue(rate: self.rate, limit: .packets(2))
+        var queue = BottleneckQueue(rate: self.rate, limit: .packets(2))
         #expect(queue.admit(bytes: 40, at: .zero) != .full)
         #expect(queue.admit(bytes: 40, at: .zero) != .full)
         #expect(queue.admit(bytes: 40, at: .zero) == .full)
     }
 
     @Test func aPacketLargerThanTheByteLimitStillPassesAnEmptyQueue() {
-        var queue = DropTailQueue(rate: self.rate, limit: .bytes(ByteCount(bytes: 1000)))
+        var queue = BottleneckQueue(rate: self.rate, limit: .bytes(ByteCount(bytes: 1000)))
         #expect(queue.admit(bytes: 1500, at: .zero) == .departs(.ms(12)))
         #expect(queue.admit(bytes: 1500, at: .ms(1)) == .full)
     }
 
     @Test func withoutARateNothingWaitsAndNothingIsDropped() {
-        var queue = DropTailQueue(rate: nil, limit: .packets(1))
+        var queue = BottleneckQueue(rate: nil, limit: .packets(1))
         for i in 0..<100 { #expect(queue.admit(bytes: 1500, at: .ms(Int64(i / 10))) == .departs(.ms(Int64(i / 10)))) }
+    }
+
+    // MARK: Stalls
+
+    @Test func aStallStopsTheServerAndWhatWaitedLeavesItsLengthLater() {
+        var queue = BottleneckQueue(rate: self.rate, limit: .packets(3))
+        #expect(queue.admit(bytes: 1500, at: .zero) == .departs(.ms(12)))
+        #expect(queue.admit(bytes: 1500, at: .zero) == .departs(.ms(24)))
+        queue.pause(at: .ms(6))
+        // Still counted: what was waiting when the stall began, and what comes meanwhile.
+        #expect(queue.admit(bytes: 1500, at: .ms(50)) == .held)
+        #expect(queue.admit(bytes: 1500, at: .ms(60)) == .full)
+        #expect(queue.occupancy(at: .ms(90)) == (bytes: 4500, packets: 3))
+        #expect(queue.resume(at: .ms(106))! == (since: .ms(6), length: .milliseconds(100)))
+        #expect(queue.occupancy(at: .ms(106)) == (bytes: 3000, packets: 2))
+        // The held one starts behind the two that waited (now leaving at 112 and 124).
+        #expect(queue.admitHeld(bytes: 1500, arrivedAt: .ms(50), at: .ms(106)) == .departs(.ms(136)))
+        #expect(queue.resume(at: .ms(200)) == nil, "not stalled")
     }
 
     // MARK: CoDel
@@ -49,7 +67,7 @@ import Testing
     /// Offers 1,500-byte packets every `gap` to a 1 Mbit/s link (12 ms each) with a deep queue
     /// under CoDel for `seconds`; returns each delivered packet's wait, and how many CoDel dropped.
     static func overload(gap: Span, seconds: Int64, discipline: QueueDiscipline) -> (waits: [Span], drops: Int, full: Int) {
-        var queue = DropTailQueue(rate: .mbit(1), limit: .packets(1000), discipline: discipline)
+        var queue = BottleneckQueue(rate: .mbit(1), limit: .packets(1000), discipline: discipline)
         var waits: [Span] = []
         var drops = 0
         var full = 0
@@ -59,6 +77,7 @@ import Testing
             case .departs(let departure): waits.append(departure - now - .milliseconds(12))
             case .aqm: drops += 1
             case .full: full += 1
+            case .held: Issue.record("the queue never stalls here")
             }
             now = now + gap
         }

@@ -7,8 +7,9 @@
 ///   good ──p──▶ bad        loss probability lossInGood in good, lossInBad in bad
 ///   good ◀──r── bad        mean burst length 1/r segments
 /// ```
-/// Each connection direction owns one process with its own seeded stream, so decisions for the
-/// i-th transmission of a connection do not depend on other connections.
+/// Each direction of the link owns one process with its own seeded stream, as a real link has one
+/// medium: a burst hits every connection crossing it then, not one connection alone. The same seed
+/// and the same sequence of packets give the same losses.
 struct LossProcess {
     private(set) var spec: LossSpec
     private var random: SeededRandom

@@ -1,12 +1,12 @@
-/// Propagation delay of one direction of one connection: latency plus jitter, never reordering.
+/// Propagation delay of one direction of the link: latency plus jitter, never reordering.
 ///
 /// ```
 ///  leaves link  t0 ───────── latency ─────────▶ t0 + latency + U(0, jitter)
 ///  next segment    t1 ──── latency ──── ▶ max(t1 + latency + U(0, jitter), previous arrival)
 /// ```
 /// Latency is the minimum one-way delay; jitter adds up to that much on top, drawn per segment
-/// from the connection's own seeded stream. A segment never overtakes the one before it (TCP
-/// would hand the bytes to the application in order anyway).
+/// from the direction's own seeded stream. A packet never overtakes the one before it (jitter is
+/// variation of the path's delay, not reordering: that is ``Reordering``).
 struct DelayLine {
     private(set) var latency: Span
     private(set) var jitter: Span
@@ -35,5 +35,11 @@ struct DelayLine {
         if arrival < self.lastArrival { arrival = self.lastArrival }
         self.lastArrival = arrival
         return arrival
+    }
+
+    /// Packets that will arrive after `moment` are held back by `length` (a stall): so are the
+    /// ones behind them.
+    mutating func shift(after moment: Instant, by length: Span) {
+        if self.lastArrival > moment { self.lastArrival = self.lastArrival + length }
     }
 }

@@ -1,5 +1,4 @@
-/// A per-connection rate on top of the shared link (`connection_bandwidth` under the packet
-/// engine): each connection's packets leave the link no closer together than their time on the
+/// A per-connection rate behind the shared link (`connection_bandwidth`, in both engines): each connection's packets leave the link no closer together than their time on the
 /// wire at its rate, as behind a per-flow shaper; what would wait longer than the queue holds is
 /// dropped.
 ///
@@ -7,7 +6,7 @@
 ///  shared link delivers at t ──▶ max(t, this connection's last + size·8/rate) ──▶ the far end
 ///                                 waiting more than the queue's worth at that rate: dropped
 /// ```
-/// Pure and in virtual time, as the rest of the packet link.
+/// Pure and in virtual time, as the rest of the link path.
 public struct ConnectionPacer<Key: Hashable> {
     private var last: [Key: Instant] = [:]
 
@@ -35,4 +34,9 @@ public struct ConnectionPacer<Key: Hashable> {
     }
 
     public var count: Int { self.last.count }
+
+    /// A stall of `length` began at `since`: a connection's spacing that ran past it runs that much later.
+    mutating func shift(after since: Instant, by length: Span) {
+        for (key, moment) in self.last where moment > since { self.last[key] = moment + length }
+    }
 }

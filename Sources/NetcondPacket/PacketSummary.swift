@@ -1,0 +1,100 @@
+import CNetcondPacket
+import NetcondCore
+
+/// A packet the kernel holds until the link delivers it.
+struct HeldPacket {
+    var queue: UInt16
+    var id: UInt32
+    var mark: UInt32
+    /// Its TCP header, when it is TCP (the flow table follows what was delivered).
+    var tcp: TCPHeader?
+    /// Its bytes, when a capture is written or the link changes or copies it.
+    var bytes: [UInt8]? = nil
+    var length: UInt32 = 0
+
+    init(queue: UInt16, id: UInt32, mark: UInt32, tcp: TCPHeader?, length: UInt32) {
+        self.queue = queue
+        self.id = id
+        self.mark = mark
+        self.tcp = tcp
+        self.length = length
+    }
+
+    init(_ packet: ncq_packet, tcp: TCPHeader?) {
+        self.queue = packet.queue
+        self.id = packet.id
+        self.mark = packet.mark | PacketCage.passedBit
+        self.tcp = tcp
+        self.length = packet.length
+    }
+}
+
+/// A DNS lookup `dns_fail` failed: the name, and when the query reached the link.
+public struct PacketLookupFailure: Sendable, Equatable {
+    public var name: String
+    public var at: Instant
+}
+
+/// What crossed the packet engine's link.
+public struct PacketSummary: Sendable, Equatable {
+    public struct Direction: Sendable, Equatable {
+        /// Wire packets offered to the link (a GSO packet taken whole counts as its segments).
+        public var packets = 0
+        /// Bytes of the packets delivered.
+        public var bytes: Int64 = 0
+        public var lost = 0
+        public var queueDrops = 0
+        /// Dropped by CoDel at the head of the queue.
+        public var aqmDrops = 0
+        /// Delivered twice (`duplicate`), and delivered with a bit changed (`corrupt`).
+        public var duplicated = 0
+        public var corrupted = 0
+        /// Dropped because a `blackhole` outage was in force.
+        public var outageDrops = 0
+    }
+    public var directions = [Direction(), Direction()]
+    public var up: Direction { self.directions[0] }
+    public var down: Direction { self.directions[1] }
+    /// Packets the kernel dropped while netcond held them (its answer to their verdict was "no such
+    /// packet"): another program changed the firewall, which flushes every NFQUEUE.
+    public var vanished = 0
+    /// TCP connections seen starting (either way).
+    public var connections = 0
+    /// TCP connections followed now (open, as far as the link has seen).
+    public var connectionsOpen = 0
+    /// Packets the kernel dropped because netcond could not read them fast enough.
+    public var kernelDrops = 0
+    /// Connections refused by a `refuse` or `reset` outage (their SYN answered with a reset).
+    public var refusedConnections = 0
+    /// Connections cut by a `reset` outage or `netcond ctl cut`: a reset sent to each end.
+    public var connectionsCut = 0
+    /// Packets a closed captive portal stopped (connections it reset or swallowed, UDP, pings).
+    public var portalStopped = 0
+    /// Packets the profile's firewall stopped; connections `connect_hold` held; DNS queries
+    /// answered NXDOMAIN for `dns_fail`.
+    public var firewallStopped = 0
+    public var connectsHeld = 0
+    public var lookupsFailed = 0
+    /// Duplicates the raw socket could not send.
+    public var copiesNotSent = 0
+    /// Resets the raw socket could not send.
+    public var resetsNotSent = 0
+    /// The latest a verdict was sent after its moment, and how many were over 1 ms late.
+    public var maximumLateness = Span.zero
+    public var lateOverMillisecond = 0
+    public var elapsed = Span.zero
+    /// Why the command's TCP sockets kept loopback's MSS (``PacketCage/pathMSSProblem``), or nil.
+    public var pathMSSProblem: String?
+    /// The link's state and the profile in force (live control can switch it).
+    public var state = LinkState(phase: "")
+    public var profile = ""
+}
+
+/// A change to the running packet link (`netcond ctl`, the control API).
+public enum PacketCommand: Sendable {
+    case switchProfile(Profile)
+    case outage(OutageBehaviour?)
+    case stall(StallDirection?)
+    /// Reset every TCP connection on the link, once.
+    case cut
+}
