@@ -55,6 +55,9 @@ public struct ProxyConfiguration: Sendable {
     /// handlers are in place: a caller's own handler goes first in its pipeline (next to the
     /// client's socket).
     public var forwardConnectionHook: (@Sendable (Channel, PortForward) throws -> Void)?
+    /// When a forward's upstream cannot be reached, close the client's connection (a FIN, as
+    /// Toxiproxy does) instead of resetting it (as a refused connection would look).
+    public var forwardClosesOnUpstreamFailure = false
 
     public init(
         profile: Profile,
@@ -201,6 +204,7 @@ public final class ProxyServer: Sendable {
     /// Listens for `forward`: each connection it accepts goes through the link to its target.
     private func bindForward(_ forward: PortForward) async throws -> SocketAddress {
         let hook = self.configuration.forwardConnectionHook
+        let closes = self.configuration.forwardClosesOnUpstreamFailure
         let target = UpstreamTarget(host: forward.targetHost, port: forward.targetPort)
         return try await self.bind(host: forward.listenHost, port: forward.listenPort) {
             channel, state, connector in
@@ -219,6 +223,8 @@ public final class ProxyServer: Sendable {
                 switch result {
                 case .failure(.abandoned):
                     break  // the client is gone
+                case .failure where closes:
+                    channel.close(promise: nil)
                 case .failure:
                     // Nothing to say in a raw TCP stream: reset it at once, like a refused connection.
                     channel.resetConnection()

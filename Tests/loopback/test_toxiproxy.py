@@ -258,6 +258,18 @@ def test_timeout_holds_data_and_closes_reset_peer_resets_limit_data_cuts(api):
     assert got == bytes(i % 251 for i in range(1000))
 
 
+def test_a_proxy_whose_upstream_is_down_accepts_and_closes_each_connection(api):
+    """As Toxiproxy does: the client's connect succeeds and the connection ends with a FIN, never a
+    reset (suites dial a proxy to see that it is up)."""
+    client, _, _, _ = api
+    dead = free_port()  # nothing listens there
+    proxy = client.create(upstream=f"127.0.0.1:{dead}", name="dead")
+    for _ in range(50):
+        with socket.create_connection(address(proxy), timeout=5) as sock:
+            sock.settimeout(5)
+            assert sock.recv(1) == b""
+
+
 def test_a_config_file_creates_its_proxies_and_a_bad_one_is_refused(tmp_path):
     port, listen = free_port(), free_port()
     good = tmp_path / "toxiproxy.json"

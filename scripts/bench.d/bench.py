@@ -31,6 +31,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import html_report  # noqa: E402  (item 10, a module of its own)
+import engines  # noqa: E402  (item 11, a module of its own)
 
 MSS, WIRE = 1460, 1500
 PAYLOAD_SHARE = MSS / WIRE  # goodput share of a link rate with full segments
@@ -2826,6 +2827,7 @@ def run(args):
             ("5d. 1 MB vs real Linux TCP", lambda: item_kernel_reference(h, t)),
             ("9. packet engine", lambda: item_packet(h, t, srv)),
             ("10. HTML report", lambda: html_report.item_html_report(h, t)),
+            ("11. same profile, both engines", lambda: engines.item_engines(h, t, log)),
         ]
         only = set(args.only.split(",")) if args.only else None
         h.only = only
@@ -2840,7 +2842,7 @@ def run(args):
             log(f"== {label} ({h.remaining():.0f} s of budget left, load average {os.getloadavg()[0]:.2f})")
             try:
                 if srv is None and "throughput" not in label and "HTTP" not in label and "scenario" not in label \
-                        and "Linux" not in label and "HTML" not in label:
+                        and "Linux" not in label and "HTML" not in label and "engines" not in label:
                     raise RuntimeError("test servers did not start")
                 fn()
             except KeyboardInterrupt:

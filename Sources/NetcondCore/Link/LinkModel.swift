@@ -356,7 +356,7 @@ public final class LinkModel {
 
     /// The rate a connection's own sender paces at: for BBR (which paces at the bottleneck rate it
     /// measures instead of bursting its window into the queue) the path's rate; cubic and reno do
-    /// not pace (a per-connection cap is the path's, ``PathConditions/connectionRate``).
+    /// not pace (a per-connection cap is the path's, ``LinkDirection/connectionBandwidth``).
     func capRate(for spec: LinkDirection, tcp: CongestionControl) -> Bandwidth? {
         tcp == .bbr ? spec.pathRate : nil
     }

@@ -148,28 +148,28 @@ public enum Direction: String, Sendable, Hashable, CaseIterable, CustomStringCon
 public struct LinkDirection: Sendable, Equatable {
     /// One-way propagation delay.
     public var latency: Span
-    /// Spread of extra delay added per segment (uniform in 0...jitter); never reorders a connection.
+    /// Spread of extra delay added per packet (uniform in 0...jitter); never reorders the direction.
     public var jitter: Span
     /// Link rate shared by all connections of the run; `nil` = unlimited.
     public var bandwidth: Bandwidth?
-    /// Bottleneck buffer: bytes that may wait for the link before senders are held back.
+    /// Bottleneck buffer: bytes that may wait for the link; an arrival that finds it full is dropped.
     public var queue: ByteCount
-    /// How segments get lost.
+    /// How packets (segments) get lost: one process per direction, shared by every connection.
     public var loss: LossSpec
-    /// Optional cap per connection, on top of the shared rate.
+    /// Optional rate per connection, behind the shared rate (``ConnectionPacer``).
     public var connectionBandwidth: Bandwidth?
-    /// Packet engine only: the queue counted in packets (`queue: 100 packets`), as router and
-    /// netem queues count, instead of `queue` bytes.
+    /// The queue counted in packets (`queue: 100 packets`), as router and netem queues count,
+    /// instead of `queue` bytes.
     public var queuePackets: Int?
     /// Packet engine only: probability that a packet is held back `reorderGap` and overtaken.
     public var reorder: Probability
     public var reorderGap: Span
-    /// Packet engine only: probability that a packet arrives twice.
+    /// Probability that a packet arrives twice.
     public var duplicate: Probability
-    /// Packet engine only: probability that a packet arrives with a byte changed (its receiver's
+    /// Probability that a packet arrives with a byte changed (its receiver's
     /// checksum then discards it, as it would a packet corrupted on a real path).
     public var corrupt: Probability
-    /// Packet engine only: how the bottleneck queue decides what to drop.
+    /// How the bottleneck queue decides what to drop.
     public var aqm: QueueDiscipline
 
     public init(
@@ -201,6 +201,11 @@ public struct LinkDirection: Sendable, Equatable {
     }
 
     public static let defaultReorderGap = Span.milliseconds(10)
+
+    /// How much the bottleneck queue holds: `queuePackets` packets, or else `queue` bytes.
+    public var queueLimit: QueueLimit {
+        self.queuePackets.map { .packets($0) } ?? .bytes(self.queue)
+    }
 
     /// What only the packet engine emulates, named as a profile writes it (empty: none). Both
     /// engines drive the same link path, so a queue in packets, CoDel, duplicates and corruption

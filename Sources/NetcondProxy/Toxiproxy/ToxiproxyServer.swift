@@ -386,6 +386,9 @@ public actor ToxiproxyServer {
             forwards: [PortForward(listenHost: host, listenPort: port, targetHost: targetHost, targetPort: targetPort)],
             controllable: true)
         configuration.servesProxy = false
+        // A proxy whose upstream is down accepts and closes (a FIN), as Toxiproxy does: suites dial
+        // a proxy to see that it is up, and a reset would fail their connect now and then.
+        configuration.forwardClosesOnUpstreamFailure = true
         configuration.forwardConnectionHook = { channel, _ in try connections.value.attach(to: channel) }
         let server = ProxyServer(configuration: configuration, group: loop)
         let addresses: ProxyAddresses

@@ -107,7 +107,7 @@ import Testing
         #expect(profile.schedule?.phases[1].conditions.down.queuePackets == nil)
         #expect(profile.packetOnlyFeatures == ["reorder (up)", "reorder (down)"])
         #expect(profile.streamEngineRefusal?.contains("--engine packet") == true)
-        #expect(PathConditions(profile.down).queue == .packets(50))
+        #expect(profile.down.queueLimit == .packets(50))
         #expect(try ProfileDecoder().decode(yaml: "name: q\ndown: {queue: 64KB}", file: Self.file).streamEngineRefusal == nil)
     }
 
@@ -127,8 +127,6 @@ import Testing
         #expect(profile.down.corrupt == Probability(0.001) && profile.up.corrupt == .zero)
         #expect(profile.down.aqm == .codel(target: .milliseconds(5), interval: .milliseconds(100)))
         #expect(profile.up.aqm == .codel(target: .milliseconds(10), interval: .milliseconds(200)))
-        #expect(PathConditions(profile.down).corrupt == Probability(0.001))
-        #expect(PathConditions(profile.up).aqm == profile.up.aqm)
         // One link path: both engines carry them.
         #expect(profile.packetOnlyFeatures.isEmpty && profile.streamEngineRefusal == nil)
         let plain = try ProfileDecoder().decode(yaml: "name: q\ndown: {aqm: drop-tail}", file: Self.file)

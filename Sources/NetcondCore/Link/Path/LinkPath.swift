@@ -21,7 +21,7 @@ import HeapModule
 /// from the direction's own seeded streams (``SeedDeriver/linkPath(_:_:)``), so the same seed and
 /// the same units give the same fates.
 public struct LinkPath<Unit, Connection: Hashable> {
-    public private(set) var conditions: PathConditions
+    public private(set) var conditions: LinkDirection
     /// A `blackhole` outage: everything offered is dropped.
     public var blackholed = false
     private var loss: LossProcess
@@ -35,19 +35,19 @@ public struct LinkPath<Unit, Connection: Hashable> {
     private var held: [HeldUnit] = []
     public private(set) var counters = PathCounters()
 
-    public init(_ conditions: PathConditions, seed: UInt64) {
+    public init(_ conditions: LinkDirection, seed: UInt64) {
         self.conditions = conditions
         self.loss = LossProcess(spec: conditions.loss, seed: seed &+ 1)
-        self.queue = BottleneckQueue(rate: conditions.rate, limit: conditions.queue, discipline: conditions.aqm)
+        self.queue = BottleneckQueue(rate: conditions.bandwidth, limit: conditions.queueLimit, discipline: conditions.aqm)
         self.delay = DelayLine(latency: conditions.latency, jitter: conditions.jitter, seed: seed &+ 2)
         self.random = SeededRandom(seed: seed &+ 3)
     }
 
     /// New conditions for units offered from now on; units already on the path keep their fate.
-    public mutating func reconfigure(_ conditions: PathConditions) {
+    public mutating func reconfigure(_ conditions: LinkDirection) {
         self.conditions = conditions
         self.loss.reconfigure(conditions.loss)
-        self.queue.reconfigure(rate: conditions.rate, limit: conditions.queue, discipline: conditions.aqm)
+        self.queue.reconfigure(rate: conditions.bandwidth, limit: conditions.queueLimit, discipline: conditions.aqm)
         self.delay.reconfigure(latency: conditions.latency, jitter: conditions.jitter)
     }
 
@@ -98,8 +98,8 @@ public struct LinkPath<Unit, Connection: Hashable> {
         } else {
             arrival = self.delay.arrival(departingAt: departure)
         }
-        if let connection, let rate = c.connectionRate {
-            guard let paced = self.pacer.pace(connection, bytes: bytes, deliveredAt: arrival, rate: rate, limit: c.queue)
+        if let connection, let rate = c.connectionBandwidth {
+            guard let paced = self.pacer.pace(connection, bytes: bytes, deliveredAt: arrival, rate: rate, limit: c.queueLimit)
             else {
                 self.counters.queueDrops += 1
                 return .dropped(.connectionQueueFull)
@@ -274,53 +274,4 @@ public struct PathCounters: Sendable, Equatable {
     public var reordered = 0
     public var duplicated = 0
     public var corrupted = 0
-}
-
-/// What the link path does to one direction's units: a profile's direction, as both engines read it.
-public struct PathConditions: Sendable, Equatable {
-    public var latency: Span
-    /// Extra delay per unit, uniform in 0...jitter; never reorders (reordering is `reorder`).
-    public var jitter: Span
-    /// The link rate; nil = unlimited (then nothing queues, except during a stall).
-    public var rate: Bandwidth?
-    public var queue: QueueLimit
-    public var loss: LossSpec
-    /// `connection_bandwidth`: each connection's own rate behind the shared link.
-    public var connectionRate: Bandwidth?
-    /// Probability that a unit is held back `reorderGap` and overtaken by the ones behind it.
-    public var reorder: Probability
-    public var reorderGap: Span
-    /// Probability that a unit arrives twice.
-    public var duplicate: Probability
-    /// Probability that one byte of a unit arrives changed.
-    public var corrupt: Probability
-    public var aqm: QueueDiscipline
-
-    public init(
-        latency: Span = .zero, jitter: Span = .zero, rate: Bandwidth? = nil,
-        queue: QueueLimit = .bytes(LinkDirection.defaultQueue), loss: LossSpec = .none, connectionRate: Bandwidth? = nil,
-        reorder: Probability = .zero, reorderGap: Span = .milliseconds(10),
-        duplicate: Probability = .zero, corrupt: Probability = .zero, aqm: QueueDiscipline = .dropTail
-    ) {
-        self.latency = latency
-        self.jitter = jitter
-        self.rate = rate
-        self.queue = queue
-        self.loss = loss
-        self.connectionRate = connectionRate
-        self.reorder = reorder
-        self.reorderGap = reorderGap
-        self.duplicate = duplicate
-        self.corrupt = corrupt
-        self.aqm = aqm
-    }
-
-    /// A profile's direction.
-    public init(_ direction: LinkDirection) {
-        self.init(
-            latency: direction.latency, jitter: direction.jitter, rate: direction.bandwidth,
-            queue: direction.queuePackets.map { .packets($0) } ?? .bytes(direction.queue), loss: direction.loss,
-            connectionRate: direction.connectionBandwidth, reorder: direction.reorder, reorderGap: direction.reorderGap,
-            duplicate: direction.duplicate, corrupt: direction.corrupt, aqm: direction.aqm)
-    }
 }

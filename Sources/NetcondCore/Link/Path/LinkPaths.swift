@@ -19,7 +19,7 @@ public struct LinkPaths<Unit, Connection: Hashable> {
         let conditions = timeline.conditions
         self.conditions = conditions
         self.paths = Direction.allCases.map {
-            LinkPath(PathConditions(conditions.direction($0)), seed: SeedDeriver.linkPath(seed, $0))
+            LinkPath(conditions.direction($0), seed: SeedDeriver.linkPath(seed, $0))
         }
         self.follow(timeline, at: .zero)
     }
@@ -37,7 +37,7 @@ public struct LinkPaths<Unit, Connection: Hashable> {
         if conditions != self.conditions {
             self.conditions = conditions
             for direction in Direction.allCases {
-                self[direction].reconfigure(PathConditions(conditions.direction(direction)))
+                self[direction].reconfigure(conditions.direction(direction))
             }
         }
         self.outage = timeline.outage

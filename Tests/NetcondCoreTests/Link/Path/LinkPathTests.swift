@@ -19,7 +19,7 @@ import Testing
     }
 
     @Test func aUnitLeavesAfterItsSerializationAndArrivesALatencyLater() {
-        var path = Path(PathConditions(latency: .milliseconds(50), rate: .mbit(1)), seed: 1)
+        var path = Path(LinkDirection(latency: .milliseconds(50), bandwidth: .mbit(1)), seed: 1)
         #expect(path.offer(1, bytes: 1500, connection: nil, at: .zero) == Self.delivers(.ms(62)))
         #expect(path.offer(2, bytes: 1500, connection: nil, at: .zero) == Self.delivers(.ms(74)))
         #expect(path.nextDelivery == .ms(62))
@@ -29,13 +29,13 @@ import Testing
     }
 
     @Test func lossAFullQueueAndAnOutageDropAndAreCountedApart() {
-        var lossy = Path(PathConditions(loss: .bernoulli(.one)), seed: 1)
+        var lossy = Path(LinkDirection(loss: .bernoulli(.one)), seed: 1)
         #expect(lossy.offer(0, bytes: 100, connection: nil, at: .zero) == .dropped(.lost))
-        var narrow = Path(PathConditions(rate: .mbit(1), queue: .packets(1)), seed: 1)
+        var narrow = Path(LinkDirection(bandwidth: .mbit(1), queuePackets: 1), seed: 1)
         #expect(narrow.offer(0, bytes: 1500, connection: nil, at: .zero) == Self.delivers(.ms(12)))
         #expect(narrow.offer(1, bytes: 1500, connection: nil, at: .zero) == .dropped(.queueFull))
         #expect(lossy.counters.lost == 1 && narrow.counters.queueDrops == 1 && narrow.counters.lost == 0)
-        var dark = Path(PathConditions(latency: .milliseconds(5)), seed: 1)
+        var dark = Path(LinkDirection(latency: .milliseconds(5)), seed: 1)
         dark.blackholed = true
         #expect(dark.offer(0, bytes: 100, connection: nil, at: .zero) == .dropped(.outage))
         dark.blackholed = false
@@ -45,7 +45,7 @@ import Testing
 
     @Test func eachConnectionIsPacedBehindTheSharedLinkAndItsBacklogIsBounded() {
         // 10 Mbit/s shared (1.2 ms a packet), 1 Mbit/s per connection (12 ms), two packets of backlog.
-        var path = Path(PathConditions(rate: .mbit(10), queue: .packets(2), connectionRate: .mbit(1)), seed: 1)
+        var path = Path(LinkDirection(bandwidth: .mbit(10), connectionBandwidth: .mbit(1), queuePackets: 2), seed: 1)
         #expect(path.offer(0, bytes: 1500, connection: 7, at: .zero) == Self.delivers(.ms(12) + .microseconds(1200)))
         #expect(path.offer(1, bytes: 1500, connection: 8, at: .zero) == Self.delivers(.ms(12) + .microseconds(2400)))
         #expect(path.offer(2, bytes: 1500, connection: 7, at: .ms(3)) == Self.delivers(.ms(24) + .microseconds(1200)))
@@ -58,12 +58,12 @@ import Testing
     }
 
     @Test func jitterAloneNeverReordersButReorderingDoes() {
-        var steady = Path(PathConditions(latency: .milliseconds(20), jitter: .milliseconds(15)), seed: 7)
+        var steady = Path(LinkDirection(latency: .milliseconds(20), jitter: .milliseconds(15)), seed: 7)
         for index in 0..<500 { _ = steady.offer(index, bytes: 1200, connection: nil, at: .ms(Int64(index))) }
         let inOrder = Self.drain(&steady, until: .s(10))
         #expect(inOrder.map(\.unit) == Array(0..<500))
         var shuffled = Path(
-            PathConditions(latency: .milliseconds(20), reorder: Probability(0.25), reorderGap: .milliseconds(10)), seed: 7)
+            LinkDirection(latency: .milliseconds(20), reorder: Probability(0.25), reorderGap: .milliseconds(10)), seed: 7)
         for index in 0..<500 { _ = shuffled.offer(index, bytes: 1200, connection: nil, at: .ms(Int64(index))) }
         let sent = Self.drain(&shuffled, until: .s(10))
         #expect(sent.map(\.unit) != Array(0..<500), "some units were overtaken")
@@ -75,11 +75,11 @@ import Testing
     }
 
     @Test func aCopyArrivesRightBehindItsOriginalAndACorruptedByteIsInsideTheUnit() {
-        var doubled = Path(PathConditions(latency: .milliseconds(5), duplicate: .one), seed: 1)
+        var doubled = Path(LinkDirection(latency: .milliseconds(5), duplicate: .one), seed: 1)
         #expect(doubled.offer(9, bytes: 100, connection: nil, at: .zero) == Self.delivers(.ms(5), copy: true))
         let both = Self.drain(&doubled, until: .ms(5))
         #expect(both.map(\.unit) == [9, 9] && both.map(\.copy) == [false, true] && both.allSatisfy { $0.at == .ms(5) })
-        var broken = Path(PathConditions(corrupt: .one), seed: 1)
+        var broken = Path(LinkDirection(corrupt: .one), seed: 1)
         for index in 0..<200 {
             guard case .delivers(_, let byte?, _) = broken.offer(index, bytes: 60, connection: nil, at: .zero) else {
                 Issue.record("every unit should carry a corrupted byte")
@@ -91,10 +91,10 @@ import Testing
     }
 
     @Test func theSameSeedGivesTheSameFatesUnitForUnit() {
-        let conditions = PathConditions(
-            latency: .milliseconds(40), jitter: .milliseconds(8), rate: .mbit(2), queue: .packets(30),
+        let conditions = LinkDirection(
+            latency: .milliseconds(40), jitter: .milliseconds(8), bandwidth: .mbit(2),
             loss: .gilbertElliott(p: Probability(0.01), r: Probability(0.3), lossInGood: .zero, lossInBad: Probability(0.5)),
-            reorder: Probability(0.02), duplicate: Probability(0.01), corrupt: Probability(0.01))
+            queuePackets: 30, reorder: Probability(0.02), duplicate: Probability(0.01), corrupt: Probability(0.01))
         func run(_ seed: UInt64) -> [PathAdmission] {
             var path = Path(conditions, seed: seed)
             return (0..<2000).map { path.offer($0, bytes: 1000 + $0 % 500, connection: nil, at: .ms(Int64($0 / 3))) }
@@ -105,7 +105,7 @@ import Testing
 
     @Test func burstyLossLosesItsMeanRate() {
         let spec = LossSpec.gilbertElliott(p: Probability(0.02), r: Probability(0.25), lossInGood: .zero, lossInBad: Probability(0.6))
-        var path = Path(PathConditions(loss: spec), seed: 3)
+        var path = Path(LinkDirection(loss: spec), seed: 3)
         let total = 100_000
         for i in 0..<total { _ = path.offer(i, bytes: 100, connection: nil, at: .ms(Int64(i))) }
         let rate = Double(path.counters.lost) / Double(total)
@@ -116,7 +116,7 @@ import Testing
 
     /// 1 Mbit/s (12 ms a packet), 10 ms latency; a stall from 100 to 400 ms.
     static func stalled() -> Path {
-        Path(PathConditions(latency: .milliseconds(10), rate: .mbit(1), queue: .packets(4)), seed: 1)
+        Path(LinkDirection(latency: .milliseconds(10), bandwidth: .mbit(1), queuePackets: 4), seed: 1)
     }
 
     @Test func whatHadNotLeftTheQueueLeavesTheStallsLengthLater() {
@@ -153,7 +153,7 @@ import Testing
     }
 
     @Test func aStallOnAnUnlimitedLinkHoldsAQueuesWorthAndLetsItGoAtOnce() {
-        var path = Path(PathConditions(latency: .milliseconds(10), queue: .bytes(ByteCount(bytes: 3000))), seed: 1)
+        var path = Path(LinkDirection(latency: .milliseconds(10), queue: ByteCount(bytes: 3000)), seed: 1)
         path.setStalled(true, at: .ms(100))
         #expect(path.offer(0, bytes: 1500, connection: nil, at: .ms(150)) == .held)
         #expect(path.offer(1, bytes: 1500, connection: nil, at: .ms(150)) == .held)
@@ -162,14 +162,8 @@ import Testing
         #expect(Self.drain(&path, until: .s(1)).map(\.at) == [.ms(310), .ms(310)])
     }
 
-    @Test func aProfileDirectionMeansTheSamePath() {
-        let direction = LinkDirection(
-            latency: .milliseconds(300), jitter: .milliseconds(20), bandwidth: .kbit(240),
-            queue: ByteCount(bytes: 32 * 1024), loss: .bernoulli(Probability(0.01)), connectionBandwidth: .kbit(100))
-        let conditions = PathConditions(direction)
-        #expect(conditions.latency == .milliseconds(300) && conditions.jitter == .milliseconds(20))
-        #expect(conditions.rate == .kbit(240) && conditions.queue == .bytes(ByteCount(bytes: 32 * 1024)))
-        #expect(conditions.loss == .bernoulli(Probability(0.01)) && conditions.reorder == .zero)
-        #expect(conditions.connectionRate == .kbit(100))
+    @Test func aQueueInPacketsReplacesTheByteLimit() {
+        #expect(LinkDirection(queue: ByteCount(bytes: 32 * 1024)).queueLimit == .bytes(ByteCount(bytes: 32 * 1024)))
+        #expect(LinkDirection(queue: ByteCount(bytes: 32 * 1024), queuePackets: 50).queueLimit == .packets(50))
     }
 }

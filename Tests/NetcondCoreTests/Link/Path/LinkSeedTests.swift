@@ -16,7 +16,7 @@ import Testing
     @Test(arguments: [Direction.up, .down])
     func eachDirectionLosesThePacketsTheReferenceEmulatorDraws(direction: Direction) {
         var path = LinkPath<Int, Int>(
-            PathConditions(loss: .bernoulli(Probability(0.05))),
+            LinkDirection(loss: .bernoulli(Probability(0.05))),
             seed: SeedDeriver.linkPath(301, direction))
         let lost = (0..<300).filter { index in
             path.offer(index, bytes: 1500, connection: nil, at: .zero) == .dropped(.lost)
