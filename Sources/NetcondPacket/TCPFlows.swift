@@ -148,7 +148,8 @@ struct TCPFlowTable {
         var resetsPending = 0
         /// The far end's initial sequence number, once its SYN was seen.
         var farISN: UInt32?
-        var farFINDelivered = false
+        /// The sequence number just past the far end's FIN, once it was sent.
+        var farFINEnd: UInt32?
         /// A cut's reset has reached that side: what the link delivers to it afterwards meets a
         /// closed socket and counts for nothing.
         var cageReset = false
@@ -202,8 +203,20 @@ struct TCPFlowTable {
         if up && header.flags & TCPHeader.fin != 0 && self.flows[key]!.record.cageFINAt == nil {
             self.flows[key]!.record.cageFINAt = now
         }
+        if !up && header.flags & TCPHeader.fin != 0 { self.flows[key]!.farFINEnd = header.seq &+ header.span }
         if header.flags & TCPHeader.ackFlag != 0 {
             if up { self.flows[key]!.cageAck = header.ack } else { self.flows[key]!.farAck = header.ack }
+            // What a side acknowledges reached it: past a hole the link's delivered edge stops at
+            // the hole (the segments after it are not followed one by one), and the receiver's
+            // acknowledgement of the repair carries it past them.
+            if var flow = self.flows[key], header.flags & TCPHeader.syn == 0 {
+                let next = up ? flow.farDelivered : flow.cageDelivered
+                if let next, Self.serial(next, lessThan: header.ack) {
+                    self.setDelivered(&flow, up: !up, header.ack)
+                    Self.countFarBytes(&flow)
+                    self.flows[key] = flow
+                }
+            }
         }
         return started
     }
@@ -229,13 +242,17 @@ struct TCPFlowTable {
             if header.flags & TCPHeader.ackFlag != 0 && up != flow.record.fromCage { flow.record.established = true }
         } else if let next, Self.serial(header.seq, atMost: next), Self.serial(next, lessThan: end) {
             self.setDelivered(&flow, up: up, end)
-            if !up && header.flags & TCPHeader.fin != 0 { flow.farFINDelivered = true }
         }
-        if !up, let isn = flow.farISN, let delivered = flow.farDelivered {
-            let bytes = Int64(delivered &- isn &- 1) - (flow.farFINDelivered ? 1 : 0)
-            flow.record.farBytesDelivered = max(0, bytes)
-        }
+        if !up { Self.countFarBytes(&flow) }
         self.flows[key] = flow
+    }
+
+    /// The far end's bytes that reached the cage, in order (its SYN and FIN take no byte).
+    private static func countFarBytes(_ flow: inout Flow) {
+        guard let isn = flow.farISN, let delivered = flow.farDelivered else { return }
+        let finCounted = flow.farFINEnd.map { Self.serial($0, atMost: delivered) } ?? false
+        let bytes = Int64(delivered &- isn &- 1) - (finCounted ? 1 : 0)
+        flow.record.farBytesDelivered = max(flow.record.farBytesDelivered, max(0, bytes))
     }
 
     private func setDelivered(_ flow: inout Flow, up: Bool, _ value: UInt32) {

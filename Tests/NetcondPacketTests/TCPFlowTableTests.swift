@@ -103,6 +103,27 @@ import Testing
         #expect(table.resetSequence(key, towardCage: true) == 7001)
     }
 
+    /// A scenario's evidence counts the bytes of a response that reached the client: a loss
+    /// repaired after later segments arrived must not stop the count at the hole (it read "cut"
+    /// for a response the client received whole).
+    @Test func bytesDeliveredPastARepairedHoleAreCountedFromTheReceiversAck() {
+        var (table, _) = Self.established()
+        let segments = (0..<4).map { Self.down(seq: 5001 + UInt32($0) * 1000, flags: Self.ack, payload: 1000) }
+        for segment in segments { table.offered(segment, up: false, at: .zero) }
+        for segment in segments[1...] { table.delivered(segment, up: false) }  // the first was lost
+        #expect(table.records[0].farBytesDelivered == 0)
+        table.delivered(segments[0], up: false)  // its retransmission
+        #expect(table.records[0].farBytesDelivered == 1000, "the link's edge stops past the repair")
+        table.offered(Self.up(seq: 1001, ack: 9001, flags: Self.ack), up: true, at: .zero)
+        #expect(table.records[0].farBytesDelivered == 4000, "the client's acknowledgement carries it past what it holds")
+        // The FIN takes no byte.
+        let fin = Self.down(seq: 9001, flags: Self.ack | TCPHeader.fin)
+        table.offered(fin, up: false, at: .zero)
+        table.delivered(fin, up: false)
+        table.offered(Self.up(seq: 1001, ack: 9002, flags: Self.ack), up: true, at: .zero)
+        #expect(table.records[0].farBytesDelivered == 4000)
+    }
+
     @Test func sequenceNumbersWrap() {
         var table = TCPFlowTable()
         let syn = Self.up(seq: UInt32.max - 10, flags: Self.syn)

@@ -154,7 +154,8 @@ def test_even_sigkill_of_netcond_leaves_no_orphan(tmp):
 
 def test_summary_line_names_losses_and_their_causes(tmp_path):
     clean = run(["run", "lte", "--seed", "3", "--", "curl", "-s", "-o", "/dev/null", "http://origin.netcond.test/bytes/10KB"])
-    assert clean.stderr.strip().endswith("1 connection, no segment lost (seed 3)")
+    assert clean.stderr.strip().endswith(
+        "1 connection, no segment lost, every TCP sender modelled as cubic (the profile's tcp) (seed 3)"), clean.stderr
     # 20 % loss over ~70 segments: some are lost whatever the segmentation (0.8^70 ≈ 2e-7).
     profile = write_profile(str(tmp_path), "lossy", "tcp: bbr\nlink: {latency: 5ms, loss: 20%}\n")
     lossy = run(["run", profile, "--seed", "3", "--", "curl", "-s", "-o", "/dev/null", "http://origin.netcond.test/bytes/100KB"])
@@ -162,7 +163,8 @@ def test_summary_line_names_losses_and_their_causes(tmp_path):
     import re
     # A loaded machine may add a note that netcond itself was held up: allowed, it is a fact.
     assert re.search(r"1 connection, \d+ segments? lost(, \d+ held behind a loss)?"
-                     r"(, netcond was held up \d+ times? for over 20 ms \(longest \d+ ms\)[^(]*)? \(seed 3\)$", line), line
+                     r"(, netcond was held up \d+ times? for over 20 ms \(longest \d+ ms\)[^(]*)?"
+                     r", every TCP sender modelled as bbr \(the profile's tcp\) \(seed 3\)$", line), line
 
 
 def test_low_latency_holds_cpu_dma_latency_while_running_and_releases_it():
