@@ -115,7 +115,9 @@ extension LinkModel {
         if let rttSample { side.updateRTT(rttSample) }
         if let end = side.recoveryEnd, seq > end { side.recoveryEnd = nil }
         if side.recoveryEnd == nil {
-            side.window.onAck(bytes: bytes, now: self.now, rtt: side.smoothedRTT ?? self.conditions.baseRTT)
+            side.window.onAck(
+                bytes: bytes, now: self.now, rtt: side.smoothedRTT ?? self.conditions.baseRTT, seq: seq,
+                nextSeq: side.nextSeq, sample: rttSample)
         }
         self.trySend(flow, side)
     }

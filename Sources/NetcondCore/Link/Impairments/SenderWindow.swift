@@ -12,7 +12,8 @@
 /// ```
 /// `cubic` follows RFC 8312 (C = 0.4, β = 0.7, with the Reno-friendly region), unpaced as Linux
 /// sends it without the fq qdisc, so goodput under random loss falls as loss-based congestion
-/// control makes it fall. `bbr` grows to twice the path's bandwidth-delay
+/// control makes it fall; its slow start ends early when the round trip grows (``HyStart``), as
+/// Linux's does. `bbr` grows to twice the path's bandwidth-delay
 /// product and ignores loss; the link model also paces it at the bottleneck rate, as BBR paces.
 struct SenderWindow {
     private let algorithm: CongestionControl
@@ -31,6 +32,7 @@ struct SenderWindow {
     private var epochStart: Instant?
     private var k: Double = 0
     private var wEst: Double = 0
+    private var hystart = HyStart()
 
     static let initialSegments = 10.0
     static let cubicC = 0.4
@@ -66,8 +68,10 @@ struct SenderWindow {
     /// Bytes the sender may have outstanding now.
     var allowance: Double { min(self.cwnd, self.receiveWindow) }
 
-    /// `bytes` newly acknowledged at `now`; `rtt` is the sender's smoothed round trip.
-    mutating func onAck(bytes: Int, now: Instant, rtt: Span) {
+    /// `bytes` newly acknowledged at `now`; `rtt` is the sender's smoothed round trip. For
+    /// HyStart: the segment acknowledged (`seq`), the next one to be sent, and the RTT sample the
+    /// acknowledgement gave (nil for a retransmitted segment's).
+    mutating func onAck(bytes: Int, now: Instant, rtt: Span, seq: UInt64 = 0, nextSeq: UInt64 = 0, sample: Span? = nil) {
         let acked = Double(bytes)
         switch self.algorithm {
         case .bbr:
@@ -76,6 +80,9 @@ struct SenderWindow {
         case .cubic:
             if self.cwnd < self.ssthresh {
                 self.cwnd += acked
+                if self.hystart.shouldExit(seq: seq, nextSeq: nextSeq, sample: sample, segments: self.cwnd / self.mss) {
+                    self.ssthresh = self.cwnd
+                }
                 return
             }
             self.cubicAvoidance(ackedBytes: acked, now: now, rtt: rtt)

@@ -133,8 +133,11 @@ import Testing
         #expect(done != nil)
         #expect(sim.delivered(flow, .down) == 3_000_000)
         // Slow phases carry 2 s × 240 kbit, fast ones far more: it finishes well after the first
-        // fast phase and before the third slow phase ends.
-        #expect(done! > .s(4) && done! < .s(10))
+        // fast phase and before the fourth slow phase ends. Slow start ends in the first slow phase
+        // (HyStart), and cubic then grows into each fast phase from there: the kernel's own cubic
+        // sender through the packet engine took 12.5 s for this transfer (this model 12.4 s in real
+        // time).
+        #expect(done! > .s(4) && done! < .s(14), "\(done!)")
     }
 
     @Test func switchingTheProfileRestartsItsSchedule() {
