@@ -195,6 +195,8 @@ public final class PacketSession: Sendable {
             self.hostsFile, origin: self.originAddress.ipAddress ?? "127.0.0.1", portal: self.portal.address,
             setup: profile.setup)
         await self.portal.replace(with: profile.captivePortal)
+        // The origin's new connections send with the new profile's tcp, as the stream engine's do.
+        await self.origin.setCongestionControl(profile.tcp.rawValue)
     }
 
     /// Binds with `bind` on the first address of 127.110.0.0/16 tried where it works (the origin's

@@ -261,5 +261,11 @@ struct OriginServerLoopbackTests {
             await server.congestionControl()
         }
         #expect(unknown == SenderCongestionControl.hostDefault)
+        // A live switch gives new connections another (a profile's tcp changed).
+        let switched = try await withOrigin(OriginConfiguration(congestionControl: "reno")) { server, _ in
+            await server.setCongestionControl("cubic")
+            return await server.congestionControl()
+        }
+        #expect(switched == (available.contains("cubic") ? "cubic" : "reno"))
     }
 }

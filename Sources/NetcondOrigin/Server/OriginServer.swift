@@ -107,6 +107,16 @@ public final class OriginServer: Sendable {
         try? await SenderCongestionControl.set(name, on: listener).get()
     }
 
+    /// From now on the origin's new connections send with `name` (open ones keep theirs).
+    public func setCongestionControl(_ name: String) async {
+        let listeners: [Channel] = self.state.withLock { state in
+            var channels = state.extraListeners
+            if case .running(let channel) = state.phase { channels.insert(channel, at: 0) }
+            return channels
+        }
+        for listener in listeners { try? await SenderCongestionControl.set(name, on: listener).get() }
+    }
+
     /// The TCP congestion control the origin's connections send with, as the kernel reports it
     /// (nil: not running, or not readable).
     public func congestionControl() async -> String? {

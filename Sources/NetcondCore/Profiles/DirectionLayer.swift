@@ -1,0 +1,211 @@
+import Foundation
+import Yams
+
+/// The keys of one direction (`up:`, `down:` or `link:`) that a file sets.
+struct DirectionLayer {
+    static let keys = [
+        "bandwidth", "latency", "jitter", "queue", "loss", "connection_bandwidth", "reorder", "duplicate", "corrupt", "aqm",
+    ]
+    static let reorderKeys = ["probability", "gap"]
+    static let aqmKeys = ["type", "target", "interval"]
+    static let lossKeys = ["model", "p", "r", "loss_in_bad", "loss_in_good"]
+    static let lossModels = ["gilbert-elliott"]
+
+    var latency: Located<Span>?
+    var jitter: Located<Span>?
+    var bandwidth: Located<Bandwidth?>?
+    var queue: Located<ByteCount>?
+    var queuePackets: Located<Int>?
+    var loss: Located<LossSpec>?
+    var connectionBandwidth: Located<Bandwidth?>?
+    var reorder: Located<(Probability, Span)>?
+    var duplicate: Located<Probability>?
+    var corrupt: Located<Probability>?
+    var aqm: Located<QueueDiscipline>?
+
+    init() {}
+
+    init(node: ConfigNode) throws(ConfigError) {
+        let map = try node.mapping(
+            allowedKeys: Self.keys, expecting: "a mapping of link keys (\(Self.keys.joined(separator: ", ")))"
+        )
+        if let node = map["latency"] {
+            let value = try node.unit(Span.parse)
+            guard value <= .seconds(Int64(3600)) else {
+                throw node.error("\(node.text) is more than 1 hour; allowed: one-way delay 0…1h (e.g. 400ms)")
+            }
+            self.latency = Located(value: value, node: node)
+        }
+        if let node = map["jitter"] {
+            let value = try node.unit(Span.parse)
+            guard value <= .seconds(Int64(10)) else {
+                throw node.error("\(node.text) is more than 10s; allowed: 0…10s (e.g. 20ms)")
+            }
+            self.jitter = Located(value: value, node: node)
+        }
+        if let node = map["bandwidth"] {
+            self.bandwidth = Located(value: try Self.rate(node), node: node)
+        }
+        if let node = map["connection_bandwidth"] {
+            self.connectionBandwidth = Located(value: try Self.rate(node), node: node)
+        }
+        if let node = map["queue"] {
+            let text = node.text.trimmingCharacters(in: .whitespaces)
+            if let count = Self.packetCount(text) {
+                guard (1...100_000).contains(count) else {
+                    throw node.error("\(text) is not 1 to 100000 packets; allowed: mss…1GB (e.g. 64KB), or 1…100000 packets (e.g. 100 packets)")
+                }
+                self.queuePackets = Located(value: count, node: node)
+            } else {
+                let value = try node.unit(ByteCount.parse)
+                guard value <= ByteCount(bytes: 1 << 30) else {
+                    throw node.error("\(node.text) is more than 1GB; allowed: mss…1GB (e.g. 64KB), or a count of packets (e.g. 100 packets)")
+                }
+                self.queue = Located(value: value, node: node)
+            }
+        }
+        if let node = map["reorder"] {
+            self.reorder = Located(value: try Self.reorder(node), node: node)
+        }
+        if let node = map["duplicate"] {
+            self.duplicate = Located(value: try node.unit(Probability.parse), node: node)
+        }
+        if let node = map["corrupt"] {
+            self.corrupt = Located(value: try node.unit(Probability.parse), node: node)
+        }
+        if let node = map["aqm"] {
+            self.aqm = Located(value: try Self.aqm(node), node: node)
+        }
+        if let node = map["loss"] {
+            self.loss = Located(value: try Self.loss(node), node: node)
+        }
+    }
+
+    /// `100 packets` (or `1 packet`): the count, else nil.
+    static func packetCount(_ text: String) -> Int? {
+        let words = text.lowercased().split(separator: " ", omittingEmptySubsequences: true)
+        guard words.count == 2, words[1] == "packets" || words[1] == "packet" else { return nil }
+        return Int(words[0])
+    }
+
+    /// `reorder: 1%`, or `{probability: 1%, gap: 20ms}`: how often a packet is held back, and by how much.
+    private static func reorder(_ node: ConfigNode) throws(ConfigError) -> (Probability, Span) {
+        if case .mapping = node.node {
+            let map = try node.mapping(allowedKeys: Self.reorderKeys, expecting: "{probability: 1%, gap: 10ms}")
+            let probability = try map.required("probability", meaning: "how often a packet is held back, e.g. 1%")
+                .unit(Probability.parse)
+            var gap = LinkDirection.defaultReorderGap
+            if let gapNode = map["gap"] {
+                gap = try gapNode.unit(Span.parse)
+                guard gap > .zero, gap <= .seconds(Int64(10)) else {
+                    throw gapNode.error("\(gapNode.text) is not above 0 and at most 10s; allowed: 1ms…10s (e.g. 10ms)")
+                }
+            }
+            return (probability, gap)
+        }
+        return (try node.unit(Probability.parse), LinkDirection.defaultReorderGap)
+    }
+
+    /// `aqm: codel` (target 5ms, interval 100ms), `aqm: {type: codel, target: 5ms, interval: 100ms}`,
+    /// or `aqm: drop-tail` (the default).
+    private static func aqm(_ node: ConfigNode) throws(ConfigError) -> QueueDiscipline {
+        let allowed = "allowed: drop-tail, codel, or {type: codel, target: 5ms, interval: 100ms}"
+        if case .mapping = node.node {
+            let map = try node.mapping(allowedKeys: Self.aqmKeys, expecting: "{type: codel, target: 5ms, interval: 100ms}")
+            let type = try map.required("type", meaning: "the queue discipline, codel")
+            guard type.text.trimmingCharacters(in: .whitespaces).lowercased() == "codel" else {
+                throw type.error("'\(type.text)' is not a queue discipline with parameters; \(allowed)")
+            }
+            var target = QueueDiscipline.defaultTarget
+            var interval = QueueDiscipline.defaultInterval
+            if let node = map["target"] {
+                target = try node.unit(Span.parse)
+                guard target > .zero, target <= .seconds(Int64(1)) else {
+                    throw node.error("target \(node.text) is not above 0 and at most 1s; allowed: e.g. 5ms")
+                }
+            }
+            if let node = map["interval"] {
+                interval = try node.unit(Span.parse)
+                guard interval > target, interval <= .seconds(Int64(10)) else {
+                    throw node.error("interval \(node.text) is not above the target (\(target)) and at most 10s; allowed: e.g. 100ms")
+                }
+            }
+            return .codel(target: target, interval: interval)
+        }
+        switch node.text.trimmingCharacters(in: .whitespaces).lowercased() {
+        case "codel": return .codel(target: QueueDiscipline.defaultTarget, interval: QueueDiscipline.defaultInterval)
+        case "drop-tail", "droptail", "fifo": return .dropTail
+        default: throw node.error("'\(node.text)' is not a queue discipline; \(allowed)")
+        }
+    }
+
+    private static func rate(_ node: ConfigNode) throws(ConfigError) -> Bandwidth? {
+        let value = try node.unit(Bandwidth.parseLimit)
+        if let value, value.bitsPerSecond == 0 {
+            throw node.error(
+                "a rate of 0 never delivers anything; for a dead link use the built-in profile `offline` "
+                    + "or `loss: 100%`; allowed: unlimited, or a rate above 0 (e.g. 240kbit)"
+            )
+        }
+        if let value, value > Bandwidth(bitsPerSecond: 100_000_000_000) {
+            throw node.error("\(node.text) is more than 100Gbit; allowed: up to 100Gbit, or unlimited (e.g. 1Gbit)")
+        }
+        return value
+    }
+
+    private static func loss(_ node: ConfigNode) throws(ConfigError) -> LossSpec {
+        switch node.node {
+        case .scalar:
+            let value = try node.unit(Probability.parse)
+            return value == .zero ? .none : .bernoulli(value)
+        case .mapping:
+            let map = try node.mapping(allowedKeys: Self.lossKeys)
+            _ = try map.required(
+                "model", meaning: "the loss model: gilbert-elliott; for independent losses write `loss: 1%`"
+            )
+            if let model = map["model"] { _ = try model.choice(Self.lossModels) }
+            let p = try map.required("p", meaning: "probability per segment of entering the bad state, e.g. 1%")
+                .unit(Probability.parse)
+            let rNode = try map.required("r", meaning: "probability per segment of leaving the bad state, e.g. 25%")
+            let r = try rNode.unit(Probability.parse)
+            let lossInBad = try map["loss_in_bad"]?.unit(Probability.parse) ?? .one
+            let lossInGood = try map["loss_in_good"]?.unit(Probability.parse) ?? .zero
+            if r == .zero && p > .zero {
+                throw rNode.error(
+                    "r = 0% means the link never leaves the bad state; for a dead link write `loss: 100%`; "
+                        + "allowed: a probability above 0% (e.g. 25%)"
+                )
+            }
+            return .gilbertElliott(p: p, r: r, lossInGood: lossInGood, lossInBad: lossInBad)
+        default:
+            throw node.error(
+                "expected a probability (e.g. 1%) or a mapping "
+                    + "{model: gilbert-elliott, p: 1%, r: 25%, loss_in_bad: 100%, loss_in_good: 0%}, "
+                    + "found \(node.kindDescription)"
+            )
+        }
+    }
+
+    /// Keys set here win over `base`.
+    func overlaid(on base: DirectionLayer) -> DirectionLayer {
+        var result = base
+        if let latency = self.latency { result.latency = latency }
+        if let jitter = self.jitter { result.jitter = jitter }
+        if let bandwidth = self.bandwidth { result.bandwidth = bandwidth }
+        if let queue = self.queue {
+            result.queue = queue
+            result.queuePackets = nil
+        }
+        if let packets = self.queuePackets {
+            result.queuePackets = packets
+            result.queue = nil
+        }
+        if let reorder = self.reorder { result.reorder = reorder }
+        if let duplicate = self.duplicate { result.duplicate = duplicate }
+        if let corrupt = self.corrupt { result.corrupt = corrupt }
+        if let aqm = self.aqm { result.aqm = aqm }
+        if let loss = self.loss { result.loss = loss }
+        if let connectionBandwidth = self.connectionBandwidth { result.connectionBandwidth = connectionBandwidth }
+        return result
+    }
+}

@@ -1,0 +1,211 @@
+import Foundation
+import NetcondCore
+import NetcondOrigin
+
+/// What a run left behind for the checks to judge: how the client ended, what the origin saw, and
+/// where the client's files are. Times are seconds since the client started.
+public struct RunEvidence: Sendable {
+    public struct Request: Sendable, Equatable {
+        /// Seconds since the client started.
+        public var at: Double
+        public var method: String
+        /// Path without the query (`/files/big.bin`).
+        public var path: String
+        public var range: String?
+        public var idempotencyKey: String?
+        public var status: Int?
+        public var retryAfter: String?
+        public var bodyBytesSent: Int64
+        public var completed: Bool
+        /// Seconds since the client started when the origin finished (or cut) the response.
+        public var ended: Double?
+        /// A POST's side effect at the origin.
+        public var effect: OriginEffect?
+        /// For an attempt that never reached the origin: how it ended.
+        public var connectFailure: AttemptOutcome?
+        /// Body bytes the origin sent that never reached the client: the connection ended (the link
+        /// cut it, or the client left) while they sat in socket buffers or on the link.
+        public var undelivered: Int64 = 0
+        /// How far ``undelivered`` may overstate the loss (behind TLS the proxy counts ciphertext).
+        public var undeliveredUncertainty: Int64 = 0
+        /// How the link ended the connection, if it did.
+        public var linkCut: CutMode?
+        /// Seconds after its client's FIN reached netcond that this request reached the origin:
+        /// it was on the emulated link when the client closed (or shut down its sending side),
+        /// and went on as on a network. Nil for a request that arrived before.
+        public var afterClientFIN: Double?
+
+        public init(
+            at: Double, method: String = "GET", path: String, range: String? = nil, idempotencyKey: String? = nil,
+            status: Int? = 200, retryAfter: String? = nil, bodyBytesSent: Int64 = 0, completed: Bool = true,
+            ended: Double? = nil, effect: OriginEffect? = nil
+        ) {
+            self.at = at
+            self.method = method
+            self.path = path
+            self.range = range
+            self.idempotencyKey = idempotencyKey
+            self.status = status
+            self.retryAfter = retryAfter
+            self.bodyBytesSent = bodyBytesSent
+            self.completed = completed
+            self.ended = ended
+            self.effect = effect
+        }
+
+        /// Body bytes that reached the client.
+        public var bodyBytesReceived: Int64 {
+            max(0, self.bodyBytesSent - self.undelivered)
+        }
+
+        /// The client got less than the whole response: the origin cut it, or the connection
+        /// ended with some of it still on the way.
+        public var cutShort: Bool {
+            !self.completed || self.undelivered > 0
+        }
+
+        /// Failed from the client's point of view: an error status, no answer, or a cut body.
+        var failed: Bool {
+            guard let status = self.status else { return true }
+            return status >= 500 || status == 429 || status == 408 || self.cutShort
+        }
+
+        /// The `M` of `Range: bytes=M-` (nil without a Range header or for another form).
+        var rangeStart: Int64? {
+            guard let range = self.range?.trimmingCharacters(in: .whitespaces).lowercased(), range.hasPrefix("bytes=") else { return nil }
+            let spec = range.dropFirst("bytes=".count)
+            guard let dash = spec.firstIndex(of: "-"), !spec.contains(",") else { return nil }
+            return Int64(spec[..<dash].trimmingCharacters(in: .whitespaces))
+        }
+    }
+
+    /// A connection the proxy tried to open for the client and that failed (an outage refused or
+    /// reset it, a blackhole left it unanswered): an attempt that never reached the origin.
+    public struct FailedConnect: Sendable, Equatable {
+        /// Seconds since the client started.
+        public var at: Double
+        public var host: String
+        public var port: Int
+        public var outcome: AttemptOutcome
+
+        public init(at: Double, host: String, port: Int, outcome: AttemptOutcome) {
+            self.at = at
+            self.host = host
+            self.port = port
+            self.outcome = outcome
+        }
+    }
+
+    /// A connection to the origin that was made, but held past the link's set-up time (SYNs
+    /// swallowed by a blackhole or lost, a held connect): the client's connect to netcond had
+    /// succeeded at once, so a connect time-out it set could not fire meanwhile.
+    public struct HeldConnect: Sendable, Equatable {
+        /// Seconds since the client started.
+        public var at: Double
+        /// Seconds past the link's set-up time.
+        public var heldFor: Double
+
+        public init(at: Double, heldFor: Double) {
+            self.at = at
+            self.heldFor = heldFor
+        }
+    }
+
+    /// A line the client printed.
+    public struct OutputLine: Sendable, Equatable {
+        /// Seconds since the client started.
+        public var at: Double
+        public var stderr: Bool
+        public var text: String
+
+        public init(at: Double, stderr: Bool = false, text: String) {
+            self.at = at
+            self.stderr = stderr
+            self.text = text
+        }
+    }
+
+    /// What the captive portal did, from the proxy's event log.
+    /// What the link recorded of itself: its state changes (phases, stalls, outages, cuts), the
+    /// faults it applied and the portal's doings, for the report's timeline.
+    public struct LinkEvent: Sendable, Equatable {
+        public var at: Double
+        /// `link`, `fault` or `captive`.
+        public var kind: String
+        public var detail: String
+
+        public init(at: Double, kind: String, detail: String) {
+            self.at = at
+            self.kind = kind
+            self.detail = detail
+        }
+    }
+
+    public struct PortalEvent: Sendable, Equatable {
+        /// Seconds since the client started.
+        public var at: Double
+        public var kind: PortalAction
+        public var detail: String
+
+        public init(at: Double, kind: PortalAction, detail: String = "") {
+            self.at = at
+            self.kind = kind
+            self.detail = detail
+        }
+    }
+
+    /// How the client's traffic met the link. Through the proxy (`stream`) some connection-level
+    /// failures cannot reach the client as a network would show them (see ``ProxyFidelity``).
+    public enum Engine: String, Sendable {
+        case stream
+        case packet
+    }
+
+    public var engine: Engine = .stream
+    /// Which TCP sender the run's servers used: under the stream engine the model of the profile's
+    /// `tcp:`; under the packet engine the origin's kernel sender (``SenderReport``).
+    public var sender: String?
+    public var exit: ExitStatus?
+    /// The client was stopped at its deadline.
+    public var timedOut: Bool
+    public var deadline: Span
+    /// Seconds from the client's start to its end.
+    public var duration: Double
+    public var requests: [Request]
+    /// Connections to the origin that failed before reaching it.
+    public var failedConnects: [FailedConnect]
+    /// Connections to the origin that were made late (see ``HeldConnect``).
+    public var heldConnects: [HeldConnect] = []
+    public var workingDirectory: String
+    public var origin: OriginContent
+    /// The lines the client printed (the first ``OutputCapture/maxLines``).
+    public var lines: [OutputLine]
+    /// The last lines it wrote to stderr.
+    public var stderrTail: String
+    public var portal: [PortalEvent]
+    public var linkEvents: [LinkEvent] = []
+
+    public init(
+        exit: ExitStatus?, timedOut: Bool, deadline: Span, duration: Double, requests: [Request],
+        failedConnects: [FailedConnect] = [], workingDirectory: String, origin: OriginContent,
+        lines: [OutputLine] = [], stderrTail: String = "", portal: [PortalEvent] = []
+    ) {
+        self.exit = exit
+        self.timedOut = timedOut
+        self.deadline = deadline
+        self.duration = duration
+        self.requests = requests
+        self.failedConnects = failedConnects
+        self.workingDirectory = workingDirectory
+        self.origin = origin
+        self.lines = lines
+        self.stderrTail = stderrTail
+        self.portal = portal
+    }
+
+    /// GETs of one origin file, in order.
+    func gets(of file: String) -> [Request] {
+        let path = OriginFile.path(of: file)
+        return self.requests.filter { $0.method == "GET" && $0.path == path }
+    }
+}
