@@ -24,9 +24,11 @@ public struct LinkPaths<Unit, Connection: Hashable> {
         self.follow(timeline, at: .zero)
     }
 
+    /// One direction's path. Changed in place (a `set` would copy the path's queues on every
+    /// unit offered: both the copy and the stored path would hold them).
     public subscript(direction: Direction) -> LinkPath<Unit, Connection> {
         get { self.paths[direction == .up ? 0 : 1] }
-        set { self.paths[direction == .up ? 0 : 1] = newValue }
+        _modify { yield &self.paths[direction == .up ? 0 : 1] }
     }
 
     /// Brings both paths in line with `timeline` at `moment`. The driver takes every unit due
