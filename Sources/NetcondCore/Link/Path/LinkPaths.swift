@@ -24,10 +24,10 @@ public struct LinkPaths<Unit, Connection: Hashable> {
         self.follow(timeline, at: .zero)
     }
 
-    /// One direction's path. Changed in place (a `set` would copy the path's queues on every
-    /// unit offered: both the copy and the stored path would hold them).
+    /// One direction's path, read and changed in place (a `get` and `set` would copy the path's
+    /// queues on every unit offered: both the copy and the stored path would hold them).
     public subscript(direction: Direction) -> LinkPath<Unit, Connection> {
-        get { self.paths[direction == .up ? 0 : 1] }
+        _read { yield self.paths[direction == .up ? 0 : 1] }
         _modify { yield &self.paths[direction == .up ? 0 : 1] }
     }
 
