@@ -214,14 +214,9 @@ struct PacketLinkDriver {
     /// When something is next due: a delivery, a change of conditions, a reset, an injected answer.
     var nextMoment: Instant? {
         // No array: the engine asks once per turn of its loop.
-        Self.earliest(
-            Self.earliest(self.links.nextDelivery, self.timeline.nextChange), Self.earliest(self.resets.min?.at, self.injected.min?.at))
-    }
-
-    private static func earliest(_ a: Instant?, _ b: Instant?) -> Instant? {
-        guard let a else { return b }
-        guard let b else { return a }
-        return min(a, b)
+        Instant.earliest(
+            Instant.earliest(self.links.nextDelivery, self.timeline.nextChange),
+            Instant.earliest(self.resets.min?.at, self.injected.min?.at))
     }
 
     // MARK: - Conditions

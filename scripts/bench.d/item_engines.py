@@ -9,11 +9,12 @@ time within ±30 % between the engines (stream / packet). Needs root for the pac
 item is skipped with the reason without it).
 
 Both engines drive one link path, so what differs is the sender: the model against the kernel."""
-import os
 import re
 import statistics
 import subprocess
 import time
+
+from packetlib import packet_missing
 
 PROFILES = ["3g", "edge", "satellite-geo", "very-bad", "wifi-lossy"]
 SEEDS = [1, 2, 3]
@@ -39,18 +40,9 @@ def download(binary, engine, profile, seed):
         return None, summary
 
 
-def packet_engine_missing():
-    if os.geteuid() != 0:
-        return "needs root (the packet engine)"
-    for tool in ("nft", "iptables"):
-        if not any(os.access(os.path.join(d, tool), os.X_OK) for d in os.environ.get("PATH", "").split(":") + ["/usr/sbin"]):
-            return f"{tool} is not installed"
-    return None
-
-
 def item_engines(h, t, log):
     name = "11. same profile, both engines"
-    missing = packet_engine_missing()
+    missing = packet_missing()
     if missing:
         t.add(name, f"skipped: {missing}", "-", "SKIP")
         return

@@ -141,11 +141,7 @@ public final class LinkModel {
 
     /// When something next happens, or nil when the link is idle.
     public var nextEventTime: Instant? {
-        switch (self.events.min?.time, self.links.nextDelivery) {
-        case (let event?, let arrival?): return min(event, arrival)
-        case (let event?, nil): return event
-        case (nil, let arrival): return arrival
-        }
+        Instant.earliest(self.events.min?.time, self.links.nextDelivery)
     }
 
     /// Bytes sent on this connection and direction that have not been delivered yet.

@@ -152,3 +152,12 @@ func formatTrimmed(_ value: Double) -> String {
     if text.hasSuffix(".") { text.removeLast() }
     return text
 }
+
+extension Instant {
+    /// The earlier of two moments, either of which may be missing (nil: neither).
+    public static func earliest(_ a: Instant?, _ b: Instant?) -> Instant? {
+        guard let a else { return b }
+        guard let b else { return a }
+        return min(a, b)
+    }
+}

@@ -56,11 +56,7 @@ public struct LinkPaths<Unit, Connection: Hashable> {
 
     /// When the next unit is due at its end (nil: none, or every one held by a stall).
     public var nextDelivery: Instant? {
-        switch (self.paths[0].nextDelivery, self.paths[1].nextDelivery) {
-        case (let up?, let down?): return min(up, down)
-        case (let up?, nil): return up
-        case (nil, let down): return down
-        }
+        Instant.earliest(self.paths[0].nextDelivery, self.paths[1].nextDelivery)
     }
 
     /// The next unit due by `now` in either direction, the earlier first (up first at a tie).
