@@ -343,7 +343,7 @@ struct LinkWritabilityChanged {
 }
 
 /// Sent outbound to a client channel: close it once every byte written before has been delivered.
-struct CloseWhenDrained {
+struct CloseWhenDrained: Equatable {
     /// A reset (RST) instead of an orderly close (FIN).
     var reset = false
     /// The close is the far end's (the server closed or reset its connection): like a segment, it

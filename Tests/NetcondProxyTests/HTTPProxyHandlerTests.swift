@@ -85,11 +85,11 @@ import Testing
         func head(_ version: HTTPVersion, _ headers: [(String, String)]) -> HTTPRequestHead {
             HTTPRequestHead(version: version, method: .POST, uri: "http://h/", headers: HTTPHeaders(headers))
         }
-        #expect(HTTPProxyHandler.framingProblem(head(.http1_1, [("Host", "h"), ("Transfer-Encoding", "chunked")])) == nil)
-        #expect(HTTPProxyHandler.framingProblem(head(.http1_0, [("Host", "h"), ("Content-Length", "3")])) == nil)
-        #expect(HTTPProxyHandler.framingProblem(head(.http1_0, [("Transfer-Encoding", "chunked")]))?.contains("RFC 9112 §6.1") == true)
-        #expect(HTTPProxyHandler.framingProblem(head(.http1_1, [("Transfer-Encoding", "chunked"), ("Content-Length", "3")])) != nil)
-        #expect(HTTPProxyHandler.framingProblem(head(.http1_1, [("Host", "a"), ("host", "b")])) == "more than one Host header; send exactly one")
+        #expect(HTTPRequestRouting.framingProblem(head(.http1_1, [("Host", "h"), ("Transfer-Encoding", "chunked")])) == nil)
+        #expect(HTTPRequestRouting.framingProblem(head(.http1_0, [("Host", "h"), ("Content-Length", "3")])) == nil)
+        #expect(HTTPRequestRouting.framingProblem(head(.http1_0, [("Transfer-Encoding", "chunked")]))?.contains("RFC 9112 §6.1") == true)
+        #expect(HTTPRequestRouting.framingProblem(head(.http1_1, [("Transfer-Encoding", "chunked"), ("Content-Length", "3")])) != nil)
+        #expect(HTTPRequestRouting.framingProblem(head(.http1_1, [("Host", "a"), ("host", "b")])) == "more than one Host header; send exactly one")
     }
 
     @Test func headerBytesThatAreNotUTF8AreRefusedNotRewritten() throws {

@@ -57,6 +57,42 @@ def wait_until(predicate, seconds=20):
     return False
 
 
+def descriptors(pid):
+    """A process's open descriptors: number -> what it points to."""
+    found = {}
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            found[name] = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            pass  # closed between the listing and the read
+    return found
+
+
+def settled_descriptors(pid, seconds=10):
+    """A process's descriptors once their number has not changed for 0.4 s (the readiness probes'
+    connections are still being closed just after start, later on a loaded machine)."""
+    snapshots = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        snapshots.append(descriptors(pid))
+        if len(snapshots) >= 3 and len(snapshots[-1]) == len(snapshots[-2]) == len(snapshots[-3]):
+            break
+        time.sleep(0.2)
+    return snapshots[-1]
+
+
+def assert_descriptors_return(pid, before, slack=2, seconds=10):
+    """Waits until the process holds at most `slack` descriptors more than `before` (a snapshot);
+    fails naming the new ones and the process's TCP sockets, so a leak can be traced."""
+    if wait_until(lambda: len(descriptors(pid)) <= len(before) + slack, seconds=seconds):
+        return
+    after = descriptors(pid)
+    new = {name: target for name, target in after.items() if before.get(name) != target}
+    sockets = subprocess.run(["ss", "-tanp"], capture_output=True, text=True).stdout
+    mine = [line for line in sockets.splitlines() if f"pid={pid}," in line]
+    raise AssertionError(f"{len(after)} descriptors open, {len(before)} before; new: {new}\n" + "\n".join(mine))
+
+
 def read_to_eof(sock):
     """Everything a socket receives until the peer closes."""
     data = b""
