@@ -28,28 +28,21 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     /// Where this connection's delivered bytes are counted (nil in handler tests).
     private let record: ClientConnectionRecord?
     private(set) var flow: FlowID?
+    private var preparedFlow: FlowID?
     private var context: ChannelHandlerContext?
+    /// Every decision: this handler holds the bytes and carries out what it says.
+    private var state = LinkShaperState()
     private var up = PendingBytes()
     private var down = PendingBytes()
-    private var inputClosedPending = false
+    /// Half-closes waiting for the down bytes before them.
     private var outputClosePending: [EventLoopPromise<Void>?] = []
-    /// A full close waiting for the bytes before it (and, when the far end made it, for the link's
-    /// one-way latency): how, and not before when.
-    private var pendingClose: (reset: Bool, notBefore: NIODeadline)?
     private var closeTimer: Scheduled<Void>?
-    private var readPending = false
-    private var linkWritable = true
-    /// Bytes were passed on without the model since the last read-complete / flush.
-    private var readBypassed = false
-    private var writeBypassed = false
 
     init(driver: LinkDriver?, stats: ProxyStats, record: ClientConnectionRecord? = nil) {
         self.driver = driver
         self.stats = stats
         self.record = record
     }
-
-    private var preparedFlow: FlowID?
 
     /// Opens this connection's flow on the link (so its set-up can be emulated) without shaping yet.
     /// Nil when the run has no link model (pass-through).
@@ -65,14 +58,9 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     @discardableResult
     func beginShaping() -> FlowID? {
         self.flow = self.prepareFlow()
-        self.shapingSince = self.driver?.eventLoop.now
+        if self.flow != nil, let driver = self.driver { self.state.beginShaping(at: driver.eventLoop.now) }
         return self.flow
     }
-
-    /// When shaping began (the client's connection, as far as the emulated link knows).
-    private var shapingSince: NIODeadline?
-    /// No byte of the client's has crossed the link yet.
-    private var nothingDeliveredUp = true
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -85,20 +73,16 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
         if let flow = self.preparedFlow { self.driver?.close(flow) }
         self.flow = nil
         self.preparedFlow = nil
-        for promise in self.up.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }
-        for promise in self.down.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }
-        for promise in self.outputClosePending { promise?.fail(ChannelError.ioOnClosedChannel) }
-        self.outputClosePending = []
+        self.state.stopShaping()
+        self.failHeld()
     }
 
-    /// The flow and driver that new bytes go through, or nil when they skip the link: no flow or
-    /// link yet, or the link is transparent and nothing of this direction is still held in it
-    /// (bytes behind held ones must follow them, in order).
-    private func shaping(holding: Bool) -> (FlowID, LinkDriver)? {
-        guard let flow = self.flow, let driver = self.driver, !(driver.model.isTransparent && !holding) else {
-            return nil
-        }
-        return (flow, driver)
+    /// Whether the link changes nothing now (bytes may skip it when none of their direction is held).
+    private var transparent: Bool { self.driver?.model.isTransparent ?? true }
+
+    private func senderHasRoom(_ direction: Direction) -> Bool {
+        guard let flow = self.flow, let driver = self.driver else { return true }
+        return driver.model.senderHasRoom(flow, direction)
     }
 
     // MARK: Up: client → server
@@ -106,73 +90,43 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = self.unwrapInboundIn(data)
         self.stats.bytesUp += Int64(buffer.readableBytes)
-        guard let (flow, driver) = self.shaping(holding: !self.up.isEmpty) else {
-            self.readBypassed = true
-            context.fireChannelRead(data)
-            return
-        }
-        self.up.append(buffer, promise: nil)
-        driver.send(flow, .up, bytes: buffer.readableBytes)
+        self.enterUp(buffer, context: context, data: data)
     }
 
     /// Feeds bytes that were read before shaping began (a protocol sniffer's look-ahead) into the
     /// link as if they had just been read.
     func inject(_ buffer: ByteBuffer) {
         guard let context = self.context else { return }
-        guard let (flow, driver) = self.shaping(holding: !self.up.isEmpty) else {
-            context.fireChannelRead(self.wrapInboundOut(buffer))
-            context.fireChannelReadComplete()
-            return
+        self.enterUp(buffer, context: context, data: nil)
+        if self.state.readComplete() { context.fireChannelReadComplete() }
+    }
+
+    private func enterUp(_ buffer: ByteBuffer, context: ChannelHandlerContext, data: NIOAny?) {
+        switch self.state.bytesRead(upHeld: !self.up.isEmpty, transparent: self.transparent) {
+        case .bypass:
+            context.fireChannelRead(data ?? self.wrapInboundOut(buffer))
+        case .link:
+            self.up.append(buffer, promise: nil)
+            self.driver?.send(self.flow!, .up, bytes: buffer.readableBytes)
         }
-        self.up.append(buffer, promise: nil)
-        driver.send(flow, .up, bytes: buffer.readableBytes)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if self.flow == nil || self.readBypassed {
-            self.readBypassed = false
-            context.fireChannelReadComplete()
-        }
+        if self.state.readComplete() { context.fireChannelReadComplete() }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? ChannelEvent, event == .inputClosed, let record = self.record, record.clientFINAt == nil {
-            record.clientFINAt = context.eventLoop.now
+        guard let event = event as? ChannelEvent, event == .inputClosed else {
+            return context.fireUserInboundEventTriggered(event)
         }
-        if let event = event as? ChannelEvent, event == .inputClosed, self.flow != nil, !self.up.isEmpty {
-            if self.leftBeforeArriving(now: context.eventLoop.now) {
-                // The client gave up on a connection none of whose bytes has got through (a
-                // blackhole, a stall): on a network its connection was never made, and nothing
-                // of it reaches a server after it has gone. What it sent is dropped here.
-                for promise in self.up.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }
-                context.close(promise: nil)
-                return
-            }
-            self.inputClosedPending = true
-            return
-        }
-        context.fireUserInboundEventTriggered(event)
-    }
-
-    /// A FIN now means the client left before its connection got through: nothing it sent has
-    /// crossed the link, and the handshake would have been over by now had the link let it (a
-    /// FIN sooner than that, or than ``UpstreamConnector/halfCloseGrace``, is a client
-    /// half-closing after its request, which goes on).
-    private func leftBeforeArriving(now: NIODeadline) -> Bool {
-        guard self.nothingDeliveredUp, let since = self.shapingSince, let driver = self.driver else { return false }
-        let setUp = max(driver.model.conditions.baseRTT, UpstreamConnector.halfCloseGrace)
-        return now >= since + .nanoseconds(setUp.nanoseconds)
+        if let record = self.record, record.clientFINAt == nil { record.clientFINAt = context.eventLoop.now }
+        // The set-up a FIN must outlast to be a client that left (see ``LinkShaperState/inputClosed``).
+        let setUp = max(self.driver?.model.conditions.baseRTT ?? .zero, UpstreamConnector.halfCloseGrace)
+        self.perform(self.state.inputClosed(upHeld: !self.up.isEmpty, setUp: setUp, at: context.eventLoop.now), context: context)
     }
 
     func read(context: ChannelHandlerContext) {
-        if let flow = self.flow, let driver = self.driver,
-            !driver.model.senderHasRoom(flow, .up)
-        {
-            self.readPending = true
-            driver.notifyWhenRoom(flow)
-            return
-        }
-        context.read()
+        self.perform(self.state.read(senderHasRoom: self.senderHasRoom(.up)), context: context)
     }
 
     // MARK: Down: server → client
@@ -181,31 +135,23 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
         let buffer = self.unwrapOutboundIn(data)
         self.stats.bytesDown += Int64(buffer.readableBytes)
         self.record?.downWritten += Int64(buffer.readableBytes)
-        guard let (flow, driver) = self.shaping(holding: !self.down.isEmpty) else {
-            self.writeBypassed = true
+        switch self.state.bytesWritten(downHeld: !self.down.isEmpty, transparent: self.transparent) {
+        case .bypass:
             self.delivered(buffer.readableBytes)
             context.write(data, promise: promise)
-            return
-        }
-        self.down.append(buffer, promise: promise)
-        driver.send(flow, .down, bytes: buffer.readableBytes)
-        if self.linkWritable && !driver.model.senderHasRoom(flow, .down) {
-            self.linkWritable = false
-            driver.notifyWhenRoom(flow)
-            context.fireUserInboundEventTriggered(LinkWritabilityChanged(isWritable: false))
+        case .link:
+            self.down.append(buffer, promise: promise)
+            self.driver?.send(self.flow!, .down, bytes: buffer.readableBytes)
+            self.perform(self.state.heldDown(senderHasRoom: self.senderHasRoom(.down)), context: context)
         }
     }
 
     func flush(context: ChannelHandlerContext) {
-        // Held bytes are flushed when they are delivered; only what skipped the model is flushed here.
-        if self.flow == nil || self.writeBypassed {
-            self.writeBypassed = false
-            context.flush()
-        }
+        if self.state.flush() { context.flush() }
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        if mode == .output && self.flow != nil && !self.down.isEmpty {
+        if mode == .output && self.state.holdsOutputClose(downHeld: !self.down.isEmpty) {
             self.outputClosePending.append(promise)
             return
         }
@@ -213,19 +159,12 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     }
 
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
-        if let close = event as? CloseWhenDrained {
-            promise?.succeed()
-            var notBefore = context.eventLoop.now
-            if close.crossesLink, self.flow != nil, let driver = self.driver {
-                // The far end's FIN or RST is a segment like any other: it takes the one-way latency.
-                notBefore = notBefore + .nanoseconds(driver.model.conditions.down.latency.nanoseconds)
-            }
-            // A reset asked for once stays a reset (an error is often followed by the close it causes).
-            self.pendingClose = (close.reset || (self.pendingClose?.reset ?? false), max(notBefore, self.pendingClose?.notBefore ?? notBefore))
-            self.closeIfDue(context: context)
-            return
+        guard let close = event as? CloseWhenDrained else {
+            return context.triggerUserOutboundEvent(event, promise: promise)
         }
-        context.triggerUserOutboundEvent(event, promise: promise)
+        promise?.succeed()
+        let latency = self.driver?.model.conditions.down.latency ?? .zero
+        self.perform(self.state.closeRequested(close, downLatency: latency, downHeld: !self.down.isEmpty, at: context.eventLoop.now), context: context)
     }
 
     // MARK: Deliveries from the link
@@ -234,49 +173,18 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
         guard let context = self.context else { return }
         switch direction {
         case .up:
-            self.nothingDeliveredUp = false
             for (slice, _) in self.up.take(bytes) {
                 context.fireChannelRead(self.wrapInboundOut(slice))
             }
             context.fireChannelReadComplete()
-            if self.up.isEmpty && self.inputClosedPending {
-                self.inputClosedPending = false
-                context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
-            }
+            self.perform(self.state.deliveredUp(upHeld: !self.up.isEmpty), context: context)
         case .down:
             self.delivered(bytes)
             for (slice, promise) in self.down.take(bytes) {
                 context.write(self.wrapOutboundOut(slice), promise: promise)
             }
             context.flush()
-            if self.down.isEmpty {
-                for promise in self.outputClosePending { context.close(mode: .output, promise: promise) }
-                self.outputClosePending = []
-                self.closeIfDue(context: context)
-            }
-        }
-    }
-
-    /// Makes a pending full close once every byte before it has been delivered and its moment has
-    /// come; otherwise waits for the one or the other (a timer for the moment).
-    private func closeIfDue(context: ChannelHandlerContext) {
-        guard let (reset, notBefore) = self.pendingClose, self.flow == nil || self.down.isEmpty else { return }
-        if context.eventLoop.now < notBefore {
-            if self.closeTimer == nil {
-                self.closeTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: notBefore) {
-                    self.closeTimer = nil
-                    if let context = self.context { self.closeIfDue(context: context) }
-                }
-            }
-            return
-        }
-        self.pendingClose = nil
-        self.closeTimer?.cancel()
-        self.closeTimer = nil
-        if reset {
-            context.channel.resetConnection()
-        } else {
-            context.close(promise: nil)
+            self.perform(self.state.deliveredDown(downHeld: !self.down.isEmpty, at: context.eventLoop.now), context: context)
         }
     }
 
@@ -284,18 +192,56 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     /// sender's buffer has room. The driver calls it after every pump while this shaper is held
     /// back (it registered with `notifyWhenRoom`), deliveries or not.
     func roomMayHaveChanged() {
-        guard let context = self.context, let flow = self.flow, let driver = self.driver else { return }
-        if self.readPending && driver.model.senderHasRoom(flow, .up) {
-            self.readPending = false
-            context.read()
+        guard let context = self.context else { return }
+        self.perform(self.state.roomMayHaveChanged(up: self.senderHasRoom(.up), down: self.senderHasRoom(.down)), context: context)
+    }
+
+    // MARK: Carrying out
+
+    private func perform(_ actions: [LinkShaperState.Action], context: ChannelHandlerContext) {
+        for action in actions {
+            switch action {
+            case .read:
+                context.read()
+            case .waitForRoom:
+                if let flow = self.flow { self.driver?.notifyWhenRoom(flow) }
+            case .stopWaitingForRoom:
+                if let flow = self.flow { self.driver?.stopWaitingForRoom(flow) }
+            case .linkWritable(let writable):
+                context.fireUserInboundEventTriggered(LinkWritabilityChanged(isWritable: writable))
+            case .fireInputClosed:
+                context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+            case .closeHeldOutputs:
+                let promises = self.outputClosePending
+                self.outputClosePending = []
+                for promise in promises { context.close(mode: .output, promise: promise) }
+            case .close(let reset):
+                self.closeTimer?.cancel()
+                self.closeTimer = nil
+                if reset {
+                    context.channel.resetConnection()
+                } else {
+                    context.close(promise: nil)
+                }
+            case .armCloseTimer(let deadline):
+                self.closeTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
+                    self.closeTimer = nil
+                    guard let context = self.context else { return }
+                    self.perform(self.state.closeTimerFired(downHeld: !self.down.isEmpty, at: context.eventLoop.now), context: context)
+                }
+            case .dropHeldUpAndClose:
+                for promise in self.up.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }
+                context.close(promise: nil)
+            }
         }
-        if !self.linkWritable && driver.model.senderHasRoom(flow, .down) {
-            self.linkWritable = true
-            context.fireUserInboundEventTriggered(LinkWritabilityChanged(isWritable: true))
-        }
-        if !self.readPending && self.linkWritable {
-            driver.stopWaitingForRoom(flow)
-        }
+    }
+
+    /// Fails the promises of everything held (the connection is gone, or the link cut it).
+    private func failHeld() {
+        for promise in self.up.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }
+        for promise in self.down.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }
+        for promise in self.outputClosePending { promise?.fail(ChannelError.ioOnClosedChannel) }
+        self.outputClosePending = []
     }
 }
 
@@ -306,7 +252,7 @@ extension LinkShaper {
         self.record?.originBytesFollow()
     }
 
-    private func delivered(_ bytes: Int) {
+    fileprivate func delivered(_ bytes: Int) {
         self.stats.bytesDelivered += Int64(bytes)
         self.record?.downDelivered += Int64(bytes)
     }
@@ -326,10 +272,8 @@ extension LinkShaper {
         }
         self.flow = nil
         self.preparedFlow = nil
-        for promise in self.up.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }
-        for promise in self.down.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }
-        for promise in self.outputClosePending { promise?.fail(ChannelError.ioOnClosedChannel) }
-        self.outputClosePending = []
+        self.state.stopShaping()
+        self.failHeld()
         switch mode {
         case .reset: context.channel.resetConnection()
         case .close: context.close(promise: nil)
