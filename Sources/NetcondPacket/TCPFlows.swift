@@ -189,36 +189,43 @@ struct TCPFlowTable {
             return false
         }
         var started = false
-        if self.flows[key] == nil {
+        var index = self.flows.index(forKey: key)
+        if index == nil {
             guard header.flags & TCPHeader.syn != 0, header.flags & TCPHeader.ackFlag == 0 else { return false }
             if self.flows.count >= Self.limit { self.forgetIdle(now: now) }
             self.flows[key] = Flow(lastSeen: now, record: Self.record(key, fromCage: up, at: now, syns: 0))
+            index = self.flows.index(forKey: key)
             started = true
         }
-        self.flows[key]!.lastSeen = now
+        // One look-up a packet: the flow is changed where it is stored.
+        Self.observe(header, up: up, at: now, &self.flows.values[index!])
+        return started
+    }
+
+    /// What a packet offered to the link tells about its flow.
+    private static func observe(_ header: TCPHeader, up: Bool, at now: Instant, _ flow: inout Flow) {
+        flow.lastSeen = now
         if header.flags & TCPHeader.syn != 0 {
-            if header.flags & TCPHeader.ackFlag == 0 { self.flows[key]!.record.syns += 1 }
-            if !up { self.flows[key]!.farISN = header.seq }
+            if header.flags & TCPHeader.ackFlag == 0 { flow.record.syns += 1 }
+            if !up { flow.farISN = header.seq }
         }
-        if up && header.flags & TCPHeader.fin != 0 && self.flows[key]!.record.cageFINAt == nil {
-            self.flows[key]!.record.cageFINAt = now
+        if up && header.flags & TCPHeader.fin != 0 && flow.record.cageFINAt == nil {
+            flow.record.cageFINAt = now
         }
-        if !up && header.flags & TCPHeader.fin != 0 { self.flows[key]!.farFINEnd = header.seq &+ header.span }
+        if !up && header.flags & TCPHeader.fin != 0 { flow.farFINEnd = header.seq &+ header.span }
         if header.flags & TCPHeader.ackFlag != 0 {
-            if up { self.flows[key]!.cageAck = header.ack } else { self.flows[key]!.farAck = header.ack }
+            if up { flow.cageAck = header.ack } else { flow.farAck = header.ack }
             // What a side acknowledges reached it: past a hole the link's delivered edge stops at
             // the hole (the segments after it are not followed one by one), and the receiver's
             // acknowledgement of the repair carries it past them.
-            if var flow = self.flows[key], header.flags & TCPHeader.syn == 0 {
+            if header.flags & TCPHeader.syn == 0 {
                 let next = up ? flow.farDelivered : flow.cageDelivered
                 if let next, Self.serial(next, lessThan: header.ack) {
-                    self.setDelivered(&flow, up: !up, header.ack)
+                    Self.setDelivered(&flow, up: !up, header.ack)
                     Self.countFarBytes(&flow)
-                    self.flows[key] = flow
                 }
             }
         }
-        return started
     }
 
     /// Connections followed now.
@@ -232,19 +239,22 @@ struct TCPFlowTable {
 
     /// A packet the link delivered (accepted): its sequence space reached the other side.
     mutating func delivered(_ header: TCPHeader, up: Bool) {
-        let key = FlowKey(header, up: up)
-        guard var flow = self.flows[key], !(up ? flow.farReset : flow.cageReset) else { return }
+        guard let index = self.flows.index(forKey: FlowKey(header, up: up)) else { return }
+        Self.deliver(header, up: up, &self.flows.values[index])
+    }
+
+    private static func deliver(_ header: TCPHeader, up: Bool, _ flow: inout Flow) {
+        guard !(up ? flow.farReset : flow.cageReset) else { return }
         let end = header.seq &+ header.span
         let next = up ? flow.cageDelivered : flow.farDelivered
         if header.flags & TCPHeader.syn != 0 {
-            if next == nil { self.setDelivered(&flow, up: up, end) }
+            if next == nil { Self.setDelivered(&flow, up: up, end) }
             // The SYN-ACK reached the opener: the connection is made.
             if header.flags & TCPHeader.ackFlag != 0 && up != flow.record.fromCage { flow.record.established = true }
         } else if let next, Self.serial(header.seq, atMost: next), Self.serial(next, lessThan: end) {
-            self.setDelivered(&flow, up: up, end)
+            Self.setDelivered(&flow, up: up, end)
         }
         if !up { Self.countFarBytes(&flow) }
-        self.flows[key] = flow
     }
 
     /// The far end's bytes that reached the cage, in order (its SYN and FIN take no byte).
@@ -255,7 +265,7 @@ struct TCPFlowTable {
         flow.record.farBytesDelivered = max(flow.record.farBytesDelivered, max(0, bytes))
     }
 
-    private func setDelivered(_ flow: inout Flow, up: Bool, _ value: UInt32) {
+    private static func setDelivered(_ flow: inout Flow, up: Bool, _ value: UInt32) {
         if up { flow.cageDelivered = value } else { flow.farDelivered = value }
     }
 

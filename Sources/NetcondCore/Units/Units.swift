@@ -9,6 +9,7 @@ import Foundation
 public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
     public var nanoseconds: Int64
 
+    @inlinable
     public init(nanoseconds: Int64) {
         self.nanoseconds = nanoseconds
     }
@@ -17,19 +18,19 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// Later than any instant a run reaches (about 146 years); never overflows when a span is added.
     public static let distantFuture = Instant(nanoseconds: .max / 2)
 
-    public static func < (lhs: Instant, rhs: Instant) -> Bool {
+    @inlinable public static func < (lhs: Instant, rhs: Instant) -> Bool {
         lhs.nanoseconds < rhs.nanoseconds
     }
 
-    public static func + (lhs: Instant, rhs: Span) -> Instant {
+    @inlinable public static func + (lhs: Instant, rhs: Span) -> Instant {
         Instant(nanoseconds: lhs.nanoseconds &+ rhs.nanoseconds)
     }
 
-    public static func - (lhs: Instant, rhs: Span) -> Instant {
+    @inlinable public static func - (lhs: Instant, rhs: Span) -> Instant {
         Instant(nanoseconds: lhs.nanoseconds &- rhs.nanoseconds)
     }
 
-    public static func - (lhs: Instant, rhs: Instant) -> Span {
+    @inlinable public static func - (lhs: Instant, rhs: Instant) -> Span {
         Span(nanoseconds: lhs.nanoseconds &- rhs.nanoseconds)
     }
 
@@ -42,25 +43,26 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
 public struct Span: Hashable, Comparable, Sendable, CustomStringConvertible {
     public var nanoseconds: Int64
 
+    @inlinable
     public init(nanoseconds: Int64) {
         self.nanoseconds = nanoseconds
     }
 
     public static let zero = Span(nanoseconds: 0)
 
-    public static func nanoseconds(_ n: Int64) -> Span { Span(nanoseconds: n) }
-    public static func microseconds(_ n: Int64) -> Span { Span(nanoseconds: n * 1_000) }
-    public static func milliseconds(_ n: Int64) -> Span { Span(nanoseconds: n * 1_000_000) }
-    public static func seconds(_ n: Int64) -> Span { Span(nanoseconds: n * 1_000_000_000) }
-    public static func seconds(double s: Double) -> Span { Span(nanoseconds: Int64((s * 1e9).rounded())) }
+    @inlinable public static func nanoseconds(_ n: Int64) -> Span { Span(nanoseconds: n) }
+    @inlinable public static func microseconds(_ n: Int64) -> Span { Span(nanoseconds: n * 1_000) }
+    @inlinable public static func milliseconds(_ n: Int64) -> Span { Span(nanoseconds: n * 1_000_000) }
+    @inlinable public static func seconds(_ n: Int64) -> Span { Span(nanoseconds: n * 1_000_000_000) }
+    @inlinable public static func seconds(double s: Double) -> Span { Span(nanoseconds: Int64((s * 1e9).rounded())) }
 
     public var seconds: Double { Double(self.nanoseconds) / 1e9 }
     public var milliseconds: Double { Double(self.nanoseconds) / 1e6 }
 
-    public static func < (lhs: Span, rhs: Span) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
-    public static func + (lhs: Span, rhs: Span) -> Span { Span(nanoseconds: lhs.nanoseconds + rhs.nanoseconds) }
-    public static func - (lhs: Span, rhs: Span) -> Span { Span(nanoseconds: lhs.nanoseconds - rhs.nanoseconds) }
-    public static func * (lhs: Span, rhs: Int64) -> Span { Span(nanoseconds: lhs.nanoseconds * rhs) }
+    @inlinable public static func < (lhs: Span, rhs: Span) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+    @inlinable public static func + (lhs: Span, rhs: Span) -> Span { Span(nanoseconds: lhs.nanoseconds + rhs.nanoseconds) }
+    @inlinable public static func - (lhs: Span, rhs: Span) -> Span { Span(nanoseconds: lhs.nanoseconds - rhs.nanoseconds) }
+    @inlinable public static func * (lhs: Span, rhs: Int64) -> Span { Span(nanoseconds: lhs.nanoseconds * rhs) }
     public func scaled(by factor: Double) -> Span {
         Span(nanoseconds: Int64((Double(self.nanoseconds) * factor).rounded()))
     }
@@ -155,6 +157,7 @@ func formatTrimmed(_ value: Double) -> String {
 
 extension Instant {
     /// The earlier of two moments, either of which may be missing (nil: neither).
+    @inlinable
     public static func earliest(_ a: Instant?, _ b: Instant?) -> Instant? {
         guard let a else { return b }
         guard let b else { return a }

@@ -8,12 +8,13 @@
 /// ```
 /// Pure and in virtual time, as the rest of the link path.
 public struct ConnectionPacer<Key: Hashable> {
-    private var last: [Key: Instant] = [:]
+    @usableFromInline var last: [Key: Instant] = [:]
 
     public init() {}
 
     /// When a packet of `bytes` of connection `key`, delivered by the shared link at `delivered`,
     /// arrives at the rate `rate`; nil when the connection's backlog would exceed `limit`.
+    @inlinable
     public mutating func pace(_ key: Key, bytes: Int, deliveredAt delivered: Instant, rate: Bandwidth, limit: QueueLimit) -> Instant? {
         let next = max(delivered, (self.last[key] ?? delivered) + rate.transmissionTime(bytes: Int64(bytes)))
         let waiting = next - delivered
@@ -29,11 +30,12 @@ public struct ConnectionPacer<Key: Hashable> {
     }
 
     /// Forgets connections idle since before `moment` (their next packet starts afresh).
+    @inlinable
     public mutating func forget(idleBefore moment: Instant) {
         self.last = self.last.filter { $0.value >= moment }
     }
 
-    public var count: Int { self.last.count }
+    @inlinable public var count: Int { self.last.count }
 
     /// A stall of `length` began at `since`: a connection's spacing that ran past it runs that much later.
     mutating func shift(after since: Instant, by length: Span) {

@@ -21,34 +21,31 @@ import HeapModule
 /// from the direction's own seeded streams (``SeedDeriver/linkPath(_:_:)``), so the same seed and
 /// the same units give the same fates.
 public struct LinkPath<Unit, Connection: Hashable> {
-    public private(set) var conditions: LinkDirection
-    /// A `blackhole` outage: everything offered is dropped.
-    public var blackholed = false
-    private var loss: LossProcess
-    private var queue: BottleneckQueue
-    private var pacer = ConnectionPacer<Connection>()
-    private var delay: DelayLine
-    private var random: SeededRandom
-    private var inFlight = Heap<InFlight>()
-    private var order: UInt64 = 0
+    /// The stages that see only sizes and moments (compiled once, not per unit type).
+    @usableFromInline var stages: PathStages
+    @usableFromInline var pacer = ConnectionPacer<Connection>()
+    @usableFromInline var inFlight = Heap<InFlight>()
+    @usableFromInline var order: UInt64 = 0
     /// Units that reached a stopped queue, in order (they start when the stall ends).
-    private var held: [HeldUnit] = []
-    public private(set) var counters = PathCounters()
+    @usableFromInline var held: [HeldUnit] = []
 
     public init(_ conditions: LinkDirection, seed: UInt64) {
-        self.conditions = conditions
-        self.loss = LossProcess(spec: conditions.loss, seed: seed &+ 1)
-        self.queue = BottleneckQueue(rate: conditions.bandwidth, limit: conditions.queueLimit, discipline: conditions.aqm)
-        self.delay = DelayLine(latency: conditions.latency, jitter: conditions.jitter, seed: seed &+ 2)
-        self.random = SeededRandom(seed: seed &+ 3)
+        self.stages = PathStages(conditions, seed: seed)
+    }
+
+    @inlinable public var conditions: LinkDirection { self.stages.conditions }
+
+    @inlinable public var counters: PathCounters { self.stages.counters }
+
+    /// A `blackhole` outage: everything offered is dropped.
+    @inlinable public var blackholed: Bool {
+        get { self.stages.blackholed }
+        set { self.stages.blackholed = newValue }
     }
 
     /// New conditions for units offered from now on; units already on the path keep their fate.
     public mutating func reconfigure(_ conditions: LinkDirection) {
-        self.conditions = conditions
-        self.loss.reconfigure(conditions.loss)
-        self.queue.reconfigure(rate: conditions.bandwidth, limit: conditions.queueLimit, discipline: conditions.aqm)
-        self.delay.reconfigure(latency: conditions.latency, jitter: conditions.jitter)
+        self.stages.reconfigure(conditions)
     }
 
     // MARK: - Offer
@@ -56,73 +53,48 @@ public struct LinkPath<Unit, Connection: Hashable> {
     /// A unit of `bytes` (on the wire) reaches the path at `now`. `connection`: the connection it
     /// belongs to, for the per-connection rate (nil: not paced). `extraDelay` is added to its
     /// arrival (a set-up delay the driver applies to this unit alone).
+    @inlinable
     public mutating func offer(
         _ unit: Unit, bytes: Int, connection: Connection?, extraDelay: Span = .zero, at now: Instant
     ) -> PathAdmission {
-        self.counters.offered += 1
-        if self.blackholed {
-            self.counters.outageDrops += 1
-            return .dropped(.outage)
-        }
-        if self.loss.nextIsLost() {
-            self.counters.lost += 1
-            return .dropped(.lost)
-        }
-        switch self.queue.admit(bytes: bytes, at: now) {
+        switch self.stages.enter(bytes: bytes, at: now) {
+        case .dropped(let why):
+            return .dropped(why)
         case .departs(let departure):
             return self.afterQueue(unit, bytes: bytes, connection: connection, extraDelay: extraDelay, departure: departure)
         case .held:
             self.held.append(HeldUnit(unit: unit, bytes: bytes, connection: connection, extraDelay: extraDelay, arrival: now))
             return .held
-        case .full:
-            self.counters.queueDrops += 1
-            return .dropped(.queueFull)
-        case .aqm:
-            self.counters.aqmDrops += 1
-            return .dropped(.aqm)
         }
     }
 
     /// The stages after the shared queue: the delay line (or a reordering), the connection's own
     /// rate at the far end of the shared link, a corrupted byte, a copy.
-    private mutating func afterQueue(
+    @inlinable
+    mutating func afterQueue(
         _ unit: Unit, bytes: Int, connection: Connection?, extraDelay: Span, departure: Instant
     ) -> PathAdmission {
-        let c = self.conditions
-        var arrival: Instant
-        if let late = Reordering(chance: c.reorder, gap: c.reorderGap)
-            .heldBack(departingAt: departure, latency: c.latency, random: &self.random)
-        {
-            arrival = late
-            self.counters.reordered += 1
-        } else {
-            arrival = self.delay.arrival(departingAt: departure)
-        }
-        if let connection, let rate = c.connectionBandwidth {
-            guard let paced = self.pacer.pace(connection, bytes: bytes, deliveredAt: arrival, rate: rate, limit: c.queueLimit)
+        var arrival = self.stages.arrival(departingAt: departure)
+        if let connection, let rate = self.stages.conditions.connectionBandwidth {
+            guard let paced = self.pacer.pace(connection, bytes: bytes, deliveredAt: arrival, rate: rate, limit: self.stages.conditions.queueLimit)
             else {
-                self.counters.queueDrops += 1
+                self.stages.counters.queueDrops += 1
                 return .dropped(.connectionQueueFull)
             }
             arrival = paced
             if self.pacer.count > 4096 { self.pacer.forget(idleBefore: departure - .seconds(10)) }
         }
         arrival = arrival + extraDelay
-        var corrupt: Int?
-        if c.corrupt.value > 0 && bytes > 0 && self.random.chance(c.corrupt.value) {
-            corrupt = Int(self.random.next() % UInt64(bytes))
-            self.counters.corrupted += 1
-        }
-        let copied = c.duplicate.value > 0 && self.random.chance(c.duplicate.value)
+        let (corrupt, copied) = self.stages.damage(bytes: bytes)
         self.insert(InFlight(at: arrival, order: 0, leaves: departure, unit: unit, corruptByte: corrupt, isCopy: false))
         if copied {
-            self.counters.duplicated += 1
             self.insert(InFlight(at: arrival, order: 0, leaves: departure, unit: unit, corruptByte: nil, isCopy: true))
         }
         return .delivers(at: arrival, corruptByte: corrupt, duplicated: copied)
     }
 
-    private mutating func insert(_ entry: InFlight) {
+    @inlinable
+    mutating func insert(_ entry: InFlight) {
         var entry = entry
         self.order += 1
         entry.order = self.order
@@ -132,13 +104,15 @@ public struct LinkPath<Unit, Connection: Hashable> {
     // MARK: - Delivery
 
     /// When the next unit is due at the far end (nil: none, or all held by a stall).
+    @inlinable
     public var nextDelivery: Instant? {
         guard let first = self.inFlight.min else { return nil }
-        if let since = self.stalledSince, first.at > since { return nil }
+        if let since = self.stages.stalledSince, first.at > since { return nil }
         return first.at
     }
 
     /// The next unit due by `now`, in order of arrival (ties in the order they were offered).
+    @inlinable
     public mutating func popDelivery(upTo now: Instant) -> PathDelivery<Unit>? {
         guard let next = self.nextDelivery, next <= now, let entry = self.inFlight.popMin() else { return nil }
         return PathDelivery(unit: entry.unit, at: entry.at, corruptByte: entry.corruptByte, isCopy: entry.isCopy)
@@ -149,22 +123,22 @@ public struct LinkPath<Unit, Connection: Hashable> {
 
     /// How long a byte offered at `now` would wait at the bottleneck before it starts onto the wire.
     public func queueingDelay(at now: Instant) -> Span {
-        self.queue.wait(at: now)
+        self.stages.queue.wait(at: now)
     }
 
     // MARK: - Stalls
 
     /// Since when the direction is stalled (nil: it is not).
-    public var stalledSince: Instant? { self.queue.pausedAt }
+    public var stalledSince: Instant? { self.stages.stalledSince }
 
     /// Stalls the direction from `now`, or ends its stall. The driver takes every unit due before
     /// `now` before it starts a stall (they reached the far end already).
     public mutating func setStalled(_ stalled: Bool, at now: Instant) {
         if stalled {
-            self.queue.pause(at: now)
+            self.stages.pause(at: now)
             return
         }
-        guard let (since, length) = self.queue.resume(at: now) else { return }
+        guard let (since, length) = self.stages.resume(at: now) else { return }
         // What had not left the queue when the stall began leaves its length later; what was on
         // its way reaches the far end when the stall ends (it was held there).
         var entries: [InFlight] = []
@@ -179,41 +153,56 @@ public struct LinkPath<Unit, Connection: Hashable> {
             self.inFlight.insert(entry)
         }
         self.pacer.shift(after: since, by: length)
-        self.delay.shift(after: since, by: length)
         // What came meanwhile starts now, in order, behind them.
         let waiting = self.held
         self.held = []
         for unit in waiting {
-            switch self.queue.admitHeld(bytes: unit.bytes, arrivedAt: unit.arrival, at: now) {
-            case .departs(let departure):
+            if let departure = self.stages.enterHeld(bytes: unit.bytes, arrivedAt: unit.arrival, at: now) {
                 _ = self.afterQueue(unit.unit, bytes: unit.bytes, connection: unit.connection, extraDelay: unit.extraDelay, departure: departure)
-            case .aqm:
-                self.counters.aqmDrops += 1
-            case .held, .full:
-                preconditionFailure("a queue that started again holds and refuses nothing it already took")
             }
         }
     }
 
-    private struct InFlight: Comparable {
-        var at: Instant
-        var order: UInt64
+    @usableFromInline
+    struct InFlight: Comparable {
+        @usableFromInline var at: Instant
+        @usableFromInline var order: UInt64
         /// When it left the shared queue.
-        var leaves: Instant
-        var unit: Unit
-        var corruptByte: Int?
-        var isCopy: Bool
+        @usableFromInline var leaves: Instant
+        @usableFromInline var unit: Unit
+        @usableFromInline var corruptByte: Int?
+        @usableFromInline var isCopy: Bool
 
-        static func < (a: InFlight, b: InFlight) -> Bool { (a.at, a.order) < (b.at, b.order) }
-        static func == (a: InFlight, b: InFlight) -> Bool { a.order == b.order }
+        @inlinable
+        init(at: Instant, order: UInt64, leaves: Instant, unit: Unit, corruptByte: Int?, isCopy: Bool) {
+            self.at = at
+            self.order = order
+            self.leaves = leaves
+            self.unit = unit
+            self.corruptByte = corruptByte
+            self.isCopy = isCopy
+        }
+
+        @inlinable static func < (a: InFlight, b: InFlight) -> Bool { (a.at, a.order) < (b.at, b.order) }
+        @inlinable static func == (a: InFlight, b: InFlight) -> Bool { a.order == b.order }
     }
 
-    private struct HeldUnit {
-        var unit: Unit
-        var bytes: Int
-        var connection: Connection?
-        var extraDelay: Span
-        var arrival: Instant
+    @usableFromInline
+    struct HeldUnit {
+        @usableFromInline var unit: Unit
+        @usableFromInline var bytes: Int
+        @usableFromInline var connection: Connection?
+        @usableFromInline var extraDelay: Span
+        @usableFromInline var arrival: Instant
+
+        @inlinable
+        init(unit: Unit, bytes: Int, connection: Connection?, extraDelay: Span, arrival: Instant) {
+            self.unit = unit
+            self.bytes = bytes
+            self.connection = connection
+            self.extraDelay = extraDelay
+            self.arrival = arrival
+        }
     }
 }
 
@@ -236,6 +225,14 @@ public struct PathDelivery<Unit> {
     public var corruptByte: Int?
     /// The second arrival of a duplicated unit.
     public var isCopy: Bool
+
+    @inlinable
+    public init(unit: Unit, at: Instant, corruptByte: Int?, isCopy: Bool) {
+        self.unit = unit
+        self.at = at
+        self.corruptByte = corruptByte
+        self.isCopy = isCopy
+    }
 }
 
 extension PathDelivery: Sendable where Unit: Sendable {}

@@ -8,7 +8,7 @@
 ///                            stalled up / down?  stop or start each path's queue
 /// ```
 public struct LinkPaths<Unit, Connection: Hashable> {
-    private var paths: [LinkPath<Unit, Connection>]
+    @usableFromInline var paths: [LinkPath<Unit, Connection>]
     /// The conditions the paths were last given.
     public private(set) var conditions: LinkConditions
     /// The outage in force when the paths last followed the timeline.
@@ -26,6 +26,7 @@ public struct LinkPaths<Unit, Connection: Hashable> {
 
     /// One direction's path, read and changed in place (a `get` and `set` would copy the path's
     /// queues on every unit offered: both the copy and the stored path would hold them).
+    @inlinable
     public subscript(direction: Direction) -> LinkPath<Unit, Connection> {
         _read { yield self.paths[direction == .up ? 0 : 1] }
         _modify { yield &self.paths[direction == .up ? 0 : 1] }
@@ -55,11 +56,13 @@ public struct LinkPaths<Unit, Connection: Hashable> {
     }
 
     /// When the next unit is due at its end (nil: none, or every one held by a stall).
+    @inlinable
     public var nextDelivery: Instant? {
         Instant.earliest(self.paths[0].nextDelivery, self.paths[1].nextDelivery)
     }
 
     /// The next unit due by `now` in either direction, the earlier first (up first at a tie).
+    @inlinable
     public mutating func popDelivery(upTo now: Instant) -> (Direction, PathDelivery<Unit>)? {
         let up = self.paths[0].nextDelivery
         let down = self.paths[1].nextDelivery
