@@ -1,10 +1,17 @@
 import Foundation
 import Yams
 
+/// Whether the text being decoded may name files of its own (a `trace:`): a profile on the user's
+/// disk may; a built-in, or text from the control API, may not (`refusal` says why).
+struct FileAccess {
+    var refusal: String?
+}
+
 /// The keys of one direction (`up:`, `down:` or `link:`) that a file sets.
 struct DirectionLayer {
     static let keys = [
         "bandwidth", "latency", "jitter", "queue", "loss", "connection_bandwidth", "reorder", "duplicate", "corrupt", "aqm",
+        "trace",
     ]
     static let reorderKeys = ["probability", "gap"]
     static let aqmKeys = ["type", "target", "interval"]
@@ -22,10 +29,11 @@ struct DirectionLayer {
     var duplicate: Located<Probability>?
     var corrupt: Located<Probability>?
     var aqm: Located<QueueDiscipline>?
+    var trace: Located<LinkTrace>?
 
     init() {}
 
-    init(node: ConfigNode) throws(ConfigError) {
+    init(node: ConfigNode, files: FileAccess) throws(ConfigError) {
         let map = try node.mapping(
             allowedKeys: Self.keys, expecting: "a mapping of link keys (\(Self.keys.joined(separator: ", ")))"
         )
@@ -45,6 +53,15 @@ struct DirectionLayer {
         }
         if let node = map["bandwidth"] {
             self.bandwidth = Located(value: try Self.rate(node), node: node)
+        }
+        if let node = map["trace"] {
+            if map["bandwidth"] != nil {
+                throw node.error("a trace sets the rate in place of bandwidth; keep one of trace and bandwidth")
+            }
+            if let refusal = files.refusal {
+                throw node.error("trace: names a file; \(refusal)")
+            }
+            self.trace = Located(value: try Self.trace(node), node: node)
         }
         if let node = map["connection_bandwidth"] {
             self.connectionBandwidth = Located(value: try Self.rate(node), node: node)
@@ -78,6 +95,25 @@ struct DirectionLayer {
         }
         if let node = map["loss"] {
             self.loss = Located(value: try Self.loss(node), node: node)
+        }
+    }
+
+    /// `trace: FILE`: a mahimahi trace, the path relative to the file that names it.
+    private static func trace(_ node: ConfigNode) throws(ConfigError) -> LinkTrace {
+        let named = node.text.trimmingCharacters(in: .whitespaces)
+        guard !named.isEmpty else {
+            throw node.error("expected the path of a trace file (mahimahi's format: one time in milliseconds per line), e.g. trace: traces/lte-driving.trace")
+        }
+        let base = URL(fileURLWithPath: node.file.isEmpty ? "." : node.file).deletingLastPathComponent()
+        let path = named.hasPrefix("/") ? named : base.appendingPathComponent(named).path
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw node.error("no trace file '\(named)' (looked for \(path)); the path is relative to the file that names it")
+        }
+        do {
+            return try LinkTrace.read(path: path, source: named)
+        } catch {
+            let shown = named.hasPrefix("/") ? named : path
+            throw ConfigError(file: shown, line: error.line, keyPath: "", message: error.message + " (the trace of \(node.file):\(node.line))")
         }
     }
 
@@ -191,7 +227,14 @@ struct DirectionLayer {
         var result = base
         if let latency = self.latency { result.latency = latency }
         if let jitter = self.jitter { result.jitter = jitter }
-        if let bandwidth = self.bandwidth { result.bandwidth = bandwidth }
+        if let bandwidth = self.bandwidth {
+            result.bandwidth = bandwidth
+            result.trace = nil
+        }
+        if let trace = self.trace {
+            result.trace = trace
+            result.bandwidth = nil
+        }
         if let queue = self.queue {
             result.queue = queue
             result.queuePackets = nil

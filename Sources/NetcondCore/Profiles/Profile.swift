@@ -150,8 +150,10 @@ public struct LinkDirection: Sendable, Equatable {
     public var latency: Span
     /// Spread of extra delay added per packet (uniform in 0...jitter); never reorders the direction.
     public var jitter: Span
-    /// Link rate shared by all connections of the run; `nil` = unlimited.
+    /// Link rate shared by all connections of the run; `nil` = unlimited (or a trace's).
     public var bandwidth: Bandwidth?
+    /// A measured link's delivery opportunities, in place of `bandwidth` (``LinkTrace``).
+    public var trace: LinkTrace?
     /// Bottleneck buffer: bytes that may wait for the link; an arrival that finds it full is dropped.
     public var queue: ByteCount
     /// How packets (segments) get lost: one process per direction, shared by every connection.
@@ -184,8 +186,10 @@ public struct LinkDirection: Sendable, Equatable {
         reorderGap: Span = LinkDirection.defaultReorderGap,
         duplicate: Probability = .zero,
         corrupt: Probability = .zero,
-        aqm: QueueDiscipline = .dropTail
+        aqm: QueueDiscipline = .dropTail,
+        trace: LinkTrace? = nil
     ) {
+        self.trace = trace
         self.duplicate = duplicate
         self.corrupt = corrupt
         self.aqm = aqm
@@ -221,12 +225,13 @@ public struct LinkDirection: Sendable, Equatable {
     /// The rate one connection can reach alone: the link rate or the per-connection cap, whichever
     /// is lower (nil when neither is set).
     public var pathRate: Bandwidth? {
-        guard let cap = self.connectionBandwidth else { return self.bandwidth }
-        return self.bandwidth.map { min($0, cap) } ?? cap
+        let shared = self.bandwidth ?? self.trace?.meanRate
+        guard let cap = self.connectionBandwidth else { return shared }
+        return shared.map { min($0, cap) } ?? cap
     }
 
     public var isPassThrough: Bool {
-        self.latency == .zero && self.jitter == .zero && self.bandwidth == nil && self.loss == .none
+        self.latency == .zero && self.jitter == .zero && self.bandwidth == nil && self.trace == nil && self.loss == .none
             && self.connectionBandwidth == nil && self.reorder == .zero && self.duplicate == .zero
             && self.corrupt == .zero
     }

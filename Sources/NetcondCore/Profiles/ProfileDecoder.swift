@@ -37,6 +37,13 @@ public struct ProfileDecoder {
         self.fileReferences = fileReferences
     }
 
+    /// Whether a profile may read files it names (a trace): not a built-in, not text from elsewhere.
+    func fileAccess(isBuiltin: Bool) -> FileAccess {
+        if isBuiltin { return FileAccess(refusal: "a built-in profile names no file") }
+        if case .refused(let reason) = self.fileReferences { return FileAccess(refusal: reason) }
+        return FileAccess(refusal: nil)
+    }
+
     /// Decodes a profile file on disk; `path` appears in errors as given.
     public func decodeFile(atPath path: String) throws(ConfigError) -> Profile {
         let yaml = try Self.readFile(path, errorFile: path, errorNode: nil)
@@ -85,7 +92,7 @@ public struct ProfileDecoder {
     private func decode(
         root: ConfigNode, file: String, isBuiltin: Bool, chain: [String], defaultName: String?
     ) throws(ConfigError) -> Profile {
-        let layer = try ProfileLayer(root: root, isBuiltin: isBuiltin)
+        let layer = try ProfileLayer(root: root, isBuiltin: isBuiltin, files: self.fileAccess(isBuiltin: isBuiltin))
         let merged = try self.effectiveLayer(layer, file: file, isBuiltin: isBuiltin, chain: chain)
         let name = layer.name?.value ?? defaultName ?? layer.defaultName(file: file)
         if layer.name == nil && defaultName == nil,
@@ -184,7 +191,7 @@ public struct ProfileDecoder {
         try self.checkCycle(source.identity, chain: chain, at: extends.node, key: "extends")
         let (baseYAML, baseFile, baseIsBuiltin, identity) = (source.yaml, source.file, source.isBuiltin, source.identity)
         let baseRoot = try ConfigNode.parse(yaml: baseYAML, file: baseFile)
-        let baseLayer = try ProfileLayer(root: baseRoot, isBuiltin: baseIsBuiltin)
+        let baseLayer = try ProfileLayer(root: baseRoot, isBuiltin: baseIsBuiltin, files: self.fileAccess(isBuiltin: baseIsBuiltin))
         let base = try self.effectiveLayer(
             baseLayer, file: baseFile, isBuiltin: baseIsBuiltin, chain: chain + [identity]
         )
@@ -264,7 +271,7 @@ struct ProfileLayer {
     var dnsFail: [String]?
     var captivePortal: CaptivePortalSpec?
 
-    init(root: ConfigNode, isBuiltin: Bool) throws(ConfigError) {
+    init(root: ConfigNode, isBuiltin: Bool, files: FileAccess) throws(ConfigError) {
         self.root = root
         var hints: [String: String] = [:]
         for key in DirectionLayer.keys {
@@ -309,10 +316,10 @@ struct ProfileLayer {
         }
         self.dnsDelay = try Self.delay(map["dns_delay"], example: "dns_delay: 1.5s")
         self.connectDelay = try Self.delay(map["connect_delay"], example: "connect_delay: 2s")
-        if let node = map["link"] { self.link = try DirectionLayer(node: node) }
-        if let node = map["up"] { self.up = try DirectionLayer(node: node) }
-        if let node = map["down"] { self.down = try DirectionLayer(node: node) }
-        if let node = map["schedule"] { self.schedule = try ScheduleLayer(node: node, file: root.file) }
+        if let node = map["link"] { self.link = try DirectionLayer(node: node, files: files) }
+        if let node = map["up"] { self.up = try DirectionLayer(node: node, files: files) }
+        if let node = map["down"] { self.down = try DirectionLayer(node: node, files: files) }
+        if let node = map["schedule"] { self.schedule = try ScheduleLayer(node: node, file: root.file, files: files) }
         if let node = map["stalls"] { self.stalls = try StallLayer(node: node) }
         if let node = map["faults"] { self.faults = try HTTPFault.decodeList(node) }
         if let node = map["firewall"] { self.firewall = try SetupRules.firewall(node) }
@@ -428,7 +435,8 @@ struct EffectiveLayer {
             reorderGap: layer.reorder?.value.1 ?? LinkDirection.defaultReorderGap,
             duplicate: layer.duplicate?.value ?? .zero,
             corrupt: layer.corrupt?.value ?? .zero,
-            aqm: layer.aqm?.value ?? .dropTail
+            aqm: layer.aqm?.value ?? .dropTail,
+            trace: layer.trace?.value
         )
     }
 }

@@ -15,8 +15,8 @@ extension Profile {
     public var summaryRow: [String] {
         [
             self.name,
-            Self.rateText(self.down.bandwidth),
-            Self.rateText(self.up.bandwidth),
+            Self.rateText(self.down),
+            Self.rateText(self.up),
             "\(self.down.latency)/\(self.up.latency)",
             "\(Self.lossText(self.down.loss))/\(Self.lossText(self.up.loss))",
             self.description,
@@ -107,7 +107,8 @@ extension Profile {
 
     private static func directionYAML(_ link: LinkDirection) -> [String] {
         [
-            "bandwidth: \(Self.exactRate(link.bandwidth))",
+            link.trace.map { "trace: \($0.path.isEmpty ? $0.source : $0.path)  # \($0.opportunityCount) opportunities in \($0.periodMilliseconds) ms, mean \($0.meanRate)" }
+                ?? "bandwidth: \(Self.exactRate(link.bandwidth))",
             "latency: \(Self.exact(link.latency))",
             "jitter: \(Self.exact(link.jitter))",
             "queue: \(Self.exact(link.queue))",
@@ -117,6 +118,12 @@ extension Profile {
     }
 
     // MARK: - Pieces
+
+    /// A direction's rate for the table: its bandwidth, or its trace's mean.
+    private static func rateText(_ link: LinkDirection) -> String {
+        guard let trace = link.trace else { return Self.rateText(link.bandwidth) }
+        return "~\(trace.meanRate) (trace)"
+    }
 
     static func rateText(_ rate: Bandwidth?) -> String {
         rate.map(\.description) ?? "unlimited"

@@ -19,7 +19,7 @@ struct ScheduleLayer {
     var repeats: Bool
     var phases: [PhaseLayer]
 
-    init(node: ConfigNode, file: String) throws(ConfigError) {
+    init(node: ConfigNode, file: String, files: FileAccess) throws(ConfigError) {
         self.node = node
         let map = try node.mapping(
             allowedKeys: Self.keys, expecting: "a mapping with phases: (a list) and optionally repeat: true"
@@ -42,7 +42,7 @@ struct ScheduleLayer {
         }
         var phases: [PhaseLayer] = []
         for element in list {
-            phases.append(try PhaseLayer(node: element, file: file))
+            phases.append(try PhaseLayer(node: element, file: file, files: files))
         }
         self.phases = phases
     }
@@ -68,7 +68,7 @@ struct PhaseLayer {
     var outage: OutageBehaviour?
     var stall: StallDirection?
 
-    init(node: ConfigNode, file: String) throws(ConfigError) {
+    init(node: ConfigNode, file: String, files: FileAccess) throws(ConfigError) {
         self.node = node
         self.file = file
         let map = try node.mapping(
@@ -82,9 +82,9 @@ struct PhaseLayer {
             example: "for: 30s"
         )
         if let use = map["use"] { self.use = Located(value: try use.string(expecting: "a profile name or file"), node: use) }
-        if let node = map["link"] { self.link = try DirectionLayer(node: node) }
-        if let node = map["up"] { self.up = try DirectionLayer(node: node) }
-        if let node = map["down"] { self.down = try DirectionLayer(node: node) }
+        if let node = map["link"] { self.link = try DirectionLayer(node: node, files: files) }
+        if let node = map["up"] { self.up = try DirectionLayer(node: node, files: files) }
+        if let node = map["down"] { self.down = try DirectionLayer(node: node, files: files) }
         if let node = map["dns_delay"] { self.dnsDelay = try node.setupDelay(example: "2s") }
         if let node = map["connect_delay"] { self.connectDelay = try node.setupDelay(example: "2s") }
         if let node = map["outage"] {
@@ -183,7 +183,14 @@ extension DirectionLayer {
         var result = base
         if let latency = self.latency { result.latency = latency.value }
         if let jitter = self.jitter { result.jitter = jitter.value }
-        if let bandwidth = self.bandwidth { result.bandwidth = bandwidth.value }
+        if let bandwidth = self.bandwidth {
+            result.bandwidth = bandwidth.value
+            result.trace = nil
+        }
+        if let trace = self.trace {
+            result.trace = trace.value
+            result.bandwidth = nil
+        }
         if let queue = self.queue {
             guard queue.value >= mss else {
                 throw queue.node.error(

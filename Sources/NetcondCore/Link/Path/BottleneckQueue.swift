@@ -14,8 +14,21 @@ import DequeModule
 /// A packet counts against the limit from its arrival until it has left the link (the one being
 /// serialized included), as in a router's transmit queue. Without a rate nothing waits and nothing
 /// is dropped, except while stalled: a stalled direction's buffer holds the queue's worth.
+///
+/// With a trace instead of a rate (``LinkTrace``) the server is the trace's delivery
+/// opportunities: each carries up to 1,500 bytes of what waits at its moment, a packet larger
+/// than what is left of one spans the next ones, and one nothing waits for is lost:
+/// ```
+///  opportunities  ·  ·     ·  ·  ·           ·
+///  p1 (1,500 B)   ▮                     p1 leaves at the first opportunity after it reached the head
+///  p2 (2,000 B)      ▮     ▮            p2 needs two; it leaves at the second
+///  p3 (500 B)              ▮            p3 came before it: it takes what p2 left of that one
+/// ```
 struct BottleneckQueue {
     private(set) var rate: Bandwidth?
+    private(set) var trace: LinkTrace?
+    /// The trace's opportunity last used, and the bytes it still had for a packet already waiting.
+    private var traceCursor: (at: LinkTrace.Opportunity, left: Int)?
     private(set) var limit: QueueLimit
     private var codel: CoDelState?
     /// Packets not yet gone, in order: when each leaves, and its size.
@@ -26,16 +39,21 @@ struct BottleneckQueue {
     private(set) var pausedAt: Instant?
     private var held = (bytes: 0, packets: 0)
 
-    init(rate: Bandwidth?, limit: QueueLimit, discipline: QueueDiscipline = .dropTail) {
+    init(rate: Bandwidth?, trace: LinkTrace? = nil, limit: QueueLimit, discipline: QueueDiscipline = .dropTail) {
         self.rate = rate
+        self.trace = trace
         self.limit = limit
         self.reconfigure(discipline: discipline)
     }
 
     /// A new rate and limit for packets that arrive from now on (those already queued leave as
     /// they were scheduled).
-    mutating func reconfigure(rate: Bandwidth?, limit: QueueLimit, discipline: QueueDiscipline = .dropTail) {
+    mutating func reconfigure(rate: Bandwidth?, trace: LinkTrace? = nil, limit: QueueLimit, discipline: QueueDiscipline = .dropTail) {
         self.rate = rate
+        if trace != self.trace {
+            self.trace = trace
+            self.traceCursor = nil
+        }
         self.limit = limit
         self.reconfigure(discipline: discipline)
     }
@@ -77,7 +95,7 @@ struct BottleneckQueue {
 
     /// When a packet of `bytes` arriving at `now` has left the link, or why it was dropped.
     mutating func admit(bytes: Int, at now: Instant) -> Admission {
-        guard self.rate != nil || self.pausedAt != nil else { return .departs(now) }
+        guard self.rate != nil || self.trace != nil || self.pausedAt != nil else { return .departs(now) }
         let (queuedBytes, queuedPackets) = self.occupancy(at: now)
         switch self.limit {
         case .bytes(let limit):
@@ -96,17 +114,46 @@ struct BottleneckQueue {
     /// The packet reaches the head of the queue no earlier than `earliest`, having arrived at
     /// `arrival`: it starts onto the wire behind the one before it, or CoDel drops it there.
     private mutating func serve(bytes: Int, arrivedAt arrival: Instant, earliest: Instant, queuedBytes: Int) -> Admission {
-        guard let rate = self.rate else { return .departs(earliest) }
+        guard self.rate != nil || self.trace != nil else { return .departs(earliest) }
         let head = max(earliest, self.lastDeparture)
         if self.codel?.shouldDrop(at: head, sojourn: head - arrival, bytesAhead: queuedBytes) == true {
             // Dropped as it reached the head: it takes no time on the wire.
             return .aqm
         }
-        let departure = head + rate.transmissionTime(bytes: Int64(bytes))
+        let departure: Instant
+        if let trace = self.trace {
+            departure = self.traceDeparture(bytes: bytes, head: head, trace: trace)
+        } else {
+            departure = head + self.rate!.transmissionTime(bytes: Int64(bytes))
+        }
         self.lastDeparture = departure
         self.waiting.append((departure, bytes))
         self.waitingBytes += bytes
         return .departs(departure)
+    }
+
+    /// The opportunity that carries a packet's last byte, the packet having reached the head of the
+    /// queue at `head`: what is left of the last one used, if that one came no earlier than `head`,
+    /// then the next ones, 1,500 bytes each.
+    private mutating func traceDeparture(bytes: Int, head: Instant, trace: LinkTrace) -> Instant {
+        var remaining = max(1, bytes)
+        var at: LinkTrace.Opportunity
+        if let cursor = self.traceCursor, trace.time(of: cursor.at) >= head {
+            if cursor.left >= remaining {
+                self.traceCursor = (cursor.at, cursor.left - remaining)
+                return trace.time(of: cursor.at)
+            }
+            remaining -= cursor.left
+            at = trace.next(after: cursor.at)
+        } else {
+            at = trace.first(atOrAfter: head)
+        }
+        while remaining > LinkTrace.opportunityBytes {
+            remaining -= LinkTrace.opportunityBytes
+            at = trace.next(after: at)
+        }
+        self.traceCursor = (at, LinkTrace.opportunityBytes - remaining)
+        return trace.time(of: at)
     }
 
     /// The server stops at `now` (a stall begins). Idempotent.
@@ -126,6 +173,8 @@ struct BottleneckQueue {
         self.held = (0, 0)
         self.waiting = Deque(self.waiting.map { ($0.departure + length, $0.bytes) })
         if self.lastDeparture > since { self.lastDeparture = self.lastDeparture + length }
+        // A trace's opportunities during the stall are lost; what comes next takes the first after it.
+        self.traceCursor = nil
         return (since, length)
     }
 

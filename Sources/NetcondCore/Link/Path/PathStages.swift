@@ -15,7 +15,7 @@ struct PathStages {
     init(_ conditions: LinkDirection, seed: UInt64) {
         self.conditions = conditions
         self.loss = LossProcess(spec: conditions.loss, seed: seed &+ 1)
-        self.queue = BottleneckQueue(rate: conditions.bandwidth, limit: conditions.queueLimit, discipline: conditions.aqm)
+        self.queue = BottleneckQueue(rate: conditions.bandwidth, trace: conditions.trace, limit: conditions.queueLimit, discipline: conditions.aqm)
         self.delay = DelayLine(latency: conditions.latency, jitter: conditions.jitter, seed: seed &+ 2)
         self.random = SeededRandom(seed: seed &+ 3)
     }
@@ -23,7 +23,7 @@ struct PathStages {
     mutating func reconfigure(_ conditions: LinkDirection) {
         self.conditions = conditions
         self.loss.reconfigure(conditions.loss)
-        self.queue.reconfigure(rate: conditions.bandwidth, limit: conditions.queueLimit, discipline: conditions.aqm)
+        self.queue.reconfigure(rate: conditions.bandwidth, trace: conditions.trace, limit: conditions.queueLimit, discipline: conditions.aqm)
         self.delay.reconfigure(latency: conditions.latency, jitter: conditions.jitter)
     }
 

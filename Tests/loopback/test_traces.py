@@ -1,0 +1,67 @@
+"""Trace-driven links (mahimahi's format) as a user meets them: a profile on disk names a trace file
+beside it, and a real client downloads through it under both engines."""
+import os
+import shutil
+
+import pytest
+
+from conftest import run, write_profile
+
+
+def trace_profile(tmp, trace_lines, name="cell"):
+    """A profile whose down direction is a trace (in traces/, relative to the profile), 10 ms each way."""
+    os.makedirs(os.path.join(tmp, "traces"), exist_ok=True)
+    with open(os.path.join(tmp, "traces", name + ".trace"), "w") as f:
+        f.write("".join(f"{line}\n" for line in trace_lines))
+    return write_profile(tmp, name, f"""
+name: {name}
+description: a measured down link (trace), 10 ms each way
+down:
+  trace: traces/{name}.trace
+  latency: 10ms
+up:
+  latency: 10ms
+""")
+
+
+def packet_engine_missing():
+    if os.geteuid() != 0:
+        return "the packet engine needs root (or CAP_NET_ADMIN); these tests run as root"
+    for tool in ("nft", "iptables", "ip6tables"):
+        if not shutil.which(tool) and not os.path.exists("/usr/sbin/" + tool):
+            return f"{tool} is not installed"
+    return None
+
+
+@pytest.mark.parametrize("engine", ["proxy", "packet"])
+def test_a_download_takes_as_long_as_the_traces_opportunities_allow(tmp, engine):
+    if engine == "packet" and packet_engine_missing():
+        pytest.skip(packet_engine_missing())
+    # One 1,500-byte opportunity every 10 ms: 1.2 Mbit/s. 300 KB of body (plus headers) needs at
+    # least 200 opportunities, so at least 2.0 s on any machine; a link that ignored the trace
+    # would take milliseconds.
+    profile = trace_profile(tmp, [10])
+    result = run(["run", "--engine", engine, "--seed", "3", profile, "--",
+                  "curl", "-sS", "-o", "/dev/null", "-w", "%{time_total} %{size_download}",
+                  "http://origin.netcond.test/bytes/300000"], timeout=120)
+    assert result.returncode == 0, result.stderr
+    seconds, size = result.stdout.split()
+    assert int(size) == 300000
+    assert 2.0 <= float(seconds) < 12.0, result.stdout
+
+
+def test_a_bad_trace_file_says_where_and_nothing_runs(tmp):
+    profile = trace_profile(tmp, [1, 5, 3], name="unsorted")
+    marker = os.path.join(tmp, "ran")
+    result = run(["run", profile, "--", "touch", marker], timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "unsorted.trace:3" in result.stderr, result.stderr
+    assert "sort -n" in result.stderr, result.stderr
+    assert not os.path.exists(marker)
+
+
+def test_a_profile_naming_a_missing_trace_says_so(tmp):
+    profile = write_profile(tmp, "missing", "down:\n  trace: traces/none.trace\n")
+    result = run(["run", profile, "--", "true"], timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "missing.yaml:2" in result.stderr and "no trace file 'traces/none.trace'" in result.stderr, result.stderr
