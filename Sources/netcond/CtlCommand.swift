@@ -133,7 +133,7 @@ struct CtlCommand: AsyncParsableCommand {
             // to it) and sent self-contained, a built-in goes by name.
             let profile = resolveProfile(self.profile)
             let body = ProfileCatalog.looksLikePath(self.profile)
-                ? ["yaml": profile.yamlDescription, "file": self.profile] : ["name": self.profile]
+                ? ["yaml": profile.yaml(inlineTraces: true), "file": self.profile] : ["name": self.profile]
             try await self.target.send("POST", "/profile", body: body)
         }
     }

@@ -288,6 +288,22 @@ def test_ctl_resolves_a_profile_file_and_the_files_it_names_on_its_own_side(prox
     assert answer["profile"] == "mine" and answer["phase"] == "underground"
 
 
+def test_ctl_switches_to_a_profile_with_a_trace_file_which_it_sends_whole(proxy_factory, tmp):
+    # The control API reads no file; ctl reads the trace beside the profile and sends its times.
+    proxy = proxy_factory("none")
+    os.mkdir(os.path.join(tmp, "traces"))
+    with open(os.path.join(tmp, "traces", "slow.trace"), "w") as f:
+        f.write("10\n")  # one 1,500-byte opportunity every 10 ms: 1.2 Mbit/s
+    traced = write_profile(tmp, "traced", "name: traced\ndown: {trace: traces/slow.trace, latency: 10ms}\n")
+    switched = proxy.ctl("profile", traced, "--json")
+    assert switched.returncode == 0, switched.stderr
+    assert json.loads(switched.stdout)["profile"] == "traced"
+    started = time.monotonic()
+    assert curl(proxy, "http://origin.netcond.test/bytes/150000").stdout == origin_bytes(150000)
+    # 150 KB (plus headers) needs over 100 opportunities: at least 1.0 s on any machine.
+    assert time.monotonic() - started >= 1.0
+
+
 def raw(port, method, path, body=None, headers=None):
     """A request to 127.0.0.1:port with exactly these headers (Host included when given):
     (status code, parsed JSON)."""

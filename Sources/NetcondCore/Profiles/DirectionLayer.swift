@@ -58,10 +58,14 @@ struct DirectionLayer {
             if map["bandwidth"] != nil {
                 throw node.error("a trace sets the rate in place of bandwidth; keep one of trace and bandwidth")
             }
-            if let refusal = files.refusal {
-                throw node.error("trace: names a file; \(refusal)")
+            if case .mapping = node.node {
+                self.trace = Located(value: try Self.inlineTrace(node), node: node)
+            } else {
+                if let refusal = files.refusal {
+                    throw node.error("trace: names a file; \(refusal)")
+                }
+                self.trace = Located(value: try Self.trace(node), node: node)
             }
-            self.trace = Located(value: try Self.trace(node), node: node)
         }
         if let node = map["connection_bandwidth"] {
             self.connectionBandwidth = Located(value: try Self.rate(node), node: node)
@@ -114,6 +118,22 @@ struct DirectionLayer {
         } catch {
             let shown = named.hasPrefix("/") ? named : path
             throw ConfigError(file: shown, line: error.line, keyPath: "", message: error.message + " (the trace of \(node.file):\(node.line))")
+        }
+    }
+
+    /// `trace: {source: NAME, milliseconds: "1 1 2 5 8"}`: a trace written out whole (what `netcond
+    /// ctl profile FILE` sends, as the control API reads no file).
+    private static func inlineTrace(_ node: ConfigNode) throws(ConfigError) -> LinkTrace {
+        let map = try node.mapping(
+            allowedKeys: ["source", "milliseconds"],
+            expecting: "a trace file's path, or {source: NAME, milliseconds: \"1 1 2 5 8\"} (the times written out)"
+        )
+        let source = try map["source"].map { node throws(ConfigError) in try node.string(expecting: "the trace's name") } ?? "inline"
+        let times = try map.required("milliseconds", meaning: "the opportunity times, in milliseconds, separated by spaces")
+        do {
+            return try LinkTrace.parse(times.text, source: source)
+        } catch {
+            throw times.error(error.message)
         }
     }
 

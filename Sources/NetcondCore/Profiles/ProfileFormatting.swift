@@ -42,8 +42,13 @@ extension Profile {
     }
 
     /// The resolved profile as a YAML document in the profile schema, every key spelled out.
-    /// `ProfileDecoder` reads it back to an equal `Profile`.
-    public var yamlDescription: String {
+    /// `ProfileDecoder` reads it back to an equal `Profile`. A trace is named by its file's path.
+    public var yamlDescription: String { self.yaml(inlineTraces: false) }
+
+    /// As ``yamlDescription``; with `inlineTraces`, a trace is written out whole (`trace:
+    /// {source, milliseconds}`), so the text names no file: what `netcond ctl profile FILE` sends to
+    /// the control API, which reads no file.
+    public func yaml(inlineTraces: Bool) -> String {
         var lines = [
             "name: \(Self.quoted(self.name))",
             "description: \(Self.quoted(self.description))",
@@ -55,7 +60,7 @@ extension Profile {
         ]
         for direction in [Direction.down, Direction.up] {
             lines.append("\(direction.rawValue):")
-            lines += Self.directionYAML(self.direction(direction)).map { "  " + $0 }
+            lines += Self.directionYAML(self.direction(direction), inlineTraces: inlineTraces).map { "  " + $0 }
         }
         if let stalls = self.stalls {
             lines.append(
@@ -78,7 +83,7 @@ extension Profile {
                 phaseLines.append("connect_delay: \(Self.exact(phase.conditions.connectDelay))")
                 for direction in [Direction.down, Direction.up] {
                     phaseLines.append("\(direction.rawValue):")
-                    phaseLines += Self.directionYAML(phase.conditions.direction(direction)).map { "  " + $0 }
+                    phaseLines += Self.directionYAML(phase.conditions.direction(direction), inlineTraces: inlineTraces).map { "  " + $0 }
                 }
                 lines.append("    - " + phaseLines[0])
                 lines += phaseLines.dropFirst().map { "      " + $0 }
@@ -105,10 +110,9 @@ extension Profile {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    private static func directionYAML(_ link: LinkDirection) -> [String] {
+    private static func directionYAML(_ link: LinkDirection, inlineTraces: Bool) -> [String] {
         [
-            link.trace.map { "trace: \($0.path.isEmpty ? $0.source : $0.path)  # \($0.opportunityCount) opportunities in \($0.periodMilliseconds) ms, mean \($0.meanRate)" }
-                ?? "bandwidth: \(Self.exactRate(link.bandwidth))",
+            link.trace.map { Self.traceYAML($0, inline: inlineTraces) } ?? "bandwidth: \(Self.exactRate(link.bandwidth))",
             "latency: \(Self.exact(link.latency))",
             "jitter: \(Self.exact(link.jitter))",
             "queue: \(Self.exact(link.queue))",
@@ -118,6 +122,14 @@ extension Profile {
     }
 
     // MARK: - Pieces
+
+    private static func traceYAML(_ trace: LinkTrace, inline: Bool) -> String {
+        if inline {
+            return "trace: {source: \(Self.quoted(trace.source)), milliseconds: \(Self.quoted(trace.millisecondsText))}"
+        }
+        let file = trace.path.isEmpty ? trace.source : trace.path
+        return "trace: \(Self.quoted(file))  # \(trace.opportunityCount) opportunities in \(trace.periodMilliseconds) ms, mean \(trace.meanRate)"
+    }
 
     /// A direction's rate for the table: its bandwidth, or its trace's mean.
     private static func rateText(_ link: LinkDirection) -> String {

@@ -56,6 +56,11 @@ public struct LinkTrace: Sendable, Equatable, CustomStringConvertible {
         "trace \(self.source) (\(self.opportunityCount) opportunities in \(self.periodMilliseconds) ms, mean \(self.meanRate))"
     }
 
+    /// The opportunity times as one line of text, separated by spaces (``parse`` reads it back).
+    public var millisecondsText: String {
+        self.storage.times.map(String.init).joined(separator: " ")
+    }
+
     // MARK: - Opportunities
 
     /// One opportunity: the cycle of the file and the line within it.
@@ -121,28 +126,29 @@ public struct LinkTrace: Sendable, Equatable, CustomStringConvertible {
         for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
             lineNumber += 1
             let content = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-            let field = content.trimmingCharacters(in: .whitespaces)
-            if field.isEmpty { continue }
-            guard let value = Int64(field), value >= 0 else {
-                throw ReadError(line: lineNumber, message: "'\(field)' is not a time; allowed: one whole number of milliseconds (0 or more) per line, as mahimahi's traces")
+            // One time per line; a line of several (the inline form, `1 1 2 5`) is read in order.
+            for field in content.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" }).map(String.init) {
+                guard let value = Int64(field), value >= 0 else {
+                    throw ReadError(line: lineNumber, message: "'\(field)' is not a time; allowed: one whole number of milliseconds (0 or more) per line, as mahimahi's traces")
+                }
+                guard value <= 365 * 86_400_000 else {
+                    throw ReadError(line: lineNumber, message: "\(value) ms is more than a year; allowed: times up to 31536000000 ms")
+                }
+                if let last = times.last, value < last {
+                    throw ReadError(line: lineNumber, message: "\(value) comes after \(last): a trace's times never go back; sort the file (sort -n)")
+                }
+                // Opportunities at one moment that would carry an absurd rate are a mistake (a trace
+                // in microseconds, say): more than 100 Gbit/s over a millisecond (12.5 MB, 8,333
+                // opportunities) is refused.
+                burst = value == times.last ? burst + 1 : 1
+                guard burst <= 8_333 else {
+                    throw ReadError(line: lineNumber, message: "more than 8333 opportunities at \(value) ms carry over 100 Gbit/s; is the file in milliseconds?")
+                }
+                guard times.count < Self.maximumLines else {
+                    throw ReadError(line: lineNumber, message: "more than \(Self.maximumLines) opportunities; allowed: up to \(Self.maximumLines) lines")
+                }
+                times.append(value)
             }
-            guard value <= 365 * 86_400_000 else {
-                throw ReadError(line: lineNumber, message: "\(value) ms is more than a year; allowed: times up to 31536000000 ms")
-            }
-            if let last = times.last, value < last {
-                throw ReadError(line: lineNumber, message: "\(value) comes after \(last): a trace's times never go back; sort the file (sort -n)")
-            }
-            // Opportunities at one moment that would carry an absurd rate are a mistake (a trace
-            // in microseconds, say): more than 100 Gbit/s over a millisecond (12.5 MB, 8,333
-            // opportunities) is refused.
-            burst = value == times.last ? burst + 1 : 1
-            guard burst <= 8_333 else {
-                throw ReadError(line: lineNumber, message: "more than 8333 opportunities at \(value) ms carry over 100 Gbit/s; is the file in milliseconds?")
-            }
-            guard times.count < Self.maximumLines else {
-                throw ReadError(line: lineNumber, message: "more than \(Self.maximumLines) opportunities; allowed: up to \(Self.maximumLines) lines")
-            }
-            times.append(value)
         }
         guard let last = times.last else {
             throw ReadError(line: 0, message: "no opportunity in the file; a trace holds one time in milliseconds per line (e.g. 1, 1, 2, 5)")

@@ -140,6 +140,19 @@ import Testing
             #expect(error.line == 2)
             #expect(error.message.contains("no trace file 'traces/none.trace'"))
         }
+        // Written out whole, the profile reads back where no file may be read (the control API).
+        try "down:\n  trace: traces/cell.trace\n".write(toFile: profile, atomically: true, encoding: .utf8)
+        let traced = try ProfileDecoder().decodeFile(atPath: profile)
+        let sent = traced.yaml(inlineTraces: true)
+        #expect(sent.contains("milliseconds: \"1 2 3 4\""))
+        let received = try ProfileDecoder(fileReferences: .refused(reason: "no files")).decode(yaml: sent, file: "request")
+        #expect(received.down.trace?.millisecondsText == "1 2 3 4")
+        #expect(received.down.trace?.periodMilliseconds == 4)
+        // Named by its path, it reads back from anywhere else.
+        let shown = try ProfileDecoder().decode(yaml: traced.yamlDescription, file: "/elsewhere/shown.yaml")
+        #expect(shown.down.trace?.path == traced.down.trace?.path)
+        #expect(shown.down.trace?.millisecondsText == "1 2 3 4")
+
         // Text from elsewhere (the control API) names no file of this host's.
         let remote = ProfileDecoder(fileReferences: .refused(reason: "send a built-in profile's name"))
         do {
