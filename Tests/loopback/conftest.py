@@ -57,6 +57,16 @@ def wait_until(predicate, seconds=20):
     return False
 
 
+def packet_engine_missing():
+    """Why the packet engine cannot run here (None when it can): it needs root and nft/iptables."""
+    if os.geteuid() != 0:
+        return "the packet engine needs root (or CAP_NET_ADMIN); these tests run as root"
+    for tool in ("nft", "iptables", "ip6tables"):
+        if not shutil.which(tool) and not os.path.exists("/usr/sbin/" + tool):
+            return f"{tool} is not installed"
+    return None
+
+
 def descriptors(pid):
     """A process's open descriptors: number -> what it points to."""
     found = {}

@@ -20,21 +20,12 @@ import time
 
 import pytest
 
-from conftest import NETCOND, closed_port, run, wait_until, write_profile
+from conftest import NETCOND, closed_port, packet_engine_missing, run, wait_until, write_profile
 
 CGROUP_ROOT = "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") else "/sys/fs/cgroup"
 
 
-def _missing():
-    if os.geteuid() != 0:
-        return "the packet engine needs root (or CAP_NET_ADMIN); these tests run as root"
-    for tool in ("nft", "iptables", "ip6tables"):
-        if not shutil.which(tool) and not os.path.exists("/usr/sbin/" + tool):
-            return f"{tool} is not installed"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+pytestmark = pytest.mark.skipif(packet_engine_missing() is not None, reason=packet_engine_missing() or "")
 
 
 def _dead(text):

@@ -12,12 +12,12 @@ import subprocess
 
 import pytest
 
-from conftest import NETCOND, run
-from test_packet_engine import _missing, clean_host  # noqa: F401  (the fixture checks nothing is left)
+from conftest import NETCOND, packet_engine_missing, run
+from test_packet_engine import clean_host  # noqa: F401  (the fixture checks nothing is left)
 from test_scenarios import (CURL, SCENARIOS, WGET, caveat, check_a_portal_met_while_resuming,
                             check_behind_a_portal_until_login, line)
 
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+pytestmark = pytest.mark.skipif(packet_engine_missing() is not None, reason=packet_engine_missing() or "")
 
 
 def packet(name, client=None, timeout=150, extra=()):

@@ -1,11 +1,10 @@
 """Trace-driven links (mahimahi's format) as a user meets them: a profile on disk names a trace file
 beside it, and a real client downloads through it under both engines."""
 import os
-import shutil
 
 import pytest
 
-from conftest import run, write_profile
+from conftest import packet_engine_missing, run, write_profile
 
 
 def trace_profile(tmp, trace_lines, name="cell"):
@@ -22,15 +21,6 @@ down:
 up:
   latency: 10ms
 """)
-
-
-def packet_engine_missing():
-    if os.geteuid() != 0:
-        return "the packet engine needs root (or CAP_NET_ADMIN); these tests run as root"
-    for tool in ("nft", "iptables", "ip6tables"):
-        if not shutil.which(tool) and not os.path.exists("/usr/sbin/" + tool):
-            return f"{tool} is not installed"
-    return None
 
 
 @pytest.mark.parametrize("engine", ["proxy", "packet"])
