@@ -14,7 +14,8 @@ public enum ScenarioReport {
 
     /// `✓ completes — exit 0 after 3.10s; …` lines, each followed by its caveat (`  ⚠ not exact: …`) if any.
     public static func checkLines(_ outcome: ScenarioOutcome) -> [String] {
-        outcome.results.flatMap { result in
+        if outcome.results.isEmpty { return ["✗ \(ScenarioOutcome.nothingJudged)"] }
+        return outcome.results.flatMap { result in
             ["\(result.passed ? "✓" : "✗") \(result.name) — \(result.evidence)"]
                 + (result.caveat.map { ["  ⚠ not exact: \($0)"] } ?? [])
         }
@@ -24,6 +25,9 @@ public enum ScenarioReport {
         let failed = outcome.results.filter { !$0.passed }.count
         let inexact = outcome.results.filter { $0.caveat != nil }.count
         let caveats = inexact == 0 ? "" : "; \(inexact) not exact through the proxy, see ⚠"
+        if outcome.results.isEmpty {
+            return "netcond: \(outcome.scenario.name) FAILED (\(ScenarioOutcome.nothingJudged))"
+        }
         if failed == 0 {
             return "netcond: \(outcome.scenario.name) passed (\(outcome.results.count) check\(outcome.results.count == 1 ? "" : "s"), client ran \(String(format: "%.1f", outcome.evidence.duration)) s\(caveats))"
         }

@@ -25,7 +25,12 @@ public struct ScenarioOutcome: Sendable {
     /// the client started, bytes): the report's picture of how the bytes flowed.
     public var delivered: [DeliverySample] = []
 
-    public var passed: Bool { self.results.allSatisfy(\.passed) }
+    /// Every check passed, and there was one: a run that judged nothing (a scenario built in code
+    /// with no checks) passes nothing.
+    public var passed: Bool { !self.results.isEmpty && self.results.allSatisfy(\.passed) }
+
+    /// What a report says of a run that judged nothing.
+    public static let nothingJudged = "no check was judged: the scenario has none, and a run passes only what a check judged"
 }
 
 /// Bytes delivered to the client by a moment of the run.

@@ -157,10 +157,11 @@ public enum ScenarioSuite {
             case .ran(let outcome):
                 let lines = ScenarioReport.checkLines(outcome)
                 if !outcome.passed {
-                    let first = outcome.results.first { !$0.passed }!
+                    let first = outcome.results.first { !$0.passed }
+                    let (type, message) = first.map { ($0.name, "\($0.name): \($0.evidence)") } ?? ("no-checks", ScenarioOutcome.nothingJudged)
                     var text = lines.joined(separator: "\n")
                     text += "\n" + ScenarioReport.repeatLine(outcome, scenarioArgument: scenario.file)
-                    xml += "      <failure type=\"\(Self.escape(first.name))\" message=\"\(Self.escape("\(first.name): \(first.evidence)"))\">\(Self.escape(text))</failure>\n"
+                    xml += "      <failure type=\"\(Self.escape(type))\" message=\"\(Self.escape(message))\">\(Self.escape(text))</failure>\n"
                 }
                 var out = [ScenarioReport.header(
                     scenario, seed: outcome.seed, command: outcome.command,

@@ -41,7 +41,8 @@ extension Netcond {
 extension ScenarioOutcome {
     /// One line per check: `✓ resumes — …` or `✗ completes — …`, and how to repeat the run.
     public var verdictText: String {
-        self.results.map { "\($0.passed ? "✓" : "✗") \($0.name) — \($0.evidence)" }.joined(separator: "\n")
+        (self.results.isEmpty ? "✗ \(Self.nothingJudged)"
+            : self.results.map { "\($0.passed ? "✓" : "✗") \($0.name) — \($0.evidence)" }.joined(separator: "\n"))
             + "\n(seed \(self.seed))"
     }
 }

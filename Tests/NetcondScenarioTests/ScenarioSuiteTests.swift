@@ -99,6 +99,18 @@ import FoundationXML
                 tail: output ?? "", stderrTail: output ?? ""))
     }
 
+    @Test func aRunThatJudgedNothingPassesNothing() {
+        // A scenario built in code may have no checks: its run is not a pass, and every report says why.
+        var outcome = self.outcome("empty", passed: true)
+        outcome.results = []
+        #expect(!outcome.passed)
+        #expect(ScenarioSuite.exitCode([.ran(outcome)]) == 1)
+        #expect(ScenarioReport.verdictLine(outcome, scenarioArgument: "empty.yaml").contains("FAILED (no check was judged"))
+        #expect(ScenarioReport.checkLines(outcome) == ["✗ " + ScenarioOutcome.nothingJudged])
+        let xml = ScenarioSuite.junit([.ran(outcome)], seconds: 1)
+        #expect(xml.contains("<failure type=\"no-checks\""))
+    }
+
     @Test func exitCodesAndSummary() {
         let pass = ScenarioSuite.Result.ran(self.outcome("a", passed: true))
         let fail = ScenarioSuite.Result.ran(self.outcome("b", passed: false))
