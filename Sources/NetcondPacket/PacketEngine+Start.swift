@@ -76,7 +76,7 @@ extension PacketEngine {
     }
 
     static func decidesNothingPerPacket(_ direction: LinkDirection) -> Bool {
-        direction.bandwidth == nil && direction.trace == nil && direction.loss == .none && direction.jitter == .zero && direction.reorder == .zero
+        direction.bandwidth == nil && direction.trace == nil && direction.series == nil && direction.loss == .none && direction.jitter == .zero && direction.reorder == .zero
             && direction.duplicate == .zero && direction.corrupt == .zero && direction.connectionBandwidth == nil
     }
 

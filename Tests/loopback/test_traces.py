@@ -1,6 +1,7 @@
 """Trace-driven links (mahimahi's format) as a user meets them: a profile on disk names a trace file
 beside it, and a real client downloads through it under both engines."""
 import os
+import time
 
 import pytest
 
@@ -55,3 +56,22 @@ def test_a_profile_naming_a_missing_trace_says_so(tmp):
     result = run(["run", profile, "--", "true"], timeout=60)
     assert result.returncode == 2, result.stderr
     assert "missing.yaml:2" in result.stderr and "no trace file 'traces/none.trace'" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("engine", ["proxy", "packet"])
+def test_a_step_series_holds_a_download_to_each_moments_rate(tmp, engine):
+    if engine == "packet" and packet_engine_missing():
+        pytest.skip(packet_engine_missing())
+    # The first 5 s of the run carry 120 kbit/s (75 KB at most), then 50 Mbit/s: 150 KB cannot
+    # have arrived before the run's fifth second, whenever the client starts; afterwards it is quick.
+    with open(os.path.join(tmp, "train.csv"), "w") as f:
+        f.write("t, rate, delay, loss\n0, 120kbit, 10ms, 0%\n5, 50mbit, 10ms, 0%\n")
+    profile = write_profile(tmp, "train", "name: train\ndown:\n  trace: train.csv\nup:\n  latency: 10ms\n")
+    started = time.monotonic()
+    result = run(["run", "--engine", engine, "--seed", "3", profile, "--",
+                  "curl", "-sS", "-o", "/dev/null", "-w", "%{size_download}",
+                  "http://origin.netcond.test/bytes/150000"], timeout=120)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "150000"
+    assert 5.0 <= elapsed < 30.0, (elapsed, result.stderr)

@@ -29,7 +29,7 @@ struct DirectionLayer {
     var duplicate: Located<Probability>?
     var corrupt: Located<Probability>?
     var aqm: Located<QueueDiscipline>?
-    var trace: Located<LinkTrace>?
+    var trace: Located<TraceFile>?
 
     init() {}
 
@@ -65,6 +65,9 @@ struct DirectionLayer {
                     throw node.error("trace: names a file; \(refusal)")
                 }
                 self.trace = Located(value: try Self.trace(node), node: node)
+            }
+            if case .series? = self.trace?.value, let other = map["latency"] ?? map["loss"] {
+                throw other.error("the step series of trace: sets the delay and the loss over time; keep latency and loss out of this direction")
             }
         }
         if let node = map["connection_bandwidth"] {
@@ -103,7 +106,7 @@ struct DirectionLayer {
     }
 
     /// `trace: FILE`: a mahimahi trace, the path relative to the file that names it.
-    private static func trace(_ node: ConfigNode) throws(ConfigError) -> LinkTrace {
+    private static func trace(_ node: ConfigNode) throws(ConfigError) -> TraceFile {
         let named = node.text.trimmingCharacters(in: .whitespaces)
         guard !named.isEmpty else {
             throw node.error("expected the path of a trace file (mahimahi's format: one time in milliseconds per line), e.g. trace: traces/lte-driving.trace")
@@ -114,24 +117,33 @@ struct DirectionLayer {
             throw node.error("no trace file '\(named)' (looked for \(path)); the path is relative to the file that names it")
         }
         do {
-            return try LinkTrace.read(path: path, source: named)
+            return try TraceFile.read(path: path, source: named)
         } catch {
             let shown = named.hasPrefix("/") ? named : path
             throw ConfigError(file: shown, line: error.line, keyPath: "", message: error.message + " (the trace of \(node.file):\(node.line))")
         }
     }
 
-    /// `trace: {source: NAME, milliseconds: "1 1 2 5 8"}`: a trace written out whole (what `netcond
-    /// ctl profile FILE` sends, as the control API reads no file).
-    private static func inlineTrace(_ node: ConfigNode) throws(ConfigError) -> LinkTrace {
+    /// `trace: {source: NAME, milliseconds: "1 1 2 5 8"}` or `{source: NAME, series: "0, 8mbit,
+    /// 20ms, 0%; 1.5, 1mbit, 80ms, 2%"}`: a trace written out whole (what `netcond ctl profile FILE`
+    /// sends, as the control API reads no file).
+    private static func inlineTrace(_ node: ConfigNode) throws(ConfigError) -> TraceFile {
         let map = try node.mapping(
-            allowedKeys: ["source", "milliseconds"],
-            expecting: "a trace file's path, or {source: NAME, milliseconds: \"1 1 2 5 8\"} (the times written out)"
+            allowedKeys: ["source", "milliseconds", "series"],
+            expecting: "a trace file's path, or {source: NAME, milliseconds: \"1 1 2 5 8\"} (the times written out), "
+                + "or {source: NAME, series: \"0, 8mbit, 20ms, 0%; 1.5, 1mbit, 80ms, 2%\"}"
         )
         let source = try map["source"].map { node throws(ConfigError) in try node.string(expecting: "the trace's name") } ?? "inline"
+        if let rows = map["series"] {
+            do {
+                return .series(try LinkSeries.parse(rows.text, source: source))
+            } catch {
+                throw rows.error(error.message)
+            }
+        }
         let times = try map.required("milliseconds", meaning: "the opportunity times, in milliseconds, separated by spaces")
         do {
-            return try LinkTrace.parse(times.text, source: source)
+            return .opportunities(try LinkTrace.parse(times.text, source: source))
         } catch {
             throw times.error(error.message)
         }
@@ -254,6 +266,11 @@ struct DirectionLayer {
         if let trace = self.trace {
             result.trace = trace
             result.bandwidth = nil
+            if case .series = trace.value {
+                // A step series sets the delay and the loss too, in place of the base's.
+                result.latency = nil
+                result.loss = nil
+            }
         }
         if let queue = self.queue {
             result.queue = queue

@@ -154,6 +154,9 @@ public struct LinkDirection: Sendable, Equatable {
     public var bandwidth: Bandwidth?
     /// A measured link's delivery opportunities, in place of `bandwidth` (``LinkTrace``).
     public var trace: LinkTrace?
+    /// A measured link's rate, delay and loss over time, in place of `bandwidth`, `latency` and
+    /// `loss` (``LinkSeries``).
+    public var series: LinkSeries?
     /// Bottleneck buffer: bytes that may wait for the link; an arrival that finds it full is dropped.
     public var queue: ByteCount
     /// How packets (segments) get lost: one process per direction, shared by every connection.
@@ -187,9 +190,11 @@ public struct LinkDirection: Sendable, Equatable {
         duplicate: Probability = .zero,
         corrupt: Probability = .zero,
         aqm: QueueDiscipline = .dropTail,
-        trace: LinkTrace? = nil
+        trace: LinkTrace? = nil,
+        series: LinkSeries? = nil
     ) {
         self.trace = trace
+        self.series = series
         self.duplicate = duplicate
         self.corrupt = corrupt
         self.aqm = aqm
@@ -225,13 +230,13 @@ public struct LinkDirection: Sendable, Equatable {
     /// The rate one connection can reach alone: the link rate or the per-connection cap, whichever
     /// is lower (nil when neither is set).
     public var pathRate: Bandwidth? {
-        let shared = self.bandwidth ?? self.trace?.meanRate
+        let shared = self.bandwidth ?? self.trace?.meanRate ?? self.series?.meanRate
         guard let cap = self.connectionBandwidth else { return shared }
         return shared.map { min($0, cap) } ?? cap
     }
 
     public var isPassThrough: Bool {
-        self.latency == .zero && self.jitter == .zero && self.bandwidth == nil && self.trace == nil && self.loss == .none
+        self.latency == .zero && self.jitter == .zero && self.bandwidth == nil && self.trace == nil && self.series == nil && self.loss == .none
             && self.connectionBandwidth == nil && self.reorder == .zero && self.duplicate == .zero
             && self.corrupt == .zero
     }

@@ -423,12 +423,18 @@ struct EffectiveLayer {
                 "queue \(queue.value) is smaller than one segment (mss \(mss)); allowed: mss…1GB (e.g. 64KB)"
             )
         }
+        let series = layer.trace.flatMap { if case .series(let series) = $0.value { series } else { nil } }
+        if series != nil, let other = layer.latency?.node ?? layer.loss?.node {
+            throw other.error("this direction's trace: is a step series, which sets the delay and the loss over time; remove \(other.keyPath.split(separator: ".").last.map(String.init) ?? "it") here")
+        }
         return LinkDirection(
-            latency: layer.latency?.value ?? .zero,
+            // Under a step series, its first row's delay stands for the direction's (its round-trip
+            // estimates: a handshake's, a far end's close); the path takes each moment's from the series.
+            latency: series?.steps[0].delay ?? layer.latency?.value ?? .zero,
             jitter: layer.jitter?.value ?? .zero,
             bandwidth: layer.bandwidth?.value ?? nil,
             queue: layer.queue?.value ?? LinkDirection.defaultQueue,
-            loss: layer.loss?.value ?? LossSpec.none,
+            loss: series != nil ? LossSpec.none : layer.loss?.value ?? LossSpec.none,
             connectionBandwidth: layer.connectionBandwidth?.value ?? nil,
             queuePackets: layer.queuePackets?.value,
             reorder: layer.reorder?.value.0 ?? .zero,
@@ -436,7 +442,8 @@ struct EffectiveLayer {
             duplicate: layer.duplicate?.value ?? .zero,
             corrupt: layer.corrupt?.value ?? .zero,
             aqm: layer.aqm?.value ?? .dropTail,
-            trace: layer.trace?.value
+            trace: layer.trace.flatMap { if case .opportunities(let trace) = $0.value { trace } else { nil } },
+            series: series
         )
     }
 }

@@ -111,7 +111,16 @@ extension Profile {
     }
 
     private static func directionYAML(_ link: LinkDirection, inlineTraces: Bool) -> [String] {
-        [
+        if let series = link.series {
+            // The series sets the rate, the delay and the loss.
+            return [
+                Self.seriesYAML(series, inline: inlineTraces),
+                "jitter: \(Self.exact(link.jitter))",
+                "queue: \(Self.exact(link.queue))",
+                "connection_bandwidth: \(Self.exactRate(link.connectionBandwidth))",
+            ]
+        }
+        return [
             link.trace.map { Self.traceYAML($0, inline: inlineTraces) } ?? "bandwidth: \(Self.exactRate(link.bandwidth))",
             "latency: \(Self.exact(link.latency))",
             "jitter: \(Self.exact(link.jitter))",
@@ -119,6 +128,14 @@ extension Profile {
             "loss: \(Self.lossYAML(link.loss))",
             "connection_bandwidth: \(Self.exactRate(link.connectionBandwidth))",
         ]
+    }
+
+    private static func seriesYAML(_ series: LinkSeries, inline: Bool) -> String {
+        if inline {
+            return "trace: {source: \(Self.quoted(series.source)), series: \(Self.quoted(series.inlineText))}"
+        }
+        let file = series.path.isEmpty ? series.source : series.path
+        return "trace: \(Self.quoted(file))  # a step series of \(series.steps.count) rows, mean \(series.meanRate)"
     }
 
     // MARK: - Pieces
@@ -133,6 +150,7 @@ extension Profile {
 
     /// A direction's rate for the table: its bandwidth, or its trace's mean.
     private static func rateText(_ link: LinkDirection) -> String {
+        if let series = link.series { return "~\(series.meanRate) (series)" }
         guard let trace = link.trace else { return Self.rateText(link.bandwidth) }
         return "~\(trace.meanRate) (trace)"
     }

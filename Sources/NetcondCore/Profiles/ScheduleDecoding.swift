@@ -186,10 +186,20 @@ extension DirectionLayer {
         if let bandwidth = self.bandwidth {
             result.bandwidth = bandwidth.value
             result.trace = nil
+            result.series = nil
         }
         if let trace = self.trace {
-            result.trace = trace.value
             result.bandwidth = nil
+            switch trace.value {
+            case .opportunities(let opportunities):
+                result.trace = opportunities
+                result.series = nil
+            case .series(let series):
+                result.series = series
+                result.trace = nil
+                result.latency = series.steps[0].delay
+                result.loss = .none
+            }
         }
         if let queue = self.queue {
             guard queue.value >= mss else {

@@ -27,6 +27,8 @@ import DequeModule
 struct BottleneckQueue {
     private(set) var rate: Bandwidth?
     private(set) var trace: LinkTrace?
+    /// A step series: the rate in force when a packet reaches the head serves it.
+    private(set) var series: LinkSeries?
     /// The trace's opportunity last used, and the bytes it still had for a packet already waiting.
     private var traceCursor: (at: LinkTrace.Opportunity, left: Int)?
     private(set) var limit: QueueLimit
@@ -39,17 +41,21 @@ struct BottleneckQueue {
     private(set) var pausedAt: Instant?
     private var held = (bytes: 0, packets: 0)
 
-    init(rate: Bandwidth?, trace: LinkTrace? = nil, limit: QueueLimit, discipline: QueueDiscipline = .dropTail) {
+    init(rate: Bandwidth?, trace: LinkTrace? = nil, series: LinkSeries? = nil, limit: QueueLimit, discipline: QueueDiscipline = .dropTail) {
         self.rate = rate
         self.trace = trace
+        self.series = series
         self.limit = limit
         self.reconfigure(discipline: discipline)
     }
 
     /// A new rate and limit for packets that arrive from now on (those already queued leave as
     /// they were scheduled).
-    mutating func reconfigure(rate: Bandwidth?, trace: LinkTrace? = nil, limit: QueueLimit, discipline: QueueDiscipline = .dropTail) {
+    mutating func reconfigure(
+        rate: Bandwidth?, trace: LinkTrace? = nil, series: LinkSeries? = nil, limit: QueueLimit, discipline: QueueDiscipline = .dropTail
+    ) {
         self.rate = rate
+        self.series = series
         if trace != self.trace {
             self.trace = trace
             self.traceCursor = nil
@@ -95,7 +101,7 @@ struct BottleneckQueue {
 
     /// When a packet of `bytes` arriving at `now` has left the link, or why it was dropped.
     mutating func admit(bytes: Int, at now: Instant) -> Admission {
-        guard self.rate != nil || self.trace != nil || self.pausedAt != nil else { return .departs(now) }
+        guard self.rate != nil || self.trace != nil || self.series != nil || self.pausedAt != nil else { return .departs(now) }
         let (queuedBytes, queuedPackets) = self.occupancy(at: now)
         switch self.limit {
         case .bytes(let limit):
@@ -114,7 +120,7 @@ struct BottleneckQueue {
     /// The packet reaches the head of the queue no earlier than `earliest`, having arrived at
     /// `arrival`: it starts onto the wire behind the one before it, or CoDel drops it there.
     private mutating func serve(bytes: Int, arrivedAt arrival: Instant, earliest: Instant, queuedBytes: Int) -> Admission {
-        guard self.rate != nil || self.trace != nil else { return .departs(earliest) }
+        guard self.rate != nil || self.trace != nil || self.series != nil else { return .departs(earliest) }
         let head = max(earliest, self.lastDeparture)
         if self.codel?.shouldDrop(at: head, sojourn: head - arrival, bytesAhead: queuedBytes) == true {
             // Dropped as it reached the head: it takes no time on the wire.
@@ -123,6 +129,8 @@ struct BottleneckQueue {
         let departure: Instant
         if let trace = self.trace {
             departure = self.traceDeparture(bytes: bytes, head: head, trace: trace)
+        } else if let series = self.series {
+            departure = head + series.conditions(at: head).rate.transmissionTime(bytes: Int64(bytes))
         } else {
             departure = head + self.rate!.transmissionTime(bytes: Int64(bytes))
         }

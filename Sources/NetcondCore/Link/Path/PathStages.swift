@@ -15,7 +15,7 @@ struct PathStages {
     init(_ conditions: LinkDirection, seed: UInt64) {
         self.conditions = conditions
         self.loss = LossProcess(spec: conditions.loss, seed: seed &+ 1)
-        self.queue = BottleneckQueue(rate: conditions.bandwidth, trace: conditions.trace, limit: conditions.queueLimit, discipline: conditions.aqm)
+        self.queue = BottleneckQueue(rate: conditions.bandwidth, trace: conditions.trace, series: conditions.series, limit: conditions.queueLimit, discipline: conditions.aqm)
         self.delay = DelayLine(latency: conditions.latency, jitter: conditions.jitter, seed: seed &+ 2)
         self.random = SeededRandom(seed: seed &+ 3)
     }
@@ -23,7 +23,7 @@ struct PathStages {
     mutating func reconfigure(_ conditions: LinkDirection) {
         self.conditions = conditions
         self.loss.reconfigure(conditions.loss)
-        self.queue.reconfigure(rate: conditions.bandwidth, trace: conditions.trace, limit: conditions.queueLimit, discipline: conditions.aqm)
+        self.queue.reconfigure(rate: conditions.bandwidth, trace: conditions.trace, series: conditions.series, limit: conditions.queueLimit, discipline: conditions.aqm)
         self.delay.reconfigure(latency: conditions.latency, jitter: conditions.jitter)
     }
 
@@ -43,6 +43,11 @@ struct PathStages {
         if self.blackholed {
             self.counters.outageDrops += 1
             return .dropped(.outage)
+        }
+        if let series = self.conditions.series {
+            // The series' loss in force now (its stream of draws is the direction's, as always).
+            let p = series.conditions(at: now).loss
+            self.loss.reconfigure(p.value > 0 ? .bernoulli(p) : .none)
         }
         if self.loss.nextIsLost() {
             self.counters.lost += 1
@@ -80,6 +85,9 @@ struct PathStages {
         if let late = Reordering(chance: c.reorder, gap: c.reorderGap).heldBack(departingAt: departure, latency: c.latency, random: &self.random) {
             self.counters.reordered += 1
             return late
+        }
+        if let series = c.series {
+            self.delay.reconfigure(latency: series.conditions(at: departure).delay, jitter: c.jitter)
         }
         return self.delay.arrival(departingAt: departure)
     }

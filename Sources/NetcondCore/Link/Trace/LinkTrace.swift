@@ -1,5 +1,31 @@
 import Foundation
 
+/// What a `trace:` file holds: delivery opportunities (mahimahi's format) or a step series of
+/// rate, delay and loss (netcond's own, told apart by its commas).
+public enum TraceFile: Sendable, Equatable {
+    case opportunities(LinkTrace)
+    case series(LinkSeries)
+
+    /// Reads either kind (refusing a file over ``LinkTrace/maximumFileBytes`` before reading it).
+    public static func read(path: String, source: String) throws(LinkTrace.ReadError) -> TraceFile {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+        guard let size = attributes?[.size] as? Int else {
+            throw LinkTrace.ReadError(line: 0, message: "cannot read the trace file")
+        }
+        guard size <= LinkTrace.maximumFileBytes else {
+            throw LinkTrace.ReadError(line: 0, message: "the file is \(size >> 20) MB; allowed: trace files up to \(LinkTrace.maximumFileBytes >> 20) MB")
+        }
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+            throw LinkTrace.ReadError(line: 0, message: "cannot read the trace file as text")
+        }
+        let absolute = ((path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path) as NSString).standardizingPath
+        if LinkSeries.looksLikeSeries(text) {
+            return .series(try LinkSeries.parse(text, source: source, path: absolute))
+        }
+        return .opportunities(try LinkTrace.parse(text, source: source, path: absolute))
+    }
+}
+
 /// A link rate that moves as a measured one did: mahimahi's trace format, so existing traces run
 /// unchanged. Each line is one delivery opportunity, in milliseconds since the trace began, for up
 /// to ``opportunityBytes`` bytes; lines with the same time are that many opportunities at once; the
@@ -159,19 +185,11 @@ public struct LinkTrace: Sendable, Equatable, CustomStringConvertible {
         return LinkTrace(milliseconds: times, source: source, path: path)
     }
 
-    /// Reads a trace file (refusing one over ``maximumFileBytes`` before reading it).
+    /// Reads a file of opportunity times (refusing one over ``maximumFileBytes`` before reading it).
     public static func read(path: String, source: String) throws(ReadError) -> LinkTrace {
-        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
-        guard let size = attributes?[.size] as? Int else {
-            throw ReadError(line: 0, message: "cannot read the trace file")
+        switch try TraceFile.read(path: path, source: source) {
+        case .opportunities(let trace): return trace
+        case .series: throw ReadError(line: 0, message: "the file is a step series (rows of t, rate, delay, loss), not opportunity times")
         }
-        guard size <= Self.maximumFileBytes else {
-            throw ReadError(line: 0, message: "the file is \(size >> 20) MB; allowed: trace files up to \(Self.maximumFileBytes >> 20) MB")
-        }
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-            throw ReadError(line: 0, message: "cannot read the trace file as text")
-        }
-        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
-        return try Self.parse(text, source: source, path: (absolute as NSString).standardizingPath)
     }
 }

@@ -1,0 +1,118 @@
+import Foundation
+import Testing
+
+@testable import NetcondCore
+
+/// Step series (netcond's own trace format): reading, the values at each moment, and the path they drive, in virtual time.
+@Suite struct LinkSeriesTests {
+    func ms(_ n: Int64) -> Instant { Instant(nanoseconds: n * 1_000_000) }
+
+    func readError(_ text: String) -> LinkTrace.ReadError? {
+        do {
+            _ = try LinkSeries.parse(text, source: "s.csv")
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    let stepped = """
+        # a train: fast, then a tunnel
+        t, rate, delay, loss
+        0,   8mbit, 20ms, 0%
+        1.5, 1mbit, 80ms, 2%
+        2,   2mbit, 40ms, 100%   # the tunnel
+        """
+
+    @Test func eachRowHoldsUntilTheNextAndTheLastHoldsForever() throws {
+        let series = try LinkSeries.parse(self.stepped, source: "s.csv")
+        #expect(series.steps.count == 3)
+        #expect(series.conditions(at: .zero) == (.mbit(8), .milliseconds(20), Probability(0)))
+        #expect(series.conditions(at: self.ms(1_499)).rate == .mbit(8))
+        #expect(series.conditions(at: self.ms(1_500)) == (.mbit(1), .milliseconds(80), Probability(0.02)))
+        #expect(series.conditions(at: self.ms(60_000)).loss == Probability(1))
+    }
+
+    @Test func repeatStartsItOverAndLinearMovesBetweenRows() throws {
+        let series = try LinkSeries.parse("# repeat: 4s\n# interpolate: linear\n0, 8mbit, 20ms, 0%\n2, 4mbit, 60ms, 10%\n", source: "s.csv")
+        #expect(series.period == .seconds(4))
+        #expect(series.conditions(at: self.ms(1_000)) == (.mbit(6), .milliseconds(40), Probability(0.05)))
+        // From the last row back to the first over the rest of the period.
+        #expect(series.conditions(at: self.ms(3_000)) == (.mbit(6), .milliseconds(40), Probability(0.05)))
+        #expect(series.conditions(at: self.ms(4_000)) == series.conditions(at: .zero))
+        #expect(series.conditions(at: self.ms(9_000)) == series.conditions(at: self.ms(1_000)))
+        // Stepped, the mean is time-weighted: 8 mbit for 2 s, 4 mbit for 2 s.
+        let stepped = try LinkSeries.parse("# repeat: 4s\n0, 8mbit, 20ms, 0%\n2, 4mbit, 60ms, 10%\n", source: "s.csv")
+        #expect(stepped.meanRate == .mbit(6))
+    }
+
+    @Test func badRowsSayWhichLineAndWhatIsAllowed() {
+        #expect(self.readError("")?.message.contains("no row") == true)
+        #expect(self.readError("1, 1mbit, 10ms, 0%\n")?.message.contains("starts at t = 0") == true)
+        let backwards = self.readError("0, 1mbit, 10ms, 0%\n2, 1mbit, 10ms, 0%\n1, 1mbit, 10ms, 0%\n")
+        #expect(backwards?.line == 3)
+        #expect(backwards?.message.contains("rows go forward in time") == true)
+        let zero = self.readError("0, 0bit, 10ms, 0%\n")
+        #expect(zero?.line == 1)
+        #expect(self.readError("0, 1mbit, 10ms\n")?.message.contains("3 fields") == true)
+        #expect(self.readError("0, 1MB, 10ms, 0%\n")?.message.contains("rate '1MB'") == true)
+        #expect(self.readError("0, 1mbit, 10ms, 150%\n")?.line == 1)
+        #expect(self.readError("0, 1mbit, ten, 0%\n")?.message.contains("delay 'ten'") == true)
+        #expect(self.readError("# repeat: 1s\n0, 1mbit, 10ms, 0%\n2, 1mbit, 10ms, 0%\n")?.message.contains("not after the last row") == true)
+        #expect(self.readError("# interpolate: cubic\n0, 1mbit, 10ms, 0%\n")?.line == 1)
+    }
+
+    @Test func theInlineFormReadsBackTheSameSeries() throws {
+        let series = try LinkSeries.parse("# repeat: 4s\n# interpolate: linear\n0, 8mbit, 20ms, 0.5%\n2, 4mbit, 60ms, 10%\n", source: "s.csv")
+        let back = try LinkSeries.parse(series.inlineText, source: "s.csv")
+        #expect(back == series)
+    }
+
+    @Test func thePathTakesEachMomentsRateDelayAndLoss() throws {
+        // 12 kbit/s: 1,500 bytes take 1 s on the wire; then 120 kbit/s (0.1 s), with 100 ms more delay; then an outage.
+        let series = try LinkSeries.parse("0, 12kbit, 10ms, 0%\n2, 120kbit, 110ms, 0%\n4, 120kbit, 110ms, 100%\n", source: "s.csv")
+        var path = LinkPath<Int, Int>(LinkDirection(queue: ByteCount(bytes: 1 << 20), series: series), seed: 1)
+        let observed1 = path.offer(1, bytes: 1_500, connection: nil, at: .zero)
+        #expect(observed1 == .delivers(at: self.ms(1_010), corruptByte: nil, duplicated: false))
+        // Queued behind it, it reaches the head at 1 s and is served at the rate then (12 kbit/s);
+        // it leaves at 2 s, when the delay is the next row's 110 ms.
+        let observed2 = path.offer(2, bytes: 1_500, connection: nil, at: .zero)
+        #expect(observed2 == .delivers(at: self.ms(2_110), corruptByte: nil, duplicated: false))
+        // At 2.5 s the rate is ten times higher and the delay 110 ms.
+        let observed3 = path.offer(3, bytes: 1_500, connection: nil, at: self.ms(2_500))
+        #expect(observed3 == .delivers(at: self.ms(2_710), corruptByte: nil, duplicated: false))
+        // In the outage everything is lost.
+        for index in 0..<20 {
+            let observed4 = path.offer(4 + index, bytes: 100, connection: nil, at: self.ms(4_000 + Int64(index)))
+            #expect(observed4 == .dropped(.lost))
+        }
+    }
+
+    @Test func aProfileNamesASeriesByTheSameKeyAndNothingElseSetsItsDelayOrLoss() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-series-\(getpid())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try self.stepped.write(to: folder.appendingPathComponent("train.csv"), atomically: true, encoding: .utf8)
+        let profile = folder.appendingPathComponent("train.yaml").path
+        try "extends: 3g\ndown:\n  trace: train.csv\n".write(toFile: profile, atomically: true, encoding: .utf8)
+        let decoded = try ProfileDecoder().decodeFile(atPath: profile)
+        #expect(decoded.down.series?.steps.count == 3)
+        #expect(decoded.down.bandwidth == nil && decoded.down.trace == nil)
+        #expect(decoded.down.latency == .milliseconds(20), "the first row's delay stands for the direction's")
+        #expect(decoded.down.loss == .none)
+        // profiles show reads back; ctl's inline form reads back where no file may be read.
+        let shown = try ProfileDecoder().decode(yaml: decoded.yamlDescription, file: "/elsewhere/x.yaml")
+        #expect(shown.down.series?.steps == decoded.down.series?.steps)
+        let sent = try ProfileDecoder(fileReferences: .refused(reason: "no files")).decode(yaml: decoded.yaml(inlineTraces: true), file: "request")
+        #expect(sent.down.series?.steps == decoded.down.series?.steps)
+
+        try "down:\n  trace: train.csv\n  latency: 10ms\n".write(toFile: profile, atomically: true, encoding: .utf8)
+        do {
+            _ = try ProfileDecoder().decodeFile(atPath: profile)
+            Issue.record("latency beside a series was accepted")
+        } catch {
+            #expect(error.line == 3)
+            #expect(error.message.contains("sets the delay and the loss"))
+        }
+    }
+}
