@@ -75,3 +75,16 @@ def test_a_step_series_holds_a_download_to_each_moments_rate(tmp, engine):
     assert result.returncode == 0, result.stderr
     assert result.stdout == "150000"
     assert 5.0 <= elapsed < 30.0, (elapsed, result.stderr)
+
+
+@pytest.mark.parametrize("engine", ["proxy", "packet"])
+def test_a_download_completes_under_a_shipped_measured_cellular_link(engine):
+    if engine == "packet" and packet_engine_missing():
+        pytest.skip(packet_engine_missing())
+    profile = os.path.join(os.path.dirname(__file__), "..", "..", "Profiles", "measured", "akamai-loss-median.yaml")
+    result = run(["run", "--engine", engine, "--seed", "3", profile, "--",
+                  "curl", "-sS", "--retry", "3", "-o", "/dev/null", "-w", "%{size_download}",
+                  "http://origin.netcond.test/bytes/300000"], timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "300000"
+    assert "netcond: akamai-loss-median" in result.stderr, result.stderr

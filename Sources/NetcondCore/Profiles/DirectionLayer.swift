@@ -129,14 +129,16 @@ struct DirectionLayer {
     /// sends, as the control API reads no file).
     private static func inlineTrace(_ node: ConfigNode) throws(ConfigError) -> TraceFile {
         let map = try node.mapping(
-            allowedKeys: ["source", "milliseconds", "series"],
+            allowedKeys: ["source", "milliseconds", "series", "repeat", "interpolate"],
             expecting: "a trace file's path, or {source: NAME, milliseconds: \"1 1 2 5 8\"} (the times written out), "
                 + "or {source: NAME, series: \"0, 8mbit, 20ms, 0%; 1.5, 1mbit, 80ms, 2%\"}"
         )
         let source = try map["source"].map { node throws(ConfigError) in try node.string(expecting: "the trace's name") } ?? "inline"
         if let rows = map["series"] {
+            let period = try map["repeat"].map { node throws(ConfigError) in try node.unit(Span.parse) }
+            let interpolates = try map["interpolate"].map { node throws(ConfigError) in try node.choice(["linear", "step"]) == "linear" }
             do {
-                return .series(try LinkSeries.parse(rows.text, source: source))
+                return .series(try LinkSeries.parse(rows.text, source: source, period: period, interpolates: interpolates))
             } catch {
                 throw rows.error(error.message)
             }

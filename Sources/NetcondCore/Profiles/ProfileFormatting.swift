@@ -132,7 +132,9 @@ extension Profile {
 
     private static func seriesYAML(_ series: LinkSeries, inline: Bool) -> String {
         if inline {
-            return "trace: {source: \(Self.quoted(series.source)), series: \(Self.quoted(series.inlineText))}"
+            let repeats = series.period.map { ", repeat: \(Self.exact($0))" } ?? ""
+            let interpolates = series.interpolates ? ", interpolate: linear" : ""
+            return "trace: {source: \(Self.quoted(series.source)), series: \(Self.quoted(series.inlineText))\(repeats)\(interpolates)}"
         }
         let file = series.path.isEmpty ? series.source : series.path
         return "trace: \(Self.quoted(file))  # a step series of \(series.steps.count) rows, mean \(series.meanRate)"

@@ -130,7 +130,7 @@ struct BottleneckQueue {
         if let trace = self.trace {
             departure = self.traceDeparture(bytes: bytes, head: head, trace: trace)
         } else if let series = self.series {
-            departure = head + series.conditions(at: head).rate.transmissionTime(bytes: Int64(bytes))
+            departure = series.departure(bytes: bytes, startingAt: head)
         } else {
             departure = head + self.rate!.transmissionTime(bytes: Int64(bytes))
         }

@@ -101,6 +101,55 @@ public struct LinkSeries: Sendable, Equatable, CustomStringConvertible {
         )
     }
 
+    /// When `bytes` that start onto the wire at `head` have left it: the rate may change while they
+    /// go (a row's end), and each part goes at the rate of its moment, as a shaper's tokens come at
+    /// the rate in force (between interpolated rows, in sixteenths of the gap).
+    public func departure(bytes: Int, startingAt head: Instant) -> Instant {
+        var remaining = Double(max(1, bytes) * 8)
+        var t = head
+        for _ in 0..<100_000 {
+            let rate = Double(self.conditions(at: t).rate.bitsPerSecond)
+            guard let until = self.pieceEnd(after: t), until > t else {
+                return t + Span(nanoseconds: Int64((remaining / rate * 1e9).rounded(.up)))
+            }
+            let capacity = rate * (until - t).seconds
+            if capacity >= remaining {
+                return t + Span(nanoseconds: Int64((remaining / rate * 1e9).rounded(.up)))
+            }
+            remaining -= capacity
+            t = until
+        }
+        return t
+    }
+
+    /// Until when the rate in force at `t` holds (nil: from then on).
+    private func pieceEnd(after t: Instant) -> Instant? {
+        let steps = self.steps
+        let since = Span(nanoseconds: max(0, t.nanoseconds))
+        let cycleStart = self.period.map { Span(nanoseconds: since.nanoseconds / $0.nanoseconds * $0.nanoseconds) } ?? .zero
+        let within = since - cycleStart
+        var low = 0
+        var high = steps.count
+        while low + 1 < high {
+            let middle = (low + high) / 2
+            if steps[middle].at <= within { low = middle } else { high = middle }
+        }
+        let rowEnd: Span
+        if low + 1 < steps.count {
+            rowEnd = steps[low + 1].at
+        } else if let period = self.period {
+            rowEnd = period
+        } else {
+            return nil
+        }
+        var end = cycleStart + rowEnd
+        if self.interpolates {
+            let sixteenth = Span(nanoseconds: max(1, (rowEnd - steps[low].at).nanoseconds / 16))
+            end = min(end, since + sixteenth)
+        }
+        return Instant(nanoseconds: end.nanoseconds)
+    }
+
     // MARK: - Reading
 
     /// Whether text looks like a step series rather than a list of opportunity times.
@@ -111,20 +160,23 @@ public struct LinkSeries: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The text form, one row per line (or rows separated by `;`, the inline form).
-    public static func parse(_ text: String, source: String, path: String = "") throws(LinkTrace.ReadError) -> LinkSeries {
+    /// The text form, one row per line (or rows separated by `;`, the inline form, whose
+    /// directives come as `period` and `interpolates`).
+    public static func parse(
+        _ text: String, source: String, path: String = "", period givenPeriod: Span? = nil, interpolates givenInterpolates: Bool? = nil
+    ) throws(LinkTrace.ReadError) -> LinkSeries {
         var steps: [Step] = []
-        var period: Span?
-        var interpolates = false
+        var period = givenPeriod
+        var interpolates = givenInterpolates ?? false
         var lineNumber = 0
         for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
             lineNumber += 1
-            for row in line.split(separator: ";", omittingEmptySubsequences: false) {
-                var content = Substring(row)
-                if let hash = row.firstIndex(of: "#") {
-                    try Self.directive(row[row.index(after: hash)...], line: lineNumber, period: &period, interpolates: &interpolates)
-                    content = row[..<hash]
-                }
+            var rows = Substring(line)
+            if let hash = line.firstIndex(of: "#") {
+                try Self.directive(line[line.index(after: hash)...], line: lineNumber, period: &period, interpolates: &interpolates)
+                rows = line[..<hash]
+            }
+            for content in rows.split(separator: ";", omittingEmptySubsequences: false) {
                 let fields = content.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
                 if fields.count == 1 && fields[0].isEmpty { continue }
                 if steps.isEmpty && fields.first?.lowercased() == "t" { continue }  // a header row
@@ -210,14 +262,11 @@ public struct LinkSeries: Sendable, Equatable, CustomStringConvertible {
         return Step(at: at, rate: rate, delay: delay, loss: loss)
     }
 
-    /// The series as one line of text, rows and directives separated by `;` (``parse`` reads it back).
+    /// The rows as one line of text, separated by `;` (``parse`` reads it back, given the period
+    /// and the interpolation).
     public var inlineText: String {
-        var parts: [String] = []
-        if let period = self.period { parts.append("# repeat: \(period.nanoseconds)ns") }
-        if self.interpolates { parts.append("# interpolate: linear") }
-        parts += self.steps.map {
+        self.steps.map {
             "\($0.at.nanoseconds)ns, \($0.rate.bitsPerSecond)bit, \($0.delay.nanoseconds)ns, \(String(format: "%.12f", $0.loss.value * 100))%"
-        }
-        return parts.joined(separator: ";")
+        }.joined(separator: ";")
     }
 }

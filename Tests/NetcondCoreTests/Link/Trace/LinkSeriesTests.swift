@@ -64,7 +64,7 @@ import Testing
 
     @Test func theInlineFormReadsBackTheSameSeries() throws {
         let series = try LinkSeries.parse("# repeat: 4s\n# interpolate: linear\n0, 8mbit, 20ms, 0.5%\n2, 4mbit, 60ms, 10%\n", source: "s.csv")
-        let back = try LinkSeries.parse(series.inlineText, source: "s.csv")
+        let back = try LinkSeries.parse(series.inlineText, source: "s.csv", period: series.period, interpolates: series.interpolates)
         #expect(back == series)
     }
 
@@ -86,6 +86,21 @@ import Testing
             let observed4 = path.offer(4 + index, bytes: 100, connection: nil, at: self.ms(4_000 + Int64(index)))
             #expect(observed4 == .dropped(.lost))
         }
+    }
+
+    @Test func aPacketOnTheWireWhenTheRateChangesGoesOnAtTheNewRate() throws {
+        // 12 kbit/s until 2 s, then 120 kbit/s: 12,000 bits from 1.5 s are 6,000 by 2 s and 6,000 in 50 ms more.
+        let series = try LinkSeries.parse("0, 12kbit, 0ms, 0%\n2, 120kbit, 0ms, 0%\n", source: "s.csv")
+        #expect(series.departure(bytes: 1_500, startingAt: self.ms(1_500)) == self.ms(2_050))
+        #expect(series.departure(bytes: 1_500, startingAt: self.ms(3_000)) == self.ms(3_100))
+        // A row of a few bits per second between fast ones holds a packet only while it lasts.
+        let dip = try LinkSeries.parse("# repeat: 210ms\n0, 12mbit, 0ms, 0%\n0.07, 100bit, 0ms, 0%\n0.14, 12mbit, 0ms, 0%\n", source: "s.csv")
+        let leaves = dip.departure(bytes: 1_500, startingAt: Instant(nanoseconds: 69_500_000))
+        #expect(leaves > self.ms(140) && leaves <= self.ms(141))
+        // Interpolated, the rate rises along the way: sooner than at the starting rate, later than at the next.
+        let ramp = try LinkSeries.parse("# interpolate: linear\n0, 12kbit, 0ms, 0%\n1, 120kbit, 0ms, 0%\n", source: "s.csv")
+        let ramped = ramp.departure(bytes: 1_500, startingAt: .zero)
+        #expect(ramped < self.ms(1_000) && ramped > self.ms(100))
     }
 
     @Test func aProfileNamesASeriesByTheSameKeyAndNothingElseSetsItsDelayOrLoss() throws {
@@ -113,6 +128,25 @@ import Testing
         } catch {
             #expect(error.line == 3)
             #expect(error.message.contains("sets the delay and the loss"))
+        }
+    }
+
+    /// Every shipped measured profile reads, and its series moves: rates and delays that change, a period.
+    @Test func theShippedMeasuredProfilesRead() throws {
+        let root = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        let directory = root.appendingPathComponent("Profiles/measured")
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".yaml") }.sorted()
+        #expect(files.count == 9)
+        for file in files {
+            let profile = try ProfileDecoder().decodeFile(atPath: directory.appendingPathComponent(file).path)
+            let series = try #require(profile.down.series, "\(file) has no series")
+            #expect(profile.up.series == series)
+            #expect(series.period == .seconds(14))
+            #expect(Set(series.steps.map(\.rate)).count > 10, "\(file): the rate moves")
+            #expect(Set(series.steps.map(\.delay)).count > 10, "\(file): the delay moves")
+            #expect(!profile.source.isEmpty && profile.source.contains("Apache-2.0"))
         }
     }
 }
