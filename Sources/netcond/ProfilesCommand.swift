@@ -31,7 +31,12 @@ struct ProfilesCommand: ParsableCommand {
         var profile: String
 
         func run() throws {
-            print(resolveProfile(self.profile).yamlDescription, terminator: "")
+            let profile = resolveProfile(self.profile)
+            print(profile.yamlDescription, terminator: "")
+            // A measured link's rate over its first minute (comments: the text still reads back).
+            for direction in [Direction.down, Direction.up] {
+                if let line = TracePicture.line(direction.rawValue, profile.direction(direction)) { print(line) }
+            }
         }
     }
 }

@@ -171,4 +171,17 @@ import Testing
             #expect(error.line == 3)
         }
     }
+
+    @Test func thePictureShowsEachSecondsRate() throws {
+        // Opportunities every 10 ms for 2 s, then every 100 ms until 4 s (the period): 1.2, 1.2, 0.12, 0.12 Mbit/s.
+        let times = (1...200).map { Int64($0) * 10 } + (1...20).map { 2_000 + Int64($0) * 100 }
+        let trace = LinkTrace(milliseconds: times, source: "t.trace")
+        let rates = try #require(TracePicture.ratePerSecond(LinkDirection(trace: trace), seconds: 5))
+        // Second 0 has 10…990 ms (99), second 1 has 1,000…1,990 ms (100), seconds 2 and 3 ten each,
+        // second 4 the period's end (4,000 ms) and the next cycle's first 99.
+        #expect(rates == [99, 100, 10, 10, 100].map { Double($0 * 12_000) })
+        let line = try #require(TracePicture.line("down", LinkDirection(trace: trace), seconds: 5))
+        #expect(line == "# down: rate per second, first 5 s (▁ 0 … █ 1.2Mbit): ██▂▂█")
+        #expect(TracePicture.line("down", LinkDirection(bandwidth: .mbit(1))) == nil, "a fixed rate has no picture")
+    }
 }
