@@ -107,7 +107,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
             context.fireChannelRead(data ?? self.wrapInboundOut(buffer))
         case .link:
             self.up.append(buffer, promise: nil)
-            self.driver?.send(self.flow!, .up, bytes: buffer.readableBytes)
+            if let flow = self.flow { self.driver?.send(flow, .up, bytes: buffer.readableBytes) }
         }
     }
 
@@ -141,7 +141,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
             context.write(data, promise: promise)
         case .link:
             self.down.append(buffer, promise: promise)
-            self.driver?.send(self.flow!, .down, bytes: buffer.readableBytes)
+            if let flow = self.flow { self.driver?.send(flow, .down, bytes: buffer.readableBytes) }
             self.perform(self.state.heldDown(senderHasRoom: self.senderHasRoom(.down)), context: context)
         }
     }

@@ -1,12 +1,6 @@
 import Foundation
 import Yams
 
-/// Whether the text being decoded may name files of its own (a `trace:`): a profile on the user's
-/// disk may; a built-in, or text from the control API, may not (`refusal` says why).
-struct FileAccess {
-    var refusal: String?
-}
-
 /// The keys of one direction (`up:`, `down:` or `link:`) that a file sets.
 struct DirectionLayer {
     static let keys = [
@@ -33,7 +27,7 @@ struct DirectionLayer {
 
     init() {}
 
-    init(node: ConfigNode, files: FileAccess) throws(ConfigError) {
+    init(node: ConfigNode, files: ProfileDecoder.FileReferences) throws(ConfigError) {
         let map = try node.mapping(
             allowedKeys: Self.keys, expecting: "a mapping of link keys (\(Self.keys.joined(separator: ", ")))"
         )
@@ -61,7 +55,7 @@ struct DirectionLayer {
             if case .mapping = node.node {
                 self.trace = Located(value: try Self.inlineTrace(node), node: node)
             } else {
-                if let refusal = files.refusal {
+                if case .refused(let refusal) = files {
                     throw node.error("trace: names a file; \(refusal)")
                 }
                 self.trace = Located(value: try Self.trace(node), node: node)

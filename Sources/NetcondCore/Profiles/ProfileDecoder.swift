@@ -38,10 +38,8 @@ public struct ProfileDecoder {
     }
 
     /// Whether a profile may read files it names (a trace): not a built-in, not text from elsewhere.
-    func fileAccess(isBuiltin: Bool) -> FileAccess {
-        if isBuiltin { return FileAccess(refusal: "a built-in profile names no file") }
-        if case .refused(let reason) = self.fileReferences { return FileAccess(refusal: reason) }
-        return FileAccess(refusal: nil)
+    func fileAccess(isBuiltin: Bool) -> FileReferences {
+        isBuiltin ? .refused(reason: "a built-in profile names no file") : self.fileReferences
     }
 
     /// Decodes a profile file on disk; `path` appears in errors as given.
@@ -271,7 +269,7 @@ struct ProfileLayer {
     var dnsFail: [String]?
     var captivePortal: CaptivePortalSpec?
 
-    init(root: ConfigNode, isBuiltin: Bool, files: FileAccess) throws(ConfigError) {
+    init(root: ConfigNode, isBuiltin: Bool, files: ProfileDecoder.FileReferences) throws(ConfigError) {
         self.root = root
         var hints: [String: String] = [:]
         for key in DirectionLayer.keys {

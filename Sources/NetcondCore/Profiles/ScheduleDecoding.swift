@@ -19,7 +19,7 @@ struct ScheduleLayer {
     var repeats: Bool
     var phases: [PhaseLayer]
 
-    init(node: ConfigNode, file: String, files: FileAccess) throws(ConfigError) {
+    init(node: ConfigNode, file: String, files: ProfileDecoder.FileReferences) throws(ConfigError) {
         self.node = node
         let map = try node.mapping(
             allowedKeys: Self.keys, expecting: "a mapping with phases: (a list) and optionally repeat: true"
@@ -68,7 +68,7 @@ struct PhaseLayer {
     var outage: OutageBehaviour?
     var stall: StallDirection?
 
-    init(node: ConfigNode, file: String, files: FileAccess) throws(ConfigError) {
+    init(node: ConfigNode, file: String, files: ProfileDecoder.FileReferences) throws(ConfigError) {
         self.node = node
         self.file = file
         let map = try node.mapping(

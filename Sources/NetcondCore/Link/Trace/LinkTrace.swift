@@ -184,12 +184,4 @@ public struct LinkTrace: Sendable, Equatable, CustomStringConvertible {
         }
         return LinkTrace(milliseconds: times, source: source, path: path)
     }
-
-    /// Reads a file of opportunity times (refusing one over ``maximumFileBytes`` before reading it).
-    public static func read(path: String, source: String) throws(ReadError) -> LinkTrace {
-        switch try TraceFile.read(path: path, source: source) {
-        case .opportunities(let trace): return trace
-        case .series: throw ReadError(line: 0, message: "the file is a step series (rows of t, rate, delay, loss), not opportunity times")
-        }
-    }
 }

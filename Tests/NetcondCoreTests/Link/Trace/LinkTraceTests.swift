@@ -51,7 +51,7 @@ import Testing
         let handle = try #require(FileHandle(forWritingAtPath: path))
         try handle.truncate(atOffset: UInt64(LinkTrace.maximumFileBytes + 1))
         try handle.close()
-        #expect(throws: LinkTrace.ReadError.self) { try LinkTrace.read(path: path, source: "big.trace") }
+        #expect(throws: LinkTrace.ReadError.self) { try TraceFile.read(path: path, source: "big.trace") }
     }
 
     @Test func opportunitiesRepeatWithThePeriod() throws {
