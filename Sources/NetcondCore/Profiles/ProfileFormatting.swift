@@ -110,24 +110,39 @@ extension Profile {
         return lines.joined(separator: "\n") + "\n"
     }
 
+    /// Every key of a direction that differs from nothing: the text reads back to an equal
+    /// direction (what `netcond ctl profile` sends must lose no condition). Reordering,
+    /// duplicates, corruption and CoDel are written only when set.
     private static func directionYAML(_ link: LinkDirection, inlineTraces: Bool) -> [String] {
+        let queue = link.queuePackets.map { "queue: \($0) packets" } ?? "queue: \(Self.exact(link.queue))"
+        var lines: [String]
         if let series = link.series {
             // The series sets the rate, the delay and the loss.
-            return [
+            lines = [
                 Self.seriesYAML(series, inline: inlineTraces),
                 "jitter: \(Self.exact(link.jitter))",
-                "queue: \(Self.exact(link.queue))",
+                queue,
+                "connection_bandwidth: \(Self.exactRate(link.connectionBandwidth))",
+            ]
+        } else {
+            lines = [
+                link.trace.map { Self.traceYAML($0, inline: inlineTraces) } ?? "bandwidth: \(Self.exactRate(link.bandwidth))",
+                "latency: \(Self.exact(link.latency))",
+                "jitter: \(Self.exact(link.jitter))",
+                queue,
+                "loss: \(Self.lossYAML(link.loss))",
                 "connection_bandwidth: \(Self.exactRate(link.connectionBandwidth))",
             ]
         }
-        return [
-            link.trace.map { Self.traceYAML($0, inline: inlineTraces) } ?? "bandwidth: \(Self.exactRate(link.bandwidth))",
-            "latency: \(Self.exact(link.latency))",
-            "jitter: \(Self.exact(link.jitter))",
-            "queue: \(Self.exact(link.queue))",
-            "loss: \(Self.lossYAML(link.loss))",
-            "connection_bandwidth: \(Self.exactRate(link.connectionBandwidth))",
-        ]
+        if link.reorder > .zero {
+            lines.append("reorder: {probability: \(Self.exact(link.reorder)), gap: \(Self.exact(link.reorderGap))}")
+        }
+        if link.duplicate > .zero { lines.append("duplicate: \(Self.exact(link.duplicate))") }
+        if link.corrupt > .zero { lines.append("corrupt: \(Self.exact(link.corrupt))") }
+        if case .codel(let target, let interval) = link.aqm {
+            lines.append("aqm: {type: codel, target: \(Self.exact(target)), interval: \(Self.exact(interval))}")
+        }
+        return lines
     }
 
     private static func seriesYAML(_ series: LinkSeries, inline: Bool) -> String {

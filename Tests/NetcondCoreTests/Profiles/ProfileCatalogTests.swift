@@ -181,6 +181,25 @@ import Testing
         #expect(try ProfileDecoder().decode(yaml: odd.yamlDescription, file: "x.yaml") == odd)
     }
 
+    /// What `netcond ctl profile` sends is this text: a key it leaves out is a condition the live
+    /// proxy silently drops (a queue in packets once came back as the default 64 KB).
+    @Test func yamlDescriptionCarriesEveryDirectionKey() throws {
+        let rich = Profile(
+            name: "rich",
+            up: LinkDirection(
+                latency: .milliseconds(30), bandwidth: .mbit(5), queuePackets: 37,
+                reorder: Probability(0.02), reorderGap: .milliseconds(7), duplicate: Probability(0.01),
+                corrupt: Probability(0.005), aqm: .codel(target: .milliseconds(8), interval: .milliseconds(120))
+            ),
+            down: LinkDirection(bandwidth: .mbit(20), queuePackets: 1, aqm: .codel(target: .milliseconds(5), interval: .milliseconds(100)))
+        )
+        for inline in [false, true] {
+            let yaml = rich.yaml(inlineTraces: inline)
+            #expect(try ProfileDecoder().decode(yaml: yaml, file: "rich.yaml") == rich, "\(yaml)")
+        }
+        #expect(rich.yamlDescription.contains("queue: 37 packets"))
+    }
+
     // MARK: - Generated file
 
     /// `BuiltinProfiles.generated.swift` must hold exactly `Profiles/*.yaml`; run
