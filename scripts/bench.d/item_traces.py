@@ -1,0 +1,352 @@
+"""Bench item 12: a measured link replays its trace (trace-driven links, issue 26).
+
+For shipped traces, a saturating download (a 16 MB queue behind the link, the built-in origin
+sending as fast as the path takes) runs under each engine; the client stamps every read. An
+independent calculation from the trace file alone (written here, not netcond's code) says when
+each packet may reach the client: a step series' rate integrated over time (each part of a packet
+at the rate of its moment), plus the delay of the moment it left, never overtaking the packet
+before it; a mahimahi trace's opportunities, one 1,500-byte packet each, plus the latency. The
+client's bytes per 100 ms window are compared with the bytes the calculation lets through in the
+same window, after one clock offset between the client's clock and the link's is fitted (the
+only free parameter). Target: each window within ±2 % (or one packet, where 2 % is less than one
+packet: 100 ms of a 2 Mbit/s link is 17 packets), for 95 % of the windows.
+
+The client is trace_client.py (run as netcond's child, or inside mahimahi's shell)."""
+import bisect
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from packetlib import packet_missing
+
+WINDOW = 0.100
+SKIP = 6.0          # seconds left out from the first byte: until the sender has filled the queue (HyStart leaves slow start early when the delay jumps)
+SECONDS = 24.0      # of download per run
+AFTER_LOSS = 0.5    # seconds after a row with loss left out: TCP repairs, the reader waits behind the hole
+SEARCH = 4.0        # the link's zero is searched in [netcond started, + this]
+WIRE = 1500
+PAYLOAD = {"proxy": 1460, "packet": 1448}  # a full segment's payload: the model's MSS; the kernel's, with timestamps
+TARGET, SHARE = 0.02, 0.95
+CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trace_client.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+# --- the trace files, read independently of netcond ------------------------------------------
+
+RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+
+
+def read_series(path):
+    """(period seconds or None, [(t, bits/s, delay s, loss)]) from a step series (stepped only)."""
+    period, rows = None, []
+    for line in open(path):
+        text = line.strip()
+        if text.startswith("#"):
+            m = re.match(r"#\s*repeat:\s*([\d.]+)\s*(ms|s)", text)
+            if m:
+                period = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
+            if re.match(r"#\s*interpolate:\s*linear", text):
+                raise ValueError("the calculation here steps; an interpolated series is not one of the bench's")
+            continue
+        if not text or text.startswith("t"):
+            continue
+        t, rate, delay, loss = [v.strip() for v in text.split(",")]
+        m = re.match(r"([\d.]+)\s*([a-zA-Z]+)", rate)
+        bits = float(m.group(1)) * RATE_UNITS[m.group(2).lower()]
+        d = re.match(r"([\d.]+)\s*(ms|s)", delay)
+        rows.append((float(t), bits, float(d.group(1)) / (1000 if d.group(2) == "ms" else 1), float(loss.rstrip("%")) / 100))
+    return period, rows
+
+
+def series_arrivals(path, until):
+    """Arrival times (s, link clock) of back-to-back 1,500-byte packets through a step series
+    from 0 to `until`: the capacity integrated row by row, then each row's delay, FIFO."""
+    period, rows = read_series(path)
+    out, carried, last = [], 0.0, 0.0  # bits of the next packet already sent
+    need = WIRE * 8
+    cycle = 0
+    while True:
+        base = cycle * period if period else 0.0
+        for i, (t, rate, delay, loss) in enumerate(rows):
+            start = base + t
+            end = base + (rows[i + 1][0] if i + 1 < len(rows) else (period if period else until))
+            if start >= until:
+                return out
+            moment = start
+            while moment < end:
+                left = need - carried
+                done = moment + left / rate
+                if done > end:
+                    carried += (end - moment) * rate
+                    break
+                # Loss is drawn as packets arrive at the link; the deep queue keeps it busy meanwhile.
+                arrival = max(done + delay, last)
+                out.append(arrival)
+                last = arrival
+                carried, moment = 0.0, done
+        if not period:
+            return out
+        cycle += 1
+
+
+def mahimahi_from_series(path, out_path):
+    """The series' rates as a mahimahi trace: an opportunity each time 1,500 bytes of capacity
+    have accrued (written to out_path); returns the opportunity times in ms."""
+    period, rows = read_series(path)
+    times, bits = [], 0.0
+    for i, (t, rate, _, _) in enumerate(rows):
+        end = rows[i + 1][0] if i + 1 < len(rows) else period
+        moment = t
+        while True:
+            left = WIRE * 8 - bits
+            done = moment + left / rate
+            if done > end:
+                bits += (end - moment) * rate
+                break
+            times.append(int(done * 1000))
+            bits, moment = 0.0, done
+    times.append(int(period * 1000))  # the last line is the period
+    with open(out_path, "w") as f:
+        f.write("".join(f"{ms}\n" for ms in times))
+    return times
+
+
+def mahimahi_arrivals(times_ms, latency, until):
+    period = times_ms[-1] / 1000
+    out, cycle = [], 0
+    while cycle * period < until:
+        out += [cycle * period + ms / 1000 + latency for ms in times_ms if cycle * period + ms / 1000 < until]
+        cycle += 1
+    return sorted(out)
+
+
+# --- the client -------------------------------------------------------------------------------
+
+# --- the comparison ---------------------------------------------------------------------------
+
+def compare(stamps, started, arrivals, payload, lossy):
+    """Per-window errors after fitting the link's zero (seconds after `started`, the monotonic
+    moment netcond was started). Returns (offset, [(window start, measured, expected)])."""
+    times = [t / 1e9 for t, _ in stamps]
+    cumulative, total = [], 0
+    for _, n in stamps:
+        total += n
+        cumulative.append(total)
+
+    def measured_in(a, b):
+        i, j = bisect.bisect_left(times, a), bisect.bisect_left(times, b)
+        return (cumulative[j - 1] if j else 0) - (cumulative[i - 1] if i else 0)
+
+    first = times[0] + SKIP
+    edges = [first + k * WINDOW for k in range(int((times[-1] - first) / WINDOW))]
+    measured = [measured_in(a, a + WINDOW) for a in edges]
+
+    def expected(offset):
+        return [(bisect.bisect_left(arrivals, a + WINDOW - offset) - bisect.bisect_left(arrivals, a - offset)) * payload
+                for a in edges]
+
+    def cost(offset):
+        return sum(abs(m - e) for m, e in zip(measured, expected(offset)))
+
+    # Coarse (5 ms), then fine (0.1 ms) around the best.
+    best = min((started + k * 0.005 for k in range(int(SEARCH / 0.005))), key=cost)
+    best = min((best + k * 0.0001 for k in range(-50, 51)), key=cost)
+    rows = []
+    for a, m, e in zip(edges, measured, expected(best)):
+        link_moment = a - best
+        if any(lo - WINDOW <= link_moment < hi + AFTER_LOSS for lo, hi in lossy(link_moment)):
+            continue
+        rows.append((link_moment, m, e))
+    return best - started, rows
+
+
+def summarize(rows, payload):
+    ok, errors = 0, []
+    for _, m, e in rows:
+        if e <= 0:
+            continue
+        error = abs(m - e) / e
+        errors.append(error)
+        if abs(m - e) <= max(TARGET * e, payload):
+            ok += 1
+    errors.sort()
+    measured, expected = sum(m for _, m, _ in rows), sum(e for _, _, e in rows)
+    pick = (lambda q: errors[min(len(errors) - 1, int(q * len(errors)))]) if errors else (lambda q: math.nan)
+    return {"windows": len(rows), "share": ok / max(1, len(errors)), "p50": pick(0.5), "p95": pick(0.95),
+            "max": errors[-1] if errors else math.nan, "total": measured / expected if expected else math.nan}
+
+
+def run_one(h, engine, profile, arrivals, payload, lossy, log):
+    out = os.path.join(h.tmp, f"trace-stamps-{engine}-{os.path.basename(profile)}.txt")
+    argv = [h.binary, "run", "--engine", engine, "--seed", "5", profile, "--",
+            sys.executable, CLIENT,
+            "http://origin.netcond.test/bytes/2000000000", str(SECONDS), out]
+    started = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=SECONDS + 60)
+    if done.returncode != 0 or not os.path.exists(out):
+        raise RuntimeError(f"{engine}: exit {done.returncode}: {done.stderr.strip()[-300:]}")
+    stamps = [tuple(map(int, line.split())) for line in open(out) if line.strip()]
+    log(f"  {engine} {os.path.basename(profile)}: {len(stamps)} reads, {sum(n for _, n in stamps) / 1e6:.1f} MB")
+    offset, rows = compare(stamps, started, arrivals, payload, lossy)
+    with open(out.replace("trace-stamps-", "trace-windows-"), "w") as f:  # for a closer look: link moment, client's, trace's
+        f.write("".join(f"{a:.3f} {m} {e}\n" for a, m, e in rows))
+    return offset, summarize(rows, payload)
+
+
+def mm_link_binary():
+    """mahimahi's mm-link (NETCOND_BENCH_MM_LINK, else on PATH), or None."""
+    path = os.environ.get("NETCOND_BENCH_MM_LINK") or shutil.which("mm-link")
+    return path if path and os.access(path, os.X_OK) else None
+
+
+def serve_bulk(port, seconds, ready):
+    """A plain HTTP source on mahimahi's outer address (10.0.0.1, bound before mm-link creates it):
+    one connection, cubic (as the built-in origin sends under the profile's tcp: cubic), as fast
+    as the path takes, until the client closes or `seconds` pass."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.setsockopt(socket.SOL_IP, 15, 1)  # IP_FREEBIND
+        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"cubic")
+        listener.bind(("10.0.0.1", port))
+        listener.listen(1)
+        listener.settimeout(seconds)
+        ready.set()
+        connection, _ = listener.accept()
+        with connection:
+            connection.settimeout(seconds)
+            request = b""
+            while b"\r\n\r\n" not in request and len(request) < 65536:
+                more = connection.recv(4096)
+                if not more:
+                    return
+                request += more
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2000000000\r\n\r\n")
+            block, deadline = b"x" * 65536, time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                connection.sendall(block)
+    except OSError:
+        pass
+    finally:
+        ready.set()
+        listener.close()
+
+
+def run_mm_link(h, mm_link, times_ms, log):
+    """The mahimahi-format trace through mm-link (as the user nobody: mm-link refuses a real uid
+    of 0), the same client and the same comparison; the host forwards IPv4 meanwhile, as mm-link
+    needs, and is put back as it was."""
+    folder = tempfile.mkdtemp(prefix="netcond-bench-mm-")
+    forwarding = open("/proc/sys/net/ipv4/ip_forward").read().strip()
+    port = 47000 + os.getpid() % 1000
+    ready = threading.Event()
+    server = threading.Thread(target=serve_bulk, args=(port, SECONDS + 30, ready), daemon=True)
+    try:
+        os.chmod(folder, 0o755)
+        trace = os.path.join(folder, "link.trace")
+        with open(trace, "w") as f:
+            f.write("".join(f"{ms}\n" for ms in times_ms))
+        os.chmod(trace, 0o644)
+        out = os.path.join(folder, "stamps.txt")
+        subprocess.run(["chown", "nobody", folder], check=True)
+        if forwarding != "1":
+            open("/proc/sys/net/ipv4/ip_forward", "w").write("1")
+        server.start()
+        ready.wait(5)
+        shutil.copy(CLIENT, os.path.join(folder, "trace_client.py"))
+        os.chmod(os.path.join(folder, "trace_client.py"), 0o644)
+        python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or "python3"  # one nobody may run
+        client = f'exec {python} {folder}/trace_client.py "http://$MAHIMAHI_BASE:{port}/bytes" {SECONDS} {out}'
+        argv = ["runuser", "-u", "nobody", "--", mm_link, trace, trace,
+                "--downlink-queue=droptail", "--downlink-queue-args=packets=10000", "--", "sh", "-c", client]
+        started = time.monotonic()
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=SECONDS + 60, start_new_session=True)
+        if done.returncode != 0 or not os.path.exists(out):
+            raise RuntimeError(f"mm-link: exit {done.returncode}: {done.stderr.strip()[-300:]}")
+        stamps = [tuple(map(int, line.split())) for line in open(out) if line.strip()]
+        log(f"  mm-link: {len(stamps)} reads, {sum(n for _, n in stamps) / 1e6:.1f} MB")
+        offset, rows = compare(stamps, started, mahimahi_arrivals(times_ms, 0.0, SECONDS + SEARCH + 5), PAYLOAD["packet"], lambda m: [])
+        return offset, summarize(rows, PAYLOAD["packet"])
+    finally:
+        if forwarding != "1":
+            open("/proc/sys/net/ipv4/ip_forward", "w").write(forwarding)
+        server.join(SECONDS + 35)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def add_row(t, label, engine, offset, s):
+    t.add(f"12. trace replay: {label}, {engine}, bytes per 100 ms vs the trace",
+          f"{s['share']:.1%} of {s['windows']} windows within ±2 % or 1 packet; error p50 {s['p50']:.2%}, "
+          f"p95 {s['p95']:.2%}, max {s['max']:.1%}; all windows {s['total']:.4f} of the trace's; link zero "
+          f"{offset * 1000:.0f} ms after start",
+          f"≥{SHARE:.0%} of windows within ±2 % (or 1 packet)", "PASS" if s["share"] >= SHARE else "FAIL")
+
+
+def item_traces(h, t, log):
+    name = "12. trace replay"
+    missing = packet_missing()
+    engines = ["proxy"] + ([] if missing else ["packet"])
+    until = SECONDS + SEARCH + 5
+    measured = os.path.join(ROOT, "Profiles", "measured")
+    cases = []
+    for label, csv in (("akamai-experience-noloss", "akamai/experience-noloss.csv"),
+                       ("starlink (down)", "starlink/down.csv")):
+        path = os.path.join(measured, csv)
+        profile = os.path.join(h.tmp, f"trace-{os.path.basename(csv)}.yaml")
+        with open(profile, "w") as f:
+            f.write(f"name: bench-trace\ndown:\n  trace: {path}\n  queue: 16MB\nup:\n  latency: 10ms\n")
+        period, rows = read_series(path)
+        loss_rows = [(r[0], (rows[i + 1][0] if i + 1 < len(rows) else period)) for i, r in enumerate(rows) if r[3] > 0]
+
+        def lossy(moment, period=period, loss_rows=loss_rows):
+            base = math.floor(moment / period) * period if period else 0.0
+            return [(base + lo, base + hi) for lo, hi in loss_rows]
+        cases.append((label, profile, series_arrivals(path, until), lossy))
+    # The same measured rates in mahimahi's format (opportunities), 20 ms one way.
+    mm = os.path.join(h.tmp, "experience-good.trace")
+    times = mahimahi_from_series(os.path.join(measured, "akamai/experience-good.csv"), mm)
+    profile = os.path.join(h.tmp, "trace-mahimahi.yaml")
+    with open(profile, "w") as f:
+        f.write(f"name: bench-trace-mm\ndown:\n  trace: {mm}\n  latency: 20ms\n  queue: 16MB\nup:\n  latency: 10ms\n")
+    cases.append(("akamai-experience-good as a mahimahi trace", profile, mahimahi_arrivals(times, 0.020, until), lambda m: []))
+
+    for label, profile, arrivals, lossy in cases:
+        for engine in engines:
+            if h.remaining() < 60:
+                t.add(f"{name}: {label}, {engine}", "skipped: time budget", "-", "SKIP")
+                continue
+            try:
+                offset, s = run_one(h, engine, profile, arrivals, PAYLOAD[engine], lossy, log)
+                add_row(t, label, f"{engine} engine", offset, s)
+            except Exception as e:
+                t.error(f"{name}: {label}, {engine}", e)
+    if missing:
+        t.add(f"{name}: packet engine", f"skipped: {missing}", "-", "SKIP")
+    # The peer: mahimahi's mm-link on the same mahimahi trace, measured the same way.
+    mm_link = mm_link_binary()
+    label = "akamai-experience-good as a mahimahi trace"
+    if not mm_link:
+        t.add(f"{name}: {label}, mahimahi's mm-link", "skipped: no mm-link (build mahimahi from its source and put "
+              "mm-link on PATH, or set NETCOND_BENCH_MM_LINK)", "-", "SKIP")
+    elif os.geteuid() != 0 or not shutil.which("runuser"):
+        t.add(f"{name}: {label}, mahimahi's mm-link", "skipped: needs root and runuser (mm-link runs as nobody)", "-", "SKIP")
+    elif h.remaining() >= 60:
+        try:
+            offset, s = run_mm_link(h, mm_link, times, log)
+            add_row(t, label, "mahimahi's mm-link", offset, s)
+        except Exception as e:
+            t.error(f"{name}: {label}, mahimahi's mm-link", e)
+    t.notes.append("12: a saturating download (a 16 MB queue behind the link, the client's receive buffer 8 MB, so nothing is dropped) for 20 s; the client stamps every read. "
+                   "The expected bytes per 100 ms come from the trace file alone (this bench's own reading of it: the "
+                   "rate integrated, each row's delay, FIFO; a mahimahi trace's opportunities of 1,500 bytes), counted "
+                   "in full segments' payload (1460 B in the proxy's model, 1448 B the kernel's with timestamps); one "
+                   "clock offset is fitted; the first 6 s, and windows from a row with loss to 0.5 s after it (the client's reads then wait for TCP's repair, not for the link), are left out.")
+
+
