@@ -162,7 +162,10 @@ public struct PacketCaptureFile {
     }
 
     private func truncated(_ number: Int, at offset: Int64) -> ReadError {
-        ReadError(source: self.source, message: "packet \(number) at byte \(offset) is truncated (the file ends inside it)")
+        ReadError(
+            source: self.source,
+            message: "packet \(number) at byte \(offset) is truncated (the file ends inside it; if the capture was stopped "
+                + "while writing, `head -c \(offset) \(self.source) > whole.pcap` keeps the packets before it)")
     }
 
     // MARK: - pcapng

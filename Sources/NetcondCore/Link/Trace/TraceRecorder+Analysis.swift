@@ -34,8 +34,8 @@ extension TraceRecorder {
             let opportunities = self.opportunities()
             guard let last = opportunities.last, last > 0 else {
                 throw .nothing(
-                    "\(self.source): the chosen direction's \(self.data.count) data packets "
-                        + (opportunities.isEmpty ? "carry less than one 1500-byte opportunity" : "all arrived within one millisecond")
+                    "\(self.source): the chosen direction's data (\(self.data.count) packet\(self.data.count == 1 ? "" : "s")) "
+                        + (opportunities.isEmpty ? "is less than one 1500-byte opportunity" : "all arrived within one millisecond")
                         + "; a trace needs a period: record a longer download")
             }
             let client = self.sides.clientIsA ? self.flow.key.a : self.flow.key.b

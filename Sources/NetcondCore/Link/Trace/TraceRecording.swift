@@ -148,8 +148,7 @@ public struct TraceRecording: Sendable, Equatable {
         var lines = [
             "flow:        \(self.client) -> \(self.server) (\(told)); recorded \(self.direction), \(toward)",
             "window:      \(self.windowText) (\(Self.seconds(self.windowEnd - self.windowStart)) s of \(Self.seconds(self.captureDuration)) s)",
-            "packets:     \(self.packets) data packets, \(ByteCount(bytes: self.ipBytes).description) on the wire "
-                + "(\(ByteCount(bytes: self.payloadBytes).description) of payload)",
+            "packets:     \(self.packets) data packets, \(Self.bytes(self.ipBytes)) on the wire (\(Self.bytes(self.payloadBytes)) of payload)",
         ]
         var rate = "rate:        mean \(self.meanRate)"
         let sorted = self.perSecondRates.sorted()
@@ -208,6 +207,13 @@ public struct TraceRecording: Sendable, Equatable {
             }
             return ["round trip:  unknown", line]
         }
+    }
+
+    /// `1234 B`, `56.8 kB`, `201.58 MB` (decimal multiples, as rates are).
+    static func bytes(_ count: Int64) -> String {
+        if count >= 1_000_000 { return "\(formatTrimmed((Double(count) / 10_000).rounded() / 100)) MB" }
+        if count >= 1_000 { return "\(formatTrimmed((Double(count) / 100).rounded() / 10)) kB" }
+        return "\(count) B"
     }
 
     static func seconds(_ span: Span) -> String { String(format: "%.3f", span.seconds) }
