@@ -11,7 +11,7 @@
 ///  handshake:  SYN t1 ──▶ SYN-ACK t2 ──▶ ACK t3    round trip t3 − t1; split t2−t1 / t3−t2 when mid-link
 ///  sequence:   [1000..2448)[2448..3896)   [5344..)   hole of 1448 bytes: 1 packet lost
 /// ```
-/// Fed one captured record at a time (``add(_:)``), it keeps about 24 bytes per TCP packet and
+/// Fed one captured record at a time (``add(_:source:)``), it keeps about 32 bytes per TCP packet and
 /// never the packets themselves.
 public struct TraceRecorder {
     /// What the analysis keeps of one TCP packet.
