@@ -33,11 +33,12 @@ extension TraceRecorder {
         func recording(records: Int, tcpPackets: Int, connections: Int) throws(TraceRecordError) -> TraceRecording {
             let opportunities = self.opportunities()
             guard let last = opportunities.last, last > 0 else {
-                throw .nothing(
+                throw .unusable(
                     "\(self.source): the chosen direction's data (\(self.data.count) packet\(self.data.count == 1 ? "" : "s")) "
                         + (opportunities.isEmpty ? "is less than one 1500-byte opportunity" : "all arrived within one millisecond")
                         + "; a trace needs a period: record a longer download")
             }
+            try self.checkReadsBack(opportunities)
             let client = self.sides.clientIsA ? self.flow.key.a : self.flow.key.b
             let server = self.sides.clientIsA ? self.flow.key.b : self.flow.key.a
             let ipBytes = self.data.reduce(Int64(0)) { $0 + Self.wireBytes($1) }
@@ -51,6 +52,25 @@ extension TraceRecorder {
                 meanRate: Bandwidth(bitsPerSecond: Int64(Double(ipBytes * 8) / length.seconds)),
                 perSecondRates: self.perSecondRates(), delay: self.delay(), loss: self.loss(), idle: self.idle(),
                 records: records, tcpPackets: tcpPackets, connections: connections)
+        }
+
+        /// Refuses a trace ``LinkTrace/parse`` would refuse: too many lines, or too many in one
+        /// millisecond (a capture whose timestamps are coarser than its rate).
+        func checkReadsBack(_ opportunities: [Int64]) throws(TraceRecordError) {
+            guard opportunities.count <= LinkTrace.maximumLines else {
+                throw .unusable(
+                    "\(self.source): the trace would have \(opportunities.count) opportunities; allowed: up to "
+                        + "\(LinkTrace.maximumLines): record a shorter window with --from and --to")
+            }
+            var run = 0
+            for (index, time) in opportunities.enumerated() {
+                run = index > 0 && opportunities[index - 1] == time ? run + 1 : 1
+                guard run <= 8_333 else {
+                    throw .unusable(
+                        "\(self.source): more than 8333 opportunities (over 100 Gbit/s) at \(time) ms from the window's start; "
+                            + "are the capture's timestamps coarser than a millisecond?")
+                }
+            }
         }
 
         /// What a packet weighed on the link: its IP length, else its payload and 40 bytes of headers.

@@ -150,7 +150,7 @@ public struct TraceRecorder {
         let low = options.from?.nanoseconds ?? 0
         let high = options.to?.nanoseconds ?? Int64.max
         guard self.tcpPackets > 0 else {
-            throw .nothing("\(source): no TCP packets in the capture (\(self.records) packets read)")
+            throw .unusable("\(source): no TCP packets in the capture (\(self.records) packets read)")
         }
         // The connection that carried the most payload in the chosen direction within the window.
         var best: (flow: Int, sides: Sides, bytes: Int64)?
@@ -164,7 +164,7 @@ public struct TraceRecorder {
         }
         guard let best else {
             let other = options.direction == .down ? "up" : "down"
-            throw .nothing(
+            throw .unusable(
                 "\(source): no data packets in the chosen direction (\(options.direction), toward the "
                     + "\(options.direction == .down ? "client" : "server")) in \(self.tcpPackets) TCP packets of "
                     + "\(self.flows.count) connection\(self.flows.count == 1 ? "" : "s")"
@@ -184,16 +184,16 @@ public struct TraceRecorder {
 }
 
 /// Why a capture cannot be recorded: the file (exit 1), the window asked for (a usage error), or
-/// nothing to record in it (exit 1).
+/// nothing a trace can be made of in it (exit 1).
 public enum TraceRecordError: Error, Sendable, Equatable, CustomStringConvertible {
     case capture(PacketCaptureFile.ReadError)
     case window(String)
-    case nothing(String)
+    case unusable(String)
 
     public var description: String {
         switch self {
         case .capture(let error): return error.description
-        case .window(let message), .nothing(let message): return message
+        case .window(let message), .unusable(let message): return message
         }
     }
 }

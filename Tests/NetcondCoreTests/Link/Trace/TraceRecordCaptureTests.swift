@@ -151,5 +151,8 @@ import Testing
         // One packet: no period.
         let one = TestCapture.download(data: [(30, 1460)])
         #expect(TestCapture.recordError(TestCapture.classic(one))?.contains("all arrived within one millisecond") == true)
+        // Timestamps in whole seconds: 9,000 packets at one moment would not read back as a trace.
+        let coarse = TestCapture.download(data: [(ms: Double, payload: Int)](repeating: (1_000, 1_460), count: 9_000) + [(2_000, 1_460)])
+        #expect(TestCapture.recordError(TestCapture.classic(coarse))?.contains("timestamps coarser than a millisecond") == true)
     }
 }
