@@ -3,13 +3,14 @@ import Foundation
 import NetcondCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 struct TraceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "trace",
-        abstract: "Make measured links: netcond trace record CAPTURE turns a capture of a download into a trace and a profile.",
+        abstract:
+            "Make measured links: netcond trace record CAPTURE turns a capture of a download into a trace and a profile.",
         subcommands: [Record.self]
     )
 
@@ -22,7 +23,8 @@ struct TraceCommand: ParsableCommand {
     struct Record: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "record",
-            abstract: "Turn a packet capture (pcap or pcapng) of a saturating download into a trace of the path it crossed.",
+            abstract:
+                "Turn a packet capture (pcap or pcapng) of a saturating download into a trace of the path it crossed.",
             discussion: """
                 Reads the connection that carried the most data in the chosen direction and writes PREFIX.trace \
                 (mahimahi's format: one line per 1500-byte delivery opportunity, at the millisecond its bytes \
@@ -43,13 +45,19 @@ struct TraceCommand: ParsableCommand {
         @Option(name: .long, help: "down: the rate toward the client (default); up: toward the server.")
         var direction: RecordDirection = .down
 
-        @Option(name: .long, help: "Start of the window, in seconds from the capture's first packet (default: the first data packet).")
+        @Option(
+            name: .long,
+            help: "Start of the window, in seconds from the capture's first packet (default: the first data packet).")
         var from: Double?
 
-        @Option(name: .long, help: "End of the window, in seconds from the capture's first packet (default: the last data packet).")
+        @Option(
+            name: .long,
+            help: "End of the window, in seconds from the capture's first packet (default: the last data packet).")
         var to: Double?
 
-        @Option(name: [.customShort("o"), .long], help: "Write PREFIX.trace and PREFIX.yaml (default: the capture's path without its extension).")
+        @Option(
+            name: [.customShort("o"), .long],
+            help: "Write PREFIX.trace and PREFIX.yaml (default: the capture's path without its extension).")
         var output: String?
 
         @Flag(name: .long, help: "Overwrite PREFIX.trace and PREFIX.yaml when they exist.")
@@ -70,7 +78,8 @@ struct TraceCommand: ParsableCommand {
             }
             try checkReportFolders([("--output", self.prefix + ".trace")])
             if !self.force {
-                for path in [self.prefix + ".trace", self.prefix + ".yaml"] where FileManager.default.fileExists(atPath: path) {
+                for path in [self.prefix + ".trace", self.prefix + ".yaml"]
+                where FileManager.default.fileExists(atPath: path) {
                     throw ValidationError("\(path) exists; give another --output, or --force to overwrite it")
                 }
             }
@@ -79,7 +88,8 @@ struct TraceCommand: ParsableCommand {
         /// PREFIX: the option, else the capture's path without its extension.
         var prefix: String {
             if let output = self.output {
-                return output.hasSuffix(".trace") || output.hasSuffix(".yaml") ? (output as NSString).deletingPathExtension : output
+                return output.hasSuffix(".trace") || output.hasSuffix(".yaml")
+                    ? (output as NSString).deletingPathExtension : output
             }
             return (self.capture as NSString).deletingPathExtension
         }
@@ -111,7 +121,8 @@ struct TraceCommand: ParsableCommand {
             // The profile must read back through the loader every command uses.
             let loaded: LinkTrace
             do {
-                let read = try ProfileCatalog.resolve(ProfileCatalog.looksLikePath(profilePath) ? profilePath : "./" + profilePath)
+                let read = try ProfileCatalog.resolve(
+                    ProfileCatalog.looksLikePath(profilePath) ? profilePath : "./" + profilePath)
                 guard let trace = read.direction(self.direction.direction).trace else {
                     preconditionFailure("the profile written has no trace on \(self.direction.direction)")
                 }
@@ -120,7 +131,8 @@ struct TraceCommand: ParsableCommand {
                 printError("netcond: the profile written does not read back (a bug in netcond): \(error.description)")
                 throw ExitCode(1)
             }
-            precondition(loaded.millisecondsText == recording.trace.millisecondsText, "the trace written reads back different")
+            precondition(
+                loaded.millisecondsText == recording.trace.millisecondsText, "the trace written reads back different")
             for line in recording.report(traceFile: tracePath, profileFile: profilePath, loaded: loaded) {
                 print(TerminalText.escaped(line))
             }

@@ -85,7 +85,9 @@ public struct PacketCaptureFile {
         self.source = source
         guard let magic = try reader.read(4, source: source) else {
             let size = reader.offset
-            throw ReadError(source: source, message: Self.notACapture(size == 0 ? "the file is empty" : "the file is \(size) bytes"))
+            throw ReadError(
+                source: source, message: Self.notACapture(size == 0 ? "the file is empty" : "the file is \(size) bytes")
+            )
         }
         let little = UInt32(magic[0]) | UInt32(magic[1]) << 8 | UInt32(magic[2]) << 16 | UInt32(magic[3]) << 24
         let big = little.byteSwapped
@@ -164,7 +166,8 @@ public struct PacketCaptureFile {
     private func truncated(_ number: Int, at offset: Int64) -> ReadError {
         ReadError(
             source: self.source,
-            message: "packet \(number) at byte \(offset) is truncated (the file ends inside it; if the capture was stopped "
+            message:
+                "packet \(number) at byte \(offset) is truncated (the file ends inside it; if the capture was stopped "
                 + "while writing, `head -c \(offset) \(self.source) > whole.pcap` keeps the packets before it)")
     }
 
@@ -233,7 +236,8 @@ public struct PacketCaptureFile {
         }
         let length = Int(Self.uint32(head, 0, big: self.bigEndian))
         guard length >= 28, length % 4 == 0, length <= 1 << 20 else {
-            throw ReadError(source: self.source, message: "the pcapng section header at byte \(offset) has length \(length)")
+            throw ReadError(
+                source: self.source, message: "the pcapng section header at byte \(offset) has length \(length)")
         }
         guard try self.reader.skip(length - 12, source: self.source) else {
             throw ReadError(source: self.source, message: "the pcapng section header at byte \(offset) is truncated")
@@ -243,7 +247,8 @@ public struct PacketCaptureFile {
 
     /// An Interface Description Block's body: link type, and `if_tsresol` (option 9) when given.
     private func interface(_ body: [UInt8]) -> Interface {
-        var interface = Interface(linkType: UInt32(Self.uint16(body, 0, big: self.bigEndian)), resolution: 6, decimal: true)
+        var interface = Interface(
+            linkType: UInt32(Self.uint16(body, 0, big: self.bigEndian)), resolution: 6, decimal: true)
         var at = 8
         while at + 4 <= body.count - 4 {
             let code = Self.uint16(body, at, big: self.bigEndian)
@@ -267,7 +272,8 @@ public struct PacketCaptureFile {
         let interfaceID =
             type == Self.enhancedPacket
             ? Int(Self.uint32(head, 0, big: self.bigEndian)) : Int(Self.uint16(head, 0, big: self.bigEndian))
-        let ticks = UInt64(Self.uint32(head, 4, big: self.bigEndian)) << 32 | UInt64(Self.uint32(head, 8, big: self.bigEndian))
+        let ticks =
+            UInt64(Self.uint32(head, 4, big: self.bigEndian)) << 32 | UInt64(Self.uint32(head, 8, big: self.bigEndian))
         let captured = Int(Self.uint32(head, 12, big: self.bigEndian))
         let original = Int(Self.uint32(head, 16, big: self.bigEndian))
         guard interfaceID < self.interfaces.count else {
@@ -279,7 +285,9 @@ public struct PacketCaptureFile {
         guard captured <= body - 20 else {
             throw ReadError(
                 source: self.source,
-                message: "packet \(self.count) at byte \(offset) claims \(captured) captured bytes in a block of \(body + 12)")
+                message:
+                    "packet \(self.count) at byte \(offset) claims \(captured) captured bytes in a block of \(body + 12)"
+            )
         }
         let bytes = try self.packetBytes(captured, number: self.count, at: offset)
         guard try self.reader.skip(body - 20 - captured + 4, source: self.source) else {
@@ -287,7 +295,8 @@ public struct PacketCaptureFile {
         }
         let interface = self.interfaces[interfaceID]
         return Record(
-            number: self.count, offset: offset, timestamp: Self.nanoseconds(ticks, interface), linkType: interface.linkType,
+            number: self.count, offset: offset, timestamp: Self.nanoseconds(ticks, interface),
+            linkType: interface.linkType,
             bytes: bytes, originalLength: max(original, captured))
     }
 
@@ -318,7 +327,8 @@ public struct PacketCaptureFile {
     }
 
     static func uint32(_ bytes: [UInt8], _ at: Int, big: Bool) -> UInt32 {
-        let value = UInt32(bytes[at]) | UInt32(bytes[at + 1]) << 8 | UInt32(bytes[at + 2]) << 16 | UInt32(bytes[at + 3]) << 24
+        let value =
+            UInt32(bytes[at]) | UInt32(bytes[at + 1]) << 8 | UInt32(bytes[at + 2]) << 16 | UInt32(bytes[at + 3]) << 24
         return big ? value.byteSwapped : value
     }
 }
@@ -383,7 +393,8 @@ final class ByteReader {
             do {
                 data = try handle.read(upToCount: max(Self.chunk, count - self.buffer.count))
             } catch {
-                throw PacketCaptureFile.ReadError(source: source, message: "cannot read the file: \(error.localizedDescription)")
+                throw PacketCaptureFile.ReadError(
+                    source: source, message: "cannot read the file: \(error.localizedDescription)")
             }
             guard let data, !data.isEmpty else {
                 self.ended = true

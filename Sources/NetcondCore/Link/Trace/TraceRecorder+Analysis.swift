@@ -35,7 +35,8 @@ extension TraceRecorder {
             guard let last = opportunities.last, last > 0 else {
                 throw .unusable(
                     "\(self.source): the chosen direction's data (\(self.data.count) packet\(self.data.count == 1 ? "" : "s")) "
-                        + (opportunities.isEmpty ? "is less than one 1500-byte opportunity" : "all arrived within one millisecond")
+                        + (opportunities.isEmpty
+                            ? "is less than one 1500-byte opportunity" : "all arrived within one millisecond")
                         + "; a trace needs a period: record a longer download")
             }
             try self.checkReadsBack(opportunities)
@@ -114,7 +115,8 @@ extension TraceRecorder {
         /// the answer), the server's SYN-ACK, and the client's ACK of it.
         func handshake() -> TraceRecording.Handshake? {
             let packets = self.flow.packets
-            guard let answer = packets.firstIndex(where: { $0.flags.contains([.syn, .ack]) && !self.sides.isClient($0) }),
+            guard
+                let answer = packets.firstIndex(where: { $0.flags.contains([.syn, .ack]) && !self.sides.isClient($0) }),
                 let syn = packets[..<answer].lastIndex(where: {
                     $0.flags.contains(.syn) && !$0.flags.contains(.ack) && self.sides.isClient($0)
                 })
@@ -122,7 +124,8 @@ extension TraceRecorder {
             let expected = packets[answer].sequence &+ 1
             guard
                 let ack = packets[(answer + 1)...].first(where: {
-                    self.sides.isClient($0) && $0.flags.contains(.ack) && !$0.flags.contains(.syn) && $0.acknowledgement == expected
+                    self.sides.isClient($0) && $0.flags.contains(.ack) && !$0.flags.contains(.syn)
+                        && $0.acknowledgement == expected
                 })
             else { return nil }
             return TraceRecording.Handshake(
@@ -137,7 +140,9 @@ extension TraceRecorder {
             let first = handshake.synAck - handshake.syn
             let second = handshake.ack - handshake.synAck
             let millisecond = Span.milliseconds(1)
-            if first > millisecond && second > millisecond && min(first, second).nanoseconds * 10 >= max(first, second).nanoseconds {
+            if first > millisecond && second > millisecond
+                && min(first, second).nanoseconds * 10 >= max(first, second).nanoseconds
+            {
                 return .midLink(handshake, down: Self.rounded(first), up: Self.rounded(second))
             }
             return .halfRoundTrip(handshake, oneWay: Self.rounded(handshake.roundTrip.scaled(by: 0.5)))
@@ -156,7 +161,9 @@ extension TraceRecorder {
             for packet in self.flow.packets {
                 if TraceRecorder.isData(packet, self.sides, self.options.direction) {
                     pending.append((packet.sequence &+ UInt32(packet.payload), packet.time))
-                } else if packet.flags.contains(.ack) && !TraceRecorder.isSender(packet, self.sides, self.options.direction) {
+                } else if packet.flags.contains(.ack)
+                    && !TraceRecorder.isSender(packet, self.sides, self.options.direction)
+                {
                     while head < pending.count && !SequenceNumber.after(pending[head].end, packet.acknowledgement) {
                         let spacing = packet.time - pending[head].time
                         smallest = min(smallest ?? spacing, spacing)
@@ -179,7 +186,8 @@ extension TraceRecorder {
             }) {
                 next = syn.sequence &+ 1
             }
-            var loss = TraceRecording.Loss(holes: 0, missingPackets: 0, retransmissions: 0, deliveredPackets: 0, typicalPayload: typical)
+            var loss = TraceRecording.Loss(
+                holes: 0, missingPackets: 0, retransmissions: 0, deliveredPackets: 0, typicalPayload: typical)
             for packet in self.flow.packets where TraceRecorder.isData(packet, self.sides, self.options.direction) {
                 let inWindow = packet.time >= self.start && packet.time <= self.end
                 let end = packet.sequence &+ UInt32(packet.payload)
@@ -227,13 +235,16 @@ extension TraceRecorder {
             var stretches: [TraceRecording.IdleStretch] = []
             // Before the first arrival (a --from ahead of the data) replays as no capacity too.
             if let first = self.data.first?.time, first - self.start > threshold {
-                stretches.append(TraceRecording.IdleStretch(start: Span(nanoseconds: self.start), length: Span(nanoseconds: first - self.start)))
+                stretches.append(
+                    TraceRecording.IdleStretch(
+                        start: Span(nanoseconds: self.start), length: Span(nanoseconds: first - self.start)))
             }
             previous = self.data.first?.time ?? self.start
             for packet in self.data.dropFirst() {
                 if packet.time - previous > threshold {
                     stretches.append(
-                        TraceRecording.IdleStretch(start: Span(nanoseconds: previous), length: Span(nanoseconds: packet.time - previous)))
+                        TraceRecording.IdleStretch(
+                            start: Span(nanoseconds: previous), length: Span(nanoseconds: packet.time - previous)))
                 }
                 previous = max(previous, packet.time)
             }

@@ -49,7 +49,9 @@ public struct TraceRecorder {
     public init() {}
 
     /// Reads every record of `capture` and analyses it.
-    public static func record(_ capture: inout PacketCaptureFile, options: Options) throws(TraceRecordError) -> TraceRecording {
+    public static func record(_ capture: inout PacketCaptureFile, options: Options) throws(TraceRecordError)
+        -> TraceRecording
+    {
         var recorder = TraceRecorder()
         do {
             while let record = try capture.next() {
@@ -66,7 +68,8 @@ public struct TraceRecorder {
         guard CapturedSegment.isSupported(linkType: record.linkType) else {
             throw PacketCaptureFile.ReadError(
                 source: source,
-                message: "packet \(record.number) at byte \(record.offset) has link type \(record.linkType), which is not read; "
+                message:
+                    "packet \(record.number) at byte \(record.offset) has link type \(record.linkType), which is not read; "
                     + "allowed: \(CapturedSegment.allowedLinkTypes)")
         }
         self.records += 1
@@ -74,11 +77,15 @@ public struct TraceRecorder {
         self.firstTimestamp = first
         let time = record.timestamp - first
         self.lastTime = max(self.lastTime, time)
-        guard let segment = CapturedSegment.decode(linkType: record.linkType, bytes: record.bytes, originalLength: record.originalLength)
+        guard
+            let segment = CapturedSegment.decode(
+                linkType: record.linkType, bytes: record.bytes, originalLength: record.originalLength)
         else { return }
         self.tcpPackets += 1
         let fromA = segment.source < segment.destination || segment.source == segment.destination
-        let key = fromA ? FlowKey(a: segment.source, b: segment.destination) : FlowKey(a: segment.destination, b: segment.source)
+        let key =
+            fromA
+            ? FlowKey(a: segment.source, b: segment.destination) : FlowKey(a: segment.destination, b: segment.source)
         let slot: Int
         if let known = self.index[key] {
             slot = known
@@ -136,8 +143,13 @@ public struct TraceRecorder {
     /// Analyses what was added.
     public func finish(_ options: Options, source: String) throws(TraceRecordError) -> TraceRecording {
         let duration = Span(nanoseconds: self.lastTime)
-        if let from = options.from, from < .zero { throw .window("--from \(Self.seconds(from)) is negative; give seconds from the capture's first packet") }
-        if let to = options.to, to <= .zero { throw .window("--to \(Self.seconds(to)) is not after the capture's start; give seconds from its first packet") }
+        if let from = options.from, from < .zero {
+            throw .window("--from \(Self.seconds(from)) is negative; give seconds from the capture's first packet")
+        }
+        if let to = options.to, to <= .zero {
+            throw .window(
+                "--to \(Self.seconds(to)) is not after the capture's start; give seconds from its first packet")
+        }
         if let from = options.from, let to = options.to, from >= to {
             throw .window("--from \(Self.seconds(from)) is not before --to \(Self.seconds(to))")
         }
@@ -157,7 +169,8 @@ public struct TraceRecorder {
         for (number, flow) in self.flows.enumerated() {
             let sides = Self.sides(of: flow)
             var bytes: Int64 = 0
-            for packet in flow.packets where Self.isData(packet, sides, options.direction) && packet.time >= low && packet.time <= high {
+            for packet in flow.packets
+            where Self.isData(packet, sides, options.direction) && packet.time >= low && packet.time <= high {
                 bytes += Int64(packet.payload)
             }
             if bytes > (best?.bytes ?? 0) { best = (number, sides, bytes) }
@@ -168,7 +181,8 @@ public struct TraceRecorder {
                 "\(source): no data packets in the chosen direction (\(options.direction), toward the "
                     + "\(options.direction == .down ? "client" : "server")) in \(self.tcpPackets) TCP packets of "
                     + "\(self.flows.count) connection\(self.flows.count == 1 ? "" : "s")"
-                    + (options.from != nil || options.to != nil ? " within the window" : "") + "; try --direction \(other)")
+                    + (options.from != nil || options.to != nil ? " within the window" : "")
+                    + "; try --direction \(other)")
         }
         let flow = self.flows[best.flow]
         return try Analysis(flow: flow, sides: best.sides, options: options, source: source, duration: duration)

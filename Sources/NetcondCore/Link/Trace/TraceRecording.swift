@@ -109,7 +109,10 @@ public struct TraceRecording: Sendable, Equatable {
             "source: \(Self.quoted("\(captureName), flow \(self.client) -> \(self.server), \(self.windowText); recorded by netcond trace record"))",
         ]
         if case .unknown = self.delay {
-            lines.append("# No handshake in the capture: the delay is unknown, so no latency is set; set each direction's latency yourself.")
+            lines.append(
+                "# No handshake in the capture: the delay is unknown, so no latency is set; "
+                    + "set each direction's latency yourself."
+            )
         }
         for direction in [Direction.down, Direction.up] {
             var keys: [String] = []
@@ -123,7 +126,8 @@ public struct TraceRecording: Sendable, Equatable {
 
     /// A double-quoted YAML string.
     static func quoted(_ text: String) -> String {
-        let escaped = TerminalText.escaped(text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\""))
+        let escaped = TerminalText.escaped(
+            text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\""))
         return "\"\(escaped)\""
     }
 
@@ -144,17 +148,22 @@ public struct TraceRecording: Sendable, Equatable {
     /// trace as the written profile reads back.
     public func report(traceFile: String, profileFile: String, loaded: LinkTrace) -> [String] {
         let toward = self.direction == .down ? "toward the client" : "toward the server"
-        let told = self.clientBySYN ? "the client sent the SYN" : "no SYN in the capture: the client is the side that sent less"
+        let told =
+            self.clientBySYN
+            ? "the client sent the SYN" : "no SYN in the capture: the client is the side that sent less"
         var lines = [
             "flow:        \(self.client) -> \(self.server) (\(told)); recorded \(self.direction), \(toward)",
-            "window:      \(self.windowText) (\(Self.seconds(self.windowEnd - self.windowStart)) s of \(Self.seconds(self.captureDuration)) s)",
-            "packets:     \(self.packets) data packets, \(Self.bytes(self.ipBytes)) on the wire (\(Self.bytes(self.payloadBytes)) of payload)",
+            "window:      \(self.windowText) "
+                + "(\(Self.seconds(self.windowEnd - self.windowStart)) s of \(Self.seconds(self.captureDuration)) s)",
+            "packets:     \(self.packets) data packets, \(Self.bytes(self.ipBytes)) on the wire "
+                + "(\(Self.bytes(self.payloadBytes)) of payload)",
         ]
         var rate = "rate:        mean \(self.meanRate)"
         let sorted = self.perSecondRates.sorted()
         if !sorted.isEmpty {
             func percentile(_ p: Int) -> Bandwidth { sorted[min(sorted.count - 1, (sorted.count * p + 99) / 100 - 1)] }
-            rate += "; per second p10 \(percentile(10)), p50 \(percentile(50)), p90 \(percentile(90)) (\(sorted.count) whole seconds)"
+            rate += "; per second p10 \(percentile(10)), p50 \(percentile(50)), p90 \(percentile(90)) "
+            rate += "(\(sorted.count) whole seconds)"
         }
         lines.append(rate)
         lines += self.delayLines
@@ -166,15 +175,17 @@ public struct TraceRecording: Sendable, Equatable {
         if let longest = self.idle.longest {
             let count = self.idle.stretches.count
             lines.append(
-                "idle:        warning: \(count) stretch\(count == 1 ? "" : "es") without arrivals over \(Self.ms(self.idle.threshold)), "
-                    + "\(Self.seconds(self.idle.total)) s in all, the longest \(Self.seconds(longest.length)) s at "
-                    + "\(Self.seconds(longest.start)) s: the download did not fill the path then, and those seconds replay as no capacity")
+                "idle:        warning: \(count) stretch\(count == 1 ? "" : "es") without arrivals over "
+                    + "\(Self.ms(self.idle.threshold)), \(Self.seconds(self.idle.total)) s in all, the longest "
+                    + "\(Self.seconds(longest.length)) s at \(Self.seconds(longest.start)) s: the download did not fill "
+                    + "the path then, and those seconds replay as no capacity"
+            )
         } else {
             lines.append("idle:        none over \(Self.ms(self.idle.threshold)): the download kept the path busy")
         }
         lines.append(
-            "wrote:       \(traceFile) (\(loaded.opportunityCount) opportunities, period \(Self.seconds(.milliseconds(loaded.periodMilliseconds))) s, "
-                + "mean \(loaded.meanRate)), \(profileFile)")
+            "wrote:       \(traceFile) (\(loaded.opportunityCount) opportunities, period "
+                + "\(Self.seconds(.milliseconds(loaded.periodMilliseconds))) s, mean \(loaded.meanRate)), \(profileFile)")
         lines.append("run it:      netcond run \(profileFile) -- ./client")
         return lines
     }
@@ -183,8 +194,7 @@ public struct TraceRecording: Sendable, Equatable {
         switch self.delay {
         case .midLink(let handshake, let down, let up):
             return [
-                "round trip:  \(Self.ms(handshake.roundTrip)) (SYN at \(Self.seconds(handshake.syn)) s, SYN-ACK \(Self.ms(handshake.synAck - handshake.syn)) later, "
-                    + "its ACK \(Self.ms(handshake.ack - handshake.synAck)) after that)",
+                Self.roundTripLine(handshake),
                 "delay:       down \(down), up \(up): the capture looks mid-link (both handshake legs over 1 ms and within 10x "
                     + "of each other), so SYN to SYN-ACK is the down delay and SYN-ACK to ACK the up one",
             ]
@@ -196,14 +206,15 @@ public struct TraceRecording: Sendable, Equatable {
                 ? "captured near the client: its ACK followed the SYN-ACK within \(Self.ms(second))"
                 : "captured near the server: its SYN-ACK followed the SYN within \(Self.ms(first))"
             return [
-                "round trip:  \(Self.ms(handshake.roundTrip)) (SYN at \(Self.seconds(handshake.syn)) s, SYN-ACK \(Self.ms(first)) later, "
-                    + "its ACK \(Self.ms(second)) after that)",
+                Self.roundTripLine(handshake),
                 "delay:       down \(oneWay), up \(oneWay): half the round trip each way (\(at))",
             ]
         case .unknown(let spacing):
-            var line = "delay:       unknown: the capture holds no handshake (it began after the connection opened), so the profile sets no latency"
+            var line = "delay:       unknown: the capture holds no handshake (it began after the connection opened), "
+            line += "so the profile sets no latency"
             if let spacing {
-                line += "; the shortest data-to-ACK spacing is \(Self.ms(spacing)) (a round trip if captured at the sender, near 0 at the receiver)"
+                line += "; the shortest data-to-ACK spacing is \(Self.ms(spacing)) "
+                line += "(a round trip if captured at the sender, near 0 at the receiver)"
             }
             return ["round trip:  unknown", line]
         }
@@ -214,6 +225,11 @@ public struct TraceRecording: Sendable, Equatable {
         if count >= 1_000_000 { return "\(formatTrimmed((Double(count) / 10_000).rounded() / 100)) MB" }
         if count >= 1_000 { return "\(formatTrimmed((Double(count) / 100).rounded() / 10)) kB" }
         return "\(count) B"
+    }
+
+    static func roundTripLine(_ handshake: Handshake) -> String {
+        "round trip:  \(Self.ms(handshake.roundTrip)) (SYN at \(Self.seconds(handshake.syn)) s, "
+            + "SYN-ACK \(Self.ms(handshake.synAck - handshake.syn)) later, its ACK \(Self.ms(handshake.ack - handshake.synAck)) after that)"
     }
 
     static func seconds(_ span: Span) -> String { String(format: "%.3f", span.seconds) }

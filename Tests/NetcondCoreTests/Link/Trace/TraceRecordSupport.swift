@@ -25,7 +25,8 @@ enum TestCapture {
 
     /// An IPv4 or IPv6 packet (by the address size) with a 20-byte TCP header and `payload` zero bytes.
     static func tcp(
-        from: Host, to: Host, seq: UInt32, ack: UInt32 = 0, flags: UInt8, payload: Int = 0, extensionHeader: Bool = false
+        from: Host, to: Host, seq: UInt32, ack: UInt32 = 0, flags: UInt8, payload: Int = 0,
+        extensionHeader: Bool = false
     ) -> [UInt8] {
         var tcp = self.be16(from.port) + self.be16(to.port) + self.be32(seq) + self.be32(ack)
         tcp += [0x50, flags] + self.be16(65_535) + [0, 0, 0, 0]
@@ -37,11 +38,13 @@ enum TestCapture {
         // IPv6, optionally with an 8-byte hop-by-hop header before TCP.
         let hopByHop: [UInt8] = extensionHeader ? [6, 0, 1, 4, 0, 0, 0, 0] : []
         let next: UInt8 = extensionHeader ? 0 : 6
-        return [0x60, 0, 0, 0] + self.be16(UInt16(hopByHop.count + tcp.count)) + [next, 64] + from.address + to.address + hopByHop + tcp
+        return [0x60, 0, 0, 0] + self.be16(UInt16(hopByHop.count + tcp.count)) + [next, 64] + from.address + to.address
+            + hopByHop + tcp
     }
 
     /// `ip` behind a link header of `linkType` (Ethernet with one VLAN tag when `vlan`).
-    static func framed(_ ip: [UInt8], linkType: UInt32, vlan: Bool = false, littleEndianFamily: Bool = true) -> [UInt8] {
+    static func framed(_ ip: [UInt8], linkType: UInt32, vlan: Bool = false, littleEndianFamily: Bool = true) -> [UInt8]
+    {
         let v6 = ip[0] >> 4 == 6
         let etherType: [UInt8] = v6 ? [0x86, 0xDD] : [0x08, 0x00]
         switch linkType {
@@ -70,7 +73,8 @@ enum TestCapture {
         var packets: [Packet] = []
         let clientISN: UInt32 = 5_000
         if let syn {
-            packets.append(Packet(nanoseconds: syn, bytes: self.tcp(from: client, to: server, seq: clientISN, flags: self.syn)))
+            packets.append(
+                Packet(nanoseconds: syn, bytes: self.tcp(from: client, to: server, seq: clientISN, flags: self.syn)))
             packets.append(
                 Packet(
                     nanoseconds: synAck,
@@ -78,13 +82,15 @@ enum TestCapture {
             packets.append(
                 Packet(
                     nanoseconds: ack,
-                    bytes: self.tcp(from: client, to: server, seq: clientISN + 1, ack: serverISN &+ 1, flags: self.ack)))
+                    bytes: self.tcp(from: client, to: server, seq: clientISN + 1, ack: serverISN &+ 1, flags: self.ack))
+            )
         }
         var seq = serverISN &+ 1
         for (index, segment) in data.enumerated() {
             defer { seq = seq &+ UInt32(segment.payload) }
             if skipping.contains(index) { continue }
-            let bytes = self.tcp(from: server, to: client, seq: seq, ack: clientISN + 1, flags: self.ack, payload: segment.payload)
+            let bytes = self.tcp(
+                from: server, to: client, seq: seq, ack: clientISN + 1, flags: self.ack, payload: segment.payload)
             packets.append(Packet(nanoseconds: Int64((segment.ms * 1_000_000).rounded()), bytes: bytes))
         }
         return packets.sorted { $0.nanoseconds < $1.nanoseconds }
@@ -94,11 +100,14 @@ enum TestCapture {
 
     /// A classic pcap file (µs or ns timestamps, either byte order), every packet behind `linkType`'s header.
     static func classic(
-        _ packets: [Packet], linkType: UInt32 = 101, nanoseconds: Bool = false, bigEndian: Bool = false, snap: Int? = nil
+        _ packets: [Packet], linkType: UInt32 = 101, nanoseconds: Bool = false, bigEndian: Bool = false,
+        snap: Int? = nil
     ) -> [UInt8] {
         let u32 = bigEndian ? self.be32 : self.le32
         let u16 = bigEndian ? self.be16 : self.le16
-        var file = u32(nanoseconds ? 0xa1b2_3c4d : 0xa1b2_c3d4) + u16(2) + u16(4) + u32(0) + u32(0) + u32(262_144) + u32(linkType)
+        var file =
+            u32(nanoseconds ? 0xa1b2_3c4d : 0xa1b2_c3d4) + u16(2) + u16(4) + u32(0) + u32(0) + u32(262_144)
+            + u32(linkType)
         let epoch: Int64 = 1_700_000_000
         for packet in packets {
             let framed = self.framed(packet.bytes, linkType: linkType)
@@ -113,7 +122,9 @@ enum TestCapture {
 
     /// A pcapng file: a section header, one interface (`resolution`: its if_tsresol option byte,
     /// none for microseconds), then an Enhanced Packet Block per packet.
-    static func pcapng(_ packets: [Packet], linkType: UInt16 = 101, resolution: UInt8? = nil, bigEndian: Bool = false) -> [UInt8] {
+    static func pcapng(_ packets: [Packet], linkType: UInt16 = 101, resolution: UInt8? = nil, bigEndian: Bool = false)
+        -> [UInt8]
+    {
         let u32 = bigEndian ? self.be32 : self.le32
         let u16 = bigEndian ? self.be16 : self.le16
         func block(_ type: UInt32, _ body: [UInt8]) -> [UInt8] {

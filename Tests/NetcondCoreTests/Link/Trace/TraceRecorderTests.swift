@@ -18,7 +18,9 @@ import Testing
 
     @Test func opportunitiesAreTheMillisecondsWhereTheBytesCrossEach1500() throws {
         // 1,500; 1,500; a 9,000-byte merged packet (GRO); then three of 700 (the third crosses 9 × 1,500).
-        let data: [(ms: Double, payload: Int)] = [(30, 1_460), (31.3, 1_460), (33, 8_960), (37, 660), (38, 660), (39.9, 660)]
+        let data: [(ms: Double, payload: Int)] = [
+            (30, 1_460), (31.3, 1_460), (33, 8_960), (37, 660), (38, 660), (39.9, 660),
+        ]
         let recording = try self.record(TestCapture.download(data: data))
         #expect(TestCapture.times(recording) == [0, 1, 3, 3, 3, 3, 3, 3, 9])
         #expect(recording.traceText == "0\n1\n3\n3\n3\n3\n3\n3\n9\n")
@@ -40,7 +42,8 @@ import Testing
     // MARK: - Delay
 
     @Test func capturedAtTheClientTheRoundTripIsSplitInHalves() throws {
-        let packets = TestCapture.download(syn: 0, synAck: 40_000_000, ack: 40_050_000, data: self.steady(from: 50, count: 5))
+        let packets = TestCapture.download(
+            syn: 0, synAck: 40_000_000, ack: 40_050_000, data: self.steady(from: 50, count: 5))
         let recording = try self.record(packets)
         let handshake = TraceRecording.Handshake(syn: .zero, synAck: .milliseconds(40), ack: .microseconds(40_050))
         #expect(recording.delay == .halfRoundTrip(handshake, oneWay: .microseconds(20_025)))
@@ -49,7 +52,8 @@ import Testing
     }
 
     @Test func capturedAtTheServerTheRoundTripIsSplitInHalvesToo() throws {
-        let packets = TestCapture.download(syn: 0, synAck: 50_000, ack: 40_050_000, data: self.steady(from: 50, count: 5))
+        let packets = TestCapture.download(
+            syn: 0, synAck: 50_000, ack: 40_050_000, data: self.steady(from: 50, count: 5))
         let recording = try self.record(packets)
         #expect(recording.delay.latency(.down) == .microseconds(20_025))
         #expect(recording.delay.latency(.up) == .microseconds(20_025))
@@ -59,19 +63,22 @@ import Testing
     @Test func capturedMidLinkEachLegIsADirectionsDelay() throws {
         // As netcond's own --pcap stamps them: the SYN left the up link, the SYN-ACK the down link
         // 30 ms later, the ACK the up link 20 ms after that.
-        let packets = TestCapture.download(syn: 0, synAck: 30_000_000, ack: 50_000_000, data: self.steady(from: 60, count: 5))
+        let packets = TestCapture.download(
+            syn: 0, synAck: 30_000_000, ack: 50_000_000, data: self.steady(from: 60, count: 5))
         let recording = try self.record(packets)
         let handshake = TraceRecording.Handshake(syn: .zero, synAck: .milliseconds(30), ack: .milliseconds(50))
         #expect(recording.delay == .midLink(handshake, down: .milliseconds(30), up: .milliseconds(20)))
         let yaml = recording.profileYAML(name: "x", traceFile: "x.trace", captureName: "t.pcap")
         #expect(yaml.contains("down:\n  trace: \"x.trace\"\n  latency: 30ms\nup:\n  latency: 20ms\n"))
         // Recording the up direction puts the trace on up; the delays stay each direction's own.
-        let up = TestCapture.download(syn: 0, synAck: 30_000_000, ack: 50_000_000, data: [])
+        let up =
+            TestCapture.download(syn: 0, synAck: 30_000_000, ack: 50_000_000, data: [])
             + (0..<5).map { index in
                 TestCapture.Packet(
                     nanoseconds: 60_000_000 + Int64(index) * 1_000_000,
                     bytes: TestCapture.tcp(
-                        from: TestCapture.client, to: TestCapture.server, seq: 5_001 + UInt32(index) * 1_460, ack: 1_000_001,
+                        from: TestCapture.client, to: TestCapture.server, seq: 5_001 + UInt32(index) * 1_460,
+                        ack: 1_000_001,
                         flags: TestCapture.ack, payload: 1_460))
             }
         let upward = try self.record(up, .init(direction: .up))
@@ -87,7 +94,9 @@ import Testing
         packets.append(
             TestCapture.Packet(
                 nanoseconds: 31_400_000,
-                bytes: TestCapture.tcp(from: TestCapture.client, to: TestCapture.server, seq: 5_001, ack: 1_002_921, flags: TestCapture.ack)))
+                bytes: TestCapture.tcp(
+                    from: TestCapture.client, to: TestCapture.server, seq: 5_001, ack: 1_002_921, flags: TestCapture.ack
+                )))
         let recording = try self.record(packets.sorted { $0.nanoseconds < $1.nanoseconds })
         #expect(recording.delay == .unknown(smallestDataToAck: .microseconds(400)))
         #expect(!recording.clientBySYN)
@@ -97,7 +106,8 @@ import Testing
         #expect(!yaml.contains("up:"))
         #expect(yaml.contains("# No handshake in the capture"))
         #expect(yaml.contains("round trip unknown"))
-        let profile = try ProfileDecoder().decode(yaml: yaml.replacingOccurrences(of: "  trace: \"x.trace\"\n", with: ""), file: "x.yaml")
+        let profile = try ProfileDecoder().decode(
+            yaml: yaml.replacingOccurrences(of: "  trace: \"x.trace\"\n", with: ""), file: "x.yaml")
         #expect(profile.down.latency == .zero)
     }
 
@@ -106,10 +116,14 @@ import Testing
     @Test func aHoleInTheSequenceIsLossAndItsRepairARetransmission() throws {
         var packets = TestCapture.download(data: self.steady(from: 30, count: 20), skipping: [5])
         let repair = TestCapture.tcp(
-            from: TestCapture.server, to: TestCapture.client, seq: 1_000_001 + 5 * 1_460, ack: 5_001, flags: TestCapture.ack, payload: 1_460)
+            from: TestCapture.server, to: TestCapture.client, seq: 1_000_001 + 5 * 1_460, ack: 5_001,
+            flags: TestCapture.ack, payload: 1_460)
         packets.append(TestCapture.Packet(nanoseconds: 60_000_000, bytes: repair))
         let recording = try self.record(packets)
-        #expect(recording.loss == TraceRecording.Loss(holes: 1, missingPackets: 1, retransmissions: 1, deliveredPackets: 20, typicalPayload: 1_460))
+        #expect(
+            recording.loss
+                == TraceRecording.Loss(
+                    holes: 1, missingPackets: 1, retransmissions: 1, deliveredPackets: 20, typicalPayload: 1_460))
         #expect(recording.loss.probability == Probability(1.0 / 21))
         let yaml = recording.profileYAML(name: "x", traceFile: "x.trace", captureName: "t.pcap")
         #expect(yaml.contains("  loss: 4.762%\nup:"))
@@ -122,10 +136,14 @@ import Testing
     @Test func sequenceNumbersWrapAround() throws {
         let isn = UInt32.max - 3_000
         let clean = try self.record(TestCapture.download(data: self.steady(from: 30, count: 10), serverISN: isn))
-        #expect(clean.loss == TraceRecording.Loss(holes: 0, missingPackets: 0, retransmissions: 0, deliveredPackets: 10, typicalPayload: 1_460))
+        #expect(
+            clean.loss
+                == TraceRecording.Loss(
+                    holes: 0, missingPackets: 0, retransmissions: 0, deliveredPackets: 10, typicalPayload: 1_460))
         #expect(TestCapture.times(clean) == Array(0...9))
         // A hole just across the wrap (the third segment starts at 2,920 − 3,000 + … past 0).
-        let holed = try self.record(TestCapture.download(data: self.steady(from: 30, count: 10), serverISN: isn, skipping: [2]))
+        let holed = try self.record(
+            TestCapture.download(data: self.steady(from: 30, count: 10), serverISN: isn, skipping: [2]))
         #expect(holed.loss.holes == 1)
         #expect(holed.loss.missingPackets == 1)
         #expect(holed.loss.retransmissions == 0)
@@ -162,11 +180,15 @@ import Testing
         let data = self.steady(from: 30, count: 1_000) + self.steady(from: 3_029, count: 1_000)
         let recording = try self.record(TestCapture.download(data: data))
         #expect(recording.idle.threshold == .milliseconds(200))
-        #expect(recording.idle.stretches == [TraceRecording.IdleStretch(start: .milliseconds(1_029), length: .milliseconds(2_000))])
+        #expect(
+            recording.idle.stretches == [
+                TraceRecording.IdleStretch(start: .milliseconds(1_029), length: .milliseconds(2_000))
+            ])
         #expect(recording.idle.longest?.start == .milliseconds(1_029))
-        #expect(recording.report(traceFile: "x.trace", profileFile: "x.yaml", loaded: recording.trace).contains {
-            $0.contains("1 stretch without arrivals over 200 ms, 2.000 s in all, the longest 2.000 s at 1.029 s")
-        })
+        #expect(
+            recording.report(traceFile: "x.trace", profileFile: "x.yaml", loaded: recording.trace).contains {
+                $0.contains("1 stretch without arrivals over 200 ms, 2.000 s in all, the longest 2.000 s at 1.029 s")
+            })
         // A window that starts well before the data: the wait replays as no capacity too.
         let early = try self.record(TestCapture.download(data: self.steady(from: 500, count: 100)), .init(from: .zero))
         #expect(early.idle.stretches == [TraceRecording.IdleStretch(start: .zero, length: .milliseconds(500))])
@@ -194,12 +216,14 @@ import Testing
     }
 
     @Test func theProfileWrittenReadsBackThroughTheLoader() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-trace-record-\(getpid())").path
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-trace-record-\(getpid())")
+            .path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let recording = try self.record(TestCapture.download(data: self.steady(from: 30, count: 50), skipping: [10]))
         try recording.traceText.write(toFile: folder + "/my \"train\".trace", atomically: true, encoding: .utf8)
-        let yaml = recording.profileYAML(name: "my \"train\"", traceFile: "my \"train\".trace", captureName: "c:\\x.pcap")
+        let yaml = recording.profileYAML(
+            name: "my \"train\"", traceFile: "my \"train\".trace", captureName: "c:\\x.pcap")
         try yaml.write(toFile: folder + "/my.yaml", atomically: true, encoding: .utf8)
         let profile = try ProfileCatalog.resolve(folder + "/my.yaml")
         #expect(profile.name == "my \"train\"")
