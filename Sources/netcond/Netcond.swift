@@ -22,11 +22,12 @@ struct Netcond: AsyncParsableCommand {
               netcond proxy lte --listen 127.0.0.1:8080      manual throttling while developing
               netcond ctl outage refuse                     change a running proxy's conditions live
               netcond profiles                              list the built-in profiles
+              netcond trace record train.pcap               a trace and a profile from a capture of a download
             """,
         version: "0.1.0 (git \(buildRevision))",
         subcommands: [
             RunCommand.self, TestCommand.self, ProxyCommand.self, CtlCommand.self, ProfilesCommand.self, ValidateCommand.self, DemoCommand.self,
-            FetchCommand.self, ReportCommand.self, ToxiproxyCommand.self,
+            FetchCommand.self, ReportCommand.self, ToxiproxyCommand.self, TraceCommand.self,
         ]
     )
 
