@@ -289,6 +289,53 @@ def add_row(t, label, engine, offset, s):
           f"≥{SHARE:.0%} of windows within ±2 % (or 1 packet)", "PASS" if s["share"] >= SHARE else "FAIL")
 
 
+def round_trip(h, profile, times_ms, log):
+    """A download through a known mahimahi trace under the packet engine with --pcap; `netcond
+    trace record` turns the capture into a trace; per second of the run, the recorded trace's
+    capacity against the known one's (one offset fitted, whole milliseconds). Returns
+    (offset ms, [(second, recorded, known)])."""
+    capture = os.path.join(h.tmp, "round-trip.pcap")
+    prefix = os.path.join(h.tmp, "round-trip-recorded")
+    for leftover in (capture, prefix + ".trace", prefix + ".yaml"):
+        if os.path.exists(leftover):
+            os.remove(leftover)
+    out = os.path.join(h.tmp, "round-trip-stamps.txt")
+    argv = [h.binary, "run", "--engine", "packet", "--seed", "5", "--pcap", capture, profile, "--",
+            sys.executable, CLIENT, "http://origin.netcond.test/bytes/2000000000", str(SECONDS), out]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=SECONDS + 60)
+    if done.returncode != 0:
+        raise RuntimeError(f"run: exit {done.returncode}: {done.stderr.strip()[-300:]}")
+    recorded = subprocess.run([h.binary, "trace", "record", capture, "-o", prefix], capture_output=True, text=True, timeout=120)
+    if recorded.returncode != 0:
+        raise RuntimeError(f"trace record: exit {recorded.returncode}: {recorded.stderr.strip()[-300:]}")
+    log("  " + "\n  ".join(recorded.stdout.splitlines()))
+    lines = [int(v) for v in open(prefix + ".trace").read().split()]
+    mine = lines[:-1] if len(lines) > 1 and lines[-1] == lines[-2] else lines  # the period line repeats the last
+    period = times_ms[-1]
+    known = [cycle * period + ms for cycle in range(int((SECONDS + SEARCH + 5) * 1000 / period) + 1) for ms in times_ms[:-1]]
+    seconds = int(mine[-1] / 1000)
+
+    def per_second(values, offset):
+        counts = [0] * (seconds + 1)
+        for ms in values:
+            k = (ms - offset) // 1000
+            if 0 <= k <= seconds:
+                counts[k] += 1
+        return counts
+
+    mine_counts = per_second(mine, 0)
+    first, last = int(SKIP), seconds - 1  # whole seconds only: the last one is cut
+    known_ms = sorted(known)
+
+    def cost(offset):
+        counts = per_second([ms for ms in known_ms if ms >= offset], offset)
+        return sum(abs(mine_counts[k] - counts[k]) for k in range(first, last))
+    best = min(range(0, int(SEARCH * 1000), 5), key=cost)
+    best = min(range(max(0, best - 5), best + 6), key=cost)
+    known_counts = per_second([ms for ms in known_ms if ms >= best], best)
+    return best, [(k, mine_counts[k], known_counts[k]) for k in range(first, last)]
+
+
 def item_traces(h, t, log):
     name = "12. trace replay"
     missing = packet_missing()
@@ -329,6 +376,16 @@ def item_traces(h, t, log):
                 t.error(f"{name}: {label}, {engine}", e)
     if missing:
         t.add(f"{name}: packet engine", f"skipped: {missing}", "-", "SKIP")
+    if not missing and h.remaining() >= 90:
+        try:
+            offset, seconds = round_trip(h, profile, times, log)
+            worst = max(abs(m - k) / k for _, m, k in seconds if k)
+            each = " ".join(f"{m / k:.3f}" for _, m, k in seconds if k)
+            t.add(f"{name}: round trip, a --pcap of that download through the mahimahi trace recorded by netcond trace record",
+                  f"per-second capacity, recorded / known, seconds {seconds[0][0]}-{seconds[-1][0]}: worst {worst:.2%} ({each}); "
+                  f"offset {offset} ms", "each second within ±5 %", "PASS" if worst <= 0.05 else "FAIL")
+        except Exception as e:
+            t.error(f"{name}: round trip", e)
     # The peer: mahimahi's mm-link on the same mahimahi trace, measured the same way.
     mm_link = mm_link_binary()
     label = "akamai-experience-good as a mahimahi trace"
