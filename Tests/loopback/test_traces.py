@@ -1,6 +1,7 @@
 """Trace-driven links (mahimahi's format) as a user meets them: a profile on disk names a trace file
 beside it, and a real client downloads through it under both engines."""
 import os
+import re
 import time
 
 import pytest
@@ -105,3 +106,48 @@ def test_a_download_completes_under_the_synthesised_starlink_link(engine):
     assert size == "2000000"
     assert float(first_byte) >= 0.032, result.stdout
     assert "netcond: starlink" in result.stderr, result.stderr
+
+
+def test_trace_record_turns_a_capture_of_a_download_into_the_link_it_crossed(tmp):
+    if packet_engine_missing():
+        pytest.skip(packet_engine_missing())
+    # A known link: one 1,500-byte opportunity every 2 ms (6 Mbit/s), 10 ms each way. A capture of
+    # a 3 MB download through it, recorded, gives back 500 opportunities a second once the download
+    # fills the link, and the delays of the handshake.
+    profile = trace_profile(tmp, [2], name="known")
+    capture = os.path.join(tmp, "known.pcap")
+    result = run(["run", "--engine", "packet", "--seed", "3", "--pcap", capture, profile, "--",
+                  "curl", "-sS", "-o", "/dev/null", "http://origin.netcond.test/bytes/3000000"], timeout=120)
+    assert result.returncode == 0, result.stderr
+    prefix = os.path.join(tmp, "recorded")
+    recorded = run(["trace", "record", capture, "-o", prefix], timeout=60)
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    assert "recorded down, toward the client" in recorded.stdout, recorded.stdout
+    lines = [int(v) for v in open(prefix + ".trace").read().split()]
+    per_second = {}
+    for ms in lines[:-1]:
+        per_second[ms // 1000] = per_second.get(ms // 1000, 0) + 1
+    whole = sorted(per_second[k] for k in per_second if k < lines[-1] // 1000)
+    assert len(whole) >= 3, (whole, recorded.stdout)
+    assert abs(whole[len(whole) // 2] - 500) <= 10, (whole, recorded.stdout)
+    profile_text = open(prefix + ".yaml").read()
+    assert "trace: recorded.trace" in profile_text or "trace: \"recorded.trace\"" in profile_text, profile_text
+    assert "mid-link" in recorded.stdout, recorded.stdout  # netcond's capture stamps packets as they leave the link
+    down = float(re.search(r"down ([\d.]+)ms", recorded.stdout).group(1))
+    assert 9.5 <= down <= 15, recorded.stdout
+    # The recorded link runs like any other, and the files are not overwritten without --force.
+    again = run(["run", "--seed", "3", prefix + ".yaml", "--", "curl", "-sS", "-o", "/dev/null", "-w", "%{size_download}",
+                 "http://origin.netcond.test/bytes/200000"], timeout=120)
+    assert again.returncode == 0 and again.stdout == "200000", again.stderr
+    refused = run(["trace", "record", capture, "-o", prefix], timeout=60)
+    assert refused.returncode == 2 and "exists" in refused.stderr, refused.stderr
+
+
+def test_trace_record_says_what_is_wrong_with_a_capture(tmp):
+    text = os.path.join(tmp, "notes.pcap")
+    with open(text, "w") as f:
+        f.write("these are not packets\n")
+    result = run(["trace", "record", text, "-o", os.path.join(tmp, "x")], timeout=60)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "notes.pcap" in result.stderr and "pcap" in result.stderr, result.stderr
+    assert not os.path.exists(os.path.join(tmp, "x.trace"))
