@@ -90,6 +90,10 @@ public final class PacketEngine: @unchecked Sendable {
         self.wholeGSO = wholeGSO
         self.copyingWhole = capture != nil || Self.needsWholePackets(self.driver.conditions, profile.setup)
         self.driver.summary.pathMSSProblem = cage.pathMSSProblem
+        // Until the thread first publishes, a summary says what the link starts as.
+        self.published.profile = profile.name
+        self.published.state = self.driver.timeline.state
+        self.published.conditions = self.driver.timeline.conditions
         onStateChange?(self.driver.timeline.state, .zero)
     }
 
@@ -380,6 +384,7 @@ public final class PacketEngine: @unchecked Sendable {
         summary.vanished = Int(self.queue.errorReplies)
         summary.connectionsOpen = self.driver.flows.count
         summary.state = self.driver.timeline.state
+        summary.conditions = self.driver.timeline.conditions
         summary.profile = self.driver.timeline.profile.name
         self.lock.lock()
         self.published = summary

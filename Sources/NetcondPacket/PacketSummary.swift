@@ -88,6 +88,17 @@ public struct PacketSummary: Sendable, Equatable {
     /// The link's state and the profile in force (live control can switch it).
     public var state = LinkState(phase: "")
     public var profile = ""
+    /// The conditions in force when the summary was published (a schedule's phase, a live switch).
+    public var conditions = LinkConditions()
+
+    /// One direction's rate, delay and loss in force at the summary's moment (a trace's or a step
+    /// series' value then), with the outage or stall.
+    public func moment(_ direction: NetcondCore.Direction) -> LinkMoment {
+        var moment = self.conditions.direction(direction).moment(at: Instant(nanoseconds: self.elapsed.nanoseconds))
+        moment.outage = self.state.outage
+        moment.stalled = self.state.stalled.contains(direction)
+        return moment
+    }
 }
 
 /// A change to the running packet link (`netcond ctl`, the control API).

@@ -288,8 +288,22 @@ public final class ProxyServer: Sendable {
             engine: "proxy",
             queueDelayMs: s.driver.map { driver in
                 [Direction.up, .down].map { Double(driver.model.queueingDelay($0).nanoseconds) / 1e6 }
-            }
+            },
+            link: [Direction.down, .up].map { ControlLinkNow($0, self.linkMomentOnLoop($0)) }
         )
+    }
+
+    /// One direction's rate, delay and loss in force now; call on `eventLoop`. Without a link model
+    /// (a pass-through run) the profile's own.
+    func linkMomentOnLoop(_ direction: Direction) -> LinkMoment {
+        let s = self.state.value
+        let now = Instant(nanoseconds: s.rules.elapsed(at: self.loop.now).nanoseconds)
+        return s.driver?.model.moment(direction, at: now) ?? s.profile.direction(direction).moment(at: now)
+    }
+
+    /// One direction's rate, delay and loss in force now (a scenario's report samples it).
+    public func linkMoment(_ direction: Direction) async -> LinkMoment? {
+        try? await self.loop.submit { self.linkMomentOnLoop(direction) }.get()
     }
 
     /// The answer to a control request (status code and JSON); call on `eventLoop`. Every change

@@ -1,4 +1,5 @@
 import Foundation
+import NetcondCore
 
 /// `--html FILE` and `netcond report FILE.json --html OUT`: one self-contained HTML file drawn from
 /// a JSON report (format 2): the suite at a glance (sortable, filterable by verdict), and for each
@@ -127,7 +128,8 @@ public enum HTMLReport {
 
     // MARK: - The timeline
 
-    /// Lanes, top to bottom: the link (what the timeline did), requests, failed attempts, bytes
+    /// Lanes, top to bottom: the link (what the timeline did), the down link's rate and delay as
+    /// they moved (a trace's, a step series', a switch's), requests, failed attempts, bytes
     /// delivered, output lines; the time axis below. x is seconds since the client started.
     static func timeline(_ scenario: [String: Any], index: Int) -> String {
         let requests = scenario["requests"] as? [[String: Any]] ?? []
@@ -143,13 +145,13 @@ public enum HTMLReport {
         for event in applied { end = max(end, Self.double(event["at"]) ?? 0) }
         end = max(end, 0.1) * 1.02
         let width = 1000.0, left = 90.0, right = 10.0
-        let lane = (timeline: 10.0, link: 40.0, requests: 70.0, attempts: 140.0, bytes: 170.0, output: 240.0, axis: 270.0)
-        let height = 292.0
+        let lane = (timeline: 10.0, link: 40.0, rate: 70.0, requests: 110.0, attempts: 180.0, bytes: 210.0, output: 280.0, axis: 310.0)
+        let height = 332.0
         func x(_ at: Double) -> String { String(format: "%.1f", left + (width - left - right) * min(max(at, 0), end) / end) }
 
         var svg = "<svg class=\"timeline\" id=\"timeline-\(index)\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" "
             + "width=\"100%\" role=\"img\" aria-label=\"timeline\">\n"
-        for (label, y) in [("timeline", lane.timeline), ("link", lane.link), ("requests", lane.requests), ("no server", lane.attempts),
+        for (label, y) in [("timeline", lane.timeline), ("link", lane.link), ("rate, delay", lane.rate), ("requests", lane.requests), ("no server", lane.attempts),
                            ("bytes", lane.bytes), ("output", lane.output)] {
             svg += "<text class=\"lane\" x=\"4\" y=\"\(Int(y + 14))\">\(label)</text>"
         }
@@ -206,6 +208,7 @@ public enum HTMLReport {
             svg += "<g class=\"mark attempt\" data-at=\"\(Self.number(at))\"><title>\(Self.escape(title))</title>"
                 + "<circle cx=\"\(x(at))\" cy=\"\(Int(lane.attempts + 10))\" r=\"4\"/></g>\n"
         }
+        svg += Self.linkLane(scenario["link"] as? [[Any]] ?? [], top: lane.rate, end: end, x: x)
         if let most = delivered.map(\.1).max(), most > 0 {
             let every = max(1, Int((Double(delivered.count) / Double(Self.maxDeliveredPoints)).rounded(.up)))
             let drawn = delivered.enumerated().filter { $0.offset % every == 0 || $0.offset == delivered.count - 1 }.map(\.element)
@@ -235,6 +238,48 @@ public enum HTMLReport {
                 + "y2=\"\(lane.axis)\"/></g>"
         }
         return svg + "</svg>\n"
+    }
+
+    /// The down link's rate (a solid step line, its top the run's highest rate) and one-way delay
+    /// (dashed, its top the highest delay) from the report's `link` samples, with their scales.
+    static func linkLane(_ samples: [[Any]], top: Double, end: Double, x: (Double) -> String) -> String {
+        let rows = samples.compactMap { row -> (at: Double, rate: Double?, delay: Double)? in
+            guard row.count >= 3, let at = Self.double(row[0]), let delay = Self.double(row[2]) else { return nil }
+            return (at, Self.double(row[1]), delay)
+        }
+        guard !rows.isEmpty else { return "" }
+        // The scale's line on top, the lines below it: 26 px from top + 12 to top + 38.
+        let height = 26.0, bottom = top + 38
+        /// A step line through `values` (each 0…1, one per row): it holds each row's value until the next row.
+        func steps(_ values: [Double]) -> String {
+            func y(_ value: Double) -> String { String(format: "%.1f", bottom - height * value) }
+            var points: [String] = []
+            for (i, row) in rows.enumerated() {
+                if i > 0 { points.append("\(x(row.at)),\(y(values[i - 1]))") }
+                points.append("\(x(row.at)),\(y(values[i]))")
+            }
+            points.append("\(x(end)),\(y(values[values.count - 1]))")
+            return points.joined(separator: " ")
+        }
+        var svg = ""
+        var scale: [String] = []
+        let rates = rows.compactMap(\.rate)
+        if let most = rates.max(), most > 0, rates.count == rows.count {
+            let points = steps(rates.map { $0 / most })
+            let peak = Bandwidth(bitsPerSecond: Int64(most))
+            svg += "<polyline class=\"link-rate\" points=\"\(points)\"><title>the down link's rate, up to \(peak)/s</title></polyline>\n"
+            scale.append("rate ▔ \(peak)/s")
+        } else {
+            scale.append("rate unlimited")
+        }
+        if let most = rows.map(\.delay).max(), most > 0 {
+            let points = steps(rows.map { $0.delay / most })
+            svg += "<polyline class=\"link-delay\" points=\"\(points)\"><title>the down link's one-way delay, up to "
+                + "\(Self.number(most)) ms</title></polyline>\n"
+            scale.append("delay ┄ \(Self.number(most)) ms")
+        }
+        svg += "<text class=\"link-scale\" x=\"\(x(end))\" y=\"\(Int(top + 9))\">\(Self.escape(scale.joined(separator: " · ")))</text>\n"
+        return svg
     }
 
     static func tickStep(_ end: Double) -> Double {
@@ -270,6 +315,8 @@ public enum HTMLReport {
         .link-state rect{fill:#6a4fb3}.link-state.fault rect{fill:#e9c46a}.link-state.captive rect{fill:#8a5300}
         .request rect{fill:#5b8def}.request.range rect{fill:#2a9d8f}.request.broken rect{fill:#e76f51}
         .attempt circle{fill:#b3261e}.delivered{fill:none;stroke:#264653;stroke-width:1.5}
+        .link-rate{fill:none;stroke:#6a4fb3;stroke-width:1.5}.link-delay{fill:none;stroke:#e76f51;stroke-dasharray:4 3}
+        .link-scale{text-anchor:end;fill:#6a4fb3}
         .output path{stroke:#999}.output.stderr path{stroke:#b3261e}.deadline line{stroke:#b3261e;stroke-width:2}
         .check-mark{stroke:#f4a261;stroke-width:2;display:none}.check-mark.shown{display:inline}
         .mark.highlight rect,.mark.highlight circle{stroke:#000;stroke-width:2}.mark.highlight line,.mark.highlight path{stroke:#f4a261;stroke-width:3}

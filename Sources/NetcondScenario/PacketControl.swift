@@ -82,7 +82,8 @@ public struct PacketControl: ControlTarget {
             captivePortal: nil,
             timerWakeups: 0,
             timerLateUs: [],
-            engine: "packet"
+            engine: "packet",
+            link: [Direction.down, .up].map { ControlLinkNow($0, summary.moment($0)) }
         )
     }
 }

@@ -20,6 +20,8 @@ protocol RunSession: Sendable {
     func clientFolder(in workdir: String) -> (path: String, problem: String?)
     /// Down bytes the link has delivered to the client so far.
     func deliveredBytes() async -> Int64
+    /// The down direction's rate, delay and loss in force now (nil: the engine cannot say).
+    func linkMoment() async -> LinkMoment?
     /// Applies a timeline action; returns a note when it changed nothing.
     func apply(_ action: ScenarioAction) async -> String?
     /// The phase (or outage) and the bytes delivered, for the live status line.
@@ -46,6 +48,10 @@ extension Session: RunSession {
 
     func deliveredBytes() async -> Int64 {
         (await self.proxy.status())?.bytesDelivered ?? 0
+    }
+
+    func linkMoment() async -> LinkMoment? {
+        await self.proxy.linkMoment(.down)
     }
 
     func apply(_ action: ScenarioAction) async -> String? {
@@ -84,6 +90,10 @@ extension PacketSession: RunSession {
 
     func deliveredBytes() async -> Int64 {
         self.summary().down.bytes
+    }
+
+    func linkMoment() async -> LinkMoment? {
+        self.summary().moment(.down)
     }
 
     func apply(_ action: ScenarioAction) async -> String? {

@@ -33,11 +33,19 @@ public struct ScenarioOutcome: Sendable {
     public static let nothingJudged = "no check was judged: the scenario has none, and a run passes only what a check judged"
 }
 
-/// Bytes delivered to the client by a moment of the run.
+/// Bytes delivered to the client by a moment of the run, and what the down link was then.
 public struct DeliverySample: Sendable, Equatable {
     /// Seconds since the client started.
     public var at: Double
     public var bytes: Int64
+    /// The down direction's rate, delay and loss in force then (nil: the engine did not say).
+    public var link: LinkMoment?
+
+    public init(at: Double, bytes: Int64, link: LinkMoment? = nil) {
+        self.at = at
+        self.bytes = bytes
+        self.link = link
+    }
 }
 
 /// A client's captured stdout and stderr.
@@ -293,8 +301,9 @@ public enum ScenarioRunner {
             // At most 6,000 samples (10 minutes); past that, the run's end is what matters.
             while !Task.isCancelled && samples.withLockedValue({ $0.count }) < Self.maxDeliverySamples {
                 let bytes = await session.deliveredBytes()
+                let link = await session.linkMoment()
                 let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-                samples.withLockedValue { $0.append(DeliverySample(at: (at * 1000).rounded() / 1000, bytes: bytes)) }
+                samples.withLockedValue { $0.append(DeliverySample(at: (at * 1000).rounded() / 1000, bytes: bytes, link: link)) }
                 try? await Task.sleep(nanoseconds: 100_000_000)
             }
         }
@@ -341,7 +350,7 @@ public enum ScenarioRunner {
         let results = scenario.checks.map { Checks.evaluate($0, evidence) }
         var delivered = samples.withLockedValue { $0 }
         let duration = (evidence.duration * 1000).rounded() / 1000
-        delivered.append(DeliverySample(at: duration, bytes: await session.deliveredBytes()))
+        delivered.append(DeliverySample(at: duration, bytes: await session.deliveredBytes(), link: await session.linkMoment()))
         let linkSummary = await session.summaryText()
         await session.stop()
         if !keepWorkingDirectory { Self.remove(workdir) }

@@ -251,6 +251,10 @@ public enum ScenarioSuite {
             var deadline: Double?
             /// [seconds since the client started, bytes delivered to it], every 100 ms.
             var delivered: [[Double]]?
+            /// The down link as it moved: [seconds since the client started, rate in bits per second
+            /// (null: unlimited), one-way delay in ms, loss probability], each time it changed (sampled
+            /// every 100 ms) and at the end.
+            var link: [[Double?]]?
             /// The client's output lines as they came (at most the last 2,000, each at most 500 characters).
             var output: [Line]?
             /// Connection attempts that never reached a server.
@@ -312,6 +316,22 @@ public enum ScenarioSuite {
                 var linkCut: String?
             }
 
+            /// The down link's samples where it changed, and the last: a fixed link is two rows.
+            static func linkSamples(_ samples: [DeliverySample]) -> [[Double?]]? {
+                var rows: [[Double?]] = []
+                var last: [Double?]?
+                for (index, sample) in samples.enumerated() {
+                    guard let link = sample.link else { continue }
+                    let values: [Double?] = [
+                        link.rate.map { Double($0.bitsPerSecond) }, (Double(link.delay.nanoseconds) / 1e3).rounded() / 1e3,
+                        (link.loss * 1e6).rounded() / 1e6,
+                    ]
+                    if values != last || index == samples.count - 1 { rows.append([sample.at] + values) }
+                    last = values
+                }
+                return rows.isEmpty ? nil : rows
+            }
+
             init(_ result: ScenarioSuite.Result) {
                 let scenario = result.scenario
                 self.name = scenario.name
@@ -345,6 +365,7 @@ public enum ScenarioSuite {
                     self.clientOutput = outcome.clientOutput.tail
                     self.deadline = outcome.evidence.deadline.seconds
                     self.delivered = outcome.delivered.map { [$0.at, Double($0.bytes)] }
+                    self.link = Self.linkSamples(outcome.delivered)
                     self.output = outcome.evidence.lines.suffix(2_000).map {
                         Line(at: ($0.at * 1000).rounded() / 1000, stderr: $0.stderr, text: String($0.text.prefix(500)))
                     }

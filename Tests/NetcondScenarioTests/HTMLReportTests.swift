@@ -62,6 +62,31 @@ import Testing
         #expect(!html.contains("http://") && !html.contains("https://"), "no external resource")
     }
 
+    /// A link that moves (2 Mbit/s and 40 ms, then 200 kbit/s and 120 ms from 1.5 s): the JSON
+    /// keeps the moments it changed and the last; the link lane draws both as step lines.
+    @Test func theLinkLaneDrawsTheRateAndDelayAsTheyMoved() throws {
+        var outcome = self.outcome("moving", passed: true)
+        let fast = LinkMoment(rate: .mbit(2), delay: .milliseconds(40), loss: 0)
+        let slow = LinkMoment(rate: .kbit(200), delay: .milliseconds(120), loss: 0.01)
+        outcome.delivered = [
+            DeliverySample(at: 0, bytes: 0, link: fast), DeliverySample(at: 0.5, bytes: 100, link: fast),
+            DeliverySample(at: 1.5, bytes: 300, link: slow), DeliverySample(at: 2, bytes: 500, link: slow),
+        ]
+        let json = ScenarioSuite.json([.ran(outcome)], seconds: 4)
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        let scenario = try #require((report["scenarios"] as? [[String: Any]])?.first)
+        let rows = try #require(scenario["link"] as? [[Double]])
+        #expect(rows == [[0, 2_000_000, 40, 0], [1.5, 200_000, 120, 0.01], [2, 200_000, 120, 0.01]])
+        let html = try HTMLReport.render(json: Data(json.utf8), source: "r.json")
+        // x = 90 + 900 × t / 2.04 (the run's 2 s and 2 % more); y from 108 (0) up to 82 (the run's most).
+        #expect(html.contains(#"<polyline class="link-rate" points="90.0,82.0 751.8,82.0 751.8,105.4 972.4,105.4 972.4,105.4 990.0,105.4">"#))
+        #expect(html.contains(#"<polyline class="link-delay" points="90.0,99.3 751.8,99.3 751.8,82.0 972.4,82.0 972.4,82.0 990.0,82.0">"#))
+        #expect(html.contains("rate ▔ 2Mbit/s · delay ┄ 120 ms"))
+        // A run whose engine said nothing of its link draws no rate and keeps the report readable.
+        let plain = try self.page([.ran(self.outcome("plain", passed: true))])
+        #expect(!plain.contains(#"<polyline class="link-rate""#))
+    }
+
     @Test func whatTheClientPrintsIsEscaped() throws {
         let html = try self.page([.ran(self.outcome("a", passed: false, line: "<script>alert('x')</script>"))])
         #expect(!html.contains("<script>alert"))

@@ -297,7 +297,12 @@ def test_ctl_switches_to_a_profile_with_a_trace_file_which_it_sends_whole(proxy_
     traced = write_profile(tmp, "traced", "name: traced\ndown: {trace: traces/slow.trace, latency: 10ms}\n")
     switched = proxy.ctl("profile", traced, "--json")
     assert switched.returncode == 0, switched.stderr
-    assert json.loads(switched.stdout)["profile"] == "traced"
+    answer = json.loads(switched.stdout)
+    assert answer["profile"] == "traced"
+    # /status says what the link is now: the trace's 1.2 Mbit/s down, 10 ms; up unlimited.
+    down, up = answer["link"]
+    assert down == {"direction": "down", "rate_bps": 1200000, "delay_ms": 10, "loss": 0}, answer["link"]
+    assert up["direction"] == "up" and up["rate_bps"] is None, answer["link"]
     started = time.monotonic()
     assert curl(proxy, "http://origin.netcond.test/bytes/150000").stdout == origin_bytes(150000)
     # 150 KB (plus headers) needs over 100 opportunities: at least 1.0 s on any machine.

@@ -15,7 +15,7 @@ import pytest
 from conftest import NETCOND, packet_engine_missing, run
 from test_packet_engine import clean_host  # noqa: F401  (the fixture checks nothing is left)
 from test_scenarios import (CURL, SCENARIOS, WGET, caveat, check_a_portal_met_while_resuming,
-                            check_behind_a_portal_until_login, line)
+                            check_a_rate_that_falls_mid_download, check_behind_a_portal_until_login, line)
 
 pytestmark = pytest.mark.skipif(packet_engine_missing() is not None, reason=packet_engine_missing() or "")
 
@@ -239,3 +239,9 @@ def test_a_scenario_run_has_live_control_as_in_proxy_mode():
     result = packet("resume-after-dropout", client)
     assert "refused: 7" in result.stdout, result.stdout + result.stderr
     assert "1 connection refused" in result.stderr, result.stderr
+
+
+def test_a_rate_that_falls_mid_download_under_the_packet_engine(tmp_path):
+    """The moving link is the same link in both engines: the same verdicts."""
+    bad = check_a_rate_that_falls_mid_download(packet, str(tmp_path))
+    assert "packet engine" in bad.stderr

@@ -1,6 +1,7 @@
 """Scenarios on real clients: each check passes on a client that behaves well and fails on one that
 does not, with no cooperation from the clients (they only read NETCOND_URL / NETCOND_OUTPUT)."""
 import glob
+import json
 import re
 import os
 import textwrap
@@ -409,3 +410,41 @@ def test_https_origin_with_a_run_ca(tmp_path):
     assert "curl exit 18" in r.stderr, r.stdout + r.stderr
     # Nothing of the CA is left behind.
     assert not glob.glob(str(tmp_path / "netcond-*"))
+
+
+def check_a_rate_that_falls_mid_download(runner, folder):
+    """The same two clients under the moving link: the one whose time-out was fitted to the first
+    seconds' rate gives up while the link is slow but moving; the one that times out on no progress
+    completes. The JSON report's link samples show the fall (2 Mbit/s and 40 ms, then 200 kbit/s
+    and 120 ms from the link's fourth second). Returns the failing run."""
+    adaptive = os.path.join(CLIENTS, "adaptive.py")
+    bad = runner("rate-falls-mid-download", f"python3 {adaptive} estimate")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert line(bad, "completes").startswith("✗ completes — exit 1 after 1"), bad.stdout
+    assert "slower than the" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
+    report = os.path.join(folder, "falls.json")
+    good = runner("rate-falls-mid-download", f"python3 {adaptive} progress", extra=("--json", report))
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "2,097,152 bytes identical" in line(good, "completes"), good.stdout
+    link = json.load(open(report))["scenarios"][0]["link"]
+    assert link[0][1:3] == [2000000, 40], link
+    fall = [row for row in link if row[1] == 200000]
+    assert fall and 2.5 <= fall[0][0] <= 4.5 and fall[0][2] == 120, link
+    back = [row for row in link if row[1] == 2000000 and row[0] > fall[0][0]]
+    assert back and 22.5 <= back[0][0] <= 24.5, link
+    return bad
+
+
+def test_a_rate_that_falls_after_the_first_seconds_exposes_a_fitted_time_out(tmp_path):
+    check_a_rate_that_falls_mid_download(scenario, str(tmp_path))
+    # The same client under a steady link at the first seconds' rate completes: only a link that
+    # moves shows the fault.
+    text = open(os.path.join(SCENARIOS, "rate-falls-mid-download.yaml")).read()
+    steady = re.sub(r"profile:\n(  .*\n)+", "profile:\n  down: {bandwidth: 2mbit, latency: 40ms, queue: 64KB}\n"
+                    "  up: {bandwidth: 1mbit, latency: 40ms}\n", text)
+    assert "trace:" not in steady
+    (tmp_path / "steady.yaml").write_text(steady)
+    adaptive = os.path.join(CLIENTS, "adaptive.py")
+    fixed = run(["run", str(tmp_path / "steady.yaml"), "--seed", "3", "--", "sh", "-c", f"python3 {adaptive} estimate"],
+                timeout=120)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr

@@ -241,6 +241,12 @@ public final class LinkModel {
 
     func index(_ direction: Direction) -> Int { direction == .up ? 0 : 1 }
 
+    /// One direction's rate, delay and loss in force at `now` (a trace's or a step series' value
+    /// of the moment), with the timeline's outage or stall.
+    public func moment(_ direction: Direction, at now: Instant) -> LinkMoment {
+        self.timeline.moment(direction, at: now)
+    }
+
     /// How long a byte queued at `now` would wait at the direction's bottleneck before it goes:
     /// what is being sent, then every byte queued ahead of it, at the link rate (zero without one).
     public func queueingDelay(_ direction: Direction) -> Span {

@@ -255,6 +255,40 @@ extension Encodable {
 }
 
 /// What `GET /status` answers (and every successful change).
+/// One direction of the link as `/status` shows it now.
+public struct ControlLinkNow: Codable, Equatable, Sendable {
+    /// `down` or `up`.
+    public var direction: String
+    /// Bits per second in force (a trace's over the next 100 ms); nil: unlimited.
+    public var rateBps: Int64?
+    /// One-way delay in force, milliseconds.
+    public var delayMs: Double
+    /// The probability a packet offered now is lost.
+    public var loss: Double
+
+    public init(_ direction: Direction, _ moment: LinkMoment) {
+        self.direction = direction.rawValue
+        self.rateBps = moment.rate?.bitsPerSecond
+        self.delayMs = Double(moment.delay.nanoseconds) / 1e6
+        self.loss = moment.loss
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case direction, loss
+        case rateBps = "rate_bps"
+        case delayMs = "delay_ms"
+    }
+
+    /// `rate_bps` is `null` when unlimited: every key always there.
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(self.direction, forKey: .direction)
+        try container.encode(self.rateBps, forKey: .rateBps)
+        try container.encode(self.delayMs, forKey: .delayMs)
+        try container.encode(self.loss, forKey: .loss)
+    }
+}
+
 public struct ControlStatus: Codable, Equatable, Sendable {
     public var profile: String
     public var phase: String
@@ -293,6 +327,8 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     /// How long a byte queued now waits at the bottleneck before it goes, up and down, in
     /// milliseconds (nil where the engine does not say).
     public var queueDelayMs: [Double]?
+    /// Each direction's rate, delay and loss in force now, down then up (nil from a netcond that did not say).
+    public var link: [ControlLinkNow]?
 
     public init(
         profile: String, phase: String, outage: String?, stalled: [String], seed: UInt64, elapsedSeconds: Double,
@@ -300,9 +336,10 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         segmentsSent: Int, segmentsLost: Int, queueDrops: Int, outageDrops: Int, retransmissions: Int, resets: Int,
         closes: Int, refusedConnections: Int, upstreamFailures: Int, faults: Int, faultsApplied: Int,
         captivePortal: String?, timerWakeups: Int, timerLateUs: [Double], engine: String = "proxy",
-        queueDelayMs: [Double]? = nil
+        queueDelayMs: [Double]? = nil, link: [ControlLinkNow]? = nil
     ) {
         self.queueDelayMs = queueDelayMs
+        self.link = link
         self.profile = profile
         self.phase = phase
         self.outage = outage
@@ -332,7 +369,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case profile, phase, outage, stalled, seed, engine
+        case profile, phase, outage, stalled, seed, engine, link
         case elapsedSeconds = "elapsed_seconds"
         case connectionsTotal = "connections_total"
         case connectionsOpen = "connections_open"
@@ -385,6 +422,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         try container.encode(self.timerWakeups, forKey: .timerWakeups)
         try container.encode(self.timerLateUs, forKey: .timerLateUs)
         try container.encodeIfPresent(self.queueDelayMs, forKey: .queueDelayMs)
+        try container.encodeIfPresent(self.link, forKey: .link)
     }
 
     public func json() -> [UInt8] { self.controlJSON() }
