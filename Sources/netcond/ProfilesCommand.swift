@@ -33,9 +33,10 @@ struct ProfilesCommand: ParsableCommand {
         func run() throws {
             let profile = resolveProfile(self.profile)
             print(profile.yamlDescription, terminator: "")
-            // A measured link's rate over its first minute (comments: the text still reads back).
+            // A measured link's rate (and delay) a second at a time over one period, up to five
+            // minutes (comments: the text still reads back).
             for direction in [Direction.down, Direction.up] {
-                if let line = TracePicture.line(direction.rawValue, profile.direction(direction)) { print(line) }
+                for line in TracePicture.lines(direction.rawValue, profile.direction(direction)) { print(line) }
             }
         }
     }

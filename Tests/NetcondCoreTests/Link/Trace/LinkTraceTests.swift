@@ -180,8 +180,15 @@ import Testing
         // Second 0 has 10…990 ms (99), second 1 has 1,000…1,990 ms (100), seconds 2 and 3 ten each,
         // second 4 the period's end (4,000 ms) and the next cycle's first 99.
         #expect(rates == [99, 100, 10, 10, 100].map { Double($0 * 12_000) })
-        let line = try #require(TracePicture.line("down", LinkDirection(trace: trace), seconds: 5))
-        #expect(line == "# down: rate per second, first 5 s (▁ 0 … █ 1.2Mbit): ██▂▂█")
-        #expect(TracePicture.line("down", LinkDirection(bandwidth: .mbit(1))) == nil, "a fixed rate has no picture")
+        #expect(TracePicture.lines("down", LinkDirection(trace: trace), seconds: 5) == ["# down: rate, 0–5 s (▁ 0 … █ 1.2Mbit): ██▂▂█"])
+        #expect(TracePicture.lines("down", LinkDirection(bandwidth: .mbit(1))).isEmpty, "a fixed rate has no picture")
+        // A 4 s period is drawn over a minute (the shortest picture); a step series' delay has its line.
+        #expect(TracePicture.span(LinkDirection(trace: trace)) == 60)
+        let series = try LinkSeries.parse("# repeat: 150s\n0, 8mbit, 20ms, 0%\n90, 1mbit, 80ms, 0%\n", source: "s.csv")
+        let lines = TracePicture.lines("up", LinkDirection(series: series))
+        #expect(lines.count == 6, "three minutes of 150 s, rate and delay: \(lines)")
+        #expect(lines[0] == "# up: rate, 0–60 s (▁ 0 … █ 8Mbit): " + String(repeating: "█", count: 60))
+        #expect(lines[1] == "# up: delay, 0–60 s (▁ 0 … █ 80ms): " + String(repeating: "▃", count: 60))
+        #expect(lines[4] == "# up: rate, 120–150 s (▁ 0 … █ 8Mbit): " + String(repeating: "▂", count: 30))
     }
 }
