@@ -11,6 +11,10 @@ same window, after one clock offset between the client's clock and the link's is
 only free parameter). Target: each window within ±2 % (or one packet, where 2 % is less than one
 packet: 100 ms of a 2 Mbit/s link is 17 packets), for 95 % of the windows.
 
+The same mahimahi trace also runs through mahimahi's own mm-link (when it is built here:
+NETCOND_BENCH_MM_LINK or PATH), measured the same way; and a --pcap of the packet engine's download
+through it, recorded by `netcond trace record`, must give back each second's capacity within ±5 %.
+
 The client is trace_client.py (run as netcond's child, or inside mahimahi's shell)."""
 import bisect
 import math
@@ -400,7 +404,7 @@ def item_traces(h, t, log):
             add_row(t, label, "mahimahi's mm-link", offset, s)
         except Exception as e:
             t.error(f"{name}: {label}, mahimahi's mm-link", e)
-    t.notes.append("12: a saturating download (a 16 MB queue behind the link, the client's receive buffer 8 MB, so nothing is dropped) for 20 s; the client stamps every read. "
+    t.notes.append("12: a saturating download (a 16 MB queue behind the link, the client's receive buffer 8 MB, so nothing is dropped) for 24 s; the client stamps every read. "
                    "The expected bytes per 100 ms come from the trace file alone (this bench's own reading of it: the "
                    "rate integrated, each row's delay, FIFO; a mahimahi trace's opportunities of 1,500 bytes), counted "
                    "in full segments' payload (1460 B in the proxy's model, 1448 B the kernel's with timestamps); one "
