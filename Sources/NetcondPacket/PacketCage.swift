@@ -45,7 +45,8 @@ import Glibc
 public final class PacketCage: @unchecked Sendable {
     public let name: String
     public let cgroupDirectory: String
-    let mark: UInt32
+    /// This run's firewall mark: 0x6e, a slot of 16 bits no live run holds, the flag bits.
+    private(set) var mark: UInt32 = 0
     static let passedBit: UInt32 = 0x80
     static let downBit: UInt32 = 0x40
     static let markMask: UInt32 = 0xffff_ffc0
@@ -70,14 +71,13 @@ public final class PacketCage: @unchecked Sendable {
             throw .unsupported("this system has no cgroup2 hierarchy mounted (the packet engine puts the command in a cgroup of its own)")
         }
         self.cgroupDirectory = root + "/" + self.name
-        self.mark = 0x6e00_0000 | (UInt32(UInt16(truncatingIfNeeded: pid)) << 8)
         self.chainPrefix = Self.chainPrefix(pid: String(pid))
         do throws(PacketEngineError) {
             if mkdir(self.cgroupDirectory, 0o755) != 0 && errno != EEXIST {
                 throw PacketEngineError.system("cannot create the cgroup \(self.cgroupDirectory)", errno)
             }
             self.pathMSSProblem = Self.givePathMSS(self.cgroupDirectory)
-            try self.addChains(root: root)
+            try self.addChains(root: root, pid: pid)
             let upMark = String(format: "0x%08x/0x%08x", self.mark, Self.markMask)
             let downMark = String(format: "0x%08x/0x%08x", self.mark | Self.downBit, Self.markMask)
             for tool in ["iptables", "ip6tables"] {
@@ -129,7 +129,42 @@ public final class PacketCage: @unchecked Sendable {
 
     /// This run's chains, and the rules in the base chains that lead to them. The cgroup's nft path
     /// is relative to /sys/fs/cgroup, as nft resolves it.
-    private func addChains(root: String) throws(PacketEngineError) {
+    /// The mark is chosen under the table lock among the slots no live run's chains set: a slot
+    /// from the PID alone (16 of its bits) would be shared by two runs whose PIDs differ by 65,536.
+    private func addChains(root: String, pid: pid_t) throws(PacketEngineError) {
+        try Self.withTableLock { () throws(PacketEngineError) in
+            let listing = (try? Self.run("nft", ["list", "table", "inet", Self.table])) ?? ""
+            guard let slot = Self.markSlot(for: pid, taken: Self.markSlots(in: listing)) else {
+                throw PacketEngineError.unsupported("every one of the 65,536 firewall marks netcond uses is held by a live run")
+            }
+            self.mark = 0x6e00_0000 | (UInt32(slot) << 8)
+            try Self.run("nft", ["-f", "-"], input: self.ruleset(root: root))
+        }
+        self.chainsAdded = true
+    }
+
+    /// The slots (bits 8–23 of the mark) the runs in a listing of the shared table set.
+    static func markSlots(in listing: String) -> Set<UInt16> {
+        var slots = Set<UInt16>()
+        for word in listing.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" }) where word.hasPrefix("0x6e") {
+            guard let value = UInt32(word.dropFirst(2), radix: 16), value >> 24 == 0x6e else { continue }
+            slots.insert(UInt16(truncatingIfNeeded: value >> 8))
+        }
+        return slots
+    }
+
+    /// The PID's own slot when it is free, else the next free one (nil: none is).
+    static func markSlot(for pid: pid_t, taken: Set<UInt16>) -> UInt16? {
+        let first = UInt16(truncatingIfNeeded: pid)
+        for step in 0...Int(UInt16.max) {
+            let slot = first &+ UInt16(truncatingIfNeeded: step)
+            if !taken.contains(slot) { return slot }
+        }
+        return nil
+    }
+
+    /// This run's chains, and the rules in the base chains that lead to them.
+    private func ruleset(root: String) -> String {
         let relative = root.hasPrefix("/sys/fs/cgroup/") ? String(root.dropFirst("/sys/fs/cgroup/".count)) + "/" : ""
         // Level 1: the cgroup is a child of the hierarchy's root.
         let mark = String(format: "0x%08x", self.mark)
@@ -173,10 +208,7 @@ public final class PacketCage: @unchecked Sendable {
             add rule inet \(t) captive_nat ct mark \(mark) jump \(p)_captive \(comment)
 
             """
-        try Self.withTableLock { () throws(PacketEngineError) in
-            try Self.run("nft", ["-f", "-"], input: ruleset)
-        }
-        self.chainsAdded = true
+        return ruleset
     }
 
     /// Runs `body` holding the lock that orders changes to the shared table between runs (an

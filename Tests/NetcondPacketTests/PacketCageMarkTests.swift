@@ -1,0 +1,46 @@
+import Testing
+
+@testable import NetcondPacket
+
+/// A run's firewall mark is unique among the live runs: two runs whose PIDs share their low 16
+/// bits (PIDs 65,536 apart, where pid_max is systemd's 4,194,304) once shared a mark, and one
+/// measured the other's link.
+@Suite struct PacketCageMarkTests {
+    /// What `nft list table inet netcond` shows of a run whose slot is `slot`.
+    func listing(slots: [UInt16]) -> String {
+        slots.map { slot in
+            let mark = String(format: "0x%08x", 0x6e00_0000 | (UInt32(slot) << 8))
+            let down = String(format: "0x%08x", 0x6e00_0000 | (UInt32(slot) << 8) | 0x40)
+            return """
+                \tchain run_\(slot)_up {
+                \t\tmeta mark & 0x00000080 == 0x00000080 return
+                \t\tmeta mark set \(mark)
+                \t}
+                \tchain run_\(slot)_down {
+                \t\tmeta mark set \(down)
+                \t}
+                \tchain run_\(slot)_output {
+                \t\tsocket cgroupv2 level 1 "netcond-\(slot)" ct mark set \(mark)
+                \t\tct mark \(mark) meta l4proto { icmp, ipv6-icmp } goto run_\(slot)_down
+                \t}
+
+                """
+        }.joined()
+    }
+
+    @Test func theSlotsOfTheLiveRunsAreReadFromTheTable() {
+        #expect(PacketCage.markSlots(in: self.listing(slots: [0x1234, 0x00ff])) == [0x1234, 0x00ff])
+        #expect(PacketCage.markSlots(in: "").isEmpty)
+        // Other hexadecimal numbers in the listing (the passed bit, a handle) are not marks.
+        #expect(PacketCage.markSlots(in: "meta mark & 0x00000080 == 0x00000080 return # handle 0x6e").isEmpty)
+    }
+
+    @Test func aPIDWhoseSlotIsTakenGetsTheNextFreeOne() {
+        let first: Int32 = 70_000  // 70,000 − 65,536 = 4,464: the slot of a run 65,536 PIDs before
+        let taken = PacketCage.markSlots(in: self.listing(slots: [4_464]))
+        #expect(PacketCage.markSlot(for: first, taken: []) == 4_464)
+        #expect(PacketCage.markSlot(for: first, taken: taken) == 4_465)
+        #expect(PacketCage.markSlot(for: 65_535, taken: [65_535]) == 0, "it wraps")
+        #expect(PacketCage.markSlot(for: 1, taken: Set(0...UInt16.max)) == nil)
+    }
+}
