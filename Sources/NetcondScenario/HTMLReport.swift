@@ -143,7 +143,8 @@ public enum HTMLReport {
         var end = Self.double(scenario["seconds"]) ?? 0
         for request in requests { end = max(end, Self.double(request["ended"]) ?? Self.double(request["at"]) ?? 0) }
         for event in applied { end = max(end, Self.double(event["at"]) ?? 0) }
-        end = max(end, 0.1) * 1.02
+        // A report's times are its own; one made by hand may hold any number (1e308 once drew forever).
+        end = min(max(end, 0.1), Self.longestRun) * 1.02
         let width = 1000.0, left = 90.0, right = 10.0
         let lane = (timeline: 10.0, link: 40.0, rate: 70.0, requests: 110.0, attempts: 180.0, bytes: 210.0, output: 280.0, axis: 310.0)
         let height = 332.0
@@ -158,7 +159,7 @@ public enum HTMLReport {
         // The axis: about eight ticks at round seconds.
         let step = Self.tickStep(end)
         var tick = 0.0
-        while tick <= end {
+        for _ in 0..<100 where tick <= end {
             svg += "<line class=\"tick\" x1=\"\(x(tick))\" x2=\"\(x(tick))\" y1=\"\(lane.timeline)\" y2=\"\(lane.axis)\"/>"
             svg += "<text class=\"axis\" x=\"\(x(tick))\" y=\"\(Int(lane.axis + 14))\">\(Self.number(tick))s</text>"
             tick += step
@@ -282,6 +283,9 @@ public enum HTMLReport {
         return svg
     }
 
+    /// The longest run a timeline draws (a year); later times are drawn at its end.
+    static let longestRun = 365.0 * 86_400
+
     static func tickStep(_ end: Double) -> Double {
         for step in [0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600] where end / step <= 10 { return step }
         return (end / 10).rounded(.up)
@@ -292,8 +296,10 @@ public enum HTMLReport {
     /// Text safe in an element or an attribute (``Markup``).
     public static func escape(_ text: String) -> String { Markup.escaped(text) }
 
+    /// A finite number of the report (nil for anything else: NaN and infinities are not times).
     static func double(_ value: Any?) -> Double? {
-        (value as? NSNumber)?.doubleValue
+        guard let value = (value as? NSNumber)?.doubleValue, value.isFinite else { return nil }
+        return value
     }
 
     /// A number as a report shows it: whole numbers without a point, others to the millisecond.

@@ -302,7 +302,9 @@ struct TestCommand: AsyncParsableCommand {
                         .map(String.init).reversed().drop { $0.isEmpty }.reversed()
                     let shown = Array(lines.suffix(12))
                     print("  client output (last \(shown.count) of \(lines.count) lines shown):")
-                    for line in shown { print("  │ " + line) }
+                    // What the client printed, replayed: its control characters written out, so an
+                    // ESC, BEL or NUL in its output cannot drive the terminal or the CI log.
+                    for line in shown { print("  │ " + TerminalText.escaped(line)) }
                 }
                 print("  " + ScenarioReport.repeatLine(outcome, scenarioArgument: outcome.scenario.file))
             }

@@ -90,6 +90,25 @@ struct OriginHTTPHandlerTests {
         _ = try origin.channel.finish()
     }
 
+    @Test("a keep-alive connection idle for the keep-alive time-out is closed, as a real server's; one in use is not")
+    func keepAliveTimeout() throws {
+        let origin = try EmbeddedOrigin()
+        try origin.channel.sendRequest(.GET, "/status/200")
+        #expect(try origin.channel.readResponse().ended)
+        // Idle after its answer: open until the time-out, closed at it.
+        origin.channel.embeddedEventLoop.advanceTime(by: OriginHTTPHandler.keepAliveTimeout - .milliseconds(1))
+        #expect(origin.channel.isActive)
+        try origin.channel.sendRequest(.GET, "/delay/59s")
+        origin.channel.embeddedEventLoop.advanceTime(by: .seconds(58))
+        #expect(origin.channel.isActive, "a request being answered is not idle, past the first time-out's moment")
+        origin.channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(try origin.channel.readResponse().ended)
+        origin.channel.embeddedEventLoop.advanceTime(by: OriginHTTPHandler.keepAliveTimeout - .milliseconds(1))
+        #expect(origin.channel.isActive)
+        origin.channel.embeddedEventLoop.advanceTime(by: OriginHTTPHandler.keepAliveTimeout)
+        #expect(!origin.channel.isActive)
+    }
+
     @Test("a client that goes away during a delay cancels it and is logged as incomplete")
     func delayCancelledOnClose() throws {
         let origin = try EmbeddedOrigin()

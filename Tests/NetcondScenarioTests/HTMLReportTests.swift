@@ -96,6 +96,20 @@ import Testing
         #expect(html.components(separatedBy: "<script>").count == 2)
     }
 
+    /// A report made by hand may hold any number: times near the largest double once kept the
+    /// axis loop going forever (each tick added nothing). It is drawn, bounded, at once.
+    @Test func timesNearTheLargestDoubleAreDrawnAndTheRendererEnds() throws {
+        let huge = #"{"format": 2, "passed": false, "seconds": 1.7e308, "scenarios": [{"name": "x", "file": "x.yaml", "#
+            + #""profile": "lte", "verdict": "failed", "seconds": 1.7e308, "deadline": 1e308, "#
+            + #""requests": [{"at": 1e308, "method": "GET", "path": "/", "bodyBytes": 1, "completed": false, "ended": 1.7e308}], "#
+            + #""delivered": [[0, 0], [1e308, 5]], "link": [[0, 1000, 10, 0], [1e308, null, 1e308, 0]], "#
+            + #""output": [{"at": 1.7e308, "stderr": true, "text": "late"}], "checks": [{"name": "completes", "passed": false, "#
+            + #""evidence": "e", "marks": [1e308]}]}]}"#
+        let html = try HTMLReport.render(json: Data(huge.utf8), source: "hand.json")
+        #expect(html.contains("<svg class=\"timeline\""))
+        #expect(html.components(separatedBy: #"<line class="tick""#).count - 1 <= 100)
+    }
+
     @Test func aReportOfAnotherVersionOrATruncatedOneIsRefusedClearly() {
         func failure(_ text: String) -> String {
             do {

@@ -240,3 +240,14 @@ def test_a_bad_shard_is_refused_with_the_allowed_form(tmp_path):
     # More parts than scenarios: the empty parts pass with nothing run.
     empty = run(["test", str(folder), "--shard", "2/2", "--", "true"])
     assert empty.returncode == 0 and "part 2/2 holds 0 of 1 scenario" in empty.stderr, empty.stdout + empty.stderr
+
+
+def test_a_failing_clients_output_is_replayed_with_its_control_characters_written_out(tmp_path):
+    """A client's ESC, BEL and NUL reach the terminal (and the CI log) as text, never as themselves."""
+    folder = suite(tmp_path, small=SMALL)
+    client = r"printf 'ok\033]0;pwned\007 \033[2J done\000 end\n'; exit 3"
+    r = run(["test", str(folder), "--seed", "9", "--", "sh", "-c", client], timeout=60)
+    assert r.returncode == 1, r.stdout + r.stderr
+    replayed = [line for line in r.stdout.splitlines() if line.startswith("  │ ")]
+    assert replayed == ["  │ ok\\u001B]0;pwned\\u0007 \\u001B[2J done\\u0000 end"], r.stdout
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\x00" not in r.stdout

@@ -288,9 +288,21 @@ public struct ConfigNode {
         return Choice(rawValue: word)!
     }
 
+    /// libyaml's words where they name its own API or leave the reader guessing, in the file's terms.
+    static func plain(_ problem: String) -> String {
+        if problem.contains("yaml_set_max_nest_level") || problem.lowercased().contains("maximum nesting level") {
+            return "nested too deep (lists or mappings inside one another more than libyaml's limit); "
+                + "a profile or a scenario needs a few levels"
+        }
+        if problem.contains("undefined alias") {
+            return "found undefined alias: a *name here refers to no &name anchor before it"
+        }
+        return problem
+    }
+
     static func translate(_ error: YamlError, yaml: String, file: String) -> ConfigError {
         func syntax(_ context: YamlError.Context?, _ problem: String, _ mark: Mark) -> ConfigError {
-            var message = "YAML syntax error: \(problem)"
+            var message = "YAML syntax error: \(self.plain(problem))"
             if let context { message += " (\(context.text) at \(context.mark.line):\(context.mark.column))" }
             return ConfigError(file: file, line: mark.line, column: mark.column, message: message)
         }

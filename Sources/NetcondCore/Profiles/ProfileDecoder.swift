@@ -219,10 +219,14 @@ public struct ProfileDecoder {
         }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            // A symbolic link that leads nowhere is there, but nothing is behind it.
+            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: path) {
+                throw fail("\(path) is a symbolic link to \(target), which leads to no file (missing, or a loop of links)")
+            }
             throw fail("no such file: \(path)")
         }
         guard !isDirectory.boolValue else {
-            throw fail("\(path) is a directory; expected a profile .yaml file")
+            throw fail("\(path) is a folder; a profile is one .yaml file (netcond test takes a folder of scenarios)")
         }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw fail("cannot read \(path)")

@@ -58,6 +58,10 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// Chunks written per event-loop turn before yielding to other connections on the same loop.
     private let chunksPerTurn: Int
     private var state = State.idle
+    /// Closes a connection that stays idle between requests (or before its first) this long, as a
+    /// real server's keep-alive time-out does (nginx's is 75 s, Apache's 5 s).
+    static let keepAliveTimeout = TimeAmount.seconds(60)
+    private var idleTimer: Scheduled<Void>?
     private var isPumping = false
     private var inputClosed = false
 
@@ -78,6 +82,26 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         self.chunksPerTurn = chunksPerTurn
     }
 
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { self.startIdleTimer(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        self.startIdleTimer(context: context)
+        context.fireChannelActive()
+    }
+
+    /// Starts the keep-alive time-out; a request's head stops it.
+    private func startIdleTimer(context: ChannelHandlerContext) {
+        self.idleTimer?.cancel()
+        let loop = context.eventLoop.assumeIsolated()
+        self.idleTimer = loop.scheduleTask(in: Self.keepAliveTimeout) { [weak self] in
+            guard let self, case .idle = self.state else { return }
+            self.state = .closed
+            context.close(promise: nil)
+        }
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch self.unwrapInboundIn(data) {
         case .head(let head):
@@ -85,6 +109,8 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
                 // The HTTP pipeline handler delivers one request at a time, so this only happens while closing.
                 return
             }
+            self.idleTimer?.cancel()
+            self.idleTimer = nil
             let id = self.log.begin(
                 connection: self.connectionID,
                 timestamp: self.clock.now(),
@@ -159,6 +185,8 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .idle, .closing, .closed:
             break
         }
+        self.idleTimer?.cancel()
+        self.idleTimer = nil
         self.state = .closed
         context.fireChannelInactive()
     }
@@ -291,6 +319,7 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         // Set the state before writing: writing the end lets the pipeline handler deliver the next request at once.
         let keepAlive = exchange.keepAlive && !self.inputClosed
         self.state = keepAlive ? .idle : .closing
+        if keepAlive { self.startIdleTimer(context: context) }
         let promise = context.eventLoop.makePromise(of: Void.self)
         let log = self.log
         let clock = self.clock

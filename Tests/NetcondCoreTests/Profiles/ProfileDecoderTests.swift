@@ -362,6 +362,39 @@ import Testing
         #expect(indent?.description.hasPrefix("Profiles/x.yaml:3:") == true)
     }
 
+    /// libyaml's own words that name its API or leave the reader guessing are said in the file's terms.
+    @Test func syntaxErrorsSayWhatIsWrongInTheFilesTerms() {
+        let deep = self.decodeError("down: " + String(repeating: "[", count: 1_100) + String(repeating: "]", count: 1_100) + "\n")
+        #expect(deep?.message.contains("nested too deep") == true, "\(String(describing: deep))")
+        #expect(deep?.message.contains("yaml_set_max_nest_level") == false)
+        let alias = self.decodeError("name: x\ndown: *nope\n")
+        #expect(alias?.line == 2)
+        #expect(alias?.message.contains("a *name here refers to no &name anchor before it") == true, "\(String(describing: alias))")
+    }
+
+    /// A folder, and a symbolic link that leads nowhere, each said as what it is.
+    @Test func aFolderOrALinkToNothingIsSaidAsSuch() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-decoder-\(getpid())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let loop = folder.appendingPathComponent("a.yaml").path
+        try FileManager.default.createSymbolicLink(atPath: loop, withDestinationPath: folder.appendingPathComponent("b.yaml").path)
+        try FileManager.default.createSymbolicLink(atPath: folder.appendingPathComponent("b.yaml").path, withDestinationPath: loop)
+        #expect {
+            try ProfileDecoder().decodeFile(atPath: loop)
+        } throws: { error in
+            (error as? ConfigError)?.message.contains("is a symbolic link to") == true
+                && (error as? ConfigError)?.message.contains("leads to no file (missing, or a loop of links)") == true
+        }
+        let sub = folder.appendingPathComponent("p.yaml")
+        try FileManager.default.createDirectory(at: sub, withIntermediateDirectories: true)
+        #expect {
+            try ProfileDecoder().decodeFile(atPath: sub.path)
+        } throws: { error in
+            (error as? ConfigError)?.message.hasSuffix("is a folder; a profile is one .yaml file (netcond test takes a folder of scenarios)") == true
+        }
+    }
+
     @Test func emptyDocument() {
         for yaml in ["", "\n", "# only a comment\n", "~\n", "null"] {
             let error = self.decodeError(yaml)
