@@ -51,6 +51,9 @@ public final class PacketCage: @unchecked Sendable {
     static let downBit: UInt32 = 0x40
     static let markMask: UInt32 = 0xffff_ffc0
     private var rules: [(tool: String, chain: String, spec: [String])] = []
+    /// The cgroup's directory, held with an exclusive flock for the run's life: how any netcond, in
+    /// any PID namespace, tells this run is alive (a PID another namespace cannot see is not gone).
+    private var liveLock: Int32 = -1
     private var chainsAdded = false
     private var removed = false
     /// This run's chains in the shared table: `run_PID_output` and so on.
@@ -75,6 +78,12 @@ public final class PacketCage: @unchecked Sendable {
         do throws(PacketEngineError) {
             if mkdir(self.cgroupDirectory, 0o755) != 0 && errno != EEXIST {
                 throw PacketEngineError.system("cannot create the cgroup \(self.cgroupDirectory)", errno)
+            }
+            self.liveLock = Self.lockLive(self.cgroupDirectory)
+            guard self.liveLock >= 0 else {
+                throw PacketEngineError.unsupported(
+                    "another netcond run holds the cgroup \(self.cgroupDirectory) (a run of the same process id in another PID "
+                        + "namespace: a container's, or unshare's); run this one outside that namespace, or after it ends")
             }
             self.pathMSSProblem = Self.givePathMSS(self.cgroupDirectory)
             try self.addChains(root: root, pid: pid)
@@ -352,9 +361,36 @@ public final class PacketCage: @unchecked Sendable {
             _ = try? Self.withTableLock { () throws(PacketEngineError) in Self.removeRuns { $0 == pid } }
         }
         Self.removeCgroup(self.cgroupDirectory)
+        if self.liveLock >= 0 {
+            close(self.liveLock)
+            self.liveLock = -1
+        }
     }
 
     deinit { self.remove() }
+
+    /// Opens `directory` and takes its exclusive flock without waiting: the descriptor, or -1 when a
+    /// live run holds it (or it cannot be opened).
+    static func lockLive(_ directory: String) -> Int32 {
+        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { return -1 }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            return -1
+        }
+        return descriptor
+    }
+
+    /// Whether a live run holds the cgroup `directory` (its flock), whatever PID namespace it is in.
+    static func isHeld(_ directory: String) -> Bool {
+        guard access(directory, F_OK) == 0 else { return false }
+        let descriptor = Self.lockLive(directory)
+        if descriptor >= 0 {
+            close(descriptor)
+            return false
+        }
+        return access(directory, F_OK) == 0
+    }
 
     /// The process ids still in the cgroup.
     public var processes: [pid_t] {
@@ -362,9 +398,17 @@ public final class PacketCage: @unchecked Sendable {
         return text.split(separator: "\n").compactMap { pid_t($0) }
     }
 
-    /// Kills every process of a cgroup (cgroup.kill, else SIGKILL one by one), waits up to 2 s for
-    /// them to go and removes it.
-    static func removeCgroup(_ directory: String) {
+    /// Kills what still runs in the cage (a process the command left behind, `setsid` or not) and
+    /// waits up to 2 s for it to go; the cage stays. The checks read the client's files only after
+    /// this: nothing of the client can change them meanwhile.
+    public func killProcesses() {
+        Self.killAll(self.cgroupDirectory)
+    }
+
+    /// Kills every process of a cgroup (cgroup.kill, else SIGKILL one by one) and waits up to 2 s
+    /// for them to go. A process of another PID namespace reads as 0 in cgroup.procs: never
+    /// signalled (kill(0, …) is the caller's own process group).
+    static func killAll(_ directory: String) {
         guard access(directory, F_OK) == 0 else { return }
         let killFile = directory + "/cgroup.kill"
         if access(killFile, W_OK) == 0 {
@@ -374,9 +418,15 @@ public final class PacketCage: @unchecked Sendable {
             let text = (try? String(contentsOfFile: directory + "/cgroup.procs", encoding: .utf8)) ?? ""
             let pids = text.split(separator: "\n").compactMap { pid_t($0) }
             if pids.isEmpty { break }
-            for pid in pids { kill(pid, SIGKILL) }
+            for pid in pids where pid > 0 { kill(pid, SIGKILL) }
             usleep(10_000)
         }
+    }
+
+    /// Kills every process of a cgroup and removes it.
+    static func removeCgroup(_ directory: String) {
+        guard access(directory, F_OK) == 0 else { return }
+        Self.killAll(directory)
         rmdir(directory)
     }
 
@@ -396,9 +446,13 @@ public final class PacketCage: @unchecked Sendable {
     @discardableResult
     public static func removeStale() -> Int {
         var removed = 0
+        let root = Self.cgroup2Root()
         func isGone(_ name: Substring) -> Bool {
             guard let pid = pid_t(name.dropFirst(Self.prefix.count)), pid > 0 else { return false }
             if pid == getpid() { return false }
+            // A run holds its cgroup's lock while it lives: a run in another PID namespace, whose
+            // process id means nothing here, is alive while the lock is held.
+            if let root, Self.isHeld(root + "/" + String(name)) { return false }
             if kill(pid, 0) == 0 || errno == EPERM {
                 // Alive: but is it a netcond? A reused number belongs to something else.
                 let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) ?? ""
@@ -406,7 +460,7 @@ public final class PacketCage: @unchecked Sendable {
             }
             return true
         }
-        if let root = Self.cgroup2Root(), let entries = try? FileManager.default.contentsOfDirectory(atPath: root) {
+        if let root, let entries = try? FileManager.default.contentsOfDirectory(atPath: root) {
             for entry in entries where entry.hasPrefix(Self.prefix) && isGone(Substring(entry)) {
                 Self.removeCgroup(root + "/" + entry)
                 removed += 1

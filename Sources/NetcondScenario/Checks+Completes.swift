@@ -67,19 +67,35 @@ extension Checks {
     /// With `folder` (the client's working folder, which `path` is in), a subfolder on the way must be
     /// one the client made there, not a symbolic link to another place.
     static func openClientFile(_ path: String, in folder: String? = nil) -> (handle: FileHandle?, problem: String) {
-        let parent = (path as NSString).deletingLastPathComponent
-        if let folder, path.hasPrefix(folder + "/"), parent != folder, let base = Self.realPath(folder) {
-            let expected = base + parent.dropFirst(folder.count)
-            guard let actual = Self.realPath(parent) else { return (nil, "missing (the client wrote no such file)") }
-            guard actual == expected else {
-                return (nil, "in a folder reached through a symbolic link (the checks do not follow links)")
+        let missing = "missing (the client wrote no such file)"
+        let linked = "in a folder reached through a symbolic link (the checks do not follow links)"
+        var descriptor: Int32
+        if let folder, path.hasPrefix(folder + "/") {
+            // Each step from the working folder (netcond's own) is opened relative to the one before
+            // and never through a link: a client that swaps a folder for a link while the checks
+            // read cannot send them elsewhere (a path resolved first and opened after could).
+            let steps = path.dropFirst(folder.count + 1).split(separator: "/").map(String.init).filter { $0 != "." }
+            guard let name = steps.last, !steps.contains("..") else { return (nil, missing) }
+            var directory = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard directory >= 0 else { return (nil, missing) }
+            for step in steps.dropLast() {
+                let next = openat(directory, step, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                let failure = errno
+                close(directory)
+                guard next >= 0 else { return (nil, failure == ELOOP || failure == ENOTDIR ? linked : missing) }
+                directory = next
             }
+            descriptor = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+            let failure = errno
+            close(directory)
+            errno = failure
+        } else {
+            descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         }
-        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard descriptor >= 0 else {
             return (nil, errno == ELOOP
                 ? "a symbolic link, not a file the client wrote (the checks do not follow links)"
-                : "missing (the client wrote no such file)")
+                : missing)
         }
         var info = stat()
         guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
@@ -87,12 +103,6 @@ extension Checks {
             return (nil, "not a regular file (a pipe, a device or a folder)")
         }
         return (FileHandle(fileDescriptor: descriptor, closeOnDealloc: true), "")
-    }
-
-    private static func realPath(_ path: String) -> String? {
-        guard let resolved = realpath(path, nil) else { return nil }
-        defer { free(resolved) }
-        return String(cString: resolved)
     }
 
     /// Compares a file with an origin file's bytes, streaming (`folder`: see ``openClientFile(_:in:)``).

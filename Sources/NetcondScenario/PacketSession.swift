@@ -274,6 +274,11 @@ public final class PacketSession: Sendable {
         return (folder, identity.handOver(folder))
     }
 
+    /// Ends what the command left running in the cage, before the checks read its files.
+    public func endLeftovers() {
+        self.engine.cage.killProcesses()
+    }
+
     /// Stops the engine (removing the cage and what still runs in it) and the origin.
     public func stop() async {
         if let control = self.control.withLockedValue({ state -> ControlServer? in

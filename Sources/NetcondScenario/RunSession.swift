@@ -26,6 +26,9 @@ protocol RunSession: Sendable {
     func apply(_ action: ScenarioAction) async -> String?
     /// The phase (or outage) and the bytes delivered, for the live status line.
     func progress() async -> (phase: String, bytesDown: Int64)
+    /// Ends what the client left running (where the engine can find it: the packet engine's cage)
+    /// before the checks read the files it wrote.
+    func endLeftovers() async
     /// Adds what the link recorded (with the origin's log) to the evidence.
     func addEvidence(to evidence: inout RunEvidence, clientStart: Int64) async
     func summaryText() async -> String
@@ -53,6 +56,10 @@ extension Session: RunSession {
     func linkMoment() async -> LinkMoment? {
         await self.proxy.linkMoment(.down)
     }
+
+    /// A process the client left behind outside its process group (setsid) is not in any cage the
+    /// stream engine keeps: its process group was killed when the client ended.
+    func endLeftovers() async {}
 
     func apply(_ action: ScenarioAction) async -> String? {
         // A removal by name can find nothing: triggers fire in their own order, and a profile

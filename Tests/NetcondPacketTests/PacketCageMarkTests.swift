@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import NetcondPacket
@@ -42,5 +43,21 @@ import Testing
         #expect(PacketCage.markSlot(for: first, taken: taken) == 4_465)
         #expect(PacketCage.markSlot(for: 65_535, taken: [65_535]) == 0, "it wraps")
         #expect(PacketCage.markSlot(for: 1, taken: Set(0...UInt16.max)) == nil)
+    }
+
+    /// A run is told alive by the lock it holds on its cgroup's directory, which every PID namespace
+    /// sees; a process id from another namespace is no proof that it is gone.
+    @Test func aLiveRunIsToldByItsLockNotByItsProcessID() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-live-\(getpid())").path
+        #expect(mkdir(directory, 0o755) == 0)
+        defer { rmdir(directory) }
+        #expect(!PacketCage.isHeld(directory))
+        let held = PacketCage.lockLive(directory)
+        #expect(held >= 0)
+        #expect(PacketCage.isHeld(directory), "held by a live run")
+        #expect(PacketCage.lockLive(directory) == -1, "a second run of the same name cannot take it")
+        close(held)
+        #expect(!PacketCage.isHeld(directory), "its run ended")
+        #expect(!PacketCage.isHeld(directory + "-none"))
     }
 }

@@ -397,6 +397,13 @@ import Testing
         try Data("root:secret\n".utf8).write(to: directory.appendingPathComponent("real/out.bin"))
         #expect(run("real/out.bin").evidence.contains("differs from /files/big.bin at byte 0 (it starts \"root:secret"),
                 "\(run("real/out.bin").evidence)")
+        // A link deeper down is met on the way, step by step from the working folder (each step opened
+        // relative to the one before, never through a link: nothing can be swapped in between).
+        try FileManager.default.createSymbolicLink(
+            atPath: directory.appendingPathComponent("real/inner").path, withDestinationPath: elsewhere.path)
+        #expect(run("real/inner/out.bin").evidence.contains("real/inner/out.bin: in a folder reached through a symbolic link"),
+                "\(run("real/inner/out.bin").evidence)")
+        #expect(run("real/../real/out.bin").evidence.contains("missing"), "no step out of the working folder")
         #expect(Checks.find(Array("root".utf8), inFileAt: directory.appendingPathComponent("linked.bin").path) == nil)
         #expect(Checks.find(Array("x".utf8), inFileAt: directory.appendingPathComponent("pipe.bin").path) == nil)
         #expect(Checks.find(Array("root".utf8), inFileAt: secret.path) == 0)

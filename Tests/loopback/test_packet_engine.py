@@ -849,3 +849,26 @@ def test_a_per_connection_rate_holds_each_connection_not_the_link(tmp):
     alone, *together = (float(x) for x in result.stdout.split())
     assert 1.9 <= alone < 10, result.stdout
     assert len(together) == 2 and all(1.9 <= t < 2.5 * alone for t in together), result.stdout
+
+
+def test_a_run_in_another_pid_namespace_takes_no_live_run_for_dead(tmp):
+    """A run inside a PID namespace (a container, unshare) cannot see the process of a run outside
+    it: that is no proof it is gone. The run outside holds its cgroup's lock, so the one inside,
+    cleaning up after dead runs as every run does at start, leaves it alone: its command finishes."""
+    if not shutil.which("unshare"):
+        pytest.skip("no unshare (util-linux)")
+    outer = subprocess.Popen([NETCOND, "run", "--engine", "packet", "none", "--", "sh", "-c", "sleep 4; echo outer-done"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: any(x.startswith("cgroup ") for x in leftovers_of(outer.pid)), seconds=15), \
+            leftovers_of(outer.pid)
+        inner = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", NETCOND, "run", "--engine", "packet", "none",
+                                "--", "echo", "inner-ok"], capture_output=True, text=True, timeout=60)
+        assert inner.returncode == 0 and "inner-ok" in inner.stdout, inner.stderr
+        out, err = outer.communicate(timeout=30)
+    finally:
+        if outer.poll() is None:
+            outer.kill()
+            outer.wait(10)
+    assert outer.returncode == 0 and "outer-done" in out, err
+    assert leftovers_of(outer.pid) == []
