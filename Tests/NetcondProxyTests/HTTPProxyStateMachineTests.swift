@@ -136,6 +136,31 @@ import Testing
         #expect(machine.state == .closed)
     }
 
+    /// A response the decoder could not read (garbage, HTTP/0.9, Content-Length beside
+    /// Transfer-Encoding) is a 502 saying so before the response began, a cut after; noted either way.
+    @Test func aResponseThatIsNotHTTPIsA502BeforeItBeganAndACutAfter() {
+        var machine = self.forwarding()
+        let text = "netcond: the response of origin.test:80 is not HTTP netcond can read: invalid constant\n"
+        let answer = CannedResponse.text(502, text)
+        let observed = machine.upstreamMalformed("invalid constant")
+        #expect(observed == [
+            .noteMalformed("invalid constant", host: "origin.test:80"),
+            .write(.head(answer.head(keepAlive: false)), flush: false),
+            .write(.body(.byteBuffer(ByteBuffer(bytes: answer.body))), flush: false),
+            .write(.end(nil), flush: true),
+            .closeClient(CloseWhenDrained()),
+        ])
+        #expect(machine.state == .closed)
+
+        var started = self.forwarding()
+        _ = started.responsePart(self.response(), now: self.now)
+        let cut = started.upstreamMalformed("invalid chunk size")
+        #expect(cut == [
+            .noteMalformed("invalid chunk size", host: "origin.test:80"),
+            .closeClient(CloseWhenDrained(reset: false, crossesLink: true)),
+        ])
+    }
+
     @Test func aRefusedConnectionIsAResetAndAnUnknownNameA502() {
         var refused = HTTPProxyStateMachine(policy: nil)
         _ = refused.requestPart(self.get("http://origin.test/"), now: self.now)

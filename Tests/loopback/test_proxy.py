@@ -1,5 +1,6 @@
 """The proxy with real clients: bytes intact, protocols, errors, timing within generous tolerance."""
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -543,3 +544,46 @@ def test_out_of_descriptors_is_said_and_the_proxy_recovers():
         proxy.terminate()
         _, err = proxy.communicate(timeout=10)
     assert f"cannot accept connections on 127.0.0.1:{port}: out of file descriptors (this process's limit of 64)" in err, err
+
+
+@pytest.mark.parametrize("answer, reason", [
+    (b"garbage that is no status line\r\n\r\n", "no HTTP/1.x status line"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", "not HTTP/1.1's"),
+    (b"<html>an HTTP/0.9 answer: a body with no head</html>", "an HTTP/0.9 answer"),
+])
+def test_a_response_that_is_not_http_gets_a_502_saying_so_and_an_event(proxy_factory, answer, reason):
+    """A server whose response the proxy cannot read as HTTP: the client gets a 502 from netcond
+    that says so (as a forward proxy answers), never a bare close, and the run's events say it."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+
+    def serve():
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        with conn:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    return
+                request += chunk
+            conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        proxy = proxy_factory("none")
+        got = curl(proxy, "-i", f"http://127.0.0.1:{port}/x")
+        assert got.returncode == 0, got.stderr
+        assert got.stdout.startswith(b"HTTP/1.1 502"), got.stdout
+        assert f"the response of 127.0.0.1:{port} is not HTTP netcond can read".encode() in got.stdout, got.stdout
+        assert reason.encode() in got.stdout
+        events = json.loads(proxy.ctl("events", "--json").stdout)["events"]
+        assert [e["kind"] for e in events if e["kind"] == "malformed"] == ["malformed"], events
+    finally:
+        listener.close()
+        thread.join(5)

@@ -141,7 +141,29 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.upstream = nil
         self.upstreamHandler = nil
         guard self.context != nil else { return }
+        if let error = error as? HTTPParserError {
+            // Not a close of the server's: a response the decoder could not read.
+            return self.perform(self.machine.upstreamMalformed(Self.describe(error)))
+        }
         self.perform(self.machine.upstreamClosed(reset: error.map(Self.isReset) ?? false))
+    }
+
+    /// A parser error in the words of what the server sent.
+    static func describe(_ error: HTTPParserError) -> String {
+        switch error {
+        case .invalidConstant, .invalidVersion, .invalidStatus:
+            return "its first bytes are no HTTP/1.x status line (an HTTP/0.9 answer, or not HTTP)"
+        case .unexpectedContentLength, .invalidContentLength, .unknown:
+            return "its framing is not HTTP/1.1's (Content-Length beside Transfer-Encoding, or a bad length)"
+        case .invalidChunkSize:
+            return "a chunk of its body has no valid size"
+        case .headerOverflow:
+            return "its head is longer than netcond reads"
+        case .invalidHeaderToken, .invalidCharactersUsed, .lfExpected:
+            return "its head holds bytes HTTP does not allow there"
+        default:
+            return String(describing: error)
+        }
     }
 
     func upstreamWritabilityChanged() {
@@ -217,6 +239,8 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             self.switchToTunnel(context: context)
         case .noteAlteredHeader(let name, let host):
             self.connector.rules?.noteAlteredHeader(name, host: host, at: context.eventLoop.now)
+        case .noteMalformed(let reason, let host):
+            self.connector.rules?.noteMalformed(reason, host: host, at: context.eventLoop.now)
         }
     }
 

@@ -49,6 +49,8 @@ extension HTTPProxyStateMachine {
         case switchToTunnel
         /// A response header reached the client altered (bytes that are not UTF-8).
         case noteAlteredHeader(String, host: String)
+        /// The server's response was not HTTP the proxy could read (the reason, the server).
+        case noteMalformed(String, host: String)
     }
 
     /// What one request and its response have done so far.

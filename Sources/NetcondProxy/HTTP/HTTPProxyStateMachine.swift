@@ -399,6 +399,37 @@ struct HTTPProxyStateMachine {
         actions.append(.closeClient(CloseWhenDrained(reset: reset, crossesLink: true)))
     }
 
+    /// The server's response could not be read as HTTP (bytes that are not a status line, an
+    /// HTTP/0.9 answer, `Content-Length` beside `Transfer-Encoding`, a bad chunk). The proxy cannot
+    /// pass on what it could not parse: before a response began, the client gets a 502 saying so,
+    /// as a forward proxy answers; after, its response ends cut short. Either way the event is noted.
+    mutating func upstreamMalformed(_ reason: String) -> [Action] {
+        var actions: [Action] = []
+        let target = self.upstream
+        self.upstream = nil
+        actions.append(.noteMalformed(reason, host: target?.description ?? "the server"))
+        guard self.state == .forwarding, !self.exchange.responseEnded else {
+            if self.state != .closed {
+                self.state = .closed
+                actions.append(.closeClient(CloseWhenDrained()))
+            }
+            return actions
+        }
+        self.queued.removeAll()
+        let began = self.exchange.responseStarted && self.exchange.held.isEmpty
+        // What a `first_byte` fault held back never goes out now.
+        self.exchange.held = []
+        self.exchange.responseNotBefore = nil
+        guard began else {
+            self.fail(502, "the response of \(target?.description ?? "the server") is not HTTP netcond can read: \(reason)", into: &actions)
+            return actions
+        }
+        // Part of it reached the client (or waits to): it ends there, cut short.
+        self.state = .closed
+        actions.append(.closeClient(CloseWhenDrained(reset: false, crossesLink: true)))
+        return actions
+    }
+
     // MARK: Ending an exchange
 
     private mutating func finishIfDone(now: NIODeadline, into actions: inout [Action]) {

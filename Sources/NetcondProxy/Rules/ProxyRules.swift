@@ -145,6 +145,19 @@ final class ProxyRules {
 
     private var alteredSaid = false
 
+    /// A server's response the proxy could not read as HTTP: an event, and a line on stderr the
+    /// first time.
+    func noteMalformed(_ reason: String, host: String, at now: NIODeadline) {
+        let detail = "the response of \(host) is not HTTP netcond can read (\(reason)): the client got a 502, or its response cut short"
+        self.record(ProxyEvent(at: self.elapsed(at: now).seconds, kind: .malformed, detail: detail, host: host))
+        guard !self.malformedSaid else { return }
+        self.malformedSaid = true
+        let line = Array("netcond: \(TerminalText.escaped(detail))\n".utf8)
+        _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    }
+
+    private var malformedSaid = false
+
     /// The shortest hold worth noting: a SYN's first retransmission time-out (shorter delays,
     /// such as a lost request segment repaired in 200 ms, are within what any connect time-out allows).
     static let heldWorthNoting = Span.seconds(1)
@@ -232,6 +245,8 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
         /// netcond passed on bytes it could not pass unchanged (a server's response header that is
         /// not UTF-8 reaches the client with U+FFFD in its place): the run is not exact there.
         case altered
+        /// A server's response that was not HTTP the proxy could read (with `host`).
+        case malformed
         /// An upstream connection that was made, but held past the link's set-up time (SYNs
         /// swallowed by a blackhole or lost, a `connect_hold`), at the moment it began, with
         /// `held_for`: a connect time-out shorter than that would have fired on a network.
