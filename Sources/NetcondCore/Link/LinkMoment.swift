@@ -41,14 +41,7 @@ extension LinkDirection {
             return LinkMoment(rate: now.rate, delay: now.delay, loss: now.loss.value)
         }
         if let trace = self.trace {
-            let end = moment + LinkMoment.traceWindow
-            var at = trace.first(atOrAfter: moment)
-            var count: Int64 = 0
-            // Bounded: the reader refuses more than 8,333 opportunities a millisecond.
-            while count < 1_000_000 && trace.time(of: at) < end {
-                count += 1
-                at = trace.next(after: at)
-            }
+            let count = trace.count(from: moment, to: moment + LinkMoment.traceWindow)
             let bits = count * Int64(LinkTrace.opportunityBytes) * 8
             return LinkMoment(
                 rate: Bandwidth(bitsPerSecond: bits * 1_000_000_000 / LinkMoment.traceWindow.nanoseconds),

@@ -128,6 +128,15 @@ public struct LinkTrace: Sendable, Equatable, CustomStringConvertible {
         return low
     }
 
+    /// How many opportunities come in [`start`, `end`), counted from their places in the file (no
+    /// walk: a 100 Gbit/s trace has 833,333 in 100 ms).
+    public func count(from start: Instant, to end: Instant) -> Int64 {
+        guard end > start else { return 0 }
+        let first = self.first(atOrAfter: start)
+        let last = self.first(atOrAfter: end)
+        return (last.cycle - first.cycle) * Int64(self.opportunityCount) + Int64(last.index - first.index)
+    }
+
     /// The opportunity after `opportunity`.
     public func next(after opportunity: Opportunity) -> Opportunity {
         opportunity.index + 1 < self.opportunityCount

@@ -7,16 +7,10 @@ public enum TracePicture {
     /// The mean rate of each of the first `seconds` seconds, in bits per second.
     public static func ratePerSecond(_ direction: LinkDirection, seconds: Int) -> [Double]? {
         if let trace = direction.trace {
-            var bytes = [Double](repeating: 0, count: seconds)
-            var at = trace.first(atOrAfter: .zero)
-            // Bounded: at most 100 Gbit/s for a minute of opportunities.
-            for _ in 0..<5_000_000 {
-                let second = Int(trace.time(of: at).nanoseconds / 1_000_000_000)
-                if second >= seconds { break }
-                bytes[second] += Double(LinkTrace.opportunityBytes)
-                at = trace.next(after: at)
+            return (0..<seconds).map { second in
+                let start = Instant(nanoseconds: Int64(second) * 1_000_000_000)
+                return Double(trace.count(from: start, to: start + .seconds(Int64(1))) * Int64(LinkTrace.opportunityBytes) * 8)
             }
-            return bytes.map { $0 * 8 }
         }
         if let series = direction.series {
             // Ten samples a second: the mean rate of the second.
