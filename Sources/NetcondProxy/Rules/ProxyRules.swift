@@ -137,26 +137,25 @@ final class ProxyRules {
     func noteAlteredHeader(_ name: String, host: String, at now: NIODeadline) {
         let detail = "a response header from \(host) ('\(name)') held bytes that are not UTF-8: they reached the client as U+FFFD"
         self.record(ProxyEvent(at: self.elapsed(at: now).seconds, kind: .altered, detail: detail, host: host))
-        guard !self.alteredSaid else { return }
-        self.alteredSaid = true
-        let line = Array("netcond: \(TerminalText.escaped(detail)) (bodies and tunnels pass byte for byte)\n".utf8)
-        _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        self.sayOnce(.altered, detail + " (bodies and tunnels pass byte for byte)")
     }
-
-    private var alteredSaid = false
 
     /// A server's response the proxy could not read as HTTP: an event, and a line on stderr the
     /// first time.
     func noteMalformed(_ reason: String, host: String, at now: NIODeadline) {
         let detail = "the response of \(host) is not HTTP netcond can read (\(reason)): the client got a 502, or its response cut short"
         self.record(ProxyEvent(at: self.elapsed(at: now).seconds, kind: .malformed, detail: detail, host: host))
-        guard !self.malformedSaid else { return }
-        self.malformedSaid = true
-        let line = Array("netcond: \(TerminalText.escaped(detail))\n".utf8)
+        self.sayOnce(.malformed, detail)
+    }
+
+    /// Writes `text` on stderr the first time an event of `kind` is said in this run.
+    private func sayOnce(_ kind: ProxyEvent.Kind, _ text: String) {
+        guard self.said.insert(kind).inserted else { return }
+        let line = Array("netcond: \(TerminalText.escaped(text))\n".utf8)
         _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
     }
 
-    private var malformedSaid = false
+    private var said: Set<ProxyEvent.Kind> = []
 
     /// The shortest hold worth noting: a SYN's first retransmission time-out (shorter delays,
     /// such as a lost request segment repaired in 200 ms, are within what any connect time-out allows).
