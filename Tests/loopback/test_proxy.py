@@ -230,16 +230,11 @@ def test_100_continue_is_passed_on(proxy_factory, tmp):
     assert result.returncode == 0 and result.stdout == b"405", result.stdout
 
 
-def test_eof_delimited_response_and_head_through_the_proxy(proxy_factory):
-    """A server that ends its body by closing (no Content-Length) and a HEAD request."""
-    body = os.urandom(100_000)
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(4)
-    port = listener.getsockname()[1]
-
+def raw_server(listener, answer, connections):
+    """Serves `connections` connections on `listener` in a daemon thread, one request head each,
+    answering with the bytes `answer(request)` gives, then closing; returns the thread."""
     def serve():
-        for _ in range(2):
+        for _ in range(connections):
             try:
                 conn, _ = listener.accept()
             except OSError:
@@ -251,13 +246,27 @@ def test_eof_delimited_response_and_head_through_the_proxy(proxy_factory):
                     if not chunk:
                         break
                     request += chunk
-                if request.startswith(b"HEAD"):
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 12345\r\n\r\n")
-                else:
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + body)
+                conn.sendall(answer(request))
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
+    return thread
+
+
+def test_eof_delimited_response_and_head_through_the_proxy(proxy_factory):
+    """A server that ends its body by closing (no Content-Length) and a HEAD request."""
+    body = os.urandom(100_000)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+
+    def answer(request):
+        if request.startswith(b"HEAD"):
+            return b"HTTP/1.1 200 OK\r\nContent-Length: 12345\r\n\r\n"
+        return b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + body
+
+    thread = raw_server(listener, answer, connections=2)
     try:
         proxy = proxy_factory("3g")
         got = curl(proxy, f"http://127.0.0.1:{port}/stream")
@@ -559,22 +568,7 @@ def test_a_response_that_is_not_http_gets_a_502_saying_so_and_an_event(proxy_fac
     listener.listen(4)
     port = listener.getsockname()[1]
 
-    def serve():
-        try:
-            conn, _ = listener.accept()
-        except OSError:
-            return
-        with conn:
-            request = b""
-            while b"\r\n\r\n" not in request:
-                chunk = conn.recv(4096)
-                if not chunk:
-                    return
-                request += chunk
-            conn.sendall(answer)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
+    thread = raw_server(listener, lambda request: answer, connections=1)
     try:
         proxy = proxy_factory("none")
         got = curl(proxy, "-i", f"http://127.0.0.1:{port}/x")
