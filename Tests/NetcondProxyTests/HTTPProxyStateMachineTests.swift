@@ -304,18 +304,67 @@ import Testing
         #expect(observed29)
     }
 
-    @Test func aMalformedRequestGetsOne400UnlessAResponseIsUnderWay() {
+    @Test func aMalformedRequestGetsOne400UnlessItsOwnResponseIsUnderWay() {
         var fresh = HTTPProxyStateMachine(policy: nil)
         let answer = fresh.malformedRequest("a line does not end with CRLF")
         #expect(answer.prefix(2) == [.abandonConnect, .closeUpstream])
         #expect(answer.last == .closeClient(CloseWhenDrained()))
-        let observed30 = fresh.malformedRequest("again")
-        #expect(observed30 == [], "one answer only")
+        let again = fresh.malformedRequest("again")
+        #expect(again == [], "one answer only")
 
-        var answering = self.forwarding()
-        _ = answering.responsePart(self.response(), now: self.now)
-        let observed31 = answering.malformedRequest("x")
-        #expect(observed31 == [.abandonConnect, .closeUpstream, .closeClient(CloseWhenDrained())])
+        // The request being answered broke off mid-body: its response, already going, is cut short.
+        var broken = HTTPProxyStateMachine(policy: nil)
+        _ = broken.requestPart(self.get("http://origin.test/a"), now: self.now)
+        _ = broken.upstreamConnected(self.origin, now: self.now)
+        _ = broken.requestPart(.body(self.body("ab")), now: self.now)
+        _ = broken.responsePart(self.response(), now: self.now)
+        let cut = broken.malformedRequest("x")
+        #expect(cut == [.abandonConnect, .closeUpstream, .closeClient(CloseWhenDrained())])
+    }
+
+    /// A whole request, then a malformed one, while the server connection is still being made: the
+    /// whole one is forwarded and answered, then the 400, then the close (no reset, no lost answer).
+    @Test func aMalformedRequestBehindAWholeOneWaitsForItsAnswer() {
+        var machine = HTTPProxyStateMachine(policy: nil)
+        _ = machine.requestPart(self.get("http://origin.test/a"), now: self.now)
+        _ = machine.requestPart(.end(nil), now: self.now)
+        #expect(machine.state == .connecting)
+        let deferred = machine.malformedRequest("bad request line")
+        #expect(deferred == [], "the connect goes on")
+        let connected = machine.upstreamConnected(self.origin, now: self.now)
+        #expect(connected.contains(.forward(self.upstreamHead("/a"), flush: false)))
+        _ = machine.responsePart(self.response(), now: self.now)
+        _ = machine.responsePart(.body(self.body("hello")), now: self.now)
+        let ended = machine.responsePart(.end(nil), now: self.now)
+        #expect(ended.first == .write(.end(nil), flush: true), "the answer goes out whole")
+        #expect(ended.contains(.closeUpstream))
+        let written = ended.compactMap { action -> HTTPResponseStatus? in
+            if case .write(.head(let head), _) = action { return head.status }
+            return nil
+        }
+        #expect(written == [.badRequest])
+        #expect(ended.last == .closeClient(CloseWhenDrained()))
+        #expect(machine.state == .closed)
+
+        // Behind a response already under way (pipelined): the same, once it ends.
+        var pipelined = self.forwarding()
+        _ = pipelined.responsePart(self.response(), now: self.now)
+        #expect(pipelined.malformedRequest("x") == [])
+        _ = pipelined.responsePart(.body(self.body("hello")), now: self.now)
+        let after = pipelined.responsePart(.end(nil), now: self.now)
+        #expect(after.last == .closeClient(CloseWhenDrained()))
+        #expect(after.contains { if case .write(.head(let head), _) = $0 { head.status == .badRequest } else { false } })
+
+        // Behind a request that said Connection: close: the server closes after it, as it would.
+        var closing = HTTPProxyStateMachine(policy: nil)
+        _ = closing.requestPart(self.get("http://origin.test/a", keepAlive: false), now: self.now)
+        _ = closing.requestPart(.end(nil), now: self.now)
+        _ = closing.malformedRequest("x")
+        _ = closing.upstreamConnected(self.origin, now: self.now)
+        _ = closing.responsePart(self.response(), now: self.now)
+        let closed = closing.responsePart(.end(nil), now: self.now)
+        #expect(!closed.contains { if case .write(.head, _) = $0 { true } else { false } })
+        #expect(closed.last == .closeClient(CloseWhenDrained()))
     }
 
     @Test func theClientIsReadOnlyWhileItsRequestCanGoOn() {

@@ -360,6 +360,23 @@ def test_a_malformed_request_gets_one_400_and_the_connection_ends(proxy_factory,
     assert b"malformed request" in answer
 
 
+def test_a_malformed_request_behind_a_whole_one_gets_its_400_after_that_answer(proxy_factory):
+    """A whole request then a malformed one, sent before the server connection is made (an LTE
+    round trip): the whole one is answered, then the one 400, then a close (never a reset), and the
+    run's events show the answer delivered, not a client that left."""
+    proxy = proxy_factory("lte")
+    payload = (b"GET http://origin.netcond.test/bytes/5 HTTP/1.1\r\nHost: origin.netcond.test\r\n\r\n"
+               b"FOO BAR\r\n\r\n")
+    answer = exchange(proxy.port, payload)
+    first, _, second = answer.partition(b"HTTP/1.1 400 Bad Request")
+    assert first.startswith(b"HTTP/1.1 200 OK\r\n") and first.endswith(origin_bytes(5)), answer
+    assert b"malformed request" in second and answer.count(b"HTTP/1.1 4") == 1, answer
+    events = json.loads(proxy.ctl("events", "--json").stdout)["events"]
+    delivered = [e for e in events if e["kind"] == "delivered"]
+    assert len(delivered) == 1 and delivered[0]["bytes"] > 5, events
+    assert {e["kind"] for e in events} <= {"link", "delivered"}, events
+
+
 def test_pipelined_requests_then_a_half_close_get_every_answer(proxy_factory):
     proxy = proxy_factory("lte")
     requests = b"".join(b"GET http://origin.netcond.test/bytes/%d HTTP/1.1\r\nHost: origin.netcond.test\r\n\r\n" % n

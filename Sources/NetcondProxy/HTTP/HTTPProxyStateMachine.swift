@@ -43,6 +43,10 @@ struct HTTPProxyStateMachine {
     private var pendingRead = false
     /// The emulated link takes more down bytes.
     private var linkWritable = true
+    /// The last request part read was a request's end: what the decoder reads next is a new request.
+    private var betweenRequests = true
+    /// A malformed request came behind whole ones still being answered: its 400, once they are.
+    private var malformedNext: String?
     private let policy: (any HTTPRequestPolicy)?
 
     init(policy: (any HTTPRequestPolicy)?) {
@@ -67,6 +71,7 @@ struct HTTPProxyStateMachine {
 
     mutating func requestPart(_ part: HTTPServerRequestPart, now: NIODeadline) -> [Action] {
         var actions: [Action] = []
+        if case .end = part { self.betweenRequests = true } else { self.betweenRequests = false }
         switch self.state {
         case .idle:
             if case .head(let head) = part {
@@ -128,17 +133,25 @@ struct HTTPProxyStateMachine {
         return [.abandonConnect, .closeUpstream]
     }
 
-    /// A malformed request: nothing after it can be trusted. One 400 saying so, unless a response
-    /// is already on its way (then that one is cut short), and the connection ends.
+    /// A malformed request: nothing after it can be trusted. One 400 saying so, and the connection
+    /// ends. When it came behind whole requests still being answered (pipelined, or sent while the
+    /// server connection was being made), those are answered first, as a server reading them in
+    /// order would: the 400 follows the last of them. When it is the request being answered (its
+    /// body broke off mid-way), a response already on its way is cut short instead.
     mutating func malformedRequest(_ explanation: String) -> [Action] {
         guard self.state != .closed else { return [] }
+        let reason = "malformed request: \(explanation); send an HTTP/1.1 request with an absolute URL or CONNECT host:port"
+        if self.betweenRequests && self.state != .idle {
+            self.malformedNext = reason
+            return []
+        }
         var actions: [Action] = [.abandonConnect, .closeUpstream]
         self.upstream = nil
         if self.exchange.responseStarted && !self.exchange.responseEnded {
             self.state = .closed
             actions.append(.closeClient(CloseWhenDrained()))
         } else {
-            self.fail(400, "malformed request: \(explanation); send an HTTP/1.1 request with an absolute URL or CONNECT host:port", into: &actions)
+            self.fail(400, reason, into: &actions)
         }
         return actions
     }
@@ -435,6 +448,14 @@ struct HTTPProxyStateMachine {
     private mutating func finishIfDone(now: NIODeadline, into actions: inout [Action]) {
         guard self.exchange.requestEnded && self.exchange.responseEnded else { return }
         let nextRequestQueued = self.queued.contains { if case .head = $0 { true } else { false } }
+        if let malformed = self.malformedNext, self.exchange.keepAlive, !nextRequestQueued {
+            // Every whole request before the malformed one has its answer: now the 400.
+            if self.upstream != nil {
+                self.upstream = nil
+                actions.append(.closeUpstream)
+            }
+            return self.fail(400, malformed, into: &actions)
+        }
         if !self.exchange.keepAlive || (self.clientInputClosed && !nextRequestQueued) {
             self.state = .closed
             if self.upstream != nil {
