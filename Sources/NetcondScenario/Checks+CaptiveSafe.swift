@@ -27,14 +27,14 @@ extension Checks {
         for output in check.files {
             guard let file = evidence.origin.file(named: output.file) else { continue }
             let path = (evidence.workingDirectory as NSString).appendingPathComponent(output.output)
-            if let offset = Self.find(Self.portalMarker, inFileAt: path, in: evidence.workingDirectory) {
+            if let offset = Self.find(Self.portalMarker, inFileAt: path, in: evidence.clientFolder) {
                 problems.append(offset == 0
                     ? "\(output.output) holds the portal's login page, not the data"
                     : "\(output.output) has the portal's login page spliced into the data at byte \(Self.bytes(Int64(offset)))")
                 allIdentical = false
                 continue
             }
-            let verdict = Self.compare(path: path, in: evidence.workingDirectory, with: file)
+            let verdict = Self.compare(path: path, in: evidence.clientFolder, with: file)
             fileTexts.append("\(output.output): \(verdict.text)")
             if !verdict.identical { allIdentical = false }
         }
@@ -61,8 +61,8 @@ extension Checks {
     }
 
     /// The offset of `needle` in the file at `path`, streaming (nil when absent or unreadable).
-    static func find(_ needle: [UInt8], inFileAt path: String, in folder: String? = nil) -> Int? {
-        guard !needle.isEmpty, let handle = Self.openClientFile(path, in: folder).handle else { return nil }
+    static func find(_ needle: [UInt8], inFileAt path: String, in place: ClientFolder? = nil) -> Int? {
+        guard !needle.isEmpty, let handle = Self.openClientFile(path, in: place).handle else { return nil }
         defer { try? handle.close() }
         var carry: [UInt8] = []
         var consumed = 0

@@ -8,6 +8,16 @@ import Glibc
 
 /// `completes`: the client exited 0 before its deadline and its named output files hold the
 /// origin's bytes; and the safe reading of a client's files.
+/// Where a client's files are, and whose they must be (nil: netcond's own user ran it).
+struct ClientFolder: Sendable, Equatable {
+    var path: String
+    var owner: UInt32?
+}
+
+extension RunEvidence {
+    var clientFolder: ClientFolder { ClientFolder(path: self.workingDirectory, owner: self.clientUser) }
+}
+
 extension Checks {
 
     static func completes(_ check: CompletesCheck, _ evidence: RunEvidence) -> CheckResult {
@@ -32,7 +42,7 @@ extension Checks {
         for (output, fileName) in check.files.map({ ($0.output, $0.file) }) {
             guard let file = evidence.origin.file(named: fileName) else { continue }
             let verdict = Self.compare(
-                path: (evidence.workingDirectory as NSString).appendingPathComponent(output), in: evidence.workingDirectory,
+                path: (evidence.workingDirectory as NSString).appendingPathComponent(output), in: evidence.clientFolder,
                 with: file)
             details.append("\(output): \(verdict.text)")
             if !verdict.identical && failure == nil { failure = "\(output): \(verdict.text)" }
@@ -64,9 +74,12 @@ extension Checks {
     /// A file the client wrote, open for reading; or why not. Only a regular file at `path` itself is
     /// read: netcond may run as root, and a symbolic link could point at any file of the machine (whose
     /// first bytes a mismatch quotes), a pipe would block and a device such as /dev/zero never end.
-    /// With `folder` (the client's working folder, which `path` is in), a subfolder on the way must be
-    /// one the client made there, not a symbolic link to another place.
-    static func openClientFile(_ path: String, in folder: String? = nil) -> (handle: FileHandle?, problem: String) {
+    /// With `place` (the client's working folder, which `path` is in), a subfolder on the way must be
+    /// one the client made there, not a symbolic link to another place; and with its owner (a client
+    /// run as another user) the file must be that user's: a hard link to a file the client could not
+    /// read is refused, not quoted.
+    static func openClientFile(_ path: String, in place: ClientFolder? = nil) -> (handle: FileHandle?, problem: String) {
+        let folder = place?.path
         let missing = "missing (the client wrote no such file)"
         let linked = "in a folder reached through a symbolic link (the checks do not follow links)"
         var descriptor: Int32
@@ -102,12 +115,17 @@ extension Checks {
             close(descriptor)
             return (nil, "not a regular file (a pipe, a device or a folder)")
         }
+        if let owner = place?.owner, info.st_uid != owner {
+            close(descriptor)
+            return (nil, "not the client's own file (its owner is user \(info.st_uid), the client ran as user \(owner); "
+                + "the checks read only files the client wrote)")
+        }
         return (FileHandle(fileDescriptor: descriptor, closeOnDealloc: true), "")
     }
 
-    /// Compares a file with an origin file's bytes, streaming (`folder`: see ``openClientFile(_:in:)``).
-    static func compare(path: String, in folder: String? = nil, with file: OriginFile) -> (identical: Bool, text: String) {
-        let opened = Self.openClientFile(path, in: folder)
+    /// Compares a file with an origin file's bytes, streaming (`place`: see ``openClientFile(_:in:)``).
+    static func compare(path: String, in place: ClientFolder? = nil, with file: OriginFile) -> (identical: Bool, text: String) {
+        let opened = Self.openClientFile(path, in: place)
         guard let handle = opened.handle else { return (false, opened.problem) }
         defer { try? handle.close() }
         let source = DeterministicBytes(seed: file.seed)

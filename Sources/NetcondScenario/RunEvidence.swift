@@ -177,6 +177,9 @@ public struct RunEvidence: Sendable {
     /// Connections to the origin that were made late (see ``HeldConnect``).
     public var heldConnects: [HeldConnect] = []
     public var workingDirectory: String
+    /// The user the client ran as when it was not netcond's own (`--user`): the checks read only
+    /// files that user owns, so that a client cannot have them quote a file it could not read.
+    public var clientUser: UInt32?
     public var origin: OriginContent
     /// The lines the client printed (the first ``OutputCapture/maxLines``).
     public var lines: [OutputLine]

@@ -346,6 +346,7 @@ public enum ScenarioRunner {
             },
             stderrTail: captured.stderrTail
         )
+        evidence.clientUser = user?.uid
         await session.endLeftovers()
         await session.addEvidence(to: &evidence, clientStart: startNanos)
         let results = scenario.checks.map { Checks.evaluate($0, evidence) }

@@ -407,6 +407,19 @@ import Testing
         #expect(Checks.find(Array("root".utf8), inFileAt: directory.appendingPathComponent("linked.bin").path) == nil)
         #expect(Checks.find(Array("x".utf8), inFileAt: directory.appendingPathComponent("pipe.bin").path) == nil)
         #expect(Checks.find(Array("root".utf8), inFileAt: secret.path) == 0)
+        // Run as another user, the client's files must be that user's: a hard link it made to a file
+        // it could not read (or any file not its own) is refused, not quoted.
+        let mine = directory.appendingPathComponent("mine.bin")
+        try Data("root:secret\n".utf8).write(to: mine)
+        var asOther = self.evidence([], exit: .exited(0), directory: directory.path)
+        asOther.clientUser = getuid() &+ 1
+        let other = Checks.completes(CompletesCheck(files: [OutputFile(output: "mine.bin", file: "big.bin")]), asOther)
+        #expect(other.evidence.contains("mine.bin: not the client's own file (its owner is user \(getuid()), the client ran as user \(getuid() &+ 1)"),
+                "\(other.evidence)")
+        #expect(!other.evidence.contains("root:secret"))
+        #expect(Checks.find(Array("root".utf8), inFileAt: mine.path, in: asOther.clientFolder) == nil)
+        asOther.clientUser = getuid()
+        #expect(Checks.find(Array("root".utf8), inFileAt: mine.path, in: asOther.clientFolder) == 0, "its own file is read")
     }
 }
 

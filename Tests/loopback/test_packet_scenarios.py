@@ -245,3 +245,47 @@ def test_a_rate_that_falls_mid_download_under_the_packet_engine(tmp_path):
     """The moving link is the same link in both engines: the same verdicts."""
     bad = check_a_rate_that_falls_mid_download(packet, str(tmp_path))
     assert "packet engine" in bad.stderr
+
+
+def test_a_hostile_client_cannot_race_the_checks_into_quoting_a_root_only_file(tmp_path):
+    """A --user nobody client saves its download in a subfolder, then leaves a setsid process that
+    keeps swapping that subfolder for a symbolic link to a folder only root can read, holding a file
+    of the same name. The leftover is killed before the checks read, and they walk the folders
+    without following links and read only nobody's files: the root-only bytes never reach the
+    verdict, whatever the timing. Several runs, each racing differently."""
+    secret_dir = tmp_path / "root-only"
+    secret_dir.mkdir(mode=0o700)
+    secret = b"ROOT-ONLY-SECRET-" + os.urandom(8).hex().encode()
+    (secret_dir / "out.bin").write_bytes(secret + b"\n")
+    os.chmod(secret_dir / "out.bin", 0o600)
+    scenario = tmp_path / "race.yaml"
+    scenario.write_text("""
+name: race-the-checks
+profile: lte
+origin:
+  files:
+    data.bin: {size: 20KB, seed: 4}
+client:
+  url: /files/data.bin
+  deadline: 30s
+checks:
+  completes: {files: {sub/out.bin: data.bin}}
+""")
+    marker = "race-marker-" + os.urandom(4).hex()
+    swapper = (f'while :; do mv sub sub.real 2>/dev/null; ln -s {secret_dir} sub 2>/dev/null; '
+               f'rm -f sub; mv sub.real sub 2>/dev/null; done')
+    client = ('mkdir -p sub && curl -fsS -o sub/out.bin "$NETCOND_URL" || exit 1; '
+              f'setsid sh -c \'{swapper}; : {marker}\' </dev/null >/dev/null 2>&1 & sleep 0.3')
+    for attempt in range(4):
+        report = tmp_path / f"race-{attempt}.json"
+        result = run(["run", "--engine", "packet", "--user", "nobody", str(scenario), "--seed", str(attempt + 1),
+                      "--json", str(report), "--", "sh", "-c", client], timeout=120)
+        said = result.stdout + result.stderr + report.read_text()
+        assert secret.decode() not in said, said
+        assert result.returncode in (0, 1), said
+        completes = line(result, "completes")
+        assert ("20,480 bytes identical" in completes or "symbolic link" in completes or "missing" in completes
+                or "not the client's own file" in completes), completes
+        # Nothing of the client outlives its run.
+        left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+        assert left.stdout.strip() == "", left.stdout
