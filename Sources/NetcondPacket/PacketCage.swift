@@ -340,6 +340,40 @@ public final class PacketCage: @unchecked Sendable {
         try Self.run("nft", ["-f", "-"], input: script)
     }
 
+    /// This run's own rules as the firewall holds them now: its chains' rules and the jumps to them
+    /// in the shared table, and its iptables rules (other runs' rules are left out: they come and
+    /// go). Empty lines of a tool that cannot be listed say so, so a table removed whole shows.
+    func ownRules() -> [String] {
+        var lines: [String] = []
+        let listing = (try? Self.run("nft", ["list", "table", "inet", Self.table])) ?? "(no table inet \(Self.table))"
+        lines += Self.ownLines(in: listing, chainPrefix: self.chainPrefix)
+        for tool in ["iptables", "ip6tables"] {
+            let rules = (try? Self.run(tool, ["-w", "5", "-t", "mangle", "-S"])) ?? ""
+            lines += rules.split(separator: "\n").filter { $0.contains("--comment " + self.name + " ") }.map { "\(tool) \($0)" }
+        }
+        return lines
+    }
+
+    /// The lines of an nft listing that are this run's: every rule of its chains, and the rules
+    /// elsewhere that lead to them, each with its chain's name. The captive portal's chain is left
+    /// out: netcond fills and flushes it during the run (``setCaptive(_:)``).
+    static func ownLines(in listing: String, chainPrefix: String) -> [String] {
+        var lines: [String] = []
+        var chain = ""
+        for raw in listing.split(separator: "\n") {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.hasPrefix("chain ") && line.hasSuffix("{") {
+                chain = String(line.dropFirst("chain ".count).dropLast()).trimmingCharacters(in: .whitespaces)
+                continue
+            }
+            if line == "}" || line.isEmpty || line.hasPrefix("type ") || chain == chainPrefix + "_captive" { continue }
+            if chain.hasPrefix(chainPrefix + "_") || line.contains(chainPrefix + "_") {
+                lines.append("nft \(chain): \(line)")
+            }
+        }
+        return lines
+    }
+
     /// Opens the cgroup's `cgroup.procs` for a child to write itself into before it executes.
     public func openProcsFile() throws(PacketEngineError) -> Int32 {
         let fd = open(self.cgroupDirectory + "/cgroup.procs", O_WRONLY | O_CLOEXEC)

@@ -33,6 +33,11 @@ public enum Checks {
     public static func evaluate(_ spec: CheckSpec, _ evidence: RunEvidence) -> CheckResult {
         var result = self.verdict(spec, evidence)
         result.caveat = ProxyFidelity.caveat(for: spec, evidence)
+        if !evidence.bypasses.isEmpty {
+            let bypass = "the link's conditions did not hold for the client: " + evidence.bypasses.joined(separator: "; ")
+                + " (run the client with --user to hold it in)"
+            result.caveat = result.caveat.map { bypass + "; " + $0 } ?? bypass
+        }
         result.marks = self.marks(spec, evidence)
         return result
     }

@@ -47,7 +47,8 @@ public final class ChildProcess: Sendable {
     /// and, when netcond is in the foreground of a terminal, is given the terminal (see above). With
     /// `cgroup` (an open `cgroup.procs`), the child enters that cgroup before it executes; with
     /// `hostsFile`, it sees that file as /etc/hosts (a mount namespace of its own); with `identity`, it
-    /// runs as that user (netcond is root).
+    /// runs as that user (netcond is root). `onExit` is called once it has ended, while it and its
+    /// group are still as it left them (unreaped, not yet killed).
     public static func spawn(
         _ command: [String],
         environment: [String: String],
@@ -55,7 +56,8 @@ public final class ChildProcess: Sendable {
         output: (stdout: Int32, stderr: Int32)? = nil,
         cgroup: Int32? = nil,
         hostsFile: String? = nil,
-        identity: ChildIdentity? = nil
+        identity: ChildIdentity? = nil,
+        onExit: (@Sendable (pid_t) -> Void)? = nil
     ) throws(ChildProcessError) -> ChildProcess {
         try Self.checkStartable(command, environment: environment)
         let program = command[0]
@@ -65,7 +67,7 @@ public final class ChildProcess: Sendable {
         // thread of its own that lives exactly as long as the child (it waits for it).
         let reaper = Reaper(
             path: resolved, arguments: command, environment: environmentLines, directory: workingDirectory,
-            output: output, cgroup: cgroup ?? -1, hostsFile: hostsFile, identity: identity)
+            output: output, cgroup: cgroup ?? -1, hostsFile: hostsFile, identity: identity, onExit: onExit)
         let (result, step) = reaper.start()
         guard result == 0 else {
             let reason = String(cString: strerror(result))
@@ -181,6 +183,7 @@ private final class Reaper: @unchecked Sendable {
     private let cgroup: Int32
     private let hostsFile: String?
     private let identity: ChildIdentity?
+    private let onExit: (@Sendable (pid_t) -> Void)?
     private let started = DispatchSemaphore(value: 0)
     private let lock = NSLock()
     private var startResult: (error: Int32, step: Int32) = (0, 0)
@@ -195,8 +198,10 @@ private final class Reaper: @unchecked Sendable {
 
     init(
         path: String, arguments: [String], environment: [String], directory: String?,
-        output: (stdout: Int32, stderr: Int32)?, cgroup: Int32, hostsFile: String?, identity: ChildIdentity?
+        output: (stdout: Int32, stderr: Int32)?, cgroup: Int32, hostsFile: String?, identity: ChildIdentity?,
+        onExit: (@Sendable (pid_t) -> Void)?
     ) {
+        self.onExit = onExit
         self.path = path
         self.arguments = arguments
         self.environment = environment
@@ -298,6 +303,7 @@ private final class Reaper: @unchecked Sendable {
             status = kind == Int32(NETCOND_CHILD_EXITED) ? .exited(value) : .signaled(value)
             break
         }
+        self.onExit?(pid)
         // Whatever the child left running in its group ends with it. The leader is still unreaped,
         // so the group's number cannot have been reused yet.
         self.lock.lock()

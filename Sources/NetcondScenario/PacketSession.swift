@@ -38,6 +38,12 @@ public final class PacketSession: Sendable {
     private let control = NIOLockedValueBox<(server: ControlServer, url: String)?>(nil)
     /// The link's state changes, with their time since the engine started (the report's link lane).
     let stateChanges: NIOLockedValueBox<[(state: LinkState, at: Span)]>
+    /// Watches a command run as root for leaving the cage (from its first spawn; nil under --user).
+    private let watch = NIOLockedValueBox<CageWatch?>(nil)
+
+    /// The command runs as root with nothing holding it in: it could leave its cgroup or change the
+    /// firewall, and its packets would then bypass the link (`--user` prevents it).
+    public var commandIsUncaged: Bool { self.identity == nil && geteuid() == 0 }
 
     private init(
         profile: Profile, seed: UInt64, engine: PacketEngine, origin: OriginServer, originAddress: SocketAddress,
@@ -257,9 +263,25 @@ public final class PacketSession: Sendable {
             throw .spawnFailed(command.first ?? "", error.description)
         }
         defer { close(procs) }
-        return try ChildProcess.spawn(
+        // The rules as they are before the command runs are the run's own.
+        let watch = self.commandIsUncaged
+            ? self.watch.withLockedValue { watch in
+                if watch == nil { watch = CageWatch(cage: self.engine.cage) }
+                return watch
+            } : nil
+        var onExit: (@Sendable (pid_t) -> Void)?
+        if let watch { onExit = { pid in watch.ended(pid) } }
+        let child = try ChildProcess.spawn(
             command, environment: environment, workingDirectory: workingDirectory, output: output, cgroup: procs,
-            hostsFile: self.hostsFile, identity: self.identity)
+            hostsFile: self.hostsFile, identity: self.identity, onExit: onExit)
+        watch?.follow(child.pid)
+        return child
+    }
+
+    /// What a command run as root did to slip past the link (left the cgroup, changed the rules),
+    /// in order; empty under `--user`, or when it did nothing of the kind. The watch stops here.
+    public func breaches() -> [CageWatch.Breach] {
+        self.watch.withLockedValue { $0 }?.finish() ?? []
     }
 
     /// The folder a scenario's client works in: `workdir` itself, or with `--user` a folder of that
@@ -274,9 +296,11 @@ public final class PacketSession: Sendable {
         return (folder, identity.handOver(folder))
     }
 
-    /// Ends what the command left running in the cage, before the checks read its files.
+    /// Ends what the command left running in the cage (and what left it), before the checks read
+    /// its files.
     public func endLeftovers() {
         self.engine.cage.killProcesses()
+        self.watch.withLockedValue { $0 }?.killEscaped()
     }
 
     /// Stops the engine (removing the cage and what still runs in it) and the origin.
@@ -288,6 +312,10 @@ public final class PacketSession: Sendable {
             await control.stop()
         }
         await self.portal.stop()
+        if let watch = self.watch.withLockedValue({ $0 }) {
+            _ = watch.finish()
+            watch.killEscaped()
+        }
         self.engine.stop()
         try? await self.origin.stop()
         try? await self.originGroup.shutdownGracefully()

@@ -187,6 +187,10 @@ public struct RunEvidence: Sendable {
     public var stderrTail: String
     public var portal: [PortalEvent]
     public var linkEvents: [LinkEvent] = []
+    /// How the client's traffic slipped past the link (a command run as root that left its cgroup or
+    /// changed the rules; connections that reached the origin without crossing the link): the
+    /// profile's conditions did not hold for it, and every verdict says so.
+    public var bypasses: [String] = []
 
     public init(
         exit: ExitStatus?, timedOut: Bool, deadline: Span, duration: Double, requests: [Request],

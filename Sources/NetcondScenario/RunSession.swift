@@ -144,6 +144,14 @@ extension PacketSession: RunSession {
             + assembled.failedLookups(await self.engine.lookupFailures())).sorted { $0.at < $1.at }
         evidence.heldConnects = []
         evidence.portal = self.portal.events(clientStart: clientStart)
+        evidence.bypasses = self.breaches().map { "at +\(Checks.seconds($0.at)) of the run, \($0.description)" }
+        // Every connection the origin accepted crossed the link (the engine saw its SYN): one that
+        // did not came from a process outside the cage, however it got there.
+        let crossed = Set(records.filter { assembled.isOrigin($0) }.map { Int($0.cagePort) })
+        let around = connections.filter { $0.openedAt.nanoseconds >= clientStart && !crossed.contains($0.peerPort ?? -1) }
+        if !around.isEmpty {
+            evidence.bypasses.append("\(around.count) connection\(around.count == 1 ? "" : "s") reached the origin without crossing the link (from port\(around.count == 1 ? "" : "s") \(around.prefix(5).map { String($0.peerPort ?? 0) }.joined(separator: ", ")))")
+        }
         let engineStart = self.engine.clockOrigin
         evidence.linkEvents = self.stateChanges.withLockedValue { $0 }.map { change in
             RunEvidence.LinkEvent(

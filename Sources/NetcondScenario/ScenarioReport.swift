@@ -24,7 +24,9 @@ public enum ScenarioReport {
     public static func verdictLine(_ outcome: ScenarioOutcome, scenarioArgument: String) -> String {
         let failed = outcome.results.filter { !$0.passed }.count
         let inexact = outcome.results.filter { $0.caveat != nil }.count
-        let caveats = inexact == 0 ? "" : "; \(inexact) not exact through the proxy, see ⚠"
+        let caveats = inexact == 0 ? ""
+            : outcome.evidence.bypasses.isEmpty ? "; \(inexact) not exact through the proxy, see ⚠"
+            : "; the link's conditions did not hold for the client, see ⚠"
         if outcome.results.isEmpty {
             return "netcond: \(outcome.scenario.name) FAILED (\(ScenarioOutcome.nothingJudged))"
         }

@@ -118,6 +118,14 @@ struct UserOption: ParsableArguments {
         }
         return identity.uid == geteuid() ? nil : identity
     }
+
+    /// Before a packet-engine run as root without `--user`: one line saying what that allows, and
+    /// what prevents it.
+    func warnIfUncaged() {
+        guard self.user == nil, geteuid() == 0 else { return }
+        printError("netcond: the command runs as root: it can leave the link's cgroup or change the firewall, and its "
+            + "packets then bypass the link (netcond says so if it notices); --user NAME runs it as NAME, held in")
+    }
 }
 
 /// `--low-latency`: hold the CPUs out of deep idle states while netcond runs.

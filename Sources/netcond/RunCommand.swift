@@ -204,6 +204,7 @@ extension RunCommand {
             throw ExitCode(error.exitCode)
         }
         let identity = try self.user.resolve(warn: true)
+        if !self.quiet { self.user.warnIfUncaged() }
         // The child owns the terminal: state changes (schedule phases, stalls) are log lines only.
         let stateLog = LiveStatus(live: false)
         let quiet = self.quiet
@@ -227,8 +228,14 @@ extension RunCommand {
         } cleanUp: {
             await session.stop()
         }
+        let breaches = session.breaches()
         await session.stop()
         if !self.quiet { printError("netcond: " + packetSummaryText(profile: profile.name, seed: seed, session.summary(), sender: session.sender)) }
+        // Said even with --quiet: the conditions did not hold, whatever the command's exit says.
+        for breach in breaches {
+            printError("netcond: at +\(String(format: "%.2f", breach.at)) s, \(breach.description); the profile's conditions "
+                + "did not hold for the command (--user prevents it)")
+        }
         throw ExitCode(status.shellCode)
     }
 }
@@ -261,6 +268,7 @@ extension RunCommand {
             throw ExitCode(2)
         }
         printError(ScenarioReport.header(scenario, seed: seed, command: command, engine: engine))
+        if engine == .packet && !self.quiet { self.user.warnIfUncaged() }
         let signals = SignalForwarder()
         let quiet = self.quiet
         // On a terminal, a status line below the client's own output (which passes around it).

@@ -112,6 +112,9 @@ struct TestCommand: AsyncParsableCommand {
         }
         let seed = try self.seed.resolve()
         let identity = try self.user.resolve(warn: true)
+        if scenarios.contains(where: { (self.engine?.runEngine ?? $0.0.engine ?? .proxy) == .packet }) {
+            self.user.warnIfUncaged()
+        }
         let latencyHold = self.lowLatency.hold()
         defer { withExtendedLifetime(latencyHold) {} }
 

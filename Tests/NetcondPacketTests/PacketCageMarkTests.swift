@@ -36,6 +36,43 @@ import Testing
         #expect(PacketCage.markSlots(in: "meta mark & 0x00000080 == 0x00000080 return # handle 0x6e").isEmpty)
     }
 
+    /// A run's own rules in the shared table: its chains' rules and the jumps to them, never those of
+    /// a run whose number starts with its own (run_12 beside run_123), nor its captive chain's
+    /// (netcond changes those itself).
+    @Test func aRunsOwnRulesAreReadFromTheSharedTable() {
+        let listing = """
+            table inet netcond {
+            	chain output {
+            		type filter hook output priority -160; policy accept;
+            		jump run_12_output comment "netcond-12"
+            		jump run_123_output comment "netcond-123"
+            	}
+            	chain run_12_output {
+            		socket cgroupv2 level 1 "unified/netcond-12" goto run_12_up
+            	}
+            	chain run_123_output {
+            		socket cgroupv2 level 1 "unified/netcond-123" goto run_123_up
+            	}
+            	chain run_12_captive {
+            		meta nfproto ipv4 tcp dport 80 dnat ip to 127.110.0.1:8080
+            	}
+            }
+            """
+        #expect(PacketCage.ownLines(in: listing, chainPrefix: "run_12") == [
+            "nft output: jump run_12_output comment \"netcond-12\"",
+            "nft run_12_output: socket cgroupv2 level 1 \"unified/netcond-12\" goto run_12_up",
+        ])
+        #expect(PacketCage.ownLines(in: "", chainPrefix: "run_12").isEmpty)
+    }
+
+    /// A process's start time and cgroup, as the cage watch reads them.
+    @Test func theWatchReadsAProcesssStartTimeAndCgroup() {
+        #expect(CageWatch.startTime(getpid()) != nil)
+        #expect(CageWatch.startTime(getpid()) == CageWatch.startTime(getpid()))
+        #expect(CageWatch.startTime(-1) == nil)
+        #expect(CageWatch.cgroup(of: getpid()).map { $0.hasPrefix("/") } ?? true, "a cgroup2 path, where there is one")
+    }
+
     @Test func aPIDWhoseSlotIsTakenGetsTheNextFreeOne() {
         let first: Int32 = 70_000  // 70,000 − 65,536 = 4,464: the slot of a run 65,536 PIDs before
         let taken = PacketCage.markSlots(in: self.listing(slots: [4_464]))

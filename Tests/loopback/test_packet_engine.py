@@ -223,6 +223,47 @@ def test_with_user_the_command_runs_as_that_user_and_cannot_leave_the_link(tmp):
     assert not os.path.exists(marker)
 
 
+UNCAGED = "the command runs as root: it can leave the link's cgroup or change the firewall"
+
+
+def test_a_root_command_that_leaves_the_cgroup_or_changes_the_rules_is_told(tmp):
+    """Root without --user: one line before says what that allows and that --user prevents it; a
+    command that moves itself out of the cgroup (its packets then bypass the link: a 100 ms link
+    connects in well under 100 ms) or removes this run's own iptables rules is named afterwards,
+    even with --quiet, and a process it left outside the cage is ended with the run. A command
+    that does neither gets no such line."""
+    profile = delay_profile(tmp, 100)
+    with http_server() as url:
+        plain = packet_run(profile, ["curl", "-sS", "-o", "/dev/null", url + "/10"])
+        assert plain.returncode == 0, plain.stderr
+        assert plain.stderr.count(UNCAGED) == 1 and "did not hold" not in plain.stderr, plain.stderr
+
+        pidfile = os.path.join(tmp, "escaped")
+        leave = (f'echo $$ > {CGROUP_ROOT}/cgroup.procs; sleep 60 & echo $! > {pidfile}; '
+                 f'curl -sS -o /dev/null -w "%{{time_connect}}" {url}/10')
+        left = packet_run(profile, ["sh", "-c", leave])
+        assert left.returncode == 0, left.stderr
+        assert float(left.stdout) < 0.2, left.stdout  # it bypassed the link
+        assert re.search(r"netcond: at \+[\d.]+ s, process \d+ \(sh\) left the link's cgroup for /: its packets from "
+                         r"then on bypassed the link; the profile's conditions did not hold", left.stderr), left.stderr
+        with open(pidfile) as f:
+            escaped = int(f.read())
+        assert wait_until(lambda: not os.path.exists(f"/proc/{escaped}"), seconds=5), "the escaped process outlived the run"
+
+        # Only this run's own rules (netcond is the command's parent): other runs on the host keep theirs.
+        unrule = ('for tool in iptables ip6tables; do $tool -w 5 -t mangle -S | grep -- "--comment netcond-$PPID " | '
+                  'sed "s/^-A /-D /" | while read -r rule; do eval $tool -w 5 -t mangle $rule; done; done; '
+                  f'curl -sS -o /dev/null {url}/10')
+        changed = run(["run", "--engine", "packet", "--quiet", "--seed", "3", profile, "--", "sh", "-c", unrule], timeout=120)
+        assert changed.returncode == 0, changed.stderr
+        assert "the firewall rules that send the command's packets to the link were changed during the run" in changed.stderr
+        assert UNCAGED not in changed.stderr  # --quiet: only what went wrong
+
+        held = run(["run", "--engine", "packet", "--user", "nobody", "--seed", "3", profile, "--",
+                    "curl", "-sS", "-o", "/dev/null", url + "/10"], timeout=120)
+        assert held.returncode == 0 and UNCAGED not in held.stderr, held.stderr
+
+
 def test_ipv6_tcp_crosses_the_link(tmp):
     profile = delay_profile(tmp, 100)
     with http_server("::1") as url:

@@ -289,3 +289,22 @@ checks:
         # Nothing of the client outlives its run.
         left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
         assert left.stdout.strip() == "", left.stdout
+
+
+def test_a_client_that_leaves_the_link_gets_a_verdict_marked_as_not_under_its_conditions(tmp_path):
+    """Root without --user, a client that moves itself out of the cgroup before downloading: its
+    download never crossed the link. The verdict (here a pass) is marked — in the check's ⚠ line,
+    the summary and the JSON report — as not made under the profile's conditions, naming the
+    process and the connection that went round the link."""
+    root = "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") else "/sys/fs/cgroup"
+    report = tmp_path / "report.json"
+    client = f'echo $$ > {root}/cgroup.procs; wget -q -O "$NETCOND_OUTPUT" "$NETCOND_URL"'
+    result = packet("resume-after-dropout", client, extra=["--json", str(report)])
+    assert "the command runs as root" in result.stderr
+    completes = result.stdout.split("completes —", 1)[1]
+    assert "⚠ not exact: the link's conditions did not hold for the client" in completes, result.stdout
+    assert re.search(r"process \d+ \(sh\) left the link's cgroup", completes), result.stdout
+    assert re.search(r"\d+ connections? reached the origin without crossing the link", completes), result.stdout
+    assert "the link's conditions did not hold for the client, see ⚠" in result.stderr, result.stderr
+    checks = json.loads(report.read_text())["scenarios"][0]["checks"]
+    assert all("did not hold" in check.get("caveat", "") for check in checks), checks
