@@ -312,7 +312,7 @@ public final class ProxyServer: Sendable {
     func controlAnswerOnLoop(_ route: ControlAPI.Route) -> (status: Int, json: [UInt8]) {
         let rules = self.state.value.rules
         switch route {
-        case .status, .dashboard:  // the dashboard page is the control server's own
+        case .status, .dashboard, .history:  // the dashboard page and the history are the control server's own
             return (200, self.statusOnLoop().json())
         case .faults:
             return (200, self.faultsOnLoop(added: nil).controlJSON())

@@ -17,7 +17,7 @@ public struct PacketControl: ControlTarget {
     public func controlAnswer(_ route: ControlAPI.Route) async -> (status: Int, json: [UInt8]) {
         let command: PacketCommand?
         switch route {
-        case .status, .dashboard:  // the dashboard page is the control server's own
+        case .status, .dashboard, .history:  // the dashboard page and the history are the control server's own
             command = nil
         case .faults, .events, .command(.addFault), .command(.removeFault), .command(.removeFaultsNamed):
             return Self.refused("HTTP faults and the event log need a proxy that reads HTTP; this run uses --engine packet")

@@ -1,17 +1,20 @@
 """The live dashboard the control API serves at its root, in a real browser (headless chromium):
 the throughput of a running download moves on it, a click on "blackhole" starts an outage that GET
-/status reports, and no other page can frame it or change anything through it."""
+/status reports, what it draws is what netcond measured (read back from the drawn lines), a page
+opened late still shows what happened, and no other page can frame it or change anything through it."""
 import json
+import statistics
 import subprocess
 import time
 
 import pytest
 import requests
 
-from conftest import Proxy, browser, screenshot, stop_process, wait_until  # noqa: F401  (browser: a fixture)
+from conftest import Proxy, browser, screenshot, stop_process, wait_until, write_profile  # noqa: F401  (browser: a fixture)
 
 pytest.importorskip("selenium", reason="selenium is not installed (scripts/test installs it)")
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
 
 
 def test_the_dashboard_moves_with_a_download_and_its_buttons_change_the_link(browser):
@@ -26,9 +29,10 @@ def test_the_dashboard_moves_with_a_download_and_its_buttons_change_the_link(bro
         rate = browser.find_element(By.ID, "down-rate")
         # The download's throughput appears and the graph gains points, twice a second.
         assert wait_until(lambda: int(rate.text or "0") > 100, seconds=20), rate.text
-        graph = browser.find_element(By.ID, "graph-down")
-        points = len(graph.get_attribute("points").split())
-        assert wait_until(lambda: len(graph.get_attribute("points").split()) > points, seconds=5)
+        def points():  # the page redraws its graphs: found afresh each time
+            return len(browser.find_element(By.ID, "graph-down").get_attribute("points").split())
+        before = points()
+        assert wait_until(lambda: points() > before, seconds=5)
         assert browser.find_element(By.ID, "profile").text == "3g"
         time.sleep(3)  # a few seconds of graph for the picture
         screenshot(browser, "dashboard")
@@ -62,4 +66,90 @@ def test_no_other_page_can_frame_it_or_drive_it():
             assert r.status_code in (403, 415), r.text
         assert json.loads(proxy.ctl("status", "--json").stdout)["outage"] is None
     finally:
+        proxy.stop()
+
+
+def drawn(browser, plot, line):
+    """The (t, value) points a line of a plot shows, read back from its SVG coordinates and the
+    plot's axes (its time span and the top of its scale)."""
+    svg = browser.find_element(By.ID, plot)
+    t0, t1, top = (float(svg.get_attribute(k)) for k in ("data-t0", "data-t1", "data-top"))
+    left, right, high, low = 44, 392, 8, 128  # the plot area in the page's 400 x 150 view box
+    points = browser.find_element(By.ID, line).get_attribute("points").split()
+    out = []
+    for point in points:
+        x, y = (float(v) for v in point.split(","))
+        out.append((t0 + (x - left) * (t1 - t0) / (right - left), (low - y) * top / (low - high)))
+    return out, top
+
+
+def test_what_the_dashboard_draws_is_what_netcond_measured_even_opened_late(browser, tmp):
+    """A download at a fixed 2 Mbit/s, an outage in the middle, then a profile switch; the page is
+    opened only after: every line of every graph, read back from the drawn coordinates, is the
+    history netcond kept for that series (throughput down and up, queueing delay down and up,
+    lost, retransmitted, connections), the outage is marked where it began, and the profile
+    control shows the profile now in force."""
+    profile = write_profile(tmp, "fixed", """
+name: fixed
+down:
+  latency: 20ms
+  bandwidth: 2Mbit
+up:
+  latency: 20ms
+  bandwidth: 500kbit
+""")
+    proxy = Proxy(profile)
+    download = None
+    try:
+        download = subprocess.Popen(["curl", "-sS", "-o", "/dev/null", "-x", proxy.url,
+                                     "http://origin.netcond.test/bytes/1500KB"], stderr=subprocess.PIPE)
+        time.sleep(2.5)
+        assert proxy.ctl("outage", "blackhole").returncode == 0
+        time.sleep(1.5)
+        assert proxy.ctl("outage", "end").returncode == 0
+        download.wait(60)
+        assert proxy.ctl("profile", "edge").returncode == 0
+        time.sleep(1.2)
+
+        browser.get(proxy.control_url + "/")
+        assert wait_until(lambda: browser.find_element(By.ID, "graph-down").get_attribute("points").count(",") > 10, seconds=10)
+        history = requests.get(proxy.control_url + "/history", timeout=10).json()
+        samples = {round(s["t"], 3): s for s in history["samples"]}
+        # What netcond measured: the link's rate while the download ran, nothing in the outage.
+        busy = [s["down_kbps"] for s in history["samples"] if s["down_kbps"] > 100]
+        assert 1600 <= statistics.median(busy) <= 2100, busy
+        lines = [("plot-throughput", "graph-down", "down_kbps"), ("plot-throughput", "graph-up", "up_kbps"),
+                 ("plot-queue", "graph-queue-down", "queue_down_ms"), ("plot-queue", "graph-queue-up", "queue_up_ms"),
+                 ("plot-loss", "graph-lost", "lost_per_s"), ("plot-loss", "graph-retx", "retransmitted_per_s"),
+                 ("plot-connections", "graph-connections", "connections_open")]
+        for plot, line, field in lines:
+            points, top = drawn(browser, plot, line)
+            matched = 0
+            for t, value in points:
+                nearest = min(samples, key=lambda st: abs(st - t))
+                if abs(nearest - t) > 0.05:
+                    continue  # drawn after the history was read
+                matched += 1
+                assert abs(samples[nearest][field] - value) <= top * 0.005 + 1e-6, (line, t, value, samples[nearest])
+            assert matched >= 10, (line, matched, len(points))
+        # The series are told apart: up is not down.
+        up = [v for _, v in drawn(browser, "plot-throughput", "graph-up")[0]]
+        down = [v for _, v in drawn(browser, "plot-throughput", "graph-down")[0]]
+        assert max(down) > 1500 and max(up) < max(down) / 4, (max(down), max(up))
+        outage = [m for m in history["marks"] if m["kind"] == "outage"]
+        assert len(outage) == 1 and 2.0 <= outage[0]["t"] <= 5.0, history["marks"]
+        svg = browser.find_element(By.ID, "plot-throughput")
+        t0, t1 = float(svg.get_attribute("data-t0")), float(svg.get_attribute("data-t1"))
+        drawn_marks = svg.find_elements(By.CSS_SELECTOR, "line[data-kind='outage']")
+        assert len(drawn_marks) == 1
+        x = float(drawn_marks[0].get_attribute("x1"))
+        assert abs(44 + (outage[0]["t"] - t0) * (392 - 44) / (t1 - t0) - x) < 0.5
+        assert [m["kind"] for m in history["marks"]].count("outage-end") == 1
+        # The axes say what they show, with units.
+        ticks = [e.text for e in svg.find_elements(By.CSS_SELECTOR, "text.tick")]
+        assert "0 s" in ticks and "seconds since the start" in ticks, ticks
+        assert Select(browser.find_element(By.ID, "profile-choice")).first_selected_option.text == "edge"
+    finally:
+        if download is not None:
+            stop_process(download)
         proxy.stop()

@@ -9,6 +9,7 @@ import NetcondCore
 /// | -------------------- | ---------------------------------------- | -------------------------------------- |
 /// | `GET /`              |                                          | the live dashboard (an HTML page)      |
 /// | `GET /status`        |                                          | state and counters                     |
+/// | `GET /history[?since=T]` |                                      | the last 10 minutes, sampled (the dashboard's graphs) |
 /// | `POST /profile`      | `{"name": "3g"}` or `{"yaml": "…"}`       | switch profile (its schedule restarts) |
 /// | `POST /outage`       | `{"behaviour": "blackhole"}`             | start an outage (blackhole/refuse/reset) |
 /// | `DELETE /outage`     |                                          | end the live outage                    |
@@ -34,6 +35,9 @@ public enum ControlAPI {
         /// `GET /`: the live dashboard (a page, served by the control server itself).
         case dashboard
         case status
+        /// `GET /history[?since=T]`: the samples and marks after T seconds (the control server
+        /// keeps them itself).
+        case history(since: Double?)
         case faults
         case events
         case command(ControlCommand)
@@ -44,7 +48,7 @@ public enum ControlAPI {
         public var message: String
     }
 
-    static let paths = ["/status", "/profile", "/outage", "/stall", "/faults", "/events", "/captive", "/cut", "/ (the dashboard)"]
+    static let paths = ["/status", "/history", "/profile", "/outage", "/stall", "/faults", "/events", "/captive", "/cut", "/ (the dashboard)"]
 
     /// What a request asks for. `target` may be origin-form (`/status`) or absolute-form
     /// (`http://127.0.0.1:8081/status`).
@@ -59,6 +63,9 @@ public enum ControlAPI {
             return method == "GET" ? .success(.dashboard) : wrongMethod("GET")
         case "/status":
             return method == "GET" ? .success(.status) : wrongMethod("GET")
+        case "/history":
+            guard method == "GET" else { return wrongMethod("GET") }
+            return Self.since(in: target).map { .history(since: $0) }
         case "/profile":
             guard method == "POST" else { return wrongMethod("POST") }
             return Self.object(body, example: #"{"name": "3g"} or {"yaml": "extends: 3g\n…"}"#).flatMap(Self.profile)
@@ -131,6 +138,22 @@ public enum ControlAPI {
                 Rejection(status: 404, message: "no such endpoint \(path); endpoints: \(Self.paths.joined(separator: ", "))")
             )
         }
+    }
+
+    /// `since=T` of a target's query (seconds since the run started), nil without it.
+    static func since(in target: String) -> Result<Double?, Rejection> {
+        guard let query = target.firstIndex(of: "?") else { return .success(nil) }
+        for pair in target[target.index(after: query)...].split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            guard parts.first == "since" else {
+                return .failure(Rejection(status: 400, message: "unknown query '\(pair)'; allowed: since=SECONDS"))
+            }
+            guard parts.count == 2, let value = Double(parts[1]), value.isFinite else {
+                return .failure(Rejection(status: 400, message: "since must be a number of seconds, got '\(parts.count == 2 ? parts[1] : "")'"))
+            }
+            return .success(value)
+        }
+        return .success(nil)
     }
 
     static func path(of target: String) -> String {

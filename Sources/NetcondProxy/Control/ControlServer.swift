@@ -11,6 +11,15 @@ public protocol ControlTarget: Sendable {
     func controlAnswer(_ route: ControlAPI.Route) async -> (status: Int, json: [UInt8])
 }
 
+extension ControlTarget {
+    /// `GET /status` as a value (nil when the target could not answer).
+    func controlStatus() async -> ControlStatus? {
+        let answer = await self.controlAnswer(.status)
+        guard answer.status == 200 else { return nil }
+        return try? JSONDecoder().decode(ControlStatus.self, from: Data(answer.json))
+    }
+}
+
 extension ProxyServer: ControlTarget {
     /// The change runs on the proxy's loop, so the link changes at once, in order.
     public func controlAnswer(_ route: ControlAPI.Route) async -> (status: Int, json: [UInt8]) {
@@ -25,9 +34,14 @@ extension ProxyServer: ControlTarget {
 /// Serves `ControlAPI` over HTTP/1.1 on a loopback port. Requests are read and decoded (a profile
 /// of hundreds of KB takes a while) on a loop of their own; only the change itself runs on the
 /// target's own thread (the proxy's loop), so traffic is not held up by control work.
+///
+/// It also keeps the run's recent history (``ControlHistory``), sampling `/status` twice a second
+/// for as long as it runs, so that the dashboard opened late still draws what happened.
 public final class ControlServer: Sendable {
     private let target: any ControlTarget
     private let server: NIOLockedValueBox<JSONHTTPServer?> = NIOLockedValueBox(nil)
+    private let history = NIOLockedValueBox(ControlHistory())
+    private let sampler: NIOLockedValueBox<Task<Void, Never>?> = NIOLockedValueBox(nil)
 
     public init(proxy: ProxyServer) {
         self.target = proxy
@@ -41,6 +55,7 @@ public final class ControlServer: Sendable {
     /// send are refused (`ControlAccess`); `host` is the one name besides localhost that `Host` may say.
     public func start(host: String, port: Int) async throws -> SocketAddress {
         let target = self.target
+        let history = self.history
         let access = ControlAccess(listenHost: HostAddress.isIPLiteral(HostAddress.unbracketed(host)) ? nil : host)
         let server = JSONHTTPServer(maxBodyBytes: ControlAPI.maxBodyBytes) { request in
             let route: Result<ControlAPI.Route, ControlAPI.Rejection>
@@ -59,16 +74,32 @@ public final class ControlServer: Sendable {
                 return JSONHTTPResponse(status: rejection.status, json: ControlError(error: rejection.message).controlJSON())
             case .success(.dashboard):
                 return Dashboard.response
+            case .success(.history(let since)):
+                return JSONHTTPResponse(status: 200, json: history.withLockedValue { $0.json(since: since) })
             case .success(let route):
                 let answer = await target.controlAnswer(route)
                 return JSONHTTPResponse(status: answer.status, json: answer.json)
             }
         }
         self.server.withLockedValue { $0 = server }
-        return try await server.start(host: host, port: port, what: "control")
+        let address = try await server.start(host: host, port: port, what: "control")
+        let sampler = Task {
+            while !Task.isCancelled {
+                if let status = await target.controlStatus() {
+                    history.withLockedValue { $0.add(status) }
+                }
+                try? await Task.sleep(nanoseconds: UInt64(ControlHistory.interval * 1e9))
+            }
+        }
+        self.sampler.withLockedValue { $0 = sampler }
+        return address
     }
 
     public func stop() async {
+        if let sampler = self.sampler.withLockedValue({ task in defer { task = nil }; return task }) {
+            sampler.cancel()
+            await sampler.value
+        }
         let server = self.server.withLockedValue { server in
             defer { server = nil }
             return server

@@ -193,6 +193,84 @@ import Testing
         // The page may not be framed, and names no resource beyond the API itself.
         #expect(Dashboard.headers.contains { $0.0 == "X-Frame-Options" && $0.1 == "DENY" })
         #expect(Dashboard.page.contains("\"edge\"") && !Dashboard.page.contains("PROFILES"))
-        #expect(!Dashboard.page.contains("http://") && !Dashboard.page.contains("https://"))
+        // SVG's namespace is a name, never fetched.
+        let page = Dashboard.page.replacingOccurrences(of: "'http://www.w3.org/2000/svg'", with: "")
+        #expect(!page.contains("http://") && !page.contains("https://"))
+    }
+
+    @Test func theHistoryIsAGETWithAnOptionalSince() {
+        #expect(ControlAPI.route(method: "GET", target: "/history", body: []) == .success(.history(since: nil)))
+        #expect(ControlAPI.route(method: "GET", target: "/history?since=12.5", body: []) == .success(.history(since: 12.5)))
+        for bad in ["/history?since=soon", "/history?since=nan", "/history?until=3", "/history?since"] {
+            guard case .failure(let rejection) = ControlAPI.route(method: "GET", target: bad, body: []) else {
+                Issue.record("\(bad) was accepted")
+                continue
+            }
+            #expect(rejection.status == 400, "\(bad)")
+        }
+        guard case .failure(let rejection) = ControlAPI.route(method: "POST", target: "/history", body: []) else {
+            Issue.record("POST /history was accepted")
+            return
+        }
+        #expect(rejection.status == 405)
+    }
+}
+
+/// The history the dashboard draws: each sample the rates of the interval before it, and the
+/// moments the link changed found by comparing samples.
+@Suite struct ControlHistoryTests {
+    func status(
+        at t: Double, delivered: Int64 = 0, up: Int64 = 0, lost: Int = 0, retransmissions: Int = 0, profile: String = "3g",
+        outage: String? = nil, stalled: [String] = [], faultsApplied: Int = 0, queue: [Double] = [3, 40]
+    ) -> ControlStatus {
+        ControlStatus(
+            profile: profile, phase: "", outage: outage, stalled: stalled, seed: 1, elapsedSeconds: t,
+            connectionsTotal: 1, connectionsOpen: 1, bytesUp: up, bytesDown: delivered, bytesDelivered: delivered,
+            segmentsSent: 0, segmentsLost: lost, queueDrops: 0, outageDrops: 0, retransmissions: retransmissions, resets: 0,
+            closes: 0, refusedConnections: 0, upstreamFailures: 0, faults: 0, faultsApplied: faultsApplied, captivePortal: nil,
+            timerWakeups: 0, timerLateUs: [], queueDelayMs: queue)
+    }
+
+    @Test func eachSampleIsTheIntervalBeforeItAndTheChangesAreMarked() throws {
+        var history = ControlHistory()
+        history.add(self.status(at: 0.5))
+        history.add(self.status(at: 1.0, delivered: 62_500, up: 1_250, lost: 2, retransmissions: 1))
+        history.add(self.status(at: 1.5, delivered: 125_000, up: 2_500, lost: 2, retransmissions: 1, outage: "blackhole"))
+        history.add(self.status(at: 2.0, delivered: 125_000, up: 2_500, lost: 4, retransmissions: 1, outage: nil, stalled: ["down"]))
+        history.add(self.status(at: 2.5, delivered: 125_000, up: 2_500, lost: 4, retransmissions: 3, profile: "edge", faultsApplied: 2))
+        #expect(history.samples.map(\.t) == [1.0, 1.5, 2.0, 2.5])
+        #expect(history.samples.map(\.downKbps) == [1000, 1000, 0, 0], "62,500 bytes in 0.5 s")
+        #expect(history.samples.map(\.upKbps) == [20, 20, 0, 0])
+        #expect(history.samples.map(\.lostPerSecond) == [4, 0, 4, 0])
+        #expect(history.samples.map(\.retransmittedPerSecond) == [2, 0, 0, 4])
+        #expect(history.samples.map(\.queueDownMs) == [40, 40, 40, 40] && history.samples.map(\.queueUpMs) == [3, 3, 3, 3])
+        #expect(history.marks.map { "\($0.t) \($0.kind) \($0.detail)" } == [
+            "0.5 profile 3g", "1.5 outage blackhole", "2.0 outage-end blackhole", "2.0 stall down",
+            "2.5 profile edge", "2.5 stall-end down", "2.5 fault 2 requests hit",
+        ])
+        let since = try JSONSerialization.jsonObject(with: Data(history.json(since: 1.5))) as? [String: Any]
+        #expect((since?["samples"] as? [[String: Any]])?.compactMap { $0["t"] as? Double } == [2.0, 2.5])
+        #expect((since?["samples"] as? [[String: Any]])?.first?["down_kbps"] as? Double == 0)
+        #expect((since?["marks"] as? [[String: Any]])?.count == 5)
+        #expect(since?["interval_seconds"] as? Double == 0.5)
+        // An engine that does not say its queue delay: null, not a made-up 0.
+        var packet = ControlHistory()
+        packet.add(self.status(at: 0.5, queue: []))
+        var unsaid = self.status(at: 1.0)
+        unsaid.queueDelayMs = nil
+        packet.add(unsaid)
+        #expect(packet.samples.first?.queueDownMs == nil)
+        #expect(String(decoding: packet.json(since: nil), as: UTF8.self).contains(#""queue_down_ms":null"#))
+    }
+
+    @Test func itKeepsTheLastTenMinutes() {
+        var history = ControlHistory()
+        for step in 0...(ControlHistory.capacity + 100) {
+            history.add(self.status(at: Double(step) * 0.5, outage: step % 200 == 100 ? "refuse" : nil))
+        }
+        #expect(history.samples.count == ControlHistory.capacity)
+        #expect(history.samples.first?.t == 50.5)
+        #expect(history.marks.allSatisfy { $0.t >= 50 }, "a mark before the oldest sample goes with it")
+        #expect(!history.marks.isEmpty)
     }
 }
