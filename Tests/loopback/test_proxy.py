@@ -580,6 +580,29 @@ def test_out_of_descriptors_is_said_and_the_proxy_recovers():
     assert f"cannot accept connections on 127.0.0.1:{port}: out of file descriptors (this process's limit of 64)" in err, err
 
 
+def test_a_response_the_server_cuts_short_by_closing_is_a_cut_not_a_malformed_one(proxy_factory):
+    """A server that closes in the middle of its body (a crash, a cut_after) sent HTTP: the client
+    sees the body end short, as without netcond (curl exit 18), and netcond notes nothing malformed."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    thread = raw_server(listener, lambda request: b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 10,
+                        connections=1)
+    try:
+        proxy = proxy_factory("none")
+        got = curl(proxy, "-i", f"http://127.0.0.1:{port}/x")
+        assert got.returncode == 18, (got.returncode, got.stdout, got.stderr)
+        assert got.stdout.startswith(b"HTTP/1.1 200 OK") and got.stdout.endswith(b"x" * 10), got.stdout
+        events = json.loads(proxy.ctl("events", "--json").stdout)["events"]
+        assert not [e for e in events if e["kind"] == "malformed"], events
+    finally:
+        listener.close()
+        thread.join(5)
+    _, _, err = proxy.stop()
+    assert "is not HTTP netcond can read" not in err, err
+
+
 @pytest.mark.parametrize("answer, reason", [
     (b"garbage that is no status line\r\n\r\n", "no HTTP/1.x status line"),
     (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", "not HTTP/1.1's"),

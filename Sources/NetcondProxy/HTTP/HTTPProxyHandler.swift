@@ -141,8 +141,9 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.upstream = nil
         self.upstreamHandler = nil
         guard self.context != nil else { return }
-        if let error = error as? HTTPParserError {
-            // Not a close of the server's: a response the decoder could not read.
+        if let error = error as? HTTPParserError, error != .invalidEOFState {
+            // Not a close of the server's: a response the decoder could not read. (The end of the
+            // stream in the middle of a response is the server's close, cutting it short.)
             return self.perform(self.machine.upstreamMalformed(Self.describe(error)))
         }
         self.perform(self.machine.upstreamClosed(reset: error.map(Self.isReset) ?? false))
