@@ -45,6 +45,9 @@ public final class OriginRequestLog: Sendable {
         public var headers: Headers
         /// Status code of the response head, or `nil` if none was sent.
         public var status: Int?
+        /// When the response head was written (from the injected clock): before it, the request
+        /// waited on the server (a `first_byte` fault, a slow endpoint).
+        public var respondedAt: Instant? = nil
         /// The response's `Retry-After`, as sent.
         public var retryAfter: String?
         /// Body bytes the socket accepted for this response (a HEAD response sends none).
@@ -111,17 +114,18 @@ public final class OriginRequestLog: Sendable {
         self.box.withLock { entries in
             let id = entries.count
             entries.append(Entry(id: id, connection: connection, timestamp: timestamp, method: method,
-                                 target: target, headers: headers, status: nil, retryAfter: nil, bodyBytesSent: 0,
+                                 target: target, headers: headers, status: nil, respondedAt: nil, retryAfter: nil, bodyBytesSent: 0,
                                  completed: false, isFinished: false, finishedAt: nil, effect: nil))
             return id
         }
     }
 
-    func recordStatus(_ status: Int, retryAfter: String? = nil, id: Int) {
+    func recordStatus(_ status: Int, retryAfter: String? = nil, id: Int, at instant: Instant? = nil) {
         self.box.withLock { entries in
             guard entries.indices.contains(id), !entries[id].isFinished else { return }
             entries[id].status = status
             entries[id].retryAfter = retryAfter
+            entries[id].respondedAt = instant
         }
     }
 

@@ -72,6 +72,7 @@ struct EvidenceAssembler {
                 ended: entry.finishedAt.map { self.seconds(uptime: $0.nanoseconds) },
                 effect: entry.effect
             )
+            request.responded = entry.respondedAt.map { self.seconds(uptime: $0.nanoseconds) }
             request.afterClientFIN = late[entry.id].map { Double($0.nanoseconds) / 1e9 }
             if let lost = undelivered[entry.id] {
                 request.undelivered = lost.bytes

@@ -126,120 +126,7 @@ public enum HTMLReport {
         return ScenarioReport.shellLine(words)
     }
 
-    // MARK: - The timeline
-
-    /// Lanes, top to bottom: the link (what the timeline did), the down link's rate and delay as
-    /// they moved (a trace's, a step series', a switch's), requests, failed attempts, bytes
-    /// delivered, output lines; the time axis below. x is seconds since the client started.
-    static func timeline(_ scenario: [String: Any], index: Int) -> String {
-        let requests = scenario["requests"] as? [[String: Any]] ?? []
-        let applied = scenario["timeline"] as? [[String: Any]] ?? []
-        let attempts = scenario["attempts"] as? [[String: Any]] ?? []
-        let delivered = (scenario["delivered"] as? [[Any]] ?? []).compactMap { pair -> (Double, Double)? in
-            guard pair.count == 2, let at = Self.double(pair[0]), let bytes = Self.double(pair[1]) else { return nil }
-            return (at, bytes)
-        }
-        let lines = (scenario["output"] as? [[String: Any]] ?? []).suffix(Self.maxLinesDrawn)
-        var end = Self.double(scenario["seconds"]) ?? 0
-        for request in requests { end = max(end, Self.double(request["ended"]) ?? Self.double(request["at"]) ?? 0) }
-        for event in applied { end = max(end, Self.double(event["at"]) ?? 0) }
-        // A report's times are its own; one made by hand may hold any number (1e308 once drew forever).
-        end = min(max(end, 0.1), Self.longestRun) * 1.02
-        let width = 1000.0, left = 90.0, right = 10.0
-        let lane = (timeline: 10.0, link: 40.0, rate: 70.0, requests: 110.0, attempts: 180.0, bytes: 210.0, output: 280.0, axis: 310.0)
-        let height = 332.0
-        func x(_ at: Double) -> String { String(format: "%.1f", left + (width - left - right) * min(max(at, 0), end) / end) }
-
-        var svg = "<svg class=\"timeline\" id=\"timeline-\(index)\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" "
-            + "width=\"100%\" role=\"img\" aria-label=\"timeline\">\n"
-        for (label, y) in [("timeline", lane.timeline), ("link", lane.link), ("rate, delay", lane.rate), ("requests", lane.requests), ("no server", lane.attempts),
-                           ("bytes", lane.bytes), ("output", lane.output)] {
-            svg += "<text class=\"lane\" x=\"4\" y=\"\(Int(y + 14))\">\(label)</text>"
-        }
-        // The axis: about eight ticks at round seconds.
-        let step = Self.tickStep(end)
-        var tick = 0.0
-        for _ in 0..<100 where tick <= end {
-            svg += "<line class=\"tick\" x1=\"\(x(tick))\" x2=\"\(x(tick))\" y1=\"\(lane.timeline)\" y2=\"\(lane.axis)\"/>"
-            svg += "<text class=\"axis\" x=\"\(x(tick))\" y=\"\(Int(lane.axis + 14))\">\(Self.number(tick))s</text>"
-            tick += step
-        }
-        svg += "\n"
-        for event in applied {
-            let at = Self.double(event["at"]) ?? 0
-            let what = event["what"] as? String ?? ""
-            svg += "<g class=\"mark link-event\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s \(Self.escape(what))</title>"
-            svg += "<line x1=\"\(x(at))\" x2=\"\(x(at))\" y1=\"\(lane.timeline)\" y2=\"\(lane.output + 20)\"/>"
-            svg += "<text x=\"\(x(at))\" y=\"\(Int(lane.timeline + 24))\">\(Self.escape(String(what.prefix(40))))</text></g>\n"
-        }
-        // What the link recorded of itself: its phases, stalls, outages and cuts, faults applied, the portal.
-        for event in (scenario["events"] as? [[String: Any]] ?? []).prefix(Self.maxLinesDrawn * 2) {
-            let at = Self.double(event["at"]) ?? 0
-            let kind = event["kind"] as? String ?? "link"
-            let detail = event["detail"] as? String ?? ""
-            let row = kind == "link" ? 0.0 : kind == "fault" ? 9.0 : 18.0
-            svg += "<g class=\"mark link-state \(Self.escape(kind))\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s "
-                + "\(Self.escape(String(detail.prefix(160))))</title><rect x=\"\(x(at))\" y=\"\(Int(lane.link + row))\" width=\"3\" "
-                + "height=\"8\"/></g>\n"
-        }
-        for (number, request) in requests.enumerated() {
-            let at = Self.double(request["at"]) ?? 0
-            let ended = Self.double(request["ended"])
-            let status = (request["status"] as? Int).map(String.init) ?? "no answer"
-            var title = "+\(Self.number(at))s \(request["method"] as? String ?? "") \(request["path"] as? String ?? "") → \(status)"
-            if let range = request["range"] as? String { title += ", Range: \(range)" }
-            if let key = request["idempotencyKey"] as? String { title += ", Idempotency-Key: \(key)" }
-            title += ", \(Self.number(request["bodyBytes"])) bytes"
-            if let received = request["bodyBytesReceived"] { title += " (\(Self.number(received)) reached the client)" }
-            if let cut = request["linkCut"] as? String { title += ", the link \(cut == "reset" ? "reset" : "closed") it" }
-            if request["cutShort"] as? Bool == true { title += ", cut short" }
-            if let ended { title += ", ended +\(Self.number(ended))s" }
-            let y = lane.requests + Double(number % 6) * 10
-            let broken = (request["status"] as? Int ?? 599) >= 400 || request["cutShort"] as? Bool == true
-                || request["bodyBytesReceived"] != nil || request["linkCut"] != nil
-            let classes = "mark request" + (request["range"] != nil ? " range" : "") + (broken ? " broken" : "")
-            let barEnd = max(Double(x(ended ?? end))!, Double(x(at))! + 2)
-            svg += "<g class=\"\(classes)\" data-at=\"\(Self.number(at))\"" + (ended.map { " data-ended=\"\(Self.number($0))\"" } ?? "")
-                + "><title>\(Self.escape(title))</title><rect x=\"\(x(at))\" y=\"\(Int(y))\" height=\"8\" width=\""
-                + String(format: "%.1f", barEnd - Double(x(at))!) + "\"/></g>\n"
-        }
-        for attempt in attempts {
-            let at = Self.double(attempt["at"]) ?? 0
-            let title = "+\(Self.number(at))s \(attempt["outcome"] as? String ?? "") \(attempt["host"] as? String ?? ""):\(Self.number(attempt["port"]))"
-            svg += "<g class=\"mark attempt\" data-at=\"\(Self.number(at))\"><title>\(Self.escape(title))</title>"
-                + "<circle cx=\"\(x(at))\" cy=\"\(Int(lane.attempts + 10))\" r=\"4\"/></g>\n"
-        }
-        svg += Self.linkLane(scenario["link"] as? [[Any]] ?? [], top: lane.rate, end: end, x: x)
-        if let most = delivered.map(\.1).max(), most > 0 {
-            let every = max(1, Int((Double(delivered.count) / Double(Self.maxDeliveredPoints)).rounded(.up)))
-            let drawn = delivered.enumerated().filter { $0.offset % every == 0 || $0.offset == delivered.count - 1 }.map(\.element)
-            let points = drawn.map { "\(x($0.0)),\(String(format: "%.1f", lane.bytes + 60 - 60 * $0.1 / most))" }.joined(separator: " ")
-            svg += "<polyline class=\"delivered\" points=\"\(points)\"><title>bytes delivered to the client, up to "
-                + "\(Self.number(most))</title></polyline>\n"
-        }
-        for line in lines {
-            let at = Self.double(line["at"]) ?? 0
-            let text = String((line["text"] as? String ?? "").prefix(Self.maxLineCharacters))
-            let stream = line["stderr"] as? Bool == true ? "stderr" : "stdout"
-            svg += "<g class=\"mark output \(stream)\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s \(stream): "
-                + "\(Self.escape(text))</title><path d=\"M\(x(at)) \(Int(lane.output))v16\"/></g>\n"
-        }
-        // Each check's moments, shown when the check is picked.
-        for check in scenario["checks"] as? [[String: Any]] ?? [] {
-            let name = Self.escape(check["name"] as? String ?? "")
-            for mark in check["marks"] as? [Any] ?? [] {
-                guard let at = Self.double(mark) else { continue }
-                svg += "<line class=\"check-mark\" data-check=\"\(name)\" data-at=\"\(Self.number(at))\" x1=\"\(x(at))\" "
-                    + "x2=\"\(x(at))\" y1=\"\(lane.timeline)\" y2=\"\(lane.axis)\"/>"
-            }
-        }
-        if let deadline = Self.double(scenario["deadline"]), deadline <= end {
-            svg += "<g class=\"mark deadline\" data-at=\"\(Self.number(deadline))\"><title>the client's deadline, "
-                + "+\(Self.number(deadline))s</title><line x1=\"\(x(deadline))\" x2=\"\(x(deadline))\" y1=\"\(lane.timeline)\" "
-                + "y2=\"\(lane.axis)\"/></g>"
-        }
-        return svg + "</svg>\n"
-    }
+    // MARK: - The timeline (HTMLReport+Timeline.swift)
 
     /// The down link's rate (a solid step line, its top the run's highest rate) and one-way delay
     /// (dashed, its top the highest delay) from the report's `link` samples, with their scales.
@@ -323,6 +210,18 @@ public enum HTMLReport {
         .attempt circle{fill:#b3261e}.delivered{fill:none;stroke:#264653;stroke-width:1.5}
         .link-rate{fill:none;stroke:#6a4fb3;stroke-width:1.5}.link-delay{fill:none;stroke:#e76f51;stroke-dasharray:4 3}
         .link-scale{text-anchor:end;fill:#6a4fb3}
+        .link-state rect.span{fill:#e4def5}.link-state rect.span.outage{fill:#f3b5ae}.link-state rect.span.stall{fill:#f6d7a7}.span-label{font-size:10px;fill:#333}
+        .request rect.wait{fill:#fff;opacity:.6}.request-label{font-size:10px;fill:#333}.request.broken .request-label{fill:#b3261e}
+        .retry-after rect{fill:#e9c46a}.retry-after rect.until{fill:#8a5300}.axis-name{font-weight:400;fill:#999}
+        .gap line{stroke:#777;stroke-dasharray:2 2}.gap text{font-size:10px;fill:#555;text-anchor:middle}
+        .gap.early line{stroke:#b3261e}.gap.early text{fill:#b3261e;font-weight:600}
+        .scale{stroke:#bbb}.scale-label{text-anchor:end;font-size:10px;fill:#666}
+        .deadline-label{text-anchor:end;fill:#b3261e;font-size:10px}
+        .legend{font-size:12px;color:#555;max-width:1100px}.key{display:inline-block;width:1.4em;height:.7em;margin:0 .3em 0 .8em;vertical-align:middle}
+        .request-ok{background:#5b8def}.request-wait{background:#bdd1f9}.request-range{background:#2a9d8f}.request-broken{background:#e76f51}
+        .attempt-key{background:#b3261e;border-radius:50%;width:.7em}.span-key{background:#e4def5}.span-outage{background:#f3b5ae}
+        .span-stall{background:#f6d7a7}.event-key{border-left:2px dashed #6a4fb3;width:0}.deadline-key{border-left:2px solid #b3261e;width:0}
+        .delivered-key{border-top:2px solid #264653;height:0}.retry-key{background:#e9c46a;height:.3em}
         .output path{stroke:#999}.output.stderr path{stroke:#b3261e}.deadline line{stroke:#b3261e;stroke-width:2}
         .check-mark{stroke:#f4a261;stroke-width:2;display:none}.check-mark.shown{display:inline}
         .mark.highlight rect,.mark.highlight circle{stroke:#000;stroke-width:2}.mark.highlight line,.mark.highlight path{stroke:#f4a261;stroke-width:3}

@@ -19,6 +19,9 @@ public struct RunEvidence: Sendable {
         public var completed: Bool
         /// Seconds since the client started when the origin finished (or cut) the response.
         public var ended: Double?
+        /// Seconds since the client started when the origin wrote the response head (until then the
+        /// request waited on the server).
+        public var responded: Double?
         /// A POST's side effect at the origin.
         public var effect: OriginEffect?
         /// For an attempt that never reached the origin: how it ended.

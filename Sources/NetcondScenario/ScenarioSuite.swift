@@ -307,6 +307,9 @@ public enum ScenarioSuite {
                 var retryAfter: String?
                 var bodyBytes: Int64
                 var completed: Bool
+                /// When the origin wrote the response head (seconds), when it did: the request
+                /// waited on the server until then.
+                var responded: Double?
                 /// When the response ended (seconds), when it did.
                 var ended: Double?
                 /// The response ended before its whole body (a cut, a fault); absent otherwise.
@@ -358,7 +361,9 @@ public enum ScenarioSuite {
                     self.requests = outcome.evidence.requests.map {
                         Request(at: ($0.at * 1000).rounded() / 1000, method: $0.method, path: $0.path, range: $0.range,
                                 idempotencyKey: $0.idempotencyKey, status: $0.status, retryAfter: $0.retryAfter,
-                                bodyBytes: $0.bodyBytesSent, completed: $0.completed, ended: $0.ended.map { ($0 * 1000).rounded() / 1000 },
+                                bodyBytes: $0.bodyBytesSent, completed: $0.completed,
+                                responded: $0.responded.map { ($0 * 1000).rounded() / 1000 },
+                                ended: $0.ended.map { ($0 * 1000).rounded() / 1000 },
                                 cutShort: $0.cutShort ? true : nil,
                                 bodyBytesReceived: $0.undelivered > 0 ? $0.bodyBytesReceived : nil, linkCut: $0.linkCut?.rawValue)
                     }

@@ -78,13 +78,69 @@ import Testing
         let rows = try #require(scenario["link"] as? [[Double]])
         #expect(rows == [[0, 2_000_000, 40, 0], [1.5, 200_000, 120, 0.01], [2, 200_000, 120, 0.01]])
         let html = try HTMLReport.render(json: Data(json.utf8), source: "r.json")
-        // x = 90 + 900 × t / 2.04 (the run's 2 s and 2 % more); y from 108 (0) up to 82 (the run's most).
-        #expect(html.contains(#"<polyline class="link-rate" points="90.0,82.0 751.8,82.0 751.8,105.4 972.4,105.4 972.4,105.4 990.0,105.4">"#))
-        #expect(html.contains(#"<polyline class="link-delay" points="90.0,99.3 751.8,99.3 751.8,82.0 972.4,82.0 972.4,82.0 990.0,82.0">"#))
+        // x = 250 + 840 × t / 2.04 (the run's 2 s and 2 % more); y from 102 (0) up to 76 (the run's most).
+        #expect(html.contains(#"<polyline class="link-rate" points="250.0,76.0 867.6,76.0 867.6,99.4 1073.5,99.4 1073.5,99.4 1090.0,99.4">"#))
+        #expect(html.contains(#"<polyline class="link-delay" points="250.0,93.3 867.6,93.3 867.6,76.0 1073.5,76.0 1073.5,76.0 1090.0,76.0">"#))
         #expect(html.contains("rate ▔ 2Mbit/s · delay ┄ 120 ms"))
         // A run whose engine said nothing of its link draws no rate and keeps the report readable.
         let plain = try self.page([.ran(self.outcome("plain", passed: true))])
         #expect(!plain.contains(#"<polyline class="link-rate""#))
+    }
+
+    /// The waterfall: a labelled row per request with its waiting part, the link's phases as named
+    /// spans, the gaps between attempts with the wait the server asked for (red when the client
+    /// came sooner), the bytes lane's scale, and the timeline's labels whole.
+    @Test func theWaterfallDrawsEachRequestAndTheGapsBetweenAttempts() throws {
+        var outcome = self.outcome("waterfall", passed: false)
+        var first = RunEvidence.Request(at: 0.2, path: "/api/data", status: 503, retryAfter: "2", bodyBytesSent: 70)
+        first.responded = 0.2
+        first.ended = 0.25
+        var second = RunEvidence.Request(at: 1.5, path: "/api/data", status: 200, bodyBytesSent: 20_480)
+        second.responded = 1.9
+        second.ended = 2.0
+        outcome.evidence.requests = [first, second]
+        outcome.evidence.failedConnects = []
+        outcome.evidence.linkEvents = [
+            RunEvidence.LinkEvent(at: 0, kind: "link", detail: "link: lte"),
+            RunEvidence.LinkEvent(at: 0.5, kind: "link", detail: "link: lte, outage (blackhole)"),
+            RunEvidence.LinkEvent(at: 1.0, kind: "link", detail: "link: lte"),
+        ]
+        outcome.applied = [(at: 0.5, what: "captive portal closes (after response 1 of /files/big.bin)")]
+        let html = try self.page([.ran(outcome)])
+        #expect(html.contains(#"<text class="request-label" x="4" y="#))
+        #expect(html.contains(">GET /api/data 503 · 70 B</text>") && html.contains(">GET /api/data 200 · 20 KB</text>"))
+        // 1.5 s to 1.9 s waiting on the server: a lighter part, and said in the title.
+        #expect(html.contains(#"<rect class="wait" x="867.6""#))
+        #expect(html.contains("waited 0.4s for the server"))
+        // The client came back 1.3 s after a response that asked for 2 s.
+        #expect(html.contains(#"<g class="gap early"><title>1.3s, asked 2s between attempts: sooner than the server asked</title>"#))
+        #expect(html.contains(#"<g class="retry-after">"#))
+        // The outage is a span of its own, named; the phases around it are not outages.
+        #expect(html.components(separatedBy: #"<rect class="span outage""#).count - 1 == 1)
+        #expect(html.contains(">lte, outage (blackhole)</text>"))
+        #expect(html.contains(">captive portal closes (after response 1 of /files/big.bin)</text>"), "whole, not clipped")
+        #expect(html.contains(#"<text class="scale-label""#) && html.contains(">500 B</text>"))
+        #expect(html.contains(#"<p class="legend">"#))
+    }
+
+    /// A page load of many assets: rows are packed (no labels; each bar's title says it all), and
+    /// there are never more rows than the limit.
+    @Test func manyRequestsArePackedIntoRows() throws {
+        var outcome = self.outcome("many", passed: true)
+        outcome.evidence.requests = (0..<300).map { n in
+            var request = RunEvidence.Request(at: Double(n % 30) * 0.05, path: "/asset/\(n)", status: 200, bodyBytesSent: 1000)
+            request.ended = Double(n % 30) * 0.05 + 0.4
+            return request
+        }
+        let html = try self.page([.ran(outcome)])
+        #expect(!html.contains(#"class="request-label""#))
+        #expect(html.contains(">requests (300, packed)</text>"))
+        #expect(html.components(separatedBy: #"<g class="mark request""#).count - 1 == 300)
+        let tops = Set(html.components(separatedBy: #"<g class="mark request""#).dropFirst().compactMap { part -> String? in
+            guard let range = part.range(of: #" y=""#) else { return nil }
+            return String(part[range.upperBound...].prefix { $0 != "\"" })
+        })
+        #expect(tops.count <= HTMLReport.maxRequestRows, "\(tops.count) rows")
     }
 
     @Test func whatTheClientPrintsIsEscaped() throws {

@@ -44,8 +44,9 @@ def test_a_failing_and_a_passing_report_render_with_their_marks(browser, tmp_pat
     assert not browser.find_elements(By.CSS_SELECTOR, "section img")
     failed = [a for a in browser.find_elements(By.CSS_SELECTOR, "li.check.failed a.check-link")]
     assert [a.text for a in failed] == ["✗ completes", "✗ resumes"]
-    failed[1].click()
-    screenshot(browser, "report-failed")
+    # Each request has its labelled row; the cut one is drawn broken.
+    labels = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "svg.timeline text.request-label")]
+    assert labels == ["GET /files/big.bin 200 · 600 KB · cut"], labels
 
     code, passing = report(tmp_path, "pass", "wget -q -O \"$NETCOND_OUTPUT\" \"$NETCOND_URL\"")
     assert code == 0
@@ -87,3 +88,20 @@ def test_the_json_report_draws_the_same_page_and_a_bad_one_is_refused(tmp_path):
     bad = run(["report", str(old), "--html", str(tmp_path / "x.html")])
     assert bad.returncode == 2 and "a report of format 1; this netcond draws format 2" in bad.stderr, bad.stderr
     assert not (tmp_path / "x.html").exists()
+
+
+def test_the_readme_picture_is_a_clean_run_of_a_shipped_scenario(browser, tmp_path):
+    """The README's picture: the shipped scenario run from the project's folder with a plain curl
+    (no test payload, no path of this machine), the resumes check picked."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    html = tmp_path / "clean.html"
+    r = run(["run", "Scenarios/resume-after-dropout.yaml", "--seed", "3", "--quiet", "--html", str(html), "--",
+             "sh", "-c", 'curl -sS -o "$NETCOND_OUTPUT" "$NETCOND_URL"'], timeout=120, cwd=root)
+    assert r.returncode == 1, r.stdout + r.stderr
+    page = html.read_text()
+    assert "<script>document" not in page and "pwned" not in page
+    assert "/tmp/" not in page and os.path.abspath(root) not in page, "no path of this machine"
+    browser.get(html.as_uri())
+    resumes = next(a for a in browser.find_elements(By.CSS_SELECTOR, "a.check-link") if a.text == "✗ resumes")
+    resumes.click()
+    screenshot(browser, "report-failed")

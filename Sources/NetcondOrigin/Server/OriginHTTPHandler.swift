@@ -215,7 +215,8 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         let head = HTTPResponseHead(version: exchange.version, status: response.status, headers: headers)
         self.log.recordStatus(
-            Int(response.status.code), retryAfter: response.headers.first(name: "retry-after"), id: exchange.logID)
+            Int(response.status.code), retryAfter: response.headers.first(name: "retry-after"), id: exchange.logID,
+            at: self.clock.now())
 
         switch response.body {
         case .none:

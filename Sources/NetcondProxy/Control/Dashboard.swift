@@ -101,7 +101,7 @@ enum Dashboard {
           for (var k in attributes) e.setAttribute(k, attributes[k]); if (content !== undefined) e.textContent = content; parent.appendChild(e); return e;}
         // A round top for the scale: 1, 2 or 5 times a power of ten, at least the values' maximum.
         function niceTop(v){var p=Math.pow(10,Math.floor(Math.log10(v))),m=v/p;return (m<=1?1:m<=2?2:m<=5?5:10)*p;}
-        function label(v){return v>=10000?(v/1000).toFixed(0)+'k':v>=1000?(v/1000).toFixed(1)+'k':v>=10?v.toFixed(0):v>=1?v.toFixed(1):v.toFixed(2);}
+        function label(v){return v===0?'0':v>=10000?(v/1000).toFixed(0)+'k':v>=1000?(v/1000).toFixed(1)+'k':v>=10?v.toFixed(0):v>=1?v.toFixed(1):v.toFixed(2);}
         function drawAll(){
           var windowSeconds = Number(document.getElementById('window').value);
           var t1 = samples.length ? samples[samples.length-1].t : 0, t0 = Math.max(0, t1 - windowSeconds);
@@ -124,7 +124,6 @@ enum Dashboard {
               node(svg, 'line', {x1: x(t), x2: x(t), y1: B, y2: B + 3, 'class': 'axis'});
               node(svg, 'text', {x: x(t), y: B + 13, 'text-anchor': 'middle', 'class': 'tick'}, t + ' s');
             }
-            node(svg, 'text', {x: R, y: 147, 'text-anchor': 'end', 'class': 'tick'}, 'seconds since the start');
             marks.filter(function(m){return m.t >= t0 && m.t <= t1;}).forEach(function(m){
               var kind = m.kind.slice(-4) === '-end' ? 'end' : m.kind;
               var line = node(svg, 'line', {x1: x(m.t), x2: x(m.t), y1: T, y2: B, 'class': 'mark mark-' + kind, 'data-kind': m.kind});
