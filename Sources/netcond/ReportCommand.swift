@@ -9,6 +9,8 @@ struct ReportCommand: ParsableCommand {
         abstract: "Work with the reports netcond test writes.",
         discussion: """
             netcond report FILE.json --html OUT draws the HTML report of a JSON report; \
+            netcond report --tcptrace CAPTURE.pcap [--drops DROPS.pcap] --html OUT draws a time-sequence graph \
+            of each TCP connection of a capture (netcond run --engine packet --pcap); \
             netcond report merge PART.json... joins the parts of a sharded run.
             """,
         subcommands: [Draw.self, Merge.self],
@@ -22,22 +24,50 @@ struct ReportCommand: ParsableCommand {
         )
 
         @Argument(help: "A JSON report written by netcond test --json (this netcond's format).")
-        var file: String
+        var file: String?
+
+        @Option(
+            name: .long,
+            help: "Instead: draw a time-sequence graph (tcptrace's) of each TCP connection of this capture (pcap or pcapng; netcond run --engine packet --pcap FILE).")
+        var tcptrace: String?
+
+        @Option(name: .long, help: "With --tcptrace: the link's drops of the same run (netcond run --pcap-drops FILE), marked on the graphs.")
+        var drops: String?
 
         @Option(name: .long, help: "Write the HTML report here.")
         var html: String
 
-        func run() throws {
-            guard let data = FileManager.default.contents(atPath: self.file) else {
-                printError("netcond: cannot read \(self.file)")
-                throw ExitCode(2)
+        func validate() throws {
+            if self.drops != nil && self.tcptrace == nil { throw ValidationError("--drops goes with --tcptrace CAPTURE.pcap") }
+            switch (self.file, self.tcptrace) {
+            case (nil, nil): throw ValidationError("give a JSON report (netcond report FILE.json --html OUT) or --tcptrace CAPTURE.pcap")
+            case (.some, .some): throw ValidationError("give a JSON report or --tcptrace CAPTURE.pcap, not both")
+            default: break
             }
+        }
+
+        func run() throws {
             let page: String
-            do {
-                page = try HTMLReport.render(json: data, source: self.file)
-            } catch {
-                printError("netcond: \(TerminalText.escaped(error.description))")
-                throw ExitCode(2)
+            if let capture = self.tcptrace {
+                do {
+                    let graph = try TimeSequence.read(capture: capture, drops: self.drops)
+                    page = TimeSequenceReport.render(graph, source: capture, drops: self.drops)
+                } catch {
+                    printError("netcond: \(TerminalText.escaped(error.description))")
+                    throw ExitCode(2)
+                }
+            } else {
+                let file = self.file ?? ""
+                guard let data = FileManager.default.contents(atPath: file) else {
+                    printError("netcond: cannot read \(file)")
+                    throw ExitCode(2)
+                }
+                do {
+                    page = try HTMLReport.render(json: data, source: file)
+                } catch {
+                    printError("netcond: \(TerminalText.escaped(error.description))")
+                    throw ExitCode(2)
+                }
             }
             do {
                 try page.write(toFile: self.html, atomically: true, encoding: .utf8)

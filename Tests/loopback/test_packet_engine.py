@@ -913,3 +913,37 @@ def test_a_run_in_another_pid_namespace_takes_no_live_run_for_dead(tmp):
             outer.wait(10)
     assert outer.returncode == 0 and "outer-done" in out, err
     assert leftovers_of(outer.pid) == []
+
+
+def test_a_captures_time_sequence_graph_shows_the_links_drops_and_their_retransmissions(tmp):
+    """A download over a lossy link, captured (--pcap, --pcap-drops), drawn with netcond report
+    --tcptrace: the page counts the segments the link dropped and the retransmissions, and every
+    drop is drawn; a bad call is refused with the reason."""
+    profile = write_profile(tmp, "lossy", """
+name: lossy
+down:
+  bandwidth: 4Mbit
+  latency: 20ms
+  loss: 3%
+up:
+  latency: 20ms
+""")
+    delivered, dropped, page = (os.path.join(tmp, name) for name in ("d.pcap", "x.pcap", "t.html"))
+    with http_server() as url:
+        result = run(["run", "--engine", "packet", "--seed", "5", "--quiet", "--pcap", delivered, "--pcap-drops", dropped,
+                      profile, "--", "curl", "-sS", "-o", "/dev/null", url + "/400000"], timeout=120)
+    assert result.returncode == 0, result.stderr
+    drawn = run(["report", "--tcptrace", delivered, "--drops", dropped, "--html", page])
+    assert drawn.returncode == 0, drawn.stderr
+    html = open(page).read()
+    facts = re.search(r"(\d+) KB sent in [\d.]+ s · (\d+) retransmissions? · (\d+) segments? dropped by the link", html)
+    assert facts, html[:2000]
+    sent, retransmissions, drops = (int(v) for v in facts.groups())
+    assert 380 <= sent <= 400 and drops >= 1 and retransmissions >= 1, facts.group(0)
+    crosses = re.search(r'<path class="drop" d="([^"]*)"', html).group(1)
+    assert crosses.count("M") == drops
+    # What cannot be drawn says why.
+    missing = run(["report", "--tcptrace", os.path.join(tmp, "none.pcap"), "--html", page])
+    assert missing.returncode == 2 and "none.pcap" in missing.stderr, missing.stderr
+    alone = run(["report", "--drops", dropped, "--html", page])
+    assert alone.returncode == 2 and "--drops goes with --tcptrace" in alone.stderr, alone.stderr

@@ -17,6 +17,10 @@ public struct CapturedSegment: Sendable, Equatable {
     public var payloadLength: Int
     /// The IP packet's length (header included).
     public var ipLength: Int
+    /// The receive window it advertised, unscaled (nil when the capture cut the header before it).
+    public var window: UInt16? = nil
+    /// A SYN's window scale option (nil: none, or not captured).
+    public var windowScale: UInt8? = nil
 
     /// The TCP flags the recorder reads.
     public struct Flags: OptionSet, Sendable, Hashable {
@@ -211,14 +215,33 @@ public struct CapturedSegment: Sendable, Equatable {
         guard bytes.count >= at + 14 else { return nil }
         let headerLength = Int(bytes[at + 12] >> 4) * 4
         guard headerLength >= 20, left >= headerLength else { return nil }
+        let flags = Flags(rawValue: bytes[at + 13] & 0x17)
         return CapturedSegment(
             source: Endpoint(address: source, port: self.uint16(bytes, at)),
             destination: Endpoint(address: destination, port: self.uint16(bytes, at + 2)),
             sequence: self.uint32(bytes, at + 4),
             acknowledgement: self.uint32(bytes, at + 8),
-            flags: Flags(rawValue: bytes[at + 13] & 0x17),
+            flags: flags,
             payloadLength: left - headerLength,
-            ipLength: ipLength)
+            ipLength: ipLength,
+            window: bytes.count >= at + 16 ? self.uint16(bytes, at + 14) : nil,
+            windowScale: flags.contains(.syn) ? self.windowScale(bytes, from: at + 20, to: min(at + headerLength, bytes.count)) : nil)
+    }
+
+    /// The window scale option (kind 3) among a SYN's options, if captured.
+    static func windowScale(_ bytes: [UInt8], from start: Int, to end: Int) -> UInt8? {
+        var at = start
+        while at < end {
+            switch bytes[at] {
+            case 0: return nil
+            case 1: at += 1
+            default:
+                guard at + 1 < end, bytes[at + 1] >= 2 else { return nil }
+                if bytes[at] == 3, bytes[at + 1] == 3, at + 2 < end { return min(bytes[at + 2], 14) }
+                at += Int(bytes[at + 1])
+            }
+        }
+        return nil
     }
 
     static func uint16(_ bytes: [UInt8], _ at: Int) -> UInt16 {
