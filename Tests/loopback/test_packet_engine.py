@@ -6,6 +6,7 @@ machine) and that netcond leaves no cgroup, nft table or iptables rule behind. N
 CAP_NET_ADMIN), nft and iptables: skipped, with the reason, without them.
 """
 import contextlib
+import fcntl
 import hashlib
 import http.server
 import os
@@ -37,9 +38,27 @@ def _dead(text):
     return match is not None and not os.path.exists(f"/proc/{match.group(1)}")
 
 
+@contextlib.contextmanager
+def table_lock():
+    """The lock every netcond run holds while it changes the shared table (a flock on the cgroup
+    hierarchy's root): held while the host is read, so that another job's run adding or removing
+    its chains (or the last run out removing the table) is never seen half done."""
+    fd = os.open(CGROUP_ROOT if os.path.isdir(CGROUP_ROOT) else "/", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def leftovers(include_live=False):
     """What packet engines of netcond processes that are gone left: cgroups, nft tables, iptables
     rules (with include_live, those of running ones too)."""
+    with table_lock():
+        return _leftovers(include_live)
+
+
+def _leftovers(include_live):
     found = []
     if os.path.isdir(CGROUP_ROOT):
         found += [f"cgroup {name}" for name in os.listdir(CGROUP_ROOT) if name.startswith("netcond-")]
