@@ -88,25 +88,26 @@ extension HTMLReport {
         )
         let height = lane.axis + 22
 
-        var svg = "<svg class=\"timeline\" id=\"timeline-\(index)\" viewBox=\"0 0 \(Int(Self.viewWidth)) \(Int(height))\" "
-            + "width=\"100%\" role=\"img\" aria-label=\"timeline\">\n"
+        // Three parts: what stays put (lane names, request labels, scales), the time axis, and what
+        // sits on it (redrawn, or moved, when the reader zooms: see `zoomScript`).
+        var fixed = "", ticks = "", svg = ""
         for (label, top) in [("timeline", lane.timeline), ("link", lane.link), ("rate, delay", lane.rate), ("attempts", lane.attempts),
                              ("bytes", lane.bytes), ("output", lane.output)] {
-            svg += "<text class=\"lane\" x=\"4\" y=\"\(Int(top + 12))\">\(label)</text>"
+            fixed += "<text class=\"lane\" x=\"4\" y=\"\(Int(top + 12))\">\(label)</text>"
         }
         if !labelled || requests.isEmpty {
-            svg += "<text class=\"lane\" x=\"4\" y=\"\(Int(lane.requests + 12))\">requests"
+            fixed += "<text class=\"lane\" x=\"4\" y=\"\(Int(lane.requests + 12))\">requests"
                 + (requests.isEmpty ? " (none)" : " (\(requests.count), packed)") + "</text>"
         }
         // The axis: about eight ticks at round seconds.
         let step = Self.tickStep(end)
         var tick = 0.0
         for _ in 0..<100 where tick <= end {
-            svg += "<line class=\"tick\" x1=\"\(x(tick))\" x2=\"\(x(tick))\" y1=\"\(lane.timeline)\" y2=\"\(lane.axis)\"/>"
-            svg += "<text class=\"axis\" x=\"\(x(tick))\" y=\"\(Int(lane.axis + 14))\">\(Self.number(tick))s</text>"
+            ticks += "<line class=\"tick\" x1=\"\(x(tick))\" x2=\"\(x(tick))\" y1=\"\(lane.timeline)\" y2=\"\(lane.axis)\"/>"
+            ticks += "<text class=\"axis\" x=\"\(x(tick))\" y=\"\(Int(lane.axis + 14))\">\(Self.number(tick))s</text>"
             tick += step
         }
-        svg += "<text class=\"lane axis-name\" x=\"4\" y=\"\(Int(lane.axis + 14))\">seconds since the client started</text>\n"
+        fixed += "<text class=\"lane axis-name\" x=\"4\" y=\"\(Int(lane.axis + 14))\">seconds since the client started</text>\n"
         for (event, row) in placed {
             let at = Self.double(event["at"]) ?? 0
             let what = event["what"] as? String ?? ""
@@ -119,11 +120,15 @@ extension HTMLReport {
         svg += Self.linkStates(events, top: lane.link, end: end, position: position)
         svg += Self.linkLane(scenario["link"] as? [[Any]] ?? [], top: lane.rate, end: end, x: x)
         for (number, request) in requests.enumerated() {
-            svg += Self.requestRow(request, top: lane.requests + rowHeight * Double(rowOf[number]), height: rowHeight - 3,
-                                   labelled: labelled, end: end, position: position)
+            let row = Self.requestRow(request, top: lane.requests + rowHeight * Double(rowOf[number]), height: rowHeight - 3,
+                                      labelled: labelled, end: end, position: position)
+            svg += row.bar
+            fixed += row.label
         }
         svg += Self.attemptLane(attempts, requests: requests, top: lane.attempts, position: position)
-        svg += Self.bytesLane(delivered, top: lane.bytes, x: x)
+        let bytes = Self.bytesLane(delivered, top: lane.bytes, x: x)
+        svg += bytes.line
+        fixed += bytes.scale
         for line in lines {
             let at = Self.double(line["at"]) ?? 0
             let text = String((line["text"] as? String ?? "").prefix(Self.maxLineCharacters))
@@ -146,7 +151,14 @@ extension HTMLReport {
                 + "y2=\"\(lane.axis)\"/><text x=\"\(String(format: "%.1f", position(deadline) - 3))\" y=\"\(Int(lane.axis - 4))\" "
                 + "class=\"deadline-label\">deadline</text></g>"
         }
-        return svg + "</svg>\n" + Self.legend
+        let clip = "<defs><clipPath id=\"clip-\(index)\"><rect x=\"\(Int(left - 1))\" y=\"0\" width=\"\(Int(right - left + 2))\" "
+            + "height=\"\(Int(height))\"/></clipPath></defs>\n"
+        return "<svg class=\"timeline\" id=\"timeline-\(index)\" viewBox=\"0 0 \(Int(Self.viewWidth)) \(Int(height))\" width=\"100%\" "
+            + "role=\"img\" aria-label=\"timeline\" data-end=\"\(Self.number(end))\" data-left=\"\(Int(left))\" data-right=\"\(Int(right))\" "
+            + "data-axis=\"\(Int(lane.axis))\" data-top=\"\(Int(lane.timeline))\">\n" + clip + fixed
+            + "<g class=\"axis-ticks\" clip-path=\"url(#clip-\(index))\">" + ticks + "</g>\n"
+            + "<g class=\"zoomable\" clip-path=\"url(#clip-\(index))\">\n" + svg + "</g>\n"
+            + "<rect class=\"brush\" x=\"0\" y=\"0\" width=\"0\" height=\"\(Int(height))\"/></svg>\n" + Self.legend
     }
 
     /// What the link recorded of itself: each phase as a span to the next (an outage red, a stall
@@ -193,7 +205,7 @@ extension HTMLReport {
     /// head (waiting on the server) lighter, coloured by outcome.
     static func requestRow(
         _ request: [String: Any], top: Double, height: Double, labelled: Bool, end: Double, position: (Double) -> Double
-    ) -> String {
+    ) -> (bar: String, label: String) {
         let at = Self.double(request["at"]) ?? 0
         let ended = Self.double(request["ended"])
         let responded = Self.double(request["responded"])
@@ -216,23 +228,25 @@ extension HTMLReport {
         let stop = max(position(ended ?? end), start + 2)
         var svg = "<g class=\"\(classes)\" data-at=\"\(Self.number(at))\"" + (ended.map { " data-ended=\"\(Self.number($0))\"" } ?? "")
             + "><title>\(Self.escape(title))</title><rect x=\"\(String(format: "%.1f", start))\" y=\"\(Int(top))\" height=\"\(Int(height))\" width=\""
-            + String(format: "%.1f", stop - start) + "\"/>"
+            + String(format: "%.1f", stop - start) + "\" data-w=\"\(String(format: "%.3f", max(0, position(ended ?? end) - start)))\"/>"
         if let responded, responded > at {
             let waitEnd = min(max(position(responded), start), stop)
             if waitEnd - start >= 1 {
                 svg += "<rect class=\"wait\" x=\"\(String(format: "%.1f", start))\" y=\"\(Int(top))\" height=\"\(Int(height))\" "
-                    + "width=\"\(String(format: "%.1f", waitEnd - start))\"/>"
+                    + "width=\"\(String(format: "%.1f", waitEnd - start))\" data-w=\"\(String(format: "%.3f", waitEnd - start))\"/>"
             }
         }
+        var text = ""
         if labelled {
             var label = "\(method) \(path) " + ((request["status"] as? Int).map(String.init) ?? "no answer")
             if let range = request["range"] as? String { label += " " + range.replacingOccurrences(of: "bytes=", with: "") }
             label += " · " + Self.bytesText(Self.double(request["bodyBytesReceived"]) ?? Self.double(request["bodyBytes"]) ?? 0)
             if request["cutShort"] as? Bool == true || request["linkCut"] != nil { label += " · cut" }
             let shown = label.count > 40 ? String(label.prefix(39)) + "…" : label
-            svg += "<text class=\"request-label\" x=\"4\" y=\"\(Int(top + height - 1))\">\(Self.escape(shown))</text>"
+            text = "<text class=\"request-label\(broken ? " broken" : "")\" x=\"4\" y=\"\(Int(top + height - 1))\">"
+                + "\(Self.escape(shown))</text>\n"
         }
-        return svg + "</g>\n"
+        return (svg + "</g>\n", text)
     }
 
     /// Attempts that reached no server (●); between consecutive attempts of any kind (those that
@@ -285,19 +299,19 @@ extension HTMLReport {
     }
 
     /// The bytes delivered to the client over time, with its scale on the left.
-    static func bytesLane(_ delivered: [(Double, Double)], top: Double, x: (Double) -> String) -> String {
-        guard let most = delivered.map(\.1).max(), most > 0 else { return "" }
+    static func bytesLane(_ delivered: [(Double, Double)], top: Double, x: (Double) -> String) -> (line: String, scale: String) {
+        guard let most = delivered.map(\.1).max(), most > 0 else { return ("", "") }
         let every = max(1, Int((Double(delivered.count) / Double(Self.maxDeliveredPoints)).rounded(.up)))
         let drawn = delivered.enumerated().filter { $0.offset % every == 0 || $0.offset == delivered.count - 1 }.map(\.element)
         let bottom = top + 60
         let points = drawn.map { "\(x($0.0)),\(String(format: "%.1f", bottom - 60 * $0.1 / most))" }.joined(separator: " ")
-        var svg = "<polyline class=\"delivered\" points=\"\(points)\"><title>bytes delivered to the client, up to "
+        let line = "<polyline class=\"delivered\" points=\"\(points)\"><title>bytes delivered to the client, up to "
             + "\(Self.number(most))</title></polyline>\n"
         let axis = String(format: "%.1f", Self.plotLeft)
-        svg += "<line class=\"scale\" x1=\"\(axis)\" x2=\"\(axis)\" y1=\"\(Int(top))\" y2=\"\(Int(bottom))\"/>"
-        svg += "<text class=\"scale-label\" x=\"\(Int(Self.plotLeft - 4))\" y=\"\(Int(top + 8))\">\(Self.bytesText(most))</text>"
-        svg += "<text class=\"scale-label\" x=\"\(Int(Self.plotLeft - 4))\" y=\"\(Int(bottom))\">0</text>\n"
-        return svg
+        var scale = "<line class=\"scale\" x1=\"\(axis)\" x2=\"\(axis)\" y1=\"\(Int(top))\" y2=\"\(Int(bottom))\"/>"
+        scale += "<text class=\"scale-label\" x=\"\(Int(Self.plotLeft - 4))\" y=\"\(Int(top + 8))\">\(Self.bytesText(most))</text>"
+        scale += "<text class=\"scale-label\" x=\"\(Int(Self.plotLeft - 4))\" y=\"\(Int(bottom))\">0</text>\n"
+        return (line, scale)
     }
 
     /// `1.4 MB`, `320 KB`, `512 B` (powers of 1,024, as the origin's sizes are written).
@@ -315,7 +329,7 @@ extension HTMLReport {
         than the server's <span class="key retry-key"></span>Retry-After asked) \
         <span class="key span-key"></span>link phase <span class="key span-outage"></span>outage <span class="key span-stall"></span>stall \
         <span class="key event-key"></span>timeline event <span class="key deadline-key"></span>deadline \
-        <span class="key delivered-key"></span>bytes delivered</p>
+        <span class="key delivered-key"></span>bytes delivered · drag across the timeline to zoom in, double-click to see the whole run</p>
 
         """
 }

@@ -166,7 +166,7 @@ public enum HTMLReport {
                 + "\(Self.number(most)) ms</title></polyline>\n"
             scale.append("delay ┄ \(Self.number(most)) ms")
         }
-        svg += "<text class=\"link-scale\" x=\"\(x(end))\" y=\"\(Int(top + 9))\">\(Self.escape(scale.joined(separator: " · ")))</text>\n"
+        svg += "<text class=\"link-scale pinned\" x=\"\(x(end))\" y=\"\(Int(top + 9))\">\(Self.escape(scale.joined(separator: " · ")))</text>\n"
         return svg
     }
 
@@ -209,9 +209,9 @@ public enum HTMLReport {
         .request rect{fill:#5b8def}.request.range rect{fill:#2a9d8f}.request.broken rect{fill:#e76f51}
         .attempt circle{fill:#b3261e}.delivered{fill:none;stroke:#264653;stroke-width:1.5}
         .link-rate{fill:none;stroke:#6a4fb3;stroke-width:1.5}.link-delay{fill:none;stroke:#e76f51;stroke-dasharray:4 3}
-        .link-scale{text-anchor:end;fill:#6a4fb3}
+        .link-scale{text-anchor:end;fill:#6a4fb3}svg.timeline{cursor:crosshair;user-select:none}.brush{fill:#6a4fb3;opacity:.15}
         .link-state rect.span{fill:#e4def5}.link-state rect.span.outage{fill:#f3b5ae}.link-state rect.span.stall{fill:#f6d7a7}.span-label{font-size:10px;fill:#333}
-        .request rect.wait{fill:#fff;opacity:.6}.request-label{font-size:10px;fill:#333}.request.broken .request-label{fill:#b3261e}
+        .request rect.wait{fill:#fff;opacity:.6}.request-label{font-size:10px;fill:#333}.request-label.broken{fill:#b3261e}
         .retry-after rect{fill:#e9c46a}.retry-after rect.until{fill:#8a5300}.axis-name{font-weight:400;fill:#999}
         .gap line{stroke:#777;stroke-dasharray:2 2}.gap text{font-size:10px;fill:#555;text-anchor:middle}
         .gap.early line{stroke:#b3261e}.gap.early text{fill:#b3261e;font-weight:600}
@@ -249,6 +249,40 @@ public enum HTMLReport {
         svg.querySelectorAll('.mark').forEach(function(e){var at=parseFloat(e.getAttribute('data-at')),
         end=parseFloat(e.getAttribute('data-ended'));marks.forEach(function(m){
         if(Math.abs(m-at)<0.0015||(!isNaN(end)&&Math.abs(m-end)<0.0015))e.classList.add('highlight');});});});});
+        // Zoom: drag across a timeline to see that stretch; double-click to see the whole run again.
+        function tickStep(span){var s=[0.001,0.002,0.005,0.01,0.02,0.05,0.1,0.2,0.5,1,2,5,10,15,30,60,120,300,600,1800,3600];
+        for(var i=0;i<s.length;i++)if(span/s[i]<=10)return s[i];return Math.ceil(span/10);}
+        function seconds(v){var r=Math.round(v*1000)/1000;return String(r);}
+        document.querySelectorAll('svg.timeline').forEach(function(svg){
+        var L=+svg.getAttribute('data-left'),R=+svg.getAttribute('data-right'),end=+svg.getAttribute('data-end');
+        var top=+svg.getAttribute('data-top'),axisY=+svg.getAttribute('data-axis');
+        var g=svg.querySelector('g.zoomable'),ticks=svg.querySelector('g.axis-ticks'),brush=svg.querySelector('rect.brush');
+        var view=[0,end],start=null,NS=svg.namespaceURI;
+        function original(e,n){var o=e.getAttribute('data-o-'+n);if(o===null){o=e.getAttribute(n);e.setAttribute('data-o-'+n,o);}return o;}
+        function apply(a,b){view=[a,b];var k=end/(b-a);
+        function map(x){return (L+((x-L)/(R-L)*end-a)/(b-a)*(R-L)).toFixed(1);}
+        g.querySelectorAll('*').forEach(function(e){if(e.closest('.pinned'))return;
+        ['x','x1','x2','cx'].forEach(function(n){if(e.hasAttribute(n))e.setAttribute(n,map(+original(e,n)));});
+        if(e.tagName==='rect'&&e.hasAttribute('width')){var w=+original(e,'width'),exact=e.getAttribute('data-w');
+        if(exact!==null)e.setAttribute('width',Math.max(exact>0?2:0,+exact*k).toFixed(1));else if(w>4)e.setAttribute('width',(w*k).toFixed(1));}
+        if(e.tagName==='polyline')e.setAttribute('points',original(e,'points').split(' ').map(function(p){var q=p.split(',');return map(+q[0])+','+q[1];}).join(' '));
+        if(e.tagName==='path')e.setAttribute('d',original(e,'d').replace(/M([0-9.]+)/g,function(_,x){return 'M'+map(+x);}));});
+        while(ticks.firstChild)ticks.removeChild(ticks.firstChild);
+        var step=tickStep(b-a);for(var t=Math.ceil(a/step)*step,i=0;t<=b+1e-9&&i<100;t+=step,i++){
+        var x=(L+(t-a)/(b-a)*(R-L)).toFixed(1),l=document.createElementNS(NS,'line'),tx=document.createElementNS(NS,'text');
+        l.setAttribute('class','tick');l.setAttribute('x1',x);l.setAttribute('x2',x);l.setAttribute('y1',top);l.setAttribute('y2',axisY);
+        tx.setAttribute('class','axis');tx.setAttribute('x',x);tx.setAttribute('y',axisY+14);tx.textContent=seconds(t)+'s';
+        ticks.appendChild(l);ticks.appendChild(tx);}
+        svg.setAttribute('data-zoom',seconds(a)+' '+seconds(b));}
+        function point(ev){var p=svg.createSVGPoint();p.x=ev.clientX;p.y=ev.clientY;return p.matrixTransform(svg.getScreenCTM().inverse());}
+        function time(x){return view[0]+(Math.min(Math.max(x,L),R)-L)/(R-L)*(view[1]-view[0]);}
+        svg.addEventListener('mousedown',function(ev){var p=point(ev);if(p.x<L||p.x>R)return;start=p.x;
+        brush.setAttribute('x',p.x);brush.setAttribute('width',0);ev.preventDefault();});
+        window.addEventListener('mousemove',function(ev){if(start===null)return;var x=Math.min(Math.max(point(ev).x,L),R);
+        brush.setAttribute('x',Math.min(start,x));brush.setAttribute('width',Math.abs(x-start));});
+        window.addEventListener('mouseup',function(ev){if(start===null)return;var x=point(ev).x,a=time(Math.min(start,x)),b=time(Math.max(start,x));
+        start=null;brush.setAttribute('width',0);if(b-a>(view[1]-view[0])/200)apply(a,b);});
+        svg.addEventListener('dblclick',function(){apply(0,end);svg.removeAttribute('data-zoom');});});
         })();
         """
 }

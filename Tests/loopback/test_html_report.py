@@ -105,3 +105,40 @@ def test_the_readme_picture_is_a_clean_run_of_a_shipped_scenario(browser, tmp_pa
     resumes = next(a for a in browser.find_elements(By.CSS_SELECTOR, "a.check-link") if a.text == "✗ resumes")
     resumes.click()
     screenshot(browser, "report-failed")
+
+
+def test_dragging_across_a_timeline_zooms_into_that_stretch(browser, tmp_path):
+    """A reader drags across the timeline of a run of several seconds: the axis then spans what was
+    dragged over (finer ticks), the bars move to match, and a double-click shows the whole run."""
+    code, page = report(tmp_path, "zoom", "wget -q -O \"$NETCOND_OUTPUT\" \"$NETCOND_URL\"")
+    assert code == 0
+    browser.get(page.as_uri())
+    svg = browser.find_element(By.CSS_SELECTOR, "svg.timeline")
+    end = float(svg.get_attribute("data-end"))
+    def state():
+        return browser.execute_script("""
+            var svg = document.querySelector('svg.timeline');
+            return {zoom: svg.getAttribute('data-zoom'),
+                    ticks: [].map.call(svg.querySelectorAll('g.axis-ticks text'), function(t){return t.textContent;}),
+                    bars: [].map.call(svg.querySelectorAll('g.mark.request rect:not(.wait)'), function(r){return +r.getAttribute('x');})};""")
+    before = state()
+    assert before["zoom"] is None and before["ticks"][0] == "0s"
+    # Drag from a fifth to three fifths of the plot area (the view box is 1,100 wide: 250 to 1,090).
+    width = svg.size["width"]
+    def offset(view_x):  # from the element's centre, in screen pixels
+        return int((view_x - 550) * width / 1100)
+    from selenium.webdriver.common.action_chains import ActionChains
+    ActionChains(browser).move_to_element_with_offset(svg, offset(250 + 840 * 0.2), 0).click_and_hold() \
+        .move_by_offset(offset(250 + 840 * 0.6) - offset(250 + 840 * 0.2), 0).release().perform()
+    after = state()
+    assert after["zoom"] is not None, after
+    a, b = (float(v) for v in after["zoom"].split())
+    assert abs(a - end * 0.2) < end * 0.03 and abs(b - end * 0.6) < end * 0.03, (a, b, end)
+    assert len(after["ticks"]) >= 3 and after["ticks"] != before["ticks"], after["ticks"]
+    # A bar's new place is its time on the zoomed axis.
+    for old, new in zip(before["bars"], after["bars"]):
+        t = (old - 250) / 840 * end
+        assert abs(new - (250 + (t - a) / (b - a) * 840)) < 1.5, (old, new, t)
+    ActionChains(browser).double_click(svg).perform()
+    again = state()
+    assert again["zoom"] is None and again["bars"] == before["bars"] and again["ticks"] == before["ticks"]
