@@ -182,17 +182,22 @@ public final class Session: Sendable {
         await self.proxy.summary()
     }
 
-    /// One line for the end of a run: `netcond: ` and ``summaryText()``.
-    public func summaryLine() async -> String {
-        "netcond: " + (await self.summaryText())
+    /// The summary line; `named` is how the profile is named in it (its file's path with its name,
+    /// when one was given).
+    public func summaryLine(named: String? = nil) async -> String {
+        "netcond: " + (await self.summaryText(named: named))
+    }
+
+    public func summaryText() async -> String {
+        await self.summaryText(named: nil)
     }
 
     /// `lte: 3.2 s, up 616 B, down 20.7 KB, 4 connections, no segment lost (seed 5)`.
-    public func summaryText() async -> String {
+    public func summaryText(named: String?) async -> String {
         let summary = await self.summary()
         let elapsed = Span(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds - self.startedAt.uptimeNanoseconds))
         return Self.summaryText(
-            profile: self.profile.name, seed: self.seed, elapsed: elapsed, summary: summary, sender: Self.senderText(self.profile))
+            profile: named ?? self.profile.name, seed: self.seed, elapsed: elapsed, summary: summary, sender: Self.senderText(self.profile))
     }
 
     /// Which TCP sender the stream engine emulates: the model of the profile's `tcp:`, for every

@@ -16,16 +16,17 @@ struct CtlCommand: AsyncParsableCommand {
         discussion: """
             Talks to the control API at --control, else $NETCOND_CONTROL (set for every program under \
             `netcond run`), else http://127.0.0.1:8081 (where `netcond proxy` listens by default).
-              netcond ctl status                 profile, phase, outage/stall, counters
-              netcond ctl profile 3g             switch to a built-in profile or a YAML file
-              netcond ctl outage refuse          blackhole | refuse | reset; `outage end` ends it
-              netcond ctl stall down             up | down | both; `stall end` ends it
-              netcond ctl fault add '{match: {path: /api/*}, status: 503, retry_after: 5s, first: 3}'
-              netcond ctl fault list             the faults in force and how often each hit
-              netcond ctl fault remove 2         by id, by name (`fault remove flaky`), or `fault remove all`
-              netcond ctl captive open           log in to the profile's captive portal (`captive close`: back to the portal)
-              netcond ctl cut                    reset every open connection once (`cut close`: end them with a FIN)
-              netcond ctl events                 the run's event log (faults hit, link changes)
+              netcond ctl status         profile, phase, outage/stall, counters
+              netcond ctl profile 3g     switch to a built-in profile or a YAML file
+              netcond ctl outage refuse  blackhole | refuse | reset; `outage end`
+              netcond ctl stall down     up | down | both; `stall end` ends it
+              netcond ctl fault list     the faults in force, how often each hit
+              netcond ctl fault remove 2 by id, by name, or `fault remove all`
+              netcond ctl captive open   log in to the portal (`captive close`)
+              netcond ctl cut            reset every open connection (`cut close`)
+              netcond ctl events         the event log (faults hit, link changes)
+              netcond ctl fault add \\
+                '{match: {path: /api/*}, status: 503, retry_after: 5s, first: 3}'
             Exit status: 0 done, 2 the request was refused (bad value; nothing changed), 3 no proxy answered.
             """,
         subcommands: [Status.self, SwitchProfile.self, Outage.self, Stall.self, Fault.self, Captive.self, Cut.self, Events.self]

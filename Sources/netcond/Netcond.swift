@@ -14,15 +14,20 @@ struct Netcond: AsyncParsableCommand {
         abstract: "Run programs under emulated network conditions and check how they behave.",
         discussion: """
             Examples:
-              netcond demo                                  EDGE against the built-in origin, no internet needed
+              # EDGE against the built-in origin, no internet needed
+              netcond demo
+              # a program under conditions
               netcond run edge -- curl -o x http://origin.netcond.test/bytes/200KB
               netcond run Profiles/3g.yaml -- python3 client.py
-              netcond run Scenarios/resume-after-dropout.yaml -- ./client   a verdict on the client
-              netcond test Scenarios/ --junit report.xml -- ./client         every scenario, for CI
-              netcond proxy lte --listen 127.0.0.1:8080      manual throttling while developing
-              netcond ctl outage refuse                     change a running proxy's conditions live
-              netcond profiles                              list the built-in profiles
-              netcond trace record train.pcap               a trace and a profile from a capture of a download
+              # a verdict on a client; every scenario, for CI
+              netcond run Scenarios/resume-after-dropout.yaml -- ./client
+              netcond test Scenarios/ --junit report.xml -- ./client
+              # manual throttling while developing, changed live
+              netcond proxy lte --listen 127.0.0.1:8080
+              netcond ctl outage refuse
+              # the built-in profiles; a trace and a profile from a capture
+              netcond profiles
+              netcond trace record train.pcap
             """,
         version: "0.1.0 (git \(buildRevision))",
         subcommands: [
@@ -33,7 +38,7 @@ struct Netcond: AsyncParsableCommand {
 
     /// Usage errors exit 2 (not ArgumentParser's 64), as documented.
     static func main() async {
-        var arguments = Array(CommandLine.arguments.dropFirst())
+        var arguments = Self.optionsAfterSubcommands(Array(CommandLine.arguments.dropFirst()), of: Self.self)
         if arguments.first == TestCommand.configuration.commandName, let terminator = arguments.firstIndex(of: "--") {
             TestCommand.passthrough = Array(arguments[(terminator + 1)...])
             arguments = Array(arguments[..<terminator])
@@ -53,6 +58,34 @@ struct Netcond: AsyncParsableCommand {
             }
             Self.exit(withError: error)
         }
+    }
+
+    /// Options may come before a subcommand as well as after it: `netcond ctl --control URL status`
+    /// is `netcond ctl status --control URL`, `netcond --seed 3 run edge` is `netcond run --seed 3
+    /// edge`. Options between a command and its subcommand's name move to just after that name (an
+    /// option's value is the word after it unless that word is an option or a subcommand's name).
+    /// Nothing after the subcommand's name moves, so a `-- COMMAND` is left as it is.
+    static func optionsAfterSubcommands(_ arguments: [String], of command: any ParsableCommand.Type) -> [String] {
+        let subcommands = command.configuration.subcommands
+        guard !subcommands.isEmpty else { return arguments }
+        let names = subcommands.map { $0._commandName }
+        var index = 0
+        var moved: [String] = []
+        while index < arguments.count, arguments[index].hasPrefix("-"), arguments[index] != "--" {
+            moved.append(arguments[index])
+            let next = index + 1
+            if !arguments[index].contains("="), next < arguments.count, !arguments[next].hasPrefix("-"), !names.contains(arguments[next]) {
+                moved.append(arguments[next])
+                index += 2
+            } else {
+                index += 1
+            }
+        }
+        guard index < arguments.count, let subcommand = subcommands.first(where: { $0._commandName == arguments[index] }) else {
+            return arguments
+        }
+        let rest = Self.optionsAfterSubcommands(Array(arguments[(index + 1)...]), of: subcommand)
+        return [arguments[index]] + moved + rest
     }
 }
 
@@ -170,6 +203,12 @@ func resolveProfile(_ nameOrPath: String) -> Profile {
         printError("netcond: \(error.description)")
         Glibc.exit(2)
     }
+}
+
+/// How a summary names the profile that ran: its name, and the file it came from when one was
+/// given (a copied profile still calls itself `edge`: the path says which ran).
+func profileLabel(_ argument: String, _ profile: Profile) -> String {
+    ProfileCatalog.looksLikePath(argument) ? "\(profile.name) (\(TerminalText.escaped(argument)))" : profile.name
 }
 
 /// Refuses (exit 2) a report path whose folder does not exist, before anything runs.

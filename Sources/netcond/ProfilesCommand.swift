@@ -14,10 +14,10 @@ struct ProfilesCommand: ParsableCommand {
     )
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the built-in profiles.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the built-in profiles (and none).")
 
         func run() throws {
-            print(Profile.summaryTable(ProfileCatalog.builtin), terminator: "")
+            print(Profile.summaryTable(ProfileCatalog.builtin + [Profile.passThrough]), terminator: "")
         }
     }
 
@@ -45,7 +45,7 @@ struct ProfilesCommand: ParsableCommand {
 struct ValidateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "validate",
-        abstract: "Check profile and scenario files; exit 2 with file:line:column and the reason at the first error."
+        abstract: "Check profile and scenario files: each file's first error as file:line:column and the reason, every file read; exit 2 if any was bad."
     )
 
     @Argument(help: "Profile or scenario YAML files (a scenario has checks: or client:).")
@@ -56,6 +56,8 @@ struct ValidateCommand: ParsableCommand {
     }
 
     func run() throws {
+        // Every file is read, in the order given: a bad one does not hide the next one's problems.
+        var bad = 0
         for file in self.files {
             do {
                 if ScenarioDecoder.isScenarioFile(atPath: file) {
@@ -68,9 +70,13 @@ struct ValidateCommand: ParsableCommand {
                 let profile = try ProfileDecoder().decodeFile(atPath: file)
                 print("ok: \(TerminalText.escaped(file)) (profile \(profile.name))")
             } catch {
+                bad += 1
                 printError("netcond: \(error.description)")
-                throw ExitCode(2)
             }
+        }
+        if bad > 0 {
+            if self.files.count > 1 { printError("netcond: \(bad) of \(self.files.count) files are not valid") }
+            throw ExitCode(2)
         }
     }
 }

@@ -144,7 +144,16 @@ struct RunCommand: AsyncParsableCommand {
         } cleanUp: {
             await session.stop()
         }
-        if !self.quiet { printError(await session.summaryLine()) }
+        if !self.quiet {
+            printError(await session.summaryLine(named: profileLabel(self.profile, profile)))
+            if await session.summary().connections == 0 && forwards.isEmpty {
+                // Nothing crossed the link: the verdict of such a run is about no conditions.
+                printError("netcond: no connection went through netcond: the command may ignore the proxy variables "
+                    + "(http_proxy, https_proxy; Node's fetch, Go and Java programs often do) or may not have made any; "
+                    + "--engine packet (as root) takes a program's own packets through the link whatever it does, "
+                    + "and --forward LISTEN=HOST:PORT gives a program that takes an address a port to use")
+            }
+        }
         await session.stop()
         throw ExitCode(status.shellCode)
     }
@@ -230,7 +239,10 @@ extension RunCommand {
         }
         let breaches = session.breaches()
         await session.stop()
-        if !self.quiet { printError("netcond: " + packetSummaryText(profile: profile.name, seed: seed, session.summary(), sender: session.sender)) }
+        if !self.quiet {
+            printError("netcond: " + packetSummaryText(
+                profile: profileLabel(self.profile, profile), seed: seed, session.summary(), sender: session.sender))
+        }
         // Said even with --quiet: the conditions did not hold, whatever the command's exit says.
         for breach in breaches {
             printError("netcond: at +\(String(format: "%.2f", breach.at)) s, \(breach.description); the profile's conditions "

@@ -23,7 +23,8 @@ struct TestCommand: AsyncParsableCommand {
             executed): nothing runs, and the reports say so.
 
             Example:
-              netcond test Scenarios/ --junit report.xml -- sh -c 'wget -q -c -O "$NETCOND_OUTPUT" "$NETCOND_URL"'
+              netcond test Scenarios/ --junit report.xml -- \\
+                sh -c 'wget -q -c -O "$NETCOND_OUTPUT" "$NETCOND_URL"'
             """,
     )
 

@@ -19,7 +19,8 @@ struct ToxiproxyCommand: AsyncParsableCommand {
 
             Example:
               netcond toxiproxy &
-              curl -s -XPOST 127.0.0.1:8474/proxies -d '{"name":"redis","listen":"127.0.0.1:26379","upstream":"127.0.0.1:6379"}'
+              curl -s -XPOST 127.0.0.1:8474/proxies -d '{"name": "redis",
+                "listen": "127.0.0.1:26379", "upstream": "127.0.0.1:6379"}'
             """
     )
 

@@ -2,11 +2,14 @@
 import contextlib
 import glob
 import os
+import shutil
 import signal
 import subprocess
 import time
 
-from conftest import NETCOND, run, wait_until, write_profile
+import pytest
+
+from conftest import NETCOND, closed_port, run, wait_until, write_profile
 
 
 def test_child_exit_code_and_signal_death_are_passed_through():
@@ -554,3 +557,84 @@ def test_version_names_the_git_revision_it_was_built_from():
         return
     # Built from this checkout's HEAD (scripts/test builds before it tests).
     assert r.stdout.strip() == f"0.1.0 (git {head.stdout.strip()[:12]})", r.stdout
+
+
+def test_the_summary_names_the_profile_file_and_a_run_with_no_connection_says_why(tmp):
+    """A copied profile still calls itself edge: the summary names the file that ran. A command that
+    made no connection through netcond (it ignores the proxy, or made none) is told why that may be
+    and what takes any program's packets through the link; one that did is not. `profiles` lists
+    every name `run` accepts, none included."""
+    mine = os.path.join(tmp, "mine.yaml")
+    shutil.copy(os.path.join(os.path.dirname(__file__), "..", "..", "Profiles", "edge.yaml"), mine)
+    silent = run(["run", mine, "--seed", "1", "--", "true"])
+    assert silent.returncode == 0, silent.stderr
+    assert f"netcond: edge ({mine}): " in silent.stderr, silent.stderr
+    assert "no connection went through netcond" in silent.stderr and "--engine packet" in silent.stderr
+    used = run(["run", "none", "--seed", "1", "--", "curl", "-sS", "-o", "/dev/null", "http://origin.netcond.test/bytes/10"])
+    assert used.returncode == 0 and "netcond: none: " in used.stderr, used.stderr
+    assert "no connection went through netcond" not in used.stderr
+    quiet = run(["run", "edge", "--quiet", "--", "true"])
+    assert quiet.stderr == "", quiet.stderr
+    names = [line.split()[0] for line in run(["profiles"]).stdout.splitlines()[1:]]
+    assert "none" in names and "edge" in names and len(names) == len(set(names)), names
+
+
+def test_options_may_come_before_the_subcommand():
+    """`netcond ctl --control URL status` is `netcond ctl status --control URL`; `netcond --seed 7
+    run edge` is `netcond run --seed 7 edge`; what follows `--` is the command's, untouched."""
+    port = closed_port()
+    before = run(["ctl", "--control", f"http://127.0.0.1:{port}", "--json", "status"])
+    after = run(["ctl", "status", "--control", f"http://127.0.0.1:{port}", "--json"])
+    assert before.returncode == after.returncode == 3, before.stderr
+    assert before.stderr == after.stderr and f"no control API at http://127.0.0.1:{port}" in before.stderr
+    seeded = run(["--seed", "7", "run", "edge", "--", "sh", "-c", "echo --seed $0", "x"])
+    assert seeded.returncode == 0 and "(seed 7)" in seeded.stderr, seeded.stderr
+    assert seeded.stdout == "--seed x\n"
+    unknown = run(["ctl", "--control", f"http://127.0.0.1:{port}", "nonsense"])
+    assert unknown.returncode == 2, unknown.stderr
+
+
+def test_validate_reads_every_file_and_says_each_ones_problem_in_order(tmp):
+    bad1 = write_profile(tmp, "bad1", "name: x\ndown:\n  latency: 5parsecs\n")
+    bad2 = write_profile(tmp, "bad2", "name: y\nup:\n  bandwidth: fast\n")
+    good = os.path.join(os.path.dirname(__file__), "..", "..", "Profiles", "edge.yaml")
+    result = run(["validate", bad1, good, bad2])
+    assert result.returncode == 2
+    assert result.stdout == f"ok: {good} (profile edge)\n"
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"netcond: {bad1}:3:12: down.latency: unknown unit 'parsecs'"), lines
+    assert lines[1].startswith(f"netcond: {bad2}:3:14: up.bandwidth: 'fast' does not start with a number"), lines
+    assert lines[2] == "netcond: 2 of 3 files are not valid", lines
+
+
+def test_scripts_install_puts_netcond_on_the_path_and_uninstall_takes_it_away(tmp):
+    """scripts/install (here with a build already made, --binary): one file in PREFIX/bin, and the
+    README's commands run as written with it on the PATH; --uninstall removes it."""
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "install")
+    prefix = os.path.join(tmp, "prefix")
+    done = subprocess.run([script, "--prefix", prefix, "--binary", NETCOND], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert os.listdir(os.path.join(prefix, "bin")) == ["netcond"]
+    env = dict(os.environ, PATH=os.path.join(prefix, "bin") + os.pathsep + os.environ["PATH"])
+    env.pop("NETCOND_SEED", None)
+    out = os.path.join(tmp, "x")
+    readme = subprocess.run(["sh", "-c", f"netcond run edge -- curl -so {out} http://origin.netcond.test/bytes/20KB"],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert readme.returncode == 0 and os.path.getsize(out) == 20 * 1024, readme.stderr
+    assert subprocess.run(["netcond", "--version"], capture_output=True, text=True, env=env).stdout.startswith("0.1.0")
+    gone = subprocess.run([script, "--uninstall", "--prefix", prefix], capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 0 and not os.path.exists(os.path.join(prefix, "bin", "netcond")), gone.stderr
+    bad = subprocess.run([script, "--nonsense"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "allowed: --prefix DIR" in bad.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["test"], ["proxy"], ["ctl"], ["profiles"], ["validate"], ["demo"],
+                                     ["fetch"], ["report"], ["report", "merge"], ["toxiproxy"], ["trace", "record"]])
+def test_help_reads_well_at_80_columns(command):
+    """Examples and tables in a command's help (indented lines) fit 80 columns: a terminal would
+    otherwise wrap them at the left edge, where they no longer line up."""
+    text = subprocess.run([NETCOND, *command, "--help"], capture_output=True, text=True, timeout=30,
+                          env=dict(os.environ, COLUMNS="300")).stdout
+    discussion = text.split("\nUSAGE:")[0]
+    long = [line for line in discussion.splitlines() if line.startswith("  ") and len(line) > 80]
+    assert not long, long
