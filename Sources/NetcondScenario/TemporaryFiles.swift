@@ -8,6 +8,12 @@ import Glibc
 /// `netcond-PID-KIND-XXXXXX`: private to this user, removed by whoever made them on every exit
 /// path netcond sees. A netcond killed by SIGKILL cannot; the next netcond that starts removes
 /// what a dead one left (``removeStale()``), telling them by the process id in the name.
+///
+/// A process id is no proof across PID namespaces: a netcond in a container, or under `unshare
+/// --pid`, sees no process of that number for a run outside, which is alive. So every netcond that
+/// makes temporary files holds, for its whole life, an exclusive flock on a file of its own,
+/// `.netcond-live-PID-XXXXXX` (made under another name, locked, then renamed: never seen unlocked);
+/// files of a process id whose lock is held anywhere are left alone.
 public enum TemporaryFiles {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
@@ -23,8 +29,62 @@ public enum TemporaryFiles {
         return "netcond-\(getpid())-\(safe)"
     }
 
+    /// This process's live lock, taken once (the path, nil when it could not be made: then this
+    /// process's files are told apart by its process id alone, as before).
+    static let liveLock: String? = {
+        let base = TemporaryFiles.base
+        var template = Array("\(base)/.netcond-init-\(getpid())-XXXXXX".utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard descriptor >= 0 else { return nil }
+        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        let made = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        // Held until the process ends (the descriptor is never closed); then renamed into view.
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            unlink(made)
+            return nil
+        }
+        let live = made.replacingOccurrences(of: "/.netcond-init-", with: "/.netcond-live-")
+        guard rename(made, live) == 0 else {
+            close(descriptor)
+            unlink(made)
+            return nil
+        }
+        atexit(removeLiveLock)
+        return live
+    }()
+
+    /// Takes this process's live lock, if not yet taken.
+    static func holdLiveLock() {
+        _ = self.liveLock
+    }
+
+    /// The process ids whose live lock some process holds (whatever its PID namespace).
+    static func liveProcesses(among names: [String], in base: String) -> Set<pid_t> {
+        var live = Set<pid_t>()
+        for name in names where name.hasPrefix(".netcond-live-") {
+            let rest = name.dropFirst(".netcond-live-".count)
+            guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]) else { continue }
+            let path = base + "/" + name
+            if path == self.liveLock || self.isLocked(path) {
+                live.insert(pid)
+            } else if kill(pid, 0) != 0 && errno == ESRCH {
+                unlink(path)  // its process is gone: a SIGKILL left it
+            }
+        }
+        return live
+    }
+
+    static func isLocked(_ path: String) -> Bool {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        return flock(descriptor, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK
+    }
+
     /// A new folder only this user can enter.
     public static func makeDirectory(kind: String) throws(Failure) -> String {
+        self.holdLiveLock()
         var template = Array("\(self.base)/\(self.prefix(kind))-XXXXXX".utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw Failure(description: "cannot create a folder in \(self.base): \(String(cString: strerror(errno)))")
@@ -34,6 +94,7 @@ public enum TemporaryFiles {
 
     /// A new empty file; `suffix` (e.g. `.log`) follows the random part.
     public static func makeFile(kind: String, suffix: String = "") throws(Failure) -> String {
+        self.holdLiveLock()
         var template = Array("\(self.base)/\(self.prefix(kind))-XXXXXX\(suffix)".utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemps($0.baseAddress!, Int32(suffix.utf8.count)) }
         guard descriptor >= 0 else {
@@ -47,18 +108,32 @@ public enum TemporaryFiles {
     /// SIGKILL, or a crash), owned by this user. Returns how many it removed.
     @discardableResult
     public static func removeStale() -> Int {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: self.base) else { return 0 }
+        self.holdLiveLock()
+        return self.removeStale(in: self.base)
+    }
+
+    /// ``removeStale()`` in the folder `base`.
+    static func removeStale(in base: String) -> Int {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: base) else { return 0 }
+        let live = self.liveProcesses(among: names, in: base)
         var removed = 0
         for name in names where name.hasPrefix("netcond-") {
             let rest = name.dropFirst("netcond-".count)
             guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]), pid > 0, pid != getpid() else { continue }
+            // A live lock of that process id, in any PID namespace: alive.
+            if live.contains(pid) { continue }
             // Alive (or not ours to signal): leave it. Only "no such process" means dead.
             if kill(pid, 0) == 0 || errno != ESRCH { continue }
-            let path = self.base + "/" + name
+            let path = base + "/" + name
             var info = stat()
             guard lstat(path, &info) == 0, info.st_uid == getuid() else { continue }
             if (try? FileManager.default.removeItem(atPath: path)) != nil { removed += 1 }
         }
         return removed
     }
+}
+
+/// Removes this process's live lock as it exits (atexit: a C function, no context).
+private func removeLiveLock() {
+    if let path = TemporaryFiles.liveLock { unlink(path) }
 }

@@ -913,15 +913,19 @@ def test_a_per_connection_rate_holds_each_connection_not_the_link(tmp):
 
 def test_a_run_in_another_pid_namespace_takes_no_live_run_for_dead(tmp):
     """A run inside a PID namespace (a container, unshare) cannot see the process of a run outside
-    it: that is no proof it is gone. The run outside holds its cgroup's lock, so the one inside,
-    cleaning up after dead runs as every run does at start, leaves it alone: its command finishes."""
+    it: that is no proof it is gone. The run outside holds its cgroup's lock and its temporary
+    files' live lock, so the one inside, cleaning up after dead runs as every run does at start,
+    leaves its cgroup, rules and files alone: its command finishes, its HTTPS trust intact."""
     if not shutil.which("unshare"):
         pytest.skip("no unshare (util-linux)")
-    outer = subprocess.Popen([NETCOND, "run", "--engine", "packet", "none", "--", "sh", "-c", "sleep 4; echo outer-done"],
+    # The outer command starts, then (after the inner run has come and gone) uses what the run keeps
+    # in temporary files: the origin's certificate authority (SSL_CERT_FILE).
+    outer_command = ('echo started; sleep 3; curl -sS -o /dev/null --cacert "$SSL_CERT_FILE" '
+                     'https://origin.netcond.test/bytes/10 && echo outer-done')
+    outer = subprocess.Popen([NETCOND, "run", "--engine", "packet", "none", "--", "sh", "-c", outer_command],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert wait_until(lambda: any(x.startswith("cgroup ") for x in leftovers_of(outer.pid)), seconds=15), \
-            leftovers_of(outer.pid)
+        assert outer.stdout.readline() == "started\n"
         inner = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", NETCOND, "run", "--engine", "packet", "none",
                                 "--", "echo", "inner-ok"], capture_output=True, text=True, timeout=60)
         assert inner.returncode == 0 and "inner-ok" in inner.stdout, inner.stderr
