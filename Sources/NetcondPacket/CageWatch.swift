@@ -13,7 +13,9 @@ import Glibc
 /// time), in a cgroup outside the cage, has left it. The cgroup is read every ``interval``; a
 /// process born and moved out between two reads is missed, and so are changes that leave the
 /// run's own rules as they were (a rule of higher priority elsewhere), which is why the README
-/// says to give `--user` to a command that is not trusted. What it finds is said, never acted on.
+/// says to give `--user` to a command that is not trusted. What it finds is said; the processes
+/// that left are ended with the run (``killEscaped()``), and only those: a process counts as one
+/// only when its start time, read before and after its cgroup, is the one it had in the cage.
 public final class CageWatch: @unchecked Sendable {
     /// One process that left, or one change to the rules.
     public struct Breach: Sendable, Equatable, CustomStringConvertible {
@@ -34,7 +36,8 @@ public final class CageWatch: @unchecked Sendable {
     private var stopped = false
     private var thread: Thread?
     private let done = DispatchSemaphore(value: 0)
-    private let rulesAtStart: [String]
+    /// The run's own rules at the start (nil: the firewall could not be listed then).
+    private let rulesAtStart: [String]?
     private let started = DispatchTime.now()
 
     /// Starts watching the cage (its rules as they are now are the run's own).
@@ -59,12 +62,27 @@ public final class CageWatch: @unchecked Sendable {
         return self.stopped
     }
 
-    /// Follows a process the run started in the cage (before it could leave).
+    /// Follows a process the run started in the cage, if it is there now (one that has already
+    /// ended, or left, is seen when it ends: ``ended(_:)``).
     public func follow(_ pid: pid_t) {
-        guard let start = Self.startTime(pid) else { return }
+        guard let start = self.startInCage(pid) else { return }
         self.lock.lock()
         self.members[pid] = start
         self.lock.unlock()
+    }
+
+    /// The start time of `pid` when it is in the cage now (read before and after its cgroup, so
+    /// that it is that process's, not a reused number's).
+    private func startInCage(_ pid: pid_t) -> UInt64? {
+        guard let start = Self.startTime(pid), let place = Self.cgroup(of: pid), self.isInCage(place),
+            Self.startTime(pid) == start
+        else { return nil }
+        return start
+    }
+
+    private func isInCage(_ place: String) -> Bool {
+        let cage = "/" + self.cage.name
+        return place == cage || place.hasPrefix(cage + "/")
     }
 
     /// The command `leader` has ended (unreaped, its group not yet killed): where it was then, and
@@ -91,12 +109,12 @@ public final class CageWatch: @unchecked Sendable {
         if !already {
             self.done.wait()
             self.poll()
-            let now = self.cage.ownRules()
-            if now != self.rulesAtStart {
-                let gone = self.rulesAtStart.filter { !now.contains($0) }
+            // A listing that failed (the xtables lock busy with other runs' changes) says nothing.
+            if let before = self.rulesAtStart, let now = self.cage.ownRules(), now != before {
+                let gone = before.filter { !now.contains($0) }
                 let what = gone.isEmpty
                     ? "rules were added to its chains"
-                    : "\(gone.count) of its \(self.rulesAtStart.count) rules are gone or changed (first: \(gone[0]))"
+                    : "\(gone.count) of its \(before.count) rules are gone or changed (first: \(gone[0]))"
                 self.record("the firewall rules that send the command's packets to the link were changed during the run: \(what)")
             }
         }
@@ -115,28 +133,33 @@ public final class CageWatch: @unchecked Sendable {
     private func poll() {
         let listed = Set(self.cage.processes)
         self.lock.lock()
-        var known = self.members
+        let known = self.members
         self.lock.unlock()
+        var joined: [pid_t: UInt64] = [:]
         for pid in listed where known[pid] == nil && pid > 0 {
-            if let start = Self.startTime(pid) { known[pid] = start }
+            if let start = self.startInCage(pid) { joined[pid] = start }
         }
+        var departed: [pid_t] = []
         for (pid, start) in known where !listed.contains(pid) {
-            known[pid] = nil
+            departed.append(pid)
             // Gone from the cgroup: ended (or a new process under the same number), or moved. A
             // zombie still says which cgroup it died in.
-            guard Self.startTime(pid, zombie: true) == start else { continue }
-            self.check(pid)
+            self.check(pid, started: start)
         }
+        // Changes only: a process `follow` added meanwhile stays.
         self.lock.lock()
-        self.members = known
+        for pid in departed { self.members[pid] = nil }
+        self.members.merge(joined) { old, _ in old }
         self.lock.unlock()
     }
 
-    /// Records `pid` (once) when it is outside the cage.
-    private func check(_ pid: pid_t) {
-        guard let start = Self.startTime(pid, zombie: true), let place = Self.cgroup(of: pid) else { return }
-        let cage = "/" + self.cage.name
-        if place == cage || place.hasPrefix(cage + "/") { return }
+    /// Records `pid` (once) when it is outside the cage, and is the process that started at
+    /// `started` (when given): its start time read before and after its cgroup.
+    private func check(_ pid: pid_t, started: UInt64? = nil) {
+        guard let start = Self.startTime(pid, zombie: true), started == nil || started == start,
+            let place = Self.cgroup(of: pid), Self.startTime(pid, zombie: true) == start
+        else { return }
+        if self.isInCage(place) { return }
         self.lock.lock()
         let seen = self.escaped[pid] == start
         self.escaped[pid] = start

@@ -342,13 +342,22 @@ public final class PacketCage: @unchecked Sendable {
 
     /// This run's own rules as the firewall holds them now: its chains' rules and the jumps to them
     /// in the shared table, and its iptables rules (other runs' rules are left out: they come and
-    /// go). Empty lines of a tool that cannot be listed say so, so a table removed whole shows.
-    func ownRules() -> [String] {
+    /// go). A table removed whole shows as a line saying so; nil when a tool could not list (the
+    /// xtables lock held past its wait by other runs' changes): then nothing can be said.
+    func ownRules() -> [String]? {
         var lines: [String] = []
-        let listing = (try? Self.run("nft", ["list", "table", "inet", Self.table])) ?? "(no table inet \(Self.table))"
-        lines += Self.ownLines(in: listing, chainPrefix: self.chainPrefix)
+        let listing: String
+        do {
+            listing = try Self.run("nft", ["list", "table", "inet", Self.table])
+        } catch {
+            // No table at all (flushed whole), or nft failed: which, its listing of tables says.
+            guard let tables = try? Self.run("nft", ["list", "tables"]) else { return nil }
+            listing = tables.contains("inet \(Self.table)") ? "" : "(no table inet \(Self.table))"
+            if listing.isEmpty { return nil }
+        }
+        lines += listing.hasPrefix("(no table") ? [listing] : Self.ownLines(in: listing, chainPrefix: self.chainPrefix)
         for tool in ["iptables", "ip6tables"] {
-            let rules = (try? Self.run(tool, ["-w", "5", "-t", "mangle", "-S"])) ?? ""
+            guard let rules = try? Self.run(tool, ["-w", "5", "-t", "mangle", "-S"]) else { return nil }
             lines += rules.split(separator: "\n").filter { $0.contains("--comment " + self.name + " ") }.map { "\(tool) \($0)" }
         }
         return lines

@@ -33,11 +33,17 @@ public enum TemporaryFiles {
     /// process's files are told apart by its process id alone, as before).
     static let liveLock: String? = {
         let base = TemporaryFiles.base
-        var template = Array("\(base)/.netcond-init-\(getpid())-XXXXXX".utf8CString)
-        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        // A fresh name, made exclusively, close-on-exec from the start (no child inherits the lock).
+        var made = ""
+        var descriptor: Int32 = -1
+        let letters = Array("abcdefghijklmnopqrstuvwxyz0123456789")
+        for _ in 0..<100 where descriptor < 0 {
+            let suffix = String((0..<10).map { _ in letters[Int.random(in: 0..<letters.count)] })
+            made = "\(base)/.netcond-init-\(getpid())-\(suffix)"
+            descriptor = open(made, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if descriptor < 0 && errno != EEXIST { return nil }
+        }
         guard descriptor >= 0 else { return nil }
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        let made = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         // Held until the process ends (the descriptor is never closed); then renamed into view.
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             close(descriptor)
@@ -69,14 +75,20 @@ public enum TemporaryFiles {
             if path == self.liveLock || self.isLocked(path) {
                 live.insert(pid)
             } else if kill(pid, 0) != 0 && errno == ESRCH {
-                unlink(path)  // its process is gone: a SIGKILL left it
+                // Its process is gone (a SIGKILL left it): removed, when it is this user's.
+                var info = stat()
+                if lstat(path, &info) == 0, info.st_uid == getuid() { unlink(path) }
             }
         }
         return live
     }
 
+    /// Whether a process holds the lock of `path`: only a regular file of this user's counts (a
+    /// pipe or a link another user left there would block or mislead the check; never followed).
     static func isLocked(_ path: String) -> Bool {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == getuid() else { return false }
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
         return flock(descriptor, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK
