@@ -114,7 +114,7 @@ extension HTMLReport {
             let shown = what.count > 80 ? String(what.prefix(79)) + "…" : what
             svg += "<g class=\"mark link-event\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s \(Self.escape(what))</title>"
             svg += "<line x1=\"\(x(at))\" x2=\"\(x(at))\" y1=\"\(lane.timeline)\" y2=\"\(lane.output + 20)\"/>"
-            svg += "<text x=\"\(String(format: "%.1f", position(at) + 3))\" y=\"\(Int(lane.timeline + 10 + 14 * Double(row)))\">"
+            svg += "<text x=\"\(x(at))\" dx=\"3\" y=\"\(Int(lane.timeline + 10 + 14 * Double(row)))\">"
                 + "\(Self.escape(shown))</text></g>\n"
         }
         svg += Self.linkStates(events, top: lane.link, end: end, position: position)
@@ -148,7 +148,7 @@ extension HTMLReport {
         if let deadline = Self.double(scenario["deadline"]), deadline <= end {
             svg += "<g class=\"mark deadline\" data-at=\"\(Self.number(deadline))\"><title>the client's deadline, "
                 + "+\(Self.number(deadline))s</title><line x1=\"\(x(deadline))\" x2=\"\(x(deadline))\" y1=\"\(lane.timeline)\" "
-                + "y2=\"\(lane.axis)\"/><text x=\"\(String(format: "%.1f", position(deadline) - 3))\" y=\"\(Int(lane.axis - 4))\" "
+                + "y2=\"\(lane.axis)\"/><text x=\"\(x(deadline))\" dx=\"-3\" y=\"\(Int(lane.axis - 4))\" "
                 + "class=\"deadline-label\">deadline</text></g>"
         }
         let clip = "<defs><clipPath id=\"clip-\(index)\"><rect x=\"\(Int(left - 1))\" y=\"0\" width=\"\(Int(right - left + 2))\" "
@@ -188,7 +188,7 @@ extension HTMLReport {
                 let room = Int((width - 6) / 6)
                 if room >= 4 {
                     let shown = state.count > room ? String(state.prefix(room - 1)) + "…" : state
-                    svg += "<text class=\"span-label\" x=\"\(String(format: "%.1f", position(at) + 3))\" y=\"\(Int(top + 9))\">"
+                    svg += "<text class=\"span-label\" x=\"\(start)\" dx=\"3\" y=\"\(Int(top + 9))\">"
                         + "\(Self.escape(shown))</text>"
                 }
             } else {
@@ -288,6 +288,7 @@ extension HTMLReport {
             }
             svg += "<g class=\"gap\(early ? " early" : "")\"><title>\(label) between attempts\(early ? ": sooner than the server asked" : "")</title>"
                 + "<line x1=\"\(String(format: "%.1f", position(a) + 4))\" x2=\"\(String(format: "%.1f", position(b) - 4))\" "
+                + "data-o-x1=\"\(String(format: "%.1f", position(a)))\" data-dx1=\"4\" data-o-x2=\"\(String(format: "%.1f", position(b)))\" data-dx2=\"-4\" "
                 + "y1=\"\(Int(top + 10))\" y2=\"\(Int(top + 10))\"/>"
             if position(b) - position(a) >= Double(label.count) * 5.5 + 6 {
                 svg += "<text x=\"\(String(format: "%.1f", (position(a) + position(b)) / 2))\" y=\"\(Int(top + 24))\">"
@@ -316,9 +317,10 @@ extension HTMLReport {
 
     /// `1.4 MB`, `320 KB`, `512 B` (powers of 1,024, as the origin's sizes are written).
     static func bytesText(_ bytes: Double) -> String {
+        let bytes = max(0, bytes)  // a report made by hand may say anything
         if bytes >= 1_048_576 { return String(format: "%.1f MB", bytes / 1_048_576) }
         if bytes >= 1024 { return String(format: "%.0f KB", bytes / 1024) }
-        return "\(Int(bytes)) B"
+        return String(format: "%.0f B", bytes)
     }
 
     /// What the colours mean (below each timeline).

@@ -262,7 +262,7 @@ public enum HTMLReport {
         function apply(a,b){view=[a,b];var k=end/(b-a);
         function map(x){return (L+((x-L)/(R-L)*end-a)/(b-a)*(R-L)).toFixed(1);}
         g.querySelectorAll('*').forEach(function(e){if(e.closest('.pinned'))return;
-        ['x','x1','x2','cx'].forEach(function(n){if(e.hasAttribute(n))e.setAttribute(n,map(+original(e,n)));});
+        ['x','x1','x2','cx'].forEach(function(n){if(e.hasAttribute(n))e.setAttribute(n,(+map(+original(e,n))+(+(e.getAttribute('data-d'+n)||0))).toFixed(1));});
         if(e.tagName==='rect'&&e.hasAttribute('width')){var w=+original(e,'width'),exact=e.getAttribute('data-w');
         if(exact!==null)e.setAttribute('width',Math.max(exact>0?2:0,+exact*k).toFixed(1));else if(w>4)e.setAttribute('width',(w*k).toFixed(1));}
         if(e.tagName==='polyline')e.setAttribute('points',original(e,'points').split(' ').map(function(p){var q=p.split(',');return map(+q[0])+','+q[1];}).join(' '));

@@ -133,11 +133,7 @@ public enum TimeSequenceReport {
         return (most / 6).rounded(.up)
     }
 
-    static func bytes(_ value: Double) -> String {
-        if value >= 1_048_576 { return String(format: "%.1f MB", value / 1_048_576) }
-        if value >= 1024 { return String(format: "%.0f KB", value / 1024) }
-        return "\(Int(value)) B"
-    }
+    static func bytes(_ value: Double) -> String { HTMLReport.bytesText(value) }
 
     static func number(_ value: Double) -> String { HTMLReport.number(value) }
 

@@ -355,6 +355,22 @@ import Testing
         #expect(after.last == .closeClient(CloseWhenDrained()))
         #expect(after.contains { if case .write(.head(let head), _) = $0 { head.status == .badRequest } else { false } })
 
+        // A pipelined request whose body breaks while the one before it waits on the server: the
+        // one before gets its answer, the broken one never goes upstream, then the 400.
+        var brokenBody = HTTPProxyStateMachine(policy: nil)
+        _ = brokenBody.requestPart(self.get("http://origin.test/a"), now: self.now)
+        _ = brokenBody.requestPart(.end(nil), now: self.now)
+        _ = brokenBody.requestPart(self.get("http://origin.test/b"), now: self.now)
+        _ = brokenBody.requestPart(.body(self.body("ab")), now: self.now)
+        #expect(brokenBody.malformedRequest("bad chunk") == [])
+        let made = brokenBody.upstreamConnected(self.origin, now: self.now)
+        #expect(!made.contains(.forward(self.upstreamHead("/b"), flush: false)), "the broken request is dropped")
+        _ = brokenBody.responsePart(self.response(), now: self.now)
+        let answered = brokenBody.responsePart(.end(nil), now: self.now)
+        #expect(answered.first == .write(.end(nil), flush: true))
+        #expect(answered.contains { if case .write(.head(let head), _) = $0 { head.status == .badRequest } else { false } })
+        #expect(answered.last == .closeClient(CloseWhenDrained()))
+
         // Behind a request that said Connection: close: the server closes after it, as it would.
         var closing = HTTPProxyStateMachine(policy: nil)
         _ = closing.requestPart(self.get("http://origin.test/a", keepAlive: false), now: self.now)

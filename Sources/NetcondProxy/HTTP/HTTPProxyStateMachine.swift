@@ -141,7 +141,19 @@ struct HTTPProxyStateMachine {
     mutating func malformedRequest(_ explanation: String) -> [Action] {
         guard self.state != .closed else { return [] }
         let reason = "malformed request: \(explanation); send an HTTP/1.1 request with an absolute URL or CONNECT host:port"
-        if self.betweenRequests && self.state != .idle {
+        // The request being answered is whole (its end read): what broke is a later one.
+        let currentWhole: Bool
+        switch self.state {
+        case .connecting: currentWhole = self.queued.contains { if case .end = $0 { true } else { false } }
+        case .forwarding: currentWhole = self.exchange.requestEnded
+        case .idle, .answering, .tunnel, .closed: currentWhole = false
+        }
+        if self.state != .idle && (self.betweenRequests || currentWhole) {
+            // The broken request's parts read so far are dropped: it never goes upstream.
+            while let last = self.queued.last {
+                if case .end = last { break }
+                self.queued.removeLast()
+            }
             self.malformedNext = reason
             return []
         }

@@ -170,18 +170,20 @@ public struct TimeSequence: Sendable, Equatable {
         let sender = (payload[b] ?? 0) > (payload[a] ?? 0) ? b : a
         let receiver = sender == a ? b : a
         let start = min(first.at, dropped.first?.at ?? first.at)
-        func seconds(_ at: Int64) -> Double { Double(at - start) / 1e9 }
+        // In doubles: a capture's stamps may be anything, and their difference overflow.
+        func seconds(_ at: Int64) -> Double { (Double(at) - Double(start)) / 1e9 }
         let senderSYN = packets.first { $0.segment.source == sender && $0.segment.flags.contains(.syn) }
         let firstData = packets.first { $0.segment.source == sender }
         guard let base = senderSYN.map({ $0.segment.sequence &+ 1 }) ?? firstData?.segment.sequence else {
             return nil  // nothing from the sender at all
         }
         let receiverSYN = packets.first { $0.segment.source == receiver && $0.segment.flags.contains(.syn) }
-        let scale = receiverSYN?.segment.windowScale
+        // Windows are scaled only when both SYNs offered the option (RFC 7323), by the receiver's.
+        let scale = senderSYN?.segment.windowScale != nil ? receiverSYN?.segment.windowScale : nil
         var connection = Connection(
             sender: sender, receiver: receiver, startedAt: start,
             duration: seconds(max(packets.last?.at ?? start, dropped.last?.at ?? start)))
-        connection.windowScaleKnown = receiverSYN != nil
+        connection.windowScaleKnown = receiverSYN != nil && senderSYN != nil
         var sequence = Unwrapper(base: base)
         var acknowledged = Unwrapper(base: base)
         var highest: Int64 = 0

@@ -16,9 +16,12 @@ import Testing
         }
     }
 
-    /// The client's SYN with a window scale option (`1, 3, 3, shift`: NOP, then kind 3).
-    func scaledSYN(shift: UInt8) -> [UInt8] {
-        var bytes = TestCapture.tcp(from: TestCapture.client, to: TestCapture.server, seq: 5_000, flags: TestCapture.syn)
+    /// A SYN (the client's, or the server's SYN-ACK) with a window scale option (`1, 3, 3, shift`:
+    /// NOP, then kind 3).
+    func scaledSYN(shift: UInt8, server: Bool = false) -> [UInt8] {
+        var bytes = server
+            ? TestCapture.tcp(from: TestCapture.server, to: TestCapture.client, seq: 1_000_000, ack: 5_001, flags: TestCapture.synAck)
+            : TestCapture.tcp(from: TestCapture.client, to: TestCapture.server, seq: 5_000, flags: TestCapture.syn)
         // IPv4 header 20 bytes: TCP's data offset 5 → 6, four bytes of options, the IP length + 4.
         bytes[20 + 12] = 0x60
         bytes.insert(contentsOf: [1, 3, 3, shift], at: 40)
@@ -41,6 +44,7 @@ import Testing
         // Five segments of 1,000 bytes from 30 ms; the third is lost and comes again at 100 ms.
         var packets = TestCapture.download(data: [(30, 1000), (31, 1000), (32, 1000), (33, 1000), (34, 1000)], skipping: [2])
         packets[0] = Packet(nanoseconds: 0, bytes: self.scaledSYN(shift: 7))
+        packets[1] = Packet(nanoseconds: packets[1].nanoseconds, bytes: self.scaledSYN(shift: 2, server: true))
         packets.append(Packet(
             nanoseconds: 100_000_000,
             bytes: TestCapture.tcp(from: TestCapture.server, to: TestCapture.client, seq: 1_002_001, ack: 5_001,
@@ -66,6 +70,24 @@ import Testing
         // The link's drop is the lost segment, at its moment.
         #expect(connection.dropped == [TimeSequence.Segment(at: 0.032, start: 2000, end: 3000, retransmission: false)])
         #expect(connection.flags.map(\.kind) == ["SYN", "SYN"])
+
+        // Only the client offered the option: no scaling either way (RFC 7323), and the page says so.
+        packets[1] = Packet(
+            nanoseconds: packets[1].nanoseconds,
+            bytes: TestCapture.tcp(from: TestCapture.server, to: TestCapture.client, seq: 1_000_000, ack: 5_001, flags: TestCapture.synAck))
+        let unscaled = try #require(TimeSequence.build(self.records(packets.sorted { $0.nanoseconds < $1.nanoseconds })).connections.first)
+        #expect(unscaled.acknowledgements.last?.window == Int64(5000 + 512))
+    }
+
+    @Test func stampsAtTheEndsOfTime64DoNotOverflow() throws {
+        let packets = TestCapture.download(syn: nil, data: [(30, 500), (31, 500)])
+        let records = self.records(packets).enumerated().map { index, record in
+            var record = record
+            record.timestamp = index == 0 ? Int64.min + 1 : Int64.max - 1
+            return record
+        }
+        let connection = try #require(TimeSequence.build(records).connections.first)
+        #expect(connection.duration > 1e10 && connection.segments.count == 2)
     }
 
     @Test func sequenceNumbersAreUnwrappedPastFourGigabytes() throws {
