@@ -34,6 +34,33 @@ import Glibc
         #expect(!FileManager.default.fileExists(atPath: hosts) && !FileManager.default.fileExists(atPath: lock))
     }
 
+    /// What another user leaves in the shared folder under a live lock's name counts for nothing,
+    /// and a pipe there is never opened (opening one for reading would wait for a writer for ever).
+    @Test func onlyThisUsersRegularFilesAreLiveLocks() throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-tests-\(getpid())-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let pipe = base + "/.netcond-live-\(self.absent)-pipe"
+        #expect(mkfifo(pipe, 0o666) == 0)
+        #expect(!TemporaryFiles.isLocked(pipe))
+        let link = base + "/.netcond-live-\(self.absent)-link"
+        #expect(symlink("/dev/zero", link) == 0)
+        #expect(!TemporaryFiles.isLocked(link))
+        let hosts = base + "/netcond-\(self.absent)-hosts-abc123"
+        #expect(FileManager.default.createFile(atPath: hosts, contents: nil))
+        #expect(TemporaryFiles.removeStale(in: base) == 1, "the dead run's file goes; the pipe and the link keep nothing alive")
+        if geteuid() == 0 {
+            // Another user's file, locked by them: not this user's lock.
+            let fake = base + "/.netcond-live-\(self.absent)-fake"
+            #expect(FileManager.default.createFile(atPath: fake, contents: nil))
+            #expect(chown(fake, 65_534, 65_534) == 0)
+            let held = open(fake, O_RDONLY)
+            #expect(held >= 0 && flock(held, LOCK_EX) == 0)
+            defer { close(held) }
+            #expect(!TemporaryFiles.isLocked(fake))
+        }
+    }
+
     @Test func thisProcessHoldsItsOwnLiveLock() throws {
         let path = try #require(TemporaryFiles.liveLock)
         #expect(path.contains("/.netcond-live-\(getpid())-"))
