@@ -99,14 +99,7 @@ extension HTMLReport {
             fixed += "<text class=\"lane\" x=\"4\" y=\"\(Int(lane.requests + 12))\">requests"
                 + (requests.isEmpty ? " (none)" : " (\(requests.count), packed)") + "</text>"
         }
-        // The axis: about eight ticks at round seconds.
-        let step = Self.tickStep(end)
-        var tick = 0.0
-        for _ in 0..<100 where tick <= end {
-            ticks += "<line class=\"tick\" x1=\"\(x(tick))\" x2=\"\(x(tick))\" y1=\"\(lane.timeline)\" y2=\"\(lane.axis)\"/>"
-            ticks += "<text class=\"axis\" x=\"\(x(tick))\" y=\"\(Int(lane.axis + 14))\">\(Self.number(tick))s</text>"
-            tick += step
-        }
+        ticks += Self.timeAxis(end: end, x: x, lineClass: "tick", from: lane.timeline, to: lane.axis, labelY: Int(lane.axis + 14))
         fixed += "<text class=\"lane axis-name\" x=\"4\" y=\"\(Int(lane.axis + 14))\">seconds since the client started</text>\n"
         for (event, row) in placed {
             let at = Self.double(event["at"]) ?? 0
@@ -159,6 +152,22 @@ extension HTMLReport {
             + "<g class=\"axis-ticks\" clip-path=\"url(#clip-\(index))\">" + ticks + "</g>\n"
             + "<g class=\"zoomable\" clip-path=\"url(#clip-\(index))\">\n" + svg + "</g>\n"
             + "<rect class=\"brush\" x=\"0\" y=\"0\" width=\"0\" height=\"\(Int(height))\"/></svg>\n" + Self.legend
+    }
+
+    /// A time axis: about eight ticks at round seconds from 0 to `end`, each a line from `top` to
+    /// `bottom` and a label (`2.5s`) at `labelY`.
+    static func timeAxis(end: Double, x: (Double) -> String, lineClass: String, from top: Double, to bottom: Double, labelY: Int)
+        -> String
+    {
+        var svg = ""
+        let step = Self.tickStep(end)
+        var tick = 0.0
+        for _ in 0..<100 where tick <= end {
+            svg += "<line class=\"\(lineClass)\" x1=\"\(x(tick))\" x2=\"\(x(tick))\" y1=\"\(top)\" y2=\"\(bottom)\"/>"
+            svg += "<text class=\"axis\" x=\"\(x(tick))\" y=\"\(labelY)\">\(Self.number(tick))s</text>"
+            tick += step
+        }
+        return svg
     }
 
     /// What the link recorded of itself: each phase as a span to the next (an outage red, a stall

@@ -65,13 +65,7 @@ public enum TimeSequenceReport {
         var svg = "<svg class=\"tsg\" id=\"tsg-\(index)\" viewBox=\"0 0 \(Int(Self.width)) \(Int(Self.height))\" width=\"100%\" "
             + "role=\"img\" aria-label=\"time–sequence graph\" data-seconds=\"\(Self.number(end))\" data-bytes=\"\(Int64(most))\">\n"
         // Axes: seconds below, bytes (relative sequence) on the left.
-        let step = HTMLReport.tickStep(end)
-        var tick = 0.0
-        for _ in 0..<100 where tick <= end {
-            svg += "<line class=\"grid\" x1=\"\(x(tick))\" x2=\"\(x(tick))\" y1=\"\(Self.top)\" y2=\"\(Self.bottom)\"/>"
-            svg += "<text class=\"axis\" x=\"\(x(tick))\" y=\"\(Int(Self.bottom + 16))\">\(Self.number(tick))s</text>"
-            tick += step
-        }
+        svg += HTMLReport.timeAxis(end: end, x: x, lineClass: "grid", from: Self.top, to: Self.bottom, labelY: Int(Self.bottom + 16))
         let byteStep = Self.byteStep(most)
         var level = 0.0
         for _ in 0..<100 where level <= most {
