@@ -67,7 +67,8 @@ struct Netcond: AsyncParsableCommand {
     /// Nothing after the subcommand's name moves, so a `-- COMMAND` is left as it is.
     static func optionsAfterSubcommands(_ arguments: [String], of command: any ParsableCommand.Type) -> [String] {
         let subcommands = command.configuration.subcommands
-        guard !subcommands.isEmpty else { return arguments }
+        // `---completion …`: the completion script's call into ArgumentParser, in its own order.
+        guard !subcommands.isEmpty, !arguments.contains(where: { $0.hasPrefix("---") }) else { return arguments }
         let names = subcommands.map { $0._commandName }
         var index = 0
         var moved: [String] = []
