@@ -203,6 +203,7 @@ public final class ProxyServer: Sendable {
                         client: client,
                         listeners: Self.listenersRefused(
                             to: channel.remoteAddress, own: state.selfAddresses, localOnly: state.localOnly)
+                            + ProcessListeners.refused(to: channel.remoteAddress)
                     )
                     try configure(channel, state, connector)
                 }
@@ -220,6 +221,7 @@ public final class ProxyServer: Sendable {
             state.value.listeners.append(channel)
             state.value.selfAddresses.append(address)
         }.get()
+        ProcessListeners.add(address, .proxy)
         return address
     }
 
@@ -242,6 +244,8 @@ public final class ProxyServer: Sendable {
         let closing: EventLoopFuture<Void> = self.loop.flatSubmit {
             let all = state.value.listeners + Array(state.value.children.values)
             state.value.listeners = []
+            for address in state.value.selfAddresses { ProcessListeners.remove(address) }
+            state.value.selfAddresses = []
             state.value.rules.portalTLS.stop()
             let futures = all.map { channel in channel.close().recover { _ in } }
             return EventLoopFuture.andAllComplete(futures, on: loop)

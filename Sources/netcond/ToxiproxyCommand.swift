@@ -10,12 +10,12 @@ import Glibc
 struct ToxiproxyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "toxiproxy",
-        abstract: "Serve Toxiproxy's REST API: a Toxiproxy suite runs unchanged, each proxy a netcond link.",
+        abstract: "Serve Toxiproxy's REST API: a Toxiproxy suite runs unchanged.",
         discussion: """
             Toxiproxy's clients (Go, Ruby, Python, Java, .NET) create proxies and add toxics as they do \
-            against toxiproxy-server; each proxy is a netcond forward whose link the toxics set. What maps \
-            exactly, what maps differently and what is refused: README, "Toxiproxy's API". Ctrl-C stops \
-            the API and every proxy.
+            against toxiproxy-server, and each connection meets its toxics as in Toxiproxy (--netcond-link: \
+            latency, bandwidth and timeout set a netcond link instead). Each toxic and what still differs: \
+            README, "Toxiproxy's API". Ctrl-C stops the API and every proxy.
 
             Example:
               netcond toxiproxy &
@@ -38,6 +38,16 @@ struct ToxiproxyCommand: AsyncParsableCommand {
                 + "cannot reach the API under a name of its own (DNS rebinding); browsers stay refused either way."))
     var anyHost = false
 
+    @Flag(
+        name: .long,
+        help: ArgumentHelp(
+            "Let latency, bandwidth and timeout toxics set a netcond link the proxy's connections share.",
+            discussion: "As on a real path: a new connection's handshake pays the latency, TCP's window and slow start "
+                + "hold the rate, a timeout holds the data and delivers it when it goes, and a half-close is passed on. "
+                + "By default each connection meets its toxics on its own, exactly as in Toxiproxy; with this flag a "
+                + "toxicity below 1 is refused for those three types."))
+    var netcondLink = false
+
     @OptionGroup var seed: SeedOption
 
     func validate() throws {
@@ -56,7 +66,7 @@ struct ToxiproxyCommand: AsyncParsableCommand {
             populate = Array(data)
         }
         let signals = SignalForwarder()
-        let server = ToxiproxyServer(seed: seed, anyHost: self.anyHost)
+        let server = ToxiproxyServer(seed: seed, anyHost: self.anyHost, netcondLink: self.netcondLink)
         let address: String
         do {
             let bound = try await server.start(host: listen.host, port: listen.port)

@@ -28,6 +28,9 @@ class Servers:
         self.listeners = []
         self.echo = self._listen(self._echo)
         self.source = self._listen(self._source)
+        self.received = []  # bytes the sink got, one entry per connection, once it ended
+        self.sink = self._listen(self._sink)
+        self.firehose = self._listen(self._firehose)
 
     def _listen(self, serve):
         sock = socket.socket()
@@ -68,6 +71,29 @@ class Servers:
                 size = int(conn.recv(64).decode())
                 conn.sendall(bytes(i % 251 for i in range(size)))
             except (OSError, ValueError):
+                return
+
+    def _sink(self, conn):
+        with conn:
+            conn.settimeout(10)
+            got = 0
+            try:
+                while chunk := conn.recv(65536):
+                    got += len(chunk)
+            except OSError:
+                pass
+            self.received.append(got)
+
+    def _firehose(self, conn):
+        """Sends 1 KB every 10 ms for as long as the connection lasts (at most 10 s)."""
+        with conn:
+            try:
+                for _ in range(1000):
+                    if self.stop.is_set():
+                        return
+                    conn.sendall(b"f" * 1000)
+                    time.sleep(0.01)
+            except OSError:
                 return
 
     def close(self):
@@ -236,7 +262,7 @@ def test_timeout_holds_data_and_closes_reset_peer_resets_limit_data_cuts(api):
 
     echo.add_toxic(type="reset_peer", attributes={"timeout": 200})
     sock = socket.create_connection(address(echo), timeout=10)
-    sock.sendall(b"c")  # taken by the toxic: the echo server never sees it, so nothing comes back
+    sock.sendall(b"c")  # its echo is taken by the toxic, so nothing comes back
     started = time.monotonic()
     with pytest.raises(ConnectionResetError):
         while sock.recv(10):
@@ -256,6 +282,106 @@ def test_timeout_holds_data_and_closes_reset_peer_resets_limit_data_cuts(api):
                 break
             got += chunk
     assert got == bytes(i % 251 for i in range(1000))
+
+
+def first_reply(proxy, payload=b"x"):
+    """Seconds from a new connection's first send to its first byte back."""
+    with socket.create_connection(address(proxy), timeout=10) as sock:
+        started = time.monotonic()
+        sock.sendall(payload)
+        assert sock.recv(100), "closed with no reply"
+        return time.monotonic() - started
+
+
+def test_each_connection_meets_its_toxics_as_in_toxiproxy(api):
+    """What a Toxiproxy suite can tell: the first reply of a new connection pays the toxics' latency
+    and no handshake of netcond's; toxicity picks connections for every type; an upstream limit
+    passes exactly its bytes even to a client that sends at once; a downstream timeout drops what
+    a busy server sends and does not close; taking a timeout away closes what it held; `noop`."""
+    client, _, servers, _ = api
+    echo = client.create(upstream=f"127.0.0.1:{servers.echo}", name="echo")
+    echo.add_toxic(type="latency", stream="upstream", name="up", attributes={"latency": 100})
+    echo.add_toxic(type="latency", stream="downstream", name="down", attributes={"latency": 100})
+    firsts = [first_reply(echo) for _ in range(3)]
+    # Toxiproxy: 202 ms; no extra round trip for the connection (netcond's link paid 401 ms).
+    assert all(0.2 <= t < 0.3 for t in firsts), firsts
+    echo.destroy_toxic("up")
+    echo.destroy_toxic("down")
+
+    echo.add_toxic(type="latency", name="some", toxicity=0.5, attributes={"latency": 300})
+    firsts = [first_reply(echo) for _ in range(20)]
+    slow = [t for t in firsts if t >= 0.3]
+    fast = [t for t in firsts if t < 0.2]
+    assert len(slow) + len(fast) == 20 and slow and fast, firsts
+    echo.destroy_toxic("some")
+
+    sink = client.create(upstream=f"127.0.0.1:{servers.sink}", name="sink")
+    sink.add_toxic(type="limit_data", stream="upstream", attributes={"bytes": 1000})
+    for _ in range(10):
+        with socket.create_connection(address(sink), timeout=10) as sock:
+            sock.sendall(b"s" * 5000)  # at once, before the upstream connection could have been made
+            sock.settimeout(10)
+            try:
+                assert sock.recv(10) == b""
+            except ConnectionResetError:
+                pass  # what it sent beyond the limit was never read: a reset is what Toxiproxy gives too
+    deadline = time.monotonic() + 10
+    while len(servers.received) < 10 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert servers.received == [1000] * 10
+
+    hose = client.create(upstream=f"127.0.0.1:{servers.firehose}", name="hose")
+    hose.add_toxic(type="timeout", name="hold", attributes={"timeout": 300})
+    with socket.create_connection(address(hose), timeout=10) as sock:
+        sock.settimeout(1.5)
+        # The server keeps sending: the timeout starts over with each chunk, drops it, never closes.
+        with pytest.raises(socket.timeout):
+            sock.recv(10)
+        started = time.monotonic()
+        hose.destroy_toxic("hold")
+        sock.settimeout(5)
+        assert sock.recv(10) == b""  # Toxiproxy 2.12: the connection a timeout held is closed
+        assert time.monotonic() - started < 2
+
+    noop = hose.add_toxic(type="noop", name="nothing")
+    assert list(hose.toxics()) == ["nothing"]
+
+
+def test_proxies_pointed_at_each_other_or_at_the_api_close_instead_of_looping(api):
+    """One connection to two proxies pointed at each other took every descriptor and the API with
+    them: now each proxy sees that its upstream is one of netcond's own listeners and closes."""
+    client, port, _, proc = api
+    a_port, b_port = free_port(), free_port()
+    a = client.create(upstream=f"127.0.0.1:{b_port}", listen=f"127.0.0.1:{a_port}", name="a")
+    client.create(upstream=f"127.0.0.1:{a_port}", listen=f"127.0.0.1:{b_port}", name="b")
+    to_api = client.create(upstream=f"127.0.0.1:{port}", name="to-api")
+    for proxy in (a, to_api):
+        with socket.create_connection(address(proxy), timeout=10) as sock:
+            sock.settimeout(10)
+            assert sock.recv(100) == b""
+    assert sorted(client.proxies()) == ["a", "b", "to-api"]  # the API still answers
+    assert len(os.listdir(f"/proc/{proc.pid}/fd")) < 100
+
+
+def test_netcond_link_makes_toxics_a_shared_link(tmp_path):
+    """--netcond-link: the handshake pays the latency too, and a latency cannot pick connections."""
+    port = free_port()
+    proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", f"127.0.0.1:{port}", "--netcond-link"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    servers = Servers()
+    try:
+        assert "Toxiproxy API on" in proc.stdout.readline()
+        client = toxiproxy.Toxiproxy()
+        client.update_api_consumer("127.0.0.1", port)
+        echo = client.create(upstream=f"127.0.0.1:{servers.echo}", name="echo")
+        echo.add_toxic(type="latency", stream="upstream", name="up", attributes={"latency": 100})
+        echo.add_toxic(type="latency", stream="downstream", name="down", attributes={"latency": 100})
+        assert first_reply(echo) >= 0.4
+        with pytest.raises(InvalidToxic):
+            echo.add_toxic(type="latency", name="some", toxicity=0.5, attributes={"latency": 300})
+    finally:
+        servers.close()
+        stop_process(proc)
 
 
 def test_a_proxy_whose_upstream_is_down_accepts_and_closes_each_connection(api):

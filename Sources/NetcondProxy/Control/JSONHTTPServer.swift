@@ -72,6 +72,7 @@ final class JSONHTTPServer: Sendable {
         guard let address = channel.localAddress else {
             throw ProxyStartError(description: "cannot listen for \(what) on \(host):\(port): no local address")
         }
+        ProcessListeners.add(address, .api)
         return address
     }
 
@@ -80,6 +81,7 @@ final class JSONHTTPServer: Sendable {
             defer { channel = nil }
             return channel
         }
+        if let address = channel?.localAddress { ProcessListeners.remove(address) }
         try? await channel?.close()
     }
 }

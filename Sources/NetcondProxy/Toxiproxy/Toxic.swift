@@ -57,8 +57,10 @@ public struct Toxic: Equatable, Sendable {
         case slowClose(delay: Int64)
         /// Data is cut into pieces of `averageSize` ± `sizeVariation` bytes, `delay` µs apart.
         case slicer(averageSize: Int64, sizeVariation: Int64, delay: Int64)
+        /// Passes everything as it comes (Toxiproxy's placeholder type).
+        case noop
 
-        public static let typeNames = ["latency", "bandwidth", "timeout", "reset_peer", "limit_data", "slow_close", "slicer"]
+        public static let typeNames = ["latency", "bandwidth", "timeout", "reset_peer", "limit_data", "slow_close", "slicer", "noop"]
 
         var typeName: String {
             switch self {
@@ -69,6 +71,7 @@ public struct Toxic: Equatable, Sendable {
             case .limitData: return "limit_data"
             case .slowClose: return "slow_close"
             case .slicer: return "slicer"
+            case .noop: return "noop"
             }
         }
 
@@ -82,6 +85,7 @@ public struct Toxic: Equatable, Sendable {
             case .slowClose(let delay): return [("delay", delay)]
             case .slicer(let average, let variation, let delay):
                 return [("average_size", average), ("size_variation", variation), ("delay", delay)]
+            case .noop: return []
             }
         }
 
@@ -97,16 +101,17 @@ public struct Toxic: Equatable, Sendable {
             case "slow_close": return .slowClose(delay: a("delay"))
             case "slicer":
                 return .slicer(averageSize: a("average_size"), sizeVariation: a("size_variation"), delay: a("delay"))
+            case "noop": return .noop
             default: return nil
             }
         }
 
-        /// Whether the toxic acts on each connection on its own (so `toxicity` can pick some of
-        /// them), rather than on the proxy's link that every connection shares.
+        /// Under `--netcond-link`, whether the toxic acts on each connection on its own (so
+        /// `toxicity` can pick some of them), rather than on the link every connection shares.
         var isPerConnection: Bool {
             switch self {
             case .latency, .bandwidth, .timeout: return false
-            case .resetPeer, .limitData, .slowClose, .slicer: return true
+            case .resetPeer, .limitData, .slowClose, .slicer, .noop: return true
             }
         }
     }
@@ -134,7 +139,9 @@ public struct Toxic: Equatable, Sendable {
     /// Decodes a toxic as `POST /proxies/{proxy}/toxics` sends it, or, with `updating`, the
     /// fields `POST /proxies/{proxy}/toxics/{toxic}` changes (the others keep their values).
     /// Defaults as Toxiproxy's: stream downstream, toxicity 1, name `TYPE_STREAM`, attributes 0.
-    public static func decode(_ object: [String: Any], updating old: Toxic? = nil) throws(ToxiproxyError) -> Toxic {
+    /// `onLink` (`--netcond-link`): latency, bandwidth and timeout set the link every connection
+    /// shares, so their `toxicity` cannot pick connections and below 1 is refused.
+    public static func decode(_ object: [String: Any], updating old: Toxic? = nil, onLink: Bool = false) throws(ToxiproxyError) -> Toxic {
         // A field that is null is left out, as Go's decoder leaves the default.
         let object = object.filter { !($0.value is NSNull) }
         let type: String
@@ -192,10 +199,11 @@ public struct Toxic: Equatable, Sendable {
             }
         }
         let kind = Kind.make(type: type, attributes: attributes)!
-        if toxicity < 1 && !kind.isPerConnection {
+        if onLink && toxicity < 1 && !kind.isPerConnection {
             throw .badBody(
-                "toxicity \(toxicity) on a \(type) toxic: netcond's \(type) acts on the link every connection of the proxy "
-                    + "shares, as a real network's does, so it cannot pick some connections; allowed: toxicity 1 (or leave it out)")
+                "toxicity \(toxicity) on a \(type) toxic: under --netcond-link a \(type) acts on the link every connection of the "
+                    + "proxy shares, as a real network's does, so it cannot pick some connections; allowed: toxicity 1 (or leave "
+                    + "it out), or run netcond toxiproxy without --netcond-link")
         }
         if case .slicer(let average, let variation, _) = kind, average == 0 || variation >= average {
             throw .badBody("slicer needs average_size ≥ 1 byte and size_variation below it")
@@ -265,7 +273,7 @@ public struct ToxicConditions: Equatable, Sendable {
                 link.connectionBandwidth = min(link.connectionBandwidth ?? wanted, wanted)
             case .timeout:
                 stalled.insert(toxic.stream.direction)
-            case .bandwidth, .resetPeer, .limitData, .slowClose, .slicer:
+            case .bandwidth, .resetPeer, .limitData, .slowClose, .slicer, .noop:
                 break
             }
             if toxic.stream.direction == .up { up = link } else { down = link }

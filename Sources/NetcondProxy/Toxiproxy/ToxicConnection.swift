@@ -1,261 +1,221 @@
 import NIOCore
 import NetcondCore
 
-/// What one connection of a Toxiproxy proxy meets on its own, beside the link every connection
-/// shares (``ToxicConditions``): a `timeout` toxic's close, `reset_peer`'s reset, `limit_data`'s
-/// close, `slow_close`'s late end of stream and `slicer`'s small pieces. It sits next to the
-/// client's socket, so it counts the bytes the client actually sent (upstream) and the bytes that
-/// reached it after the link's delays (downstream).
+/// One connection of a Toxiproxy proxy and its two streams through their toxics (``ToxicChain``):
+/// upstream (client to server) and downstream (server to client). It sits first in the client's
+/// pipeline, so it sees the bytes as the client sent them and hands the client what the toxics let
+/// through.
+///
+/// Two wirings:
+/// - **relay** (`netcond toxiproxy`, as Toxiproxy): the handler writes the upstream channel
+///   itself (``ToxicUpstreamSide`` brings the server's bytes back), and a stream's end closes the
+///   whole connection as Toxiproxy's does: the side written to is closed (after what was written
+///   to it), and the other side once its own stream has handed on what it held. A half-close is
+///   not passed on, as in Toxiproxy.
+/// - **forward** (`--netcond-link`): the handler sits in a netcond forward, whose link carries
+///   latency, rate and a `timeout`'s stall; upstream bytes go on up the pipeline, and an end of
+///   stream is passed on as the forward passes it (a half-close stays a half-close).
 ///
 /// ```
-///   client ⇄ [ToxicConnectionHandler] ⇄ byte counter ⇄ link shaper ⇄ … ⇄ upstream server
-///              timeout T:     closed once T passes without data in its stream (the link holds that data)
-///              reset_peer T:  the stream's data taken, not passed on; reset T after the first of it
-///              limit_data N:  closed once N bytes of its stream have passed (the rest is not passed)
-///              slow_close D:  the stream's end (a close, a half-close) passed on D later
-///              slicer A±V, D: the stream's data passed on in pieces of A±V bytes, D µs apart, in order
+///   client ⇄ [ToxicConnectionHandler: upstream chain ▶ / ◀ downstream chain] ⇄ server (relay)
+///                                                                            ⇄ link ⇄ server (forward)
 /// ```
-///
-/// A toxic begins for a connection when it is added, or when the connection opens while it is in
-/// force; `toxicity` below 1 picks the connections it applies to, a seeded draw per connection and
-/// toxic. Updating a toxic's attributes starts it over for every connection, as in Toxiproxy. No
-/// byte is lost to slicing or a late close: data waits in order, and an end of stream waits behind it.
 final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    /// One toxic's state on this connection.
-    private struct Active {
-        var toxic: Toxic
-        var applies: Bool
-        var passed: Int64 = 0
-        var timer: Scheduled<Void>?
+    enum Wiring {
+        case relay
+        case forward
     }
 
-    /// One stream's data waiting to go on in slices, and what waits behind it (an end of stream).
-    private final class Pending {
-        var items: [(buffer: ByteBuffer, promise: EventLoopPromise<Void>?)] = []
-        var pausing = false
-        var behind: [() -> Void] = []
-        var isIdle: Bool { self.items.isEmpty && !self.pausing }
-    }
-
+    private let wiring: Wiring
     private let seed: UInt64
-    private let index: UInt64
-    private var active: [Active] = []
     private var context: ChannelHandlerContext?
-    private var ended = false
-    private let pendingDown = Pending()
-    private let pendingUp = Pending()
-    /// Slice sizes.
-    private var random: SeededRandom
+    private var up: ToxicChain?
+    private var down: ToxicChain?
+    private var toxics: [Toxic] = []
+    /// A `reset_peer` toxic was in force when the connection opened: as Toxiproxy sets
+    /// `SO_LINGER 0` on both sockets then, every close of this connection is a reset.
+    private var lingerZero = false
+    /// Relay: the server's channel, once connected.
+    private var upstream: Channel?
+    private var lastUpstreamWrite: EventLoopFuture<Void>?
+    private var upstreamEnded = false
+    private var clientEnded = false
+    private var clientInputClosed = false
+    /// Relay: the server's stream has ended (its end is on its way through the downstream toxics).
+    private var downstreamEnding = false
+    /// Forward: the close the forward asked for, done when the downstream stream has ended.
+    private var pendingClose: (mode: CloseMode, promise: EventLoopPromise<Void>?)?
 
-    init(seed: UInt64, index: UInt64) {
+    init(seed: UInt64, wiring: Wiring) {
         self.seed = seed
-        self.index = index
-        self.random = SeededRandom(seed: SeedDeriver.derive(seed, index, 0x51_1ce))
+        self.wiring = wiring
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        let loop = context.eventLoop
+        let onLink = self.wiring == .forward
+        self.up = ToxicChain(stream: .upstream, seed: self.seed, eventLoop: loop, onLink: onLink) { [weak self] item in
+            self?.deliverUpstream(item)
+        }
+        self.down = ToxicChain(stream: .downstream, seed: self.seed, eventLoop: loop, onLink: onLink) { [weak self] item in
+            self?.deliverDownstream(item)
+        }
+        self.up?.onRoom = { [weak self] in self?.readClientIfRoom() }
+        self.down?.onRoom = { [weak self] in self?.readUpstreamIfRoom() }
+        self.up?.setToxics(self.toxics)
+        self.down?.setToxics(self.toxics)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        self.cancelTimers()
+        self.up?.stop()
+        self.down?.stop()
         self.context = nil
     }
 
+    /// The proxy's toxics now, in the order they were added.
+    func update(_ toxics: [Toxic], opening: Bool = false) {
+        if opening, toxics.contains(where: { if case .resetPeer = $0.kind { return true } else { return false } }) {
+            self.lingerZero = true
+        }
+        self.toxics = toxics
+        self.up?.setToxics(toxics)
+        self.down?.setToxics(toxics)
+    }
+
+    // MARK: - The client's side
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        self.up?.push(.data(self.unwrapInboundIn(data), stamp: context.eventLoop.now, promise: nil))
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if self.wiring == .relay { self.readClientIfRoom() }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard let event = event as? ChannelEvent, event == .inputClosed else {
+            return context.fireUserInboundEventTriggered(event)
+        }
+        self.clientInputClosed = true
+        self.up?.push(.end(.eof))
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
-        self.ended = true
-        self.cancelTimers()
-        for item in self.pendingDown.items { item.promise?.fail(ChannelError.ioOnClosedChannel) }
-        self.pendingDown.items = []
-        self.pendingUp.items = []
+        self.clientEnded = true
+        if self.wiring == .relay {
+            // Toxiproxy's read of the client fails: the upstream stream ends behind its data.
+            self.up?.push(.end(.close))
+            self.down?.stop()
+            self.finishIfDone()
+        } else {
+            self.up?.stop()
+            self.down?.stop()
+            self.pendingClose?.promise?.fail(ChannelError.ioOnClosedChannel)
+            self.pendingClose = nil
+        }
         context.fireChannelInactive()
     }
 
-    /// The proxy's toxics now (in their order); a toxic new to this connection, or changed, begins.
-    func update(_ toxics: [Toxic]) {
-        guard !self.ended else { return }
-        var next: [Active] = []
-        for toxic in toxics where toxic.kind.isPerConnection || toxic.kind.closesAfterTimeout {
-            if let old = self.active.first(where: { $0.toxic == toxic }) {
-                next.append(old)
-                continue
-            }
-            var random = SeededRandom(seed: SeedDeriver.derive(self.seed, self.index, Self.label(toxic.name)))
-            var entry = Active(toxic: toxic, applies: toxic.toxicity >= 1 || random.chance(toxic.toxicity))
-            // An updated limit_data keeps counting from what has passed, as Toxiproxy's does.
-            if case .limitData = toxic.kind, let old = self.active.first(where: { $0.toxic.name == toxic.name }) {
-                entry.passed = old.passed
-            }
-            next.append(entry)
-        }
-        for old in self.active where !next.contains(where: { $0.toxic == old.toxic }) {
-            old.timer?.cancel()
-        }
-        self.active = next
-        for i in self.active.indices where self.active[i].timer == nil {
-            self.armTimeout(i)
-        }
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        guard self.wiring == .relay else { return context.fireErrorCaught(error) }
+        context.close(promise: nil)
     }
 
-    /// A `timeout` toxic with a time closes the connection once that long passes without data in
-    /// its stream (from when the toxic began for it, and again from each chunk, as Toxiproxy's).
-    private func armTimeout(_ i: Int) {
-        guard let context, self.active[i].applies, case .timeout(let milliseconds) = self.active[i].toxic.kind, milliseconds > 0
-        else { return }
-        self.active[i].timer?.cancel()
-        self.active[i].timer = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(milliseconds)) {
-            self.end(reset: false)
-        }
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if self.wiring == .relay { self.readUpstreamIfRoom() }
+        context.fireChannelWritabilityChanged()
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let buffer = self.unwrapInboundIn(data)
-        guard let passed = self.pass(buffer, stream: .upstream) else { return }
-        guard self.pendingUp.isIdle && self.slicer(.upstream) == nil else {
-            self.pendingUp.items.append((passed, nil))
-            self.send(self.pendingUp, stream: .upstream)
-            return
-        }
-        context.fireChannelRead(self.wrapInboundOut(passed))
-    }
-
+    /// Forward: the link's delivery to the client goes through the downstream toxics.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let buffer = self.unwrapOutboundIn(data)
-        guard let passed = self.pass(buffer, stream: .downstream) else {
-            promise?.succeed()
-            return
-        }
-        guard self.pendingDown.isIdle && self.slicer(.downstream) == nil else {
-            self.pendingDown.items.append((passed, promise))
-            self.send(self.pendingDown, stream: .downstream)
-            return
-        }
-        context.write(self.wrapOutboundOut(passed), promise: promise)
+        self.down?.push(.data(self.unwrapOutboundIn(data), stamp: context.eventLoop.now, promise: promise))
     }
 
     func flush(context: ChannelHandlerContext) {
-        // Slices flush themselves as they go.
-        if self.pendingDown.isIdle { context.flush() }
+        // Each chunk is flushed as it leaves the chain.
     }
 
-    /// The end of the downstream stream (the server closed, or the proxy closes the connection):
-    /// after what waits to be sliced, and `slow_close`'s delay.
+    /// Forward: the end of the downstream stream (the server closed, or the proxy closes).
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        self.afterEnd(of: .downstream) { context.close(mode: mode, promise: promise) }
-    }
-
-    /// The client's end of stream (a half-close): after what waits to be sliced, and `slow_close`'s delay.
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        guard let event = event as? ChannelEvent, event == .inputClosed else {
-            context.fireUserInboundEventTriggered(event)
+        guard self.wiring == .forward, let down = self.down, !self.clientEnded else {
+            return context.close(mode: mode, promise: promise)
+        }
+        if let pending = self.pendingClose {
+            // Already ending: this close joins it (a full close overrides a half one).
+            if mode == .all { self.pendingClose = (.all, pending.promise) }
+            if let promise { pending.promise?.futureResult.cascade(to: promise) ?? promise.succeed() }
             return
         }
-        self.afterEnd(of: .upstream) { context.fireUserInboundEventTriggered(event) }
+        self.pendingClose = (mode, promise)
+        down.push(.end(mode == .output ? .eof : .close))
     }
 
-    private func afterEnd(of stream: Toxic.Stream, _ action: @escaping () -> Void) {
-        let pending = stream == .downstream ? self.pendingDown : self.pendingUp
-        let delay = self.active.lazy.compactMap { entry -> Int64? in
-            guard entry.applies, entry.toxic.stream == stream, case .slowClose(let delay) = entry.toxic.kind else { return nil }
-            return delay
-        }.max()
-        let whenSent = {
-            if pending.isIdle { action() } else { pending.behind.append(action) }
+    // MARK: - Where the streams go
+
+    private func deliverDownstream(_ item: ToxicChain.Item) {
+        guard let context, !self.clientEnded else {
+            if case .data(_, _, let promise) = item { promise?.fail(ChannelError.ioOnClosedChannel) }
+            return
         }
-        guard let delay, delay > 0, let context else { return whenSent() }
-        context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(delay)) { whenSent() }
-    }
-
-    /// The slicer in force on `stream` for this connection: (average size, variation, delay in µs).
-    private func slicer(_ stream: Toxic.Stream) -> (average: Int64, variation: Int64, delay: Int64)? {
-        for entry in self.active where entry.applies && entry.toxic.stream == stream {
-            if case .slicer(let average, let variation, let delay) = entry.toxic.kind { return (average, variation, delay) }
-        }
-        return nil
-    }
-
-    /// Passes on what waits in `pending`, a slice at a time while a slicer is in force (whole
-    /// otherwise), pausing the slicer's delay between slices; then what waited behind it.
-    private func send(_ pending: Pending, stream: Toxic.Stream) {
-        guard let context, !pending.pausing else { return }
-        while !pending.items.isEmpty {
-            var (buffer, promise) = pending.items.removeFirst()
-            let slicer = self.slicer(stream)
-            var size = buffer.readableBytes
-            if let slicer {
-                let variation = slicer.variation > 0 ? Int64.random(in: -slicer.variation...slicer.variation, using: &self.random) : 0
-                size = min(size, Int(max(1, slicer.average + variation)))
-            }
-            let slice = buffer.readSlice(length: size)!
-            let last = buffer.readableBytes == 0
-            if !last { pending.items.insert((buffer, promise), at: 0) }
-            switch stream {
-            case .downstream:
-                context.writeAndFlush(self.wrapOutboundOut(slice), promise: last ? promise : nil)
-            case .upstream:
-                context.fireChannelRead(self.wrapInboundOut(slice))
-                context.fireChannelReadComplete()
-            }
-            if let slicer, slicer.delay > 0, !pending.items.isEmpty {
-                pending.pausing = true
-                context.eventLoop.assumeIsolated().scheduleTask(in: .microseconds(slicer.delay)) {
-                    pending.pausing = false
-                    self.send(pending, stream: stream)
+        switch item {
+        case .data(let buffer, _, let promise):
+            context.writeAndFlush(self.wrapOutboundOut(buffer), promise: promise)
+        case .end(let ending):
+            switch self.wiring {
+            case .relay:
+                self.endClient(reset: ending == .reset || self.lingerZero)
+            case .forward:
+                let pending = self.pendingClose
+                self.pendingClose = nil
+                if ending == .reset {
+                    pending?.promise?.fail(ChannelError.ioOnClosedChannel)
+                    self.endClient(reset: true)
+                } else if let pending, ending == .eof {
+                    context.close(mode: pending.mode, promise: pending.promise)
+                } else {
+                    context.flush()
+                    context.close(mode: .all, promise: pending?.promise)
                 }
-                return
             }
         }
-        let behind = pending.behind
-        pending.behind = []
-        for action in behind { action() }
     }
 
-    /// What of `buffer` goes on (nil: nothing), after the toxics of `stream` have seen it.
-    private func pass(_ buffer: ByteBuffer, stream: Toxic.Stream) -> ByteBuffer? {
-        guard !self.ended else { return nil }
-        var buffer = buffer
-        var endAfter = false
-        for i in self.active.indices where self.active[i].applies && self.active[i].toxic.stream == stream {
-            switch self.active[i].toxic.kind {
-            case .resetPeer(let milliseconds):
-                // The data is taken and not passed on (its server never sees it), and the
-                // connection is reset that long after the first of it.
-                if self.active[i].timer == nil && buffer.readableBytes > 0 {
-                    self.active[i].timer = self.context?.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(milliseconds)) {
-                        self.end(reset: true)
-                    }
-                }
-                return nil
-            case .timeout:
-                self.armTimeout(i)
-            case .limitData(let limit):
-                let room = max(0, limit - self.active[i].passed)
-                if Int64(buffer.readableBytes) >= room {
-                    buffer = buffer.getSlice(at: buffer.readerIndex, length: Int(room)) ?? buffer
-                    endAfter = true
-                }
-                self.active[i].passed += Int64(buffer.readableBytes)
-            default:
-                break
+    private func deliverUpstream(_ item: ToxicChain.Item) {
+        switch (self.wiring, item) {
+        case (.forward, .data(let buffer, _, _)):
+            guard let context, !self.clientEnded else { return }
+            context.fireChannelRead(self.wrapInboundOut(buffer))
+            context.fireChannelReadComplete()
+        case (.forward, .end(let ending)):
+            guard let context, !self.clientEnded else { return }
+            switch ending {
+            case .eof: context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+            case .close: self.endClient(reset: false)
+            case .reset: self.endClient(reset: true)
+            }
+        case (.relay, .data(let buffer, _, _)):
+            guard let upstream, !self.upstreamEnded else { return }
+            self.lastUpstreamWrite = upstream.writeAndFlush(buffer)
+        case (.relay, .end(let ending)):
+            // Toxiproxy closes the server's socket once what was written to it has gone.
+            guard let upstream, !self.upstreamEnded else { return }
+            self.upstreamEnded = true
+            let reset = ending == .reset || self.lingerZero
+            let written = self.lastUpstreamWrite ?? upstream.eventLoop.makeSucceededVoidFuture()
+            written.whenComplete { _ in
+                if reset { upstream.resetConnection() } else { upstream.close(promise: nil) }
             }
         }
-        if endAfter {
-            // After the bytes that fit have gone their way.
-            self.context?.eventLoop.assumeIsolated().execute { self.end(reset: false) }
-        }
-        return buffer.readableBytes > 0 || !endAfter ? buffer : nil
     }
 
-    /// Closes (or resets) the connection; the proxy closes its upstream side in turn.
-    private func end(reset: Bool) {
-        guard let context, !self.ended else { return }
-        self.ended = true
-        self.cancelTimers()
+    private func endClient(reset: Bool) {
+        guard let context, !self.clientEnded else { return }
         if reset {
             context.channel.resetConnection()
         } else {
@@ -264,24 +224,98 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         }
     }
 
-    private func cancelTimers() {
-        for entry in self.active { entry.timer?.cancel() }
+    // MARK: - Relay: the server's side
+
+    /// The server's channel is connected: the handler starts reading both sides.
+    func attachUpstream(_ channel: Channel) {
+        self.upstream = channel
+        self.readClientIfRoom()
+        self.readUpstreamIfRoom()
     }
 
-    private static func label(_ name: String) -> UInt64 {
-        // FNV-1a: a stable number for a name (Swift's Hasher is seeded per process).
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in name.utf8 {
-            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+    func upstreamRead(_ buffer: ByteBuffer) {
+        guard let context else { return }
+        self.down?.push(.data(buffer, stamp: context.eventLoop.now, promise: nil))
+    }
+
+    func upstreamReadComplete() {
+        self.readUpstreamIfRoom()
+    }
+
+    /// The server's stream ended (`eof`), or its channel closed.
+    func upstreamEnd(_ ending: ToxicChain.Ending, inactive: Bool) {
+        if inactive {
+            self.upstreamEnded = true
+            self.up?.stop()
         }
-        return hash
+        if !self.downstreamEnding {
+            self.downstreamEnding = true
+            self.down?.push(.end(.close))
+        }
+        self.finishIfDone()
+    }
+
+    func upstreamWritabilityChanged() {
+        self.readClientIfRoom()
+    }
+
+    private func readClientIfRoom() {
+        guard self.wiring == .relay, let context, let upstream, !self.clientEnded, !self.clientInputClosed,
+            upstream.isWritable, (self.up?.heldBytes ?? 0) <= ToxicChain.readLimit
+        else { return }
+        context.read()
+    }
+
+    private func readUpstreamIfRoom() {
+        guard self.wiring == .relay, let context, let upstream, !self.upstreamEnded, context.channel.isWritable,
+            (self.down?.heldBytes ?? 0) <= ToxicChain.readLimit
+        else { return }
+        upstream.read()
+    }
+
+    private func finishIfDone() {
+        guard self.clientEnded, self.upstreamEnded else { return }
+        self.up?.stop()
+        self.down?.stop()
     }
 }
 
-extension Toxic.Kind {
-    /// A `timeout` toxic with a time closes each connection it holds when the time is up.
-    var closesAfterTimeout: Bool {
-        if case .timeout(let milliseconds) = self { return milliseconds > 0 }
-        return false
+/// The server's side of a relayed Toxiproxy connection: hands what the server sends, and its end,
+/// to the client's ``ToxicConnectionHandler``.
+final class ToxicUpstreamSide: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let connection: ToxicConnectionHandler
+
+    init(connection: ToxicConnectionHandler) {
+        self.connection = connection
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        self.connection.upstreamRead(self.unwrapInboundIn(data))
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.connection.upstreamReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            self.connection.upstreamEnd(.eof, inactive: false)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.connection.upstreamEnd(.close, inactive: true)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        self.connection.upstreamWritabilityChanged()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        context.close(promise: nil)
     }
 }

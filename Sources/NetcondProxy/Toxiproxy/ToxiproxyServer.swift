@@ -5,8 +5,9 @@ import NIOPosix
 import NetcondCore
 
 /// Toxiproxy's REST API served by netcond (`netcond toxiproxy`): a suite written against Toxiproxy
-/// (its Go, Ruby, Python, Java or .NET client) runs unchanged, and each of its proxies is a netcond
-/// forward whose link the toxics set. Endpoints as Toxiproxy's:
+/// (its Go, Ruby, Python, Java or .NET client) runs unchanged: each of its proxies is a
+/// ``ToxicRelay`` whose connections meet the toxics as Toxiproxy's do (with `netcondLink`, a
+/// netcond forward whose link the latency, bandwidth and timeout toxics set). Endpoints as Toxiproxy's:
 ///
 /// | method + path | does |
 /// | --- | --- |
@@ -32,8 +33,12 @@ public actor ToxiproxyServer {
         var upstream: String
         var enabled: Bool
         var toxics: [Toxic] = []
+        /// `--netcond-link`: a netcond forward whose link the toxics set.
         var server: ProxyServer?
+        /// As Toxiproxy: a relay, each connection through the toxics on its own.
+        var relay: ToxicRelay?
         var connections: NIOLoopBoundBox<ToxicConnections>?
+        var isOpen: Bool { self.server != nil || self.relay != nil }
         /// The proxy's number, for its seed.
         let index: UInt64
 
@@ -54,6 +59,7 @@ public actor ToxiproxyServer {
     private let seed: UInt64
     private let group: EventLoopGroup
     private let anyHost: Bool
+    private let netcondLink: Bool
     private var proxies: [String: Entry] = [:]
     private var created: UInt64 = 0
     private var stopped = false
@@ -65,10 +71,15 @@ public actor ToxiproxyServer {
 
     /// `anyHost`: accept any `Host` (a container's service name, `toxiproxy:8474`), giving up the
     /// DNS-rebinding check; browsers stay refused by their user agent and `Origin`.
-    public init(seed: UInt64, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, anyHost: Bool = false) {
+    /// `netcondLink`: latency, bandwidth and timeout toxics set a netcond link that the proxy's
+    /// connections share (see ``ToxicConditions``), rather than acting on each connection as in Toxiproxy.
+    public init(
+        seed: UInt64, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, anyHost: Bool = false, netcondLink: Bool = false
+    ) {
         self.seed = seed
         self.group = group
         self.anyHost = anyHost
+        self.netcondLink = netcondLink
     }
 
     private func acquire() async {
@@ -110,7 +121,9 @@ public actor ToxiproxyServer {
         await self.acquire()
         defer { self.release() }
         self.stopped = true
-        for name in self.proxies.keys.sorted() { await self.proxies[name]?.server?.stop() }
+        for name in self.proxies.keys.sorted() {
+            if let entry = self.proxies[name] { await self.close(entry) }
+        }
         self.proxies = [:]
     }
 
@@ -195,7 +208,7 @@ public actor ToxiproxyServer {
                 try await self.update(entry, try Self.object(request.body))
                 return (200, entry.jsonObject)
             case "DELETE":
-                await entry.server?.stop()
+                await self.close(entry)
                 self.proxies[entry.name] = nil
                 return (204, nil)
             default: throw wrong("GET, POST, PATCH or DELETE")
@@ -205,7 +218,7 @@ public actor ToxiproxyServer {
             switch method {
             case "GET": return (200, entry.toxics.map(\.jsonObject))
             case "POST":
-                let toxic = try Toxic.decode(try Self.object(request.body))
+                let toxic = try Toxic.decode(try Self.object(request.body), onLink: self.netcondLink)
                 guard !entry.toxics.contains(where: { $0.name == toxic.name }) else { throw ToxiproxyError.toxicExists }
                 try await self.setToxics(entry, entry.toxics + [toxic])
                 return (200, toxic.jsonObject)
@@ -217,7 +230,8 @@ public actor ToxiproxyServer {
             switch method {
             case "GET": return (200, entry.toxics[position].jsonObject)
             case "POST", "PATCH":
-                let toxic = try Toxic.decode(try Self.object(request.body), updating: entry.toxics[position])
+                let toxic = try Toxic.decode(
+                    try Self.object(request.body), updating: entry.toxics[position], onLink: self.netcondLink)
                 var toxics = entry.toxics
                 toxics[position] = toxic
                 try await self.setToxics(entry, toxics)
@@ -309,14 +323,14 @@ public actor ToxiproxyServer {
         _ = try Self.listenAddress(listen)
         _ = try Self.upstreamAddress(upstream)
         let moved = listen != entry.listen || upstream != entry.upstream
-        let before = (listen: entry.listen, upstream: entry.upstream, running: entry.server != nil)
-        if entry.server != nil && (!enabled || moved) {
+        let before = (listen: entry.listen, upstream: entry.upstream, running: entry.isOpen)
+        if entry.isOpen && (!enabled || moved) {
             await self.close(entry)
         }
         entry.listen = listen
         entry.upstream = upstream
         do {
-            if enabled && entry.server == nil { try await self.open(entry) }
+            if enabled && !entry.isOpen { try await self.open(entry) }
         } catch {
             // Nothing changes when the new address cannot be had: the proxy as it was.
             entry.listen = before.listen
@@ -352,7 +366,7 @@ public actor ToxiproxyServer {
                     made.append(old)
                     continue
                 }
-                await old.server?.stop()
+                await self.close(old)
                 self.proxies[name] = nil
             }
             made.append(try await self.create(object))
@@ -364,7 +378,7 @@ public actor ToxiproxyServer {
         for name in self.proxies.keys.sorted() {
             guard let entry = self.proxies[name] else { continue }
             try await self.setToxics(entry, [])
-            if entry.server == nil {
+            if !entry.isOpen {
                 try await self.open(entry)
             }
             entry.enabled = true
@@ -376,39 +390,56 @@ public actor ToxiproxyServer {
     private func open(_ entry: Entry) async throws {
         let (host, port) = try Self.listenAddress(entry.listen)
         let (targetHost, targetPort) = try Self.upstreamAddress(entry.upstream)
-        let conditions = ToxicConditions(toxics: entry.toxics, name: entry.name)
         // The proxy's loop, chosen here so that its connections' toxics can be bound to it.
         let loop = self.group.next()
-        let connections = NIOLoopBoundBox.makeBoxSendingValue(
-            ToxicConnections(seed: SeedDeriver.derive(self.seed, entry.index), toxics: entry.toxics), eventLoop: loop)
-        var configuration = ProxyConfiguration(
-            profile: conditions.profile, seed: SeedDeriver.derive(self.seed, entry.index, 1),
-            forwards: [PortForward(listenHost: host, listenPort: port, targetHost: targetHost, targetPort: targetPort)],
-            controllable: true)
-        configuration.servesProxy = false
-        // A proxy whose upstream is down accepts and closes (a FIN), as Toxiproxy does: suites dial
-        // a proxy to see that it is up, and a reset would fail their connect now and then.
-        configuration.forwardClosesOnUpstreamFailure = true
-        configuration.forwardConnectionHook = { channel, _ in try connections.value.attach(to: channel) }
-        let server = ProxyServer(configuration: configuration, group: loop)
-        let addresses: ProxyAddresses
-        do {
-            addresses = try await server.start()
-        } catch {
-            await server.stop()
-            throw ToxiproxyError(message: "\(error)", status: 500)
+        let seed = SeedDeriver.derive(self.seed, entry.index)
+        let bound: SocketAddress
+        if self.netcondLink {
+            let box = NIOLoopBoundBox.makeBoxSendingValue(ToxicConnections(seed: seed, toxics: entry.toxics), eventLoop: loop)
+            let conditions = ToxicConditions(toxics: entry.toxics, name: entry.name)
+            var configuration = ProxyConfiguration(
+                profile: conditions.profile, seed: SeedDeriver.derive(self.seed, entry.index, 1),
+                forwards: [PortForward(listenHost: host, listenPort: port, targetHost: targetHost, targetPort: targetPort)],
+                controllable: true)
+            configuration.servesProxy = false
+            // A proxy whose upstream is down accepts and closes (a FIN), as Toxiproxy does: suites dial
+            // a proxy to see that it is up, and a reset would fail their connect now and then.
+            configuration.forwardClosesOnUpstreamFailure = true
+            configuration.forwardConnectionHook = { channel, _ in try box.value.attach(to: channel, wiring: .forward) }
+            let server = ProxyServer(configuration: configuration, group: loop)
+            let addresses: ProxyAddresses
+            do {
+                addresses = try await server.start()
+            } catch {
+                await server.stop()
+                throw ToxiproxyError(message: "\(error)", status: 500)
+            }
+            if let stall = conditions.stall { await server.apply(.stall(stall)) }
+            entry.server = server
+            entry.connections = box
+            guard let first = addresses.forwards.first else { return }
+            bound = first
+        } else {
+            let relay = ToxicRelay(
+                name: entry.name, upstream: (targetHost, targetPort), seed: seed, toxics: entry.toxics, eventLoop: loop)
+            do {
+                bound = try await relay.start(host: host, port: port)
+            } catch {
+                throw ToxiproxyError(message: "\(error)", status: 500)
+            }
+            entry.relay = relay
+            entry.connections = relay.connections
         }
-        if let stall = conditions.stall { await server.apply(.stall(stall)) }
-        entry.server = server
-        entry.connections = connections
-        if let bound = addresses.forwards.first, let ip = bound.ipAddress, let boundPort = bound.port {
+        if let ip = bound.ipAddress, let boundPort = bound.port {
             entry.listen = ListenerExposure.display(ip, boundPort)
         }
     }
 
     private func close(_ entry: Entry) async {
         await entry.server?.stop()
+        await entry.relay?.stop()
         entry.server = nil
+        entry.relay = nil
         entry.connections = nil
     }
 
@@ -416,11 +447,14 @@ public actor ToxiproxyServer {
     private func setToxics(_ entry: Entry, _ toxics: [Toxic]) async throws {
         let before = ToxicConditions(toxics: entry.toxics, name: entry.name)
         entry.toxics = toxics
-        guard let server = entry.server, let connections = entry.connections else { return }
-        let after = ToxicConditions(toxics: toxics, name: entry.name)
-        if after.profile != before.profile { await server.apply(.switchProfile(after.profile)) }
-        if after.stall != before.stall { await server.apply(.stall(after.stall)) }
-        try await server.eventLoop.submit { connections.value.update(toxics) }.get()
+        guard let connections = entry.connections else { return }
+        if let server = entry.server {
+            let after = ToxicConditions(toxics: toxics, name: entry.name)
+            if after.profile != before.profile { await server.apply(.switchProfile(after.profile)) }
+            if after.stall != before.stall { await server.apply(.stall(after.stall)) }
+        }
+        let loop = entry.relay?.eventLoop ?? entry.server?.eventLoop
+        try await loop?.submit { connections.value.update(toxics) }.get()
     }
 }
 
@@ -437,14 +471,16 @@ final class ToxicConnections {
     }
 
     /// A new connection: its handler goes first in its pipeline and meets the toxics in force.
-    func attach(to channel: Channel) throws {
+    @discardableResult
+    func attach(to channel: Channel, wiring: ToxicConnectionHandler.Wiring) throws -> ToxicConnectionHandler {
         self.opened += 1
-        let handler = ToxicConnectionHandler(seed: self.seed, index: self.opened)
+        let handler = ToxicConnectionHandler(seed: SeedDeriver.derive(self.seed, self.opened), wiring: wiring)
+        handler.update(self.toxics, opening: true)
         try channel.pipeline.syncOperations.addHandler(handler, position: .first)
         let id = ObjectIdentifier(channel)
         self.handlers[id] = handler
         channel.closeFuture.assumeIsolated().whenComplete { _ in self.handlers[id] = nil }
-        handler.update(self.toxics)
+        return handler
     }
 
     func update(_ toxics: [Toxic]) {

@@ -32,7 +32,7 @@ import Testing
         #expect(shown["type"] as? String == "slicer" && shown["stream"] as? String == "downstream")
     }
 
-    @Test func badToxicsGetToxiproxysStatusAndMessage() {
+    @Test func badToxicsGetToxiproxysStatusAndMessage() throws {
         let unknown = self.failure(#"{"type": "lag"}"#)
         #expect(unknown?.status == 400 && unknown?.message.hasPrefix("invalid toxic type: 'lag'; allowed: latency") == true)
         #expect(self.failure(#"{"attributes": {}}"#)?.message.hasPrefix("invalid toxic type") == true)
@@ -44,7 +44,6 @@ import Testing
             (#"{"type": "latency", "attributes": {"latency": -5}}"#, "'latency' must be 0 or more"),
             (#"{"type": "latency", "attributes": {"latency": 10000000000000}}"#, "'latency' must be at most 86400000 (milliseconds)"),
             (#"{"type": "bandwidth", "attributes": {"rate": 1e300}}"#, "'rate' must be a whole number"),
-            (#"{"type": "latency", "toxicity": 0.5, "attributes": {"latency": 5}}"#, "cannot pick some connections"),
             (#"{"type": "reset_peer", "toxicity": 2}"#, "toxicity must be a number from 0 to 1"),
             (#"{"type": "latency", "attributes": [1]}"#, "attributes must be an object"),
         ]
@@ -53,8 +52,18 @@ import Testing
             #expect(error?.status == 400, "\(json)")
             #expect(error?.message.hasPrefix("bad request body: ") == true && error?.message.contains(expected) == true, "\(json): \(String(describing: error))")
         }
-        // Per connection, a share of the connections is fine.
+        // Per connection, a share of the connections is fine; under --netcond-link a latency is
+        // the link's, which cannot pick connections.
         #expect(self.failure(#"{"type": "reset_peer", "toxicity": 0.5}"#) == nil)
+        #expect(self.failure(#"{"type": "latency", "toxicity": 0.5, "attributes": {"latency": 5}}"#) == nil)
+        let onLink = #"{"type": "latency", "toxicity": 0.5, "attributes": {"latency": 5}}"#
+        let object = try #require(JSONSerialization.jsonObject(with: Data(onLink.utf8)) as? [String: Any])
+        #expect(throws: ToxiproxyError.self) { try Toxic.decode(object, onLink: true) }
+        do {
+            _ = try Toxic.decode(object, onLink: true)
+        } catch {
+            #expect(error.status == 400 && error.message.contains("cannot pick some connections"), "\(error)")
+        }
         // As Toxiproxy: attributes a type does not have are ignored, and null is left out.
         #expect((try? self.decode(#"{"type": "latency", "attributes": {"rate": 5, "latency": 3}}"#))?.kind == .latency(latency: 3, jitter: 0))
         #expect((try? self.decode(#"{"type": "latency", "name": null, "stream": null, "toxicity": null}"#))?.name == "latency_downstream")

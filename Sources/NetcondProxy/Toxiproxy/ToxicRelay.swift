@@ -1,0 +1,139 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NetcondCore
+
+/// One Toxiproxy proxy run as Toxiproxy runs it: each connection it accepts is joined to a new
+/// connection to the upstream, made at once, and each of its two streams passes through the
+/// proxy's toxics on its own (``ToxicConnectionHandler``, relay wiring). An upstream that cannot
+/// be reached closes the client's connection (a FIN, as Toxiproxy's `Close`); so does an upstream
+/// that is one of this process's own listeners (a proxy pointed at itself, at another proxy that
+/// points back, or at the API), with a line on stderr, instead of a loop that eats every descriptor.
+final class ToxicRelay: Sendable {
+    let eventLoop: EventLoop
+    private let name: String
+    private let upstreamHost: String
+    private let upstreamPort: Int
+    let connections: NIOLoopBoundBox<ToxicConnections>
+    private let listener = NIOLockedValueBox<Channel?>(nil)
+    private let children = NIOLockedValueBox<[ObjectIdentifier: Channel]>([:])
+    private let said = NIOLockedValueBox(false)
+    /// Each read takes up to 32 KiB, as Toxiproxy's copy does: a chunk's size decides how a
+    /// bandwidth toxic paces it and how much a limit or reset takes at once.
+    private static let reads = FixedSizeRecvByteBufferAllocator(capacity: 32 * 1024)
+
+    /// `seed`: the proxy's, for its connections' draws; `toxics`: those in force now.
+    init(name: String, upstream: (host: String, port: Int), seed: UInt64, toxics: [Toxic], eventLoop: EventLoop) {
+        self.name = name
+        self.upstreamHost = upstream.host
+        self.upstreamPort = upstream.port
+        self.eventLoop = eventLoop
+        self.connections = NIOLoopBoundBox.makeBoxSendingValue(ToxicConnections(seed: seed, toxics: toxics), eventLoop: eventLoop)
+    }
+
+    /// Listens at `host:port` (0: any free port); returns where.
+    func start(host: String, port: Int) async throws -> SocketAddress {
+        let loop = self.eventLoop
+        let bootstrap = ServerBootstrap(group: loop, childGroup: loop)
+            .serverChannelInitializer { channel in
+                // Out of descriptors: pause accepting for a moment instead of spinning on EMFILE.
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([AcceptFailureReporter(), AcceptBackoffHandler()])
+                }
+            }
+            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelOption(.autoRead, value: false)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.recvAllocator, value: Self.reads)
+            .childChannelInitializer { [self] channel in
+                loop.makeCompletedFuture { try self.accepted(channel) }
+            }
+        let channel: Channel
+        do {
+            channel = try await bootstrap.bind(host: host, port: port).get()
+        } catch {
+            throw ProxyStartError(description: "cannot listen on \(host):\(port): \(ProxyServer.reason(error))")
+        }
+        guard let address = channel.localAddress else {
+            try? await channel.close()
+            throw ProxyStartError(description: "cannot listen on \(host):\(port): no local address")
+        }
+        self.listener.withLockedValue { $0 = channel }
+        ProcessListeners.add(address, .proxy)
+        return address
+    }
+
+    /// Closes the listener and every connection (Toxiproxy's disable and delete).
+    func stop() async {
+        let listener = self.listener.withLockedValue { channel in
+            defer { channel = nil }
+            return channel
+        }
+        if let address = listener?.localAddress { ProcessListeners.remove(address) }
+        try? await listener?.close()
+        let children = self.children.withLockedValue { Array($0.values) }
+        for child in children { try? await child.close() }
+    }
+
+    private func accepted(_ client: Channel) throws {
+        let id = ObjectIdentifier(client)
+        self.children.withLockedValue { $0[id] = client }
+        client.closeFuture.whenComplete { [children] _ in children.withLockedValue { $0[id] = nil } }
+        let handler = try self.connections.value.attach(to: client, wiring: .relay)
+        // Every listener of netcond's: a proxy's (a loop) and an API's (nothing a Toxiproxy proxy
+        // is for, and from another host a way into the API).
+        let refused = ProcessListeners.addresses(.proxy) + ProcessListeners.addresses(.api)
+        ClientBootstrap(group: self.eventLoop)
+            .channelOption(.allowRemoteHalfClosure, value: true)
+            .channelOption(.autoRead, value: false)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelOption(.recvAllocator, value: Self.reads)
+            .connectTimeout(.seconds(30))
+            .connect(host: self.upstreamHost, port: self.upstreamPort)
+            .assumeIsolated()
+            .whenComplete { result in
+                switch result {
+                case .success(let upstream):
+                    guard client.isActive else {
+                        upstream.close(promise: nil)
+                        return
+                    }
+                    if UpstreamConnector.reachesItself(upstream, listeners: refused) {
+                        upstream.close(promise: nil)
+                        client.close(promise: nil)
+                        self.sayLoop()
+                        return
+                    }
+                    do {
+                        let upstreamID = ObjectIdentifier(upstream)
+                        self.children.withLockedValue { $0[upstreamID] = upstream }
+                        upstream.closeFuture.whenComplete { [children = self.children] _ in
+                            children.withLockedValue { $0[upstreamID] = nil }
+                        }
+                        try upstream.pipeline.syncOperations.addHandler(ToxicUpstreamSide(connection: handler))
+                        handler.attachUpstream(upstream)
+                    } catch {
+                        upstream.close(promise: nil)
+                        client.close(promise: nil)
+                    }
+                case .failure:
+                    // As Toxiproxy: the client's connection is closed (a FIN).
+                    client.close(promise: nil)
+                }
+            }
+    }
+
+    private func sayLoop() {
+        let first = self.said.withLockedValue { said in
+            defer { said = true }
+            return !said
+        }
+        guard first else { return }
+        let line = "netcond: Toxiproxy proxy \(self.name): its upstream \(self.upstreamHost):\(self.upstreamPort) is one of "
+            + "netcond's own listeners (a proxy or the API); its connections are closed instead of going round in a loop\n"
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+}
