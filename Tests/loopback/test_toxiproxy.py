@@ -200,6 +200,15 @@ def test_toxiproxys_errors_reach_its_client_as_its_own_exceptions(api):
     # Toxiproxy's own shapes: {"error", "status"} with that status.
     r = requests.get(base + "/proxies/nothing", timeout=10)
     assert r.status_code == 404 and r.json() == {"error": "proxy not found", "status": 404}
+    assert len(r.headers["X-Toxiproxy-Request-Id"]) == 20  # as Toxiproxy's middleware adds it
+    # Names are bytes, as in Toxiproxy: é precomposed and decomposed are two proxies, each deletable.
+    for name in ("caf\u00e9", "cafe\u0301"):
+        client.create(upstream=f"127.0.0.1:{servers.echo}", name=name)
+    assert {"caf\u00e9", "cafe\u0301"} <= set(client.proxies())
+    for name in ("caf\u00e9", "cafe\u0301"):
+        assert requests.delete(base + "/proxies/" + requests.utils.quote(name), timeout=10).status_code == 204
+    r = requests.post(base + "/proxies", json={"name": "n" * 100_000, "upstream": "127.0.0.1:1"}, timeout=10)
+    assert r.status_code == 400 and "at most 1000 bytes" in r.json()["error"]
     r = requests.post(base + "/proxies/db/toxics", json={"type": "latency", "stream": "sideways"}, timeout=10)
     assert r.status_code == 400 and r.json()["error"] == "stream was invalid, can be either upstream or downstream"
     r = requests.post(base + "/proxies", json={"name": "x"}, timeout=10)

@@ -214,6 +214,9 @@ public struct Toxic: Equatable, Sendable {
             if !text.isEmpty { name = text }
         }
         guard !name.contains("/") else { throw .badBody("a toxic's name cannot contain '/'") }
+        guard name.utf8.count <= 1_000 else {
+            throw .badBody("a toxic's name is at most 1000 bytes (one longer could not be named in a URL)")
+        }
         return Toxic(name: name, stream: stream, toxicity: toxicity, kind: kind)
     }
 

@@ -54,6 +54,9 @@ final class ToxicRelay: Sendable {
         let channel: Channel
         do {
             channel = try await bootstrap.bind(host: host, port: port).get()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            // Toxiproxy's (Go's) words, which clients and suites match.
+            throw ProxyStartError(description: "listen tcp \(host):\(port): bind: address already in use")
         } catch {
             throw ProxyStartError(description: "cannot listen on \(host):\(port): \(ProxyServer.reason(error))")
         }

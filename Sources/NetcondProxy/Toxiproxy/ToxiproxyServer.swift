@@ -60,7 +60,8 @@ public actor ToxiproxyServer {
     private let group: EventLoopGroup
     private let anyHost: Bool
     private let netcondLink: Bool
-    private var proxies: [String: Entry] = [:]
+    /// By name, compared byte for byte as Toxiproxy compares them (two spellings of é are two names).
+    private var proxies: [ExactName: Entry] = [:]
     private var created: UInt64 = 0
     private var stopped = false
     private let http: NIOLockedValueBox<JSONHTTPServer?> = NIOLockedValueBox(nil)
@@ -104,11 +105,22 @@ public actor ToxiproxyServer {
         let anyHost = self.anyHost
         let server = JSONHTTPServer(maxBodyBytes: ControlAPI.maxBodyBytes) { [weak self] request in
             guard let self else { return JSONHTTPResponse(status: 503, json: ToxiproxyError(message: "netcond has stopped", status: 503).json) }
-            if let refusal = Self.refusal(request, access: access, anyHost: anyHost) { return refusal }
-            return await self.answer(request)
+            var response = Self.refusal(request, access: access, anyHost: anyHost)
+            if response == nil { response = await self.answer(request) }
+            // As Toxiproxy's middleware: an id for every request.
+            response?.headers.append(("X-Toxiproxy-Request-Id", Self.requestID()))
+            return response ?? JSONHTTPResponse(status: 500, json: [])
         }
         self.http.withLockedValue { $0 = server }
         return try await server.start(host: host, port: port, what: "the Toxiproxy API")
+    }
+
+    static let maxToxics = 1_000
+
+    /// A request id as Toxiproxy's (an xid: 20 characters of base32hex).
+    static func requestID() -> String {
+        let digits = Array("0123456789abcdefghijklmnopqrstuv")
+        return String((0..<20).map { _ in digits[Int.random(in: 0..<32)] })
     }
 
     /// Stops the API and every proxy (their listeners and connections).
@@ -121,9 +133,7 @@ public actor ToxiproxyServer {
         await self.acquire()
         defer { self.release() }
         self.stopped = true
-        for name in self.proxies.keys.sorted() {
-            if let entry = self.proxies[name] { await self.close(entry) }
-        }
+        for entry in self.proxies.values { await self.close(entry) }
         self.proxies = [:]
     }
 
@@ -163,6 +173,7 @@ public actor ToxiproxyServer {
         do {
             let (status, object) = try await self.route(request)
             guard let object else { return JSONHTTPResponse(status: status, json: []) }
+            if let raw = object as? RawJSON { return JSONHTTPResponse(status: status, json: try raw.bytes() + [0x0A]) }
             let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
             return JSONHTTPResponse(status: status, json: Array(data) + [0x0A])
         } catch let error as ToxiproxyError {
@@ -194,7 +205,7 @@ public actor ToxiproxyServer {
         case 1 where parts[0] == "proxies":
             switch method {
             case "GET":
-                return (200, Dictionary(uniqueKeysWithValues: self.proxies.map { ($0.key, $0.value.jsonObject) }))
+                return (200, RawJSON(object: self.proxies.values.map { ($0.name, $0.jsonObject) }))
             case "POST":
                 let entry = try await self.create(try Self.object(request.body))
                 return (201, entry.jsonObject)
@@ -209,7 +220,7 @@ public actor ToxiproxyServer {
                 return (200, entry.jsonObject)
             case "DELETE":
                 await self.close(entry)
-                self.proxies[entry.name] = nil
+                self.proxies[ExactName(entry.name)] = nil
                 return (204, nil)
             default: throw wrong("GET, POST, PATCH or DELETE")
             }
@@ -219,14 +230,22 @@ public actor ToxiproxyServer {
             case "GET": return (200, entry.toxics.map(\.jsonObject))
             case "POST":
                 let toxic = try Toxic.decode(try Self.object(request.body), onLink: self.netcondLink)
-                guard !entry.toxics.contains(where: { $0.name == toxic.name }) else { throw ToxiproxyError.toxicExists }
+                guard !entry.toxics.contains(where: { ToxicChain.sameName($0.name, toxic.name) }) else {
+                    throw ToxiproxyError.toxicExists
+                }
+                guard entry.toxics.count < Self.maxToxics else {
+                    // Bounds the work per chunk, and the sum of the latencies (1,000 days at most).
+                    throw ToxiproxyError.badBody("a proxy has at most \(Self.maxToxics) toxics; remove one first")
+                }
                 try await self.setToxics(entry, entry.toxics + [toxic])
                 return (200, toxic.jsonObject)
             default: throw wrong("GET or POST")
             }
         case 4 where parts[0] == "proxies" && parts[2] == "toxics":
             let entry = try self.entry(parts[1])
-            guard let position = entry.toxics.firstIndex(where: { $0.name == parts[3] }) else { throw ToxiproxyError.toxicNotFound }
+            guard let position = entry.toxics.firstIndex(where: { ToxicChain.sameName($0.name, parts[3]) }) else {
+                throw ToxiproxyError.toxicNotFound
+            }
             switch method {
             case "GET": return (200, entry.toxics[position].jsonObject)
             case "POST", "PATCH":
@@ -251,7 +270,7 @@ public actor ToxiproxyServer {
     }
 
     private func entry(_ name: String) throws(ToxiproxyError) -> Entry {
-        guard let entry = self.proxies[name] else { throw ToxiproxyError.proxyNotFound }
+        guard let entry = self.proxies[ExactName(name)] else { throw ToxiproxyError.proxyNotFound }
         return entry
     }
 
@@ -304,15 +323,18 @@ public actor ToxiproxyServer {
             throw ToxiproxyError.missingField("upstream")
         }
         guard !name.contains("/") else { throw ToxiproxyError.badBody("a proxy's name cannot contain '/'") }
+        guard name.utf8.count <= ExactName.limit else {
+            throw ToxiproxyError.badBody("a proxy's name is at most \(ExactName.limit) bytes (one longer could not be named in a URL)")
+        }
         _ = try Self.upstreamAddress(upstream)
         let listen = try Self.string(object, "listen") ?? "127.0.0.1:0"
         _ = try Self.listenAddress(listen)
         let enabled = try Self.flag(object, "enabled") ?? true
-        guard self.proxies[name] == nil else { throw ToxiproxyError.proxyExists }
+        guard self.proxies[ExactName(name)] == nil else { throw ToxiproxyError.proxyExists }
         self.created += 1
         let entry = Entry(name: name, listen: listen, upstream: upstream, enabled: enabled, index: self.created)
         if enabled { try await self.open(entry) }
-        self.proxies[name] = entry
+        self.proxies[ExactName(name)] = entry
         return entry
     }
 
@@ -341,42 +363,57 @@ public actor ToxiproxyServer {
         entry.enabled = enabled
     }
 
+    /// As Toxiproxy's: every entry must name itself and its upstream (else nothing changes, 400
+    /// naming the entry); then each in turn is kept when it is the same (its listen address compared
+    /// as resolved: `localhost:26379` is `127.0.0.1:26379`), replaced (its toxics gone) when it
+    /// differs, or created. One that cannot be made stops there: those before it stay, and the
+    /// answer carries the error with the proxies made.
     private func populate(body: [UInt8]) async throws -> (Int, Any?) {
         guard let parsed = try? JSONSerialization.jsonObject(with: Data(body)), let list = parsed as? [[String: Any]] else {
             throw ToxiproxyError.badBody("expected a JSON list of proxies, e.g. [{\"name\": \"redis\", \"listen\": \"127.0.0.1:26379\", \"upstream\": \"127.0.0.1:6379\"}]")
         }
-        // Every entry is checked before anything changes.
-        for object in list {
-            guard let name = try Self.string(object, "name"), !name.isEmpty else { throw ToxiproxyError.missingField("name") }
+        for (number, object) in zip(1..., list) {
+            guard let name = try Self.string(object, "name"), !name.isEmpty else { throw ToxiproxyError.missingField("name at proxy \(number)") }
             guard let upstream = try Self.string(object, "upstream"), !upstream.isEmpty else {
-                throw ToxiproxyError.missingField("upstream")
+                throw ToxiproxyError.missingField("upstream at proxy \(number)")
             }
-            _ = try Self.upstreamAddress(upstream)
-            _ = try Self.listenAddress(try Self.string(object, "listen") ?? "127.0.0.1:0")
-            _ = try Self.flag(object, "enabled")
         }
         var made: [Entry] = []
         for object in list {
-            guard let name = try Self.string(object, "name"), !name.isEmpty else { throw ToxiproxyError.missingField("name") }
-            if let old = self.proxies[name] {
-                // Kept when it is the same; replaced (its toxics gone) when it differs, as Toxiproxy does.
-                let listen = try Self.string(object, "listen") ?? old.listen
-                let upstream = try Self.string(object, "upstream")
-                if listen == old.listen && upstream == old.upstream {
-                    made.append(old)
-                    continue
+            do {
+                let name = try Self.string(object, "name") ?? ""
+                if let old = self.proxies[ExactName(name)] {
+                    let listen = try Self.string(object, "listen") ?? "127.0.0.1:0"
+                    let upstream = try Self.string(object, "upstream")
+                    if Self.sameListen(listen, old.listen) && upstream == old.upstream {
+                        made.append(old)
+                        continue
+                    }
+                    await self.close(old)
+                    self.proxies[ExactName(name)] = nil
                 }
-                await self.close(old)
-                self.proxies[name] = nil
+                made.append(try await self.create(object))
+            } catch let error as ToxiproxyError {
+                var answer: [String: Any] = ["error": error.message, "status": error.status]
+                answer["proxies"] = made.map(\.jsonObject)
+                return (error.status, answer)
             }
-            made.append(try await self.create(object))
         }
         return (201, ["proxies": made.map(\.jsonObject)])
     }
 
+    /// Two listen addresses are the same when they resolve alike (`localhost` is 127.0.0.1).
+    static func sameListen(_ given: String, _ bound: String) -> Bool {
+        guard let a = try? Self.listenAddress(given), let b = try? Self.listenAddress(bound) else { return given == bound }
+        func plain(_ host: String) -> String {
+            let lower = host.lowercased()
+            return lower == "localhost" ? "127.0.0.1" : UpstreamConnector.plainIP(lower)
+        }
+        return a.port == b.port && plain(a.host) == plain(b.host)
+    }
+
     private func reset() async throws {
-        for name in self.proxies.keys.sorted() {
-            guard let entry = self.proxies[name] else { continue }
+        for entry in self.proxies.values.sorted(by: { $0.index < $1.index }) {
             try await self.setToxics(entry, [])
             if !entry.isOpen {
                 try await self.open(entry)
@@ -455,6 +492,36 @@ public actor ToxiproxyServer {
         }
         let loop = entry.relay?.eventLoop ?? entry.server?.eventLoop
         try await loop?.submit { connections.value.update(toxics) }.get()
+    }
+}
+
+/// A name as Toxiproxy keys it: its bytes (Swift's `String` equality would make `é` written two
+/// ways one name, and Foundation's dictionaries too).
+struct ExactName: Hashable {
+    let bytes: [UInt8]
+
+    init(_ name: String) { self.bytes = Array(name.utf8) }
+
+    /// Longer names could be created but never named in a URL again (the request line's limit).
+    static let limit = 1_000
+}
+
+/// A JSON object whose keys may be equal as Swift strings but not as bytes (`GET /proxies`): each
+/// member serialized on its own, in the order given (sorted by key bytes).
+struct RawJSON {
+    var object: [(String, Any)]
+
+    func bytes() throws -> [UInt8] {
+        var out: [UInt8] = Array("{".utf8)
+        for (i, (key, value)) in self.object.sorted(by: { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }).enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            let keyArray = try JSONSerialization.data(withJSONObject: [key], options: [.withoutEscapingSlashes])
+            out += keyArray.dropFirst().dropLast()
+            out.append(UInt8(ascii: ":"))
+            out += try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 }
 

@@ -56,13 +56,29 @@ import Testing
         _ = await self.call(server, "POST", "/proxies", #"{"name": "a", "upstream": "127.0.0.1:9"}"#)
         let (status, object) = await self.call(
             server, "POST", "/populate", #"[{"name": "a", "upstream": "127.0.0.1:10"}, {"name": "b"}]"#)
-        #expect(status == 400 && self.error(object) == "missing required field: upstream")
+        #expect(status == 400 && self.error(object) == "missing required field: upstream at proxy 2")
         let (_, a) = await self.call(server, "GET", "/proxies/a")
         #expect((a as? [String: Any])?["upstream"] as? String == "127.0.0.1:9")
         #expect(await self.call(server, "GET", "/proxies/b").0 == 404)
         let (made, list) = await self.call(
             server, "POST", "/populate", #"[{"name": "a", "upstream": "127.0.0.1:10"}, {"name": "b", "upstream": "127.0.0.1:11"}]"#)
         #expect(made == 201 && ((list as? [String: Any])?["proxies"] as? [Any])?.count == 2)
+        // The same proxy written with localhost is kept, toxics and all.
+        let (_, bound) = await self.call(server, "GET", "/proxies/b")
+        let port = try #require(((bound as? [String: Any])?["listen"] as? String)?.split(separator: ":").last)
+        _ = await self.call(server, "POST", "/proxies/b/toxics", #"{"type": "latency", "attributes": {"latency": 5}}"#)
+        _ = await self.call(
+            server, "POST", "/populate", #"[{"name": "b", "listen": "localhost:\#(port)", "upstream": "127.0.0.1:11"}]"#)
+        let (_, toxics) = await self.call(server, "GET", "/proxies/b/toxics")
+        #expect((toxics as? [Any])?.count == 1)
+        // One that cannot be made stops there: those before it stay, and the answer says what failed.
+        let (failed, partial) = await self.call(
+            server, "POST", "/populate",
+            #"[{"name": "c", "upstream": "127.0.0.1:12"}, {"name": "d", "listen": "127.0.0.1:\#(port)", "upstream": "127.0.0.1:13"}, {"name": "e", "upstream": "127.0.0.1:14"}]"#)
+        #expect(failed == 500 && ((partial as? [String: Any])?["proxies"] as? [Any])?.count == 1, "\(String(describing: partial))")
+        #expect(self.error(partial)?.contains("address already in use") == true, "\(String(describing: partial))")
+        #expect(await self.call(server, "GET", "/proxies/c").0 == 200)
+        #expect(await self.call(server, "GET", "/proxies/e").0 == 404)
         await server.stop()
     }
 
