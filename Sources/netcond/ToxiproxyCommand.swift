@@ -85,7 +85,7 @@ struct ToxiproxyCommand: AsyncParsableCommand {
                 throw ExitCode(status == 500 ? 3 : 2)
             }
         }
-        print("netcond: Toxiproxy API on http://\(address) (version \(ToxiproxyServer.version)), seed \(seed)")
+        print("netcond: Toxiproxy API on http://\(address) (as Toxiproxy \(ToxiproxyServer.version)), seed \(seed)")
         fflush(nil)
         let stopped = AsyncStream<Int32> { continuation in
             signals.onSignal { signal in continuation.yield(signal) }

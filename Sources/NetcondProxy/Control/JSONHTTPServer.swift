@@ -50,16 +50,33 @@ final class JSONHTTPServer: Sendable {
         self.answer = answer
     }
 
+    /// At most this many connections at once; one beyond is closed as it comes (a client that
+    /// opens connections and leaves them cannot take every descriptor from the proxies).
+    static let maxConnections = 128
+    /// A connection with no request under way must bring a whole request within this time, or is
+    /// closed: a slow-loris trickling a head, a keep-alive connection left idle (as the proxy port's).
+    static let requestTimeout = TimeAmount.seconds(60)
+
+    private let book = ConnectionBook(limit: JSONHTTPServer.maxConnections)
+
     /// Binds `host:port` (0: any free port); `what` names the API in an error.
     func start(host: String, port: Int, what: String) async throws -> SocketAddress {
         let answer = self.answer
         let limit = self.maxBodyBytes
+        let book = self.book
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
+            .serverChannelInitializer { channel in
+                // Out of descriptors: pause accepting for a moment instead of spinning on EMFILE.
                 channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([AcceptFailureReporter(), AcceptBackoffHandler()])
+                }
+            }
+            .childChannelInitializer { channel in
+                guard book.admit(channel) else { return channel.close() }
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(JSONHTTPHandler(maxBodyBytes: limit, answer: answer))
+                    try channel.pipeline.syncOperations.addHandler(JSONHTTPHandler(maxBodyBytes: limit, book: book, answer: answer))
                 }
             }
         let channel: Channel
@@ -86,6 +103,53 @@ final class JSONHTTPServer: Sendable {
     }
 }
 
+/// The connections of one JSON server: at most `limit` at once. At the limit a new one takes the
+/// place of the one that has waited longest without a request, so that clients that open
+/// connections and leave them lock nobody out; when every one has a request under way, the new
+/// one is closed.
+final class ConnectionBook: Sendable {
+    private struct Entry {
+        var channel: Channel
+        /// Since when it has waited with no request under way (nil: one is).
+        var idleSince: NIODeadline?
+    }
+
+    private let limit: Int
+    private let entries = NIOLockedValueBox<[ObjectIdentifier: Entry]>([:])
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    func admit(_ channel: Channel) -> Bool {
+        let id = ObjectIdentifier(channel)
+        let (admitted, evicted) = self.entries.withLockedValue { entries -> (Bool, Channel?) in
+            var evicted: Channel?
+            if entries.count >= self.limit {
+                guard let oldest = entries.filter({ $0.value.idleSince != nil }).min(by: { $0.value.idleSince! < $1.value.idleSince! })
+                else { return (false, nil) }
+                evicted = oldest.value.channel
+                entries[oldest.key] = nil
+            }
+            entries[id] = Entry(channel: channel, idleSince: .now())
+            return (true, evicted)
+        }
+        evicted?.close(promise: nil)
+        guard admitted else { return false }
+        channel.closeFuture.whenComplete { [entries] _ in entries.withLockedValue { $0[id] = nil } }
+        return true
+    }
+
+    /// The connection waits for a request from now (`true`), or has one under way (`false`).
+    func setIdle(_ channel: Channel, _ idle: Bool) {
+        self.entries.withLockedValue { entries in
+            entries[ObjectIdentifier(channel)]?.idleSince = idle ? .now() : nil
+        }
+    }
+
+    var count: Int { self.entries.withLockedValue { $0.count } }
+}
+
 private final class JSONHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -96,14 +160,37 @@ private final class JSONHTTPHandler: ChannelInboundHandler {
     private var body: [UInt8] = []
     private var tooLarge = false
 
-    init(maxBodyBytes: Int, answer: @escaping @Sendable (JSONHTTPRequest) async -> JSONHTTPResponse) {
+    private var waiting: Scheduled<Void>?
+    private let book: ConnectionBook
+
+    init(maxBodyBytes: Int, book: ConnectionBook, answer: @escaping @Sendable (JSONHTTPRequest) async -> JSONHTTPResponse) {
         self.maxBodyBytes = maxBodyBytes
+        self.book = book
         self.answer = answer
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.awaitRequest(context: context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.waiting?.cancel()
+    }
+
+    /// A whole request must come within the time-out (from now: the connection opened, or the
+    /// last answer went).
+    private func awaitRequest(context: ChannelHandlerContext) {
+        self.waiting?.cancel()
+        self.book.setIdle(context.channel, true)
+        self.waiting = context.eventLoop.assumeIsolated().scheduleTask(in: JSONHTTPServer.requestTimeout) {
+            context.close(promise: nil)
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch self.unwrapInboundIn(data) {
         case .head(let head):
+            self.book.setIdle(context.channel, false)
             self.head = head
             self.body = []
             self.tooLarge = false
@@ -117,6 +204,8 @@ private final class JSONHTTPHandler: ChannelInboundHandler {
         case .end:
             guard let head = self.head else { return }
             self.head = nil
+            self.waiting?.cancel()
+            self.waiting = nil
             let keepAlive = head.isKeepAlive
             let request = JSONHTTPRequest(
                 method: head.method.rawValue, target: head.uri,
@@ -132,6 +221,7 @@ private final class JSONHTTPHandler: ChannelInboundHandler {
                         status: response.status, headers: [("Cache-Control", "no-store")] + response.headers, body: response.json,
                         contentType: response.json.isEmpty ? nil : response.contentType
                     ).write(to: context, keepAlive: keepAlive)
+                    if keepAlive { self.awaitRequest(context: context) }
                 }
         }
     }

@@ -23,8 +23,10 @@ import NetcondCore
 /// are refused as the control API refuses them (a `Host` that is not an IP or localhost, an
 /// `Origin` other than a loopback page) and, as Toxiproxy does, any from a browser's user agent.
 public actor ToxiproxyServer {
-    /// The Toxiproxy API version netcond answers to (the one whose endpoints it serves).
-    public static let version = "2.12.0-netcond"
+    /// The Toxiproxy version netcond answers as (the one whose API and behaviour it serves), as a
+    /// release of it answers: clients that compare versions see 2.12.0 (a suffix would make it
+    /// sort below 2.12.0). netcond names itself on its own stdout line.
+    public static let version = "2.12.0"
 
     private final class Entry {
         var name: String
@@ -194,7 +196,8 @@ public actor ToxiproxyServer {
         switch parts.count {
         case 1 where parts[0] == "version":
             guard method == "GET" else { throw wrong("GET") }
-            return (200, ["version": Self.version])
+            // Byte for byte as Toxiproxy writes it.
+            return (200, RawJSON(text: "{\"version\": \"\(Self.version)\"}"))
         case 1 where parts[0] == "reset":
             guard method == "POST" else { throw wrong("POST") }
             try await self.reset()
@@ -425,7 +428,9 @@ public actor ToxiproxyServer {
     // MARK: - The proxies' links
 
     private func open(_ entry: Entry) async throws {
-        let (host, port) = try Self.listenAddress(entry.listen)
+        var (host, port) = try Self.listenAddress(entry.listen)
+        // As Go resolves it for Toxiproxy: localhost is 127.0.0.1 (and so named in errors).
+        if host.lowercased() == "localhost" { host = "127.0.0.1" }
         let (targetHost, targetPort) = try Self.upstreamAddress(entry.upstream)
         // The proxy's loop, chosen here so that its connections' toxics can be bound to it.
         let loop = self.group.next()
@@ -509,9 +514,12 @@ struct ExactName: Hashable {
 /// A JSON object whose keys may be equal as Swift strings but not as bytes (`GET /proxies`): each
 /// member serialized on its own, in the order given (sorted by key bytes).
 struct RawJSON {
-    var object: [(String, Any)]
+    var object: [(String, Any)] = []
+    /// Written as it is instead.
+    var text: String?
 
     func bytes() throws -> [UInt8] {
+        if let text = self.text { return Array(text.utf8) }
         var out: [UInt8] = Array("{".utf8)
         for (i, (key, value)) in self.object.sorted(by: { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }).enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
