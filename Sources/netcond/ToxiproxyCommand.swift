@@ -85,6 +85,12 @@ struct ToxiproxyCommand: AsyncParsableCommand {
                 throw ExitCode(status == 500 ? 3 : 2)
             }
         }
+        if !HostAddress.isLoopback(listen.host) {
+            printError(
+                "netcond: warning: the Toxiproxy API listens on \(address), not only on loopback: anyone who can reach it "
+                    + "can create proxies on this machine to any host and change their toxics (it has no authentication, as "
+                    + "Toxiproxy's has none); to keep it to this machine: --listen 127.0.0.1:\(listen.port)")
+        }
         print("netcond: Toxiproxy API on http://\(address) (as Toxiproxy \(ToxiproxyServer.version)), seed \(seed)")
         fflush(nil)
         let stopped = AsyncStream<Int32> { continuation in

@@ -419,6 +419,26 @@ def test_netcond_link_makes_toxics_a_shared_link(tmp_path):
         stop_process(proc)
 
 
+def test_reset_peer_resets_a_connection_it_met_at_its_start_and_closes_one_it_came_to_later(api):
+    """As Toxiproxy: its reset is SO_LINGER 0, set as a connection opens while a reset_peer is in
+    force; on a connection already open, the toxic's close is a FIN."""
+    client, _, servers, _ = api
+    echo = client.create(upstream=f"127.0.0.1:{servers.echo}", name="r")
+    early = socket.create_connection(address(echo), timeout=10)
+    early.sendall(b"a")
+    assert early.recv(1) == b"a"
+    echo.add_toxic(type="reset_peer", attributes={"timeout": 100})
+    late = socket.create_connection(address(echo), timeout=10)
+    for sock in (early, late):
+        sock.sendall(b"b")  # its echo is taken by the toxic
+    assert early.recv(10) == b""
+    with pytest.raises(ConnectionResetError):
+        while late.recv(10):
+            pass
+    early.close()
+    late.close()
+
+
 def test_a_proxy_whose_upstream_is_down_accepts_and_closes_each_connection(api):
     """As Toxiproxy does: the client's connect succeeds and the connection ends with a FIN, never a
     reset (suites dial a proxy to see that it is up)."""

@@ -169,7 +169,9 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         case .end(let ending):
             switch self.wiring {
             case .relay:
-                self.endClient(reset: ending == .reset || self.lingerZero)
+                // Toxiproxy's close is a reset only through SO_LINGER 0 (see `lingerZero`): a
+                // reset_peer added to an open connection ends it with a FIN there, and so here.
+                self.endClient(reset: self.lingerZero)
             case .forward:
                 let pending = self.pendingClose
                 self.pendingClose = nil
@@ -202,11 +204,11 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         case (.relay, .data(let buffer, _, _)):
             guard let upstream, !self.upstreamEnded else { return }
             self.lastUpstreamWrite = upstream.writeAndFlush(buffer)
-        case (.relay, .end(let ending)):
+        case (.relay, .end):
             // Toxiproxy closes the server's socket once what was written to it has gone.
             guard let upstream, !self.upstreamEnded else { return }
             self.upstreamEnded = true
-            let reset = ending == .reset || self.lingerZero
+            let reset = self.lingerZero
             let written = self.lastUpstreamWrite ?? upstream.eventLoop.makeSucceededVoidFuture()
             written.whenComplete { _ in
                 if reset { upstream.resetConnection() } else { upstream.close(promise: nil) }

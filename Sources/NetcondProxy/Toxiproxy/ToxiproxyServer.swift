@@ -474,6 +474,12 @@ public actor ToxiproxyServer {
         }
         if let ip = bound.ipAddress, let boundPort = bound.port {
             entry.listen = ListenerExposure.display(ip, boundPort)
+            if !HostAddress.isLoopback(ip) {
+                let line = "netcond: warning: Toxiproxy proxy \(entry.name) listens on \(entry.listen), not only on loopback: "
+                    + "anyone who can reach this machine on that port is relayed to \(entry.upstream), with no "
+                    + "authentication; to keep it to this machine: listen 127.0.0.1:\(boundPort)\n"
+                FileHandle.standardError.write(Data(line.utf8))
+            }
         }
     }
 
