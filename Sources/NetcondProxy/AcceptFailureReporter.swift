@@ -1,4 +1,5 @@
 import NIOCore
+import NIOPosix
 
 #if canImport(Glibc)
 import Glibc
@@ -36,5 +37,24 @@ final class AcceptFailureReporter: ChannelInboundHandler {
             }
         }
         context.fireErrorCaught(error)
+    }
+}
+
+extension ServerBootstrap {
+    /// A listener as netcond's proxies and forwards have one: accepting pauses (and says so) when
+    /// descriptors run out, a long backlog, the address reusable at once, a client's half-close
+    /// seen as one, no Nagle delay on the client's side.
+    static func proxyListener(on loop: EventLoop) -> ServerBootstrap {
+        ServerBootstrap(group: loop, childGroup: loop)
+            .serverChannelInitializer { channel in
+                // Out of descriptors: pause accepting for a moment instead of spinning on EMFILE.
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([AcceptFailureReporter(), AcceptBackoffHandler()])
+                }
+            }
+            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
     }
 }

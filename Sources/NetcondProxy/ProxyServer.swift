@@ -166,17 +166,7 @@ public final class ProxyServer: Sendable {
         let loop = self.loop
         let state = self.state
         let configuration = self.configuration
-        let bootstrap = ServerBootstrap(group: loop, childGroup: loop)
-            .serverChannelInitializer { channel in
-                // Out of descriptors: pause accepting for a moment instead of spinning on EMFILE.
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandlers([AcceptFailureReporter(), AcceptBackoffHandler()])
-                }
-            }
-            .serverChannelOption(.backlog, value: 1024)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+        let bootstrap = ServerBootstrap.proxyListener(on: loop)
             .childChannelInitializer { channel in
                 loop.makeCompletedFuture {
                     let state = state.value

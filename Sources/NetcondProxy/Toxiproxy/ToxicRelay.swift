@@ -35,18 +35,8 @@ final class ToxicRelay: Sendable {
     /// Listens at `host:port` (0: any free port); returns where.
     func start(host: String, port: Int) async throws -> SocketAddress {
         let loop = self.eventLoop
-        let bootstrap = ServerBootstrap(group: loop, childGroup: loop)
-            .serverChannelInitializer { channel in
-                // Out of descriptors: pause accepting for a moment instead of spinning on EMFILE.
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandlers([AcceptFailureReporter(), AcceptBackoffHandler()])
-                }
-            }
-            .serverChannelOption(.backlog, value: 1024)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
+        let bootstrap = ServerBootstrap.proxyListener(on: loop)
             .childChannelOption(.autoRead, value: false)
-            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.recvAllocator, value: Self.reads)
             .childChannelInitializer { [self] channel in
                 loop.makeCompletedFuture { try self.accepted(channel) }
