@@ -31,16 +31,10 @@ public struct NetworkProfile: Sendable, ExpressibleByStringLiteral, CustomString
     /// A profile built in code.
     public static func profile(_ profile: Profile) -> NetworkProfile { NetworkProfile(source: .profile(profile)) }
 
+    /// No conditions: the link passes everything at once. Every built-in profile has a static
+    /// name too (`.edge`, `.threeG`, `.satelliteLEO`; ``builtIn`` lists them), generated with the
+    /// built-in profile table.
     public static let none: NetworkProfile = "none"
-    public static let wifi: NetworkProfile = "wifi"
-    public static let edge: NetworkProfile = "edge"
-    public static let gprs: NetworkProfile = "gprs"
-    public static let threeG: NetworkProfile = "3g"
-    public static let lte: NetworkProfile = "lte"
-    public static let satelliteGEO: NetworkProfile = "satellite-geo"
-    public static let subway: NetworkProfile = "subway"
-    public static let veryBad: NetworkProfile = "very-bad"
-    public static let captiveHotel: NetworkProfile = "captive-hotel"
 
     private init(source: Source) {
         self.source = source
@@ -195,13 +189,25 @@ public final class ConditionedNetwork: Sendable {
     }
 
     /// Every request the built-in origin received, in order.
-    public var originRequests: [OriginRequestLog.Entry] {
+    public var originRequests: [OriginRequest] {
         self.session.origin.requestLog.entries
     }
 
     /// `edge: 9.15 s, up 128 B, down 200.2 KB, 1 connection, no segment lost (seed 1)`.
     public func summary() async -> String {
         await self.session.summaryText()
+    }
+
+    /// Why the test that ran on this network ran under no conditions, or nil: no connection reached
+    /// its proxy or forwards, so whatever the test saw, the link's conditions had no part in it.
+    public func nothingCrossed() async -> String? {
+        guard let status = await self.status(), status.connectionsTotal == 0 else { return nil }
+        return "nothing crossed the conditioned network (\(self.profileName)): no connection reached its proxy "
+            + "(\(self.proxyURL.absoluteString)) or its forwards (originURL \(self.originURL.absoluteString)), so the test "
+            + "ran under no conditions at all. Likely: the client was given another URL (one written by hand instead "
+            + "of network.originURL or network.forward(to:port:)), or ignored the proxy (URLSession on Linux ignores a "
+            + "configuration's proxy: use the forwards; a process-wide http_proxy sends every test's traffic to one "
+            + "network). A test that means to make no connection: .network(…, requiresTraffic: false)."
     }
 
     /// Closes every listener and connection, stops the threads and removes the run's files.

@@ -1,5 +1,6 @@
 import Foundation
 import NetcondCore
+import NetcondOrigin
 import NetcondProxy
 import NetcondScenario
 
@@ -12,6 +13,10 @@ public typealias StallDirection = NetcondCore.StallDirection
 public typealias CutMode = NetcondCore.CutMode
 public typealias NetworkStatus = ControlStatus
 public typealias NetworkEvent = ProxyEvent
+/// A request the built-in origin received (``ConditionedNetwork/originRequests``).
+public typealias OriginRequest = OriginRequestLog.Entry
+/// A profile built in code, for ``NetworkProfile/profile(_:)``.
+public typealias Profile = NetcondCore.Profile
 
 extension Netcond {
     /// Runs a scenario file (`Scenarios/resume-after-dropout.yaml`) against `client`, a function in

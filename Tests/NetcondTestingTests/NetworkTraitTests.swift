@@ -110,3 +110,48 @@ enum NetcondTestingTestError: Error {
     case sendFailed(Int32)
     case receiveFailed(Int32)
 }
+
+/// A test must not pass for a reason that has nothing to do with its network: one whose client
+/// never reached it fails, naming the likely cause.
+@Suite struct SilentPassTests {
+    @Test func aTestWhoseClientNeverReachedItsNetworkFails() async throws {
+        let trait: NetworkTrait = .network(.none)
+        let test = try #require(Test.current)
+        try await withKnownIssue {
+            try await trait.provideScope(for: test, testCase: nil) {
+                // The client went elsewhere: nothing reaches the network.
+            }
+        } matching: { issue in
+            issue.comments.contains { $0.rawValue.contains("nothing crossed the conditioned network") && $0.rawValue.contains("originURL") }
+        }
+    }
+
+    @Test func aTestWhoseClientReachedItPassesAndOneThatMeansNoTrafficOnlyWarns() async throws {
+        let test = try #require(Test.current)
+        try await NetworkTrait.network(.none).provideScope(for: test, testCase: nil) {
+            let network = try #require(Netcond.current)
+            _ = try NetworkTraitTests.fetch(network.originURL, path: "/bytes/1")
+        }
+        try await NetworkTrait.network(.none, requiresTraffic: false).provideScope(for: test, testCase: nil) {}
+    }
+
+    @Test func onASuiteEachTestHasItsOwnNetworkUnlessShared() {
+        #expect(NetworkTrait.network(.edge).isRecursive)
+        #expect(!NetworkTrait.network(.edge, sharedBySuite: true).isRecursive)
+    }
+}
+
+/// A suite under a network: each of its tests (run in parallel) sees only its own connections and
+/// origin requests.
+@Suite(.network(.none)) struct EachTestItsOwnNetworkTests {
+    static func oneRequest() throws {
+        let network = try #require(Netcond.current)
+        #expect(network.originRequests.isEmpty)
+        _ = try NetworkTraitTests.fetch(network.originURL, path: "/bytes/1")
+        #expect(network.originRequests.count == 1)
+    }
+
+    @Test func first() throws { try Self.oneRequest() }
+    @Test func second() throws { try Self.oneRequest() }
+    @Test(arguments: 1...3) func eachCase(_ n: Int) throws { try Self.oneRequest() }
+}
