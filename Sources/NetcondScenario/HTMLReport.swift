@@ -21,8 +21,12 @@ public enum HTMLReport {
     static let maxLineCharacters = 100
     static let maxDeliveredPoints = 400
 
-    /// The page for a JSON report (`data`, read from `source`, named in errors).
-    public static func render(json data: Data, source: String) throws(Failure) -> String {
+    /// The page for a JSON report (`data`, read from `source`, named in errors). `connections`:
+    /// the time–sequence graphs of a packet-engine run's capture (`netcond run --engine packet
+    /// --pcap FILE --html OUT`), drawn after the scenario as `netcond report --tcptrace` draws them.
+    public static func render(
+        json data: Data, source: String, connections: (graph: TimeSequence, capture: String, dropsKnown: Bool)? = nil
+    ) throws(Failure) -> String {
         let object: Any
         do {
             object = try JSONSerialization.jsonObject(with: data)
@@ -37,7 +41,46 @@ public enum HTMLReport {
             let found = format.map { "format \($0)" } ?? "no format (an older netcond)"
             throw Failure(description: "\(source): a report of \(found); this netcond draws format \(ScenarioSuite.JSONReport.currentFormat): run the scenarios again with this netcond")
         }
-        return Self.page(report: report, scenarios: scenarios)
+        var page = Self.page(report: report, scenarios: scenarios)
+        if let connections, let end = page.range(of: "<script>", options: .backwards) {
+            page.insert(
+                contentsOf: Self.connectionsSection(connections.graph, capture: connections.capture, dropsKnown: connections.dropsKnown),
+                at: end.lowerBound)
+        }
+        return page
+    }
+
+    /// Each TCP connection of the run, as the packets crossed the link: the picture Apple's
+    /// networking guidance asks tcptrace for.
+    static func connectionsSection(_ graph: TimeSequence, capture: String, dropsKnown: Bool) -> String {
+        var html = "<section class=\"connections\" id=\"connections\"><h2>The run's TCP connections</h2>\n"
+        html += "<p class=\"facts\">\(Self.escape("Time–sequence graphs of \(capture): \(graph.connections.count) connection\(graph.connections.count == 1 ? "" : "s")"))</p>\n"
+        html += "<p class=\"legend\"><span class=\"key data\"></span>data segment <span class=\"key retx\"></span>retransmission "
+            + "<span class=\"key ack\"></span>acknowledged <span class=\"key window\"></span>receive window's edge "
+            + "<span class=\"key drop\">✕</span>dropped by the link <span class=\"key flag\"></span>SYN, FIN, RST</p>\n"
+        // In the order they opened, as the timeline above has them.
+        let opened = graph.connections.prefix(TimeSequenceReport.maxConnections).sorted { $0.startedAt < $1.startedAt }
+        for (index, connection) in opened.enumerated() {
+            html += TimeSequenceReport.section(connection, index: index, dropsKnown: dropsKnown)
+        }
+        if graph.connections.count > TimeSequenceReport.maxConnections {
+            html += "<p>\(graph.connections.count - TimeSequenceReport.maxConnections) more not drawn "
+                + "(netcond report --tcptrace \(Self.escape(capture)) lists them).</p>\n"
+        }
+        return html + "<style>\(Self.scoped(TimeSequenceReport.style, within: "section.connections"))</style></section>\n"
+    }
+
+    /// `css` with every rule's selectors put under `scope` (the page-wide ones, `body` and `h1`,
+    /// left out), so that a page's own classes (`.axis`, `.grid`) keep their looks.
+    static func scoped(_ css: String, within scope: String) -> String {
+        css.split(separator: "}").compactMap { rule -> String? in
+            let parts = rule.split(separator: "{", maxSplits: 1)
+            guard parts.count == 2 else { return nil }
+            let selectors = parts[0].split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+                .filter { $0 != "body" && $0 != "h1" }
+            guard !selectors.isEmpty else { return nil }
+            return selectors.map { "\(scope) \($0)" }.joined(separator: ",") + "{" + parts[1] + "}"
+        }.joined()
     }
 
     // MARK: - The page

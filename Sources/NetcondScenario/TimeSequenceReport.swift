@@ -29,7 +29,7 @@ public enum TimeSequenceReport {
             + "<span class=\"key ack\"></span>acknowledged <span class=\"key window\"></span>receive window's edge "
             + "<span class=\"key drop\">✕</span>dropped by the link <span class=\"key flag\"></span>SYN, FIN, RST</p>\n"
         for (index, connection) in graph.connections.prefix(Self.maxConnections).enumerated() {
-            html += Self.section(connection, index: index)
+            html += Self.section(connection, index: index, dropsKnown: drops != nil)
         }
         if graph.connections.count > Self.maxConnections {
             html += "<h2>Not drawn</h2><ul>"
@@ -41,10 +41,15 @@ public enum TimeSequenceReport {
         return html + "</body></html>\n"
     }
 
-    static func section(_ connection: TimeSequence.Connection, index: Int) -> String {
+    /// `dropsKnown`: the link's drops were captured (else none can be counted).
+    static func section(_ connection: TimeSequence.Connection, index: Int, dropsKnown: Bool = true) -> String {
         var facts = ["\(Self.bytes(Double(connection.bytes))) sent in \(Self.number(connection.duration)) s"]
         facts.append("\(connection.retransmissions) retransmission\(connection.retransmissions == 1 ? "" : "s")")
-        facts.append("\(connection.dropped.count) segment\(connection.dropped.count == 1 ? "" : "s") dropped by the link")
+        if dropsKnown {
+            facts.append("\(connection.dropped.count) segment\(connection.dropped.count == 1 ? "" : "s") dropped by the link")
+        } else {
+            facts.append("the link's drops not captured (--pcap-drops)")
+        }
         if !connection.windowScaleKnown { facts.append("window drawn unscaled (the receiver's SYN is not in the capture)") }
         if connection.leftOut > 0 { facts.append("\(connection.leftOut) points past \(TimeSequence.maxPoints) left out") }
         let start = Date(timeIntervalSince1970: Double(connection.startedAt) / 1e9)

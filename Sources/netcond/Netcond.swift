@@ -225,9 +225,9 @@ func checkReportFolders(_ reports: [(option: String, path: String?)]) throws {
 }
 
 /// The HTML report of a JSON report this netcond just wrote (its own format, so it draws).
-func htmlReport(_ json: String) -> String {
+func htmlReport(_ json: String, connections: (graph: TimeSequence, capture: String, dropsKnown: Bool)? = nil) -> String {
     do {
-        return try HTMLReport.render(json: Data(json.utf8), source: "the run")
+        return try HTMLReport.render(json: Data(json.utf8), source: "the run", connections: connections)
     } catch {
         preconditionFailure("a report this netcond wrote does not draw: \(error)")
     }

@@ -323,7 +323,16 @@ extension RunCommand {
         printError(ScenarioReport.verdictLine(outcome, scenarioArgument: path))
         if self.json != nil || self.html != nil {
             let json = ScenarioSuite.json([.ran(outcome)], seconds: outcome.evidence.duration)
-            try writeReports([(self.json, { json }), (self.html, { htmlReport(json) })])
+            // A packet-engine run's capture: its connections drawn after the scenario.
+            var connections: (graph: TimeSequence, capture: String, dropsKnown: Bool)?
+            if self.html != nil, engine == .packet, let capture = self.pcap {
+                do {
+                    connections = (try TimeSequence.read(capture: capture, drops: self.pcapDrops), capture, self.pcapDrops != nil)
+                } catch {
+                    printError("netcond: the report draws no connections: \(error)")
+                }
+            }
+            try writeReports([(self.json, { json }), (self.html, { htmlReport(json, connections: connections) })])
         }
         throw ExitCode(outcome.passed ? 0 : 1)
     }

@@ -42,9 +42,10 @@ def test_a_refused_connection_is_not_retried_by_curl_retry_as_on_a_network(tmp_p
     assert "--engine packet" in plain.stderr  # the repeat line repeats the engine
     capture = tmp_path / "run.pcap"
     report = tmp_path / "run.json"
+    page = tmp_path / "run.html"
     good = packet("backoff-connection-refused",
                   'curl -sS --retry 5 --retry-connrefused -o "$NETCOND_OUTPUT" "$NETCOND_URL"',
-                  extra=["--pcap", str(capture), "--json", str(report)])
+                  extra=["--pcap", str(capture), "--json", str(report), "--html", str(page)])
     assert good.returncode == 0, good.stdout + good.stderr
     assert line(good, "backs-off").startswith("✓") and "refused ×3]" in line(good, "backs-off")
     no_caveats(good)
@@ -53,6 +54,13 @@ def test_a_refused_connection_is_not_retried_by_curl_retry_as_on_a_network(tmp_p
     assert [e["kind"] for e in events] == ["link"] * len(events) and len(events) >= 2, events
     assert any("outage (refuse)" in e["detail"] for e in events), events
     assert any("outage" not in e["detail"] for e in events if e["at"] > 5), events
+    # The HTML report draws the run's connections from its capture: the three refused ones and the
+    # download, each a time–sequence graph after the scenario.
+    html = page.read_text()
+    drawn = html[html.index('<section class="connections"'):]
+    assert "4 connections" in drawn, drawn[:500]
+    assert drawn.count('<svg class="tsg"') == 4 and drawn.count("RST") >= 3, drawn[:2000]
+    assert "section.connections .axis" in drawn  # its styles kept to its section
     # The capture of a scenario run shows the three refusals (SYN, then RST|ACK) and the download.
     if shutil.which("tcpdump"):
         lines = subprocess.run(["tcpdump", "-nn", "-r", str(capture)], capture_output=True, text=True).stdout.splitlines()
