@@ -28,7 +28,10 @@ extension HTMLReport {
     /// Lanes, top to bottom: the timeline's events, the link, its rate and delay, requests, failed
     /// attempts with the gaps between attempts, bytes delivered, output lines; the time axis below.
     static func timeline(_ scenario: [String: Any], index: Int) -> String {
-        let requests = scenario["requests"] as? [[String: Any]] ?? []
+        // The requests the origin saw, and those the captive portal answered in its place (its
+        // login page where the client expected data), in the order they came.
+        let requests = ((scenario["requests"] as? [[String: Any]] ?? []) + Self.portalAnswers(scenario["events"]))
+            .sorted { (Self.double($0["at"]) ?? 0) < (Self.double($1["at"]) ?? 0) }
         let applied = scenario["timeline"] as? [[String: Any]] ?? []
         let attempts = scenario["attempts"] as? [[String: Any]] ?? []
         let delivered = (scenario["delivered"] as? [[Any]] ?? []).compactMap { pair -> (Double, Double)? in
@@ -118,7 +121,7 @@ extension HTMLReport {
             svg += row.bar
             fixed += row.label
         }
-        svg += Self.attemptLane(attempts, requests: requests, top: lane.attempts, position: position)
+        svg += Self.attemptLane(attempts, requests: requests.filter { $0["portal"] == nil }, top: lane.attempts, position: position)
         let bytes = Self.bytesLane(delivered, top: lane.bytes, x: x)
         svg += bytes.line
         fixed += bytes.scale
@@ -209,6 +212,26 @@ extension HTMLReport {
         return svg
     }
 
+    /// The requests the captive portal answered (events `portal answered 200: GET http://host/path`),
+    /// as request rows marked `portal`.
+    static func portalAnswers(_ events: Any?) -> [[String: Any]] {
+        (events as? [[String: Any]] ?? []).compactMap { event -> [String: Any]? in
+            guard event["kind"] as? String == "captive", let detail = event["detail"] as? String,
+                detail.hasPrefix("portal answered "), let at = Self.double(event["at"])
+            else { return nil }
+            let rest = detail.dropFirst("portal answered ".count)
+            guard let colon = rest.firstIndex(of: ":"), let status = Int(rest[..<colon]) else { return nil }
+            let words = rest[rest.index(after: colon)...].split(separator: " ", maxSplits: 1).map(String.init)
+            guard words.count == 2 else { return nil }
+            let url = words[1]
+            var path = url
+            if let scheme = url.range(of: "://"), let slash = url[scheme.upperBound...].firstIndex(of: "/") {
+                path = String(url[slash...])
+            }
+            return ["at": at, "method": words[0], "path": path, "url": url, "status": status, "portal": true]
+        }
+    }
+
     /// One request: its label (method, path, status, `Range`, bytes) in the left column when rows
     /// are labelled; its bar from arrival to the end of its response, the part before the response
     /// head (waiting on the server) lighter, coloured by outcome.
@@ -216,11 +239,26 @@ extension HTMLReport {
         _ request: [String: Any], top: Double, height: Double, labelled: Bool, end: Double, position: (Double) -> Double
     ) -> (bar: String, label: String) {
         let at = Self.double(request["at"]) ?? 0
-        let ended = Self.double(request["ended"])
-        let responded = Self.double(request["responded"])
         let status = (request["status"] as? Int).map(String.init) ?? "no answer"
         let method = request["method"] as? String ?? ""
         let path = request["path"] as? String ?? ""
+        if request["portal"] != nil {
+            // The portal's answer: its login page, where the client asked for data.
+            let title = "+\(Self.number(at))s \(method) \(request["url"] as? String ?? path) → \(status) from the captive portal: "
+                + "its login page, not what was asked for"
+            let start = position(at)
+            var label = ""
+            if labelled {
+                let text = "\(method) \(path) \(status) · login page"
+                label = "<text class=\"request-label portal\" x=\"4\" y=\"\(Int(top + height - 1))\">"
+                    + "\(Self.escape(text.count > 40 ? String(text.prefix(39)) + "…" : text))</text>\n"
+            }
+            let bar = "<g class=\"mark request portal\" data-at=\"\(Self.number(at))\"><title>\(Self.escape(title))</title>"
+                + "<rect x=\"\(String(format: "%.1f", start))\" y=\"\(Int(top))\" height=\"\(Int(height))\" width=\"6\" data-w=\"6\"/></g>\n"
+            return (bar, label)
+        }
+        let ended = Self.double(request["ended"])
+        let responded = Self.double(request["responded"])
         var title = "+\(Self.number(at))s \(method) \(path) → \(status)"
         if let range = request["range"] as? String { title += ", Range: \(range)" }
         if let key = request["idempotencyKey"] as? String { title += ", Idempotency-Key: \(key)" }
@@ -336,6 +374,7 @@ extension HTMLReport {
     static let legend = """
         <p class="legend"><span class="key request-ok"></span>response <span class="key request-wait"></span>waiting on the server \
         <span class="key request-range"></span>ranged (206) <span class="key request-broken"></span>error, cut short or not received \
+        <span class="key request-portal"></span>the captive portal's page, not the data \
         <span class="key attempt-key"></span>attempt that reached no server (gaps between attempts beside; red: sooner \
         than the server's <span class="key retry-key"></span>Retry-After asked) \
         <span class="key span-key"></span>link phase <span class="key span-outage"></span>outage <span class="key span-stall"></span>stall \

@@ -249,19 +249,19 @@ public enum HTMLReport {
         .lane{font-weight:600}.axis{text-anchor:middle;fill:#777}.tick{stroke:#eee}
         .link-event line{stroke:#6a4fb3;stroke-dasharray:3 3}.link-event text{fill:#6a4fb3}
         .link-state rect{fill:#6a4fb3}.link-state.fault rect{fill:#e9c46a}.link-state.captive rect{fill:#8a5300}
-        .request rect{fill:#5b8def}.request.range rect{fill:#2a9d8f}.request.broken rect{fill:#e76f51}
+        .request rect{fill:#5b8def}.request.range rect{fill:#2a9d8f}.request.broken rect{fill:#e76f51}.request.portal rect{fill:#8e44ad}
         .attempt circle{fill:#b3261e}.delivered{fill:none;stroke:#264653;stroke-width:1.5}
         .link-rate{fill:none;stroke:#6a4fb3;stroke-width:1.5}.link-delay{fill:none;stroke:#e76f51;stroke-dasharray:4 3}
         .link-scale{text-anchor:end;fill:#6a4fb3}svg.timeline{cursor:crosshair;user-select:none}.brush{fill:#6a4fb3;opacity:.15}
         .link-state rect.span{fill:#e4def5}.link-state rect.span.outage{fill:#f3b5ae}.link-state rect.span.stall{fill:#f6d7a7}.span-label{font-size:10px;fill:#333}
-        .request rect.wait{fill:#fff;opacity:.6}.request-label{font-size:10px;fill:#333}.request-label.broken{fill:#b3261e}
+        .request rect.wait{fill:#fff;opacity:.6}.request-label{font-size:10px;fill:#333}.request-label.broken{fill:#b3261e}.request-label.portal{fill:#8e44ad}
         .retry-after rect{fill:#e9c46a}.retry-after rect.until{fill:#8a5300}.axis-name{font-weight:400;fill:#999}
         .gap line{stroke:#777;stroke-dasharray:2 2}.gap text{font-size:10px;fill:#555;text-anchor:middle}
         .gap.early line{stroke:#b3261e}.gap.early text{fill:#b3261e;font-weight:600}
         .scale{stroke:#bbb}.scale-label{text-anchor:end;font-size:10px;fill:#666}
         .deadline-label{text-anchor:end;fill:#b3261e;font-size:10px}
         .legend{font-size:12px;color:#555;max-width:1100px}.key{display:inline-block;width:1.4em;height:.7em;margin:0 .3em 0 .8em;vertical-align:middle}
-        .request-ok{background:#5b8def}.request-wait{background:#bdd1f9}.request-range{background:#2a9d8f}.request-broken{background:#e76f51}
+        .request-ok{background:#5b8def}.request-wait{background:#bdd1f9}.request-range{background:#2a9d8f}.request-broken{background:#e76f51}.request-portal{background:#8e44ad}
         .attempt-key{background:#b3261e;border-radius:50%;width:.7em}.span-key{background:#e4def5}.span-outage{background:#f3b5ae}
         .span-stall{background:#f6d7a7}.event-key{border-left:2px dashed #6a4fb3;width:0}.deadline-key{border-left:2px solid #b3261e;width:0}
         .delivered-key{border-top:2px solid #264653;height:0}.retry-key{background:#e9c46a;height:.3em}

@@ -123,6 +123,24 @@ import Testing
         #expect(html.contains(#"<p class="legend">"#))
     }
 
+    /// A client behind a closed portal: the request the portal answered is a row of its own, with
+    /// the login page where the data was expected, among the origin's requests in time order.
+    @Test func thePortalsPageIsDrawnWhereTheDataWasExpected() throws {
+        var outcome = self.outcome("portal", passed: false)
+        outcome.evidence.linkEvents = [
+            RunEvidence.LinkEvent(at: 0, kind: "link", detail: "link: captive-hotel"),
+            RunEvidence.LinkEvent(at: 0.04, kind: "captive", detail: "portal answered 200: GET http://origin.netcond.test/files/catalog.json"),
+        ]
+        let html = try self.page([.ran(outcome)])
+        #expect(html.contains(#"<g class="mark request portal" data-at="0.04"><title>+0.04s GET http://origin.netcond.test/files/catalog.json → 200 from the captive portal: its login page, not what was asked for</title>"#))
+        #expect(html.contains(#"<text class="request-label portal" x="4" y="#) && html.contains(">GET /files/catalog.json 200 · login page</text>"))
+        // First of the rows: it came before the origin's two requests.
+        let portal = try #require(html.range(of: "request-label portal"))
+        let origin = try #require(html.range(of: ">GET /files/big.bin 200"))
+        #expect(portal.lowerBound < origin.lowerBound)
+        #expect(html.contains("the captive portal's page, not the data"))
+    }
+
     /// A page load of many assets: rows are packed (no labels; each bar's title says it all), and
     /// there are never more rows than the limit.
     @Test func manyRequestsArePackedIntoRows() throws {
