@@ -312,15 +312,19 @@ def test_each_connection_meets_its_toxics_as_in_toxiproxy(api):
     echo.add_toxic(type="latency", stream="upstream", name="up", attributes={"latency": 100})
     echo.add_toxic(type="latency", stream="downstream", name="down", attributes={"latency": 100})
     firsts = [first_reply(echo) for _ in range(3)]
-    # Toxiproxy: 202 ms; no extra round trip for the connection (netcond's link paid 401 ms).
-    assert all(0.2 <= t < 0.3 for t in firsts), firsts
+    # Toxiproxy: 202 ms, as an exchange on an open connection; no extra round trip for the
+    # connection (netcond's link paid 401 ms). Compared with an exchange on one connection, so
+    # that a loaded machine's delays fall on both sides.
+    again = statistics.median(round_trips(echo, 3))
+    assert all(t >= 0.2 for t in firsts), firsts
+    assert statistics.median(firsts) < again + 0.1, (firsts, again)
     echo.destroy_toxic("up")
     echo.destroy_toxic("down")
 
-    echo.add_toxic(type="latency", name="some", toxicity=0.5, attributes={"latency": 300})
+    echo.add_toxic(type="latency", name="some", toxicity=0.5, attributes={"latency": 1000})
     firsts = [first_reply(echo) for _ in range(20)]
-    slow = [t for t in firsts if t >= 0.3]
-    fast = [t for t in firsts if t < 0.2]
+    slow = [t for t in firsts if t >= 1.0]
+    fast = [t for t in firsts if t < 0.6]
     assert len(slow) + len(fast) == 20 and slow and fast, firsts
     echo.destroy_toxic("some")
 
@@ -340,9 +344,9 @@ def test_each_connection_meets_its_toxics_as_in_toxiproxy(api):
     assert servers.received == [1000] * 10
 
     hose = client.create(upstream=f"127.0.0.1:{servers.firehose}", name="hose")
-    hose.add_toxic(type="timeout", name="hold", attributes={"timeout": 300})
+    hose.add_toxic(type="timeout", name="hold", attributes={"timeout": 1000})
     with socket.create_connection(address(hose), timeout=10) as sock:
-        sock.settimeout(1.5)
+        sock.settimeout(3)
         # The server keeps sending: the timeout starts over with each chunk, drops it, never closes.
         with pytest.raises(socket.timeout):
             sock.recv(10)
@@ -352,8 +356,41 @@ def test_each_connection_meets_its_toxics_as_in_toxiproxy(api):
         assert sock.recv(10) == b""  # Toxiproxy 2.12: the connection a timeout held is closed
         assert time.monotonic() - started < 2
 
-    noop = hose.add_toxic(type="noop", name="nothing")
-    assert list(hose.toxics()) == ["nothing"]
+    echo.add_toxic(type="noop", name="nothing")
+    assert list(echo.toxics()) == ["nothing"]
+    assert statistics.median(round_trips(echo, 3)) < 0.1  # it passes everything as it comes
+
+
+def test_a_client_that_writes_and_shuts_down_at_once_loses_nothing(api):
+    """Its bytes and its end, read before the upstream connection was made, go on once it is."""
+    client, _, servers, _ = api
+    sink = client.create(upstream=f"127.0.0.1:{servers.sink}", name="sink")
+    for _ in range(20):
+        with socket.create_connection(address(sink), timeout=10) as sock:
+            sock.sendall(b"hello")
+            sock.shutdown(socket.SHUT_WR)
+            sock.settimeout(10)
+            assert sock.recv(10) == b""  # the server saw the end and closed: the proxy closes too
+    deadline = time.monotonic() + 10
+    while len(servers.received) < 20 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert servers.received == [5] * 20
+
+
+def test_what_an_upstream_toxic_holds_reaches_the_server_after_the_client_is_closed(api):
+    """A client that sends and closes at once: the request an upstream latency still holds goes on
+    to the server when its time comes, then the close (no connection left half-open), as in
+    Toxiproxy."""
+    client, _, servers, _ = api
+    sink = client.create(upstream=f"127.0.0.1:{servers.sink}", name="late")
+    sink.add_toxic(type="latency", stream="upstream", name="slow", attributes={"latency": 500})
+    with socket.create_connection(address(sink), timeout=10) as sock:
+        sock.sendall(b"request")
+        sock.close()  # gone before the request reached the server
+    deadline = time.monotonic() + 10
+    while not servers.received and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert servers.received == [7]
 
 
 def test_proxies_pointed_at_each_other_or_at_the_api_close_instead_of_looping(api):

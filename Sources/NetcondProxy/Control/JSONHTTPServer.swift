@@ -221,7 +221,7 @@ private final class JSONHTTPHandler: ChannelInboundHandler {
                         status: response.status, headers: [("Cache-Control", "no-store")] + response.headers, body: response.json,
                         contentType: response.json.isEmpty ? nil : response.contentType
                     ).write(to: context, keepAlive: keepAlive)
-                    if keepAlive { self.awaitRequest(context: context) }
+                    if keepAlive && context.channel.isActive { self.awaitRequest(context: context) }
                 }
         }
     }

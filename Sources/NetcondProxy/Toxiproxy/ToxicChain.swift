@@ -137,25 +137,31 @@ final class ToxicChain {
         // A removed stage hands what it held to the stage that followed it.
         var handOver: [(after: Stage?, items: [Item], closes: Bool)] = []
         for (index, stage) in old.enumerated() where !next.contains(where: { $0 === stage }) {
-            stage.timer?.cancel()
             stage.idle?.cancel()
+            if stage.resetting {
+                // A reset under way goes ahead, as Toxiproxy's does (its wait cannot be cut short).
+                stage.queue.removeAll()
+                continue
+            }
+            stage.timer?.cancel()
             stage.waiting = false
-            stage.resetting = false
             var items: [Item] = stage.inHand.map { [$0] } ?? []
             stage.inHand = nil
             items.append(contentsOf: stage.queue)
             stage.queue.removeAll()
             var closes = false
-            // Toxiproxy 2.12 closes the stream a timeout held when it is taken away; on a netcond
-            // link the held data is delivered instead, as a network delivers after an outage.
-            if case .timeout = stage.toxic.kind, stage.applies, !stage.closed, !self.onLink { closes = true }
+            // Toxiproxy 2.12 closes the stream a timeout held when it is taken away (every
+            // connection's, drawn or not); on a netcond link the held data is delivered instead,
+            // as a network delivers after an outage.
+            if case .timeout = stage.toxic.kind, !stage.closed, !self.onLink { closes = true }
             stage.closed = true
             let previous = old[..<index].reversed().first { kept in next.contains { $0 === kept } }
             handOver.append((previous, items, closes))
         }
         self.stages = next
         for stage in next where stage.idle == nil { self.startIdleClock(stage) }
-        for (previous, items, closes) in handOver {
+        // The stage nearest the output first: what it held is older than what the ones before it held.
+        for (previous, items, closes) in handOver.reversed() {
             let position = previous.flatMap { p in next.firstIndex { $0 === p } }.map { $0 + 1 } ?? 0
             if closes {
                 // Toxiproxy 2.12: taking a timeout away closes the stream it held.
@@ -168,15 +174,18 @@ final class ToxicChain {
         for stage in next { self.resume(stage) }
     }
 
-    /// Stops every timer; what the stages hold is dropped (the connection is gone).
+    /// Stops every timer; what the stages hold is dropped (the connection is gone: a write held
+    /// fails, as a write to a closed channel does).
     func stop() {
         guard !self.stopped else { return }
         self.stopped = true
         for stage in self.stages {
             stage.timer?.cancel()
             stage.idle?.cancel()
-            if let held = stage.inHand { self.drop(held) }
-            for item in stage.queue { self.drop(item) }
+            for item in (stage.inHand.map { [$0] } ?? []) + Array(stage.queue) {
+                self.heldBytes -= item.bytes
+                if case .data(_, _, let promise) = item { promise?.fail(ChannelError.ioOnClosedChannel) }
+            }
             stage.inHand = nil
             stage.queue.removeAll()
         }
@@ -352,13 +361,21 @@ final class ToxicChain {
         return sizes
     }
 
-    /// `slicer`: one piece goes on, then a pause of `delay` µs (after the last piece too).
+    /// `slicer`: one piece goes on, then a pause of `delay` µs (after the last piece too; with no
+    /// delay, every piece at once).
     private func slice(
         _ buffer: ByteBuffer, sizes: ArraySlice<Int>, stamp: NIODeadline, promise: EventLoopPromise<Void>?, delay: Int64,
         stage: Stage
     ) {
         var buffer = buffer
         var sizes = sizes
+        while delay == 0, let size = sizes.first, buffer.readableBytes > 0 {
+            sizes = sizes.dropFirst()
+            let piece = buffer.readSlice(length: min(size, buffer.readableBytes))!
+            let last = buffer.readableBytes == 0 || sizes.isEmpty
+            self.enter(.data(piece, stamp: stamp, promise: last ? promise : nil), at: (self.index(of: stage) ?? self.stages.count) + 1)
+            if last { return }
+        }
         guard let size = sizes.popFirst(), buffer.readableBytes > 0 else {
             promise?.succeed()
             return
@@ -367,12 +384,6 @@ final class ToxicChain {
         let last = buffer.readableBytes == 0
         self.enter(.data(piece, stamp: stamp, promise: last ? promise : nil), at: (self.index(of: stage) ?? self.stages.count) + 1)
         let rest: Item? = last ? nil : .data(buffer, stamp: stamp, promise: promise)
-        if delay == 0 {
-            if case .data(let remaining, let stamp, let promise) = rest {
-                self.slice(remaining, sizes: sizes, stamp: stamp, promise: promise, delay: delay, stage: stage)
-            }
-            return
-        }
         self.wait(stage, holding: rest, until: self.eventLoop.now + .microseconds(delay)) { held in
             guard case .data(let remaining, let stamp, let promise) = held else { return }
             self.slice(remaining, sizes: sizes, stamp: stamp, promise: promise, delay: delay, stage: stage)

@@ -48,8 +48,13 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var clientInputClosed = false
     /// Relay: the server's stream has ended (its end is on its way through the downstream toxics).
     private var downstreamEnding = false
+    /// Relay: what the client sent (and its end) before the upstream connection was made, passed
+    /// on once it is (a client that writes and shuts down at once loses nothing).
+    private var early: [ToxicChain.Item] = []
     /// Forward: the close the forward asked for, done when the downstream stream has ended.
     private var pendingClose: (mode: CloseMode, promise: EventLoopPromise<Void>?)?
+    /// Forward: the downstream stream's end has reached the client; a later close goes straight on.
+    private var downstreamEnded = false
 
     init(seed: UInt64, wiring: Wiring) {
         self.seed = seed
@@ -73,8 +78,12 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        self.up?.stop()
         self.down?.stop()
+        // Relay: the upstream stream goes on without the client's channel (what it holds, then
+        // the server's close); it stops when the server's side is done.
+        if self.wiring == .forward || self.upstream == nil || self.upstreamEnded { self.up?.stop() }
+        self.pendingClose?.promise?.fail(ChannelError.ioOnClosedChannel)
+        self.pendingClose = nil
         self.context = nil
     }
 
@@ -91,7 +100,15 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     // MARK: - The client's side
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        self.up?.push(.data(self.unwrapInboundIn(data), stamp: context.eventLoop.now, promise: nil))
+        self.pushUp(.data(self.unwrapInboundIn(data), stamp: context.eventLoop.now, promise: nil))
+    }
+
+    private func pushUp(_ item: ToxicChain.Item) {
+        if self.wiring == .relay && self.upstream == nil {
+            self.early.append(item)
+        } else {
+            self.up?.push(item)
+        }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -103,14 +120,14 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             return context.fireUserInboundEventTriggered(event)
         }
         self.clientInputClosed = true
-        self.up?.push(.end(.eof))
+        self.pushUp(.end(.eof))
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         self.clientEnded = true
         if self.wiring == .relay {
             // Toxiproxy's read of the client fails: the upstream stream ends behind its data.
-            self.up?.push(.end(.close))
+            self.pushUp(.end(.close))
             self.down?.stop()
             self.finishIfDone()
         } else {
@@ -143,7 +160,7 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     /// Forward: the end of the downstream stream (the server closed, or the proxy closes).
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        guard self.wiring == .forward, let down = self.down, !self.clientEnded else {
+        guard self.wiring == .forward, let down = self.down, !self.clientEnded, !self.downstreamEnded else {
             return context.close(mode: mode, promise: promise)
         }
         if let pending = self.pendingClose {
@@ -173,6 +190,7 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
                 // reset_peer added to an open connection ends it with a FIN there, and so here.
                 self.endClient(reset: self.lingerZero)
             case .forward:
+                self.downstreamEnded = true
                 let pending = self.pendingClose
                 self.pendingClose = nil
                 if ending == .reset {
@@ -231,6 +249,9 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     /// The server's channel is connected: the handler starts reading both sides.
     func attachUpstream(_ channel: Channel) {
         self.upstream = channel
+        let early = self.early
+        self.early = []
+        for item in early { self.up?.push(item) }
         self.readClientIfRoom()
         self.readUpstreamIfRoom()
     }

@@ -11,6 +11,8 @@ import Testing
     final class Out {
         var items: [(ms: Int64, text: String)] = []
         var ends: [(ms: Int64, ending: ToxicChain.Ending)] = []
+        /// Data and ends in the order they left.
+        var order: [String] = []
     }
 
     func chain(_ toxics: [Toxic], seed: UInt64 = 1) -> (ToxicChain, EmbeddedEventLoop, Out) {
@@ -22,9 +24,11 @@ import Testing
             switch item {
             case .data(let buffer, _, let promise):
                 out.items.append((ms, String(buffer: buffer)))
+                out.order.append(String(buffer: buffer))
                 promise?.succeed()
             case .end(let ending):
                 out.ends.append((ms, ending))
+                out.order.append("end")
             }
         }
         chain.setToxics(toxics)
@@ -191,6 +195,45 @@ import Testing
         let (none, noneLoop, noneOut) = self.chain([self.toxic(.latency(latency: 100, jitter: 0), toxicity: 0)])
         self.push(none, noneLoop, "x")
         #expect(noneOut.items.count == 1)
+    }
+
+    @Test func takingSeveralToxicsAwayAtOnceKeepsTheBytesInOrder() {
+        // A passed the first latency and waits in the second; B waits in the first. Both go: A first.
+        let (chain, loop, out) = self.chain([
+            self.toxic(.latency(latency: 500, jitter: 0), name: "one"), self.toxic(.latency(latency: 500, jitter: 0), name: "two"),
+        ])
+        self.push(chain, loop, "A")
+        loop.advanceTime(by: .milliseconds(600))
+        self.push(chain, loop, "B")
+        loop.advanceTime(by: .milliseconds(200))
+        chain.setToxics([])
+        #expect(out.items.map(\.text) == ["A", "B"])
+        // A timeout that did not draw this connection passed X on to the latency behind it; both
+        // taken away (POST /reset): X first, then the close the timeout's removal makes (Toxiproxy
+        // closes every connection's stream, drawn or not).
+        let (closing, closingLoop, closingOut) = self.chain([
+            self.toxic(.timeout(timeout: 0), name: "t", toxicity: 0), self.toxic(.latency(latency: 500, jitter: 0), name: "l"),
+        ])
+        self.push(closing, closingLoop, "X")
+        closingLoop.advanceTime(by: .milliseconds(100))
+        closing.setToxics([])
+        #expect(closingOut.order == ["X", "end"])
+    }
+
+    @Test func aSlicerWithNoDelayPassesEveryPieceAtOnceHoweverMany() {
+        let (chain, loop, out) = self.chain([self.toxic(.slicer(averageSize: 1, sizeVariation: 0, delay: 0))])
+        let text = String(repeating: "z", count: 32 * 1024)
+        self.push(chain, loop, text)
+        #expect(out.items.count == 32 * 1024 && out.items.allSatisfy { $0.text == "z" })
+    }
+
+    @Test func aResetUnderWayIsNotStoppedByTakingTheToxicAway() {
+        let (chain, loop, out) = self.chain([self.toxic(.resetPeer(timeout: 300))])
+        self.push(chain, loop, "taken")
+        loop.advanceTime(by: .milliseconds(100))
+        chain.setToxics([])
+        loop.advanceTime(by: .milliseconds(200))
+        #expect(out.ends.map(\.ending) == [.reset] && out.ends.map(\.ms) == [300])
     }
 
     @Test func namesAreComparedByteForByte() {
