@@ -250,13 +250,20 @@ def browser():
         pytest.skip("chromium and chromedriver are not installed (scripts/test installs them: chromium chromium-driver)")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+    # A profile folder of the test's own, removed after: left to itself, chromium leaves an
+    # org.chromium.Chromium.* folder in /tmp for each browser started.
+    profile = tempfile.mkdtemp(prefix="netcond-chromium-")
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000",
+                     f"--user-data-dir={profile}"):
         options.add_argument(argument)
-    chrome = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver))
     try:
-        yield chrome
+        chrome = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver))
+        try:
+            yield chrome
+        finally:
+            chrome.quit()
     finally:
-        chrome.quit()
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 def screenshot(browser, name):

@@ -178,15 +178,20 @@ final class ProxyRules {
     func finishClient(_ record: ClientConnectionRecord, at now: NIODeadline) {
         self.openClients.removeValue(forKey: record.id)
         if record.wentUnanswered { self.record(self.unansweredEvent(record, stillOpen: false)) }
-        if let origin = record.originUpstream, let delivered = record.deliveredFromOrigin {
-            let how = record.cut.map { "; the link \($0.pastTense) it" } ?? ""
-            self.record(ProxyEvent(
-                at: self.elapsed(at: now).seconds, kind: .delivered,
-                detail: "client connection \(record.id): \(delivered) bytes of the origin's connection from port \(origin.localPort) reached the client\(how)",
-                cut: record.cut, localPort: origin.localPort, bytes: delivered,
-                connectedAt: self.elapsed(at: origin.connectedAt).seconds,
-                clientFINAt: record.clientFINAt.map { self.elapsed(at: $0).seconds }))
-        }
+        if let event = self.deliveredEvent(record, at: now, stillOpen: false) { self.record(event) }
+    }
+
+    /// How many of the origin's bytes on this client connection reached the client.
+    private func deliveredEvent(_ record: ClientConnectionRecord, at now: NIODeadline, stillOpen: Bool) -> ProxyEvent? {
+        guard let origin = record.originUpstream, let delivered = record.deliveredFromOrigin else { return nil }
+        let how = record.cut.map { "; the link \($0.pastTense) it" } ?? ""
+        return ProxyEvent(
+            at: self.elapsed(at: now).seconds, kind: .delivered,
+            detail: "client connection \(record.id): \(delivered) bytes of the origin's connection from port \(origin.localPort) "
+                + "reached the client\(how)\(stillOpen ? " (still open)" : "")",
+            cut: record.cut, localPort: origin.localPort, bytes: delivered,
+            connectedAt: self.elapsed(at: origin.connectedAt).seconds,
+            clientFINAt: record.clientFINAt.map { self.elapsed(at: $0).seconds })
     }
 
     private func unansweredEvent(_ record: ClientConnectionRecord, stillOpen: Bool) -> ProxyEvent {
@@ -207,7 +212,11 @@ final class ProxyRules {
                 attempt: .unanswered)
         }
         let silent = self.openClients.values.filter(\.wentUnanswered).map { self.unansweredEvent($0, stillOpen: true) }
-        return (self.events + pending + silent).sorted { $0.at < $1.at }
+        // What reached the client so far on a connection still open (a client killed at its
+        // deadline while the link still held the rest): the evidence counts the rest as not
+        // received, as it never was.
+        let delivering = self.openClients.values.compactMap { self.deliveredEvent($0, at: .now(), stillOpen: true) }
+        return (self.events + pending + silent + delivering).sorted { $0.at < $1.at }
     }
 
     func add(_ fault: HTTPFault) -> Int { self.plan.add(fault) }
