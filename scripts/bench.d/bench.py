@@ -19,7 +19,7 @@ serve, timers, tcpserve, client), one module per item: item_throughput.py (1), i
 item_bandwidth.py (3), item_overhead.py (4), item_loss.py (5a, 5b, 5d), item_bufferbloat.py (5c),
 item_memory.py (6), item_startup.py (7), item_control.py (8), item_packet.py (9, 9a-9d),
 item_packet_udp.py (9e), item_packet_fidelity.py (9f), item_packet_quic.py (9g), html_report.py (10),
-item_engines.py (11), item_traces.py (12; its client trace_client.py).
+item_engines.py (11), item_traces.py (12; its client trace_client.py), item_toxiproxy.py (13).
 """
 import argparse
 import os
@@ -44,6 +44,7 @@ from item_packet import item_packet  # noqa: E402
 from item_packet_udp import udp_echo  # noqa: E402
 from item_startup import item_scenario_startup  # noqa: E402
 from item_throughput import item_throughput  # noqa: E402
+from item_toxiproxy import item_toxiproxy  # noqa: E402
 from item_traces import item_traces  # noqa: E402
 from workloads import client, serve, tcp_serve, timers  # noqa: E402
 
@@ -87,6 +88,7 @@ def run(args):
             ("10. HTML report", lambda: html_report.item_html_report(h, t)),
             ("11. same profile, both engines", lambda: item_engines(h, t, log)),
             ("12. trace replay", lambda: item_traces(h, t, log)),
+            ("13. Toxiproxy side by side", lambda: item_toxiproxy(h, t, log)),
         ]
         only = set(args.only.split(",")) if args.only else None
         h.only = only
