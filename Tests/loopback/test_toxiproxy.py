@@ -476,6 +476,31 @@ def test_reset_peer_resets_a_connection_it_met_at_its_start_and_closes_one_it_ca
     late.close()
 
 
+def test_populate_keeps_what_is_the_same_and_stops_at_what_cannot_be_made(api):
+    """POST /populate as Toxiproxy answers it (raw HTTP: the Python client creates one by one)."""
+    client, port, servers, _ = api
+    base = f"http://127.0.0.1:{port}"
+    listen = free_port()
+    entry = {"name": "db", "listen": f"localhost:{listen}", "upstream": f"127.0.0.1:{servers.echo}"}
+    r = requests.post(base + "/populate", json=[entry], timeout=10)
+    assert r.status_code == 201 and r.json()["proxies"][0]["listen"] == f"127.0.0.1:{listen}", r.text
+    client.get_proxy("db").add_toxic(type="latency", attributes={"latency": 5})
+    r = requests.post(base + "/populate", json=[entry], timeout=10)  # the same proxy, written with localhost
+    assert r.status_code == 201 and list(client.get_proxy("db").toxics()) == ["latency_downstream"], r.text
+    # Every entry named first: one without a name changes nothing and says which.
+    r = requests.post(base + "/populate", json=[{"name": "x", "upstream": "127.0.0.1:1"}, {"upstream": "127.0.0.1:1"}], timeout=10)
+    assert r.status_code == 400 and r.json()["error"] == "missing required field: name at proxy 2"
+    assert client.get_proxy("x") is None
+    # One whose port is taken stops it there: the one before it is made, the one after it is not.
+    taken = [{"name": "first", "upstream": "127.0.0.1:1"},
+             {"name": "second", "listen": f"127.0.0.1:{listen}", "upstream": "127.0.0.1:1"},
+             {"name": "third", "upstream": "127.0.0.1:1"}]
+    r = requests.post(base + "/populate", json=taken, timeout=10)
+    assert r.status_code == 500 and "bind: address already in use" in r.json()["error"], r.text
+    assert [p["name"] for p in r.json()["proxies"]] == ["first"]
+    assert client.get_proxy("first") is not None and client.get_proxy("third") is None
+
+
 def test_a_proxy_whose_upstream_is_down_accepts_and_closes_each_connection(api):
     """As Toxiproxy does: the client's connect succeeds and the connection ends with a FIN, never a
     reset (suites dial a proxy to see that it is up)."""
