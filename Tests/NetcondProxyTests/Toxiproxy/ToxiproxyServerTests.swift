@@ -122,4 +122,27 @@ import Testing
         #expect(refusal([("Host", "toxiproxy:8474")], anyHost: true) == nil)
         #expect(refusal([("Host", "toxiproxy:8474"), ("Origin", "http://evil.example")], anyHost: true) == 403)
     }
+
+    @Test func aProxyTakesAtMostAThousandToxicsAndNamesAreBytes() async throws {
+        let server = ToxiproxyServer(seed: 1)
+        _ = await self.call(server, "POST", "/proxies", #"{"name": "db", "upstream": "127.0.0.1:9"}"#)
+        for n in 0..<ToxiproxyServer.maxToxics {
+            let (status, _) = await self.call(
+                server, "POST", "/proxies/db/toxics", #"{"name": "l\#(n)", "type": "latency", "attributes": {"latency": 86400000}}"#)
+            #expect(status == 200)
+        }
+        // A thousand days of latency at most: no sum can overflow, and the next one is refused.
+        let (refused, error) = await self.call(server, "POST", "/proxies/db/toxics", #"{"name": "one-more", "type": "noop"}"#)
+        #expect(refused == 400 && self.error(error)?.contains("at most 1000 toxics") == true)
+        // é precomposed and decomposed: two proxies, as in Toxiproxy; a name over 1,000 bytes is refused.
+        #expect(await self.call(server, "POST", "/proxies", #"{"name": "caf\#u{E9}", "upstream": "127.0.0.1:9"}"#).0 == 201)
+        #expect(await self.call(server, "POST", "/proxies", #"{"name": "cafe\#u{301}", "upstream": "127.0.0.1:9"}"#).0 == 201)
+        let listed = await server.answer(JSONHTTPRequest(
+            method: "GET", target: "/proxies", headers: [("Host", "127.0.0.1:8474")], body: [], tooLarge: false))
+        let text = String(decoding: listed.json, as: UTF8.self)
+        #expect(text.contains("\"caf\u{E9}\":") && text.contains("\"cafe\u{301}\":"), "\(text.prefix(300))")
+        let long = String(repeating: "n", count: 1_001)
+        #expect(await self.call(server, "POST", "/proxies", #"{"name": "\#(long)", "upstream": "127.0.0.1:9"}"#).0 == 400)
+        await server.stop()
+    }
 }
