@@ -38,7 +38,14 @@ struct Netcond: AsyncParsableCommand {
 
     /// Usage errors exit 2 (not ArgumentParser's 64), as documented.
     static func main() async {
-        var arguments = Self.optionsAfterSubcommands(Array(CommandLine.arguments.dropFirst()), of: Self.self)
+        let given = Array(CommandLine.arguments.dropFirst())
+        var arguments = Self.optionsAfterSubcommands(given, of: Self.self)
+        // An option's value that is also a subcommand's name (`--control run`): read as the
+        // subcommand, the words do not parse; read as the value, they may.
+        let asValues = Self.optionsAfterSubcommands(given, of: Self.self, namesAsValues: true)
+        if asValues != arguments, (try? Self.parseAsRoot(arguments)) == nil, (try? Self.parseAsRoot(asValues)) != nil {
+            arguments = asValues
+        }
         if arguments.first == TestCommand.configuration.commandName, let terminator = arguments.firstIndex(of: "--") {
             TestCommand.passthrough = Array(arguments[(terminator + 1)...])
             arguments = Array(arguments[..<terminator])
@@ -65,7 +72,11 @@ struct Netcond: AsyncParsableCommand {
     /// edge`. Options between a command and its subcommand's name move to just after that name (an
     /// option's value is the word after it unless that word is an option or a subcommand's name).
     /// Nothing after the subcommand's name moves, so a `-- COMMAND` is left as it is.
-    static func optionsAfterSubcommands(_ arguments: [String], of command: any ParsableCommand.Type) -> [String] {
+    /// `namesAsValues`: a word after an option that is a subcommand's name is taken as the
+    /// option's value.
+    static func optionsAfterSubcommands(
+        _ arguments: [String], of command: any ParsableCommand.Type, namesAsValues: Bool = false
+    ) -> [String] {
         let subcommands = command.configuration.subcommands
         // `---completion …`: the completion script's call into ArgumentParser, in its own order.
         guard !subcommands.isEmpty, !arguments.contains(where: { $0.hasPrefix("---") }) else { return arguments }
@@ -75,7 +86,9 @@ struct Netcond: AsyncParsableCommand {
         while index < arguments.count, arguments[index].hasPrefix("-"), arguments[index] != "--" {
             moved.append(arguments[index])
             let next = index + 1
-            if !arguments[index].contains("="), next < arguments.count, !arguments[next].hasPrefix("-"), !names.contains(arguments[next]) {
+            if !arguments[index].contains("="), next < arguments.count, !arguments[next].hasPrefix("-"),
+                namesAsValues || !names.contains(arguments[next])
+            {
                 moved.append(arguments[next])
                 index += 2
             } else {
@@ -85,7 +98,7 @@ struct Netcond: AsyncParsableCommand {
         guard index < arguments.count, let subcommand = subcommands.first(where: { $0._commandName == arguments[index] }) else {
             return arguments
         }
-        let rest = Self.optionsAfterSubcommands(Array(arguments[(index + 1)...]), of: subcommand)
+        let rest = Self.optionsAfterSubcommands(Array(arguments[(index + 1)...]), of: subcommand, namesAsValues: namesAsValues)
         return [arguments[index]] + moved + rest
     }
 }

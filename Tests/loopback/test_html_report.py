@@ -79,6 +79,9 @@ def test_the_json_report_draws_the_same_page_and_a_bad_one_is_refused(tmp_path):
     d = run(["report", str(json_path), "--html", str(redrawn)])
     assert d.returncode == 0, d.stderr
     assert redrawn.read_text() == html_path.read_text()
+    # An option's value that is also a subcommand's name is the value (`merge`, a file to write).
+    named = run(["report", "--html", "merge", str(json_path)], cwd=tmp_path)
+    assert named.returncode == 0 and (tmp_path / "merge").read_text() == html_path.read_text(), named.stderr
     truncated = tmp_path / "truncated.json"
     truncated.write_text(json_path.read_text()[:200])
     bad = run(["report", str(truncated), "--html", str(tmp_path / "x.html")])
