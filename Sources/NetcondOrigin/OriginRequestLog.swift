@@ -58,6 +58,10 @@ public final class OriginRequestLog: Sendable {
         public var isFinished: Bool
         /// When it finished (from the injected clock).
         public var finishedAt: Instant?
+        /// The connection's ``Connection/bytesWritten`` once the last byte of this response was
+        /// written: where the response ends in the connection's byte stream (for when it reached
+        /// the client). Nil for a response cut short.
+        public var connectionBytesAtEnd: Int64?
         /// A POST's side effect (set when the origin did the work, answered or not).
         public var effect: OriginEffect?
 
@@ -80,6 +84,9 @@ public final class OriginRequestLog: Sendable {
         /// Bytes the socket accepted on this connection, all responses and (behind TLS) the
         /// handshake and record overhead included.
         public var bytesWritten: Int64
+        /// Finished responses whose end in the byte stream is not set yet: the count of their last
+        /// write comes just after they finish (see ``OriginRequestLog/addBytesWritten(_:connection:)``).
+        var endsPending: [Int] = []
     }
 
     private let box = LockedBox<[Entry]>([])
@@ -97,7 +104,17 @@ public final class OriginRequestLog: Sendable {
     }
 
     func addBytesWritten(_ count: Int, connection id: Int) {
-        self.connectionBox.withLock { $0[id]?.bytesWritten += Int64(count) }
+        let ended = self.connectionBox.withLock { connections -> (entry: Int, at: Int64)? in
+            guard connections[id] != nil else { return nil }
+            connections[id]!.bytesWritten += Int64(count)
+            guard !connections[id]!.endsPending.isEmpty else { return nil }
+            return (connections[id]!.endsPending.removeFirst(), connections[id]!.bytesWritten)
+        }
+        if let ended {
+            self.box.withLock { entries in
+                if entries.indices.contains(ended.entry) { entries[ended.entry].connectionBytesAtEnd = ended.at }
+            }
+        }
     }
 
     /// A snapshot of all entries, in arrival order.
@@ -115,7 +132,7 @@ public final class OriginRequestLog: Sendable {
             let id = entries.count
             entries.append(Entry(id: id, connection: connection, timestamp: timestamp, method: method,
                                  target: target, headers: headers, status: nil, respondedAt: nil, retryAfter: nil, bodyBytesSent: 0,
-                                 completed: false, isFinished: false, finishedAt: nil, effect: nil))
+                                 completed: false, isFinished: false, finishedAt: nil, connectionBytesAtEnd: nil, effect: nil))
             return id
         }
     }
@@ -145,11 +162,14 @@ public final class OriginRequestLog: Sendable {
 
     /// Marks the entry finished; only the first call counts.
     func finish(id: Int, completed: Bool, at instant: Instant) {
-        self.box.withLock { entries in
-            guard entries.indices.contains(id), !entries[id].isFinished else { return }
+        let connection = self.box.withLock { entries -> Int? in
+            guard entries.indices.contains(id), !entries[id].isFinished else { return nil }
             entries[id].completed = completed
             entries[id].isFinished = true
             entries[id].finishedAt = instant
+            return completed ? entries[id].connection : nil
         }
+        // A whole response: the count of its last write, which comes next, marks where it ends.
+        if let connection { self.connectionBox.withLock { $0[connection]?.endsPending.append(id) } }
     }
 }

@@ -254,7 +254,7 @@ extension LinkShaper {
 
     fileprivate func delivered(_ bytes: Int) {
         self.stats.bytesDelivered += Int64(bytes)
-        self.record?.downDelivered += Int64(bytes)
+        self.record?.noteDelivered(bytes, at: self.context?.eventLoop.now ?? .now())
     }
 
     /// The link cut this connection: everything held is dropped (the model counted it) and the

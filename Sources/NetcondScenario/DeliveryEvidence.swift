@@ -30,6 +30,19 @@ public enum DeliveryEvidence {
         public var cut: CutMode?
         /// When the client's FIN reached netcond, on the origin's clock, if it did.
         public var clientFIN: Instant?
+        /// When the connection's bytes reached the client's socket (moment, bytes so far), in order.
+        public var samples: [Sample] = []
+
+        /// The connection's bytes that had reached the client's socket by a moment.
+        public struct Sample: Sendable, Equatable {
+            public var at: Instant
+            public var bytes: Int64
+
+            public init(at: Instant, bytes: Int64) {
+                self.at = at
+                self.bytes = bytes
+            }
+        }
 
         public init(at: Instant, localPort: Int, bytes: Int64, cut: CutMode? = nil, clientFIN: Instant? = nil) {
             self.at = at
@@ -50,6 +63,32 @@ public enum DeliveryEvidence {
     /// The origin notes a connection when its own event loop accepts it, which can come a moment
     /// after the proxy's side saw the connect complete.
     static let acceptSlack = Span.seconds(Int64(1))
+
+    /// Per request-log entry id: when the last byte of its (whole) response reached the client's
+    /// socket. Absent for a response cut short, one whose end is not known, or one the samples
+    /// do not reach.
+    public static func received(
+        entries: [OriginRequestLog.Entry],
+        connections: [OriginRequestLog.Connection],
+        deliveries: [Delivery]
+    ) -> [Int: Instant] {
+        var byConnection: [Int: Delivery] = [:]
+        for delivery in deliveries where !delivery.samples.isEmpty {
+            if let connection = Self.connection(of: delivery, in: connections) { byConnection[connection.id] = delivery }
+        }
+        var result: [Int: Instant] = [:]
+        for entry in entries {
+            guard let end = entry.connectionBytesAtEnd, let samples = byConnection[entry.connection]?.samples else { continue }
+            // The first sample that carries the response's last byte (samples grow in bytes).
+            var low = 0, high = samples.count
+            while low < high {
+                let middle = (low + high) / 2
+                if samples[middle].bytes >= end { high = middle } else { low = middle + 1 }
+            }
+            if low < samples.count { result[entry.id] = samples[low].at }
+        }
+        return result
+    }
 
     /// Per request-log entry id: what of its body never reached the client (entries that reached
     /// it whole are absent).

@@ -45,7 +45,11 @@ struct EvidenceAssembler {
             else { return nil }
             let at = Instant(nanoseconds: self.logStart + Int64(connectedAt * 1e9))
             let fin = event.clientFINAt.map { Instant(nanoseconds: self.logStart + Int64($0 * 1e9)) }
-            return DeliveryEvidence.Delivery(at: at, localPort: port, bytes: bytes, cut: event.cut, clientFIN: fin)
+            var delivery = DeliveryEvidence.Delivery(at: at, localPort: port, bytes: bytes, cut: event.cut, clientFIN: fin)
+            delivery.samples = event.deliveries.map {
+                DeliveryEvidence.Delivery.Sample(at: Instant(nanoseconds: self.logStart + Int64($0.at * 1e9)), bytes: $0.bytes)
+            }
+            return delivery
         }
         return self.requests(deliveries: deliveries, entries: entries, connections: connections)
     }
@@ -58,6 +62,7 @@ struct EvidenceAssembler {
     ) -> [RunEvidence.Request] {
         let undelivered = DeliveryEvidence.undelivered(entries: entries, connections: connections, deliveries: deliveries)
         let late = DeliveryEvidence.afterClientFIN(entries: entries, connections: connections, deliveries: deliveries)
+        let received = DeliveryEvidence.received(entries: entries, connections: connections, deliveries: deliveries)
         return entries.map { entry in
             var request = RunEvidence.Request(
                 at: self.seconds(uptime: entry.timestamp.nanoseconds),
@@ -74,6 +79,7 @@ struct EvidenceAssembler {
             )
             request.responded = entry.respondedAt.map { self.seconds(uptime: $0.nanoseconds) }
             request.afterClientFIN = late[entry.id].map { Double($0.nanoseconds) / 1e9 }
+            request.received = received[entry.id].map { self.seconds(uptime: $0.nanoseconds) }
             if let lost = undelivered[entry.id] {
                 request.undelivered = lost.bytes
                 request.undeliveredUncertainty = lost.uncertainty

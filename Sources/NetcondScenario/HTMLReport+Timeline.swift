@@ -41,7 +41,7 @@ extension HTMLReport {
         let lines = (scenario["output"] as? [[String: Any]] ?? []).suffix(Self.maxLinesDrawn)
         let events = Array((scenario["events"] as? [[String: Any]] ?? []).prefix(Self.maxLinesDrawn * 2))
         var end = Self.double(scenario["seconds"]) ?? 0
-        for request in requests { end = max(end, Self.double(request["ended"]) ?? Self.double(request["at"]) ?? 0) }
+        for request in requests { end = max(end, Self.double(request["received"]) ?? Self.double(request["ended"]) ?? Self.double(request["at"]) ?? 0) }
         for event in applied { end = max(end, Self.double(event["at"]) ?? 0) }
         // A report's times are its own; one made by hand may hold any number (1e308 once drew forever).
         end = min(max(end, 0.1), Self.longestRun) * 1.02
@@ -70,7 +70,7 @@ extension HTMLReport {
             var rowEnds: [Double] = []
             for request in requests {
                 let at = Self.double(request["at"]) ?? 0
-                let ended = max(Self.double(request["ended"]) ?? end, at) + end / 200
+                let ended = max(Self.double(request["received"]) ?? Self.double(request["ended"]) ?? end, at) + end / 200
                 if let row = rowEnds.firstIndex(where: { $0 <= at }) ?? (rowEnds.count < Self.maxRequestRows ? nil : rowEnds.indices.min { rowEnds[$0] < rowEnds[$1] }) {
                     rowEnds[row] = ended
                     rowOf.append(row)
@@ -257,7 +257,9 @@ extension HTMLReport {
                 + "<rect x=\"\(String(format: "%.1f", start))\" y=\"\(Int(top))\" height=\"\(Int(height))\" width=\"6\" data-w=\"6\"/></g>\n"
             return (bar, label)
         }
-        let ended = Self.double(request["ended"])
+        // The bar ends when the response's last byte reached the client (what the link held
+        // included), else when the origin finished it.
+        let ended = Self.double(request["received"]) ?? Self.double(request["ended"])
         let responded = Self.double(request["responded"])
         var title = "+\(Self.number(at))s \(method) \(path) → \(status)"
         if let range = request["range"] as? String { title += ", Range: \(range)" }
@@ -267,7 +269,11 @@ extension HTMLReport {
         if let cut = request["linkCut"] as? String { title += ", the link \(cut == "reset" ? "reset" : "closed") it" }
         if request["cutShort"] as? Bool == true { title += ", cut short" }
         if let responded, responded > at { title += ", waited \(Self.number(((responded - at) * 1000).rounded() / 1000))s for the server" }
-        if let ended { title += ", ended +\(Self.number(ended))s" }
+        if let received = Self.double(request["received"]) {
+            title += ", sent by +\(Self.number(Self.double(request["ended"]) ?? received))s, its last byte at the client +\(Self.number(received))s"
+        } else if let ended {
+            title += ", ended +\(Self.number(ended))s"
+        }
         let broken = (request["status"] as? Int ?? 599) >= 400 || request["cutShort"] as? Bool == true
             || request["bodyBytesReceived"] != nil || request["linkCut"] != nil
         let classes = "mark request" + (request["range"] != nil ? " range" : "") + (broken ? " broken" : "")
@@ -314,7 +320,7 @@ extension HTMLReport {
             guard let text = request["retryAfter"] as? String, let wait = Double(text.trimmingCharacters(in: .whitespaces)), wait > 0,
                 let at = Self.double(request["at"])
             else { continue }
-            let from = Self.double(request["ended"]) ?? at
+            let from = Self.double(request["received"]) ?? Self.double(request["ended"]) ?? at
             asked[at] = (from, wait)
             let row = top + 28 + Double(number % 2) * 5
             svg += "<g class=\"retry-after\"><title>the response at +\(Self.number(from))s asked the client to wait \(Self.number(wait))s "

@@ -33,6 +33,10 @@ public struct RunEvidence: Sendable {
         public var undeliveredUncertainty: Int64 = 0
         /// How the link ended the connection, if it did.
         public var linkCut: CutMode?
+        /// When the response's last byte reached the client's socket (seconds since the client
+        /// started): later than ``ended`` by what the link held. Nil when not known (a response
+        /// cut short, the packet engine).
+        public var received: Double?
         /// Seconds after its client's FIN reached netcond that this request reached the origin:
         /// it was on the emulated link when the client closed (or shut down its sending side),
         /// and went on as on a network. Nil for a request that arrived before.

@@ -312,6 +312,8 @@ public enum ScenarioSuite {
                 var responded: Double?
                 /// When the response ended (seconds), when it did.
                 var ended: Double?
+                /// When its last byte reached the client (seconds), when known.
+                var received: Double?
                 /// The response ended before its whole body (a cut, a fault); absent otherwise.
                 var cutShort: Bool?
                 /// Body bytes that reached the client, when fewer than the origin sent.
@@ -364,6 +366,7 @@ public enum ScenarioSuite {
                                 bodyBytes: $0.bodyBytesSent, completed: $0.completed,
                                 responded: $0.responded.map { ($0 * 1000).rounded() / 1000 },
                                 ended: $0.ended.map { ($0 * 1000).rounded() / 1000 },
+                                received: $0.received.map { ($0 * 1000).rounded() / 1000 },
                                 cutShort: $0.cutShort ? true : nil,
                                 bodyBytesReceived: $0.undelivered > 0 ? $0.bodyBytesReceived : nil, linkCut: $0.linkCut?.rawValue)
                     }

@@ -42,6 +42,24 @@ import Testing
             entries: entries, connections: connections, deliveries: [.init(at: .zero, localPort: 40_000, bytes: 630)]).isEmpty)
     }
 
+    @Test func eachWholeResponseIsReceivedWhenItsLastByteReachedTheClient() {
+        // Two responses on one connection, ending at bytes 1,200 and 3,400 of its stream; the
+        // third was cut (no end known). The client got 1,000 bytes by +1 s, 1,300 by +2 s, 3,400 by +3 s.
+        var first = self.entry(0, connection: 0, body: 1000)
+        first.connectionBytesAtEnd = 1200
+        var second = self.entry(1, connection: 0, body: 2000)
+        second.connectionBytesAtEnd = 3400
+        let cut = self.entry(2, connection: 0, body: 500, completed: false)
+        var delivery = DeliveryEvidence.Delivery(at: .zero, localPort: 40_000, bytes: 3400)
+        delivery.samples = [(1, 1000), (2, 1300), (3, 3400)].map { .init(at: .s(Int64($0.0)), bytes: $0.1) }
+        let connections = [self.connection(0, port: 40_000, written: 3900)]
+        let received = DeliveryEvidence.received(entries: [first, second, cut], connections: connections, deliveries: [delivery])
+        #expect(received == [0: .s(2), 1: .s(3)])
+        // Samples that stop short of a response's end: it never arrived whole, so no moment.
+        delivery.samples.removeLast()
+        #expect(DeliveryEvidence.received(entries: [first, second], connections: connections, deliveries: [delivery]) == [0: .s(2)])
+    }
+
     @Test func everythingDeliveredMeansNothingLost() {
         let entries = [self.entry(0, connection: 0, body: 1000)]
         let connections = [self.connection(0, port: 40_000, written: 1200)]

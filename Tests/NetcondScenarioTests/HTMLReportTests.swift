@@ -97,7 +97,8 @@ import Testing
         first.ended = 0.25
         var second = RunEvidence.Request(at: 1.5, path: "/api/data", status: 200, bodyBytesSent: 20_480)
         second.responded = 1.9
-        second.ended = 2.0
+        second.ended = 1.95
+        second.received = 2.0
         outcome.evidence.requests = [first, second]
         outcome.evidence.failedConnects = []
         outcome.evidence.linkEvents = [
@@ -112,6 +113,9 @@ import Testing
         // 1.5 s to 1.9 s waiting on the server: a lighter part, and said in the title.
         #expect(html.contains(#"<rect class="wait" x="867.6""#))
         #expect(html.contains("waited 0.4s for the server"))
+        // Its bar ends when its last byte reached the client, not when the origin sent it.
+        #expect(html.contains(#"data-at="1.5" data-ended="2">"#))
+        #expect(html.contains("sent by +1.95s, its last byte at the client +2s"))
         // The client came back 1.3 s after a response that asked for 2 s.
         #expect(html.contains(#"<g class="gap early"><title>1.3s, asked 2s between attempts: sooner than the server asked</title>"#))
         #expect(html.contains(#"<g class="retry-after">"#))

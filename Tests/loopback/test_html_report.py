@@ -1,6 +1,7 @@
 """The HTML report in a real browser (Debian's chromium, headless, driven by selenium): a failing and
 a passing scenario's reports render, their timelines have the marks the evidence names (asserted
 through the DOM), a check shows its marks when picked, and the client's output cannot run script."""
+import json
 import os
 
 import pytest
@@ -75,6 +76,10 @@ def test_the_json_report_draws_the_same_page_and_a_bad_one_is_refused(tmp_path):
     r = run(["run", SCENARIO, "--seed", "3", "--quiet", "--json", str(json_path), "--html", str(html_path), "--",
              "sh", "-c", "wget -q -O \"$NETCOND_OUTPUT\" \"$NETCOND_URL\""], timeout=120)
     assert r.returncode == 0, r.stderr
+    # The resumed request reached the client whole, after the origin had sent it (the link held
+    # the rest); the cut one has no such moment.
+    cut, resumed = json.loads(json_path.read_text())["scenarios"][0]["requests"]
+    assert "received" not in cut and resumed["received"] >= resumed["ended"], (cut, resumed)
     redrawn = tmp_path / "again.html"
     d = run(["report", str(json_path), "--html", str(redrawn)])
     assert d.returncode == 0, d.stderr

@@ -24,7 +24,13 @@ final class ClientConnectionRecord {
     /// The latest upstream connection to netcond's origin: its local port (what the origin sees as
     /// the peer's port), when it was established, and `downWritten` when the origin's bytes began
     /// (after the proxy's own answer to CONNECT or SOCKS5, see ``originBytesFollow()``).
-    var originUpstream: (localPort: Int, connectedAt: NIODeadline, from: Int64)?
+    var originUpstream: (localPort: Int, connectedAt: NIODeadline, from: Int64)? {
+        didSet {
+            if oldValue?.localPort != self.originUpstream?.localPort || oldValue?.connectedAt != self.originUpstream?.connectedAt {
+                self.deliverySamples = []
+            }
+        }
+    }
     /// How the link ended the connection, if it did.
     var cut: CutMode?
     /// When the client's FIN reached netcond's socket (it closed, or shut down its sending side):
@@ -36,10 +42,28 @@ final class ClientConnectionRecord {
         self.originUpstream.map { max(0, self.downDelivered - $0.from) }
     }
 
+    /// When the origin's bytes reached the client's socket: (moment, ``deliveredFromOrigin`` then),
+    /// one sample per delivery, so that the evidence can tell when each response's last byte
+    /// arrived. At most ``maxDeliverySamples``; past that, none (the moments are then unknown).
+    private(set) var deliverySamples: [(at: NIODeadline, bytes: Int64)] = []
+    static let maxDeliverySamples = 200_000
+
+    func noteDelivered(_ bytes: Int, at now: NIODeadline) {
+        self.downDelivered += Int64(bytes)
+        guard let delivered = self.deliveredFromOrigin, delivered > 0, self.deliverySamples.count < Self.maxDeliverySamples
+        else { return }
+        if let last = self.deliverySamples.last, last.at == now {
+            self.deliverySamples[self.deliverySamples.count - 1].bytes = delivered
+        } else {
+            self.deliverySamples.append((now, delivered))
+        }
+    }
+
     /// What goes down from now on is the origin's: the proxy's own reply (`200 Connection
     /// Established`, the SOCKS5 success) has been written.
     func originBytesFollow() {
         self.originUpstream?.from = self.downWritten
+        self.deliverySamples = []
     }
 
     init(id: Int, acceptedAt: NIODeadline) {

@@ -185,13 +185,15 @@ final class ProxyRules {
     private func deliveredEvent(_ record: ClientConnectionRecord, at now: NIODeadline, stillOpen: Bool) -> ProxyEvent? {
         guard let origin = record.originUpstream, let delivered = record.deliveredFromOrigin else { return nil }
         let how = record.cut.map { "; the link \($0.pastTense) it" } ?? ""
-        return ProxyEvent(
+        var event = ProxyEvent(
             at: self.elapsed(at: now).seconds, kind: .delivered,
             detail: "client connection \(record.id): \(delivered) bytes of the origin's connection from port \(origin.localPort) "
                 + "reached the client\(how)\(stillOpen ? " (still open)" : "")",
             cut: record.cut, localPort: origin.localPort, bytes: delivered,
             connectedAt: self.elapsed(at: origin.connectedAt).seconds,
             clientFINAt: record.clientFINAt.map { self.elapsed(at: $0).seconds })
+        event.deliveries = record.deliverySamples.map { ProxyEvent.DeliverySample(at: self.elapsed(at: $0.at).seconds, bytes: $0.bytes) }
+        return event
     }
 
     private func unansweredEvent(_ record: ClientConnectionRecord, stillOpen: Bool) -> ProxyEvent {
@@ -288,6 +290,21 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
     /// For `delivered`: when the client's FIN reached netcond (seconds since the start), if it did
     /// before the connection ended: requests the origin got after it were already on the link.
     public var clientFINAt: Double?
+    /// For `delivered`: when the origin's bytes reached the client's socket (seconds since the
+    /// start, bytes so far), for when each response's last byte arrived. In the run's evidence
+    /// only: not in the JSON (`/events`).
+    public var deliveries: [DeliverySample] = []
+
+    /// The origin's bytes of a connection that had reached the client by a moment.
+    public struct DeliverySample: Equatable, Sendable {
+        public var at: Double
+        public var bytes: Int64
+
+        public init(at: Double, bytes: Int64) {
+            self.at = at
+            self.bytes = bytes
+        }
+    }
 
     /// The JSON keeps one `outcome` text: the attempt's outcome, or the cut's mode.
     enum CodingKeys: String, CodingKey {
