@@ -104,15 +104,18 @@ public final class OriginRequestLog: Sendable {
     }
 
     func addBytesWritten(_ count: Int, connection id: Int) {
-        let ended = self.connectionBox.withLock { connections -> (entry: Int, at: Int64)? in
+        // Every response finished since the last count ends here (behind TLS one ciphertext
+        // write can carry the ends of several pipelined responses).
+        let ended = self.connectionBox.withLock { connections -> (entries: [Int], at: Int64)? in
             guard connections[id] != nil else { return nil }
             connections[id]!.bytesWritten += Int64(count)
             guard !connections[id]!.endsPending.isEmpty else { return nil }
-            return (connections[id]!.endsPending.removeFirst(), connections[id]!.bytesWritten)
+            defer { connections[id]!.endsPending.removeAll() }
+            return (connections[id]!.endsPending, connections[id]!.bytesWritten)
         }
         if let ended {
             self.box.withLock { entries in
-                if entries.indices.contains(ended.entry) { entries[ended.entry].connectionBytesAtEnd = ended.at }
+                for entry in ended.entries where entries.indices.contains(entry) { entries[entry].connectionBytesAtEnd = ended.at }
             }
         }
     }

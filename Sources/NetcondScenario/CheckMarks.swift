@@ -21,7 +21,7 @@ extension Checks {
         case .resumes(let check):
             let gets = evidence.gets(of: check.file)
             marks = []
-            for (index, request) in gets.enumerated() where request.bodyBytesReceived > 0 && request.cutShort {
+            for (index, request) in gets.enumerated() where request.bodyBytesReceived > 0 && request.cutByNetwork {
                 marks.append(request.at)
                 if let ended = request.ended { marks.append(ended) }
                 if index + 1 < gets.count { marks.append(gets[index + 1].at) }

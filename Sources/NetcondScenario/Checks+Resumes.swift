@@ -17,7 +17,7 @@ extension Checks {
         let gets = evidence.gets(of: check.file)
         var details: [String] = []
         var cuts = 0
-        for (index, request) in gets.enumerated() where request.bodyBytesReceived > 0 && request.cutShort {
+        for (index, request) in gets.enumerated() where request.bodyBytesReceived > 0 && request.cutByNetwork {
             cuts += 1
             // Where the client's copy ends: what the response started at plus what reached it.
             let had = (request.status == 206 ? request.rangeStart ?? 0 : 0) + request.bodyBytesReceived

@@ -72,7 +72,7 @@ public enum Checks {
         if let failure = attempt.connectFailure { return failure.rawValue }
         guard let status = attempt.status else { return "no answer" }
         if status >= 400 { return String(status) }
-        return attempt.cutShort ? "cut body" : "ok"
+        return attempt.cutByNetwork ? "cut body" : "ok"
     }
 
     // MARK: formatting

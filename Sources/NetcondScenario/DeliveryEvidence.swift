@@ -30,6 +30,9 @@ public enum DeliveryEvidence {
         public var cut: CutMode?
         /// When the client's FIN reached netcond, on the origin's clock, if it did.
         public var clientFIN: Instant?
+        /// The connection was still open when the run ended: what had not arrived was stopped by
+        /// the run's end (a client killed at its deadline), not by the network.
+        public var stillOpen = false
         /// When the connection's bytes reached the client's socket (moment, bytes so far), in order.
         public var samples: [Sample] = []
 
@@ -58,6 +61,8 @@ public enum DeliveryEvidence {
         public var bytes: Int64
         public var uncertainty: Int64
         public var cut: CutMode?
+        /// Lost because the run ended with the connection open, not because of the network.
+        public var byRunEnd = false
     }
 
     /// The origin notes a connection when its own event loop accepts it, which can come a moment
@@ -137,7 +142,8 @@ public enum DeliveryEvidence {
                 }
                 continue
             }
-            result[entry.id] = Undelivered(bytes: min(lost, entry.bodyBytesSent), uncertainty: uncertainty, cut: delivery.cut)
+            result[entry.id] = Undelivered(
+                bytes: min(lost, entry.bodyBytesSent), uncertainty: uncertainty, cut: delivery.cut, byRunEnd: delivery.stillOpen)
         }
         return result
     }

@@ -46,6 +46,7 @@ struct EvidenceAssembler {
             let at = Instant(nanoseconds: self.logStart + Int64(connectedAt * 1e9))
             let fin = event.clientFINAt.map { Instant(nanoseconds: self.logStart + Int64($0 * 1e9)) }
             var delivery = DeliveryEvidence.Delivery(at: at, localPort: port, bytes: bytes, cut: event.cut, clientFIN: fin)
+            delivery.stillOpen = event.stillOpen
             delivery.samples = event.deliveries.map {
                 DeliveryEvidence.Delivery.Sample(at: Instant(nanoseconds: self.logStart + Int64($0.at * 1e9)), bytes: $0.bytes)
             }
@@ -79,11 +80,14 @@ struct EvidenceAssembler {
             )
             request.responded = entry.respondedAt.map { self.seconds(uptime: $0.nanoseconds) }
             request.afterClientFIN = late[entry.id].map { Double($0.nanoseconds) / 1e9 }
-            request.received = received[entry.id].map { self.seconds(uptime: $0.nanoseconds) }
+            // Never before the origin finished (a pass-through link can deliver before the origin's
+            // own completion is stamped).
+            request.received = received[entry.id].map { max(self.seconds(uptime: $0.nanoseconds), request.ended ?? 0) }
             if let lost = undelivered[entry.id] {
                 request.undelivered = lost.bytes
                 request.undeliveredUncertainty = lost.uncertainty
                 request.linkCut = lost.cut
+                request.stoppedByRunEnd = lost.byRunEnd
             }
             return request
         }

@@ -267,7 +267,11 @@ extension HTMLReport {
         title += ", \(Self.number(request["bodyBytes"])) bytes"
         if let received = request["bodyBytesReceived"] { title += " (\(Self.number(received)) reached the client)" }
         if let cut = request["linkCut"] as? String { title += ", the link \(cut == "reset" ? "reset" : "closed") it" }
-        if request["cutShort"] as? Bool == true { title += ", cut short" }
+        if request["stoppedByRunEnd"] as? Bool == true {
+            title += ", the rest still on its way when the run ended"
+        } else if request["cutShort"] as? Bool == true {
+            title += ", cut short"
+        }
         if let responded, responded > at { title += ", waited \(Self.number(((responded - at) * 1000).rounded() / 1000))s for the server" }
         if let received = Self.double(request["received"]) {
             title += ", sent by +\(Self.number(Self.double(request["ended"]) ?? received))s, its last byte at the client +\(Self.number(received))s"
@@ -294,7 +298,11 @@ extension HTMLReport {
             var label = "\(method) \(path) " + ((request["status"] as? Int).map(String.init) ?? "no answer")
             if let range = request["range"] as? String { label += " " + range.replacingOccurrences(of: "bytes=", with: "") }
             label += " · " + Self.bytesText(Self.double(request["bodyBytesReceived"]) ?? Self.double(request["bodyBytes"]) ?? 0)
-            if request["cutShort"] as? Bool == true || request["linkCut"] != nil { label += " · cut" }
+            if request["stoppedByRunEnd"] as? Bool == true {
+                label += " · unfinished"
+            } else if request["cutShort"] as? Bool == true || request["linkCut"] != nil {
+                label += " · cut"
+            }
             let shown = label.count > 40 ? String(label.prefix(39)) + "…" : label
             text = "<text class=\"request-label\(broken ? " broken" : "")\" x=\"4\" y=\"\(Int(top + height - 1))\">"
                 + "\(Self.escape(shown))</text>\n"
@@ -320,7 +328,7 @@ extension HTMLReport {
             guard let text = request["retryAfter"] as? String, let wait = Double(text.trimmingCharacters(in: .whitespaces)), wait > 0,
                 let at = Self.double(request["at"])
             else { continue }
-            let from = Self.double(request["received"]) ?? Self.double(request["ended"]) ?? at
+            let from = Self.double(request["ended"]) ?? at
             asked[at] = (from, wait)
             let row = top + 28 + Double(number % 2) * 5
             svg += "<g class=\"retry-after\"><title>the response at +\(Self.number(from))s asked the client to wait \(Self.number(wait))s "

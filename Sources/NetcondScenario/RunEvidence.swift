@@ -60,6 +60,11 @@ public struct RunEvidence: Sendable {
             self.effect = effect
         }
 
+        /// What did not reach the client was stopped by the run's end (the client was stopped at
+        /// its deadline with the connection open), not by the network: not a cut the client must
+        /// answer for (``cutByNetwork``), though it did not get the whole response (``cutShort``).
+        public var stoppedByRunEnd = false
+
         /// Body bytes that reached the client.
         public var bodyBytesReceived: Int64 {
             max(0, self.bodyBytesSent - self.undelivered)
@@ -71,10 +76,15 @@ public struct RunEvidence: Sendable {
             !self.completed || self.undelivered > 0
         }
 
+        /// Cut short by the origin or the network (what a client is judged on): not by the run's end.
+        public var cutByNetwork: Bool {
+            !self.completed || (self.undelivered > 0 && !self.stoppedByRunEnd)
+        }
+
         /// Failed from the client's point of view: an error status, no answer, or a cut body.
         var failed: Bool {
             guard let status = self.status else { return true }
-            return status >= 500 || status == 429 || status == 408 || self.cutShort
+            return status >= 500 || status == 429 || status == 408 || self.cutByNetwork
         }
 
         /// The `M` of `Range: bytes=M-` (nil without a Range header or for another form).

@@ -318,6 +318,8 @@ public enum ScenarioSuite {
                 var cutShort: Bool?
                 /// Body bytes that reached the client, when fewer than the origin sent.
                 var bodyBytesReceived: Int64?
+                /// The rest was still on its way when the run ended (the client stopped at its deadline).
+                var stoppedByRunEnd: Bool?
                 var linkCut: String?
             }
 
@@ -368,7 +370,8 @@ public enum ScenarioSuite {
                                 ended: $0.ended.map { ($0 * 1000).rounded() / 1000 },
                                 received: $0.received.map { ($0 * 1000).rounded() / 1000 },
                                 cutShort: $0.cutShort ? true : nil,
-                                bodyBytesReceived: $0.undelivered > 0 ? $0.bodyBytesReceived : nil, linkCut: $0.linkCut?.rawValue)
+                                bodyBytesReceived: $0.undelivered > 0 ? $0.bodyBytesReceived : nil,
+                                stoppedByRunEnd: $0.stoppedByRunEnd && $0.undelivered > 0 ? true : nil, linkCut: $0.linkCut?.rawValue)
                     }
                     self.clientOutput = outcome.clientOutput.tail
                     self.deadline = outcome.evidence.deadline.seconds

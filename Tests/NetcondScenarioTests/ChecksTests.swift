@@ -77,6 +77,21 @@ import Testing
         #expect(result.evidence.contains("cut at byte 600,000 (+0.10s; the link reset it), and the client never asked again"), "\(result.evidence)")
     }
 
+    /// A response still arriving when the run ended (the client stopped at its deadline with the
+    /// connection open): not a cut the client must resume from, nor a failed attempt to back off
+    /// from, though it did not arrive whole.
+    @Test func whatTheRunsEndStoppedIsNotACutTheClientAnswersFor() {
+        var stopped = Request(at: 0.1, path: "/files/big.bin", status: 200, bodyBytesSent: 1_000_000)
+        stopped.undelivered = 400_000
+        stopped.stoppedByRunEnd = true
+        #expect(stopped.cutShort && !stopped.cutByNetwork && !stopped.failed)
+        let resumes = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([stopped]))
+        #expect(!resumes.evidence.contains("never asked again"), "\(resumes.evidence)")
+        // The same bytes lost to a cut of the link's are the client's to answer for.
+        let cut = self.linkCut(sent: 1_000_000, undelivered: 400_000)
+        #expect(cut.cutByNetwork && cut.failed)
+    }
+
     @Test func cutsOfRangeResponsesCountFromTheirStart() {
         let result = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([
             Request(at: 0.1, path: "/files/big.bin", status: 200, bodyBytesSent: 300_000, completed: false),

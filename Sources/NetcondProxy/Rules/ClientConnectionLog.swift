@@ -52,7 +52,8 @@ final class ClientConnectionRecord {
         self.downDelivered += Int64(bytes)
         guard let delivered = self.deliveredFromOrigin, delivered > 0, self.deliverySamples.count < Self.maxDeliverySamples
         else { return }
-        if let last = self.deliverySamples.last, last.at == now {
+        // One sample a millisecond at most: a long download keeps about a thousand a second.
+        if let last = self.deliverySamples.last, now - last.at < .milliseconds(1) {
             self.deliverySamples[self.deliverySamples.count - 1].bytes = delivered
         } else {
             self.deliverySamples.append((now, delivered))

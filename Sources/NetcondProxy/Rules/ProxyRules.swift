@@ -193,6 +193,7 @@ final class ProxyRules {
             connectedAt: self.elapsed(at: origin.connectedAt).seconds,
             clientFINAt: record.clientFINAt.map { self.elapsed(at: $0).seconds })
         event.deliveries = record.deliverySamples.map { ProxyEvent.DeliverySample(at: self.elapsed(at: $0.at).seconds, bytes: $0.bytes) }
+        event.stillOpen = stillOpen
         return event
     }
 
@@ -294,6 +295,9 @@ public struct ProxyEvent: Codable, Equatable, Sendable {
     /// start, bytes so far), for when each response's last byte arrived. In the run's evidence
     /// only: not in the JSON (`/events`).
     public var deliveries: [DeliverySample] = []
+    /// For `delivered`: the connection was still open when the log was read (the run ended with
+    /// bytes still on their way). In the run's evidence only, as ``deliveries``.
+    public var stillOpen = false
 
     /// The origin's bytes of a connection that had reached the client by a moment.
     public struct DeliverySample: Equatable, Sendable {
