@@ -258,8 +258,10 @@ extension HTMLReport {
             return (bar, label)
         }
         // The bar ends when the response's last byte reached the client (what the link held
-        // included), else when the origin finished it.
-        let ended = Self.double(request["received"]) ?? Self.double(request["ended"])
+        // included); for one still on its way when the run ended, at the run's end; else when the
+        // origin finished it.
+        let ended = Self.double(request["received"])
+            ?? (request["stoppedByRunEnd"] as? Bool == true ? end / 1.02 : nil) ?? Self.double(request["ended"])
         let responded = Self.double(request["responded"])
         var title = "+\(Self.number(at))s \(method) \(path) → \(status)"
         if let range = request["range"] as? String { title += ", Range: \(range)" }

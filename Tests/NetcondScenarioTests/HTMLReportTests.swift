@@ -145,6 +145,20 @@ import Testing
         #expect(html.contains("the captive portal's page, not the data"))
     }
 
+    /// A response still on its way when the run ended: its bar runs to the end, "unfinished", not "cut".
+    @Test func aResponseTheRunsEndStoppedRunsToTheEnd() throws {
+        var outcome = self.outcome("stopped", passed: false)
+        var stopped = RunEvidence.Request(at: 0.3, path: "/files/video.bin", status: 200, bodyBytesSent: 2_097_152)
+        stopped.ended = 0.32
+        stopped.undelivered = 1_954_508
+        stopped.stoppedByRunEnd = true
+        outcome.evidence.requests = [stopped]
+        let html = try self.page([.ran(outcome)])
+        #expect(html.contains(#"<g class="mark request broken" data-at="0.3" data-ended="2">"#), "\(html)")
+        #expect(html.contains("(142,644 reached the client), the rest still on its way when the run ended")
+            || html.contains("(142644 reached the client), the rest still on its way when the run ended"), "\(html)")
+    }
+
     /// A page load of many assets: rows are packed (no labels; each bar's title says it all), and
     /// there are never more rows than the limit.
     @Test func manyRequestsArePackedIntoRows() throws {
