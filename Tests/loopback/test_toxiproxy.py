@@ -3,6 +3,7 @@ its README shows), with real sockets through the proxies it creates: latency and
 by a client, Toxiproxy's error shapes, disable/enable, reset, and clean-up."""
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -102,16 +103,23 @@ class Servers:
             sock.close()
 
 
+def api_port(proc):
+    """The port netcond's API bound (it listens on port 0: a port picked beforehand can be taken by
+    another job between the pick and the bind), from the line it prints at start."""
+    line = proc.stdout.readline()
+    found = re.search(r"Toxiproxy API on http://127\.0\.0\.1:(\d+)", line)
+    assert found, line + proc.stderr.read()
+    return int(found.group(1))
+
+
 @pytest.fixture
 def api():
-    """`netcond toxiproxy` on a free port, the client library pointed at it; stopped with SIGTERM."""
-    port = free_port()
-    proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", f"127.0.0.1:{port}", "--seed", "3"],
+    """`netcond toxiproxy` on a port of its own, the client library pointed at it; stopped with SIGTERM."""
+    proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", "127.0.0.1:0", "--seed", "3"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     servers = Servers()
     try:
-        line = proc.stdout.readline()
-        assert "Toxiproxy API on http://127.0.0.1:" in line, line + proc.stderr.read()
+        port = api_port(proc)
         client = toxiproxy.Toxiproxy()
         client.update_api_consumer("127.0.0.1", port)
         yield client, port, servers, proc
@@ -413,13 +421,12 @@ def test_idle_connections_to_the_api_lock_nobody_out():
     """600 connections opened to the API and left there, under a 512-descriptor limit, stopped it:
     now the API keeps at most 128, the longest idle making way for a new one."""
     import resource
-    port = free_port()
-    proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", f"127.0.0.1:{port}"],
+    proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", "127.0.0.1:0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512)))
     idle = []
     try:
-        assert "Toxiproxy API on" in proc.stdout.readline()
+        port = api_port(proc)
         for _ in range(600):
             try:
                 idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
@@ -437,12 +444,11 @@ def test_idle_connections_to_the_api_lock_nobody_out():
 
 def test_netcond_link_makes_toxics_a_shared_link(tmp_path):
     """--netcond-link: the handshake pays the latency too, and a latency cannot pick connections."""
-    port = free_port()
-    proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", f"127.0.0.1:{port}", "--netcond-link"],
+    proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", "127.0.0.1:0", "--netcond-link"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     servers = Servers()
     try:
-        assert "Toxiproxy API on" in proc.stdout.readline()
+        port = api_port(proc)
         client = toxiproxy.Toxiproxy()
         client.update_api_consumer("127.0.0.1", port)
         echo = client.create(upstream=f"127.0.0.1:{servers.echo}", name="echo")
@@ -514,14 +520,14 @@ def test_a_proxy_whose_upstream_is_down_accepts_and_closes_each_connection(api):
 
 
 def test_a_config_file_creates_its_proxies_and_a_bad_one_is_refused(tmp_path):
-    port, listen = free_port(), free_port()
+    listen = free_port()
     good = tmp_path / "toxiproxy.json"
     good.write_text(json.dumps([{"name": "redis", "listen": f"127.0.0.1:{listen}", "upstream": "127.0.0.1:6379"},
                                 {"name": "pg", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:5432", "enabled": False}]))
-    proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", f"127.0.0.1:{port}", "--config", str(good)],
+    proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", "127.0.0.1:0", "--config", str(good)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert "Toxiproxy API on" in proc.stdout.readline()
+        port = api_port(proc)
         proxies = requests.get(f"http://127.0.0.1:{port}/proxies", timeout=10).json()
         assert sorted(proxies) == ["pg", "redis"]
         assert proxies["redis"]["listen"] == f"127.0.0.1:{listen}" and proxies["redis"]["enabled"]
