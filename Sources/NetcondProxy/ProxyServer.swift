@@ -27,23 +27,14 @@ public final class ProxyServer: Sendable {
 
         var listeners: [Channel] = []
         var children: [ObjectIdentifier: Channel] = [:]
+        /// This server's listeners (in ``ProcessListeners`` while it runs).
         var selfAddresses: [SocketAddress] = []
-        /// netcond's listeners that only this host's clients may reach through the proxy (the
-        /// control API): for a client from elsewhere they count as a loop, and are refused.
-        var localOnly: [SocketAddress] = []
     }
 
     /// The listeners a client at `peer` may not reach through the proxy: netcond's own (a loop),
     /// and for a client from another host also those kept for this host's clients.
     static func listenersRefused(to peer: SocketAddress?, own: [SocketAddress], localOnly: [SocketAddress]) -> [SocketAddress] {
         HostAddress.isLoopback(peer?.ipAddress ?? "") ? own : own + localOnly
-    }
-
-    /// The control API listens here: a client of the proxy from another host (a proxy listening
-    /// beyond loopback) may not reach it through the proxy, as it may not directly.
-    public func reserveForLocalClients(_ address: SocketAddress) async throws {
-        let state = self.state
-        try await self.loop.submit { state.value.localOnly.append(address) }.get()
     }
 
     public init(configuration: ProxyConfiguration, group: EventLoopGroup) {
@@ -191,9 +182,9 @@ public final class ProxyServer: Sendable {
                         stats: state.stats,
                         rules: state.rules,
                         client: client,
-                        listeners: Self.listenersRefused(
-                            to: channel.remoteAddress, own: state.selfAddresses, localOnly: state.localOnly)
-                            + ProcessListeners.refused(to: channel.remoteAddress)
+                        // Every proxy of this process (a loop) and, for a client from another
+                        // host, every API (the control API included: it registers itself).
+                        listeners: ProcessListeners.refused(to: channel.remoteAddress)
                     )
                     try configure(channel, state, connector)
                 }

@@ -106,9 +106,9 @@ public final class Session: Sendable {
                 if let control {
                     let server = ControlServer(proxy: proxy)
                     controlServer = server
-                    let address = try await server.start(host: control.host, port: control.port)
-                    try await proxy.reserveForLocalClients(address)
-                    controlAddress = address
+                    // The control API is in ProcessListeners: a client from another host may not
+                    // reach it through the proxy, as it may not directly.
+                    controlAddress = try await server.start(host: control.host, port: control.port)
                 }
                 return Session(
                     profile: profile,
