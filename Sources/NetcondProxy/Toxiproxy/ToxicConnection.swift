@@ -265,8 +265,9 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         self.readUpstreamIfRoom()
     }
 
-    /// The server's stream ended (`eof`), or its channel closed.
-    func upstreamEnd(_ ending: ToxicChain.Ending, inactive: Bool) {
+    /// The server's stream ended (its EOF), or its channel closed (`inactive`): either way, as in
+    /// Toxiproxy, the downstream stream ends behind what it holds.
+    func upstreamEnd(inactive: Bool) {
         if inactive {
             self.upstreamEnded = true
             self.up?.stop()
@@ -324,14 +325,14 @@ final class ToxicUpstreamSide: ChannelInboundHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed {
-            self.connection.upstreamEnd(.eof, inactive: false)
+            self.connection.upstreamEnd(inactive: false)
         } else {
             context.fireUserInboundEventTriggered(event)
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        self.connection.upstreamEnd(.close, inactive: true)
+        self.connection.upstreamEnd(inactive: true)
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
