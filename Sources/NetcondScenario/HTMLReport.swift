@@ -55,9 +55,7 @@ public enum HTMLReport {
     static func connectionsSection(_ graph: TimeSequence, capture: String, dropsKnown: Bool) -> String {
         var html = "<section class=\"connections\" id=\"connections\"><h2>The run's TCP connections</h2>\n"
         html += "<p class=\"facts\">\(Self.escape("Time–sequence graphs of \(capture): \(graph.connections.count) connection\(graph.connections.count == 1 ? "" : "s")"))</p>\n"
-        html += "<p class=\"legend\"><span class=\"key data\"></span>data segment <span class=\"key retx\"></span>retransmission "
-            + "<span class=\"key ack\"></span>acknowledged <span class=\"key window\"></span>receive window's edge "
-            + "<span class=\"key drop\">✕</span>dropped by the link <span class=\"key flag\"></span>SYN, FIN, RST</p>\n"
+        html += TimeSequenceReport.legend
         // In the order they opened, as the timeline above has them.
         let opened = graph.connections.prefix(TimeSequenceReport.maxConnections).sorted { $0.startedAt < $1.startedAt }
         for (index, connection) in opened.enumerated() {

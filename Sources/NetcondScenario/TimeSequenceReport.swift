@@ -25,9 +25,7 @@ public enum TimeSequenceReport {
         if graph.otherPackets > 0 { said += "; \(graph.otherPackets) other packet\(graph.otherPackets == 1 ? "" : "s") (not TCP over IP) left out" }
         said += drops.map { "; the link's drops from \($0)" } ?? "; no capture of the link's drops given (--drops FILE: netcond run --pcap-drops)"
         html += "<p class=\"facts\">\(Markup.escaped(said))</p>\n"
-        html += "<p class=\"legend\"><span class=\"key data\"></span>data segment <span class=\"key retx\"></span>retransmission "
-            + "<span class=\"key ack\"></span>acknowledged <span class=\"key window\"></span>receive window's edge "
-            + "<span class=\"key drop\">✕</span>dropped by the link <span class=\"key flag\"></span>SYN, FIN, RST</p>\n"
+        html += Self.legend
         for (index, connection) in graph.connections.prefix(Self.maxConnections).enumerated() {
             html += Self.section(connection, index: index, dropsKnown: drops != nil)
         }
@@ -42,6 +40,11 @@ public enum TimeSequenceReport {
     }
 
     /// `dropsKnown`: the link's drops were captured (else none can be counted).
+    /// What the marks mean (above the graphs).
+    static let legend = "<p class=\"legend\"><span class=\"key data\"></span>data segment <span class=\"key retx\"></span>retransmission "
+        + "<span class=\"key ack\"></span>acknowledged <span class=\"key window\"></span>receive window's edge "
+        + "<span class=\"key drop\">✕</span>dropped by the link <span class=\"key flag\"></span>SYN, FIN, RST</p>\n"
+
     static func section(_ connection: TimeSequence.Connection, index: Int, dropsKnown: Bool = true) -> String {
         var facts = ["\(Self.bytes(Double(connection.bytes))) sent in \(Self.number(connection.duration)) s"]
         facts.append("\(connection.retransmissions) retransmission\(connection.retransmissions == 1 ? "" : "s")")
