@@ -1,6 +1,7 @@
 """`netcond toxiproxy` driven by a real Toxiproxy client library (toxiproxy-python from PyPI, used as
 its README shows), with real sockets through the proxies it creates: latency and bandwidth measured
 by a client, Toxiproxy's error shapes, disable/enable, reset, and clean-up."""
+import contextlib
 import json
 import os
 import re
@@ -112,10 +113,11 @@ def api_port(proc):
     return int(found.group(1))
 
 
-@pytest.fixture
-def api():
-    """`netcond toxiproxy` on a port of its own, the client library pointed at it; stopped with SIGTERM."""
-    proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", "127.0.0.1:0", "--seed", "3"],
+@contextlib.contextmanager
+def running_api(*extra):
+    """`netcond toxiproxy EXTRA` on a port of its own, the client library pointed at it, the test
+    servers beside it; stopped with SIGTERM."""
+    proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", "127.0.0.1:0", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     servers = Servers()
     try:
@@ -126,6 +128,12 @@ def api():
     finally:
         servers.close()
         stop_process(proc)
+
+
+@pytest.fixture
+def api():
+    with running_api("--seed", "3") as running:
+        yield running
 
 
 def address(proxy):
@@ -444,22 +452,13 @@ def test_idle_connections_to_the_api_lock_nobody_out():
 
 def test_netcond_link_makes_toxics_a_shared_link(tmp_path):
     """--netcond-link: the handshake pays the latency too, and a latency cannot pick connections."""
-    proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", "127.0.0.1:0", "--netcond-link"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    servers = Servers()
-    try:
-        port = api_port(proc)
-        client = toxiproxy.Toxiproxy()
-        client.update_api_consumer("127.0.0.1", port)
+    with running_api("--netcond-link") as (client, _, servers, _):
         echo = client.create(upstream=f"127.0.0.1:{servers.echo}", name="echo")
         echo.add_toxic(type="latency", stream="upstream", name="up", attributes={"latency": 100})
         echo.add_toxic(type="latency", stream="downstream", name="down", attributes={"latency": 100})
         assert first_reply(echo) >= 0.4
         with pytest.raises(InvalidToxic):
             echo.add_toxic(type="latency", name="some", toxicity=0.5, attributes={"latency": 300})
-    finally:
-        servers.close()
-        stop_process(proc)
 
 
 def test_reset_peer_resets_a_connection_it_met_at_its_start_and_closes_one_it_came_to_later(api):
