@@ -11,6 +11,7 @@ let package = Package(
     products: [
         .executable(name: "netcond", targets: ["netcond"]),
         .library(name: "NetcondTesting", targets: ["NetcondTesting"]),
+        .library(name: "NetcondTLS", targets: ["NetcondTLS"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -51,11 +52,21 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The TLS library (two copies of BoringSSL, most of a cold build) lives here alone, so
+        // that NetcondTesting builds without it; the netcond command always links it.
+        .target(
+            name: "NetcondTLS",
+            dependencies: [
+                "NetcondProxy",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
-                .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -82,7 +93,6 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -114,6 +124,7 @@ let package = Package(
                 "NetcondOrigin",
                 "NetcondScenario",
                 "NetcondPacket",
+                "NetcondTLS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -123,7 +134,7 @@ let package = Package(
         ),
         .testTarget(
             name: "NetcondTestingTests",
-            dependencies: ["NetcondTesting"],
+            dependencies: ["NetcondTesting", "NetcondTLS"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

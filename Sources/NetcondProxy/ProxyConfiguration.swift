@@ -41,8 +41,12 @@ public struct ProxyConfiguration: Sendable {
     public var forwards: [PortForward]
     /// Where `origin.netcond.test` (and any other `*.netcond.test`) goes; nil = not served.
     public var originAddress: SocketAddress?
-    /// The built-in origin's HTTPS listener: where `origin.netcond.test:443` goes.
+    /// The built-in origin's HTTPS listener: where `origin.netcond.test:443` goes (nil: that port
+    /// is closed).
     public var originTLSAddress: SocketAddress?
+    /// The TLS library for the captive portal's wrong certificate; nil: a profile that needs it
+    /// is refused (``Profile/tlsRefusal``).
+    public var tls: (any TLSProvider)?
     /// Conditions may change while running (control API): every connection goes through the link
     /// model even when the profile imposes nothing, so a later switch shapes it too.
     public var controllable: Bool
@@ -67,6 +71,7 @@ public struct ProxyConfiguration: Sendable {
         forwards: [PortForward] = [],
         originAddress: SocketAddress? = nil,
         originTLSAddress: SocketAddress? = nil,
+        tls: (any TLSProvider)? = nil,
         controllable: Bool = false,
         timerSpin: Span = .microseconds(300)
     ) {
@@ -77,6 +82,7 @@ public struct ProxyConfiguration: Sendable {
         self.forwards = forwards
         self.originAddress = originAddress
         self.originTLSAddress = originTLSAddress
+        self.tls = tls
         self.controllable = controllable
         self.timerSpin = timerSpin
     }

@@ -20,9 +20,9 @@ public final class ProxyServer: Sendable {
         let stats = ProxyStats()
         let rules: ProxyRules
 
-        init(profile: Profile, seed: UInt64, startedAt: NIODeadline, eventLoop: EventLoop) {
+        init(profile: Profile, seed: UInt64, startedAt: NIODeadline, eventLoop: EventLoop, tls: (any TLSProvider)?) {
             self.profile = profile
-            self.rules = ProxyRules(profile: profile, seed: seed, startedAt: startedAt, eventLoop: eventLoop)
+            self.rules = ProxyRules(profile: profile, seed: seed, startedAt: startedAt, eventLoop: eventLoop, tls: tls)
         }
 
         var listeners: [Channel] = []
@@ -41,7 +41,9 @@ public final class ProxyServer: Sendable {
         self.configuration = configuration
         self.loop = group.next()
         self.state = NIOLoopBoundBox.makeBoxSendingValue(
-            State(profile: configuration.profile, seed: configuration.seed, startedAt: .now(), eventLoop: self.loop),
+            State(
+                profile: configuration.profile, seed: configuration.seed, startedAt: .now(), eventLoop: self.loop,
+                tls: configuration.tls),
             eventLoop: self.loop
         )
     }
@@ -57,6 +59,9 @@ public final class ProxyServer: Sendable {
 
     /// Binds the proxy port and every forward. Throws a user-facing error when a port is taken.
     public func start() async throws -> ProxyAddresses {
+        if self.configuration.tls == nil, let refusal = self.configuration.profile.tlsRefusal {
+            throw ProxyStartError(description: refusal)
+        }
         // Every proxied connection costs two descriptors; use all the process may have.
         _ = netcond_raise_open_file_limit()
         // The link exists from the start, so a schedule's clock starts with the run.
@@ -227,7 +232,7 @@ public final class ProxyServer: Sendable {
             state.value.listeners = []
             for address in state.value.selfAddresses { ProcessListeners.remove(address) }
             state.value.selfAddresses = []
-            state.value.rules.portalTLS.stop()
+            state.value.rules.portalTLS?.stop()
             let futures = all.map { channel in channel.close().recover { _ in } }
             return EventLoopFuture.andAllComplete(futures, on: loop)
         }
@@ -328,6 +333,8 @@ public final class ProxyServer: Sendable {
             return ControlAPI.Rejection(status: 404, message: "no fault named '\(name)'; names in force: \(names.isEmpty ? "none" : names)")
         case .switchProfile(let profile) where profile.streamEngineRefusal != nil:
             return ControlAPI.Rejection(status: 400, message: profile.streamEngineRefusal!)
+        case .switchProfile(let profile) where self.configuration.tls == nil && profile.tlsRefusal != nil:
+            return ControlAPI.Rejection(status: 400, message: profile.tlsRefusal!)
         case .captive where s.rules.captive.spec == nil:
             return ControlAPI.Rejection(
                 status: 400,

@@ -204,7 +204,8 @@ struct UpstreamConnector {
         case .blackhole?:
             intercept = .blackholed
         case .wrongCertificate?:
-            // The portal answers in the target's place, with its own certificate.
+            // The portal answers in the target's place, with its own certificate. (Without a TLS
+            // library such a profile never starts, nor is switched to: tlsRefusal.)
             toPortal = self.rules?.portalTLS
         case nil:
             break
@@ -253,9 +254,12 @@ struct UpstreamConnector {
                 case .some(.some(let address)):
                     routedToOrigin = true
                     var address = address
-                    if target.port == 443, target.host.lowercased().trimmingSuffix(".") == OriginHost.name,
-                        let tls = overrides.originTLS
-                    {
+                    if target.port == 443, target.host.lowercased().trimmingSuffix(".") == OriginHost.name {
+                        // Served where there is a TLS library; else the port is closed.
+                        guard let tls = overrides.originTLS else {
+                            real = loop.makeFailedFuture(UpstreamError.refused(target, "connection refused"))
+                            break
+                        }
                         address = tls
                     } else if target.port != 80 && target.port != 443 {
                         address.port = target.port

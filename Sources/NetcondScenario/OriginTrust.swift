@@ -1,6 +1,5 @@
 import Foundation
 import NIOCore
-import NIOSSL
 import NetcondProxy
 
 #if canImport(Glibc)
@@ -23,7 +22,7 @@ public final class OriginTrust: Sendable {
     /// `REQUESTS_CA_BUNDLE`) or else the system's. Empty: none was found, and HTTPS to any other
     /// server fails certificate checks in the child (the commands warn).
     public let sources: [String]
-    let context: NIOSSLContext
+    let identity: any TLSServerIdentity
 
     /// Where Debian, Fedora, openSUSE, Alpine and macOS keep the system CA bundle.
     static let systemBundles = [
@@ -35,15 +34,10 @@ public final class OriginTrust: Sendable {
         public var description: String
     }
 
-    /// Makes the CA and the certificate and writes the files; `environment` is the one the client
-    /// would otherwise get (its CA variables are kept in the bundles).
-    public init(host: String, environment: [String: String]) throws {
-        let ca = try ThrowawayCA(name: "netcond origin CA (this run only)")
-        let issued = try ca.issue(for: [host])
-        var configuration = TLSConfiguration.makeServerConfiguration(
-            certificateChain: issued.chain.map { .certificate($0) }, privateKey: .privateKey(issued.key))
-        configuration.applicationProtocols = ["http/1.1"]
-        self.context = try NIOSSLContext(configuration: configuration)
+    /// Makes the CA and the certificate (with `tls`) and writes the files; `environment` is the one
+    /// the client would otherwise get (its CA variables are kept in the bundles).
+    public init(host: String, environment: [String: String], tls: any TLSProvider) throws {
+        self.identity = try tls.makeServerIdentity(authority: "netcond origin CA (this run only)", names: [host])
 
         self.directory = try TemporaryFiles.makeDirectory(kind: "tls")
         self.caPath = self.directory + "/ca.pem"
@@ -59,7 +53,7 @@ public final class OriginTrust: Sendable {
         }
         self.sources = users.isEmpty ? Self.systemBundles.first(where: { readable($0) != nil }).map { [$0] } ?? [] : users
         do {
-            let pem = try ca.certificatePEM()
+            let pem = self.identity.authorityPEM
             let marked = "# netcond origin CA (this run only)\n" + pem
             try pem.write(toFile: self.caPath, atomically: false, encoding: .utf8)
             try Self.concatenate(self.sources, then: marked).write(toFile: self.bundlePath, atomically: false, encoding: .utf8)
@@ -83,7 +77,7 @@ public final class OriginTrust: Sendable {
 
     /// Adds TLS in front of an origin connection.
     func prepare(_ channel: Channel) throws {
-        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: self.context))
+        try self.identity.addServerHandler(to: channel)
     }
 
     /// The variables that make clients trust the origin.

@@ -68,7 +68,7 @@ final class PacketPortal: @unchecked Sendable {
     /// installs the NAT chain and closes the gate if the profile's portal starts closed.
     static func start(
         named: Channel, address: String, spec: CaptivePortalSpec?, engine: PacketEngine, loop: EventLoop,
-        bindHTTP: @escaping @Sendable (String, Int, _ intercepted: Bool) async throws -> Channel
+        tls: any TLSProvider, bindHTTP: @escaping @Sendable (String, Int, _ intercepted: Bool) async throws -> Channel
     ) async throws -> PacketPortal {
         var channels = [named]
         var tlsServers: [NIOLoopBound<PortalTLSServer>] = []
@@ -88,7 +88,9 @@ final class PacketPortal: @unchecked Sendable {
             for (host, port) in [(address, Self.certificatePort), ("::1", 0)] {
                 // Made on its loop, where it lives.
                 let server = try await loop.submit {
-                    NIOLoopBound(PortalTLSServer(eventLoop: loop, host: host, port: port, onConnection: onTLS), eventLoop: loop)
+                    NIOLoopBound(
+                        PortalTLSServer(eventLoop: loop, tls: tls, host: host, port: port, onConnection: onTLS),
+                        eventLoop: loop)
                 }.get()
                 let bound = try? await loop.flatSubmit { server.value.start() }.get()
                 if host == address && bound == nil {

@@ -79,7 +79,8 @@ public final class PacketSession: Sendable {
         }
     }
 
-    /// Starts the engine (checking the privilege first, before anything else runs) and the origin.
+    /// Starts the engine (checking the privilege first, before anything else runs) and the origin
+    /// (HTTPS with `tls`, as the portal's wrong certificate).
     public static func start(
         profile: Profile,
         seed: UInt64,
@@ -88,6 +89,7 @@ public final class PacketSession: Sendable {
         precise: Bool = false,
         control: (host: String, port: Int)? = ("127.0.0.1", 0),
         identity: ChildIdentity? = nil,
+        tls: any TLSProvider,
         onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
     ) async throws(Failure) -> PacketSession {
         TemporaryFiles.removeStale()
@@ -119,7 +121,8 @@ public final class PacketSession: Sendable {
             let address = try await Self.freeAddress(offset: 0) { host in
                 try await origin.start(group: originGroup, host: host, port: 80)
             }
-            let originTrust = try OriginTrust(host: Session.originHost, environment: ProcessInfo.processInfo.environment)
+            let originTrust = try OriginTrust(
+                host: Session.originHost, environment: ProcessInfo.processInfo.environment, tls: tls)
             trust = originTrust
             if identity != nil, let problem = ChildIdentity.openForReading(originTrust.directory) {
                 throw ChildIdentity.Failure(description: problem)
@@ -146,7 +149,7 @@ public final class PacketSession: Sendable {
             let portalAddress = named.localAddress?.ipAddress ?? "127.0.0.1"
             let started = try await PacketPortal.start(
                 named: named, address: portalAddress, spec: profile.captivePortal, engine: engine, loop: loop,
-                bindHTTP: bindHTTP)
+                tls: tls, bindHTTP: bindHTTP)
             box.withLockedValue { $0 = started }
             portal = started
             let file = try TemporaryFiles.makeFile(kind: "hosts")

@@ -139,7 +139,8 @@ public enum ScenarioRunner {
         onProgress: (@Sendable (ScenarioProgress) -> Void)? = nil,
         engine: RunEngine = .proxy,
         capture: (delivered: String?, dropped: String?) = (nil, nil),
-        user: ChildIdentity? = nil
+        user: ChildIdentity? = nil,
+        tls: (any TLSProvider)?
     ) async throws(ScenarioRunError) -> ScenarioOutcome {
         let began = NIODeadline.now()
         let session: any RunSession
@@ -157,13 +158,16 @@ public enum ScenarioRunner {
             if user != nil {
                 throw ScenarioRunError(description: "\(scenario.file): \(Self.userNeedsPacketEngine)", exitCode: 2)
             }
+            if tls == nil, let refusal = Self.tlsProblem(scenario) {
+                throw ScenarioRunError(description: "\(scenario.file): \(refusal)", exitCode: 2)
+            }
             do {
                 var forwards: [PortForward] = []
                 if case .function = client {
                     forwards.append(PortForward(listenHost: "127.0.0.1", listenPort: 0, targetHost: Session.originHost, targetPort: 80))
                 }
                 let started = try await Session.start(
-                    profile: scenario.profile, seed: seed, forwards: forwards, originContent: scenario.origin)
+                    profile: scenario.profile, seed: seed, forwards: forwards, originContent: scenario.origin, tls: tls)
                 session = started
                 if let forward = started.forwardAddresses.first {
                     originForward = URL(string: "http://\(Session.hostPort(forward))")
@@ -184,9 +188,15 @@ public enum ScenarioRunner {
                         + problems.joined(separator: "; ") + " (use --engine proxy)",
                     exitCode: 2)
             }
+            guard let tls else {
+                throw ScenarioRunError(
+                    description: "\(scenario.file): the packet engine serves the origin's HTTPS and needs a TLS library; this build has none",
+                    exitCode: 2)
+            }
             do {
                 session = try await PacketSession.start(
-                    profile: scenario.profile, seed: seed, originContent: scenario.origin, capture: capture, identity: user)
+                    profile: scenario.profile, seed: seed, originContent: scenario.origin, capture: capture, identity: user,
+                    tls: tls)
             } catch {
                 throw ScenarioRunError(description: "cannot start: \(error)", exitCode: 3)
             }
@@ -369,6 +379,16 @@ public enum ScenarioRunner {
         if let refusal = scenario.profile.streamEngineRefusal { return refusal }
         for event in scenario.timeline {
             if case .switchProfile(let profile) = event.action, let refusal = profile.streamEngineRefusal { return refusal }
+        }
+        return nil
+    }
+
+    /// Why a scenario cannot run without a TLS library: its profile, or one its timeline switches
+    /// to, has a portal with the wrong certificate (nil: it can).
+    static func tlsProblem(_ scenario: Scenario) -> String? {
+        if let refusal = scenario.profile.tlsRefusal { return refusal }
+        for event in scenario.timeline {
+            if case .switchProfile(let profile) = event.action, let refusal = profile.tlsRefusal { return refusal }
         }
         return nil
     }

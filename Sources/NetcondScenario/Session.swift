@@ -15,9 +15,10 @@ public final class Session: Sendable {
     public let proxyAddress: SocketAddress
     public let forwardAddresses: [SocketAddress]
     public let originAddress: SocketAddress
-    /// The origin's HTTPS listener (`https://origin.netcond.test`) and the CA files clients trust it by.
-    public let originTLSAddress: SocketAddress
-    public let trust: OriginTrust
+    /// The origin's HTTPS listener (`https://origin.netcond.test`) and the CA files clients trust
+    /// it by; nil without a TLS library (port 443 of the origin is closed then).
+    public let originTLSAddress: SocketAddress?
+    public let trust: OriginTrust?
     public let origin: OriginServer
     /// Where the control API listens (nil when not served).
     public let controlAddress: SocketAddress?
@@ -39,8 +40,8 @@ public final class Session: Sendable {
         controlAddress: SocketAddress?,
         origin: OriginServer,
         originAddress: SocketAddress,
-        originTLSAddress: SocketAddress,
-        trust: OriginTrust,
+        originTLSAddress: SocketAddress?,
+        trust: OriginTrust?,
         proxyGroup: MultiThreadedEventLoopGroup,
         originGroup: MultiThreadedEventLoopGroup
     ) {
@@ -62,7 +63,8 @@ public final class Session: Sendable {
     }
 
     /// Starts the origin and the proxy. Throws a user-facing `ProxyStartError` when a port is taken.
-    /// With a control API (or `liveChanges`) the link may be changed while it runs.
+    /// With a control API (or `liveChanges`) the link may be changed while it runs. With `tls` the
+    /// origin serves HTTPS too and the captive portal may present its wrong certificate.
     public static func start(
         profile: Profile,
         seed: UInt64,
@@ -72,6 +74,7 @@ public final class Session: Sendable {
         control: (host: String, port: Int)? = ("127.0.0.1", 0),
         originContent: OriginContent = OriginContent(),
         liveChanges: Bool = false,
+        tls: (any TLSProvider)?,
         onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
     ) async throws -> Session {
         // What a netcond killed by SIGKILL left behind goes first.
@@ -82,9 +85,12 @@ public final class Session: Sendable {
         var trust: OriginTrust?
         do {
             let originAddress = try await origin.start(group: originGroup)
-            let originTrust = try OriginTrust(host: Self.originHost, environment: ProcessInfo.processInfo.environment)
-            trust = originTrust
-            let originTLSAddress = try await origin.addListener(group: originGroup) { channel in try originTrust.prepare(channel) }
+            var originTLSAddress: SocketAddress?
+            if let tls {
+                let originTrust = try OriginTrust(host: Self.originHost, environment: ProcessInfo.processInfo.environment, tls: tls)
+                trust = originTrust
+                originTLSAddress = try await origin.addListener(group: originGroup) { channel in try originTrust.prepare(channel) }
+            }
             let proxy = ProxyServer(
                 configuration: ProxyConfiguration(
                     profile: profile,
@@ -94,6 +100,7 @@ public final class Session: Sendable {
                     forwards: forwards,
                     originAddress: originAddress,
                     originTLSAddress: originTLSAddress,
+                    tls: tls,
                     controllable: control != nil || liveChanges
                 ),
                 group: proxyGroup
@@ -120,7 +127,7 @@ public final class Session: Sendable {
                     origin: origin,
                     originAddress: originAddress,
                     originTLSAddress: originTLSAddress,
-                    trust: originTrust,
+                    trust: trust,
                     proxyGroup: proxyGroup,
                     originGroup: originGroup
                 )
@@ -164,7 +171,7 @@ public final class Session: Sendable {
         environment["NETCOND_PROFILE"] = self.profile.name
         if let controlURL = self.controlURL { environment["NETCOND_CONTROL"] = controlURL }
         environment["NETCOND_CAPTIVE_API"] = CaptivePortal.apiURL
-        for (name, value) in self.trust.environment { environment[name] = value }
+        for (name, value) in self.trust?.environment ?? [:] { environment[name] = value }
         return environment
     }
 
@@ -175,7 +182,7 @@ public final class Session: Sendable {
         try? await self.origin.stop()
         try? await self.proxyGroup.shutdownGracefully()
         try? await self.originGroup.shutdownGracefully()
-        self.trust.remove()
+        self.trust?.remove()
     }
 
     public func summary() async -> ProxySummary {

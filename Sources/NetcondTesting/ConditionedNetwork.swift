@@ -148,6 +148,9 @@ public final class ConditionedNetwork: Sendable {
     public func switchProfile(to profile: NetworkProfile) async throws {
         let resolved = try profile.resolve()
         if let refusal = resolved.streamEngineRefusal { throw NetcondTestingError(description: refusal) }
+        if self.session.proxy.configuration.tls == nil, let refusal = resolved.tlsRefusal {
+            throw NetcondTestingError(description: refusal)
+        }
         await self.session.proxy.apply(.switchProfile(resolved))
     }
 
@@ -224,15 +227,21 @@ public struct NetcondTestingError: Error, CustomStringConvertible {
 /// Entry points: start a conditioned network, and the one a trait started for the current test.
 public enum Netcond {
     /// Starts the proxy, its link and the built-in origin in this process. `seed`: default
-    /// `NETCOND_SEED`, else random (read it back from ``ConditionedNetwork/seed``).
-    public static func start(profile: NetworkProfile = .none, seed: UInt64? = nil) async throws -> ConditionedNetwork {
+    /// `NETCOND_SEED`, else random (read it back from ``ConditionedNetwork/seed``). `tls`: a TLS
+    /// library (`.nioSSL`, from the `NetcondTLS` product) for the origin's `https://` and a captive
+    /// portal's wrong certificate; without one the origin's port 443 is closed, and such a portal
+    /// is refused.
+    public static func start(
+        profile: NetworkProfile = .none, seed: UInt64? = nil, tls: (any TLSProvider)? = nil
+    ) async throws -> ConditionedNetwork {
         let resolved = try profile.resolve()
         if let refusal = resolved.streamEngineRefusal { throw NetcondTestingError(description: refusal) }
+        if tls == nil, let refusal = resolved.tlsRefusal { throw NetcondTestingError(description: refusal) }
         let seed = Self.seed(seed)
         let session = try await Session.start(
             profile: resolved, seed: seed,
             forwards: [PortForward(listenHost: "127.0.0.1", listenPort: 0, targetHost: Session.originHost, targetPort: 80)],
-            control: nil, liveChanges: true)
+            control: nil, liveChanges: true, tls: tls)
         return ConditionedNetwork(session: session)
     }
 

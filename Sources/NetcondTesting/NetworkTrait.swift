@@ -14,6 +14,8 @@ public struct NetworkTrait: TestTrait, SuiteTrait, TestScoping {
     public let seed: UInt64?
     public let sharedBySuite: Bool
     public let requiresTraffic: Bool
+    /// The TLS library for HTTPS (``Netcond/start(profile:seed:tls:)``); nil: none.
+    public let tls: (any TLSProvider)?
 
     /// On a suite, the trait reaches each of its tests, unless the suite shares one network.
     public var isRecursive: Bool { !self.sharedBySuite }
@@ -21,7 +23,7 @@ public struct NetworkTrait: TestTrait, SuiteTrait, TestScoping {
     public func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        let network = try await Netcond.start(profile: self.profile, seed: self.seed)
+        let network = try await Netcond.start(profile: self.profile, seed: self.seed, tls: self.tls)
         // The seed decides every loss and jitter draw: printed, so a failure can be repeated.
         print("netcond: \(test.name) under \(network.profileName), seed \(network.seed) (NETCOND_SEED=\(network.seed) repeats it)")
         do {
@@ -47,10 +49,14 @@ extension Trait where Self == NetworkTrait {
     ///   - sharedBySuite: on a suite, one network for all its tests instead of one each.
     ///   - requiresTraffic: `false` for a test that means to make no connection (it then only
     ///     warns when none was made).
+    ///   - tls: `.nioSSL` (from the `NetcondTLS` product) for the origin's `https://` and a
+    ///     captive portal's wrong certificate.
     public static func network(
-        _ profile: NetworkProfile, seed: UInt64? = nil, sharedBySuite: Bool = false, requiresTraffic: Bool = true
+        _ profile: NetworkProfile, seed: UInt64? = nil, sharedBySuite: Bool = false, requiresTraffic: Bool = true,
+        tls: (any TLSProvider)? = nil
     ) -> Self {
-        NetworkTrait(profile: profile, seed: seed, sharedBySuite: sharedBySuite, requiresTraffic: requiresTraffic)
+        NetworkTrait(
+            profile: profile, seed: seed, sharedBySuite: sharedBySuite, requiresTraffic: requiresTraffic, tls: tls)
     }
 }
 #endif

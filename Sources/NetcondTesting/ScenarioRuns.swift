@@ -17,6 +17,8 @@ public typealias NetworkEvent = ProxyEvent
 public typealias OriginRequest = OriginRequestLog.Entry
 /// A profile built in code, for ``NetworkProfile/profile(_:)``.
 public typealias Profile = NetcondCore.Profile
+/// A TLS library for HTTPS in a test's network (`.nioSSL`, from the `NetcondTLS` product).
+public typealias TLSProvider = NetcondProxy.TLSProvider
 
 extension Netcond {
     /// Runs a scenario file (`Scenarios/resume-after-dropout.yaml`) against `client`, a function in
@@ -24,22 +26,23 @@ extension Netcond {
     /// `report.results` for each check. The client gets the scenario's URL as one it reaches
     /// without a proxy (through the same link), and logs its output lines with `context.log`.
     /// Returning is exit 0, throwing exit 1; at the scenario's deadline the function is cancelled.
+    /// `tls`: as for ``Netcond/start(profile:seed:tls:)``.
     public static func run(
-        scenario path: String, seed: UInt64? = nil,
+        scenario path: String, seed: UInt64? = nil, tls: (any TLSProvider)? = nil,
         client: @escaping @Sendable (ScenarioClientContext) async throws -> Void
     ) async throws -> ScenarioReport {
         let scenario = try ScenarioDecoder.decodeFile(atPath: path)
-        return try await Self.run(scenario: scenario, seed: seed, client: client)
+        return try await Self.run(scenario: scenario, seed: seed, tls: tls, client: client)
     }
 
     /// Runs a scenario already read (``ScenarioDecoder``) against `client`.
     public static func run(
-        scenario: Scenario, seed: UInt64? = nil,
+        scenario: Scenario, seed: UInt64? = nil, tls: (any TLSProvider)? = nil,
         client: @escaping @Sendable (ScenarioClientContext) async throws -> Void
     ) async throws -> ScenarioReport {
         return try await ScenarioRunner.run(
             scenario, client: .function(client), seed: Self.seed(seed), baseEnvironment: ProcessInfo.processInfo.environment,
-            echo: .none)
+            echo: .none, tls: tls)
     }
 }
 

@@ -7,10 +7,10 @@ extension XCTestCase {
     /// A body whose client never reached the network fails the test (`requiresTraffic: false`:
     /// a warning): it ran under no conditions at all.
     public func withConditionedNetwork<T: Sendable>(
-        _ profile: NetworkProfile, seed: UInt64? = nil, requiresTraffic: Bool = true,
+        _ profile: NetworkProfile, seed: UInt64? = nil, requiresTraffic: Bool = true, tls: (any TLSProvider)? = nil,
         _ body: (ConditionedNetwork) async throws -> T
     ) async throws -> T {
-        let network = try await Netcond.start(profile: profile, seed: seed)
+        let network = try await Netcond.start(profile: profile, seed: seed, tls: tls)
         print("netcond: \(self.name) under \(network.profileName), seed \(network.seed) (NETCOND_SEED=\(network.seed) repeats it)")
         do {
             let result = try await Netcond.$current.withValue(network) { try await body(network) }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import NetcondCore
 import NetcondScenario
+import NetcondTLS
 
 #if canImport(Glibc)
 import Glibc
@@ -85,7 +86,7 @@ struct DemoCommand: AsyncParsableCommand {
             do {
                 outcome = try await ScenarioRunner.run(
                     scenario, client: .command(run.command), seed: seed, baseEnvironment: currentEnvironment(), echo: .none,
-                    onEvent: { line in print("   netcond: \(line)") }, engine: self.engine?.runEngine ?? .proxy)
+                    onEvent: { line in print("   netcond: \(line)") }, engine: self.engine?.runEngine ?? .proxy, tls: .nioSSL)
             } catch {
                 printError("netcond: \(error.description)")
                 throw ExitCode(error.exitCode)

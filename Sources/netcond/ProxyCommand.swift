@@ -2,6 +2,7 @@ import ArgumentParser
 import NetcondCore
 import NetcondProxy
 import NetcondScenario
+import NetcondTLS
 
 #if canImport(Glibc)
 import Glibc
@@ -90,6 +91,7 @@ struct ProxyCommand: AsyncParsableCommand {
                 listenPort: listen.port,
                 forwards: forwards,
                 control: control,
+                tls: .nioSSL,
                 onStateChange: { state, at in status.stateChanged(state, at: at) }
             )
         } catch {
@@ -101,7 +103,7 @@ struct ProxyCommand: AsyncParsableCommand {
             print("netcond: forwarding \(address.ipAddress ?? "?"):\(address.port ?? 0) → \(forward.targetHost):\(forward.targetPort)")
         }
         print("netcond: built-in origin at http://\(Session.originHost) and https://\(Session.originHost) (through the proxy; "
-            + "for HTTPS point clients at the run's CA: SSL_CERT_FILE=\(session.trust.bundlePath), removed when the proxy stops)")
+            + "for HTTPS point clients at the run's CA: SSL_CERT_FILE=\(session.trust?.bundlePath ?? "?"), removed when the proxy stops)")
         if let controlURL = session.controlURL {
             print("netcond: control API on \(controlURL) (netcond ctl status --control \(controlURL))")
             print("netcond: dashboard on \(controlURL)/ (live graphs and controls, in a browser)")

@@ -4,6 +4,7 @@ import NetcondCore
 import NetcondPacket
 import NetcondProxy
 import NetcondScenario
+import NetcondTLS
 
 #if canImport(Glibc)
 import Glibc
@@ -126,14 +127,14 @@ struct RunCommand: AsyncParsableCommand {
         let stateLog = LiveStatus(live: false)
         let quiet = self.quiet
         do {
-            session = try await Session.start(profile: profile, seed: seed, forwards: forwards) { state, at in
+            session = try await Session.start(profile: profile, seed: seed, forwards: forwards, tls: .nioSSL) { state, at in
                 if !quiet { stateLog.stateChanged(state, at: at) }
             }
         } catch {
             printError("netcond: \(error)")
             throw ExitCode(3)
         }
-        if let warning = session.trust.warning, !quiet { printError(warning) }
+        if let warning = session.trust?.warning, !quiet { printError(warning) }
         // On a terminal, where a person can open it: the live dashboard.
         if let controlURL = session.controlURL, !quiet, isatty(2) != 0 {
             printError("netcond: dashboard on \(controlURL)/ (live graphs and controls)")
@@ -221,7 +222,7 @@ extension RunCommand {
         do {
             session = try await PacketSession.start(
                 profile: profile, seed: seed, capture: (self.pcap, self.pcapDrops), precise: self.lowLatency.lowLatency,
-                identity: identity
+                identity: identity, tls: .nioSSL
             ) { state, at in
                 if !quiet { stateLog.stateChanged(state, at: at) }
             }
@@ -304,7 +305,8 @@ extension RunCommand {
                 onProgress: showProgress,
                 engine: engine,
                 capture: (self.pcap, self.pcapDrops),
-                user: identity
+                user: identity,
+                tls: .nioSSL
             )
         } catch {
             status.finish()

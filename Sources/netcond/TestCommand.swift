@@ -3,6 +3,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import NetcondCore
 import NetcondScenario
+import NetcondTLS
 
 #if canImport(Glibc)
 import Glibc
@@ -164,7 +165,8 @@ struct TestCommand: AsyncParsableCommand {
                     onEvent: { line in status.log("  \(line)") },
                     onProgress: showProgress,
                     engine: self.engine?.runEngine ?? scenario.engine ?? .proxy,
-                    user: identity
+                    user: identity,
+                    tls: .nioSSL
                 )
                 current.withLockedValue { $0 = nil }
                 if let signal = interrupted.withLockedValue({ $0 }) {

@@ -36,7 +36,7 @@ import Testing
         let loop = EmbeddedEventLoop()
         let rules = ProxyRules(
             profile: Profile(name: "t", captivePortal: CaptivePortalSpec()), seed: 1, startedAt: .uptimeNanoseconds(0),
-            eventLoop: loop)
+            eventLoop: loop, tls: nil)
         rules.setPortal(open: true, now: .uptimeNanoseconds(1_000_000_000))
         rules.setPortal(open: false, now: .uptimeNanoseconds(2_000_000_000))
         #expect(rules.events.map(\.portal) == [.opened, .closed])

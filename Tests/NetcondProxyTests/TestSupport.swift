@@ -31,7 +31,7 @@ final class ProxyRig {
     init(profile: Profile, shaped: Bool) throws {
         let loop = self.loop
         let stats = ProxyStats()
-        self.rules = ProxyRules(profile: profile, seed: 1, startedAt: loop.now, eventLoop: loop)
+        self.rules = ProxyRules(profile: profile, seed: 1, startedAt: loop.now, eventLoop: loop, tls: nil)
         let driver = shaped ? LinkDriver(profile: profile, seed: 1, eventLoop: loop, epoch: loop.now) : nil
         self.driver = driver
         var connector = UpstreamConnector(

@@ -19,7 +19,8 @@ serve, timers, tcpserve, client), one module per item: item_throughput.py (1), i
 item_bandwidth.py (3), item_overhead.py (4), item_loss.py (5a, 5b, 5d), item_bufferbloat.py (5c),
 item_memory.py (6), item_startup.py (7), item_control.py (8), item_packet.py (9, 9a-9d),
 item_packet_udp.py (9e), item_packet_fidelity.py (9f), item_packet_quic.py (9g), html_report.py (10),
-item_engines.py (11), item_traces.py (12; its client trace_client.py), item_toxiproxy.py (13).
+item_engines.py (11), item_traces.py (12; its client trace_client.py), item_toxiproxy.py (13),
+item_cold_build.py (14, only when asked: --only 14).
 """
 import argparse
 import os
@@ -34,6 +35,7 @@ import html_report  # noqa: E402  (item 10, a module of its own)
 from benchlib import Harness, Servers, Table, log  # noqa: E402
 from item_bandwidth import item_bandwidth  # noqa: E402
 from item_bufferbloat import item_bufferbloat  # noqa: E402
+from item_cold_build import item_cold_build  # noqa: E402
 from item_control import item_control_stall  # noqa: E402
 from item_engines import item_engines  # noqa: E402
 from item_latency import item_latency  # noqa: E402
@@ -89,6 +91,7 @@ def run(args):
             ("11. same profile, both engines", lambda: item_engines(h, t, log)),
             ("12. trace replay", lambda: item_traces(h, t, log)),
             ("13. Toxiproxy side by side", lambda: item_toxiproxy(h, t, log)),
+            ("14. cold build", lambda: item_cold_build(h, t)),
         ]
         only = set(args.only.split(",")) if args.only else None
         h.only = only
@@ -104,7 +107,7 @@ def run(args):
             try:
                 if srv is None and "throughput" not in label and "HTTP" not in label and "scenario" not in label \
                         and "Linux" not in label and "HTML" not in label and "engines" not in label \
-                        and "trace" not in label:
+                        and "trace" not in label and "cold" not in label:
                     raise RuntimeError("test servers did not start")
                 fn()
             except KeyboardInterrupt:

@@ -14,8 +14,9 @@ import Darwin
 final class ProxyRules {
     private(set) var plan: FaultPlan
     private(set) var captive: CaptivePortal
-    /// The portal's TLS side (`https: wrong-certificate`), started on first use.
-    let portalTLS: PortalTLSServer
+    /// The portal's TLS side (`https: wrong-certificate`), started on first use; nil without a
+    /// TLS library (such a profile is refused then: ``Profile/tlsRefusal``).
+    let portalTLS: PortalTLSServer?
     private(set) var events: [ProxyEvent] = []
     /// Events not kept because the log was full.
     private(set) var eventsDropped = 0
@@ -23,10 +24,10 @@ final class ProxyRules {
 
     static let maxEvents = 100_000
 
-    init(profile: Profile, seed: UInt64, startedAt: NIODeadline, eventLoop: EventLoop) {
+    init(profile: Profile, seed: UInt64, startedAt: NIODeadline, eventLoop: EventLoop, tls: (any TLSProvider)?) {
         self.plan = FaultPlan(faults: profile.faults, seed: seed)
         self.captive = CaptivePortal(spec: profile.captivePortal)
-        self.portalTLS = PortalTLSServer(eventLoop: eventLoop)
+        self.portalTLS = tls.map { PortalTLSServer(eventLoop: eventLoop, tls: $0) }
         self.startedAt = startedAt
     }
 

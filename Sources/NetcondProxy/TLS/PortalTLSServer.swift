@@ -1,7 +1,6 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import NIOSSL
 import NetcondCore
 
 /// The captive portal's HTTPS side for `https: wrong-certificate`: a TLS server on loopback that
@@ -12,6 +11,7 @@ import NetcondCore
 /// and sends intercepted connections to it by NAT.
 public final class PortalTLSServer {
     private let eventLoop: EventLoop
+    private let tls: any TLSProvider
     private let host: String
     private let port: Int
     private let onConnection: (@Sendable () -> Void)?
@@ -19,8 +19,12 @@ public final class PortalTLSServer {
     private var channel: Channel?
 
     /// `onConnection`: called (on the loop) for each connection the server accepts.
-    public init(eventLoop: EventLoop, host: String = "127.0.0.1", port: Int = 0, onConnection: (@Sendable () -> Void)? = nil) {
+    public init(
+        eventLoop: EventLoop, tls: any TLSProvider, host: String = "127.0.0.1", port: Int = 0,
+        onConnection: (@Sendable () -> Void)? = nil
+    ) {
         self.eventLoop = eventLoop
+        self.tls = tls
         self.host = host
         self.port = port
         self.onConnection = onConnection
@@ -32,20 +36,14 @@ public final class PortalTLSServer {
         let loop = self.eventLoop
         let future: EventLoopFuture<SocketAddress>
         do {
-            let ca = try ThrowawayCA(name: "netcond captive portal CA (untrusted)")
-            let issued = try ca.issue(for: [CaptivePortal.host])
-            var configuration = TLSConfiguration.makeServerConfiguration(
-                certificateChain: issued.chain.map { .certificate($0) },
-                privateKey: .privateKey(issued.key)
-            )
-            configuration.applicationProtocols = ["http/1.1"]
-            let context = try NIOSSLContext(configuration: configuration)
+            let identity = try self.tls.makeServerIdentity(
+                authority: "netcond captive portal CA (untrusted)", names: [CaptivePortal.host])
             let bootstrap = ServerBootstrap(group: loop)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelInitializer { [onConnection] channel in
                     onConnection?()
                     return channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                        try identity.addServerHandler(to: channel)
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                         try channel.pipeline.syncOperations.addHandler(PortalPageHandler())
                     }

@@ -5,14 +5,14 @@ import SwiftASN1
 import X509
 
 /// A certificate authority made for one run and forgotten with it: it signs the certificates
-/// netcond presents (the captive portal's certificate for the wrong name; later the origin's
-/// HTTPS). Nothing is written to disk unless a caller asks for the CA's PEM.
-public final class ThrowawayCA: Sendable {
-    public let name: String
+/// netcond presents (the captive portal's certificate for the wrong name, the origin's HTTPS).
+/// Nothing is written to disk unless a caller asks for the CA's PEM.
+final class ThrowawayCA: Sendable {
+    let name: String
     private let key: P256.Signing.PrivateKey
-    public let certificate: Certificate
+    let certificate: Certificate
 
-    public init(name: String = "netcond throwaway CA") throws {
+    init(name: String = "netcond throwaway CA") throws {
         self.name = name
         self.key = P256.Signing.PrivateKey()
         let subject = try DistinguishedName {
@@ -38,12 +38,12 @@ public final class ThrowawayCA: Sendable {
     }
 
     /// The CA certificate as PEM (what a client would be told to trust).
-    public func certificatePEM() throws -> String {
+    func certificatePEM() throws -> String {
         try self.certificate.serializeAsPEM().pemString
     }
 
     /// A server certificate for `names`, signed by this CA, and its key, ready for NIOSSL.
-    public func issue(for names: [String]) throws -> (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey) {
+    func issue(for names: [String]) throws -> (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey) {
         let key = P256.Signing.PrivateKey()
         let now = Date()
         let leaf = try Certificate(
