@@ -45,8 +45,11 @@ struct ProfilesCommand: ParsableCommand {
 struct ValidateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "validate",
-        abstract: "Check profile and scenario files: each file's first error as file:line:column and the reason, every file read; exit 2 if any was bad."
+        abstract: "Check profile and scenario files: every error of every file, in file order, as file:line:column and the reason; exit 2 if any was bad."
     )
+
+    /// Errors shown per file; the rest are counted.
+    static let maxErrorsPerFile = 50
 
     @Argument(help: "Profile or scenario YAML files (a scenario has checks: or client:).")
     var files: [String]
@@ -71,7 +74,11 @@ struct ValidateCommand: ParsableCommand {
                 print("ok: \(TerminalText.escaped(file)) (profile \(profile.name))")
             } catch {
                 bad += 1
-                printError("netcond: \(error.description)")
+                let all = error.all
+                for shown in all.prefix(Self.maxErrorsPerFile) { printError("netcond: \(shown.oneLine)") }
+                if all.count > Self.maxErrorsPerFile {
+                    printError("netcond: \(TerminalText.escaped(file)): \(all.count - Self.maxErrorsPerFile) more errors not shown (\(all.count) in all)")
+                }
             }
         }
         if bad > 0 {

@@ -109,6 +109,30 @@ def test_validate_reports_file_line_column(tmp):
     assert missing.returncode == 2 and "nope.yaml" in missing.stderr
 
 
+def test_validate_reports_every_error_of_every_file_in_file_order(tmp):
+    # Five mistakes in one profile, in different keys and directions, written out of key order.
+    profile = write_profile(tmp, "many", "name: many\ndown:\n  loss: 150%\n  latency: 2 parsecs\nup:\n  jiter: 5ms\n"
+                                           "tcp: reno\nbogus: 1\n")
+    scenario = os.path.join(tmp, "many-scenario.yaml")
+    with open(scenario, "w") as f:
+        f.write("name: many-scenario\nprofile: edgee\nengine: warp\nclient: {deadline: forever}\nchecks: {completes: {}}\n"
+                "colour: blue\n")
+    result = run(["validate", profile, scenario])
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.startswith("netcond: ") and ".yaml:" in line]
+    places = [line.split(": ", 2)[1] for line in lines]
+    assert places == [f"{profile}:3:9", f"{profile}:4:12", f"{profile}:6:3", f"{profile}:7:6", f"{profile}:8:1",
+                      f"{scenario}:2:10", f"{scenario}:3:9", f"{scenario}:4:20", f"{scenario}:6:1"], result.stderr
+    assert "did you mean 'jitter'" in result.stderr and "did you mean 'edge'" in result.stderr
+    assert "2 of 2 files are not valid" in result.stderr
+    # A cap: a file with 60 unknown keys shows 50, and counts the rest.
+    crowded = write_profile(tmp, "crowded", "".join(f"key{i}: 1\n" for i in range(60)))
+    result = run(["validate", crowded])
+    assert result.returncode == 2
+    assert len([line for line in result.stderr.splitlines() if "unknown key" in line]) == 50
+    assert "10 more errors not shown (60 in all)" in result.stderr
+
+
 def test_port_taken_is_a_one_line_error_with_exit_3():
     import socket
 

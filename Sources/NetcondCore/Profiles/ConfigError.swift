@@ -21,6 +21,9 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
     public var keyPath: String
     /// What is wrong and what is allowed, with an example.
     public var message: String
+    /// The other errors found in the same file, in file order, when reading could go on past this
+    /// one (a bad key does not stop the next key being read); `netcond validate` shows them all.
+    public var alsoFound: [ConfigError] = []
 
     public init(file: String, line: Int = 0, column: Int = 0, keyPath: String = "", message: String) {
         self.file = file
@@ -28,6 +31,13 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
         self.column = column
         self.keyPath = keyPath
         self.message = message
+    }
+
+    /// This error and the others found with it, in file order.
+    public var all: [ConfigError] {
+        var first = self
+        first.alsoFound = []
+        return [first] + self.alsoFound
     }
 
     /// `file:line:column` (or less, when unknown).
@@ -41,9 +51,24 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
         return parts.joined(separator: ":")
     }
 
-    /// The line a user sees; control characters (from the file's own text, or its name) are
-    /// escaped, so that an error about a hostile file cannot drive the terminal.
+    /// The line a user sees, then one line for each other error found with it (at most
+    /// ``shownWithFirst``; `netcond validate` lists every one), as a compiler lists its errors.
+    /// Control characters (from the file's own text, or its name) are escaped, so that an error
+    /// about a hostile file cannot drive the terminal.
     public var description: String {
+        var lines = [self.oneLine] + self.alsoFound.prefix(Self.shownWithFirst).map(\.oneLine)
+        if self.alsoFound.count > Self.shownWithFirst {
+            let more = self.alsoFound.count - Self.shownWithFirst
+            lines.append(TerminalText.escaped("\(self.file): \(more) more error\(more == 1 ? "" : "s") (netcond validate \(self.file) lists every one)"))
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// Other errors a description shows after the first.
+    public static let shownWithFirst = 9
+
+    /// This error alone, on one line.
+    public var oneLine: String {
         var text = self.location
         if !text.isEmpty { text += ": " }
         if !self.keyPath.isEmpty { text += "\(self.keyPath): " }
@@ -53,6 +78,40 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// Profiles use the shared configuration error.
 public typealias ProfileError = ConfigError
+
+/// The errors of one file, gathered key by key: a decoder reads each key under ``attempt(_:)`` and
+/// goes on to the next when one is wrong, then ``check()`` throws them together, so that a user
+/// fixing a file sees every mistake in one run rather than one per run. Errors that depend on
+/// several keys together (a queue smaller than the mss) are found once the keys themselves are right.
+final class ConfigProblems {
+    private(set) var errors: [ConfigError] = []
+
+    /// Runs `body`; an error it throws (with the ones it carries) is noted, and nil returned.
+    @discardableResult
+    func attempt<T>(_ body: () throws(ConfigError) -> T) -> T? {
+        do {
+            return try body()
+        } catch {
+            self.note(error)
+            return nil
+        }
+    }
+
+    func note(_ error: ConfigError) {
+        self.errors.append(contentsOf: error.all)
+    }
+
+    /// Throws the first error in file order, carrying the others (``ConfigError/alsoFound``).
+    func check() throws(ConfigError) {
+        guard !self.errors.isEmpty else { return }
+        let ordered = self.errors.enumerated().sorted {
+            ($0.element.line, $0.element.column, $0.offset) < ($1.element.line, $1.element.column, $1.offset)
+        }.map(\.element)
+        var first = ordered[0]
+        first.alsoFound = Array(ordered.dropFirst())
+        throw first
+    }
+}
 
 // MARK: - Suggestions
 

@@ -115,10 +115,20 @@ public struct ConfigNode {
     /// The node as a mapping whose keys must come from `allowedKeys` (in the order given, which is
     /// also the order the error message lists them in). A null node reads as an empty mapping.
     /// `hints` adds a sentence for keys that are known to be put in the wrong place.
+    /// With `problems`, an unknown key is noted there and left out, and the other keys are read.
     public func mapping(
         allowedKeys: [String],
         expecting: String = "a mapping",
         hints: [String: String] = [:]
+    ) throws(ConfigError) -> ConfigMapping {
+        try self.mapping(allowedKeys: allowedKeys, expecting: expecting, hints: hints, problems: nil)
+    }
+
+    func mapping(
+        allowedKeys: [String],
+        expecting: String = "a mapping",
+        hints: [String: String] = [:],
+        problems: ConfigProblems?
     ) throws(ConfigError) -> ConfigMapping {
         var entries: [(key: String, value: ConfigNode)] = []
         if self.isNull {
@@ -140,11 +150,14 @@ public struct ConfigNode {
             let childPath = self.keyPath.isEmpty ? key : "\(self.keyPath).\(key)"
             guard allowedKeys.contains(key) else {
                 let list = "allowed keys: \(allowedKeys.joined(separator: ", "))"
-                throw ConfigError(
+                let error = ConfigError(
                     file: self.file, line: keyLine, column: keyColumn, keyPath: childPath,
                     message: hints[key].map { "unknown key '\(key)'; \($0); \(list)" }
                         ?? Suggestion.unknown("key", key, among: allowedKeys, listedAs: "allowed keys")
                 )
+                guard let problems else { throw error }
+                problems.note(error)
+                continue
             }
             entries.append((key, ConfigNode(
                 node: valueNode, file: self.file, keyPath: childPath, line: keyLine, column: keyColumn

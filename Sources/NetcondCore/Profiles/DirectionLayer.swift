@@ -27,75 +27,107 @@ struct DirectionLayer {
 
     init() {}
 
+    /// Reads every key; all that were wrong are thrown together.
     init(node: ConfigNode, files: ProfileDecoder.FileReferences) throws(ConfigError) {
-        let map = try node.mapping(
-            allowedKeys: Self.keys, expecting: "a mapping of link keys (\(Self.keys.joined(separator: ", ")))"
-        )
+        let problems = ConfigProblems()
+        self.init(node: node, files: files, problems: problems)
+        try problems.check()
+    }
+
+    /// Reads every key, noting each wrong one in `problems` and going on to the next.
+    init(node: ConfigNode, files: ProfileDecoder.FileReferences, problems: ConfigProblems) {
+        guard let map = problems.attempt({ () throws(ConfigError) in
+            try node.mapping(
+                allowedKeys: Self.keys, expecting: "a mapping of link keys (\(Self.keys.joined(separator: ", ")))",
+                problems: problems)
+        }) else { return }
         if let node = map["latency"] {
-            let value = try node.unit(Span.parse)
-            guard value <= .seconds(Int64(3600)) else {
-                throw node.error("\(node.text) is more than 1 hour; allowed: one-way delay 0…1h (e.g. 400ms)")
+            problems.attempt { () throws(ConfigError) in
+                let value = try node.unit(Span.parse)
+                guard value <= .seconds(Int64(3600)) else {
+                    throw node.error("\(node.text) is more than 1 hour; allowed: one-way delay 0…1h (e.g. 400ms)")
+                }
+                self.latency = Located(value: value, node: node)
             }
-            self.latency = Located(value: value, node: node)
         }
         if let node = map["jitter"] {
-            let value = try node.unit(Span.parse)
-            guard value <= .seconds(Int64(10)) else {
-                throw node.error("\(node.text) is more than 10s; allowed: 0…10s (e.g. 20ms)")
+            problems.attempt { () throws(ConfigError) in
+                let value = try node.unit(Span.parse)
+                guard value <= .seconds(Int64(10)) else {
+                    throw node.error("\(node.text) is more than 10s; allowed: 0…10s (e.g. 20ms)")
+                }
+                self.jitter = Located(value: value, node: node)
             }
-            self.jitter = Located(value: value, node: node)
         }
         if let node = map["bandwidth"] {
-            self.bandwidth = Located(value: try Self.rate(node), node: node)
+            problems.attempt { () throws(ConfigError) in
+                self.bandwidth = Located(value: try Self.rate(node), node: node)
+            }
         }
         if let node = map["trace"] {
-            if map["bandwidth"] != nil {
-                throw node.error("a trace sets the rate in place of bandwidth; keep one of trace and bandwidth")
-            }
-            if case .mapping = node.node {
-                self.trace = Located(value: try Self.inlineTrace(node), node: node)
-            } else {
-                if case .refused(let refusal) = files {
-                    throw node.error("trace: names a file; \(refusal)")
+            problems.attempt { () throws(ConfigError) in
+                if map["bandwidth"] != nil {
+                    throw node.error("a trace sets the rate in place of bandwidth; keep one of trace and bandwidth")
                 }
-                self.trace = Located(value: try Self.trace(node), node: node)
-            }
-            if case .series? = self.trace?.value, let other = map["latency"] ?? map["loss"] {
-                throw other.error("the step series of trace: sets the delay and the loss over time; keep latency and loss out of this direction")
+                if case .mapping = node.node {
+                    self.trace = Located(value: try Self.inlineTrace(node), node: node)
+                } else {
+                    if case .refused(let refusal) = files {
+                        throw node.error("trace: names a file; \(refusal)")
+                    }
+                    self.trace = Located(value: try Self.trace(node), node: node)
+                }
+                if case .series? = self.trace?.value, let other = map["latency"] ?? map["loss"] {
+                    throw other.error("the step series of trace: sets the delay and the loss over time; keep latency and loss out of this direction")
+                }
             }
         }
         if let node = map["connection_bandwidth"] {
-            self.connectionBandwidth = Located(value: try Self.rate(node), node: node)
+            problems.attempt { () throws(ConfigError) in
+                self.connectionBandwidth = Located(value: try Self.rate(node), node: node)
+            }
         }
         if let node = map["queue"] {
-            let text = node.text.trimmingCharacters(in: .whitespaces)
-            if let count = Self.packetCount(text) {
-                guard (1...100_000).contains(count) else {
-                    throw node.error("\(text) is not 1 to 100000 packets; allowed: mss…1GB (e.g. 64KB), or 1…100000 packets (e.g. 100 packets)")
+            problems.attempt { () throws(ConfigError) in
+                let text = node.text.trimmingCharacters(in: .whitespaces)
+                if let count = Self.packetCount(text) {
+                    guard (1...100_000).contains(count) else {
+                        throw node.error("\(text) is not 1 to 100000 packets; allowed: mss…1GB (e.g. 64KB), or 1…100000 packets (e.g. 100 packets)")
+                    }
+                    self.queuePackets = Located(value: count, node: node)
+                } else {
+                    let value = try node.unit(ByteCount.parse)
+                    guard value <= ByteCount(bytes: 1 << 30) else {
+                        throw node.error("\(node.text) is more than 1GB; allowed: mss…1GB (e.g. 64KB), or a count of packets (e.g. 100 packets)")
+                    }
+                    self.queue = Located(value: value, node: node)
                 }
-                self.queuePackets = Located(value: count, node: node)
-            } else {
-                let value = try node.unit(ByteCount.parse)
-                guard value <= ByteCount(bytes: 1 << 30) else {
-                    throw node.error("\(node.text) is more than 1GB; allowed: mss…1GB (e.g. 64KB), or a count of packets (e.g. 100 packets)")
-                }
-                self.queue = Located(value: value, node: node)
             }
         }
         if let node = map["reorder"] {
-            self.reorder = Located(value: try Self.reorder(node), node: node)
+            problems.attempt { () throws(ConfigError) in
+                self.reorder = Located(value: try Self.reorder(node), node: node)
+            }
         }
         if let node = map["duplicate"] {
-            self.duplicate = Located(value: try node.unit(Probability.parse), node: node)
+            problems.attempt { () throws(ConfigError) in
+                self.duplicate = Located(value: try node.unit(Probability.parse), node: node)
+            }
         }
         if let node = map["corrupt"] {
-            self.corrupt = Located(value: try node.unit(Probability.parse), node: node)
+            problems.attempt { () throws(ConfigError) in
+                self.corrupt = Located(value: try node.unit(Probability.parse), node: node)
+            }
         }
         if let node = map["aqm"] {
-            self.aqm = Located(value: try Self.aqm(node), node: node)
+            problems.attempt { () throws(ConfigError) in
+                self.aqm = Located(value: try Self.aqm(node), node: node)
+            }
         }
         if let node = map["loss"] {
-            self.loss = Located(value: try Self.loss(node), node: node)
+            problems.attempt { () throws(ConfigError) in
+                self.loss = Located(value: try Self.loss(node), node: node)
+            }
         }
     }
 

@@ -273,61 +273,82 @@ struct ProfileLayer {
     var dnsFail: [String]?
     var captivePortal: CaptivePortalSpec?
 
+    /// Reads every key; a wrong one does not stop the others being read, and all that were wrong
+    /// are thrown together (``ConfigError/alsoFound``).
     init(root: ConfigNode, isBuiltin: Bool, files: ProfileDecoder.FileReferences) throws(ConfigError) {
         self.root = root
         var hints: [String: String] = [:]
         for key in DirectionLayer.keys {
             hints[key] = "'\(key)' belongs under down:, up: or link: (both directions)"
         }
-        let map = try root.mapping(allowedKeys: Self.topKeys, expecting: "a mapping of profile keys", hints: hints)
-        func text(_ key: String) throws(ConfigError) -> Located<String>? {
+        let problems = ConfigProblems()
+        let map = try root.mapping(
+            allowedKeys: Self.topKeys, expecting: "a mapping of profile keys", hints: hints, problems: problems)
+        func text(_ key: String) -> Located<String>? {
             guard let node = map[key] else { return nil }
-            return Located(value: try node.string(expecting: "a text"), node: node)
+            return problems.attempt { () throws(ConfigError) in Located(value: try node.string(expecting: "a text"), node: node) }
         }
         if let node = map["name"] {
-            self.name = Located(
-                value: try node.name(expecting: "a text", what: "the profile name", example: "my-edge"), node: node)
+            self.name = problems.attempt { () throws(ConfigError) in
+                Located(value: try node.name(expecting: "a text", what: "the profile name", example: "my-edge"), node: node)
+            }
         }
-        self.description = try text("description")
-        self.source = try text("source")
-        self.extends = try text("extends")
+        self.description = text("description")
+        self.source = text("source")
+        self.extends = text("extends")
         if isBuiltin {
-            _ = try map.required("name", meaning: "required for built-in profiles: the name users type")
-            _ = try map.required(
-                "description", meaning: "required for built-in profiles: one line saying what the profile models"
-            )
-            _ = try map.required("source", meaning: "required for built-in profiles: where the numbers come from")
+            _ = problems.attempt { () throws(ConfigError) in
+                try map.required("name", meaning: "required for built-in profiles: the name users type")
+            }
+            _ = problems.attempt { () throws(ConfigError) in
+                try map.required(
+                    "description", meaning: "required for built-in profiles: one line saying what the profile models")
+            }
+            _ = problems.attempt { () throws(ConfigError) in
+                try map.required("source", meaning: "required for built-in profiles: where the numbers come from")
+            }
         }
         if let name = self.name, name.value.trimmingCharacters(in: .whitespaces).isEmpty {
-            throw name.node.error("the name is empty; write a short word (e.g. my-edge) or leave the key out")
+            problems.note(name.node.error("the name is empty; write a short word (e.g. my-edge) or leave the key out"))
         }
         if let node = map["tcp"] {
-            let word = try node.choice(CongestionControl.allCases.map(\.rawValue))
-            if let value = CongestionControl(rawValue: word) {
-                self.tcp = Located(value: value, node: node)
-            }
+            self.tcp = problems.attempt { () throws(ConfigError) in
+                let word = try node.choice(CongestionControl.allCases.map(\.rawValue))
+                return CongestionControl(rawValue: word).map { Located(value: $0, node: node) }
+            } ?? nil
         }
         if let node = map["mss"] {
-            let value = try node.unit(ByteCount.parse)
-            guard value.bytes >= 64, value.bytes <= 65_535 else {
-                throw node.error(
-                    "mss \(node.text) is out of range; allowed: 64B…65535B (e.g. 1460B, the Ethernet size)"
-                )
+            self.mss = problems.attempt { () throws(ConfigError) in
+                let value = try node.unit(ByteCount.parse)
+                guard value.bytes >= 64, value.bytes <= 65_535 else {
+                    throw node.error(
+                        "mss \(node.text) is out of range; allowed: 64B…65535B (e.g. 1460B, the Ethernet size)"
+                    )
+                }
+                return Located(value: value, node: node)
             }
-            self.mss = Located(value: value, node: node)
         }
-        self.dnsDelay = try Self.delay(map["dns_delay"], example: "dns_delay: 1.5s")
-        self.connectDelay = try Self.delay(map["connect_delay"], example: "connect_delay: 2s")
-        if let node = map["link"] { self.link = try DirectionLayer(node: node, files: files) }
-        if let node = map["up"] { self.up = try DirectionLayer(node: node, files: files) }
-        if let node = map["down"] { self.down = try DirectionLayer(node: node, files: files) }
-        if let node = map["schedule"] { self.schedule = try ScheduleLayer(node: node, file: root.file, files: files) }
-        if let node = map["stalls"] { self.stalls = try StallLayer(node: node) }
-        if let node = map["faults"] { self.faults = try HTTPFault.decodeList(node) }
-        if let node = map["firewall"] { self.firewall = try SetupRules.firewall(node) }
-        if let node = map["connect_hold"] { self.connectHold = try SetupRules.connectHold(node) }
-        if let node = map["dns_fail"] { self.dnsFail = try SetupRules.dnsFail(node) }
-        if let node = map["captive_portal"] { self.captivePortal = try CaptivePortalSpec(node: node) }
+        self.dnsDelay = problems.attempt { () throws(ConfigError) in try Self.delay(map["dns_delay"], example: "dns_delay: 1.5s") } ?? nil
+        self.connectDelay = problems.attempt { () throws(ConfigError) in
+            try Self.delay(map["connect_delay"], example: "connect_delay: 2s")
+        } ?? nil
+        if let node = map["link"] { self.link = DirectionLayer(node: node, files: files, problems: problems) }
+        if let node = map["up"] { self.up = DirectionLayer(node: node, files: files, problems: problems) }
+        if let node = map["down"] { self.down = DirectionLayer(node: node, files: files, problems: problems) }
+        if let node = map["schedule"] {
+            self.schedule = problems.attempt { () throws(ConfigError) in try ScheduleLayer(node: node, file: root.file, files: files) }
+        }
+        if let node = map["stalls"] { self.stalls = problems.attempt { () throws(ConfigError) in try StallLayer(node: node) } }
+        if let node = map["faults"] { self.faults = problems.attempt { () throws(ConfigError) in try HTTPFault.decodeList(node) } }
+        if let node = map["firewall"] { self.firewall = problems.attempt { () throws(ConfigError) in try SetupRules.firewall(node) } }
+        if let node = map["connect_hold"] {
+            self.connectHold = problems.attempt { () throws(ConfigError) in try SetupRules.connectHold(node) }
+        }
+        if let node = map["dns_fail"] { self.dnsFail = problems.attempt { () throws(ConfigError) in try SetupRules.dnsFail(node) } }
+        if let node = map["captive_portal"] {
+            self.captivePortal = problems.attempt { () throws(ConfigError) in try CaptivePortalSpec(node: node) }
+        }
+        try problems.check()
     }
 
     private static func delay(_ node: ConfigNode?, example: String) throws(ConfigError) -> Located<Span>? {

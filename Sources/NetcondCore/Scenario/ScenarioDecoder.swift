@@ -43,39 +43,69 @@ public enum ScenarioDecoder {
         return try self.decode(yaml: yaml, file: path)
     }
 
+    /// Reads every key; a wrong one does not stop the others being read, and all that were wrong
+    /// are thrown together (``ConfigError/alsoFound``). A key read with another's value (the
+    /// timeline with the profile and origin, the checks with the origin and client) is read when
+    /// those were right, so that no error follows from another.
     public static func decode(yaml: String, file: String) throws(ConfigError) -> Scenario {
         let root = try ConfigNode.parse(yaml: yaml, file: file)
-        let map = try root.mapping(allowedKeys: Self.topKeys, expecting: "a mapping of scenario keys")
+        let problems = ConfigProblems()
+        let map = try root.mapping(allowedKeys: Self.topKeys, expecting: "a mapping of scenario keys", problems: problems)
         let base = ((file as NSString).lastPathComponent as NSString).deletingPathExtension
-        let name: String
+        var name = base
         if let node = map["name"] {
-            name = try node.name(expecting: "a short name", what: "the scenario name", example: "resume-after-dropout")
+            name = problems.attempt { () throws(ConfigError) in
+                try node.name(expecting: "a short name", what: "the scenario name", example: "resume-after-dropout")
+            } ?? base
         } else if let problem = TerminalText.nameProblem(
             base, what: "the file name, the scenario's name without a name: key,")
         {
-            throw ConfigError(
-                file: file, message: "\(problem); rename the file or add a name: key (e.g. name: my-scenario)")
-        } else {
-            name = base
+            problems.note(ConfigError(
+                file: file, message: "\(problem); rename the file or add a name: key (e.g. name: my-scenario)"))
         }
         // Shown on one line by `netcond run` and `netcond test`.
-        let description = TerminalText.oneLine(
-            try map["description"]?.string(expecting: "one line saying what the scenario proves") ?? "")
-        let profileNode = try map.required("profile", meaning: "the conditions: a built-in name, a profile file, or a mapping")
-        let profile = try Self.profile(profileNode, scenarioName: name)
-        let origin = try map["origin"].map { node throws(ConfigError) in try Self.origin(node) } ?? OriginContent()
-        let timeline = try map["timeline"].map { node throws(ConfigError) in try Self.timeline(node, origin: origin, profile: profile) } ?? []
-        let client = try map["client"].map { node throws(ConfigError) in try Self.client(node) } ?? ClientSpec()
-        let checksNode = try map.required("checks", meaning: "what to judge: completes, resumes, backs-off")
-        let checks = try Self.checks(checksNode, origin: origin, client: client)
-        try Self.checkReferences(origin: origin, client: client, node: map["client"] ?? root)
+        let description = TerminalText.oneLine(problems.attempt { () throws(ConfigError) -> String in
+            try map["description"]?.string(expecting: "one line saying what the scenario proves") ?? ""
+        } ?? "")
+        let profile = problems.attempt { () throws(ConfigError) in
+            let node = try map.required("profile", meaning: "the conditions: a built-in name, a profile file, or a mapping")
+            return try Self.profile(node, scenarioName: name)
+        }
+        let origin = problems.attempt { () throws(ConfigError) in
+            try map["origin"].map { node throws(ConfigError) in try Self.origin(node) } ?? OriginContent()
+        }
+        var timeline: [ScenarioEvent]?
+        if let profile, let origin {
+            timeline = problems.attempt { () throws(ConfigError) in
+                try map["timeline"].map { node throws(ConfigError) in try Self.timeline(node, origin: origin, profile: profile) } ?? []
+            }
+        }
+        let client = problems.attempt { () throws(ConfigError) in
+            try map["client"].map { node throws(ConfigError) in try Self.client(node) } ?? ClientSpec()
+        }
+        let checksNode = problems.attempt { () throws(ConfigError) in
+            try map.required("checks", meaning: "what to judge: completes, resumes, backs-off")
+        }
+        var checks: [CheckSpec]?
+        if let checksNode, let origin, let client {
+            checks = problems.attempt { () throws(ConfigError) in try Self.checks(checksNode, origin: origin, client: client) }
+            problems.attempt { () throws(ConfigError) in
+                try Self.checkReferences(origin: origin, client: client, node: map["client"] ?? root)
+            }
+        }
         var engine: RunEngine?
         if let node = map["engine"] {
-            let text = try node.string(expecting: "proxy or packet")
-            guard let value = RunEngine(rawValue: text) else {
-                throw node.error("engine: '\(text)' is not an engine; allowed: proxy (the default), packet (root: the client's own packets)")
+            engine = problems.attempt { () throws(ConfigError) in
+                let text = try node.string(expecting: "proxy or packet")
+                guard let value = RunEngine(rawValue: text) else {
+                    throw node.error("'\(text)' is not an engine; allowed: proxy (the default), packet (root: the client's own packets)")
+                }
+                return value
             }
-            engine = value
+        }
+        try problems.check()
+        guard let profile, let origin, let timeline, let client, let checks else {
+            preconditionFailure("a scenario key failed to decode without an error")
         }
         return Scenario(
             name: name, description: description, file: file, profile: profile, timeline: timeline,

@@ -37,6 +37,46 @@ import Testing
         }
     }
 
+    // MARK: - Every error at once
+
+    @Test func everyWrongKeyIsReportedInFileOrderNotOnlyTheFirst() throws {
+        let yaml = """
+            tcp: reno
+            down:
+              loss: 150%
+              lantecy: 10ms
+            up:
+              bandwidth: fast
+            mss: 10B
+            colour: blue
+            """
+        let error = try #require(self.decodeError(yaml))
+        #expect(error.all.map { "\($0.line):\($0.column)" } == ["1:6", "3:9", "4:3", "6:14", "7:6", "8:1"], "\(error.all)")
+        #expect(error.all.map(\.keyPath) == ["tcp", "down.loss", "down.lantecy", "up.bandwidth", "mss", "colour"])
+        // The first is the one every other command shows; the others ride with it.
+        #expect(error.line == 1 && error.alsoFound.count == 5)
+    }
+
+    @Test func theDescriptionListsTheOthersAsACompilerDoesUpToACap() throws {
+        let yaml = (1...12).map { "key\($0): 1" }.joined(separator: "\n")
+        let error = try #require(self.decodeError(yaml))
+        let lines = error.description.split(separator: "\n").map(String.init)
+        #expect(lines.count == 1 + ConfigError.shownWithFirst + 1, "\(lines)")
+        #expect(lines[0].hasPrefix("Profiles/x.yaml:1:1: key1: unknown key 'key1'"))
+        #expect(lines[9].hasPrefix("Profiles/x.yaml:10:1: key10: unknown key"))
+        #expect(lines[10] == "Profiles/x.yaml: 2 more errors (netcond validate Profiles/x.yaml lists every one)")
+        // One error alone is one line.
+        #expect(try #require(self.decodeError("key1: 1")).description.split(separator: "\n").count == 1)
+    }
+
+    @Test func anErrorThatNeedsTwoKeysWaitsUntilEachIsRight() throws {
+        // queue < mss is a cross-key check: with mss itself wrong, it is not claimed.
+        let error = try #require(self.decodeError("mss: 10B\ndown:\n  queue: 100B\n"))
+        #expect(error.all.count == 1 && error.keyPath == "mss", "\(error.all)")
+        let second = try #require(self.decodeError("down:\n  queue: 100B\n"))
+        #expect(second.all.count == 1 && second.keyPath == "down.queue", "\(second.all)")
+    }
+
     // MARK: - The happy path
 
     @Test func decodesEveryKey() throws {

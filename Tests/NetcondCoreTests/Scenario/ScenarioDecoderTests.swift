@@ -95,6 +95,29 @@ import Testing
         #expect(error?.keyPath == "profile.down.latency")
     }
 
+    @Test func everyWrongKeyIsReportedButNoneThatOnlyFollowsFromAnother() throws {
+        // The profile is wrong (twice, inline), the origin's file too, the engine, and an unknown
+        // key; the timeline and the client name the file the origin failed to define: they are
+        // not blamed for it.
+        let yaml = """
+            profile:
+              down: {latency: fast, loss: 200%}
+            origin:
+              files: {big.bin: {size: huge}}
+            engine: warp
+            timeline:
+              - {after_request: 1, of: /files/big.bin, captive: close}
+            client: {url: /files/big.bin}
+            checks: {completes: {}}
+            colour: blue
+            """
+        let error = #expect(throws: ConfigError.self) { try self.decode(yaml) }
+        #expect(
+            error?.all.map(\.keyPath) == [
+                "profile.down.latency", "profile.down.loss", "origin.files.big.bin.size", "engine", "colour",
+            ], "\(error?.all ?? [])")
+    }
+
     @Test func shippedScenariosAreValid() throws {
         let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Scenarios")
