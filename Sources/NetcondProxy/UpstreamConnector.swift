@@ -204,9 +204,15 @@ struct UpstreamConnector {
         case .blackhole?:
             intercept = .blackholed
         case .wrongCertificate?:
-            // The portal answers in the target's place, with its own certificate. (Without a TLS
-            // library such a profile never starts, nor is switched to: tlsRefusal.)
+            // The portal answers in the target's place, with its own certificate. Without a TLS
+            // library such a profile never starts, nor is switched to (tlsRefusal); should one get
+            // here, the connection is reset as a portal's is, never let through to the real server.
             toPortal = self.rules?.portalTLS
+            if toPortal == nil {
+                intercept = .refused
+                refusal = "connection reset (netcond captive portal: no TLS library to present its certificate)"
+                refusalIsReset = true
+            }
         case nil:
             break
         }

@@ -219,6 +219,7 @@ struct TestCommand: AsyncParsableCommand {
             throw ExitCode(2)
         }
         var problems: [String] = []
+        var badFiles: Set<String> = []
         var scenarios: [(Scenario, [String])] = []
         var names: [String: String] = [:]
         for file in files {
@@ -226,11 +227,14 @@ struct TestCommand: AsyncParsableCommand {
             do {
                 scenario = try ScenarioDecoder.decodeFile(atPath: file)
             } catch {
-                problems.append(error.description)
+                // Every error of the file, one line each, in file order.
+                problems.append(contentsOf: error.all.map(\.oneLine))
+                badFiles.insert(file)
                 continue
             }
             if let other = names[scenario.name] {
                 problems.append("\(file): scenario name '\(scenario.name)' is also the name of \(other); names must be unique in a run")
+                badFiles.insert(file)
                 continue
             }
             names[scenario.name] = file
@@ -243,21 +247,24 @@ struct TestCommand: AsyncParsableCommand {
                 scenarios.append((scenario, try ScenarioRunner.command(for: scenario, override: self.command)))
             } catch {
                 problems.append(error.description)
+                badFiles.insert(file)
             }
             if (self.engine?.runEngine ?? scenario.engine ?? .proxy) == .proxy, let refusal = ScenarioRunner.proxyProblem(scenario) {
                 problems.append("\(file): \(refusal)")
+                badFiles.insert(file)
             }
             if (self.engine?.runEngine ?? scenario.engine ?? .proxy) == .packet {
                 let unsupported = ScenarioRunner.packetProblems(scenario)
                 if !unsupported.isEmpty {
                     problems.append("\(file): the packet engine cannot run it: " + unsupported.joined(separator: "; ")
                         + " (run it with --engine proxy, or leave it out of the paths given)")
+                    badFiles.insert(file)
                 }
             }
         }
         if !problems.isEmpty {
             for problem in problems { printError("netcond: \(TerminalText.escaped(problem))") }
-            printError("netcond: \(problems.count) scenario file\(problems.count == 1 ? "" : "s") cannot be used; nothing was run")
+            printError("netcond: \(badFiles.count) scenario file\(badFiles.count == 1 ? "" : "s") cannot be used; nothing was run")
             throw ExitCode(2)
         }
         if scenarios.isEmpty {

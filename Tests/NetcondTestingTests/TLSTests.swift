@@ -6,10 +6,13 @@ import Testing
 /// NetcondTesting builds without a TLS library; a test that wants HTTPS passes one (`tls: .nioSSL`).
 @Suite struct TLSTests {
     /// A profile whose captive portal answers HTTPS with its own certificate, as a user writes it.
-    static func wrongCertificatePortal() throws -> NetworkProfile {
+    /// The file is removed at once: a profile is read when the network starts or switches, so
+    /// `body` gets it while the file exists.
+    static func withWrongCertificatePortal(_ body: (NetworkProfile) async throws -> Void) async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-tls-\(UUID().uuidString).yaml").path
         try "name: portal-tls\ncaptive_portal: {https: wrong-certificate}\n".write(toFile: path, atomically: true, encoding: .utf8)
-        return .file(path)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try await body(.file(path))
     }
 
     /// `CONNECT origin.netcond.test:443` through the network's proxy: the proxy's status line.
@@ -25,34 +28,41 @@ import Testing
 
     @Test func withoutTLSTheOriginsHTTPSPortIsClosedAndNoCAIsHandedOut() async throws {
         let network = try await Netcond.start(profile: .none)
-        let status = try? Self.connectToTheOriginsHTTPS(network)
+        let status: String
+        do {
+            status = try Self.connectToTheOriginsHTTPS(network)
+        } catch {
+            await network.stop()
+            throw error
+        }
         let environment = network.environment
         await network.stop()
         // A closed port: the tunnel's connection is reset, as a refused one is (no answer of netcond's own).
-        #expect(status == nil || status == "", "\(status ?? "no answer")")
+        #expect(status == "", "\(status)")
         #expect(environment["NETCOND_CA"] == nil)
     }
 
     @Test func withoutTLSAPortalWithTheWrongCertificateIsRefusedSayingWhatToAdd() async throws {
-        let profile = try Self.wrongCertificatePortal()
-        do {
-            let network = try await Netcond.start(profile: profile)
+        try await Self.withWrongCertificatePortal { profile in
+            do {
+                let network = try await Netcond.start(profile: profile)
+                await network.stop()
+                Issue.record("a wrong-certificate portal started without a TLS library")
+            } catch {
+                let text = String(describing: error)
+                #expect(text.contains("wrong-certificate") && text.contains("NetcondTLS") && text.contains("tls: .nioSSL"), "\(text)")
+            }
+            // Switched to later, the same.
+            let network = try await Netcond.start(profile: .none)
+            await #expect(throws: NetcondTestingError.self) { try await network.switchProfile(to: profile) }
             await network.stop()
-            Issue.record("a wrong-certificate portal started without a TLS library")
-        } catch {
-            let text = String(describing: error)
-            #expect(text.contains("wrong-certificate") && text.contains("NetcondTLS") && text.contains("tls: .nioSSL"), "\(text)")
         }
-        // Switched to later, the same.
-        let network = try await Netcond.start(profile: .none)
-        await #expect(throws: NetcondTestingError.self) { try await network.switchProfile(to: profile) }
-        await network.stop()
     }
 
     @Test func withTLSTheOriginServesHTTPSToAClientThatTrustsTheRunsCA() async throws {
         let network = try await Netcond.start(profile: .none, tls: .nioSSL)
         let environment = network.environment
-        let status = try? Self.connectToTheOriginsHTTPS(network)
+        let status = try? Self.connectToTheOriginsHTTPS(network)  // nil fails the expectation below
         // A real HTTPS client, given the run's variables (proxy and CA bundle).
         let curl = Process()
         curl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -65,7 +75,9 @@ import Testing
         curl.waitUntilExit()
         let body = output.fileHandleForReading.readDataToEndOfFile()
         // And a portal with the wrong certificate may be switched to.
-        await #expect(throws: Never.self) { try await network.switchProfile(to: try Self.wrongCertificatePortal()) }
+        try await Self.withWrongCertificatePortal { profile in
+            await #expect(throws: Never.self) { try await network.switchProfile(to: profile) }
+        }
         await network.stop()
         #expect(status?.hasPrefix("HTTP/1.1 200") == true, "\(status ?? "no answer")")
         #expect(environment["NETCOND_CA"] != nil)

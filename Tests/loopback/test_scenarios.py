@@ -170,6 +170,18 @@ def test_bad_scenarios_are_usage_errors(tmp_path):
     assert r.returncode == 127
 
 
+def test_test_lists_every_error_of_every_scenario_one_a_line(tmp_path):
+    (tmp_path / "a.yaml").write_text("profile: edgee\nengine: warp\nchecks: {completes: {}}\n")
+    (tmp_path / "b.yaml").write_text("profile: edge\nchecks: {completes: {}}\ncolour: blue\n")
+    r = run(["test", str(tmp_path), "--", "true"])
+    assert r.returncode == 2
+    lines = r.stderr.splitlines()
+    assert [line.split(": ", 2)[1] for line in lines if ".yaml:" in line] == [
+        f"{tmp_path / 'a.yaml'}:1:10", f"{tmp_path / 'a.yaml'}:2:9", f"{tmp_path / 'b.yaml'}:3:1"], r.stderr
+    assert "\\n" not in r.stderr
+    assert lines[-1] == "netcond: 2 scenario files cannot be used; nothing was run", r.stderr
+
+
 def test_validate_checks_scenarios_too(tmp_path):
     shipped = sorted(glob.glob(os.path.join(SCENARIOS, "*.yaml")))
     assert len(shipped) >= 3

@@ -84,7 +84,14 @@ public typealias ProfileError = ConfigError
 /// fixing a file sees every mistake in one run rather than one per run. Errors that depend on
 /// several keys together (a queue smaller than the mss) are found once the keys themselves are right.
 final class ConfigProblems {
+    /// The file being read: its errors come first, in file order, then those of files it names
+    /// (a scenario's profile file), each file's together.
+    let file: String
     private(set) var errors: [ConfigError] = []
+
+    init(file: String) {
+        self.file = file
+    }
 
     /// Runs `body`; an error it throws (with the ones it carries) is noted, and nil returned.
     @discardableResult
@@ -104,8 +111,10 @@ final class ConfigProblems {
     /// Throws the first error in file order, carrying the others (``ConfigError/alsoFound``).
     func check() throws(ConfigError) {
         guard !self.errors.isEmpty else { return }
-        let ordered = self.errors.enumerated().sorted {
-            ($0.element.line, $0.element.column, $0.offset) < ($1.element.line, $1.element.column, $1.offset)
+        let file = self.file
+        let ordered = self.errors.enumerated().sorted { a, b in
+            let (x, y) = (a.element, b.element)
+            return (x.file == file ? 0 : 1, x.file, x.line, x.column, a.offset) < (y.file == file ? 0 : 1, y.file, y.line, y.column, b.offset)
         }.map(\.element)
         var first = ordered[0]
         first.alsoFound = Array(ordered.dropFirst())

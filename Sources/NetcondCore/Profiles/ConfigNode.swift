@@ -131,6 +131,7 @@ public struct ConfigNode {
         problems: ConfigProblems?
     ) throws(ConfigError) -> ConfigMapping {
         var entries: [(key: String, value: ConfigNode)] = []
+        var unknown: [String] = []
         if self.isNull {
             return ConfigMapping(node: self, entries: entries)
         }
@@ -157,13 +158,14 @@ public struct ConfigNode {
                 )
                 guard let problems else { throw error }
                 problems.note(error)
+                unknown.append(key)
                 continue
             }
             entries.append((key, ConfigNode(
                 node: valueNode, file: self.file, keyPath: childPath, line: keyLine, column: keyColumn
             )))
         }
-        return ConfigMapping(node: self, entries: entries)
+        return ConfigMapping(node: self, entries: entries, unknownKeys: unknown, allowedKeys: allowedKeys)
     }
 
     /// The node as a mapping whose keys are the user's own (file names, variable names): each
@@ -359,9 +361,19 @@ public struct ConfigMapping {
     /// The mapping node itself (for errors about a missing key).
     public let node: ConfigNode
     public let entries: [(key: String, value: ConfigNode)]
+    /// Keys that are not allowed, left out (read with a `ConfigProblems`, which noted each).
+    var unknownKeys: [String] = []
+    var allowedKeys: [String] = []
 
     public subscript(key: String) -> ConfigNode? {
         self.entries.first { $0.key == key }?.value
+    }
+
+    /// Whether `key`, absent, may be one of the unknown keys misspelt (`orgin` for `origin`): its
+    /// absence then proves nothing, and what would follow from it (a default, "missing required
+    /// key") is not claimed while the misspelling stands.
+    func mayBeMisspelt(_ key: String) -> Bool {
+        self[key] == nil && self.unknownKeys.contains { Suggestion.nearest(to: $0, in: self.allowedKeys) == key }
     }
 
     /// The one key of `kinds` an entry gives (a fault's action, a timeline event's change), with

@@ -29,7 +29,7 @@ struct DirectionLayer {
 
     /// Reads every key; all that were wrong are thrown together.
     init(node: ConfigNode, files: ProfileDecoder.FileReferences) throws(ConfigError) {
-        let problems = ConfigProblems()
+        let problems = ConfigProblems(file: node.file)
         self.init(node: node, files: files, problems: problems)
         try problems.check()
     }

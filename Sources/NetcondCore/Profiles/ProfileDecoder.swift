@@ -281,7 +281,7 @@ struct ProfileLayer {
         for key in DirectionLayer.keys {
             hints[key] = "'\(key)' belongs under down:, up: or link: (both directions)"
         }
-        let problems = ConfigProblems()
+        let problems = ConfigProblems(file: root.file)
         let map = try root.mapping(
             allowedKeys: Self.topKeys, expecting: "a mapping of profile keys", hints: hints, problems: problems)
         func text(_ key: String) -> Located<String>? {
@@ -297,15 +297,13 @@ struct ProfileLayer {
         self.source = text("source")
         self.extends = text("extends")
         if isBuiltin {
-            _ = problems.attempt { () throws(ConfigError) in
-                try map.required("name", meaning: "required for built-in profiles: the name users type")
-            }
-            _ = problems.attempt { () throws(ConfigError) in
-                try map.required(
-                    "description", meaning: "required for built-in profiles: one line saying what the profile models")
-            }
-            _ = problems.attempt { () throws(ConfigError) in
-                try map.required("source", meaning: "required for built-in profiles: where the numbers come from")
+            let required = [
+                ("name", "required for built-in profiles: the name users type"),
+                ("description", "required for built-in profiles: one line saying what the profile models"),
+                ("source", "required for built-in profiles: where the numbers come from"),
+            ]
+            for (key, meaning) in required where !map.mayBeMisspelt(key) {
+                _ = problems.attempt { () throws(ConfigError) in try map.required(key, meaning: meaning) }
             }
         }
         if let name = self.name, name.value.trimmingCharacters(in: .whitespaces).isEmpty {

@@ -49,7 +49,7 @@ public enum ScenarioDecoder {
     /// those were right, so that no error follows from another.
     public static func decode(yaml: String, file: String) throws(ConfigError) -> Scenario {
         let root = try ConfigNode.parse(yaml: yaml, file: file)
-        let problems = ConfigProblems()
+        let problems = ConfigProblems(file: file)
         let map = try root.mapping(allowedKeys: Self.topKeys, expecting: "a mapping of scenario keys", problems: problems)
         let base = ((file as NSString).lastPathComponent as NSString).deletingPathExtension
         var name = base
@@ -67,23 +67,25 @@ public enum ScenarioDecoder {
         let description = TerminalText.oneLine(problems.attempt { () throws(ConfigError) -> String in
             try map["description"]?.string(expecting: "one line saying what the scenario proves") ?? ""
         } ?? "")
-        let profile = problems.attempt { () throws(ConfigError) in
+        // A key that may be misspelt as an unknown one counts as unread (nil), not as absent: no
+        // default is taken for it and no "missing" claimed, so nothing is blamed on its absence.
+        let profile = map.mayBeMisspelt("profile") ? nil : problems.attempt { () throws(ConfigError) in
             let node = try map.required("profile", meaning: "the conditions: a built-in name, a profile file, or a mapping")
             return try Self.profile(node, scenarioName: name)
         }
-        let origin = problems.attempt { () throws(ConfigError) in
+        let origin = map.mayBeMisspelt("origin") ? nil : problems.attempt { () throws(ConfigError) in
             try map["origin"].map { node throws(ConfigError) in try Self.origin(node) } ?? OriginContent()
         }
         var timeline: [ScenarioEvent]?
-        if let profile, let origin {
+        if let profile, let origin, !map.mayBeMisspelt("timeline") {
             timeline = problems.attempt { () throws(ConfigError) in
                 try map["timeline"].map { node throws(ConfigError) in try Self.timeline(node, origin: origin, profile: profile) } ?? []
             }
         }
-        let client = problems.attempt { () throws(ConfigError) in
+        let client = map.mayBeMisspelt("client") ? nil : problems.attempt { () throws(ConfigError) in
             try map["client"].map { node throws(ConfigError) in try Self.client(node) } ?? ClientSpec()
         }
-        let checksNode = problems.attempt { () throws(ConfigError) in
+        let checksNode = map.mayBeMisspelt("checks") ? nil : problems.attempt { () throws(ConfigError) in
             try map.required("checks", meaning: "what to judge: completes, resumes, backs-off")
         }
         var checks: [CheckSpec]?

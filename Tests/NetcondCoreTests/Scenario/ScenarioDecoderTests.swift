@@ -118,6 +118,40 @@ import Testing
             ], "\(error?.all ?? [])")
     }
 
+    @Test func aMisspeltKeyIsTheOnlyErrorItCauses() throws {
+        // `orgin` is origin misspelt: the timeline and client that name its file are not blamed,
+        // nor is `profle`'s or `chekcs`'s absence ("missing required key").
+        let yaml = """
+            profle: edge
+            orgin:
+              files: {big.bin: {size: 1MB}}
+            timeline:
+              - {after_request: 1, of: /files/big.bin, captive: close}
+            client: {url: /files/big.bin}
+            chekcs: {completes: {}}
+            """
+        let error = #expect(throws: ConfigError.self) { try self.decode(yaml) }
+        #expect(error?.all.map(\.keyPath) == ["profle", "orgin", "chekcs"], "\(error?.all ?? [])")
+        #expect(error?.all.allSatisfy { $0.message.contains("did you mean") } == true)
+        // A key that is truly missing, beside an unknown key that is no misspelling of it, is still said.
+        let missing = #expect(throws: ConfigError.self) { try self.decode("profile: edge\ncolour: blue\n") }
+        #expect(missing?.all.map(\.keyPath) == ["checks", "colour"], "\(missing?.all ?? [])")
+    }
+
+    @Test func aProfileFilesErrorsFollowTheScenariosOwnEachFileInItsOrder() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-order-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try "down:\n  latency: fast\n  loss: 200%\n".write(
+            to: folder.appendingPathComponent("link.yaml"), atomically: true, encoding: .utf8)
+        let scenario = folder.appendingPathComponent("s.yaml").path
+        let error = #expect(throws: ConfigError.self) {
+            try ScenarioDecoder.decode(yaml: "colour: blue\nprofile: link.yaml\nengine: warp\nchecks: {completes: {}}\n", file: scenario)
+        }
+        let link = folder.appendingPathComponent("link.yaml").path
+        #expect(error?.all.map { "\($0.file):\($0.line)" } == ["\(scenario):1", "\(scenario):3", "\(link):2", "\(link):3"], "\(error?.all ?? [])")
+    }
+
     @Test func shippedScenariosAreValid() throws {
         let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Scenarios")
