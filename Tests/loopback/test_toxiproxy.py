@@ -413,9 +413,12 @@ def test_proxies_pointed_at_each_other_or_at_the_api_close_instead_of_looping(ap
     """One connection to two proxies pointed at each other took every descriptor and the API with
     them: now each proxy sees that its upstream is one of netcond's own listeners and closes."""
     client, port, _, proc = api
-    a_port, b_port = free_port(), free_port()
-    a = client.create(upstream=f"127.0.0.1:{b_port}", listen=f"127.0.0.1:{a_port}", name="a")
-    client.create(upstream=f"127.0.0.1:{a_port}", listen=f"127.0.0.1:{b_port}", name="b")
+    # Each listens on a port of its own choosing (none picked beforehand, for another job to take);
+    # a is then pointed at b, as a user would edit it.
+    a = client.create(upstream="127.0.0.1:1", name="a")
+    b = client.create(upstream=f"127.0.0.1:{address(a)[1]}", name="b")
+    r = requests.post(f"http://127.0.0.1:{port}/proxies/a", json={"upstream": f"127.0.0.1:{address(b)[1]}"}, timeout=10)
+    assert r.status_code == 200 and r.json()["upstream"] == f"127.0.0.1:{address(b)[1]}", r.text
     to_api = client.create(upstream=f"127.0.0.1:{port}", name="to-api")
     for proxy in (a, to_api):
         with socket.create_connection(address(proxy), timeout=10) as sock:
@@ -485,9 +488,12 @@ def test_populate_keeps_what_is_the_same_and_stops_at_what_cannot_be_made(api):
     """POST /populate as Toxiproxy answers it (raw HTTP: the Python client creates one by one)."""
     client, port, servers, _ = api
     base = f"http://127.0.0.1:{port}"
-    listen = free_port()
-    entry = {"name": "db", "listen": f"localhost:{listen}", "upstream": f"127.0.0.1:{servers.echo}"}
-    r = requests.post(base + "/populate", json=[entry], timeout=10)
+    for _ in range(5):  # a port free a moment ago may be taken by another job's process meanwhile
+        listen = free_port()
+        entry = {"name": "db", "listen": f"localhost:{listen}", "upstream": f"127.0.0.1:{servers.echo}"}
+        r = requests.post(base + "/populate", json=[entry], timeout=10)
+        if "already in use" not in r.text:
+            break
     assert r.status_code == 201 and r.json()["proxies"][0]["listen"] == f"127.0.0.1:{listen}", r.text
     client.get_proxy("db").add_toxic(type="latency", attributes={"latency": 5})
     r = requests.post(base + "/populate", json=[entry], timeout=10)  # the same proxy, written with localhost
@@ -519,14 +525,21 @@ def test_a_proxy_whose_upstream_is_down_accepts_and_closes_each_connection(api):
 
 
 def test_a_config_file_creates_its_proxies_and_a_bad_one_is_refused(tmp_path):
-    listen = free_port()
     good = tmp_path / "toxiproxy.json"
-    good.write_text(json.dumps([{"name": "redis", "listen": f"127.0.0.1:{listen}", "upstream": "127.0.0.1:6379"},
-                                {"name": "pg", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:5432", "enabled": False}]))
-    proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", "127.0.0.1:0", "--config", str(good)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(5):  # a port free a moment ago may be taken by another job's process meanwhile
+        listen = free_port()
+        good.write_text(json.dumps([{"name": "redis", "listen": f"127.0.0.1:{listen}", "upstream": "127.0.0.1:6379"},
+                                    {"name": "pg", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:5432", "enabled": False}]))
+        proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", "127.0.0.1:0", "--config", str(good)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            port = api_port(proc)
+            break
+        except AssertionError as failed:  # its message holds netcond's stderr
+            stop_process(proc)
+            if "already in use" not in str(failed):
+                raise
     try:
-        port = api_port(proc)
         proxies = requests.get(f"http://127.0.0.1:{port}/proxies", timeout=10).json()
         assert sorted(proxies) == ["pg", "redis"]
         assert proxies["redis"]["listen"] == f"127.0.0.1:{listen}" and proxies["redis"]["enabled"]
@@ -601,43 +614,48 @@ def test_a_chaos_toolkit_experiment_runs_against_it(api, tmp_path):
     if chaos is None:
         pytest.skip("the chaos command (chaostoolkit) is not installed (scripts/test installs it)")
     client, port, servers, _ = api
-    listen = free_port()
     script = tmp_path / "rtt.py"
     script.write_text(RTT_SCRIPT)
     extension = lambda module, func, **arguments: {
         "type": "python", "module": module, "func": func, "arguments": arguments}
-    experiment = {
-        "version": "1.0.0",
-        "title": "The echo service answers within a round trip of 100 ms of latency",
-        "description": "netcond's Toxiproxy API driven by chaostoolkit-toxiproxy",
-        "configuration": {"toxiproxy_host": "127.0.0.1", "toxiproxy_port": port},
-        "steady-state-hypothesis": {
-            "title": "the echo server answers directly",
-            "probes": [{"type": "probe", "name": "direct-round-trip", "tolerance": 0,
-                        "provider": {"type": "process", "path": sys.executable,
-                                     "arguments": [str(script), "127.0.0.1", str(servers.echo)]}}],
-        },
-        "method": [
-            {"type": "action", "name": "create-proxy",
-             "provider": extension("chaostoxi.proxy.actions", "create_proxy", proxy_name="echo",
-                                   upstream_host="127.0.0.1", upstream_port=servers.echo,
-                                   listen_host="127.0.0.1", listen_port=listen)},
-            {"type": "action", "name": "add-latency",
-             "provider": extension("chaostoxi.toxic.actions", "create_latency_toxic", for_proxy="echo",
-                                   toxic_name="lag", latency=100)},
-            {"type": "probe", "name": "round-trip-through-the-proxy",
-             "provider": {"type": "process", "path": sys.executable,
-                          "arguments": [str(script), "127.0.0.1", str(listen)]}},
-        ],
-        "rollbacks": [{"type": "action", "name": "delete-proxy",
-                       "provider": extension("chaostoxi.proxy.actions", "delete_proxy", proxy_name="echo")}],
-    }
-    (tmp_path / "experiment.json").write_text(json.dumps(experiment))
-    journal = tmp_path / "journal.json"
-    r = subprocess.run([chaos, "--no-version-check", "--settings", str(tmp_path / "settings.yaml"),
-                        "--log-file", str(tmp_path / "chaostoolkit.log"), "run",
-                        "--journal-path", str(journal), "--rollback-strategy", "always", str(tmp_path / "experiment.json")],
-                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    # The proxy's port is picked beforehand (the experiment names it): a port free a moment ago may be
+    # taken by another job's process before chaos starts; then again with another.
+    for _ in range(3):
+        listen = free_port()
+        experiment = {
+            "version": "1.0.0",
+            "title": "The echo service answers within a round trip of 100 ms of latency",
+            "description": "netcond's Toxiproxy API driven by chaostoolkit-toxiproxy",
+            "configuration": {"toxiproxy_host": "127.0.0.1", "toxiproxy_port": port},
+            "steady-state-hypothesis": {
+                "title": "the echo server answers directly",
+                "probes": [{"type": "probe", "name": "direct-round-trip", "tolerance": 0,
+                            "provider": {"type": "process", "path": sys.executable,
+                                         "arguments": [str(script), "127.0.0.1", str(servers.echo)]}}],
+            },
+            "method": [
+                {"type": "action", "name": "create-proxy",
+                 "provider": extension("chaostoxi.proxy.actions", "create_proxy", proxy_name="echo",
+                                       upstream_host="127.0.0.1", upstream_port=servers.echo,
+                                       listen_host="127.0.0.1", listen_port=listen)},
+                {"type": "action", "name": "add-latency",
+                 "provider": extension("chaostoxi.toxic.actions", "create_latency_toxic", for_proxy="echo",
+                                       toxic_name="lag", latency=100)},
+                {"type": "probe", "name": "round-trip-through-the-proxy",
+                 "provider": {"type": "process", "path": sys.executable,
+                              "arguments": [str(script), "127.0.0.1", str(listen)]}},
+            ],
+            "rollbacks": [{"type": "action", "name": "delete-proxy",
+                           "provider": extension("chaostoxi.proxy.actions", "delete_proxy", proxy_name="echo")}],
+        }
+        (tmp_path / "experiment.json").write_text(json.dumps(experiment))
+        journal = tmp_path / "journal.json"
+        r = subprocess.run([chaos, "--no-version-check", "--settings", str(tmp_path / "settings.yaml"),
+                            "--log-file", str(tmp_path / "chaostoolkit.log"), "run",
+                            "--journal-path", str(journal), "--rollback-strategy", "always", str(tmp_path / "experiment.json")],
+                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        if "already in use" not in r.stdout + r.stderr + (journal.read_text() if journal.exists() else ""):
+            break
     assert r.returncode == 0, r.stdout + r.stderr
     log = json.loads(journal.read_text())
     assert log["status"] == "completed", json.dumps(log, indent=1)[:3000]
@@ -645,6 +663,8 @@ def test_a_chaos_toolkit_experiment_runs_against_it(api, tmp_path):
     assert all(entry["status"] == "succeeded" for entry in log["run"]), json.dumps(log["run"], indent=1)[:3000]
     assert runs["create-proxy"]["output"] and runs["add-latency"]["output"]
     measured = float(runs["round-trip-through-the-proxy"]["output"]["stdout"])
-    assert 100 <= measured <= 105, measured
+    # At least the toxic's 100 ms (without it the round trip is well under a millisecond); later on
+    # a loaded machine.
+    assert 100 <= measured <= 300, measured
     assert [entry["status"] for entry in log["rollbacks"]] == ["succeeded"]
     assert client.proxies() == {}
