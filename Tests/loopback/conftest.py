@@ -1,5 +1,6 @@
 """Shared helpers for the real-client tests: they run the netcond binary the way users do."""
 import os
+import re
 import shutil
 import signal
 import socket
@@ -32,6 +33,32 @@ def run(args, timeout=120, env=None, **kwargs):
     if env:
         full_env.update(env)
     return subprocess.run([NETCOND] + args, capture_output=True, text=True, timeout=timeout, env=full_env, **kwargs)
+
+
+def run_listening(args_for, attempts=3, **kwargs):
+    """Runs netcond with args_for(port), args in which it listens on `port` (a --forward), a loopback
+    port free a moment ago; again with another when netcond could not bind it (exit 3: another job
+    took it meanwhile). Returns (CompletedProcess, port)."""
+    for attempt in range(attempts):
+        port = free_port()
+        result = run(args_for(port), **kwargs)
+        if not (result.returncode == 3 and "already in use" in result.stderr) or attempt == attempts - 1:
+            return result, port
+
+
+def listening_port(process, pattern=r"proxy on http://127\.0\.0\.1:(\d+)"):
+    """The port a netcond started with `--listen 127.0.0.1:0` bound, read from its start lines on
+    stdout (a port picked beforehand can be taken by another job before netcond binds it)."""
+    seen = ""
+    for _ in range(20):
+        line = process.stdout.readline()
+        if not line:
+            break
+        seen += line
+        found = re.search(pattern, line)
+        if found:
+            return int(found.group(1))
+    raise RuntimeError("netcond printed no listening address: " + seen + (process.stderr.read() if process.poll() is not None else ""))
 
 
 def curl(proxy, *args, timeout=60):
@@ -168,6 +195,19 @@ class Proxy:
     def _start(self, profile, extra):
         self.port = free_port()
         self.control_port = None
+        # A forward written to listen on port 0 gets a port picked here (and picked again with the
+        # others when it was taken): its port is in forward_ports, in the order given.
+        self.forward_ports = []
+        placed = []
+        for flag, value in zip(("",) + tuple(extra), extra):
+            if flag == "--forward" and value.split("=")[0].endswith(":0"):
+                picked = free_port()
+                value = value.split("=")[0][:-1] + f"{picked}=" + value.split("=", 1)[1]
+            placed.append(value)
+        extra = tuple(placed)
+        for flag, value in zip(extra, extra[1:]):
+            if flag == "--forward":
+                self.forward_ports.append(int(value.split("=")[0].rsplit(":", 1)[1]))
         if "--control" not in extra and "--no-control" not in extra:
             self.control_port = free_port()
             extra = ("--control", f"127.0.0.1:{self.control_port}", *extra)
@@ -193,7 +233,8 @@ class Proxy:
             except OSError:
                 if self.process.poll() is not None:
                     error = self.process.stderr.read()
-                    ours = (f"127.0.0.1:{self.port}", f"127.0.0.1:{self.control_port}")
+                    ours = (f"127.0.0.1:{self.port}", f"127.0.0.1:{self.control_port}",
+                            *(f"127.0.0.1:{port}" for port in self.forward_ports))
                     if "already in use" in error and any(address in error for address in ours):
                         raise PortTaken(error)
                     raise RuntimeError("netcond proxy exited: " + error)

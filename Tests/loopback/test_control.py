@@ -207,12 +207,11 @@ def test_on_a_terminal_the_proxy_redraws_a_status_line():
     import pty
     import select
     import signal as signals
-    from conftest import free_port
-    port, control = free_port(), free_port()
     pid, fd = pty.fork()
     if pid == 0:
         try:
-            os.execv(NETCOND, [NETCOND, "proxy", "lte", "--listen", f"127.0.0.1:{port}", "--control", f"127.0.0.1:{control}"])
+            # Ports of its own choosing: one picked beforehand may be taken by another job meanwhile.
+            os.execv(NETCOND, [NETCOND, "proxy", "lte", "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0"])
         finally:
             os._exit(127)
     output = b""
@@ -343,16 +342,24 @@ def loopback_port_pair():
 def test_control_stays_on_loopback_when_the_proxy_listens_on_every_interface():
     import select
     import signal as signals
-    port = loopback_port_pair()
-    process = subprocess.Popen([NETCOND, "proxy", "lte", "--listen", f"0.0.0.0:{port}"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    # The pair is free a moment before netcond binds it: when another job took one meanwhile
+    # (netcond exits saying so), again with another pair.
+    for attempt in range(3):
+        port = loopback_port_pair()
+        process = subprocess.Popen([NETCOND, "proxy", "lte", "--listen", f"0.0.0.0:{port}"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         output = ""
         deadline = time.time() + 20
         while time.time() < deadline and "control API on" not in output and process.poll() is None:
             ready, _, _ = select.select([process.stdout], [], [], 0.5)
             if ready:
                 output += os.read(process.stdout.fileno(), 65536).decode()
+        if "control API on" in output or process.poll() is None or attempt == 2:
+            break
+        error = process.communicate()[1].decode()
+        if "already in use" not in error:
+            break
+    try:
         assert f"control API on http://127.0.0.1:{port + 1} " in output, output
         listening = subprocess.run(["ss", "-ltnH", f"sport = :{port + 1}"], capture_output=True, text=True).stdout
         assert listening.split()[3] == f"127.0.0.1:{port + 1}" and len(listening.splitlines()) == 1, listening

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import NETCOND, closed_port, curl, free_port, run, wait_until, write_profile
+from conftest import closed_port, curl, run, run_listening, write_profile
 from faultserver import BlackholeServer, RequestServer
 
 NO_PROXY_ENV = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
@@ -166,9 +166,8 @@ else:
 @pytest.mark.parametrize("client", ["leave", "half-close"])
 def test_a_forward_client_that_leaves_while_its_connect_is_held_reaches_no_server(tmp, client):
     profile = write_profile(tmp, "held", "extends: lte\nconnect_hold: {for: 3s, first: 1}\n")
-    port = free_port()
     with RequestServer("answer") as server:
-        result, _ = through_netcond_forward(profile, port, server.port, [sys.executable, "-c", FORWARD_CLIENT, str(port), client])
+        result, _ = through_netcond_forward(profile, server.port, lambda port: [sys.executable, "-c", FORWARD_CLIENT, str(port), client])
         if client == "leave":
             assert server.requests == 0, result.stderr
         else:
@@ -176,10 +175,11 @@ def test_a_forward_client_that_leaves_while_its_connect_is_held_reaches_no_serve
             assert "200 OK" in result.stdout and server.requests == 1, result.stdout + result.stderr
 
 
-def through_netcond_forward(profile, port, target_port, command):
+def through_netcond_forward(profile, target_port, command_for):
+    """`netcond run PROFILE --forward PORT=TARGET -- COMMAND` (command_for(PORT)), on a free port."""
     started = time.monotonic()
-    result = run(["run", profile, "--seed", "1", "--quiet", "--forward", f"127.0.0.1:{port}=127.0.0.1:{target_port}",
-                  "--", *command], timeout=60)
+    result, _ = run_listening(lambda port: ["run", profile, "--seed", "1", "--quiet", "--forward",
+                                            f"127.0.0.1:{port}=127.0.0.1:{target_port}", "--", *command_for(port)], timeout=60)
     return result, time.monotonic() - started
 
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import (NETCOND, assert_descriptors_return, settled_descriptors, closed_port, curl, free_port, origin_bytes, read_to_eof, run, stop_process, wait_until,
+from conftest import (NETCOND, assert_descriptors_return, settled_descriptors, closed_port, curl, free_port, origin_bytes, read_to_eof, run, run_listening, listening_port, stop_process, wait_until,
                       write_profile)
 
 
@@ -166,8 +166,8 @@ def test_forward_echo_is_byte_identical_with_half_close(proxy_factory, tmp, prof
         if profile == "lossy":
             profile = write_profile(tmp, "lossy", "link:\n  bandwidth: 20Mbit\n  latency: 5ms\n  jitter: 3ms\n"
                                     "  loss: 5%\n")
-        forward_port = closed_port()
-        proxy = proxy_factory(profile, ["--forward", f"127.0.0.1:{forward_port}=127.0.0.1:{server.port}"])
+        proxy = proxy_factory(profile, ["--forward", f"127.0.0.1:0=127.0.0.1:{server.port}"])
+        forward_port = proxy.forward_ports[0]
         payload = os.urandom(2 * 1024 * 1024)
         received = bytearray()
         with socket.create_connection(("127.0.0.1", forward_port), timeout=60) as s:
@@ -191,8 +191,7 @@ def test_latency_is_never_early_and_not_much_late(proxy_factory, tmp):
     profile = write_profile(tmp, "rtt", "link:\n  latency: 100ms\n")
     server = EchoServer()
     try:
-        forward_port = closed_port()
-        proxy_factory(profile, ["--forward", f"127.0.0.1:{forward_port}=127.0.0.1:{server.port}"])
+        forward_port = proxy_factory(profile, ["--forward", f"127.0.0.1:0=127.0.0.1:{server.port}"]).forward_ports[0]
         with socket.create_connection(("127.0.0.1", forward_port), timeout=10) as s:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             samples = []
@@ -441,10 +440,10 @@ def test_a_forward_to_its_own_port_is_refused_before_anything_runs():
 
 
 def test_a_forward_to_a_refused_port_resets_the_client():
-    port, target = free_port(), closed_port()
+    target = closed_port()
     client = (
         "import socket, sys\n"
-        f"s = socket.create_connection(('127.0.0.1', {port}), timeout=10)\n"
+        "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=10)\n"
         "s.sendall(b'hello')\n"
         "try:\n"
         "    data = s.recv(10)\n"
@@ -452,8 +451,9 @@ def test_a_forward_to_a_refused_port_resets_the_client():
         "except ConnectionResetError:\n"
         "    print('reset')\n"
     )
-    result = run(["run", "lte", "--seed", "1", "--quiet", "--forward", f"127.0.0.1:{port}=127.0.0.1:{target}",
-                  "--", sys.executable, "-c", client], timeout=60)
+    result, _ = run_listening(lambda port: ["run", "lte", "--seed", "1", "--quiet", "--forward",
+                                            f"127.0.0.1:{port}=127.0.0.1:{target}", "--", sys.executable, "-c", client,
+                                            str(port)], timeout=60)
     assert result.stdout.strip() == "reset", result.stdout + result.stderr
 
 
@@ -496,10 +496,10 @@ def test_the_proxy_serves_when_run_by_an_ordinary_user():
         copy = tempfile.mkdtemp(prefix="netcond-as-nobody-")
         os.chmod(copy, 0o755)
         binary = shutil.copy2(binary, os.path.join(copy, "netcond"))
-    port = free_port()
-    proxy = subprocess.Popen(as_nobody + [binary, "proxy", "none", "--listen", f"127.0.0.1:{port}", "--no-control"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proxy = subprocess.Popen(as_nobody + [binary, "proxy", "none", "--listen", "127.0.0.1:0", "--no-control"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        port = listening_port(proxy)
         assert wait_until(lambda: subprocess.run(["curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{port}/"]).returncode == 0)
         got = subprocess.run(["curl", "-sS", "-x", f"http://127.0.0.1:{port}", "http://origin.netcond.test/bytes/1000"],
                              capture_output=True, timeout=30)
@@ -558,11 +558,11 @@ def test_a_server_that_switches_protocols_gets_a_byte_pipe(proxy_factory):
 
 @pytest.mark.skipif(not shutil.which("prlimit"), reason="needs prlimit")
 def test_out_of_descriptors_is_said_and_the_proxy_recovers():
-    port = free_port()
-    proxy = subprocess.Popen(["prlimit", "--nofile=64:64", NETCOND, "proxy", "none", "--listen", f"127.0.0.1:{port}",
-                              "--no-control"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proxy = subprocess.Popen(["prlimit", "--nofile=64:64", NETCOND, "proxy", "none", "--listen", "127.0.0.1:0",
+                              "--no-control"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     held = []
     try:
+        port = listening_port(proxy)
         assert wait_until(lambda: subprocess.run(["curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{port}/"]).returncode == 0)
         for _ in range(80):  # more than the proxy can hold: the rest wait in the backlog
             held.append(socket.create_connection(("127.0.0.1", port), timeout=5))
