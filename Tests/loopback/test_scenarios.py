@@ -432,7 +432,9 @@ def check_a_rate_that_falls_mid_download(runner, folder):
     adaptive = os.path.join(CLIENTS, "adaptive.py")
     bad = runner("rate-falls-mid-download", f"python3 {adaptive} estimate")
     assert bad.returncode == 1, bad.stdout + bad.stderr
-    assert line(bad, "completes").startswith("✗ completes — exit 1 after 1"), bad.stdout
+    # Given up (exit 1) while the link was slow but moving; when, depends on how late the client
+    # started on a loaded machine.
+    assert re.match(r"✗ completes — exit 1 after \d", line(bad, "completes")), bad.stdout
     assert "slower than the" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
     report = os.path.join(folder, "falls.json")
     good = runner("rate-falls-mid-download", f"python3 {adaptive} progress", extra=("--json", report))
