@@ -165,9 +165,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+# Sockets bound and never listening, held while the tests run: their ports stay closed.
+_held_closed = []
+
+
 def closed_port():
-    """A loopback port nothing listens on (bound, then closed)."""
-    return free_port()
+    """A loopback port nothing listens on, for as long as the tests run: a socket is bound to it and
+    never listens (a SYN to it is refused, as to any closed port), so no other job can take it
+    meanwhile and answer."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    _held_closed.append(held)
+    return held.getsockname()[1]
 
 
 @pytest.fixture
