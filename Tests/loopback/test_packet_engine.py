@@ -187,7 +187,7 @@ def test_tcp_to_a_server_on_this_host_crosses_the_link_both_ways_and_arrives_int
         assert result.returncode == 0, result.stderr
         connect, first_byte = (float(x) for x in result.stdout.split())
         # The handshake is one round trip (200 ms); the first byte comes a round trip later.
-        assert 0.2 <= connect < 1.0
+        assert 0.2 <= connect < 2.0
         assert 0.4 <= first_byte < 2.0
         with open(out, "rb") as f:
             body = f.read()
@@ -209,7 +209,7 @@ def test_the_built_in_origin_is_reached_by_its_name_over_http_and_https(tmp):
     assert result.returncode == 0, result.stderr
     lines = [line.split() for line in result.stdout.splitlines()]
     assert [code for code, _ in lines] == ["200", "200"], result.stdout
-    assert all(0.2 <= float(connect) < 1.0 for _, connect in lines), result.stdout
+    assert all(0.2 <= float(connect) < 2.0 for _, connect in lines), result.stdout
     # The name exists for the command only: the machine's /etc/hosts is as it was.
     with open("/etc/hosts") as f:
         assert f.read() == hosts_before
@@ -235,7 +235,7 @@ def test_with_user_the_command_runs_as_that_user_and_cannot_leave_the_link(tmp):
     assert lines[0] == f"ids {nobody.pw_uid} {nobody.pw_gid} {nobody.pw_dir} nobody", lines
     assert lines[1:4] == ["stayed", "1", "no firewall"], lines
     code, connect = lines[4].split()
-    assert code == "200" and 0.2 <= float(connect) < 1.0, lines  # through the link, with the run's CA trusted
+    assert code == "200" and 0.2 <= float(connect) < 2.0, lines  # through the link, with the run's CA trusted
     # The numeric id names the same user; an unknown one is refused before anything runs.
     marker = os.path.join(tmp, "ran")
     unknown = run(["run", "--engine", "packet", "--user", "no-such-user-here", profile, "--", "touch", marker])
@@ -292,7 +292,7 @@ def test_ipv6_tcp_crosses_the_link(tmp):
     with http_server("::1") as url:
         result = packet_run(profile, ["curl", "-sS", "-o", "/dev/null", "-w", "%{time_connect}", url + "/10"])
     assert result.returncode == 0, result.stderr
-    assert 0.2 <= float(result.stdout) < 1.0
+    assert 0.2 <= float(result.stdout) < 2.0
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
@@ -310,13 +310,13 @@ def test_udp_and_icmp_cross_the_link(tmp, host):
         result = packet_run(profile, ["python3", "-c", client, str(port), host])
     assert result.returncode == 0, result.stderr
     rtts = [float(x) for x in result.stdout.split()]
-    assert len(rtts) == 3 and all(0.2 <= rtt < 1.0 for rtt in rtts), rtts
+    assert len(rtts) == 3 and all(0.2 <= rtt < 2.0 for rtt in rtts), rtts
     if shutil.which("ping"):
         pinged = packet_run(profile, ["ping", "-n", "-c", "2", "-i", "0.2", host])
         assert pinged.returncode == 0, pinged.stdout + pinged.stderr
         # ping measures with receive time stamps: the reply waited before it was stamped.
         times = [float(x) for x in re.findall(r"time=([\d.]+) ms", pinged.stdout)]
-        assert len(times) == 2 and all(200 <= t < 1000 for t in times), pinged.stdout
+        assert len(times) == 2 and all(200 <= t < 2000 for t in times), pinged.stdout
 
 
 def test_rate_holds_a_download_to_the_link_rate(tmp):
@@ -446,7 +446,7 @@ schedule:
         assert "server: ConnectionResetError" in server_said or "server: BrokenPipeError" in server_said, server_said
         # A new connection is refused after one round trip (100 ms), as by a far end turning it away.
         refused = re.search(r"reconnect: ConnectionRefusedError ([\d.]+)", result.stdout)
-        assert refused and 0.1 <= float(refused.group(1)) < 1.0, result.stdout
+        assert refused and 0.1 <= float(refused.group(1)) < 2.0, result.stdout
         assert "1 connection cut by the link" in result.stderr and "1 connection refused" in result.stderr
         # netcond's own resets are in the capture: one to each end for the cut, RST|ACK for the refusal.
         if shutil.which("tcpdump"):
