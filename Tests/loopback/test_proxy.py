@@ -561,12 +561,17 @@ def test_out_of_descriptors_is_said_and_the_proxy_recovers():
     proxy = subprocess.Popen(["prlimit", "--nofile=64:64", NETCOND, "proxy", "none", "--listen", "127.0.0.1:0",
                               "--no-control"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     held = []
+    said = []  # netcond's stderr, line by line, as it comes
+    reader = threading.Thread(target=lambda: said.extend(iter(proxy.stderr.readline, "")), daemon=True)
     try:
         port = listening_port(proxy)
+        reader.start()
+        message = f"cannot accept connections on 127.0.0.1:{port}: out of file descriptors (this process's limit of 64)"
         assert wait_until(lambda: subprocess.run(["curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{port}/"]).returncode == 0)
         for _ in range(80):  # more than the proxy can hold: the rest wait in the backlog
             held.append(socket.create_connection(("127.0.0.1", port), timeout=5))
-        time.sleep(1)
+        # Held until netcond has met the limit (and said so), however slow the machine.
+        assert wait_until(lambda: any(message in line for line in said), seconds=20), said
         for s in held:
             s.close()
         got = subprocess.run(["curl", "-sS", "--max-time", "20", "-x", f"http://127.0.0.1:{port}",
@@ -575,9 +580,9 @@ def test_out_of_descriptors_is_said_and_the_proxy_recovers():
     finally:
         for s in held:
             s.close()
-        proxy.terminate()
-        _, err = proxy.communicate(timeout=10)
-    assert f"cannot accept connections on 127.0.0.1:{port}: out of file descriptors (this process's limit of 64)" in err, err
+        stop_process(proxy, timeout=10)
+        if reader.ident is not None:
+            reader.join(timeout=10)
 
 
 def test_a_response_the_server_cuts_short_by_closing_is_a_cut_not_a_malformed_one(proxy_factory):
