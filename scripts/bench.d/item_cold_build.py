@@ -100,11 +100,11 @@ def folder_size(path):
     return total
 
 
-def cold_build(h, folder, name):
+def cold_build(h, folder, name, env):
     """(seconds, steps, bytes) of a cold `swift build --build-tests` of the package in `folder`."""
     swift = shutil.which("swift")
     resolve = subprocess.run([swift, "package", "--package-path", folder, "resolve"],
-                             capture_output=True, text=True, timeout=900)
+                             capture_output=True, text=True, timeout=900, env=env)
     if resolve.returncode != 0:
         raise RuntimeError(f"{name}: swift package resolve failed: {(resolve.stdout + resolve.stderr)[-1500:]}")
     scratch = os.path.join(folder, ".build")
@@ -114,7 +114,7 @@ def cold_build(h, folder, name):
             shutil.rmtree(os.path.join(scratch, entry), ignore_errors=True)
     started = time.monotonic()
     build = subprocess.run([swift, "build", "--package-path", folder, "--build-tests"],
-                           capture_output=True, text=True, timeout=3600)
+                           capture_output=True, text=True, timeout=3600, env=env)
     seconds = time.monotonic() - started
     output = build.stdout + build.stderr
     with open(os.path.join(h.tmp, "logs", f"cold-build-{name}.log"), "w") as f:
@@ -144,6 +144,10 @@ def item_cold_build(h, t):
         t.add(name, "no swift on PATH", "-", "SKIP")
         return
     work = tempfile.mkdtemp(prefix="cold-build.", dir=h.tmp)
+    # SwiftPM's own lock files and temporary folders go in TMPDIR: here, removed with the rest.
+    scratch_tmp = os.path.join(work, "tmp")
+    os.makedirs(scratch_tmp)
+    env = dict(os.environ, TMPDIR=scratch_tmp)
     try:
         nio = os.path.join(work, "nio")
         make_package(nio, '.package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2")',
@@ -164,7 +168,7 @@ def item_cold_build(h, t):
             runs.append((f"NetcondTesting at {before}", old))
         floor = None
         for label, folder in runs:
-            seconds, steps, size = cold_build(h, folder, label.split(" ")[0] + ("-before" if "at " in label else ""))
+            seconds, steps, size = cold_build(h, folder, label.split(" ")[0] + ("-before" if "at " in label else ""), env)
             measured = f"{seconds:.0f} s, {steps} steps, .build {size / 1e6:.0f} MB"
             if floor is None:
                 floor = seconds
