@@ -59,7 +59,7 @@ public final class ProxyServer: Sendable {
 
     /// Binds the proxy port and every forward. Throws a user-facing error when a port is taken.
     public func start() async throws -> ProxyAddresses {
-        if self.configuration.tls == nil, let refusal = self.configuration.profile.tlsRefusal {
+        if let refusal = self.configuration.profile.proxyRefusal(hasTLS: self.configuration.tls != nil) {
             throw ProxyStartError(description: refusal)
         }
         // Every proxied connection costs two descriptors; use all the process may have.
@@ -331,10 +331,8 @@ public final class ProxyServer: Sendable {
         case .removeFaultsNamed(let name) where !s.rules.plan.rules.contains(where: { $0.fault.name == name }):
             let names = Set(s.rules.plan.rules.compactMap(\.fault.name)).sorted().joined(separator: ", ")
             return ControlAPI.Rejection(status: 404, message: "no fault named '\(name)'; names in force: \(names.isEmpty ? "none" : names)")
-        case .switchProfile(let profile) where profile.streamEngineRefusal != nil:
-            return ControlAPI.Rejection(status: 400, message: profile.streamEngineRefusal!)
-        case .switchProfile(let profile) where self.configuration.tls == nil && profile.tlsRefusal != nil:
-            return ControlAPI.Rejection(status: 400, message: profile.tlsRefusal!)
+        case .switchProfile(let profile):
+            return profile.proxyRefusal(hasTLS: self.configuration.tls != nil).map { ControlAPI.Rejection(status: 400, message: $0) }
         case .captive where s.rules.captive.spec == nil:
             return ControlAPI.Rejection(
                 status: 400,

@@ -152,14 +152,11 @@ public enum ScenarioRunner {
         }
         switch engine {
         case .proxy:
-            if let refusal = Self.proxyProblem(scenario) {
+            if let refusal = Self.proxyProblem(scenario, hasTLS: tls != nil) {
                 throw ScenarioRunError(description: "\(scenario.file): \(refusal)", exitCode: 2)
             }
             if user != nil {
                 throw ScenarioRunError(description: "\(scenario.file): \(Self.userNeedsPacketEngine)", exitCode: 2)
-            }
-            if tls == nil, let refusal = Self.tlsProblem(scenario) {
-                throw ScenarioRunError(description: "\(scenario.file): \(refusal)", exitCode: 2)
             }
             do {
                 var forwards: [PortForward] = []
@@ -374,21 +371,13 @@ public enum ScenarioRunner {
     }
 
     /// Why the proxy engine cannot run a scenario: its profile, or one its timeline switches to,
-    /// uses what only the packet engine emulates (nil: it can).
-    public static func proxyProblem(_ scenario: Scenario) -> String? {
-        if let refusal = scenario.profile.streamEngineRefusal { return refusal }
+    /// uses what only the packet engine emulates, or (`hasTLS` false) needs a TLS library (nil: it can).
+    public static func proxyProblem(_ scenario: Scenario, hasTLS: Bool = true) -> String? {
+        if let refusal = scenario.profile.proxyRefusal(hasTLS: hasTLS) { return refusal }
         for event in scenario.timeline {
-            if case .switchProfile(let profile) = event.action, let refusal = profile.streamEngineRefusal { return refusal }
-        }
-        return nil
-    }
-
-    /// Why a scenario cannot run without a TLS library: its profile, or one its timeline switches
-    /// to, has a portal with the wrong certificate (nil: it can).
-    static func tlsProblem(_ scenario: Scenario) -> String? {
-        if let refusal = scenario.profile.tlsRefusal { return refusal }
-        for event in scenario.timeline {
-            if case .switchProfile(let profile) = event.action, let refusal = profile.tlsRefusal { return refusal }
+            if case .switchProfile(let profile) = event.action, let refusal = profile.proxyRefusal(hasTLS: hasTLS) {
+                return refusal
+            }
         }
         return nil
     }

@@ -147,8 +147,7 @@ public final class ConditionedNetwork: Sendable {
     /// Switches to another profile (its schedule starts over); connections stay open.
     public func switchProfile(to profile: NetworkProfile) async throws {
         let resolved = try profile.resolve()
-        if let refusal = resolved.streamEngineRefusal { throw NetcondTestingError(description: refusal) }
-        if self.session.proxy.configuration.tls == nil, let refusal = resolved.tlsRefusal {
+        if let refusal = resolved.proxyRefusal(hasTLS: self.session.proxy.configuration.tls != nil) {
             throw NetcondTestingError(description: refusal)
         }
         await self.session.proxy.apply(.switchProfile(resolved))
@@ -235,8 +234,7 @@ public enum Netcond {
         profile: NetworkProfile = .none, seed: UInt64? = nil, tls: (any TLSProvider)? = nil
     ) async throws -> ConditionedNetwork {
         let resolved = try profile.resolve()
-        if let refusal = resolved.streamEngineRefusal { throw NetcondTestingError(description: refusal) }
-        if tls == nil, let refusal = resolved.tlsRefusal { throw NetcondTestingError(description: refusal) }
+        if let refusal = resolved.proxyRefusal(hasTLS: tls != nil) { throw NetcondTestingError(description: refusal) }
         let seed = Self.seed(seed)
         let session = try await Session.start(
             profile: resolved, seed: seed,

@@ -30,4 +30,10 @@ extension Profile {
             + "(https: wrong-certificate), which needs TLS; this build has none: add the NetcondTLS product "
             + "to the test target and pass tls: .nioSSL (or run it with the netcond command)"
     }
+
+    /// Why the stream engine cannot run this profile in a build with or without a TLS library, or
+    /// nil: what only the packet engine emulates, then what needs TLS.
+    public func proxyRefusal(hasTLS: Bool) -> String? {
+        self.streamEngineRefusal ?? (hasTLS ? nil : self.tlsRefusal)
+    }
 }
