@@ -106,14 +106,26 @@ struct Netcond: AsyncParsableCommand {
 /// Shell completion for a profile argument: the built-in names, and the YAML files the word being
 /// completed names (`Profiles/<TAB>`).
 let profileCompletion = CompletionKind.custom { _, _, prefix in
+    profileCompletions(for: prefix)
+}
+
+/// The built-in names and the YAML files (and folders) that complete `prefix`. Any word a shell
+/// may pass (empty, one letter, `~`, `/`, a name that is not UTF-8) gives a list, never a trap: the
+/// folder is the text up to its last `/`, read as given (`~/` as the home folder).
+func profileCompletions(for prefix: String) -> [String] {
     let names = ProfileCatalog.knownNames.filter { $0.hasPrefix(prefix) }
-    let directory = prefix.hasSuffix("/") ? String(prefix.dropLast()) : (prefix as NSString).deletingLastPathComponent
-    let listed = (try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory)) ?? []
-    let files = listed.sorted().map { directory.isEmpty ? $0 : directory + "/" + $0 }.filter { path in
-        var isDirectory: ObjCBool = false
-        _ = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
-        return path.hasPrefix(prefix) && (path.hasSuffix(".yaml") || path.hasSuffix(".yml") || isDirectory.boolValue)
+    let directory = prefix.lastIndex(of: "/").map { String(prefix[...$0]) } ?? ""
+    var onDisk = directory.isEmpty ? "." : directory
+    if onDisk.hasPrefix("~/"), let home = ProcessInfo.processInfo.environment["HOME"], !home.isEmpty {
+        onDisk = home + onDisk.dropFirst()
     }
+    let listed = (try? FileManager.default.contentsOfDirectory(atPath: onDisk)) ?? []
+    let files = listed.sorted().filter { name in
+        guard (directory + name).hasPrefix(prefix) else { return false }
+        var isDirectory: ObjCBool = false
+        _ = FileManager.default.fileExists(atPath: onDisk + (onDisk.hasSuffix("/") ? "" : "/") + name, isDirectory: &isDirectory)
+        return name.hasSuffix(".yaml") || name.hasSuffix(".yml") || isDirectory.boolValue
+    }.map { directory + $0 }
     return names + files
 }
 

@@ -571,6 +571,30 @@ def test_bash_completion_offers_built_in_profiles_and_profile_files(tmp_path):
     assert {"edge", "links"} <= complete("ctl", "profile", "")
 
 
+def test_completion_never_crashes_whatever_the_word(tmp_path):
+    """Completion of any word a shell may pass (one letter, empty, ~, /, a folder holding a name that
+    is not UTF-8) answers a list and exits 0: one letter trapped in deletingLastPathComponent and
+    printed a backtrace into the terminal."""
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "fast.yaml").write_text("link: {latency: 1ms}\n")
+    os.close(os.open(os.path.join(os.fsencode(tmp_path / "lab"), b"\xff\xfe.yaml"), os.O_CREAT | os.O_WRONLY, 0o644))
+
+    def complete(word):
+        r = subprocess.run([NETCOND, "---completion", "run", "--", "positional@0", "2", str(len(word)), "netcond", "run", word],
+                           cwd=tmp_path, capture_output=True, timeout=30, env={**os.environ, "HOME": str(tmp_path)})
+        assert r.returncode == 0, (word, r.returncode, r.stderr[-2000:])
+        assert b"Fatal error" not in r.stderr and b"backtrace" not in r.stderr.lower(), (word, r.stderr[-2000:])
+        return set(r.stdout.decode("utf-8", "replace").split())
+
+    assert complete("e") == {"edge"}
+    assert "gprs" in complete("") and "lab" in complete("")
+    assert complete("~") == set()
+    assert "~/lab" in complete("~/")
+    assert "/etc" in complete("/")
+    assert "lab/fast.yaml" in complete("lab/")
+    assert len(complete("lab/")) == 2  # the name that is not UTF-8 is listed, not a crash
+
+
 def test_version_names_the_git_revision_it_was_built_from():
     r = run(["--version"])
     assert r.returncode == 0, r.stderr

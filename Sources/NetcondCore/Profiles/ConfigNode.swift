@@ -32,6 +32,14 @@ public struct ConfigNode {
     /// Parses one YAML document. Syntax errors, duplicate keys and an empty document become
     /// `ConfigError`s with the position Yams reports.
     public static func parse(yaml: String, file: String) throws(ConfigError) -> ConfigNode {
+        // Before composing: what walks the tree afterwards walks every alias's nodes again.
+        if let (line, column) = YAMLExpansion.firstExcess(in: yaml) {
+            let limit = YAMLExpansion.maximumNodes
+            throw ConfigError(
+                file: file, line: line, column: column,
+                message: "the document stands for more than \(limit) values once its aliases (*name) are expanded; "
+                    + "allowed: up to \(limit) (aliases of aliases multiply: write the values out, or alias less)")
+        }
         let root: Node?
         do {
             root = try Yams.compose(yaml: yaml)
@@ -106,8 +114,14 @@ public struct ConfigNode {
         }
     }
 
-    /// The text as written, for messages: the scalar's text, or what kind of node it is.
+    /// The text as written, for messages: the scalar's first line, at most 200 characters
+    /// (``TerminalText/quoted(_:)``), or what kind of node it is.
     public var text: String {
+        TerminalText.quoted(self.value)
+    }
+
+    /// The text as written, whole: the scalar's text, or what kind of node it is.
+    public var value: String {
         guard let scalar = self.node.scalar, !self.isNull else { return self.kindDescription }
         return scalar.string.trimmingCharacters(in: .whitespaces)
     }

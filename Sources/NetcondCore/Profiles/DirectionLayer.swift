@@ -89,7 +89,7 @@ struct DirectionLayer {
         }
         if let node = map["queue"] {
             problems.attempt { () throws(ConfigError) in
-                let text = node.text.trimmingCharacters(in: .whitespaces)
+                let text = node.value.trimmingCharacters(in: .whitespaces)
                 if let count = Self.packetCount(text) {
                     guard (1...100_000).contains(count) else {
                         throw node.error("\(text) is not 1 to 100000 packets; allowed: mss…1GB (e.g. 64KB), or 1…100000 packets (e.g. 100 packets)")
@@ -133,7 +133,7 @@ struct DirectionLayer {
 
     /// `trace: FILE`: a mahimahi trace, the path relative to the file that names it.
     private static func trace(_ node: ConfigNode) throws(ConfigError) -> TraceFile {
-        let named = node.text.trimmingCharacters(in: .whitespaces)
+        let named = node.value.trimmingCharacters(in: .whitespaces)
         guard !named.isEmpty else {
             throw node.error("expected the path of a trace file (mahimahi's format: one time in milliseconds per line), e.g. trace: traces/lte-driving.trace")
         }
@@ -164,14 +164,14 @@ struct DirectionLayer {
             let period = try map["repeat"].map { node throws(ConfigError) in try node.unit(Span.parse) }
             let interpolates = try map["interpolate"].map { node throws(ConfigError) in try node.choice(["linear", "step"]) == "linear" }
             do {
-                return .series(try LinkSeries.parse(rows.text, source: source, period: period, interpolates: interpolates))
+                return .series(try LinkSeries.parse(rows.value, source: source, period: period, interpolates: interpolates))
             } catch {
                 throw rows.error(error.message)
             }
         }
         let times = try map.required("milliseconds", meaning: "the opportunity times, in milliseconds, separated by spaces")
         do {
-            return .opportunities(try LinkTrace.parse(times.text, source: source))
+            return .opportunities(try LinkTrace.parse(times.value, source: source))
         } catch {
             throw times.error(error.message)
         }
@@ -209,7 +209,7 @@ struct DirectionLayer {
         if case .mapping = node.node {
             let map = try node.mapping(allowedKeys: Self.aqmKeys, expecting: "{type: codel, target: 5ms, interval: 100ms}")
             let type = try map.required("type", meaning: "the queue discipline, codel")
-            guard type.text.trimmingCharacters(in: .whitespaces).lowercased() == "codel" else {
+            guard type.value.trimmingCharacters(in: .whitespaces).lowercased() == "codel" else {
                 throw type.error("'\(type.text)' is not a queue discipline with parameters; \(allowed)")
             }
             var target = QueueDiscipline.defaultTarget
@@ -228,7 +228,7 @@ struct DirectionLayer {
             }
             return .codel(target: target, interval: interval)
         }
-        switch node.text.trimmingCharacters(in: .whitespaces).lowercased() {
+        switch node.value.trimmingCharacters(in: .whitespaces).lowercased() {
         case "codel": return .codel(target: QueueDiscipline.defaultTarget, interval: QueueDiscipline.defaultInterval)
         case "drop-tail", "droptail", "fifo": return .dropTail
         default: throw node.error("'\(node.text)' is not a queue discipline; \(allowed)")

@@ -211,6 +211,9 @@ public struct ProfileDecoder {
         return (absolute as NSString).standardizingPath
     }
 
+    /// The largest profile or scenario file read.
+    public static let maximumFileBytes = 16 << 20
+
     /// Reads a UTF-8 file; a failure is reported at `errorNode` (an `extends` value) when given,
     /// else for the whole file.
     static func readFile(_ path: String, errorFile: String, errorNode: ConfigNode?) throws(ConfigError) -> String {
@@ -227,6 +230,11 @@ public struct ProfileDecoder {
         }
         guard !isDirectory.boolValue else {
             throw fail("\(path) is a folder; a profile is one .yaml file (netcond test takes a folder of scenarios)")
+        }
+        // Checked before reading: a profile or scenario is a few KB (an inline series, a few hundred).
+        let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int ?? 0
+        guard size <= Self.maximumFileBytes else {
+            throw fail("\(path) is \(size >> 20) MB; allowed: profile and scenario files up to \(Self.maximumFileBytes >> 20) MB")
         }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw fail("cannot read \(path)")

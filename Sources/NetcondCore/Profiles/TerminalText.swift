@@ -53,6 +53,17 @@ public enum TerminalText {
         return Self.escaped(line)
     }
 
+    /// The longest quote of a user's text an error carries.
+    public static let quoteLimit = 200
+
+    /// A piece of a user's file as an error quotes it: its first line, at most ``quoteLimit``
+    /// characters (then `…`), so that an error about a 20 MB file is one line, not the file.
+    public static func quoted(_ text: some StringProtocol) -> String {
+        let line = text.split(maxSplits: 1, omittingEmptySubsequences: false, whereSeparator: \.isNewline).first ?? ""
+        let clipped = line.count > Self.quoteLimit ? line.prefix(Self.quoteLimit) + "…" : String(line)
+        return clipped.count < text.count && !clipped.hasSuffix("…") ? clipped + "…" : clipped
+    }
+
     /// Why `name` cannot be a name, or nil when it can: `what` names it (`the scenario name`).
     public static func nameProblem(_ name: String, what: String) -> String? {
         guard let (scalar, position) = Self.firstControl(in: name) else { return nil }

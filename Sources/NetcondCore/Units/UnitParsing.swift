@@ -250,6 +250,11 @@ enum UnitParser {
         if trimmed.isEmpty {
             throw self.error(quantity, text, "the value is empty")
         }
+        // No value is this long (`1.5Mbit`, `400ms`): the check comes first, and what later
+        // messages quote stays short.
+        guard trimmed.count <= 64 else {
+            throw self.error(quantity, text, "'\(TerminalText.quoted(trimmed))' is too long to be one value")
+        }
         if trimmed.hasPrefix("-") {
             throw self.error(quantity, text, "'\(trimmed)' is negative")
         }

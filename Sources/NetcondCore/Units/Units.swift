@@ -55,6 +55,11 @@ public struct Span: Hashable, Comparable, Sendable, CustomStringConvertible {
     @inlinable public static func milliseconds(_ n: Int64) -> Span { Span(nanoseconds: n * 1_000_000) }
     @inlinable public static func seconds(_ n: Int64) -> Span { Span(nanoseconds: n * 1_000_000_000) }
     @inlinable public static func seconds(double s: Double) -> Span { Span(nanoseconds: Int64((s * 1e9).rounded())) }
+    /// `s` seconds, or nil when that is not a finite number of nanoseconds an `Int64` holds (about
+    /// ±292 years): the checked form for numbers read from outside, whose range the caller states.
+    public static func seconds(exactly s: Double) -> Span? {
+        Int64(exactly: (s * 1e9).rounded()).map(Span.init(nanoseconds:))
+    }
 
     public var seconds: Double { Double(self.nanoseconds) / 1e9 }
     public var milliseconds: Double { Double(self.nanoseconds) / 1e6 }

@@ -678,4 +678,35 @@ final class ProfileTestDirectory {
         }
         #expect(throws: Never.self) { try ProfileDecoder().decode(yaml: "description: !!str 12\ndown: {latency: 10ms}\n", file: "t.yaml") }
     }
+
+    /// Aliases of aliases ("billion laughs", 306 bytes standing for 9⁹ values) are refused at the
+    /// alias that goes past the limit, before anything walks the tree (it hung validate and the
+    /// control API); a document that uses aliases within reason reads as before.
+    @Test func anAliasBombIsRefusedWhereItGoesPastTheLimit() {
+        var yaml = "a: &a [x,x,x,x,x,x,x,x,x]\n"
+        var previous = "a"
+        for name in ["b", "c", "d", "e", "f", "g", "h", "i"] {
+            yaml += "\(name): &\(name) [" + Array(repeating: "*\(previous)", count: 9).joined(separator: ",") + "]\n"
+            previous = name
+        }
+        let error = ProfileDecoderTests().decodeError(yaml)
+        #expect(error?.line == 6, "\(String(describing: error))")
+        #expect(error?.message.contains("aliases") == true && error?.message.contains("allowed: up to 200000") == true)
+        // As a mapping key too: hashing a key for the duplicate check walked it whole.
+        let key = ProfileDecoderTests().decodeError("a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+            + "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n? *f\n: 1\n")
+        #expect(key?.message.contains("aliases") == true, "\(String(describing: key))")
+        #expect(YAMLExpansion.firstExcess(in: "base: &b {latency: 10ms}\nup: *b\ndown: *b\n") == nil)
+        #expect(throws: Never.self) {
+            try ProfileDecoder().decode(yaml: "up: &l {latency: 10ms}\ndown: *l\n", file: "t.yaml")
+        }
+    }
+
+    /// A value's error quotes at most 200 characters of it, and a unit value past 64 characters is refused at once.
+    @Test func anErrorQuotesAtMostOneShortLine() {
+        let long = String(repeating: "9", count: 50_000)
+        let error = ProfileDecoderTests().decodeError("down: {latency: \(long)ms}\n")
+        #expect((error?.description.count ?? .max) < 600, "\(error?.description.count ?? -1)")
+        #expect(error?.message.contains("too long to be one value") == true, "\(String(describing: error))")
+    }
 }

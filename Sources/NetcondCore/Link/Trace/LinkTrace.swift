@@ -158,13 +158,13 @@ public struct LinkTrace: Sendable, Equatable, CustomStringConvertible {
         var times: [Int64] = []
         var lineNumber = 0
         var burst = 0
-        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        for line in text.textLines {
             lineNumber += 1
             let content = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
             // One time per line; a line of several (the inline form, `1 1 2 5`) is read in order.
             for field in content.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" }).map(String.init) {
                 guard let value = Int64(field), value >= 0 else {
-                    throw ReadError(line: lineNumber, message: "'\(field)' is not a time; allowed: one whole number of milliseconds (0 or more) per line, as mahimahi's traces")
+                    throw ReadError(line: lineNumber, message: "'\(TerminalText.quoted(field))' is not a time; allowed: one whole number of milliseconds (0 or more) per line, as mahimahi's traces")
                 }
                 guard value <= 365 * 86_400_000 else {
                     throw ReadError(line: lineNumber, message: "\(value) ms is more than a year; allowed: times up to 31536000000 ms")

@@ -173,4 +173,44 @@ import Testing
             }
         }
     }
+
+    /// A time too big for nanoseconds is refused with its range, never converted (1e10 s trapped).
+    @Test func aTimePastTheWeekIsRefusedBeforeItIsConverted() {
+        for t in ["1e10", "1e308", "9.3e9", "604800.5", "inf", "nan", "-1"] {
+            let error = self.readError("0, 1mbit, 20ms, 0%\n\(t), 2mbit, 20ms, 0%\n")
+            #expect(error?.line == 2, "\(t): \(String(describing: error))")
+            #expect(error?.message.contains("allowed") == true, "\(t): \(String(describing: error))")
+        }
+        #expect(self.readError("0, 1mbit, 20ms, 0%\n604800, 2mbit, 20ms, 0%\n") == nil)
+    }
+
+    /// CRLF (and a lone CR) end lines as LF does; an error quotes one line, never the file.
+    @Test func crlfLinesReadAsLinesAndAnErrorQuotesOneLine() throws {
+        let crlf = try LinkSeries.parse("t, rate, delay, loss\r\n0, 8mbit, 20ms, 0%\r\n1.5, 1mbit, 80ms, 2%\r\n", source: "s.csv")
+        let lf = try LinkSeries.parse("t, rate, delay, loss\n0, 8mbit, 20ms, 0%\n1.5, 1mbit, 80ms, 2%\n", source: "s.csv")
+        #expect(crlf.steps == lf.steps)
+        #expect(try LinkSeries.parse("0, 8mbit, 20ms, 0%\r1.5, 1mbit, 80ms, 2%\r", source: "s.csv").steps == lf.steps)
+        let trace = try LinkTrace.parse("1\r\n1\r\n2\r\n5\r\n", source: "t")
+        #expect(trace == (try LinkTrace.parse("1\n1\n2\n5\n", source: "t")))
+        let long = String(repeating: "x", count: 100_000)
+        let error = self.readError("0, 1mbit, 20ms, 0%\r\n1, \(long), 20ms, 0%\r\n" + String(repeating: "2, 1mbit, 1ms, 0%\r\n", count: 1_000))
+        #expect(error?.line == 2)
+        #expect((error?.message.count ?? .max) < 1_000, "\(error?.message.count ?? -1) characters")
+        #expect(error?.message.contains(String(repeating: "x", count: 201)) == false)
+        let traceError = try? LinkTrace.parse("1\r\n" + long + "\r\n", source: "t")
+        #expect(traceError == nil)
+        do {
+            _ = try LinkTrace.parse("1\r\n" + long + "\r\n", source: "t")
+        } catch {
+            #expect(error.line == 2 && error.message.count < 500, "\(error.line) \(error.message.count)")
+        }
+    }
+
+    /// The row limit is checked before the rows are read (a file past it was refused after reading them all).
+    @Test func theRowLimitIsCheckedBeforeTheRowsAreRead() {
+        let rows = "t, rate, delay, loss\n" + String(repeating: "1, 1mbit, 1ms, 0%\n", count: LinkSeries.maximumRows + 1)
+        let error = self.readError(rows)
+        #expect(error?.line == 0 && error?.message.contains("more than 1000000 rows") == true, "\(String(describing: error))")
+        #expect(LinkSeries.rowCount("t,r\n# a, comment\n0, 1mbit, 1ms, 0%; 1, 2mbit, 1ms, 0% # x, y\r\n\n", stoppingAfter: 10) == 3)
+    }
 }
