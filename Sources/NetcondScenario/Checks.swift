@@ -38,6 +38,11 @@ public enum Checks {
                 + " (run the client with --user to hold it in)"
             result.caveat = result.caveat.map { bypass + "; " + $0 } ?? bypass
         }
+        if !evidence.interventions.isEmpty {
+            let changed = "the conditions were changed from outside the scenario while it ran: "
+                + evidence.interventions.joined(separator: "; ")
+            result.caveat = result.caveat.map { changed + "; " + $0 } ?? changed
+        }
         result.marks = self.marks(spec, evidence)
         return result
     }

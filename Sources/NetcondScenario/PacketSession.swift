@@ -88,6 +88,7 @@ public final class PacketSession: Sendable {
         capture: (delivered: String?, dropped: String?) = (nil, nil),
         precise: Bool = false,
         control: (host: String, port: Int)? = ("127.0.0.1", 0),
+        guarding: ControlGuard? = nil,
         identity: ChildIdentity? = nil,
         tls: any TLSProvider,
         onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
@@ -165,7 +166,7 @@ public final class PacketSession: Sendable {
                     hostDefault: SenderCongestionControl.hostDefault))
             if let control {
                 do {
-                    try await session.startControl(host: control.host, port: control.port)
+                    try await session.startControl(host: control.host, port: control.port, guarding: guarding)
                 } catch {
                     await session.stop()
                     throw Failure.control(String(describing: error))
@@ -231,8 +232,8 @@ public final class PacketSession: Sendable {
 
     /// Live control, as in proxy mode. The command must reach it whatever the link does (to end an
     /// outage it started): its port bypasses the link.
-    private func startControl(host: String, port: Int) async throws {
-        let server = ControlServer(target: PacketControl(session: self))
+    private func startControl(host: String, port: Int, guarding: ControlGuard?) async throws {
+        let server = ControlServer(target: PacketControl(session: self), guarding: guarding)
         let address = try await server.start(host: host, port: port)
         self.control.withLockedValue { $0 = (server, "http://\(host):\(address.port ?? 0)") }
         try self.engine.cage.exempt(loopbackPort: address.port ?? 0)

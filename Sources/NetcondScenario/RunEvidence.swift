@@ -208,6 +208,9 @@ public struct RunEvidence: Sendable {
     /// changed the rules; connections that reached the origin without crossing the link): the
     /// profile's conditions did not hold for it, and every verdict says so.
     public var bypasses: [String] = []
+    /// Changes made to the conditions from outside the scenario while it ran (through the control
+    /// API, with the run's token): the verdicts rest on conditions the scenario did not set, and say so.
+    public var interventions: [String] = []
 
     public init(
         exit: ExitStatus?, timedOut: Bool, deadline: Span, duration: Double, requests: [Request],

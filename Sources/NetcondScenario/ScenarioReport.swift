@@ -25,6 +25,7 @@ public enum ScenarioReport {
         let failed = outcome.results.filter { !$0.passed }.count
         let inexact = outcome.results.filter { $0.caveat != nil }.count
         let caveats = inexact == 0 ? ""
+            : !outcome.evidence.interventions.isEmpty ? "; the conditions were changed from outside, see ⚠"
             : outcome.evidence.bypasses.isEmpty ? "; \(inexact) not exact through the proxy, see ⚠"
             : "; the link's conditions did not hold for the client, see ⚠"
         if outcome.results.isEmpty {

@@ -140,6 +140,7 @@ public enum ScenarioRunner {
         engine: RunEngine = .proxy,
         capture: (delivered: String?, dropped: String?) = (nil, nil),
         user: ChildIdentity? = nil,
+        guarding: ControlGuard = ControlGuard(),
         tls: (any TLSProvider)?
     ) async throws(ScenarioRunError) -> ScenarioOutcome {
         let began = NIODeadline.now()
@@ -164,7 +165,8 @@ public enum ScenarioRunner {
                     forwards.append(PortForward(listenHost: "127.0.0.1", listenPort: 0, targetHost: Session.originHost, targetPort: 80))
                 }
                 let started = try await Session.start(
-                    profile: scenario.profile, seed: seed, forwards: forwards, originContent: scenario.origin, tls: tls)
+                    profile: scenario.profile, seed: seed, forwards: forwards, guarding: guarding, originContent: scenario.origin,
+                    tls: tls)
                 session = started
                 if let forward = started.forwardAddresses.first {
                     originForward = URL(string: "http://\(Session.hostPort(forward))")
@@ -192,8 +194,8 @@ public enum ScenarioRunner {
             }
             do {
                 session = try await PacketSession.start(
-                    profile: scenario.profile, seed: seed, originContent: scenario.origin, capture: capture, identity: user,
-                    tls: tls)
+                    profile: scenario.profile, seed: seed, originContent: scenario.origin, capture: capture, guarding: guarding,
+                    identity: user, tls: tls)
             } catch {
                 throw ScenarioRunError(description: "cannot start: \(error)", exitCode: 3)
             }
@@ -356,6 +358,7 @@ public enum ScenarioRunner {
         evidence.clientUser = user?.uid
         await session.endLeftovers()
         await session.addEvidence(to: &evidence, clientStart: startNanos)
+        evidence.interventions = guarding.changes(since: started).map { "at +\(Checks.seconds($0.at)) \($0.what)" }
         let results = scenario.checks.map { Checks.evaluate($0, evidence) }
         var delivered = samples.withLockedValue { $0 }
         let duration = (evidence.duration * 1000).rounded() / 1000

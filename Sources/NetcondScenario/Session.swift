@@ -72,6 +72,7 @@ public final class Session: Sendable {
         listenPort: Int = 0,
         forwards: [PortForward] = [],
         control: (host: String, port: Int)? = ("127.0.0.1", 0),
+        guarding: ControlGuard? = nil,
         originContent: OriginContent = OriginContent(),
         liveChanges: Bool = false,
         tls: (any TLSProvider)?,
@@ -111,7 +112,7 @@ public final class Session: Sendable {
                 let addresses = try await proxy.start()
                 var controlAddress: SocketAddress?
                 if let control {
-                    let server = ControlServer(proxy: proxy)
+                    let server = ControlServer(proxy: proxy, guarding: guarding)
                     controlServer = server
                     // The control API is in ProcessListeners: a client from another host may not
                     // reach it through the proxy, as it may not directly.

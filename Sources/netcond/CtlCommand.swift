@@ -36,6 +36,11 @@ struct CtlCommand: AsyncParsableCommand {
         @Option(name: .long, help: "The control API's URL (default: $NETCOND_CONTROL, else http://127.0.0.1:8081).")
         var control: String?
 
+        @Option(
+            name: .long,
+            help: "The run's token, for a change while a scenario runs (netcond prints it; default: $NETCOND_CONTROL_TOKEN).")
+        var token: String?
+
         @Flag(name: .long, help: "Print the answer as JSON instead of a summary.")
         var json = false
 
@@ -90,6 +95,9 @@ struct CtlCommand: AsyncParsableCommand {
                     url: endpoint.base + path,
                     body: payload,
                     contentType: text == nil ? "application/json" : textType,
+                    headers: (self.token ?? ProcessInfo.processInfo.environment["NETCOND_CONTROL_TOKEN"]).map {
+                        [("Authorization", "Bearer " + $0)]
+                    } ?? [],
                     keepBody: true
                 )
             } catch {

@@ -306,6 +306,13 @@ extension RunCommand {
                 engine: engine,
                 capture: (self.pcap, self.pcapDrops),
                 user: identity,
+                guarding: ControlGuard { url, token in
+                    // A person at the terminal may change the conditions; the client's environment never holds the token.
+                    if !quiet {
+                        status.log("netcond: the client cannot change this scenario's conditions; you can, and every verdict "
+                            + "then says so: netcond ctl --control \(url) --token \(token) …")
+                    }
+                },
                 tls: .nioSSL
             )
         } catch {

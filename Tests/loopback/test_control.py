@@ -413,3 +413,84 @@ def test_the_api_refuses_what_a_web_page_could_send(proxy_factory):
         got, answer = raw(port, method, path, body, headers)
         assert got == 200, (method, path, headers, answer)
     assert status(proxy)["faults"] == 1
+
+
+def test_half_sent_requests_do_not_lock_ctl_out(proxy_factory):
+    """128 connections that each send a request head promising a body and never send it hold no
+    place a whole request needs: `netcond ctl status` answers at once (it waited for the 60 s
+    time-out before)."""
+    import socket
+    proxy = proxy_factory("lte")
+    port = int(proxy.control_url.rsplit(":", 1)[1])
+    held = []
+    try:
+        for _ in range(128):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(b"POST /outage HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+            held.append(s)
+        time.sleep(0.5)  # every head has arrived
+        began = time.monotonic()
+        r = subprocess.run([NETCOND, "ctl", "status", "--control", proxy.control_url], capture_output=True, text=True, timeout=30)
+        took = time.monotonic() - began
+        assert r.returncode == 0, r.stderr
+        assert took < 10, f"ctl took {took:.1f}s"  # 2 s on a quiet machine; 60 s when locked out
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_the_client_under_test_cannot_change_its_scenarios_conditions(tmp_path):
+    """During a scenario the control API answers the client's reads and refuses its changes (403):
+    a client switching its own conditions to none would judge itself. A change from outside, with
+    the token netcond printed (never in the client's environment), is made, and every verdict says so."""
+    scenario = tmp_path / "slow.yaml"
+    scenario.write_text(
+        "name: slow\nprofile: edge\n"
+        "origin: {files: {big.bin: {size: 60KB, seed: 1}}}\n"
+        "client: {url: /files/big.bin, output: big.bin, deadline: 60s}\n"
+        "checks: {completes: {}}\n")
+    hostile = (
+        'env | grep -q NETCOND_CONTROL_TOKEN && exit 9; '
+        'curl -s -o /dev/null -w "%{http_code}\\n" "$NETCOND_CONTROL/status"; '
+        'curl -s -o /dev/null -w "%{http_code}\\n" -X POST -H "Content-Type: application/json" '
+        '-d \'{"name": "none"}\' "$NETCOND_CONTROL/profile"; '
+        f'{NETCOND} ctl profile none >/dev/null 2>&1; echo "ctl $?"; '
+        'curl -sS -o "$NETCOND_OUTPUT" "$NETCOND_URL"; '
+        'curl -s "$NETCOND_CONTROL/status"'
+    )
+    r = run(["run", str(scenario), "--seed", "1", "--", "sh", "-c", hostile], timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.split("\n")
+    assert lines[:3] == ["200", "403", "ctl 2"], r.stdout
+    assert '"profile":"edge"' in r.stdout and '"profile":"none"' not in r.stdout, r.stdout
+    assert "changed from outside" not in r.stdout + r.stderr
+    assert "--token" in r.stderr
+
+    # From outside, with the token: done, and the verdict says so.
+    process = subprocess.Popen([NETCOND, "run", str(scenario), "--seed", "1", "--", "sh", "-c",
+                                'sleep 2; curl -sS -o "$NETCOND_OUTPUT" "$NETCOND_URL"'],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        told = ""
+        deadline = time.monotonic() + 60
+        while "--token" not in told and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            if not line:
+                break
+            told += line
+        words = told.split()
+        url = words[words.index("--control") + 1]
+        token = words[words.index("--token") + 1]
+        changed = subprocess.run([NETCOND, "ctl", "outage", "reset", "--control", url, "--token", token],
+                                 capture_output=True, text=True, timeout=30)
+        assert changed.returncode == 0, changed.stderr
+        ended = subprocess.run([NETCOND, "ctl", "outage", "end", "--control", url],
+                               env={**os.environ, "NETCOND_CONTROL_TOKEN": token}, capture_output=True, text=True, timeout=30)
+        assert ended.returncode == 0, ended.stderr
+        out, err = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert "changed from outside the scenario" in out, out + err
+    assert "POST /outage" in out and "DELETE /outage" in out, out

@@ -43,12 +43,18 @@ public final class ControlServer: Sendable {
     private let history = NIOLockedValueBox(ControlHistory())
     private let sampler: NIOLockedValueBox<Task<Void, Never>?> = NIOLockedValueBox(nil)
 
-    public init(proxy: ProxyServer) {
+    /// During a scenario: who may change the conditions (nil: anyone who can connect, as under
+    /// `netcond run PROFILE` and `netcond proxy`).
+    public let guarding: ControlGuard?
+
+    public init(proxy: ProxyServer, guarding: ControlGuard? = nil) {
         self.target = proxy
+        self.guarding = guarding
     }
 
-    public init(target: any ControlTarget) {
+    public init(target: any ControlTarget, guarding: ControlGuard? = nil) {
         self.target = target
+        self.guarding = guarding
     }
 
     /// Binds `host:port` (0 = any free port) and returns the address. Requests a web page could
@@ -57,8 +63,9 @@ public final class ControlServer: Sendable {
         let target = self.target
         let history = self.history
         let access = ControlAccess(listenHost: HostAddress.isIPLiteral(HostAddress.unbracketed(host)) ? nil : host)
+        let guarding = self.guarding
         let server = JSONHTTPServer(maxBodyBytes: ControlAPI.maxBodyBytes) { request in
-            let route: Result<ControlAPI.Route, ControlAPI.Rejection>
+            var route: Result<ControlAPI.Route, ControlAPI.Rejection>
             if let refusal = access.check(
                 method: request.method, target: request.target, headers: request.headers,
                 hasBody: !request.body.isEmpty || request.tooLarge)
@@ -68,6 +75,13 @@ public final class ControlServer: Sendable {
                 route = .failure(ControlAPI.tooLarge)
             } else {
                 route = ControlAPI.route(method: request.method, target: request.target, body: request.body)
+            }
+            if case .success(.command) = route, let guarding {
+                if let refusal = guarding.check(headers: request.headers) {
+                    route = .failure(refusal)
+                } else {
+                    guarding.record("\(request.method) \(request.path)" + Self.bodySummary(request.body))
+                }
             }
             switch route {
             case .failure(let rejection):
@@ -83,6 +97,10 @@ public final class ControlServer: Sendable {
         }
         self.server.withLockedValue { $0 = server }
         let address = try await server.start(host: host, port: port, what: "control")
+        if let guarding = self.guarding {
+            let shown = host.contains(":") ? "[\(host)]" : host
+            guarding.onListening?("http://\(shown):\(address.port ?? port)", guarding.token)
+        }
         let sampler = Task {
             while !Task.isCancelled {
                 if let status = await target.controlStatus() {
@@ -93,6 +111,13 @@ public final class ControlServer: Sendable {
         }
         self.sampler.withLockedValue { $0 = sampler }
         return address
+    }
+
+    /// A change's body, short, for the verdict's note (` {"name": "none"}`).
+    static func bodySummary(_ body: [UInt8]) -> String {
+        guard !body.isEmpty else { return "" }
+        let text = TerminalText.oneLine(String(decoding: body.prefix(200), as: UTF8.self))
+        return " " + text + (body.count > 200 ? "…" : "")
     }
 
     public func stop() async {

@@ -104,9 +104,9 @@ final class JSONHTTPServer: Sendable {
 }
 
 /// The connections of one JSON server: at most `limit` at once. At the limit a new one takes the
-/// place of the one that has waited longest without a request, so that clients that open
-/// connections and leave them lock nobody out; when every one has a request under way, the new
-/// one is closed.
+/// place of the one that has waited longest without a whole request (idle, or part of a request
+/// sent: a head and no body), so that clients that open connections and leave them, or send half a
+/// request, lock nobody out; when every one has a whole request being answered, the new one is closed.
 final class ConnectionBook: Sendable {
     private struct Entry {
         var channel: Channel
@@ -190,7 +190,8 @@ private final class JSONHTTPHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch self.unwrapInboundIn(data) {
         case .head(let head):
-            self.book.setIdle(context.channel, false)
+            // Still waiting: a connection counts as busy only once its whole request is in (one
+            // that sends a head and no body must not hold a place that a real request needs).
             self.head = head
             self.body = []
             self.tooLarge = false
@@ -204,6 +205,7 @@ private final class JSONHTTPHandler: ChannelInboundHandler {
         case .end:
             guard let head = self.head else { return }
             self.head = nil
+            self.book.setIdle(context.channel, false)
             self.waiting?.cancel()
             self.waiting = nil
             let keepAlive = head.isKeepAlive
