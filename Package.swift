@@ -132,9 +132,30 @@ let package = Package(
             swiftSettings: swiftSettings,
             plugins: ["NetcondRevision"]
         ),
+        .target(
+            name: "NetcondFuzzTargets",
+            dependencies: [
+                "NetcondCore",
+                "NetcondProxy",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "netcond-fuzz",
+            dependencies: ["NetcondFuzzTargets"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "NetcondTestingTests",
             dependencies: ["NetcondTesting", "NetcondTLS"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "NetcondFuzzTests",
+            dependencies: ["NetcondFuzzTargets"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

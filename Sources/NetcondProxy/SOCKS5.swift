@@ -8,8 +8,8 @@ import NetcondCore
 ///  client: 05 01 00 atyp addr port  server: 05 rep 00 01 0.0.0.0 0
 /// ```
 /// Names (atyp 3) are resolved by the proxy, so the profile's DNS delay applies to them.
-struct SOCKS5Parser {
-    enum Step: Equatable {
+package struct SOCKS5Parser {
+    package enum Step: Equatable {
         /// More bytes are needed.
         case needMore
         /// Send these bytes; if `close`, close afterwards.
@@ -27,7 +27,9 @@ struct SOCKS5Parser {
     private var state = State.greeting
     private var buffer: [UInt8] = []
 
-    mutating func feed(_ bytes: [UInt8]) -> [Step] {
+    package init() {}
+
+    package mutating func feed(_ bytes: [UInt8]) -> [Step] {
         self.buffer += bytes
         var steps: [Step] = []
         while true {

@@ -3,11 +3,11 @@ import NIOPosix
 import NetcondCore
 
 /// Where a client wants to go.
-struct UpstreamTarget: Hashable, CustomStringConvertible {
+package struct UpstreamTarget: Hashable, CustomStringConvertible {
     var host: String
     var port: Int
 
-    var description: String {
+    package var description: String {
         self.host.contains(":") ? "[\(self.host)]:\(self.port)" : "\(self.host):\(self.port)"
     }
 
@@ -17,7 +17,7 @@ struct UpstreamTarget: Hashable, CustomStringConvertible {
     }
 
     /// Parses `host:port`, `[v6]:port`, or `host` with a default port. Nil when malformed.
-    init?(authority: String, defaultPort: Int?) {
+    package init?(authority: String, defaultPort: Int?) {
         var host = Substring(authority)
         var port = defaultPort
         if host.hasPrefix("[") {

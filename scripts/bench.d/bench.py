@@ -20,7 +20,7 @@ item_bandwidth.py (3), item_overhead.py (4), item_loss.py (5a, 5b, 5d), item_buf
 item_memory.py (6), item_startup.py (7), item_control.py (8), item_packet.py (9, 9a-9d),
 item_packet_udp.py (9e), item_packet_fidelity.py (9f), item_packet_quic.py (9g), html_report.py (10),
 item_engines.py (11), item_traces.py (12; its client trace_client.py), item_toxiproxy.py (13),
-item_cold_build.py (14, only when asked: --only 14).
+item_cold_build.py (14, only when asked: --only 14), item_fuzz.py (15, only when asked: --only 15).
 """
 import argparse
 import os
@@ -36,6 +36,7 @@ from benchlib import Harness, Servers, Table, log  # noqa: E402
 from item_bandwidth import item_bandwidth  # noqa: E402
 from item_bufferbloat import item_bufferbloat  # noqa: E402
 from item_cold_build import item_cold_build  # noqa: E402
+from item_fuzz import item_fuzz  # noqa: E402
 from item_control import item_control_stall  # noqa: E402
 from item_engines import item_engines  # noqa: E402
 from item_latency import item_latency  # noqa: E402
@@ -92,6 +93,7 @@ def run(args):
             ("12. trace replay", lambda: item_traces(h, t, log)),
             ("13. Toxiproxy side by side", lambda: item_toxiproxy(h, t, log)),
             ("14. cold build", lambda: item_cold_build(h, t)),
+            ("15. fuzzing", lambda: item_fuzz(h, t)),
         ]
         only = set(args.only.split(",")) if args.only else None
         h.only = only
@@ -107,7 +109,7 @@ def run(args):
             try:
                 if srv is None and "throughput" not in label and "HTTP" not in label and "scenario" not in label \
                         and "Linux" not in label and "HTML" not in label and "engines" not in label \
-                        and "trace" not in label and "cold" not in label:
+                        and "trace" not in label and "cold" not in label and "fuzz" not in label:
                     raise RuntimeError("test servers did not start")
                 fn()
             except KeyboardInterrupt:

@@ -167,7 +167,7 @@ public enum ControlAPI {
     }
 
     /// A JSON object (one key once each), or why not with `example` of what is expected.
-    static func object(_ body: [UInt8], example: String) -> Result<[String: Any], Rejection> {
+    package static func object(_ body: [UInt8], example: String) -> Result<[String: Any], Rejection> {
         let bad = Rejection(status: 400, message: "expected a JSON object like \(example)")
         guard !body.isEmpty,
             let parsed = try? JSONSerialization.jsonObject(with: Data(body)),

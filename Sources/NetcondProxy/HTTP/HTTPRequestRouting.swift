@@ -3,7 +3,7 @@ import NetcondCore
 
 /// Where an HTTP request to the forward proxy goes, and whether it can be passed on at all: pure
 /// functions of the request head, used by ``HTTPProxyStateMachine``.
-enum HTTPRequestRouting {
+package enum HTTPRequestRouting {
     /// What was wrong with a request, in words (not the parser's case names).
     static func explain(_ error: HTTPParserError) -> String {
         switch error {
@@ -22,12 +22,12 @@ enum HTTPRequestRouting {
     }
 
     /// Why a request cannot be routed, in words for its sender.
-    struct RouteProblem: Error {
+    package struct RouteProblem: Error {
         var message: String
     }
 
     /// Target and origin-form path of a request, or why it cannot be routed.
-    static func route(_ head: HTTPRequestHead) -> Result<(UpstreamTarget, String), RouteProblem> {
+    package static func route(_ head: HTTPRequestHead) -> Result<(UpstreamTarget, String), RouteProblem> {
         let uri = head.uri
         if uri.lowercased().hasPrefix("http://") {
             let rest = uri.dropFirst("http://".count)
@@ -56,7 +56,7 @@ enum HTTPRequestRouting {
 
     /// Why a request's framing cannot be trusted (nil when it can): a request a server could read
     /// differently from the proxy would let a second request pass the proxy unseen.
-    static func framingProblem(_ head: HTTPRequestHead) -> String? {
+    package static func framingProblem(_ head: HTTPRequestHead) -> String? {
         if head.headers[canonicalForm: "Host"].count > 1 {
             return "more than one Host header; send exactly one"
         }
