@@ -165,6 +165,11 @@ public final class ProxyServer: Sendable {
         let bootstrap = ServerBootstrap.proxyListener(on: loop)
             .childChannelInitializer { channel in
                 loop.makeCompletedFuture {
+                    if ProcessListeners.arrivesFromLoop(channel) {
+                        // One of netcond's own connections, closed as it found it loops: reset.
+                        loop.execute { channel.resetConnection() }
+                        return
+                    }
                     let state = state.value
                     state.stats.connections += 1
                     let id = ObjectIdentifier(channel)

@@ -274,17 +274,22 @@ struct UpstreamConnector {
                 case .some(.none):
                     real = loop.makeFailedFuture(UpstreamError.nameNotResolved(target.host))
                 case .none:
-                    real = bootstrap().connect(host: target.host, port: target.port)
+                    // A name or address that is one of netcond's own listeners is not connected to.
+                    real = bootstrap().resolver(LoopRefusingResolver(loop: loop, listeners: listeners))
+                        .connect(host: target.host, port: target.port)
                 }
             }
             real.hop(to: loop).assumeIsolated().whenComplete { result in
                 switch result {
                 case .success(let channel):
-                    if Self.reachesItself(channel, listeners: listeners) {
+                    if let reached = ProcessListeners.listener(reachedBy: channel, among: listeners) {
+                        ProcessListeners.noteLoop(channel, reached: reached)
                         channel.close(promise: nil)
                         return attempt.real(.failure(.loop(target)))
                     }
                     attempt.real(.success(channel))
+                case .failure(let error) where LoopRefusingResolver.loop(in: error) != nil:
+                    attempt.real(.failure(.loop(target)))
                 case .failure(let error):
                     stats.upstreamFailures += 1
                     attempt.real(.failure(Self.classify(error, target: target)))
@@ -313,30 +318,6 @@ struct UpstreamConnector {
             attempt.emulated(.established(at: .zero, synRetransmits: 0))
         }
         return attempt
-    }
-
-    /// True when this upstream connection reached one of netcond's own listeners: whatever the
-    /// target was called (`[::ffff:127.0.0.1]`, another name for this host), a request sent on
-    /// would come back to this proxy, and round again.
-    static func reachesItself(_ channel: Channel, listeners: [SocketAddress]) -> Bool {
-        guard let remote = channel.remoteAddress, let remoteIP = remote.ipAddress.map(Self.plainIP) else { return false }
-        let localIP = channel.localAddress?.ipAddress.map(Self.plainIP)
-        return listeners.contains { listener in
-            guard listener.port == remote.port, let listenIP = listener.ipAddress.map(Self.plainIP) else { return false }
-            if listenIP == remoteIP { return true }
-            // A listener on every address takes connections to any address of this host.
-            let wildcard = listenIP == "0.0.0.0" || listenIP == "::"
-            return wildcard && (remoteIP == localIP || remoteIP.hasPrefix("127.") || remoteIP == "::1")
-        }
-    }
-
-    /// An IPv4-mapped IPv6 address as the IPv4 address it is.
-    static func plainIP(_ ip: String) -> String {
-        let lower = ip.lowercased()
-        if lower.hasPrefix("::ffff:"), lower.dropFirst(7).contains("."), !lower.dropFirst(7).contains(":") {
-            return String(lower.dropFirst(7))
-        }
-        return lower
     }
 
     static func classify(_ error: Error, target: UpstreamTarget) -> UpstreamError {

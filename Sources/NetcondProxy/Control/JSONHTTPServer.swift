@@ -89,7 +89,7 @@ final class JSONHTTPServer: Sendable {
         guard let address = channel.localAddress else {
             throw ProxyStartError(description: "cannot listen for \(what) on \(host):\(port): no local address")
         }
-        ProcessListeners.add(address, .api)
+        ProcessListeners.add(address, .api, name: what.hasPrefix("the ") ? what : "the \(what) API")
         return address
     }
 

@@ -246,9 +246,14 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     // MARK: - Relay: the server's side
 
-    /// The server's channel is connected: the handler starts reading both sides.
+    /// The server's channel is connected: the handler starts reading both sides. Its close, however
+    /// it comes (the server's, a toxic's, the proxy's), ends the downstream stream: learnt from its
+    /// close future, not from `channelInactive`, which NIO does not fire for a channel closed before
+    /// its activation was over, as one closed from its connect's completion is (a client that sent
+    /// only its end before the connection was made: its end closes the server's side at once).
     func attachUpstream(_ channel: Channel) {
         self.upstream = channel
+        channel.closeFuture.assumeIsolated().whenComplete { [weak self] _ in self?.upstreamEnd(inactive: true) }
         let early = self.early
         self.early = []
         for item in early { self.up?.push(item) }
@@ -304,8 +309,9 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 }
 
-/// The server's side of a relayed Toxiproxy connection: hands what the server sends, and its end,
-/// to the client's ``ToxicConnectionHandler``.
+/// The server's side of a relayed Toxiproxy connection: hands what the server sends, and its end
+/// of stream, to the client's ``ToxicConnectionHandler`` (which learns of the channel's close from
+/// its close future).
 final class ToxicUpstreamSide: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
@@ -329,10 +335,6 @@ final class ToxicUpstreamSide: ChannelInboundHandler {
         } else {
             context.fireUserInboundEventTriggered(event)
         }
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        self.connection.upstreamEnd(inactive: true)
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

@@ -9,7 +9,10 @@ import NetcondCore
 /// proxy's toxics on its own (``ToxicConnectionHandler``, relay wiring). An upstream that cannot
 /// be reached closes the client's connection (a FIN, as Toxiproxy's `Close`); so does an upstream
 /// that is one of this process's own listeners (a proxy pointed at itself, at another proxy that
-/// points back, or at the API), with a line on stderr, instead of a loop that eats every descriptor.
+/// points back, or at the API), with a line on stderr, instead of a loop that eats every descriptor
+/// and a core: an upstream that resolves to one (``LoopRefusingResolver``) is not connected to at
+/// all; one that reaches one all the same is closed once made, and its arrival at that listener
+/// is reset there rather than relayed on (round again).
 final class ToxicRelay: Sendable {
     let eventLoop: EventLoop
     private let name: String
@@ -55,7 +58,7 @@ final class ToxicRelay: Sendable {
             throw ProxyStartError(description: "cannot listen on \(host):\(port): no local address")
         }
         self.listener.withLockedValue { $0 = channel }
-        ProcessListeners.add(address, .proxy)
+        ProcessListeners.add(address, .proxy, name: "Toxiproxy proxy \(self.name)")
         return address
     }
 
@@ -72,6 +75,12 @@ final class ToxicRelay: Sendable {
     }
 
     private func accepted(_ client: Channel) throws {
+        if ProcessListeners.arrivesFromLoop(client) {
+            // One of netcond's own relays, whose upstream reached this listener, and which has
+            // said so: reset (once the channel is up), as an unreachable upstream refuses.
+            self.eventLoop.execute { client.resetConnection() }
+            return
+        }
         let id = ObjectIdentifier(client)
         self.children.withLockedValue { $0[id] = client }
         client.closeFuture.whenComplete { [children] _ in children.withLockedValue { $0[id] = nil } }
@@ -80,6 +89,7 @@ final class ToxicRelay: Sendable {
         // is for, and from another host a way into the API).
         let refused = ProcessListeners.addresses(.proxy) + ProcessListeners.addresses(.api)
         ClientBootstrap(group: self.eventLoop)
+            .resolver(LoopRefusingResolver(loop: self.eventLoop, listeners: refused))
             .channelOption(.allowRemoteHalfClosure, value: true)
             .channelOption(.autoRead, value: false)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
@@ -94,10 +104,11 @@ final class ToxicRelay: Sendable {
                         upstream.close(promise: nil)
                         return
                     }
-                    if UpstreamConnector.reachesItself(upstream, listeners: refused) {
+                    if let reached = ProcessListeners.listener(reachedBy: upstream, among: refused) {
+                        ProcessListeners.noteLoop(upstream, reached: reached)
                         upstream.close(promise: nil)
                         client.close(promise: nil)
-                        self.sayLoop()
+                        self.sayLoop(reached)
                         return
                     }
                     do {
@@ -112,21 +123,25 @@ final class ToxicRelay: Sendable {
                         upstream.close(promise: nil)
                         client.close(promise: nil)
                     }
-                case .failure:
-                    // As Toxiproxy: the client's connection is closed (a FIN).
+                case .failure(let error):
+                    // As Toxiproxy: the client's connection is closed (a FIN); so when the upstream
+                    // is one of netcond's own listeners, and no connection was made.
                     client.close(promise: nil)
+                    if let loop = LoopRefusingResolver.loop(in: error) { self.sayLoop(loop.listener) }
                 }
             }
     }
 
-    private func sayLoop() {
+    private func sayLoop(_ reached: SocketAddress) {
         let first = self.said.withLockedValue { said in
             defer { said = true }
             return !said
         }
         guard first else { return }
-        let line = "netcond: Toxiproxy proxy \(self.name): its upstream \(self.upstreamHost):\(self.upstreamPort) is one of "
-            + "netcond's own listeners (a proxy or the API); its connections are closed instead of going round in a loop\n"
+        let host = self.upstreamHost.contains(":") ? "[\(self.upstreamHost)]" : self.upstreamHost
+        let line = "netcond: Toxiproxy proxy \(self.name): a loop: its upstream \(host):\(self.upstreamPort) is "
+            + "\(ProcessListeners.describe(reached)), one of netcond's own listeners; its connections are closed instead of "
+            + "going round (point its upstream at the server)\n"
         FileHandle.standardError.write(Data(line.utf8))
     }
 }

@@ -410,7 +410,7 @@ public actor ToxiproxyServer {
         guard let a = try? Self.listenAddress(given), let b = try? Self.listenAddress(bound) else { return given == bound }
         func plain(_ host: String) -> String {
             let lower = host.lowercased()
-            return lower == "localhost" ? "127.0.0.1" : UpstreamConnector.plainIP(lower)
+            return lower == "localhost" ? "127.0.0.1" : ProcessListeners.plainIP(lower)
         }
         return a.port == b.port && plain(a.host) == plain(b.host)
     }
