@@ -63,6 +63,13 @@ extension TraceRecorder {
                     "\(self.source): the trace would have \(opportunities.count) opportunities; allowed: up to "
                         + "\(LinkTrace.maximumLines): record a shorter window with --from and --to")
             }
+            // A trace's times stop at a year (``LinkTrace/parse``); the per-second rates count one bin a second.
+            let longest = Int64(365 * 86_400) * 1_000_000_000
+            guard self.end - self.start <= longest else {
+                throw .unusable(
+                    "\(self.source): the window lasts \((self.end - self.start) / 86_400_000_000_000) days; allowed: up to 365 days "
+                        + "(are the capture's timestamps right?): record a shorter window with --from and --to")
+            }
             var run = 0
             for (index, time) in opportunities.enumerated() {
                 run = index > 0 && opportunities[index - 1] == time ? run + 1 : 1
