@@ -5,7 +5,11 @@ import Glibc
 #endif
 
 /// What runs leave in the firewall and the cgroup hierarchy, and how a run tells the live from the
-/// dead.
+/// dead: a live run holds an exclusive flock on its cgroup's folder, which every netcond sees in
+/// whatever PID namespace it runs (a process id says nothing across namespaces: ten runs, each
+/// under `unshare --pid`, are all process 1). Every look at a cgroup's lock happens under the
+/// table's lock, under which a run makes and locks its cgroup: a cgroup is never seen unlocked
+/// between the two.
 extension PacketCage {
     /// Opens `directory` and takes its exclusive flock without waiting: the descriptor, or -1 when a
     /// live run holds it (or it cannot be opened).
@@ -30,65 +34,86 @@ extension PacketCage {
         return access(directory, F_OK) == 0
     }
 
-    /// Removes what netcond processes that are gone left behind: cgroups, nft tables, iptables
-    /// rules. Returns how many things it removed.
+    /// Whether the run `id` is gone: nobody holds its cgroup's lock (a run without a cgroup has
+    /// none). An id of digits alone names a run of an older netcond after its process id: a
+    /// netcond process of that id (in this PID namespace) keeps it, whatever the lock says (such a
+    /// run made its cgroup before locking it, outside the table's lock). Call with the table's
+    /// lock held.
+    static func isGone(runID id: Substring, root: String?) -> Bool {
+        guard !id.isEmpty, id.allSatisfy({ $0.isASCII && $0.isHexDigit }) else { return false }
+        if id.allSatisfy(\.isNumber) {
+            guard let pid = pid_t(id), pid > 0 else { return false }
+            if kill(pid, 0) == 0 || errno == EPERM {
+                let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) ?? ""
+                if comm.hasPrefix("netcond") { return false }
+            }
+        }
+        guard let root else { return true }
+        return !Self.isHeld(root + "/" + Self.prefix + id)
+    }
+
+    /// Removes what runs that are gone left behind (a netcond killed by SIGKILL): their iptables
+    /// rules, their chains in the shared table (and the table, when no run is left), tables of
+    /// their own (as netcond made them before the shared table), and their cgroups, killing what
+    /// still runs in them. A live run's, in any PID namespace, is never touched. Returns how many
+    /// runs' things it removed.
     @discardableResult
     public static func removeStale() -> Int {
-        var removed = 0
+        (try? Self.withTableLock { () throws(PacketEngineError) in Self.removeStaleLocked() }) ?? 0
+    }
+
+    private static func removeStaleLocked() -> Int {
         let root = Self.cgroup2Root()
-        func isGone(_ name: Substring) -> Bool {
-            guard let pid = pid_t(name.dropFirst(Self.prefix.count)), pid > 0 else { return false }
-            if pid == getpid() { return false }
-            // A run holds its cgroup's lock while it lives: a run in another PID namespace, whose
-            // process id means nothing here, is alive while the lock is held.
-            if let root, Self.isHeld(root + "/" + String(name)) { return false }
-            if kill(pid, 0) == 0 || errno == EPERM {
-                // Alive: but is it a netcond? A reused number belongs to something else.
-                let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) ?? ""
-                return !comm.hasPrefix("netcond")
-            }
-            return true
+        var verdicts: [Substring: Bool] = [:]
+        func isGone(_ id: Substring) -> Bool {
+            if let known = verdicts[id] { return known }
+            let gone = Self.isGone(runID: id, root: root)
+            verdicts[id] = gone
+            return gone
         }
-        if let root, let entries = try? FileManager.default.contentsOfDirectory(atPath: root) {
-            for entry in entries where entry.hasPrefix(Self.prefix) && isGone(Substring(entry)) {
-                Self.removeCgroup(root + "/" + entry)
-                removed += 1
-            }
-        }
-        removed += (try? Self.withTableLock { () throws(PacketEngineError) in
-            Self.removeRuns { isGone(Substring(Self.prefix + $0)) }
-        }) ?? 0
-        // Tables of their own, as netcond made them before the shared table.
-        if let tables = try? Self.run("nft", ["list", "tables"]) {
-            for line in tables.split(separator: "\n") {
-                let fields = line.split(separator: " ")
-                guard fields.count == 3, fields[1] == "inet", fields[2].hasPrefix("netcond_") else { continue }
-                let name = Substring(Self.prefix + fields[2].dropFirst("netcond_".count))
-                if isGone(name) {
-                    _ = try? Self.run("nft", ["delete", "table", "inet", String(fields[2])])
-                    removed += 1
-                }
-            }
-        }
+        var removed = Set<Substring>()
+        // The rules that send the marks to the queues first, then the chains that set the marks.
         for tool in ["iptables", "ip6tables"] {
             guard let listing = try? Self.run(tool, ["-w", "5", "-t", "mangle", "-S"]) else { continue }
             for line in listing.split(separator: "\n") where line.hasPrefix("-A ") && line.contains("--comment " + Self.prefix) {
                 let words = line.split(separator: " ").map(String.init)
-                guard let index = words.firstIndex(of: "--comment"), index + 1 < words.count,
-                    isGone(Substring(words[index + 1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))))
-                else { continue }
+                guard let index = words.firstIndex(of: "--comment"), index + 1 < words.count else { continue }
+                let comment = Substring(words[index + 1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
+                guard comment.hasPrefix(Self.prefix) else { continue }
+                let id = comment.dropFirst(Self.prefix.count)
+                guard isGone(id) else { continue }
                 _ = try? Self.run(tool, ["-w", "5", "-t", "mangle", "-D"] + words.dropFirst())
-                removed += 1
+                removed.insert(id)
             }
         }
-        return removed
+        for id in Self.removeRuns(where: { isGone(Substring($0)) }) { removed.insert(Substring(id)) }
+        if let tables = try? Self.run("nft", ["list", "tables"]) {
+            for line in tables.split(separator: "\n") {
+                let fields = line.split(separator: " ")
+                guard fields.count == 3, fields[1] == "inet", fields[2].hasPrefix("netcond_") else { continue }
+                let id = fields[2].dropFirst("netcond_".count)
+                guard isGone(id) else { continue }
+                _ = try? Self.run("nft", ["delete", "table", "inet", String(fields[2])])
+                removed.insert(id)
+            }
+        }
+        if let root, let entries = try? FileManager.default.contentsOfDirectory(atPath: root) {
+            for entry in entries where entry.hasPrefix(Self.prefix) {
+                let id = Substring(entry).dropFirst(Self.prefix.count)
+                guard isGone(id) else { continue }
+                Self.removeCgroup(root + "/" + entry)
+                removed.insert(id)
+            }
+        }
+        return removed.count
     }
 
-    /// Removes the runs' chains and the rules leading to them (`pids`: whose), and the table when no
-    /// run is left in it. Call with the table lock held. Returns how many runs it removed.
+    /// Removes the chains of the runs `matches` names (by id) and the rules leading to them, and the
+    /// shared table when no run is left in it. Call with the table lock held. Returns the runs it
+    /// removed.
     @discardableResult
-    static func removeRuns(where matches: (String) -> Bool) -> Int {
-        guard let listing = try? Self.run("nft", ["-a", "list", "table", "inet", Self.table]) else { return 0 }
+    static func removeRuns(where matches: (String) -> Bool) -> Set<String> {
+        guard let listing = try? Self.run("nft", ["-a", "list", "table", "inet", Self.table]) else { return [] }
         var script = ""
         var chains: [String] = []
         var removedRuns = Set<String>()
@@ -99,12 +124,12 @@ extension PacketCage {
             if text.hasPrefix("chain ") {
                 chain = String(text.dropFirst("chain ".count).prefix { $0 != " " })
                 if chain.hasPrefix("run_") {
-                    let pid = String(chain.dropFirst(4).prefix { $0 != "_" })
-                    if matches(pid) {
+                    let id = String(chain.dropFirst(4).prefix { $0 != "_" })
+                    if matches(id) {
                         chains.append(chain)
-                        removedRuns.insert(pid)
+                        removedRuns.insert(id)
                     } else {
-                        runsLeft.insert(pid)
+                        runsLeft.insert(id)
                     }
                 }
                 continue
@@ -112,8 +137,8 @@ extension PacketCage {
             guard let range = text.range(of: "comment \"" + Self.prefix),
                 let handle = text.range(of: "# handle ").map({ text[$0.upperBound...] })
             else { continue }
-            let pid = String(text[range.upperBound...].prefix { $0 != "\"" })
-            if matches(pid) { script += "delete rule inet \(Self.table) \(chain) handle \(handle)\n" }
+            let id = String(text[range.upperBound...].prefix { $0 != "\"" })
+            if matches(id) { script += "delete rule inet \(Self.table) \(chain) handle \(handle)\n" }
         }
         // The chains that jump or go to others first.
         let order = ["_output", "_input", "_captive", "_up", "_down"]
@@ -125,6 +150,6 @@ extension PacketCage {
             // No run holds packets now: the base chains can go (their removal flushes the queues).
             _ = try? Self.run("nft", ["delete", "table", "inet", Self.table])
         }
-        return removedRuns.count
+        return removedRuns
     }
 }

@@ -8,14 +8,14 @@ import Glibc
 /// Where a command under the packet engine runs, and what sends its packets to the engine.
 ///
 /// ```
-///  cgroup netcond-PID  ◀── the command and all its children (it cannot leave: that needs root)
+///  cgroup netcond-ID  ◀── the command and all its children (it cannot leave: that needs root)
 ///  nft table inet netcond, shared by every run: base chains output and input (priority -160) and
-///  captive_nat (NAT, output) jump to this run's chains run_PID_*; M = 0x6e000000 | pid << 8:
+///  captive_nat (NAT, output) jump to this run's chains run_ID_*; M = 0x6e000000 | slot << 8:
 ///   output  socket in the cgroup ─▶ conntrack mark M; to this host: nothing more (see input)
 ///                                   to another host: up (clamp the SYN's MSS, mark M)
 ///           ICMP of a flow marked M (the kernel answering the cage's ping) ─▶ down (mark M|0x40)
 ///   input   socket in the cgroup ─▶ down;  other packet of a flow marked M ─▶ up
-///  iptables / ip6tables mangle OUTPUT and INPUT (comment netcond-PID):
+///  iptables / ip6tables mangle OUTPUT and INPUT (comment netcond-ID):
 ///           mark M ─▶ NFQUEUE up;  mark M|0x40 ─▶ NFQUEUE down
 /// ```
 /// A packet the engine accepts gets the mark's bit 0x80 ("passed") and is not queued again: a
@@ -34,8 +34,12 @@ import Glibc
 /// target because nft's `queue` statement is often not built (CONFIG_NFT_QUEUE), while
 /// iptables-nft works wherever nft does.
 ///
-/// Everything is named after netcond's process id, so ``removeStale()`` can find and remove what a
-/// netcond killed by SIGKILL left: the next packet-engine run calls it first.
+/// ID is the run's id: 16 random hex digits, made with the cgroup, never a process id (every run in
+/// a PID namespace of its own, a container's or `unshare --pid`'s, may have the same one). The run
+/// holds an exclusive flock on its cgroup's folder for its life; the mark's slot is one no live
+/// run's chains set, picked under the table's lock. So ``removeStale()`` can find and remove what a
+/// netcond killed by SIGKILL left, telling it by the lock nobody holds: the next packet-engine run
+/// calls it first. A run that fails to start removes only what it made itself.
 ///
 /// Why one shared table: removing a netfilter base chain makes the kernel drop every packet waiting
 /// in every NFQUEUE of the machine, so a run that deleted a table of its own would take the packets
@@ -43,7 +47,10 @@ import Glibc
 /// last run out removes the table (then no run holds packets), under a lock so that a run starting
 /// meanwhile waits.
 public final class PacketCage: @unchecked Sendable {
+    /// `netcond-ID`: the cgroup's name, and the comment on the run's rules.
     public let name: String
+    /// The run's id (16 hex digits, the first a letter).
+    public let runID: String
     public let cgroupDirectory: String
     /// This run's firewall mark: 0x6e, a slot of 16 bits no live run holds, the flag bits.
     private(set) var mark: UInt32 = 0
@@ -56,7 +63,7 @@ public final class PacketCage: @unchecked Sendable {
     private var liveLock: Int32 = -1
     private var chainsAdded = false
     private var removed = false
-    /// This run's chains in the shared table: `run_PID_output` and so on.
+    /// This run's chains in the shared table: `run_ID_output` and so on.
     let chainPrefix: String
     /// Why the cage's TCP sockets could not be given a 1,500-byte path's MSS (nil: they have it).
     public private(set) var pathMSSProblem: String?
@@ -68,25 +75,20 @@ public final class PacketCage: @unchecked Sendable {
 
     /// Creates the cgroup and the rules sending its packets to queues `up` and `up + 1`.
     public init(queue up: UInt16) throws(PacketEngineError) {
-        let pid = getpid()
-        self.name = Self.prefix + String(pid)
         guard let root = Self.cgroup2Root() else {
             throw .unsupported("this system has no cgroup2 hierarchy mounted (the packet engine puts the command in a cgroup of its own)")
         }
-        self.cgroupDirectory = root + "/" + self.name
-        self.chainPrefix = Self.chainPrefix(pid: String(pid))
+        // Made and locked under the table's lock: a run cleaning up after dead ones (which holds
+        // it) never sees this cgroup unlocked.
+        let made = try Self.withTableLock { () throws(PacketEngineError) in try Self.makeCgroup(root: root) }
+        self.runID = made.id
+        self.name = Self.prefix + made.id
+        self.cgroupDirectory = made.directory
+        self.liveLock = made.lock
+        self.chainPrefix = Self.chainPrefix(runID: made.id)
         do throws(PacketEngineError) {
-            if mkdir(self.cgroupDirectory, 0o755) != 0 && errno != EEXIST {
-                throw PacketEngineError.system("cannot create the cgroup \(self.cgroupDirectory)", errno)
-            }
-            self.liveLock = Self.lockLive(self.cgroupDirectory)
-            guard self.liveLock >= 0 else {
-                throw PacketEngineError.unsupported(
-                    "another netcond run holds the cgroup \(self.cgroupDirectory) (a run of the same process id in another PID "
-                        + "namespace: a container's, or unshare's); run this one outside that namespace, or after it ends")
-            }
             self.pathMSSProblem = Self.givePathMSS(self.cgroupDirectory)
-            try self.addChains(root: root, pid: pid)
+            try self.addChains(root: root)
             let upMark = String(format: "0x%08x/0x%08x", self.mark, Self.markMask)
             let downMark = String(format: "0x%08x/0x%08x", self.mark | Self.downBit, Self.markMask)
             for tool in ["iptables", "ip6tables"] {
@@ -109,6 +111,37 @@ public final class PacketCage: @unchecked Sendable {
 
     static let table = "netcond"
 
+    /// A new cgroup of a new run id, and its lock taken (call with the table's lock held). A name
+    /// that exists is never reused: it is another run's.
+    static func makeCgroup(root: String) throws(PacketEngineError) -> (id: String, directory: String, lock: Int32) {
+        for _ in 0..<8 {
+            let id = Self.newRunID()
+            let directory = root + "/" + Self.prefix + id
+            guard mkdir(directory, 0o755) == 0 else {
+                if errno == EEXIST { continue }
+                throw .system("cannot create the cgroup \(directory)", errno)
+            }
+            let lock = Self.lockLive(directory)
+            guard lock >= 0 else {
+                let code = errno
+                rmdir(directory)  // its own, made a moment ago, empty
+                throw .system("cannot lock the cgroup \(directory)", code)
+            }
+            return (id, directory, lock)
+        }
+        throw .unsupported("could not make a cgroup of a new name in \(root): 8 random run ids were all taken")
+    }
+
+    /// A new run id: 16 hex digits, 60 random bits after a random letter a–f (so that neither a
+    /// tool nor an older netcond, which named runs after their process ids, takes one for a
+    /// process id).
+    static func newRunID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let letter = Array("abcdef")[Int(generator.next(upperBound: UInt64(6)))]
+        let bits = String(generator.next() >> 4, radix: 16)
+        return String(letter) + String(repeating: "0", count: 15 - bits.count) + bits
+    }
+
     /// A socket on loopback believes in loopback's 64 KB MTU: it advertises an MSS of 65,483 bytes,
     /// and its receive-buffer tuning starts from ten times that, so a download's receive window
     /// grows later than on a real path (a fresh 1 MB download at 100 ms took 1.26 s where the same
@@ -125,7 +158,7 @@ public final class PacketCage: @unchecked Sendable {
         return "cannot attach a BPF program to the cgroup: \(PacketEngineError.system("bpf", -result).description)\(verifier)"
     }
 
-    static func chainPrefix(pid: String) -> String { "run_" + pid }
+    static func chainPrefix(runID: String) -> String { "run_" + runID }
 
     /// The shared table and its base chains (idempotent: `add` leaves what exists).
     static let baseChains = """
@@ -138,18 +171,17 @@ public final class PacketCage: @unchecked Sendable {
 
     /// This run's chains, and the rules in the base chains that lead to them. The cgroup's nft path
     /// is relative to /sys/fs/cgroup, as nft resolves it.
-    /// The mark is chosen under the table lock among the slots no live run's chains set: a slot
-    /// from the PID alone (16 of its bits) would be shared by two runs whose PIDs differ by 65,536.
-    private func addChains(root: String, pid: pid_t) throws(PacketEngineError) {
+    /// The mark is chosen under the table lock among the slots no live run's chains set.
+    private func addChains(root: String) throws(PacketEngineError) {
         try Self.withTableLock { () throws(PacketEngineError) in
             let listing = (try? Self.run("nft", ["list", "table", "inet", Self.table])) ?? ""
-            guard let slot = Self.markSlot(for: pid, taken: Self.markSlots(in: listing)) else {
+            guard let slot = Self.markSlot(taken: Self.markSlots(in: listing)) else {
                 throw PacketEngineError.unsupported("every one of the 65,536 firewall marks netcond uses is held by a live run")
             }
             self.mark = 0x6e00_0000 | (UInt32(slot) << 8)
             try Self.run("nft", ["-f", "-"], input: self.ruleset(root: root))
+            self.chainsAdded = true
         }
-        self.chainsAdded = true
     }
 
     /// The slots (bits 8–23 of the mark) the runs in a listing of the shared table set.
@@ -162,9 +194,8 @@ public final class PacketCage: @unchecked Sendable {
         return slots
     }
 
-    /// The PID's own slot when it is free, else the next free one (nil: none is).
-    static func markSlot(for pid: pid_t, taken: Set<UInt16>) -> UInt16? {
-        let first = UInt16(truncatingIfNeeded: pid)
+    /// A free slot: `first` (a random one) when it is free, else the next free one (nil: none is).
+    static func markSlot(taken: Set<UInt16>, first: UInt16 = .random(in: .min ... .max)) -> UInt16? {
         for step in 0...Int(UInt16.max) {
             let slot = first &+ UInt16(truncatingIfNeeded: step)
             if !taken.contains(slot) { return slot }
@@ -296,11 +327,12 @@ public final class PacketCage: @unchecked Sendable {
         }
         self.rules = []
         if self.chainsAdded {
-            let pid = String(self.name.dropFirst(Self.prefix.count))
-            _ = try? Self.withTableLock { () throws(PacketEngineError) in Self.removeRuns { $0 == pid } }
+            let runID = self.runID
+            _ = try? Self.withTableLock { () throws(PacketEngineError) in Self.removeRuns { $0 == runID } }
         }
-        Self.removeCgroup(self.cgroupDirectory)
+        // The cgroup is this run's only while it holds its lock (made under it): never another's.
         if self.liveLock >= 0 {
+            Self.removeCgroup(self.cgroupDirectory)
             close(self.liveLock)
             self.liveLock = -1
         }
@@ -320,4 +352,5 @@ public final class PacketCage: @unchecked Sendable {
     public func killProcesses() {
         Self.killAll(self.cgroupDirectory)
     }
+
 }
