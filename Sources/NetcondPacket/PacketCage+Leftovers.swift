@@ -11,6 +11,10 @@ import Glibc
 /// table's lock, under which a run makes and locks its cgroup: a cgroup is never seen unlocked
 /// between the two.
 extension PacketCage {
+    /// The marker chain in the shared table saying that `family`'s mangle table was not there when
+    /// a run started (its iptables rules made it): `made_ip_mangle`, `made_ip6_mangle`.
+    static func madeMangleMarker(_ family: String) -> String { "made_\(family)_mangle" }
+
     /// Opens `directory` and takes its exclusive flock without waiting: the descriptor, or -1 when a
     /// live run holds it (or it cannot be opened).
     static func lockLive(_ directory: String) -> Int32 {
@@ -108,8 +112,9 @@ extension PacketCage {
         return removed.count
     }
 
-    /// Removes the chains of the runs `matches` names (by id) and the rules leading to them, and the
-    /// shared table when no run is left in it. Call with the table lock held. Returns the runs it
+    /// Removes the chains of the runs `matches` names (by id) and the rules leading to them, and,
+    /// when no run is left in the shared table, the table and the mangle tables netcond's rules
+    /// made (``removeMangleTables(markedIn:)``). Call with the table lock held. Returns the runs it
     /// removed.
     @discardableResult
     static func removeRuns(where matches: (String) -> Bool) -> Set<String> {
@@ -147,9 +152,63 @@ extension PacketCage {
         }
         if !script.isEmpty { _ = try? Self.run("nft", ["-f", "-"], input: script) }
         if runsLeft.isEmpty {
-            // No run holds packets now: the base chains can go (their removal flushes the queues).
+            // No run holds packets now, and none has rules in the mangle tables (a run adds its
+            // chains before its rules and removes them after): the base chains can go (their
+            // removal flushes the queues), and the mangle tables the runs' rules made.
+            Self.removeMangleTables(markedIn: listing)
             _ = try? Self.run("nft", ["delete", "table", "inet", Self.table])
         }
         return removedRuns
+    }
+
+    /// iptables-nft makes the `ip mangle` and `ip6 mangle` tables for a run's NFQUEUE rules and
+    /// leaves them, empty, when the rules go. Removes each one a run saw missing as it started (its
+    /// marker chain in the shared `listing`) when nothing is left in it but empty built-in chains:
+    /// a table another program made before, or in which it has a rule or a chain of its own, stays.
+    /// (The kernel removes a table whole, whatever is in it: what another program adds between the
+    /// look and the removal, one nft call apart, would go with it. netcond's own runs cannot: a run
+    /// adds its chains, under the lock held here, before its rules.)
+    static func removeMangleTables(markedIn listing: String) {
+        for family in ["ip", "ip6"] where listing.contains("chain \(Self.madeMangleMarker(family)) ") {
+            guard let mangle = try? Self.run("nft", ["list", "table", family, "mangle"]),
+                Self.isEmptyBuiltinTable(mangle)
+            else { continue }
+            _ = try? Self.run("nft", ["delete", "table", family, "mangle"])
+        }
+    }
+
+    /// Whether a table's listing holds only iptables' built-in chains, each with no rule and policy
+    /// accept (false when anything else is in it: a rule, a chain or set of its own, a policy drop).
+    static func isEmptyBuiltinTable(_ listing: String) -> Bool {
+        let builtin: Set<String> = ["PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"]
+        var depth = 0
+        var tables = 0
+        for raw in listing.split(separator: "\n") {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            switch depth {
+            case 0:
+                guard line.hasPrefix("table ") && line.hasSuffix(" {") else { return false }
+                depth = 1
+                tables += 1
+            case 1:
+                if line == "}" {
+                    depth = 0
+                } else if line.hasPrefix("chain ") && line.hasSuffix(" {"),
+                    builtin.contains(String(line.dropFirst("chain ".count).dropLast(2)))
+                {
+                    depth = 2
+                } else {
+                    return false
+                }
+            default:
+                if line == "}" {
+                    depth = 1
+                } else if !(line.hasPrefix("type ") && line.hasSuffix("; policy accept;")) {
+                    return false
+                }
+            }
+        }
+        return depth == 0 && tables == 1
     }
 }

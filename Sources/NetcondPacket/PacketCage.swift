@@ -171,7 +171,10 @@ public final class PacketCage: @unchecked Sendable {
 
     /// This run's chains, and the rules in the base chains that lead to them. The cgroup's nft path
     /// is relative to /sys/fs/cgroup, as nft resolves it.
-    /// The mark is chosen under the table lock among the slots no live run's chains set.
+    /// The mark is chosen under the table lock among the slots no live run's chains set. Also notes,
+    /// in the shared table, the `ip mangle` and `ip6 mangle` tables that are not there yet: the
+    /// run's iptables rules make them, and the last run out removes them when they are left empty
+    /// (``removeMangleTables(markedIn:)``).
     private func addChains(root: String) throws(PacketEngineError) {
         try Self.withTableLock { () throws(PacketEngineError) in
             let listing = (try? Self.run("nft", ["list", "table", "inet", Self.table])) ?? ""
@@ -179,7 +182,12 @@ public final class PacketCage: @unchecked Sendable {
                 throw PacketEngineError.unsupported("every one of the 65,536 firewall marks netcond uses is held by a live run")
             }
             self.mark = 0x6e00_0000 | (UInt32(slot) << 8)
-            try Self.run("nft", ["-f", "-"], input: self.ruleset(root: root))
+            let tables = (try? Self.run("nft", ["list", "tables"]))?.split(separator: "\n").map(String.init) ?? []
+            var script = self.ruleset(root: root)
+            for family in ["ip", "ip6"] where !tables.contains("table \(family) mangle") {
+                script += "add chain inet \(Self.table) \(Self.madeMangleMarker(family))\n"
+            }
+            try Self.run("nft", ["-f", "-"], input: script)
             self.chainsAdded = true
         }
     }

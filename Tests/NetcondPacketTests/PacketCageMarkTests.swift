@@ -118,6 +118,30 @@ import Testing
         #expect(!PacketCage.isGone(runID: "not-a-run", root: root))
     }
 
+    /// The mangle tables iptables-nft made are removed only when nothing but its empty built-in
+    /// chains is left in them.
+    @Test func onlyAnEmptyBuiltInMangleTableIsTakenForEmpty() {
+        let empty = """
+            # Warning: table ip mangle is managed by iptables-nft, do not touch!
+            table ip mangle {
+            	chain OUTPUT {
+            		type route hook output priority mangle; policy accept;
+            	}
+            	chain INPUT {
+            		type filter hook input priority mangle; policy accept;
+            	}
+            }
+            """
+        #expect(PacketCage.isEmptyBuiltinTable(empty))
+        #expect(PacketCage.isEmptyBuiltinTable("table ip6 mangle {\n}\n"))
+        let rule = empty.replacingOccurrences(of: "policy accept;\n\t}\n\tchain INPUT", with: "policy accept;\n\t\tip saddr 192.0.2.1 counter accept\n\t}\n\tchain INPUT")
+        #expect(rule != empty && !PacketCage.isEmptyBuiltinTable(rule), "another program's rule")
+        #expect(!PacketCage.isEmptyBuiltinTable(empty.replacingOccurrences(of: "chain INPUT", with: "chain MINE")), "a chain of its own")
+        #expect(!PacketCage.isEmptyBuiltinTable(empty.replacingOccurrences(of: "policy accept;\n\t}\n}", with: "policy drop;\n\t}\n}")))
+        #expect(!PacketCage.isEmptyBuiltinTable(empty.replacingOccurrences(of: "\tchain INPUT {", with: "\tset blocked {\n\t\ttype ipv4_addr\n\t}\n\tchain INPUT {")))
+        #expect(!PacketCage.isEmptyBuiltinTable(""), "no listing: nothing known")
+    }
+
     /// A run is told alive by the lock it holds on its cgroup's directory, which every PID namespace
     /// sees; a process id from another namespace is no proof that it is gone.
     @Test func aLiveRunIsToldByItsLockNotByItsProcessID() throws {

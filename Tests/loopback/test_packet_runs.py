@@ -1,9 +1,9 @@
-"""Packet-engine runs side by side: many at once, in PID namespaces of their own (where every run has
-the same process id) or not.
+"""Packet-engine runs side by side: many at once (in PID namespaces of their own, where every run has
+the same process id, or not), and what a run leaves in the firewall's shared tables after it.
 
 Needs root, nft and iptables (skipped with the reason without them), and unshare for the namespaces.
 Each test checks its own runs' state (their cgroups, chains and rules, found by the run ids they
-report): other jobs' netcond runs come and go meanwhile.
+report), or a network namespace it made itself: other jobs' netcond runs come and go meanwhile.
 """
 import os
 import re
@@ -68,3 +68,42 @@ def test_ten_packet_runs_at_once_all_succeed_and_leave_nothing(tmp, namespaced):
     for cage in cages:
         assert not os.path.exists(os.path.join(CGROUP_ROOT, cage))
         assert leftovers_of(cage[len("netcond-"):]) == []
+
+
+def _in_a_network_namespace(script, timeout=120):
+    """Runs `script` (sh) in a network namespace of its own, with its loopback up: its nft tables are
+    this test's alone. The namespace goes when the script ends."""
+    return subprocess.run(["unshare", "--net", "sh", "-c", "ip link set lo up || exit 90\n" + script, NETCOND],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+MANGLE_TABLES = r"""
+echo "before: $(nft list tables | tr '\n' ' ')"
+"$0" run --engine packet --quiet none -- curl -sS -o /dev/null -w '%{http_code}\n' http://origin.netcond.test/bytes/100
+echo "exit: $?"
+echo "after: $(nft list tables | tr '\n' ' ')"
+"""
+
+
+@pytest.mark.skipif(not shutil.which("unshare") or not shutil.which("ip"), reason="needs unshare and ip")
+def test_the_last_run_out_removes_the_mangle_tables_iptables_made_for_it_and_nothing_else(tmp):
+    """iptables-nft makes the `ip mangle` and `ip6 mangle` tables for the run's NFQUEUE rules and
+    leaves them, empty, when the rules go: the last run out removes them when they were not there
+    before the runs and nothing else is in them. Tables that were there before (empty, or with
+    another program's rules) stay as they were. In a network namespace of the test's own, where no
+    other job's run is."""
+    fresh = _in_a_network_namespace(MANGLE_TABLES)
+    assert fresh.returncode == 0 and "exit: 0" in fresh.stdout, fresh.stdout + fresh.stderr
+    before, after = (re.search(rf"{when}: (.*)", fresh.stdout).group(1) for when in ("before", "after"))
+    assert "mangle" not in before, fresh.stdout
+    assert "200" in fresh.stdout and "mangle" not in after and "netcond" not in after, fresh.stdout
+
+    # Another program's rule in ip mangle, and an empty ip6 mangle some other program made: kept.
+    other = _in_a_network_namespace(
+        "iptables -t mangle -A PREROUTING -s 192.0.2.1 -m comment --comment other-program -j ACCEPT || exit 91\n"
+        "nft add table ip6 mangle || exit 92\n" + MANGLE_TABLES
+        + "iptables -t mangle -S PREROUTING; nft list table ip6 mangle\n")
+    assert other.returncode == 0 and "exit: 0" in other.stdout, other.stdout + other.stderr
+    after = re.search(r"after: (.*)", other.stdout).group(1)
+    assert "table ip mangle" in after and "table ip6 mangle" in after and "netcond" not in after, other.stdout
+    assert "-A PREROUTING -s 192.0.2.1/32 -m comment --comment other-program -j ACCEPT" in other.stdout, other.stdout
