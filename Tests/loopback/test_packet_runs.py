@@ -1,5 +1,6 @@
 """Packet-engine runs side by side: many at once (in PID namespaces of their own, where every run has
-the same process id, or not), and what a run leaves in the firewall's shared tables after it.
+the same process id, or not), what a run leaves in the firewall's shared tables after it, and what
+a run under `--user` needs of TMPDIR.
 
 Needs root, nft and iptables (skipped with the reason without them), and unshare for the namespaces.
 Each test checks its own runs' state (their cgroups, chains and rules, found by the run ids they
@@ -9,11 +10,12 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 
 import pytest
 
-from conftest import NETCOND, packet_engine_missing
+from conftest import NETCOND, packet_engine_missing, run
 from packet_state import CGROUP_ROOT, leftovers_of
 
 pytestmark = pytest.mark.skipif(packet_engine_missing() is not None, reason=packet_engine_missing() or "")
@@ -107,3 +109,48 @@ def test_the_last_run_out_removes_the_mangle_tables_iptables_made_for_it_and_not
     after = re.search(r"after: (.*)", other.stdout).group(1)
     assert "table ip mangle" in after and "table ip6 mangle" in after and "netcond" not in after, other.stdout
     assert "-A PREROUTING -s 192.0.2.1/32 -m comment --comment other-program -j ACCEPT" in other.stdout, other.stdout
+
+
+SCENARIO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Scenarios", "resume-after-dropout.yaml")
+
+
+def test_under_user_a_tmpdir_the_user_cannot_enter_is_refused_before_the_run_naming_it():
+    """The run's files the command reads (the origin's CA bundle, a scenario's working folder) are
+    made in TMPDIR. One inside a 0700 folder of root's left `--user nobody` unable to reach them:
+    curl exited 77, a scenario's client 126, and netcond said nothing. The run is refused before
+    anything starts (exit 2), naming the folder, TMPDIR and what to do; one the user can pass
+    through to works."""
+    # pytest's own folder is closed to others already: a folder of this test's, open up to `closed`.
+    base = tempfile.mkdtemp(prefix="user-tmpdir-test-", dir="/tmp")
+    try:
+        os.chmod(base, 0o711)
+        closed = os.path.join(base, "closed")
+        os.mkdir(closed)
+        os.chmod(closed, 0o700)
+        inner = os.path.join(closed, "tmp")
+        os.mkdir(inner)
+        os.chmod(inner, 0o1777)
+        _refused_for_tmpdir(closed, inner)
+        # A TMPDIR the user can pass through to (0711 on the way): the run goes on, its CA trusted.
+        opened = os.path.join(base, "open")
+        os.mkdir(opened)
+        os.chmod(opened, 0o1777)
+        result = run(["run", "--engine", "packet", "--user", "nobody", "--quiet", "none", "--", "curl", "-sS", "-o", "/dev/null",
+                      "-w", "%{http_code}", "https://origin.netcond.test/bytes/10"], env={"TMPDIR": opened}, timeout=120)
+        assert result.returncode == 0 and result.stdout == "200", result.stdout + result.stderr
+    finally:
+        shutil.rmtree(base)
+
+
+def _refused_for_tmpdir(closed, inner):
+    env = {"TMPDIR": inner}
+    for args in (["run", "--engine", "packet", "--user", "nobody", "none", "--",
+                  "curl", "-sS", "-o", "/dev/null", "-w", "ran %{http_code}", "https://origin.netcond.test/bytes/10"],
+                 ["run", "--engine", "packet", "--user", "nobody", SCENARIO, "--", "sh", "-c", "echo ran"],
+                 ["test", "--engine", "packet", "--user", "nobody", SCENARIO, "--", "sh", "-c", "echo ran"]):
+        result = run(args, env=env, timeout=120)
+        assert result.returncode == 2 and "ran" not in result.stdout, (args, result.stdout, result.stderr)
+        assert f"user nobody cannot enter {closed} (mode 700, owned by root), on the way to TMPDIR ({inner})" \
+            in result.stderr, result.stderr
+        assert "set TMPDIR to a folder that user can enter" in result.stderr, result.stderr
+    assert os.listdir(inner) == [], "nothing of a run was made"
