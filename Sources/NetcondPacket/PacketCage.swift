@@ -8,14 +8,14 @@ import Glibc
 /// Where a command under the packet engine runs, and what sends its packets to the engine.
 ///
 /// ```
-///  cgroup netcond-PID  ◀── the command and all its children (it cannot leave: that needs root)
+///  cgroup netcond-ID  ◀── the command and all its children (it cannot leave: that needs root)
 ///  nft table inet netcond, shared by every run: base chains output and input (priority -160) and
-///  captive_nat (NAT, output) jump to this run's chains run_PID_*; M = 0x6e000000 | pid << 8:
+///  captive_nat (NAT, output) jump to this run's chains run_ID_*; M = 0x6e000000 | slot << 8:
 ///   output  socket in the cgroup ─▶ conntrack mark M; to this host: nothing more (see input)
 ///                                   to another host: up (clamp the SYN's MSS, mark M)
 ///           ICMP of a flow marked M (the kernel answering the cage's ping) ─▶ down (mark M|0x40)
 ///   input   socket in the cgroup ─▶ down;  other packet of a flow marked M ─▶ up
-///  iptables / ip6tables mangle OUTPUT and INPUT (comment netcond-PID):
+///  iptables / ip6tables mangle OUTPUT and INPUT (comment netcond-ID):
 ///           mark M ─▶ NFQUEUE up;  mark M|0x40 ─▶ NFQUEUE down
 /// ```
 /// A packet the engine accepts gets the mark's bit 0x80 ("passed") and is not queued again: a
@@ -34,8 +34,12 @@ import Glibc
 /// target because nft's `queue` statement is often not built (CONFIG_NFT_QUEUE), while
 /// iptables-nft works wherever nft does.
 ///
-/// Everything is named after netcond's process id, so ``removeStale()`` can find and remove what a
-/// netcond killed by SIGKILL left: the next packet-engine run calls it first.
+/// ID is the run's id: 16 random hex digits, made with the cgroup, never a process id (every run in
+/// a PID namespace of its own, a container's or `unshare --pid`'s, may have the same one). The run
+/// holds an exclusive flock on its cgroup's folder for its life; the mark's slot is one no live
+/// run's chains set, picked under the table's lock. So ``removeStale()`` can find and remove what a
+/// netcond killed by SIGKILL left, telling it by the lock nobody holds: the next packet-engine run
+/// calls it first. A run that fails to start removes only what it made itself.
 ///
 /// Why one shared table: removing a netfilter base chain makes the kernel drop every packet waiting
 /// in every NFQUEUE of the machine, so a run that deleted a table of its own would take the packets
@@ -43,7 +47,10 @@ import Glibc
 /// last run out removes the table (then no run holds packets), under a lock so that a run starting
 /// meanwhile waits.
 public final class PacketCage: @unchecked Sendable {
+    /// `netcond-ID`: the cgroup's name, and the comment on the run's rules.
     public let name: String
+    /// The run's id (16 hex digits, the first a letter).
+    public let runID: String
     public let cgroupDirectory: String
     /// This run's firewall mark: 0x6e, a slot of 16 bits no live run holds, the flag bits.
     private(set) var mark: UInt32 = 0
@@ -56,7 +63,7 @@ public final class PacketCage: @unchecked Sendable {
     private var liveLock: Int32 = -1
     private var chainsAdded = false
     private var removed = false
-    /// This run's chains in the shared table: `run_PID_output` and so on.
+    /// This run's chains in the shared table: `run_ID_output` and so on.
     let chainPrefix: String
     /// Why the cage's TCP sockets could not be given a 1,500-byte path's MSS (nil: they have it).
     public private(set) var pathMSSProblem: String?
@@ -68,25 +75,20 @@ public final class PacketCage: @unchecked Sendable {
 
     /// Creates the cgroup and the rules sending its packets to queues `up` and `up + 1`.
     public init(queue up: UInt16) throws(PacketEngineError) {
-        let pid = getpid()
-        self.name = Self.prefix + String(pid)
         guard let root = Self.cgroup2Root() else {
             throw .unsupported("this system has no cgroup2 hierarchy mounted (the packet engine puts the command in a cgroup of its own)")
         }
-        self.cgroupDirectory = root + "/" + self.name
-        self.chainPrefix = Self.chainPrefix(pid: String(pid))
+        // Made and locked under the table's lock: a run cleaning up after dead ones (which holds
+        // it) never sees this cgroup unlocked.
+        let made = try Self.withTableLock { () throws(PacketEngineError) in try Self.makeCgroup(root: root) }
+        self.runID = made.id
+        self.name = Self.prefix + made.id
+        self.cgroupDirectory = made.directory
+        self.liveLock = made.lock
+        self.chainPrefix = Self.chainPrefix(runID: made.id)
         do throws(PacketEngineError) {
-            if mkdir(self.cgroupDirectory, 0o755) != 0 && errno != EEXIST {
-                throw PacketEngineError.system("cannot create the cgroup \(self.cgroupDirectory)", errno)
-            }
-            self.liveLock = Self.lockLive(self.cgroupDirectory)
-            guard self.liveLock >= 0 else {
-                throw PacketEngineError.unsupported(
-                    "another netcond run holds the cgroup \(self.cgroupDirectory) (a run of the same process id in another PID "
-                        + "namespace: a container's, or unshare's); run this one outside that namespace, or after it ends")
-            }
             self.pathMSSProblem = Self.givePathMSS(self.cgroupDirectory)
-            try self.addChains(root: root, pid: pid)
+            try self.addChains(root: root)
             let upMark = String(format: "0x%08x/0x%08x", self.mark, Self.markMask)
             let downMark = String(format: "0x%08x/0x%08x", self.mark | Self.downBit, Self.markMask)
             for tool in ["iptables", "ip6tables"] {
@@ -109,6 +111,37 @@ public final class PacketCage: @unchecked Sendable {
 
     static let table = "netcond"
 
+    /// A new cgroup of a new run id, and its lock taken (call with the table's lock held). A name
+    /// that exists is never reused: it is another run's.
+    static func makeCgroup(root: String) throws(PacketEngineError) -> (id: String, directory: String, lock: Int32) {
+        for _ in 0..<8 {
+            let id = Self.newRunID()
+            let directory = root + "/" + Self.prefix + id
+            guard mkdir(directory, 0o755) == 0 else {
+                if errno == EEXIST { continue }
+                throw .system("cannot create the cgroup \(directory)", errno)
+            }
+            let lock = Self.lockLive(directory)
+            guard lock >= 0 else {
+                let code = errno
+                rmdir(directory)  // its own, made a moment ago, empty
+                throw .system("cannot lock the cgroup \(directory)", code)
+            }
+            return (id, directory, lock)
+        }
+        throw .unsupported("could not make a cgroup of a new name in \(root): 8 random run ids were all taken")
+    }
+
+    /// A new run id: 16 hex digits, 60 random bits after a random letter a–f (so that neither a
+    /// tool nor an older netcond, which named runs after their process ids, takes one for a
+    /// process id).
+    static func newRunID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let letter = Array("abcdef")[Int(generator.next(upperBound: UInt64(6)))]
+        let bits = String(generator.next() >> 4, radix: 16)
+        return String(letter) + String(repeating: "0", count: 15 - bits.count) + bits
+    }
+
     /// A socket on loopback believes in loopback's 64 KB MTU: it advertises an MSS of 65,483 bytes,
     /// and its receive-buffer tuning starts from ten times that, so a download's receive window
     /// grows later than on a real path (a fresh 1 MB download at 100 ms took 1.26 s where the same
@@ -125,7 +158,7 @@ public final class PacketCage: @unchecked Sendable {
         return "cannot attach a BPF program to the cgroup: \(PacketEngineError.system("bpf", -result).description)\(verifier)"
     }
 
-    static func chainPrefix(pid: String) -> String { "run_" + pid }
+    static func chainPrefix(runID: String) -> String { "run_" + runID }
 
     /// The shared table and its base chains (idempotent: `add` leaves what exists).
     static let baseChains = """
@@ -138,18 +171,25 @@ public final class PacketCage: @unchecked Sendable {
 
     /// This run's chains, and the rules in the base chains that lead to them. The cgroup's nft path
     /// is relative to /sys/fs/cgroup, as nft resolves it.
-    /// The mark is chosen under the table lock among the slots no live run's chains set: a slot
-    /// from the PID alone (16 of its bits) would be shared by two runs whose PIDs differ by 65,536.
-    private func addChains(root: String, pid: pid_t) throws(PacketEngineError) {
+    /// The mark is chosen under the table lock among the slots no live run's chains set. Also notes,
+    /// in the shared table, the `ip mangle` and `ip6 mangle` tables that are not there yet: the
+    /// run's iptables rules make them, and the last run out removes them when they are left empty
+    /// (``removeMangleTables(markedIn:)``).
+    private func addChains(root: String) throws(PacketEngineError) {
         try Self.withTableLock { () throws(PacketEngineError) in
             let listing = (try? Self.run("nft", ["list", "table", "inet", Self.table])) ?? ""
-            guard let slot = Self.markSlot(for: pid, taken: Self.markSlots(in: listing)) else {
+            guard let slot = Self.markSlot(taken: Self.markSlots(in: listing)) else {
                 throw PacketEngineError.unsupported("every one of the 65,536 firewall marks netcond uses is held by a live run")
             }
             self.mark = 0x6e00_0000 | (UInt32(slot) << 8)
-            try Self.run("nft", ["-f", "-"], input: self.ruleset(root: root))
+            let tables = (try? Self.run("nft", ["list", "tables"]))?.split(separator: "\n").map(String.init) ?? []
+            var script = self.ruleset(root: root)
+            for family in ["ip", "ip6"] where !tables.contains("table \(family) mangle") {
+                script += "add chain inet \(Self.table) \(Self.madeMangleMarker(family))\n"
+            }
+            try Self.run("nft", ["-f", "-"], input: script)
+            self.chainsAdded = true
         }
-        self.chainsAdded = true
     }
 
     /// The slots (bits 8–23 of the mark) the runs in a listing of the shared table set.
@@ -162,9 +202,8 @@ public final class PacketCage: @unchecked Sendable {
         return slots
     }
 
-    /// The PID's own slot when it is free, else the next free one (nil: none is).
-    static func markSlot(for pid: pid_t, taken: Set<UInt16>) -> UInt16? {
-        let first = UInt16(truncatingIfNeeded: pid)
+    /// A free slot: `first` (a random one) when it is free, else the next free one (nil: none is).
+    static func markSlot(taken: Set<UInt16>, first: UInt16 = .random(in: .min ... .max)) -> UInt16? {
         for step in 0...Int(UInt16.max) {
             let slot = first &+ UInt16(truncatingIfNeeded: step)
             if !taken.contains(slot) { return slot }
@@ -218,67 +257,6 @@ public final class PacketCage: @unchecked Sendable {
 
             """
         return ruleset
-    }
-
-    /// Runs `body` holding the lock that orders changes to the shared table between runs (an
-    /// exclusive flock on the cgroup hierarchy's root directory).
-    @discardableResult
-    static func withTableLock<T>(_ body: () throws(PacketEngineError) -> T) throws(PacketEngineError) -> T {
-        let fd = open(Self.cgroup2Root() ?? "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if fd >= 0 {
-            while flock(fd, LOCK_EX) != 0 && errno == EINTR {}
-        }
-        defer {
-            if fd >= 0 {
-                flock(fd, LOCK_UN)
-                close(fd)
-            }
-        }
-        return try body()
-    }
-
-    /// Removes the runs' chains and the rules leading to them (`pids`: whose), and the table when no
-    /// run is left in it. Call with the table lock held. Returns how many runs it removed.
-    @discardableResult
-    static func removeRuns(where matches: (String) -> Bool) -> Int {
-        guard let listing = try? Self.run("nft", ["-a", "list", "table", "inet", Self.table]) else { return 0 }
-        var script = ""
-        var chains: [String] = []
-        var removedRuns = Set<String>()
-        var runsLeft = Set<String>()
-        var chain = ""
-        for line in listing.split(separator: "\n") {
-            let text = line.trimmingCharacters(in: .whitespaces)
-            if text.hasPrefix("chain ") {
-                chain = String(text.dropFirst("chain ".count).prefix { $0 != " " })
-                if chain.hasPrefix("run_") {
-                    let pid = String(chain.dropFirst(4).prefix { $0 != "_" })
-                    if matches(pid) {
-                        chains.append(chain)
-                        removedRuns.insert(pid)
-                    } else {
-                        runsLeft.insert(pid)
-                    }
-                }
-                continue
-            }
-            guard let range = text.range(of: "comment \"" + Self.prefix),
-                let handle = text.range(of: "# handle ").map({ text[$0.upperBound...] })
-            else { continue }
-            let pid = String(text[range.upperBound...].prefix { $0 != "\"" })
-            if matches(pid) { script += "delete rule inet \(Self.table) \(chain) handle \(handle)\n" }
-        }
-        // The chains that jump or go to others first.
-        let order = ["_output", "_input", "_captive", "_up", "_down"]
-        for suffix in order {
-            for chain in chains where chain.hasSuffix(suffix) { script += "delete chain inet \(Self.table) \(chain)\n" }
-        }
-        if !script.isEmpty { _ = try? Self.run("nft", ["-f", "-"], input: script) }
-        if runsLeft.isEmpty {
-            // No run holds packets now: the base chains can go (their removal flushes the queues).
-            _ = try? Self.run("nft", ["delete", "table", "inet", Self.table])
-        }
-        return removedRuns.count
     }
 
     /// Lets TCP to and from `127.0.0.1:port` bypass the link: netcond's own control API, which a
@@ -340,49 +318,6 @@ public final class PacketCage: @unchecked Sendable {
         try Self.run("nft", ["-f", "-"], input: script)
     }
 
-    /// This run's own rules as the firewall holds them now: its chains' rules and the jumps to them
-    /// in the shared table, and its iptables rules (other runs' rules are left out: they come and
-    /// go). A table removed whole shows as a line saying so; nil when a tool could not list (the
-    /// xtables lock held past its wait by other runs' changes): then nothing can be said.
-    func ownRules() -> [String]? {
-        var lines: [String] = []
-        let listing: String
-        do {
-            listing = try Self.run("nft", ["list", "table", "inet", Self.table])
-        } catch {
-            // No table at all (flushed whole), or nft failed: which, its listing of tables says.
-            guard let tables = try? Self.run("nft", ["list", "tables"]) else { return nil }
-            listing = tables.contains("inet \(Self.table)") ? "" : "(no table inet \(Self.table))"
-            if listing.isEmpty { return nil }
-        }
-        lines += listing.hasPrefix("(no table") ? [listing] : Self.ownLines(in: listing, chainPrefix: self.chainPrefix)
-        for tool in ["iptables", "ip6tables"] {
-            guard let rules = try? Self.run(tool, ["-w", "5", "-t", "mangle", "-S"]) else { return nil }
-            lines += rules.split(separator: "\n").filter { $0.contains("--comment " + self.name + " ") }.map { "\(tool) \($0)" }
-        }
-        return lines
-    }
-
-    /// The lines of an nft listing that are this run's: every rule of its chains, and the rules
-    /// elsewhere that lead to them, each with its chain's name. The captive portal's chain is left
-    /// out: netcond fills and flushes it during the run (``setCaptive(_:)``).
-    static func ownLines(in listing: String, chainPrefix: String) -> [String] {
-        var lines: [String] = []
-        var chain = ""
-        for raw in listing.split(separator: "\n") {
-            let line = raw.trimmingCharacters(in: .whitespaces)
-            if line.hasPrefix("chain ") && line.hasSuffix("{") {
-                chain = String(line.dropFirst("chain ".count).dropLast()).trimmingCharacters(in: .whitespaces)
-                continue
-            }
-            if line == "}" || line.isEmpty || line.hasPrefix("type ") || chain == chainPrefix + "_captive" { continue }
-            if chain.hasPrefix(chainPrefix + "_") || line.contains(chainPrefix + "_") {
-                lines.append("nft \(chain): \(line)")
-            }
-        }
-        return lines
-    }
-
     /// Opens the cgroup's `cgroup.procs` for a child to write itself into before it executes.
     public func openProcsFile() throws(PacketEngineError) -> Int32 {
         let fd = open(self.cgroupDirectory + "/cgroup.procs", O_WRONLY | O_CLOEXEC)
@@ -400,40 +335,18 @@ public final class PacketCage: @unchecked Sendable {
         }
         self.rules = []
         if self.chainsAdded {
-            let pid = String(self.name.dropFirst(Self.prefix.count))
-            _ = try? Self.withTableLock { () throws(PacketEngineError) in Self.removeRuns { $0 == pid } }
+            let runID = self.runID
+            _ = try? Self.withTableLock { () throws(PacketEngineError) in Self.removeRuns { $0 == runID } }
         }
-        Self.removeCgroup(self.cgroupDirectory)
+        // The cgroup is this run's only while it holds its lock (made under it): never another's.
         if self.liveLock >= 0 {
+            Self.removeCgroup(self.cgroupDirectory)
             close(self.liveLock)
             self.liveLock = -1
         }
     }
 
     deinit { self.remove() }
-
-    /// Opens `directory` and takes its exclusive flock without waiting: the descriptor, or -1 when a
-    /// live run holds it (or it cannot be opened).
-    static func lockLive(_ directory: String) -> Int32 {
-        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { return -1 }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            close(descriptor)
-            return -1
-        }
-        return descriptor
-    }
-
-    /// Whether a live run holds the cgroup `directory` (its flock), whatever PID namespace it is in.
-    static func isHeld(_ directory: String) -> Bool {
-        guard access(directory, F_OK) == 0 else { return false }
-        let descriptor = Self.lockLive(directory)
-        if descriptor >= 0 {
-            close(descriptor)
-            return false
-        }
-        return access(directory, F_OK) == 0
-    }
 
     /// The process ids still in the cgroup.
     public var processes: [pid_t] {
@@ -448,135 +361,4 @@ public final class PacketCage: @unchecked Sendable {
         Self.killAll(self.cgroupDirectory)
     }
 
-    /// Kills every process of a cgroup (cgroup.kill, else SIGKILL one by one) and waits up to 2 s
-    /// for them to go. A process of another PID namespace reads as 0 in cgroup.procs: never
-    /// signalled (kill(0, …) is the caller's own process group).
-    static func killAll(_ directory: String) {
-        guard access(directory, F_OK) == 0 else { return }
-        let killFile = directory + "/cgroup.kill"
-        if access(killFile, W_OK) == 0 {
-            try? "1".write(toFile: killFile, atomically: false, encoding: .utf8)
-        }
-        for _ in 0..<200 {
-            let text = (try? String(contentsOfFile: directory + "/cgroup.procs", encoding: .utf8)) ?? ""
-            let pids = text.split(separator: "\n").compactMap { pid_t($0) }
-            if pids.isEmpty { break }
-            for pid in pids where pid > 0 { kill(pid, SIGKILL) }
-            usleep(10_000)
-        }
-    }
-
-    /// Kills every process of a cgroup and removes it.
-    static func removeCgroup(_ directory: String) {
-        guard access(directory, F_OK) == 0 else { return }
-        Self.killAll(directory)
-        rmdir(directory)
-    }
-
-    /// Where the cgroup2 hierarchy is mounted (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a
-    /// hybrid system), from /proc/self/mounts.
-    static func cgroup2Root() -> String? {
-        guard let mounts = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return nil }
-        for line in mounts.split(separator: "\n") {
-            let fields = line.split(separator: " ")
-            if fields.count >= 3 && fields[2] == "cgroup2" { return String(fields[1]) }
-        }
-        return nil
-    }
-
-    /// Removes what netcond processes that are gone left behind: cgroups, nft tables, iptables
-    /// rules. Returns how many things it removed.
-    @discardableResult
-    public static func removeStale() -> Int {
-        var removed = 0
-        let root = Self.cgroup2Root()
-        func isGone(_ name: Substring) -> Bool {
-            guard let pid = pid_t(name.dropFirst(Self.prefix.count)), pid > 0 else { return false }
-            if pid == getpid() { return false }
-            // A run holds its cgroup's lock while it lives: a run in another PID namespace, whose
-            // process id means nothing here, is alive while the lock is held.
-            if let root, Self.isHeld(root + "/" + String(name)) { return false }
-            if kill(pid, 0) == 0 || errno == EPERM {
-                // Alive: but is it a netcond? A reused number belongs to something else.
-                let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) ?? ""
-                return !comm.hasPrefix("netcond")
-            }
-            return true
-        }
-        if let root, let entries = try? FileManager.default.contentsOfDirectory(atPath: root) {
-            for entry in entries where entry.hasPrefix(Self.prefix) && isGone(Substring(entry)) {
-                Self.removeCgroup(root + "/" + entry)
-                removed += 1
-            }
-        }
-        removed += (try? Self.withTableLock { () throws(PacketEngineError) in
-            Self.removeRuns { isGone(Substring(Self.prefix + $0)) }
-        }) ?? 0
-        // Tables of their own, as netcond made them before the shared table.
-        if let tables = try? Self.run("nft", ["list", "tables"]) {
-            for line in tables.split(separator: "\n") {
-                let fields = line.split(separator: " ")
-                guard fields.count == 3, fields[1] == "inet", fields[2].hasPrefix("netcond_") else { continue }
-                let name = Substring(Self.prefix + fields[2].dropFirst("netcond_".count))
-                if isGone(name) {
-                    _ = try? Self.run("nft", ["delete", "table", "inet", String(fields[2])])
-                    removed += 1
-                }
-            }
-        }
-        for tool in ["iptables", "ip6tables"] {
-            guard let listing = try? Self.run(tool, ["-w", "5", "-t", "mangle", "-S"]) else { continue }
-            for line in listing.split(separator: "\n") where line.hasPrefix("-A ") && line.contains("--comment " + Self.prefix) {
-                let words = line.split(separator: " ").map(String.init)
-                guard let index = words.firstIndex(of: "--comment"), index + 1 < words.count,
-                    isGone(Substring(words[index + 1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))))
-                else { continue }
-                _ = try? Self.run(tool, ["-w", "5", "-t", "mangle", "-D"] + words.dropFirst())
-                removed += 1
-            }
-        }
-        return removed
-    }
-
-    /// Runs a system tool (nft, iptables) and returns its output; throws with its stderr.
-    @discardableResult
-    static func run(_ tool: String, _ arguments: [String], input: String? = nil) throws(PacketEngineError) -> String {
-        guard let path = Self.locate(tool) else {
-            throw .missingTool(tool)
-        }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        let stdin = Pipe()
-        process.standardInput = input == nil ? FileHandle.nullDevice : stdin
-        do {
-            try process.run()
-        } catch {
-            throw .system("cannot run \(path)", EIO)
-        }
-        if let input {
-            stdin.fileHandleForWriting.write(Data(input.utf8))
-            try? stdin.fileHandleForWriting.close()
-        }
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        let errorData = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            let message = String(decoding: errorData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            throw .toolFailed(tool + " " + arguments.joined(separator: " "), message)
-        }
-        return String(decoding: outputData, as: UTF8.self)
-    }
-
-    static func locate(_ tool: String) -> String? {
-        for directory in ["/usr/sbin", "/sbin", "/usr/bin", "/bin", "/usr/local/sbin"] {
-            let candidate = directory + "/" + tool
-            if access(candidate, X_OK) == 0 { return candidate }
-        }
-        return nil
-    }
 }

@@ -19,7 +19,8 @@ extension PacketEngine {
         try Self.checkSupported(profile)
         PacketCage.removeStale()
         let queue = try NetfilterQueue()
-        let start = UInt16(truncatingIfNeeded: 1000 + (Int(getpid()) % 30_000) * 2)
+        // From a random pair on: runs in PID namespaces of their own may all have the same PID.
+        let start = UInt16(truncatingIfNeeded: 1000 + Int.random(in: 0..<30_000) * 2)
         // A capture needs whole packets, and the packets of the wire (GSO ones segmented).
         let first = ConditionTimeline(profile: profile, seed: seed).conditions
         let whole = capture != nil || Self.needsWholePackets(first, profile.setup)

@@ -66,6 +66,30 @@ public struct ChildIdentity: Sendable, Equatable {
         return environment
     }
 
+    /// The first folder on the way to `path` (`path` too) that this user cannot enter, with its mode and
+    /// owner (nil: every one lets the user through, or `path` does not exist). Read from the folders'
+    /// modes: owner, group (the user's groups), others.
+    public func closedFolder(on path: String) -> String? {
+        guard self.uid != 0, let resolved = realpath(path, nil) else { return nil }
+        let full = String(cString: resolved)
+        free(resolved)
+        var folders = ["/"]
+        var folder = ""
+        for part in full.split(separator: "/") {
+            folder += "/" + part
+            folders.append(folder)
+        }
+        for folder in folders {
+            var info = stat()
+            guard stat(folder, &info) == 0 else { return nil }
+            let search: mode_t = info.st_uid == self.uid ? 0o100 : self.groups.contains(info.st_gid) ? 0o010 : 0o001
+            guard info.st_mode & search == 0 else { continue }
+            let owner = getpwuid(info.st_uid).map { String(cString: $0.pointee.pw_name) } ?? String(info.st_uid)
+            return "\(folder) (mode \(String(info.st_mode & 0o7777, radix: 8)), owned by \(owner))"
+        }
+        return nil
+    }
+
     /// Gives the folder (or file) at `path`, new and empty, to this user: a scenario client's own
     /// folder. The reason when it could not.
     public func handOver(_ path: String) -> String? {

@@ -210,10 +210,14 @@ public final class PacketSession: Sendable {
     }
 
     /// Binds with `bind` on the first address of 127.110.0.0/16 tried where it works (the origin's
-    /// port 80, the portal's), from netcond's process id; `offset` tells the two apart.
+    /// port 80, the portal's), from a random one on (never from netcond's process id: runs in PID
+    /// namespaces of their own may all have the same); `offset` tells the two apart.
+    /// Where this process's tries start: one random number, so the origin's and the portal's differ.
+    private static let addressBase = Int.random(in: 0...0xffff)
+
     private static func freeAddress<T>(offset: Int, _ bind: (String) async throws -> T) async throws -> T {
         var lastError: Error?
-        let base = Int(getpid()) &+ offset &* 4099
+        let base = Self.addressBase &+ offset &* 4099
         for attempt in 0..<16 {
             let n = (base &+ attempt &* 7919) & 0xffff
             let host = "127.110.\(n >> 8).\(max(1, min(254, n & 0xff)))"

@@ -175,7 +175,18 @@ struct UserOption: ParsableArguments {
         if warn && identity.uid == 0 && geteuid() == 0 {
             printError("netcond: --user \(text): that is root, so the command can still leave the link's cgroup or change the firewall")
         }
-        return identity.uid == geteuid() ? nil : identity
+        guard identity.uid != geteuid() else { return nil }
+        // The files the command reads (the origin's CA bundle, a scenario's working folder) are made
+        // in TMPDIR: a folder on the way that the user cannot enter would fail the command itself
+        // (curl exit 77, exit 126 for a scenario's client), with nothing said.
+        let base = TemporaryFiles.base
+        if let closed = identity.closedFolder(on: base) {
+            throw ValidationError(
+                "--user \(text): user \(identity.name) cannot enter \(closed), on the way to TMPDIR (\(base)), where netcond "
+                    + "puts the run's files the command reads (the origin's CA bundle, a scenario's working folder); set TMPDIR "
+                    + "to a folder that user can enter (e.g. TMPDIR=/tmp), or let the user through that folder (chmod o+x)")
+        }
+        return identity
     }
 
     /// Before a packet-engine run as root without `--user`: one line saying what that allows, and

@@ -3,9 +3,10 @@ import Testing
 
 @testable import NetcondPacket
 
-/// A run's firewall mark is unique among the live runs: two runs whose PIDs share their low 16
-/// bits (PIDs 65,536 apart, where pid_max is systemd's 4,194,304) once shared a mark, and one
-/// measured the other's link.
+/// A run is known by a random run id and its locked cgroup, never by a process id: runs in PID
+/// namespaces of their own all have the same small PID, and once took one another for the same
+/// run. Its firewall mark is unique among the live runs: two runs whose PIDs shared their low 16
+/// bits once shared a mark, and one measured the other's link.
 @Suite struct PacketCageMarkTests {
     /// What `nft list table inet netcond` shows of a run whose slot is `slot`.
     func listing(slots: [UInt16]) -> String {
@@ -76,13 +77,69 @@ import Testing
         #expect(CageWatch.cgroup(of: getpid()) == own)
     }
 
-    @Test func aPIDWhoseSlotIsTakenGetsTheNextFreeOne() {
-        let first: Int32 = 70_000  // 70,000 − 65,536 = 4,464: the slot of a run 65,536 PIDs before
+    @Test func aRunGetsAFreeSlotNeverOneALiveRunHolds() {
         let taken = PacketCage.markSlots(in: self.listing(slots: [4_464]))
-        #expect(PacketCage.markSlot(for: first, taken: []) == 4_464)
-        #expect(PacketCage.markSlot(for: first, taken: taken) == 4_465)
-        #expect(PacketCage.markSlot(for: 65_535, taken: [65_535]) == 0, "it wraps")
-        #expect(PacketCage.markSlot(for: 1, taken: Set(0...UInt16.max)) == nil)
+        #expect(PacketCage.markSlot(taken: [], first: 4_464) == 4_464)
+        #expect(PacketCage.markSlot(taken: taken, first: 4_464) == 4_465)
+        #expect(PacketCage.markSlot(taken: [65_535], first: 65_535) == 0, "it wraps")
+        #expect(PacketCage.markSlot(taken: Set(0...UInt16.max)) == nil)
+        let almostFull = Set(0...UInt16.max).subtracting([777])
+        #expect(PacketCage.markSlot(taken: almostFull) == 777, "from a random slot on, the one free slot")
+    }
+
+    /// 16 hex digits, the first a letter (so no tool takes it for a process id), new every time.
+    @Test func aRunIDIsRandomAndNeverLooksLikeAProcessID() {
+        let ids = (0..<200).map { _ in PacketCage.newRunID() }
+        #expect(Set(ids).count == ids.count)
+        for id in ids {
+            #expect(id.count == 16 && id.allSatisfy { $0.isHexDigit && !$0.isUppercase }, "\(id)")
+            #expect(id.first.map { "abcdef".contains($0) } == true, "\(id)")
+            #expect(PacketCage.chainPrefix(runID: id) == "run_" + id)
+        }
+    }
+
+    /// A run is gone when nobody holds its cgroup's lock, whatever its id says; what is not a run's
+    /// name is never taken for a gone run.
+    @Test func aRunIsGoneWhenNobodyHoldsItsCgroupsLock() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-cage-test-\(UUID().uuidString)").path
+        #expect(mkdir(root, 0o755) == 0)
+        defer { rmdir(root) }
+        let id = PacketCage.newRunID()
+        let directory = root + "/netcond-" + id
+        #expect(mkdir(directory, 0o755) == 0)
+        defer { rmdir(directory) }
+        let held = PacketCage.lockLive(directory)
+        #expect(held >= 0)
+        #expect(!PacketCage.isGone(runID: Substring(id), root: root), "a live run, in whatever PID namespace")
+        close(held)
+        #expect(PacketCage.isGone(runID: Substring(id), root: root), "its run was killed")
+        #expect(PacketCage.isGone(runID: "b0000000000000ff", root: root), "no cgroup at all: its rules are left over")
+        #expect(!PacketCage.isGone(runID: "", root: root))
+        #expect(!PacketCage.isGone(runID: "not-a-run", root: root))
+    }
+
+    /// The mangle tables iptables-nft made are removed only when nothing but its empty built-in
+    /// chains is left in them.
+    @Test func onlyAnEmptyBuiltInMangleTableIsTakenForEmpty() {
+        let empty = """
+            # Warning: table ip mangle is managed by iptables-nft, do not touch!
+            table ip mangle {
+            	chain OUTPUT {
+            		type route hook output priority mangle; policy accept;
+            	}
+            	chain INPUT {
+            		type filter hook input priority mangle; policy accept;
+            	}
+            }
+            """
+        #expect(PacketCage.isEmptyBuiltinTable(empty))
+        #expect(PacketCage.isEmptyBuiltinTable("table ip6 mangle {\n}\n"))
+        let rule = empty.replacingOccurrences(of: "policy accept;\n\t}\n\tchain INPUT", with: "policy accept;\n\t\tip saddr 192.0.2.1 counter accept\n\t}\n\tchain INPUT")
+        #expect(rule != empty && !PacketCage.isEmptyBuiltinTable(rule), "another program's rule")
+        #expect(!PacketCage.isEmptyBuiltinTable(empty.replacingOccurrences(of: "chain INPUT", with: "chain MINE")), "a chain of its own")
+        #expect(!PacketCage.isEmptyBuiltinTable(empty.replacingOccurrences(of: "policy accept;\n\t}\n}", with: "policy drop;\n\t}\n}")))
+        #expect(!PacketCage.isEmptyBuiltinTable(empty.replacingOccurrences(of: "\tchain INPUT {", with: "\tset blocked {\n\t\ttype ipv4_addr\n\t}\n\tchain INPUT {")))
+        #expect(!PacketCage.isEmptyBuiltinTable(""), "no listing: nothing known")
     }
 
     /// A run is told alive by the lock it holds on its cgroup's directory, which every PID namespace

@@ -6,7 +6,6 @@ machine) and that netcond leaves no cgroup, nft table or iptables rule behind. N
 CAP_NET_ADMIN), nft and iptables: skipped, with the reason, without them.
 """
 import contextlib
-import fcntl
 import hashlib
 import http.server
 import os
@@ -22,63 +21,9 @@ import time
 import pytest
 
 from conftest import NETCOND, closed_port, packet_engine_missing, run, wait_until, write_profile
-
-CGROUP_ROOT = "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") else "/sys/fs/cgroup"
-
+from packet_state import CGROUP_ROOT, _leftovers, leftovers, leftovers_of, run_id_of, table_lock
 
 pytestmark = pytest.mark.skipif(packet_engine_missing() is not None, reason=packet_engine_missing() or "")
-
-
-def _dead(text):
-    """True when the netcond process named in `text` (netcond-PID or netcond_PID) is gone; the
-    shared table with no run in it is always left over."""
-    if text.endswith("(no run in it)"):
-        return True
-    match = re.search(r"netcond[-_](\d+)", text)
-    return match is not None and not os.path.exists(f"/proc/{match.group(1)}")
-
-
-@contextlib.contextmanager
-def table_lock():
-    """The lock every netcond run holds while it changes the shared table (a flock on the cgroup
-    hierarchy's root): held while the host is read, so that another job's run adding or removing
-    its chains (or the last run out removing the table) is never seen half done."""
-    fd = os.open(CGROUP_ROOT if os.path.isdir(CGROUP_ROOT) else "/", os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def leftovers(include_live=False):
-    """What packet engines of netcond processes that are gone left: cgroups, nft tables, iptables
-    rules (with include_live, those of running ones too)."""
-    with table_lock():
-        return _leftovers(include_live)
-
-
-def _leftovers(include_live):
-    found = []
-    if os.path.isdir(CGROUP_ROOT):
-        found += [f"cgroup {name}" for name in os.listdir(CGROUP_ROOT) if name.startswith("netcond-")]
-    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
-    found += [f"nft {line}" for line in tables.splitlines() if "netcond_" in line]
-    if "table inet netcond\n" in tables + "\n":
-        shared = subprocess.run(["nft", "list", "table", "inet", "netcond"], capture_output=True, text=True).stdout
-        runs = re.findall(r"chain (run_(\d+)_\w+)", shared)
-        found += [f"nft chain {chain} (netcond-{pid})" for chain, pid in runs]
-        if not runs:
-            found.append("nft table inet netcond (no run in it)")
-    for tool in ("iptables", "ip6tables"):
-        rules = subprocess.run([tool, "-w", "5", "-t", "mangle", "-S"], capture_output=True, text=True).stdout
-        found += [f"{tool} {line}" for line in rules.splitlines() if "netcond-" in line]
-    return found if include_live else [x for x in found if _dead(x)]
-
-
-def leftovers_of(pid):
-    """What the packet engine of netcond process `pid` still has on the host, live or not."""
-    return [x for x in leftovers(include_live=True) if re.search(rf"netcond-{pid}(?!\d)", x)]
 
 
 @pytest.fixture(autouse=True)
@@ -275,8 +220,9 @@ def test_a_root_command_that_leaves_the_cgroup_or_changes_the_rules_is_told(tmp)
             escaped = int(f.read())
         assert wait_until(lambda: not os.path.exists(f"/proc/{escaped}"), seconds=5), "the escaped process outlived the run"
 
-        # Only this run's own rules (netcond is the command's parent): other runs on the host keep theirs.
-        unrule = ('for tool in iptables ip6tables; do $tool -w 5 -t mangle -S | grep -- "--comment netcond-$PPID " | '
+        # Only this run's own rules (named after its cage): other runs on the host keep theirs.
+        unrule = ('cage=$(grep -o "netcond-[0-9a-z]*" /proc/self/cgroup | head -n 1); '
+                  'for tool in iptables ip6tables; do $tool -w 5 -t mangle -S | grep -- "--comment $cage " | '
                   'sed "s/^-A /-D /" | while read -r rule; do eval $tool -w 5 -t mangle $rule; done; done; '
                   f'curl -sS -o /dev/null {url}/10')
         changed = run(["run", "--engine", "packet", "--quiet", "--seed", "3", profile, "--", "sh", "-c", unrule], timeout=120)
@@ -669,12 +615,14 @@ def test_what_a_netcond_killed_by_sigkill_left_is_removed_by_the_next(tmp):
                                 f"touch {marker}; exec sleep 60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert wait_until(lambda: os.path.exists(marker), seconds=20)
+        run_id = run_id_of(process.pid)
+        assert run_id, "no cage seen"
         # Killed and read under the table's lock: another job's run starting meanwhile would clean
         # up what this one left before it could be seen.
         with table_lock():
             process.kill()
             process.wait(10)
-            left = [x for x in _leftovers(True) if re.search(rf"netcond-{process.pid}(?!\d)", x)]
+            left = leftovers_of(run_id, live=_leftovers(True))
         assert any("cgroup" in x for x in left) and any("nft" in x for x in left) and any("iptables" in x for x in left), left
     finally:
         if process.poll() is None:
@@ -683,7 +631,7 @@ def test_what_a_netcond_killed_by_sigkill_left_is_removed_by_the_next(tmp):
     # The child died with netcond (parent-death signal); the next packet-engine run cleans up.
     result = packet_run(profile, ["true"])
     assert result.returncode == 0, result.stderr
-    assert leftovers_of(process.pid) == []
+    assert leftovers_of(run_id) == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -697,7 +645,8 @@ def test_a_signal_to_netcond_stops_the_command_and_removes_the_cage(tmp, sig):
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert wait_until(lambda: os.path.exists(marker), seconds=20)
-        assert any(f"netcond-{process.pid}" in x for x in leftovers(include_live=True))
+        run_id = run_id_of(process.pid)
+        assert run_id and leftovers_of(run_id)
         child = int(open(pidfile).read())
         process.send_signal(sig)
         assert process.wait(timeout=30) == 128 + sig
@@ -706,7 +655,7 @@ def test_a_signal_to_netcond_stops_the_command_and_removes_the_cage(tmp, sig):
             process.kill()
             process.wait(10)
     assert not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split()[2] == "Z"
-    assert leftovers_of(process.pid) == []
+    assert leftovers_of(run_id) == []
 
 
 def test_without_privilege_it_exits_3_naming_what_is_missing(tmp):
@@ -840,6 +789,7 @@ def test_a_run_that_ends_takes_no_packet_from_one_still_running(tmp):
             [NETCOND, "run", "--engine", "packet", "--seed", "3", profile, "--", "curl", "-sS", "-o", "/dev/null",
              url + "/600000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
+            run_id = run_id_of(long_run.pid)
             time.sleep(1.0)
             for _ in range(3):
                 short = packet_run(profile, ["curl", "-sS", "-o", "/dev/null", url + "/20000"])
@@ -852,7 +802,7 @@ def test_a_run_that_ends_takes_no_packet_from_one_still_running(tmp):
     assert long_run.returncode == 0, err
     assert "dropped by the kernel while netcond held them" not in err, err
     # Its own run left nothing (another job's live runs on this machine are not this test's).
-    assert leftovers_of(long_run.pid) == []
+    assert run_id and leftovers_of(run_id) == []
 
 
 SETUP_SCRIPT = """
@@ -940,6 +890,7 @@ def test_a_run_in_another_pid_namespace_takes_no_live_run_for_dead(tmp):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert outer.stdout.readline() == "started\n"
+        run_id = run_id_of(outer.pid)
         inner = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", NETCOND, "run", "--engine", "packet", "none",
                                 "--", "echo", "inner-ok"], capture_output=True, text=True, timeout=60)
         assert inner.returncode == 0 and "inner-ok" in inner.stdout, inner.stderr
@@ -949,7 +900,7 @@ def test_a_run_in_another_pid_namespace_takes_no_live_run_for_dead(tmp):
             outer.kill()
             outer.wait(10)
     assert outer.returncode == 0 and "outer-done" in out, err
-    assert leftovers_of(outer.pid) == []
+    assert run_id and leftovers_of(run_id) == []
 
 
 def test_a_captures_time_sequence_graph_shows_the_links_drops_and_their_retransmissions(tmp):

@@ -29,12 +29,48 @@ def packet_missing():
     return None
 
 
-def packet_leftovers(pid, remove=True):
-    """What a `netcond run --engine packet` of process id `pid` left on the host: its cgroup (and
-    the processes still in it), its nft table, its iptables rules. Removed when `remove`; returns
-    their descriptions. scripts/bench's trap does the same for the pids in TMP/packet-pids."""
+def run_id_of(pid):
+    """The run id of the `netcond run --engine packet` of process id `pid`: the cgroup folder
+    netcond-<id> it holds open (its lock) while it runs; None before its cage is made or after."""
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    for name in names:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            continue
+        for root in CGROUP_ROOTS:
+            if target.startswith(root + "/netcond-"):
+                return target[len(root + "/netcond-"):]
+    return None
+
+
+def _mangle_rules(tool):
+    try:
+        return subprocess.run([tool, "-w", "5", "-t", "mangle", "-S"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def queues_of(run_id):
+    """The NFQUEUE numbers the run's iptables rules send its packets to (empty once they are gone)."""
+    found = set()
+    for line in _mangle_rules("iptables").splitlines():
+        words = [w.strip('"') for w in line.split()]
+        if f"netcond-{run_id}" in words and "--queue-num" in words[:-1]:
+            found.add(int(words[words.index("--queue-num") + 1]))
+    return found
+
+
+def packet_leftovers(run_id, remove=True):
+    """What the `netcond run --engine packet` of run id `run_id` left on the host: its cgroup (and
+    the processes still in it), its chains in the shared nft table, its iptables rules. Removed when
+    `remove` (the next packet-engine run would remove them too); returns their descriptions.
+    scripts/bench's trap does the same for the run ids in TMP/packet-runs."""
     found = []
-    name = f"netcond-{pid}"
+    name = f"netcond-{run_id}"
     for root in CGROUP_ROOTS:
         d = os.path.join(root, name)
         if not os.path.isdir(d):
@@ -66,21 +102,30 @@ def packet_leftovers(pid, remove=True):
             os.rmdir(d)
         except OSError:
             pass
-    table = f"netcond_{pid}"
     try:
-        if subprocess.run(["nft", "list", "table", "inet", table], capture_output=True, timeout=10).returncode == 0:
-            found.append(f"nft table inet {table}")
-            if remove:
-                subprocess.run(["nft", "delete", "table", "inet", table], capture_output=True, timeout=10)
+        listing = subprocess.run(["nft", "-a", "list", "table", "inet", "netcond"], capture_output=True, text=True,
+                                 timeout=10).stdout
     except (OSError, subprocess.TimeoutExpired):
-        pass
-    for tool in ("iptables", "ip6tables"):
+        listing = ""
+    chains, script, chain = [], "", ""
+    for line in listing.splitlines():
+        text = line.strip()
+        if text.startswith("chain "):
+            chain = text.split()[1]
+            if chain.startswith(f"run_{run_id}_"):
+                chains.append(chain)
+        elif f'comment "{name}"' in text and "# handle " in text:
+            script += f"delete rule inet netcond {chain} handle {text.rsplit('# handle ', 1)[1]}\n"
+    found += [f"nft chain {c}" for c in chains]
+    if remove and (script or chains):
+        order = ("_output", "_input", "_captive", "_up", "_down")  # those that jump to others first
+        script += "".join(f"delete chain inet netcond {c}\n" for suffix in order for c in chains if c.endswith(suffix))
         try:
-            listing = subprocess.run([tool, "-w", "5", "-t", "mangle", "-S"], capture_output=True, text=True,
-                                     timeout=10).stdout
+            subprocess.run(["nft", "-f", "-"], input=script, capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.TimeoutExpired):
-            continue
-        for line in listing.splitlines():
+            pass
+    for tool in ("iptables", "ip6tables"):
+        for line in _mangle_rules(tool).splitlines():
             words = [w.strip('"') for w in line.split()]
             if words[:1] != ["-A"] or name not in words:
                 continue
@@ -128,8 +173,8 @@ class PacketRun:
         started = time.monotonic()
         proc = h.spawn(self.argv, self.name)
         self.pid = proc.pid
-        with open(os.path.join(h.tmp, "packet-pids"), "a") as f:
-            f.write(f"{proc.pid}\n")
+        self.run_id = None  # the cage's name (netcond-<id>), read from netcond's descriptors once made
+        ours = set()  # this run's NFQUEUE numbers (netcond picks them at random)
         self.cpu = None
         queues = {}  # NFQUEUE number -> peer port id, every queue seen while this run went on
         timed_out = False
@@ -137,6 +182,13 @@ class PacketRun:
             deadline = started + timeout
             while True:
                 queues.update(nfqueue_users())
+                if self.run_id is None:
+                    self.run_id = run_id_of(proc.pid)
+                    if self.run_id is not None:
+                        with open(os.path.join(h.tmp, "packet-runs"), "a") as f:
+                            f.write(f"{self.run_id}\n")
+                if self.run_id is not None and not ours:
+                    ours = queues_of(self.run_id)
                 try:
                     exited = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
                 except ChildProcessError:
@@ -154,14 +206,14 @@ class PacketRun:
             if proc.poll() is None:
                 # SIGINT as Ctrl-C: netcond forwards it to CMD (5 s grace), then removes its cage.
                 h.stop(proc, sig=signal.SIGINT, wait=15)
-            left = packet_leftovers(proc.pid)
+            left = packet_leftovers(self.run_id) if self.run_id is not None else []
         self.wall = time.monotonic() - started
         self.rc = proc.returncode
         # Another NFQUEUE user (another packet engine) at the same time: its start and end change
         # the host's netfilter hooks, and the kernel drops every queued packet when a hook goes
         # (e.g. an nft table with base chains deleted), which netcond does not see as a loss.
-        ours = queues.get(1000 + (proc.pid % 30000) * 2)
-        self.others = len({peer for peer in queues.values() if peer != ours}) if ours is not None \
+        peers = {queues[q] for q in ours if q in queues}
+        self.others = len({peer for peer in queues.values() if peer not in peers}) if peers \
             else max(0, len(set(queues.values())) - 1)
         self.out = self._read(proc.log + ".out")
         self.err = self._read(proc.log + ".err")
