@@ -87,6 +87,11 @@ public struct LinkTrace: Sendable, Equatable, CustomStringConvertible {
         self.storage.times.map(String.init).joined(separator: " ")
     }
 
+    /// True when the trace's times are `times`, in order (no text made of either).
+    public func hasTimes(_ times: some Sequence<Int64>) -> Bool {
+        self.storage.times.elementsEqual(times)
+    }
+
     // MARK: - Opportunities
 
     /// One opportunity: the cycle of the file and the line within it.
