@@ -16,15 +16,15 @@ GENERATOR = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "benc
 # as netcond recorded them when it kept every packet of every flow and analysed at the end).
 RECORDED = [
     ("one", ["--packets", "30000", "--hole-every", "997", "--idle-every", "12000", "--seed", "3"], [],
-     "46dde25c986f36225ee0322e1cc6d3412a775a101be77022826a74f3c8ee10a4"),
+     "932079c6e2118f11d579948dbc9b6bf97d2d2fdbde311cf3afae444083a1a472"),
     ("raw-window", ["--raw", "--packets", "30000", "--hole-every", "499", "--seed", "4"], ["--from", "1", "--to", "3"],
-     "c70667546182a933474e68806dad2ba84716501985c2d45e09344606ca6fd3fe"),
+     "57622bcd4cd9f15757a572b4a24e5441e3f016e5ecf5d5433d88b95daea741cc"),
     ("many", ["--packets", "20000", "--flows", "300", "--hole-every", "3001", "--idle-every", "9000", "--seed", "7"], [],
-     "ec8115d905aed6f33df2f0fd6cef2408c4ddc5785e6903b31943cfed0185f23b"),
+     "07f51c3c838add07548b1f9ca230f1fb2fd03bbd389920c091ad877f519f44a3"),
     ("many-up", ["--packets", "20000", "--flows", "300", "--seed", "7"], ["--direction", "up"],
-     "dd26594e5621a8cc458c8de4be6ba55dab20b573c1669429fd763b25cd5d2ece"),
+     "46d687b3cef45a1d77e04889bf915fe861ee53fcacf815f23b36cf95a67e238b"),
     ("no-handshake", ["--raw", "--no-handshake", "--packets", "20000", "--hole-every", "777", "--seed", "9"], [],
-     "dc9453cc57801011d9725cb30f922d1b3af61f5955bbf95fbb8115ed8c8d74a8"),
+     "7ed4ab64169e4b428b75950827f0792eaa62b95f2fc140fb31dfcb7fd14f265a"),
 ]
 
 

@@ -55,7 +55,6 @@ def download(rng, client, server, segments, start_us, hole_every, idle_every, ha
         yield (t + 20_000, server, client, s_isn, c_isn + 1, 0x12, 0)
         yield (t + 20_100, client, server, c_isn + 1, s_isn + 1, 0x10, 0)
     t += 40_100
-    t += 20_000
     seq = s_isn + 1
     rate = 0
     second = -1
