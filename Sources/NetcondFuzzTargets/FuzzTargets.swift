@@ -61,10 +61,14 @@ public enum FuzzTargets {
         }
     }
 
-    /// A capture for `netcond trace record`: classic pcap or pcapng, every record read, then recorded.
+    /// A capture for `netcond trace record`: classic pcap or pcapng, its connections listed, then
+    /// the busiest recorded (both passes).
     static func pcap(_ bytes: [UInt8]) {
-        guard var capture = try? PacketCaptureFile(bytes: bytes, source: "fuzz.pcap") else { return }
-        _ = try? TraceRecorder.record(&capture, options: TraceRecorder.Options())
+        let open: TraceRecorder.Opener = { () throws(PacketCaptureFile.ReadError) in
+            try PacketCaptureFile(bytes: bytes, source: "fuzz.pcap")
+        }
+        _ = try? TraceRecorder.flows(open: open)
+        _ = try? TraceRecorder.record(options: TraceRecorder.Options(), open: open)
     }
 
     /// What a client sends the proxy's port in HTTP: request heads (absolute-form, CONNECT,

@@ -63,7 +63,22 @@ struct TraceCommand: ParsableCommand {
         @Flag(name: .long, help: "Overwrite PREFIX.trace and PREFIX.yaml when they exist.")
         var force = false
 
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "The connection to record: its number as --list-flows lists it, or its endpoints in either order "
+                    + "(default: the one with the most data in the direction).",
+                valueName: "N|ADDR:PORT-ADDR:PORT"))
+        var flow: String?
+
+        @Flag(name: .long, help: "List the capture's TCP connections (endpoints, packets and bytes each way, duration) and stop.")
+        var listFlows = false
+
         func validate() throws {
+            if let flow = self.flow, FlowChoice.parse(flow) == nil {
+                throw ValidationError("--flow '\(flow)' is neither a number nor two endpoints; allowed: \(FlowChoice.allowed)")
+            }
+            if self.listFlows { return }
             for (option, value) in [("--from", self.from), ("--to", self.to)] {
                 guard let value else { continue }
                 guard value.isFinite && value >= 0 && value < 365 * 86_400 else {
@@ -95,29 +110,29 @@ struct TraceCommand: ParsableCommand {
         }
 
         func run() throws {
+            let path = self.capture
+            let open: TraceRecorder.Opener = { () throws(PacketCaptureFile.ReadError) in
+                try PacketCaptureFile(path: path, source: path)
+            }
+            if self.listFlows { return try self.list(open) }
             let prefix = self.prefix
             let tracePath = prefix + ".trace"
             let profilePath = prefix + ".yaml"
             let recording: TraceRecording
             do {
-                var capture = try PacketCaptureFile(path: self.capture, source: self.capture)
                 let options = TraceRecorder.Options(
                     direction: self.direction.direction, from: self.from.map { Span.seconds(double: $0) },
-                    to: self.to.map { Span.seconds(double: $0) })
-                recording = try TraceRecorder.record(&capture, options: options)
-            } catch let error as TraceRecordError {
-                printError("netcond: \(TerminalText.escaped(error.description))")
-                if case .window = error { throw ExitCode(2) }
-                throw ExitCode(1)
-            } catch let error as PacketCaptureFile.ReadError {
-                printError("netcond: \(TerminalText.escaped(error.description))")
-                throw ExitCode(1)
+                    to: self.to.map { Span.seconds(double: $0) }, flow: self.flow.flatMap(FlowChoice.parse))
+                recording = try TraceRecorder.record(options: options, open: open)
+            } catch {
+                try Self.fail(error)
             }
             let traceName = (tracePath as NSString).lastPathComponent
             let profile = recording.profileYAML(
                 name: (prefix as NSString).lastPathComponent, traceFile: traceName,
                 captureName: (self.capture as NSString).lastPathComponent)
-            try writeReports([(tracePath, { recording.traceText }), (profilePath, { profile })])
+            try Self.writeTrace(recording.trace, to: tracePath)
+            try writeReports([(profilePath, { profile })])
             // The profile must read back through the loader every command uses.
             let loaded: LinkTrace
             do {
@@ -131,10 +146,59 @@ struct TraceCommand: ParsableCommand {
                 printError("netcond: the profile written does not read back (a bug in netcond): \(error.description)")
                 throw ExitCode(1)
             }
-            precondition(
-                loaded.millisecondsText == recording.trace.millisecondsText, "the trace written reads back different")
+            precondition(loaded.hasTimes(recording.trace), "the trace written reads back different")
             for line in recording.report(traceFile: tracePath, profileFile: profilePath, loaded: loaded) {
                 print(TerminalText.escaped(line))
+            }
+        }
+    
+        /// `--list-flows`: the connections, numbered as --flow takes them.
+        func list(_ open: TraceRecorder.Opener) throws {
+            let flows: [FlowListing]
+            do {
+                flows = try TraceRecorder.flows(open: open)
+            } catch {
+                try Self.fail(error)
+            }
+            guard !flows.isEmpty else {
+                print(TerminalText.escaped("\(self.capture): no TCP connections"))
+                return
+            }
+            print(
+                TerminalText.escaped(
+                    "\(self.capture): \(flows.count) TCP connection\(flows.count == 1 ? "" : "s") (client -> server; "
+                        + "down is toward the client; bytes are TCP payload); record one with --flow N"))
+            for line in FlowListing.table(flows).split(separator: "\n") { print(TerminalText.escaped(String(line))) }
+        }
+
+        static func fail(_ error: TraceRecordError) throws -> Never {
+            // One line at a time: a --flow that names no connection is answered with the list.
+            let lines = error.description.split(separator: "\n").map { TerminalText.escaped(String($0)) }
+            printError("netcond: " + lines.joined(separator: "\n"))
+            switch error {
+            case .window, .flow: throw ExitCode(2)
+            case .capture, .unusable: throw ExitCode(1)
+            }
+        }
+
+        /// Writes the trace a piece at a time to a file beside `path`, then puts it in place.
+        static func writeTrace(_ trace: OpportunityTimes, to path: String) throws {
+            let partial = path + ".partial"
+            do {
+                guard FileManager.default.createFile(atPath: partial, contents: nil),
+                    let handle = FileHandle(forWritingAtPath: partial)
+                else {
+                    throw CocoaError(.fileWriteNoPermission)
+                }
+                defer { try? handle.close() }
+                try trace.fileText { piece in try handle.write(contentsOf: Data(piece.utf8)) }
+                try handle.synchronize()
+                if FileManager.default.fileExists(atPath: path) { try FileManager.default.removeItem(atPath: path) }
+                try FileManager.default.moveItem(atPath: partial, toPath: path)
+            } catch {
+                try? FileManager.default.removeItem(atPath: partial)
+                printError("netcond: cannot write the report \(path): \(error.localizedDescription)")
+                throw ExitCode(3)
             }
         }
     }

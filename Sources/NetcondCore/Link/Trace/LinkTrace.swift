@@ -15,10 +15,14 @@ public enum TraceFile: Sendable, Equatable {
         guard size <= LinkTrace.maximumFileBytes else {
             throw LinkTrace.ReadError(line: 0, message: "the file is \(size >> 20) MB; allowed: trace files up to \(LinkTrace.maximumFileBytes >> 20) MB")
         }
+        let absolute = ((path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path) as NSString).standardizingPath
+        // Most traces are plain: read without holding their text (a 5-million-line trace is 40 MB of it).
+        if let trace = try LinkTrace.readPlain(path: path, source: source, absolute: absolute) {
+            return .opportunities(trace)
+        }
         guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
             throw LinkTrace.ReadError(line: 0, message: "cannot read the trace file as text")
         }
-        let absolute = ((path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path) as NSString).standardizingPath
         if LinkSeries.looksLikeSeries(text) {
             return .series(try LinkSeries.parse(text, source: source, path: absolute))
         }
@@ -56,12 +60,48 @@ public struct LinkTrace: Sendable, Equatable, CustomStringConvertible {
     public var opportunityCount: Int { self.storage.times.count }
 
     private final class Storage: Sendable {
-        let times: [Int64]
-        init(_ times: [Int64]) { self.times = times }
+        let times: Times
+        init(_ times: Times) { self.times = times }
+    }
+
+    /// The times, 4 bytes each while they fit (a trace shorter than 49 days: a 5-million-line
+    /// trace takes 20 MB, not 40), else 8.
+    struct Times: RandomAccessCollection, Sendable {
+        var narrow: [UInt32] = []
+        var wide: [Int64] = []
+        var startIndex: Int { 0 }
+        var endIndex: Int { self.wide.isEmpty ? self.narrow.count : self.wide.count }
+        subscript(index: Int) -> Int64 { self.wide.isEmpty ? Int64(self.narrow[index]) : self.wide[index] }
+
+        init(reserving capacity: Int = 0) { self.narrow.reserveCapacity(capacity) }
+
+        init(_ times: [Int64]) {
+            if times.allSatisfy({ $0 >= 0 && $0 <= Int64(UInt32.max) }) {
+                self.narrow = times.map { UInt32($0) }
+            } else {
+                self.wide = times
+            }
+        }
+
+        mutating func append(_ time: Int64) {
+            if self.wide.isEmpty, time >= 0, let narrow = UInt32(exactly: time) {
+                self.narrow.append(narrow)
+                return
+            }
+            if self.wide.isEmpty {
+                self.wide = self.narrow.map(Int64.init)
+                self.narrow = []
+            }
+            self.wide.append(time)
+        }
     }
 
     /// A trace of these opportunity times (milliseconds, not decreasing, the last above 0).
     public init(milliseconds times: [Int64], source: String, path: String = "") {
+        self.init(times: Times(times), source: source, path: path)
+    }
+
+    init(times: Times, source: String, path: String = "") {
         precondition(!times.isEmpty && times.last! > 0, "a trace needs a positive period")
         self.source = source
         self.path = path
@@ -69,7 +109,7 @@ public struct LinkTrace: Sendable, Equatable, CustomStringConvertible {
     }
 
     public static func == (a: LinkTrace, b: LinkTrace) -> Bool {
-        a.storage === b.storage || (a.source == b.source && a.storage.times == b.storage.times)
+        a.storage === b.storage || (a.source == b.source && a.storage.times.elementsEqual(b.storage.times))
     }
 
     /// The mean rate the trace allows: every opportunity used.
@@ -85,6 +125,11 @@ public struct LinkTrace: Sendable, Equatable, CustomStringConvertible {
     /// The opportunity times as one line of text, separated by spaces (``parse`` reads it back).
     public var millisecondsText: String {
         self.storage.times.map(String.init).joined(separator: " ")
+    }
+
+    /// True when the trace's times are `times`, in order (no text made of either).
+    public func hasTimes(_ times: some Sequence<Int64>) -> Bool {
+        self.storage.times.elementsEqual(times)
     }
 
     // MARK: - Opportunities
@@ -155,42 +200,60 @@ public struct LinkTrace: Sendable, Equatable, CustomStringConvertible {
     /// Reads mahimahi's format: one non-negative whole number of milliseconds per line, not
     /// decreasing; blank lines and `#` comments are skipped.
     public static func parse(_ text: String, source: String, path: String = "") throws(ReadError) -> LinkTrace {
-        var times: [Int64] = []
+        var builder = Builder()
         var lineNumber = 0
-        var burst = 0
         for line in text.textLines {
             lineNumber += 1
             let content = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
             // One time per line; a line of several (the inline form, `1 1 2 5`) is read in order.
             for field in content.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" }).map(String.init) {
-                guard let value = Int64(field), value >= 0 else {
-                    throw ReadError(line: lineNumber, message: "'\(TerminalText.quoted(field))' is not a time; allowed: one whole number of milliseconds (0 or more) per line, as mahimahi's traces")
-                }
-                guard value <= 365 * 86_400_000 else {
-                    throw ReadError(line: lineNumber, message: "\(value) ms is more than a year; allowed: times up to 31536000000 ms")
-                }
-                if let last = times.last, value < last {
-                    throw ReadError(line: lineNumber, message: "\(value) comes after \(last): a trace's times never go back; sort the file (sort -n)")
-                }
-                // Opportunities at one moment that would carry an absurd rate are a mistake (a trace
-                // in microseconds, say): more than 100 Gbit/s over a millisecond (12.5 MB, 8,333
-                // opportunities) is refused.
-                burst = value == times.last ? burst + 1 : 1
-                guard burst <= 8_333 else {
-                    throw ReadError(line: lineNumber, message: "more than 8333 opportunities at \(value) ms carry over 100 Gbit/s; is the file in milliseconds?")
-                }
-                guard times.count < Self.maximumLines else {
-                    throw ReadError(line: lineNumber, message: "more than \(Self.maximumLines) opportunities; allowed: up to \(Self.maximumLines) lines")
-                }
-                times.append(value)
+                try builder.add(field, line: lineNumber)
             }
         }
-        guard let last = times.last else {
-            throw ReadError(line: 0, message: "no opportunity in the file; a trace holds one time in milliseconds per line (e.g. 1, 1, 2, 5)")
-        }
-        guard last > 0 else {
-            throw ReadError(line: lineNumber, message: "every time is 0, so the trace has no period; its last line's time is how long it lasts before it repeats")
-        }
-        return LinkTrace(milliseconds: times, source: source, path: path)
+        return try builder.trace(lines: lineNumber, source: source, path: path)
     }
+
+    /// The times read so far, each field checked as it comes.
+    struct Builder {
+        var times: Times
+        var burst = 0
+
+        init(reserving capacity: Int = 0) { self.times = Times(reserving: capacity) }
+
+        mutating func add(_ field: String, line lineNumber: Int) throws(ReadError) {
+            guard let value = Int64(field), value >= 0 else {
+                throw ReadError(line: lineNumber, message: "'\(TerminalText.quoted(field))' is not a time; allowed: one whole number of milliseconds (0 or more) per line, as mahimahi's traces")
+            }
+            guard value <= 365 * 86_400_000 else {
+                throw ReadError(line: lineNumber, message: "\(value) ms is more than a year; allowed: times up to 31536000000 ms")
+            }
+            if let last = self.times.last, value < last {
+                throw ReadError(line: lineNumber, message: "\(value) comes after \(last): a trace's times never go back; sort the file (sort -n)")
+            }
+            // Opportunities at one moment that would carry an absurd rate are a mistake (a trace
+            // in microseconds, say): more than 100 Gbit/s over a millisecond (12.5 MB, 8,333
+            // opportunities) is refused.
+            self.burst = value == self.times.last ? self.burst + 1 : 1
+            guard self.burst <= 8_333 else {
+                throw ReadError(line: lineNumber, message: "more than 8333 opportunities at \(value) ms carry over 100 Gbit/s; is the file in milliseconds?")
+            }
+            guard self.times.count < LinkTrace.maximumLines else {
+                throw ReadError(line: lineNumber, message: "more than \(LinkTrace.maximumLines) opportunities; allowed: up to \(LinkTrace.maximumLines) lines")
+            }
+            self.times.append(value)
+        }
+
+        /// The trace of a text of `lines` lines.
+        func trace(lines lineNumber: Int, source: String, path: String) throws(ReadError) -> LinkTrace {
+            let times = self.times
+            guard let last = times.last else {
+                throw ReadError(line: 0, message: "no opportunity in the file; a trace holds one time in milliseconds per line (e.g. 1, 1, 2, 5)")
+            }
+            guard last > 0 else {
+                throw ReadError(line: lineNumber, message: "every time is 0, so the trace has no period; its last line's time is how long it lasts before it repeats")
+            }
+            return LinkTrace(times: times, source: source, path: path)
+        }
+    }
+
 }

@@ -316,7 +316,7 @@ public struct PacketCaptureFile {
         guard n < 64 else { return 0 }
         let whole = ticks >> UInt64(n)
         let fraction = Double(ticks & ((1 << UInt64(n)) - 1)) / Double(sign: .plus, exponent: n, significand: 1)
-        return Int64(truncatingIfNeeded: whole &* 1_000_000_000) + Int64((fraction * 1e9).rounded(.down))
+        return Int64(truncatingIfNeeded: whole &* 1_000_000_000) &+ Int64((fraction * 1e9).rounded(.down))
     }
 
     // MARK: - Bytes

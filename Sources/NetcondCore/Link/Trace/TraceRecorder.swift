@@ -11,10 +11,12 @@
 ///  handshake:  SYN t1 ──▶ SYN-ACK t2 ──▶ ACK t3    round trip t3 − t1; split t2−t1 / t3−t2 when mid-link
 ///  sequence:   [1000..2448)[2448..3896)   [5344..)   hole of 1448 bytes: 1 packet lost
 /// ```
-/// Fed one captured record at a time (``add(_:source:)``), it keeps about 32 bytes per TCP packet and
-/// never the packets themselves.
+/// It reads the capture twice, never keeping its packets: the first pass counts each connection
+/// (``Census``) and picks the one to record, the second feeds that connection's packets to an
+/// analysis that keeps running state (``Analysis``). Memory is a few hundred bytes per connection
+/// and about 2 bytes per millisecond of trace, whatever the number of packets.
 public struct TraceRecorder {
-    /// What the analysis keeps of one TCP packet.
+    /// One TCP packet as the passes see it (never stored).
     struct FlowPacket {
         /// Nanoseconds since the capture's first packet.
         var time: Int64
@@ -33,86 +35,19 @@ public struct TraceRecorder {
         var b: CapturedSegment.Endpoint
     }
 
-    struct Flow {
-        var key: FlowKey
-        var packets: [FlowPacket] = []
-    }
-
-    private var flows: [Flow] = []
-    private var index: [FlowKey: Int] = [:]
-    private var firstTimestamp: Int64?
-    private var lastTime: Int64 = 0
-    /// Packets read, and TCP segments among them.
-    private(set) var records = 0
-    private(set) var tcpPackets = 0
-
-    public init() {}
-
-    /// Reads every record of `capture` and analyses it.
-    public static func record(_ capture: inout PacketCaptureFile, options: Options) throws(TraceRecordError)
-        -> TraceRecording
-    {
-        var recorder = TraceRecorder()
-        do {
-            while let record = try capture.next() {
-                try recorder.add(record, source: capture.source)
-            }
-        } catch {
-            throw .capture(error)
-        }
-        return try recorder.finish(options, source: capture.source)
-    }
-
-    /// Takes one captured packet in.
-    public mutating func add(_ record: PacketCaptureFile.Record, source: String) throws(PacketCaptureFile.ReadError) {
-        guard CapturedSegment.isSupported(linkType: record.linkType) else {
-            throw PacketCaptureFile.ReadError(
-                source: source,
-                message:
-                    "packet \(record.number) at byte \(record.offset) has link type \(record.linkType), which is not read; "
-                    + "allowed: \(CapturedSegment.allowedLinkTypes)")
-        }
-        self.records += 1
-        let first = self.firstTimestamp ?? record.timestamp
-        self.firstTimestamp = first
-        let time = record.timestamp - first
-        self.lastTime = max(self.lastTime, time)
-        guard
-            let segment = CapturedSegment.decode(
-                linkType: record.linkType, bytes: record.bytes, originalLength: record.originalLength)
-        else { return }
-        self.tcpPackets += 1
-        let fromA = segment.source < segment.destination || segment.source == segment.destination
-        let key =
-            fromA
-            ? FlowKey(a: segment.source, b: segment.destination) : FlowKey(a: segment.destination, b: segment.source)
-        let slot: Int
-        if let known = self.index[key] {
-            slot = known
-        } else {
-            slot = self.flows.count
-            self.index[key] = slot
-            self.flows.append(Flow(key: key))
-        }
-        self.flows[slot].packets.append(
-            FlowPacket(
-                time: time, sequence: segment.sequence, acknowledgement: segment.acknowledgement,
-                payload: Int32(clamping: segment.payloadLength), ipLength: Int32(clamping: segment.ipLength),
-                flags: segment.flags, fromA: fromA))
-    }
-
-    // MARK: - Analysis
-
-    /// What to record: which direction, and which part of the capture (seconds from its first packet).
+    /// What to record: which direction, which part of the capture (seconds from its first
+    /// packet), and which connection (by default the one with the most data in the direction).
     public struct Options: Sendable, Equatable {
         public var direction: Direction
         public var from: Span?
         public var to: Span?
+        public var flow: FlowChoice?
 
-        public init(direction: Direction = .down, from: Span? = nil, to: Span? = nil) {
+        public init(direction: Direction = .down, from: Span? = nil, to: Span? = nil, flow: FlowChoice? = nil) {
             self.direction = direction
             self.from = from
             self.to = to
+            self.flow = flow
         }
     }
 
@@ -125,24 +60,63 @@ public struct TraceRecorder {
         func isClient(_ packet: FlowPacket) -> Bool { packet.fromA == self.clientIsA }
     }
 
-    static func sides(of flow: Flow) -> Sides {
-        if let syn = flow.packets.first(where: { $0.flags.contains(.syn) && !$0.flags.contains(.ack) }) {
-            return Sides(clientIsA: syn.fromA, bySYN: true)
+    /// Opens the capture afresh (it is read twice).
+    public typealias Opener = () throws(PacketCaptureFile.ReadError) -> PacketCaptureFile
+
+    /// Reads the capture `open` gives and records the chosen connection.
+    public static func record(options: Options, open: Opener) throws(TraceRecordError) -> TraceRecording {
+        let census = try self.census(options: options, open: open)
+        let source = census.source
+        let duration = Span(nanoseconds: census.census.lastTime)
+        try self.checkWindow(options, duration: duration)
+        guard census.census.tcpPackets > 0 else {
+            throw .unusable("\(source): no TCP packets in the capture (\(census.census.records) packets read)")
         }
-        if let synAck = flow.packets.first(where: { $0.flags.contains(.syn) && $0.flags.contains(.ack) }) {
-            return Sides(clientIsA: !synAck.fromA, bySYN: true)
+        let chosen = try self.choose(census.census, options: options, source: source)
+        let flow = census.census.flows[chosen]
+        // Before the analysis counts the window's seconds: timestamps that span years are refused.
+        let window = Analysis.window(flow, options)
+        guard window.end - window.start <= Analysis.longestWindow else {
+            throw .unusable(
+                "\(source): the window lasts \((window.end - window.start) / 86_400_000_000_000) days; allowed: up to 365 days "
+                    + "(are the capture's timestamps right?): record a shorter window with --from and --to")
         }
-        var bytesFromA: Int64 = 0
-        var bytesFromB: Int64 = 0
-        for packet in flow.packets {
-            if packet.fromA { bytesFromA += Int64(packet.payload) } else { bytesFromB += Int64(packet.payload) }
+        var analysis = Analysis(flow: flow, options: options, source: source, duration: duration)
+        do {
+            var capture = try open()
+            var reader = Census(options: options)
+            while let record = try capture.next() {
+                guard let (key, packet) = try reader.read(record, source: source), key == flow.key else { continue }
+                analysis.add(packet)
+            }
+        } catch {
+            throw .capture(error)
         }
-        return Sides(clientIsA: bytesFromA <= bytesFromB, bySYN: false)
+        let counts = census.census
+        return try analysis.recording(records: counts.records, tcpPackets: counts.tcpPackets, connections: counts.flows.count)
     }
 
-    /// Analyses what was added.
-    public func finish(_ options: Options, source: String) throws(TraceRecordError) -> TraceRecording {
-        let duration = Span(nanoseconds: self.lastTime)
+    /// The connections in the capture, as `--list-flows` shows them.
+    public static func flows(open: Opener) throws(TraceRecordError) -> [FlowListing] {
+        let census = try self.census(options: Options(), open: open)
+        return census.census.flows.enumerated().map { FlowListing($1, number: $0 + 1) }
+    }
+
+    /// The first pass.
+    static func census(options: Options, open: Opener) throws(TraceRecordError) -> (census: Census, source: String) {
+        var census = Census(options: options)
+        do {
+            var capture = try open()
+            while let record = try capture.next() {
+                try census.add(record, source: capture.source)
+            }
+            return (census, capture.source)
+        } catch {
+            throw .capture(error)
+        }
+    }
+
+    static func checkWindow(_ options: Options, duration: Span) throws(TraceRecordError) {
         if let from = options.from, from < .zero {
             throw .window("--from \(Self.seconds(from)) is negative; give seconds from the capture's first packet")
         }
@@ -159,55 +133,63 @@ public struct TraceRecorder {
         if let to = options.to, to.nanoseconds - duration.nanoseconds >= 1_000_000 {
             throw .window("--to \(Self.seconds(to)) is beyond the capture, which lasts \(Self.seconds(duration)) s")
         }
-        let low = options.from?.nanoseconds ?? 0
-        let high = options.to?.nanoseconds ?? Int64.max
-        guard self.tcpPackets > 0 else {
-            throw .unusable("\(source): no TCP packets in the capture (\(self.records) packets read)")
-        }
-        // The connection that carried the most payload in the chosen direction within the window.
-        var best: (flow: Int, sides: Sides, bytes: Int64)?
-        for (number, flow) in self.flows.enumerated() {
-            let sides = Self.sides(of: flow)
-            var bytes: Int64 = 0
-            for packet in flow.packets
-            where Self.isData(packet, sides, options.direction) && packet.time >= low && packet.time <= high {
-                bytes += Int64(packet.payload)
-            }
-            if bytes > (best?.bytes ?? 0) { best = (number, sides, bytes) }
-        }
-        guard let best else {
-            let other = options.direction == .down ? "up" : "down"
-            throw .unusable(
-                "\(source): no data packets in the chosen direction (\(options.direction), toward the "
-                    + "\(options.direction == .down ? "client" : "server")) in \(self.tcpPackets) TCP packets of "
-                    + "\(self.flows.count) connection\(self.flows.count == 1 ? "" : "s")"
-                    + (options.from != nil || options.to != nil ? " within the window" : "")
-                    + "; try --direction \(other)")
-        }
-        let flow = self.flows[best.flow]
-        return try Analysis(flow: flow, sides: best.sides, options: options, source: source, duration: duration)
-            .recording(records: self.records, tcpPackets: self.tcpPackets, connections: self.flows.count)
     }
 
-    static func isData(_ packet: FlowPacket, _ sides: Sides, _ direction: Direction) -> Bool {
-        // Down: toward the client, so sent by the server.
-        packet.payload > 0 && self.isSender(packet, sides, direction)
+    /// The flow to record: the one `--flow` names, else the one that carried the most payload in
+    /// the chosen direction within the window (the first of equals).
+    static func choose(_ census: Census, options: Options, source: String) throws(TraceRecordError) -> Int {
+        let direction = options.direction
+        let windowed = options.from != nil || options.to != nil
+        if let choice = options.flow {
+            guard let number = choice.match(census.flows.map(\.key)) else {
+                let listed = census.flows.enumerated().map { FlowListing($1, number: $0 + 1) }
+                throw .flow(
+                    "\(source): --flow \(choice) names no connection in the capture; allowed: a number from 1 to "
+                        + "\(census.flows.count), or two endpoints (either order) of one of:\n"
+                        + FlowListing.table(listed, limit: 20))
+            }
+            let flow = census.flows[number]
+            guard flow.sender(direction).windowPayload > 0 else {
+                throw .unusable(
+                    "\(source): connection \(number + 1) (\(flow.client) -> \(flow.server)) carried no data \(direction), "
+                        + "toward the \(direction == .down ? "client" : "server")"
+                        + (windowed ? " within the window" : "")
+                        + "; try --direction \(direction == .down ? "up" : "down"), or another --flow (--list-flows)")
+            }
+            return number
+        }
+        var best: (flow: Int, bytes: Int64)?
+        for (number, flow) in census.flows.enumerated() {
+            let bytes = flow.sender(direction).windowPayload
+            if bytes > (best?.bytes ?? 0) { best = (number, bytes) }
+        }
+        guard let best else {
+            let other = direction == .down ? "up" : "down"
+            throw .unusable(
+                "\(source): no data packets in the chosen direction (\(direction), toward the "
+                    + "\(direction == .down ? "client" : "server")) in \(census.tcpPackets) TCP packets of "
+                    + "\(census.flows.count) connection\(census.flows.count == 1 ? "" : "s")"
+                    + (windowed ? " within the window" : "")
+                    + "; try --direction \(other)")
+        }
+        return best.flow
     }
 
     static func seconds(_ span: Span) -> String { formatTrimmed(span.seconds) }
 }
 
-/// Why a capture cannot be recorded: the file (exit 1), the window asked for (a usage error), or
-/// nothing a trace can be made of in it (exit 1).
+/// Why a capture cannot be recorded: the file (exit 1), the window or flow asked for (a usage
+/// error), or nothing a trace can be made of in it (exit 1).
 public enum TraceRecordError: Error, Sendable, Equatable, CustomStringConvertible {
     case capture(PacketCaptureFile.ReadError)
     case window(String)
+    case flow(String)
     case unusable(String)
 
     public var description: String {
         switch self {
         case .capture(let error): return error.description
-        case .window(let message), .unusable(let message): return message
+        case .window(let message), .flow(let message), .unusable(let message): return message
         }
     }
 }

@@ -15,7 +15,7 @@ public struct TraceRecording: Sendable, Equatable {
     public var ipBytes: Int64
     public var payloadBytes: Int64
     /// The opportunities, from the window's start.
-    public var trace: LinkTrace
+    public var trace: OpportunityTimes
     /// IP bytes over the window's length.
     public var meanRate: Bandwidth
     /// The rate in each whole second of the window.
@@ -89,9 +89,11 @@ public struct TraceRecording: Sendable, Equatable {
 
     // MARK: - Files
 
-    /// The trace file: one whole millisecond per line, a line per opportunity.
+    /// The trace file: one whole millisecond per line, a line per opportunity (``OpportunityTimes/fileText(piecesOf:_:)`` writes it in pieces).
     public var traceText: String {
-        self.trace.millisecondsText.replacingOccurrences(of: " ", with: "\n") + "\n"
+        var text = ""
+        self.trace.fileText { text += $0 }
+        return text
     }
 
     /// The loss written into the profile, when it rounds to something.

@@ -163,8 +163,9 @@ enum TestCapture {
 
     /// Records `bytes` as a capture named t.pcap.
     static func record(_ bytes: [UInt8], _ options: TraceRecorder.Options = .init()) throws -> TraceRecording {
-        var capture = try PacketCaptureFile(bytes: bytes, source: "t.pcap")
-        return try TraceRecorder.record(&capture, options: options)
+        try TraceRecorder.record(options: options) { () throws(PacketCaptureFile.ReadError) in
+            try PacketCaptureFile(bytes: bytes, source: "t.pcap")
+        }
     }
 
     /// The error recording `bytes` ends with, as a user reads it.

@@ -186,7 +186,7 @@ import Testing
             ])
         #expect(recording.idle.longest?.start == .milliseconds(1_029))
         #expect(
-            recording.report(traceFile: "x.trace", profileFile: "x.yaml", loaded: recording.trace).contains {
+            recording.report(traceFile: "x.trace", profileFile: "x.yaml", loaded: recording.trace.linkTrace).contains {
                 $0.contains("1 stretch without arrivals over 200 ms, 2.000 s in all, the longest 2.000 s at 1.029 s")
             })
         // A window that starts well before the data: the wait replays as no capacity too.
