@@ -32,7 +32,10 @@ extension TraceRecorder {
         var extra = 0
         var lastOpportunity: Int64 = 0
         // Per second.
-        var bins: [Int64]
+        /// The window's whole seconds, and the IP bytes of each that had any (a window of idle
+        /// months holds a few entries, not a counter a second).
+        var wholeSeconds: Int
+        var bins: [Int: Int64] = [:]
         // Idle: gaps over 50 ms (a median above it sets the threshold), all gaps counted.
         var idle = IdleState()
         var handshake = HandshakeState()
@@ -51,7 +54,7 @@ extension TraceRecorder {
             self.high = options.to?.nanoseconds ?? Int64.max
             let sender = flow.sender(options.direction)
             (self.start, self.end) = Self.window(flow, options)
-            self.bins = [Int64](repeating: 0, count: max(0, Int((self.end - self.start) / 1_000_000_000)))
+            self.wholeSeconds = max(0, Int((self.end - self.start) / 1_000_000_000))
             // The sender's SYN says where its data starts.
             self.loss = LossState(next: sender.synSequence.map { $0 &+ 1 })
         }
@@ -92,7 +95,7 @@ extension TraceRecorder {
             self.crossed = self.crossed.addingSaturating(wire)
             for _ in before..<(self.crossed / size) { self.opportunity(self.latest) }
             let bin = Int((packet.time - self.start) / 1_000_000_000)
-            if bin >= 0 && bin < self.bins.count { self.bins[bin] = self.bins[bin].addingSaturating(wire) }
+            if bin >= 0 && bin < self.wholeSeconds { self.bins[bin] = (self.bins[bin] ?? 0).addingSaturating(wire) }
             self.idle.add(packet.time)
         }
 
@@ -149,7 +152,9 @@ extension TraceRecorder {
                 captureDuration: self.duration, packets: self.packets, ipBytes: self.ipBytes,
                 payloadBytes: self.payloadBytes, trace: self.opportunities,
                 meanRate: Bandwidth(bitsPerSecond: mean < 9.2e18 ? Int64(mean) : .max),
-                perSecondRates: self.bins.map { Bandwidth(bitsPerSecond: $0.multipliedReportingOverflow(by: 8).overflow ? .max : $0 * 8) },
+                perSecondRates: TraceRecording.PerSecondRates(
+                    wholeSeconds: self.wholeSeconds,
+                    busy: self.bins.values.map { Bandwidth(bitsPerSecond: $0.multipliedReportingOverflow(by: 8).overflow ? .max : $0 * 8) }),
                 delay: self.delay(), loss: self.loss.result(typical: typical),
                 idle: self.idle.result(start: self.start), records: records, tcpPackets: tcpPackets,
                 connections: connections)

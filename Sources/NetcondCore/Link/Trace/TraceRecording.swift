@@ -1,6 +1,26 @@
 /// What ``TraceRecorder`` found in a capture, and the files and report it makes of it: a mahimahi
 /// trace, a profile that uses it, and lines saying how each number was derived.
 public struct TraceRecording: Sendable, Equatable {
+    /// The rate of each whole second of the window, kept as the seconds that carried data (the
+    /// others carried none): a window of idle months costs a few entries.
+    public struct PerSecondRates: Sendable, Equatable {
+        public var wholeSeconds: Int
+        /// The rates of the seconds with data, lowest first.
+        public var busy: [Bandwidth]
+
+        public init(wholeSeconds: Int, busy: [Bandwidth]) {
+            self.wholeSeconds = wholeSeconds
+            self.busy = busy.sorted()
+        }
+
+        /// The `p`th percentile of every whole second's rate, the idle ones (0) included.
+        public func percentile(_ p: Int) -> Bandwidth {
+            let index = min(self.wholeSeconds - 1, (self.wholeSeconds * p + 99) / 100 - 1)
+            let idle = self.wholeSeconds - self.busy.count
+            return index < idle ? Bandwidth(bitsPerSecond: 0) : self.busy[index - idle]
+        }
+    }
+
     public var client: CapturedSegment.Endpoint
     public var server: CapturedSegment.Endpoint
     /// True when a SYN told the client; else it is the side that sent less.
@@ -19,7 +39,7 @@ public struct TraceRecording: Sendable, Equatable {
     /// IP bytes over the window's length.
     public var meanRate: Bandwidth
     /// The rate in each whole second of the window.
-    public var perSecondRates: [Bandwidth]
+    public var perSecondRates: PerSecondRates
     public var delay: Delay
     public var loss: Loss
     public var idle: Idle
@@ -161,11 +181,10 @@ public struct TraceRecording: Sendable, Equatable {
                 + "(\(Self.bytes(self.payloadBytes)) of payload)",
         ]
         var rate = "rate:        mean \(self.meanRate)"
-        let sorted = self.perSecondRates.sorted()
-        if !sorted.isEmpty {
-            func percentile(_ p: Int) -> Bandwidth { sorted[min(sorted.count - 1, (sorted.count * p + 99) / 100 - 1)] }
-            rate += "; per second p10 \(percentile(10)), p50 \(percentile(50)), p90 \(percentile(90)) "
-            rate += "(\(sorted.count) whole seconds)"
+        let rates = self.perSecondRates
+        if rates.wholeSeconds > 0 {
+            rate += "; per second p10 \(rates.percentile(10)), p50 \(rates.percentile(50)), p90 \(rates.percentile(90)) "
+            rate += "(\(rates.wholeSeconds) whole seconds)"
         }
         lines.append(rate)
         lines += self.delayLines

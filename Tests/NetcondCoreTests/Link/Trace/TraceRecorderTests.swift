@@ -159,7 +159,10 @@ import Testing
         #expect(recording.windowStart == .seconds(1))
         #expect(recording.windowEnd == .seconds(2))
         // 1,000 packets of 1,500 bytes in the one whole second: 12 Mbit/s.
-        #expect(recording.perSecondRates == [Bandwidth(bitsPerSecond: 12_000_000)])
+        #expect(recording.perSecondRates == .init(wholeSeconds: 1, busy: [Bandwidth(bitsPerSecond: 12_000_000)]))
+        #expect(recording.perSecondRates.percentile(50) == Bandwidth(bitsPerSecond: 12_000_000))
+        let idle = TraceRecording.PerSecondRates(wholeSeconds: 10, busy: [.kbit(8), .kbit(16)])
+        #expect(idle.percentile(10) == Bandwidth(bitsPerSecond: 0) && idle.percentile(90) == .kbit(8))
         #expect(recording.idle.stretches.isEmpty)
         #expect(recording.trace.meanRate == Bandwidth(bitsPerSecond: 12_012_000))
 
