@@ -32,17 +32,17 @@ public enum Checks {
     /// The check's verdict, with a caveat when it rests on what the proxy could not show faithfully.
     public static func evaluate(_ spec: CheckSpec, _ evidence: RunEvidence) -> CheckResult {
         var result = self.verdict(spec, evidence)
-        result.caveat = ProxyFidelity.caveat(for: spec, evidence)
-        if !evidence.bypasses.isEmpty {
-            let bypass = "the link's conditions did not hold for the client: " + evidence.bypasses.joined(separator: "; ")
-                + " (run the client with --user to hold it in)"
-            result.caveat = result.caveat.map { bypass + "; " + $0 } ?? bypass
-        }
-        if !evidence.interventions.isEmpty {
-            let changed = "the conditions were changed from outside the scenario while it ran: "
-                + evidence.interventions.joined(separator: "; ")
-            result.caveat = result.caveat.map { changed + "; " + $0 } ?? changed
-        }
+        // Most serious first: conditions changed from outside, conditions the client slipped past,
+        // then what the proxy could not show faithfully.
+        let caveats = [
+            evidence.interventions.isEmpty ? nil
+                : "the conditions were changed from outside the scenario while it ran: " + evidence.interventions.joined(separator: "; "),
+            evidence.bypasses.isEmpty ? nil
+                : "the link's conditions did not hold for the client: " + evidence.bypasses.joined(separator: "; ")
+                    + " (run the client with --user to hold it in)",
+            ProxyFidelity.caveat(for: spec, evidence),
+        ].compactMap { $0 }
+        result.caveat = caveats.isEmpty ? nil : caveats.joined(separator: "; ")
         result.marks = self.marks(spec, evidence)
         return result
     }
