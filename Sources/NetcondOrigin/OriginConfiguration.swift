@@ -32,8 +32,10 @@ public struct OriginConfiguration: Sendable {
     public var maximumDelay: Span
     /// The fixed `Last-Modified` of every generated file (an IMF-fixdate).
     public var lastModified: String
-    /// A scenario's named files and faults (`/files/{name}`).
+    /// A scenario's named files, endpoints and faults (`/files/{name}`, `/api/{name}`).
     public var content: OriginContent
+    /// The seed an origin fault's `fraction:` draws from (a scenario's seed).
+    public var faultSeed: UInt64
     /// The TCP congestion control its sockets send with (Linux `TCP_CONGESTION`: `cubic`, `bbr`…);
     /// nil: the host's default. Under the packet engine the profile's `tcp:`, so the kernel's
     /// sender is the one the stream engine models.
@@ -46,6 +48,7 @@ public struct OriginConfiguration: Sendable {
         maximumDelay: Span = .seconds(Int64(60)),
         lastModified: String = "Mon, 01 Jan 2024 00:00:00 GMT",
         content: OriginContent = OriginContent(),
+        faultSeed: UInt64 = 0,
         congestionControl: String? = nil
     ) {
         precondition(chunkSize > 0, "chunk size must be positive")
@@ -55,6 +58,7 @@ public struct OriginConfiguration: Sendable {
         self.maximumDelay = maximumDelay
         self.lastModified = lastModified
         self.content = content
+        self.faultSeed = faultSeed
         self.congestionControl = congestionControl
     }
 }

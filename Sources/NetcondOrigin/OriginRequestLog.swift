@@ -46,7 +46,7 @@ public final class OriginRequestLog: Sendable {
         /// Status code of the response head, or `nil` if none was sent.
         public var status: Int?
         /// When the response head was written (from the injected clock): before it, the request
-        /// waited on the server (a `first_byte` fault, a slow endpoint).
+        /// waited on the server (a `delay` fault, a slow endpoint).
         public var respondedAt: Instant? = nil
         /// The response's `Retry-After`, as sent.
         public var retryAfter: String?

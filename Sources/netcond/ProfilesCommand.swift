@@ -63,15 +63,9 @@ struct ValidateCommand: ParsableCommand {
         var bad = 0
         for file in self.files {
             do {
-                if ScenarioDecoder.isScenarioFile(atPath: file) {
-                    let scenario = try ScenarioDecoder.decodeFile(atPath: file)
-                    let shown = TerminalText.escaped(file)
-                    let checks = "\(scenario.checks.count) check\(scenario.checks.count == 1 ? "" : "s")"
-                    print("ok: \(shown) (scenario \(scenario.name), profile \(scenario.profile.name), \(checks))")
-                    continue
-                }
-                let profile = try ProfileDecoder().decodeFile(atPath: file)
-                print("ok: \(TerminalText.escaped(file)) (profile \(profile.name))")
+                let (line, notices) = try ConfigNotices.collecting { () throws(ConfigError) in try Self.check(file) }
+                print(line)
+                for notice in notices { print("netcond: \(TerminalText.escaped(notice.description))") }
             } catch {
                 bad += 1
                 let all = error.all
@@ -85,5 +79,16 @@ struct ValidateCommand: ParsableCommand {
             if self.files.count > 1 { printError("netcond: \(bad) of \(self.files.count) files are not valid") }
             throw ExitCode(2)
         }
+    }
+
+    /// The ok line of one good file (a scenario or a profile).
+    private static func check(_ file: String) throws(ConfigError) -> String {
+        if ScenarioDecoder.isScenarioFile(atPath: file) {
+            let scenario = try ScenarioDecoder.decodeFile(atPath: file)
+            let checks = "\(scenario.checks.count) check\(scenario.checks.count == 1 ? "" : "s")"
+            return "ok: \(TerminalText.escaped(file)) (scenario \(scenario.name), profile \(scenario.profile.name), \(checks))"
+        }
+        let profile = try ProfileDecoder().decodeFile(atPath: file)
+        return "ok: \(TerminalText.escaped(file)) (profile \(profile.name))"
     }
 }

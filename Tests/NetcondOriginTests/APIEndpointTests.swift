@@ -12,7 +12,7 @@ import Testing
 struct APIEndpointTests {
     static let content = OriginContent(
         api: [OriginAPI(name: "orders", method: .post), OriginAPI(name: "profile", json: "{\"name\": \"Ada\"}")],
-        faults: [OriginFault(target: .api("orders"), action: .dropResponse, requests: .only([2]))])
+        faults: [HTTPFault(api: "orders", method: "POST", action: .dropResponse, select: FaultSelection(requests: [2]))])
 
     func origin() throws -> EmbeddedOrigin {
         try EmbeddedOrigin(content: Self.content)
@@ -58,7 +58,7 @@ struct APIEndpointTests {
     func getFaults() throws {
         let content = OriginContent(
             api: [OriginAPI(name: "feed")],
-            faults: [OriginFault(target: .api("feed"), action: .status(503, retryAfter: .seconds(1)), requests: .first(1))])
+            faults: [HTTPFault(api: "feed", method: "GET", action: .status(503, retryAfter: .seconds(1)), select: FaultSelection(first: 1))])
         let origin = try EmbeddedOrigin(content: content)
         try origin.channel.sendRequest(.HEAD, "/api/feed")
         #expect(try origin.channel.readResponse().head?.status == .ok)

@@ -12,13 +12,13 @@ import Testing
 struct FilesEndpointTests {
     static let file = OriginFile(name: "big.bin", size: ByteCount(bytes: 10_000), seed: 7)
 
-    func origin(_ faults: [OriginFault]) throws -> EmbeddedOrigin {
+    func origin(_ faults: [HTTPFault]) throws -> EmbeddedOrigin {
         try EmbeddedOrigin(chunkSize: 1000, content: OriginContent(files: [Self.file], faults: faults))
     }
 
     @Test("a cut sends exactly N body bytes of the k-th response, then closes; a resumed range is whole")
     func cutAfter() throws {
-        let origin = try self.origin([OriginFault(file: "big.bin", action: .cutAfter(ByteCount(bytes: 2500)), requests: .first(1))])
+        let origin = try self.origin([HTTPFault(file: "big.bin", action: .cut(after: ByteCount(bytes: 2500), end: .fin), select: FaultSelection(first: 1))])
         try origin.channel.sendRequest(.GET, "/files/big.bin")
         let cut = try origin.channel.readResponse()
         #expect(cut.head?.status == .ok)
@@ -29,7 +29,7 @@ struct FilesEndpointTests {
         let entry = try #require(origin.log.entries.first)
         #expect(entry.bodyBytesSent == 2500 && !entry.completed && entry.isFinished)
 
-        let again = try self.origin([OriginFault(file: "big.bin", action: .cutAfter(ByteCount(bytes: 2500)), requests: .only([2]))])
+        let again = try self.origin([HTTPFault(file: "big.bin", action: .cut(after: ByteCount(bytes: 2500), end: .fin), select: FaultSelection(requests: [2]))])
         try again.channel.sendRequest(.GET, "/files/big.bin", headers: [("Range", "bytes=2500-")])
         let whole = try again.channel.readResponse()
         #expect(whole.head?.status == .partialContent)
@@ -44,7 +44,7 @@ struct FilesEndpointTests {
 
     @Test("status faults answer by request number with Retry-After; HEAD does not count")
     func statusByNumber() throws {
-        let origin = try self.origin([OriginFault(file: "big.bin", action: .status(503, retryAfter: .seconds(2)), requests: .first(2))])
+        let origin = try self.origin([HTTPFault(file: "big.bin", action: .status(503, retryAfter: .seconds(2)), select: FaultSelection(first: 2))])
         try origin.channel.sendRequest(.HEAD, "/files/big.bin")
         #expect(try origin.channel.readResponse().head?.status == .ok)
         for _ in 0..<2 {
@@ -61,7 +61,7 @@ struct FilesEndpointTests {
 
     @Test("a hang never answers and is logged unfinished until the client leaves")
     func hang() throws {
-        let origin = try self.origin([OriginFault(file: "big.bin", action: .hang)])
+        let origin = try self.origin([HTTPFault(file: "big.bin", action: .hang)])
         try origin.channel.sendRequest(.GET, "/files/big.bin")
         origin.channel.embeddedEventLoop.advanceTime(by: .hours(1))
         #expect(try origin.channel.readResponse().head == nil)

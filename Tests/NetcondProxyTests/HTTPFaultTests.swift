@@ -30,7 +30,7 @@ import Testing
     }
 
     @Test func firstByteHoldsTheResponseExactlyThatLong() throws {
-        let rig = try self.makeRig([HTTPFault(action: .firstByte(.seconds(2)))])
+        let rig = try self.makeRig([HTTPFault(action: .delay(.seconds(2)))])
         try rig.request()
         #expect(try rig.sentUpstream().hasPrefix("GET /file HTTP/1.1\r\n"))  // the server has it at once
         rig.loop.advanceTime(by: .milliseconds(300))
@@ -43,7 +43,7 @@ import Testing
     }
 
     @Test func truncateAfterClosesMidBody() throws {
-        let rig = try self.makeRig([HTTPFault(action: .truncateAfter(ByteCount(bytes: 3)))])
+        let rig = try self.makeRig([HTTPFault(action: .cut(after: ByteCount(bytes: 3), end: .fin))])
         try rig.request()
         try rig.respond("hello world")
         rig.loop.run()
@@ -53,7 +53,7 @@ import Testing
     }
 
     @Test func resetAfterCutsTheBodyToo() throws {
-        let rig = try self.makeRig([HTTPFault(action: .resetAfter(ByteCount(bytes: 0)))])
+        let rig = try self.makeRig([HTTPFault(action: .cut(after: ByteCount(bytes: 0), end: .reset))])
         try rig.request()
         try rig.respond("hello")
         rig.loop.run()

@@ -11,7 +11,7 @@ import Testing
 
     /// The rules a request meets, set by the test.
     final class Policy: HTTPRequestPolicy {
-        var fault: HTTPFaultAction?
+        var fault: FaultAction?
         var captive: CannedResponse?
         var asked: [FaultRequest] = []
 
@@ -19,7 +19,7 @@ import Testing
             self.captive
         }
 
-        func decide(_ request: FaultRequest, now: NIODeadline) -> HTTPFaultAction? {
+        func decide(_ request: FaultRequest, now: NIODeadline) -> FaultAction? {
             self.asked.append(request)
             return self.fault
         }
@@ -216,7 +216,7 @@ import Testing
 
     @Test func firstByteHoldsTheResponseUntilItsMomentAndACloseBeforeItsEndUntilAfterIt() {
         let policy = Policy()
-        policy.fault = .firstByte(.seconds(2))
+        policy.fault = .delay(.seconds(2))
         var machine = self.forwarding(policy)
         #expect(machine.responseHeld && !machine.responseMayFlow)
         let observed22 = machine.responsePart(self.response(), now: self.now)
@@ -241,7 +241,7 @@ import Testing
 
     @Test func aServerCloseHeldBehindFirstByteClosesTheClientAfterTheHeldParts() {
         let policy = Policy()
-        policy.fault = .firstByte(.seconds(1))
+        policy.fault = .delay(.seconds(1))
         var machine = self.forwarding(policy)
         _ = machine.responsePart(self.response(), now: self.now)
         _ = machine.upstreamClosed(reset: true)
@@ -255,7 +255,7 @@ import Testing
     }
 
     @Test func truncateAfterCutsTheBodyAtItsByteWithAFinAndResetAfterWithAReset() {
-        for (fault, reset) in [(HTTPFaultAction.truncateAfter(ByteCount(bytes: 7)), false), (.resetAfter(ByteCount(bytes: 7)), true)] {
+        for (fault, reset) in [(FaultAction.cut(after: ByteCount(bytes: 7), end: .fin), false), (.cut(after: ByteCount(bytes: 7), end: .reset), true)] {
             let policy = Policy()
             policy.fault = fault
             var machine = self.forwarding(policy)
@@ -278,6 +278,31 @@ import Testing
         var machine = self.forwarding(policy)
         let observed26 = machine.responsePart(self.response(), now: self.now)
         #expect(observed26 == [.closeUpstream, .closeClient(CloseWhenDrained())])
+    }
+
+    @Test func aServerThatSaysCloseIsFollowedToItsOwnClose() {
+        var machine = self.forwarding(Policy())
+        var head = HTTPResponseHead(version: .http1_1, status: .ok)
+        head.headers.add(name: "Connection", value: "close")
+        #expect(machine.responsePart(.head(head), now: self.now) == [.write(.head(head), flush: false)])
+        // The response is whole, but the client's connection ends only when the server's does.
+        #expect(machine.responsePart(.end(nil), now: self.now) == [.write(.end(nil), flush: true)])
+        #expect(machine.upstreamClosed(reset: false) == [.closeClient(CloseWhenDrained(reset: false, crossesLink: true))])
+    }
+
+    @Test func hangForwardsTheRequestAndNeverAnswersNorCloses() {
+        let policy = Policy()
+        policy.fault = .hang
+        var machine = self.forwarding(policy)
+        #expect(machine.responsePart(self.response(), now: self.now) == [.closeUpstream])
+        #expect(machine.responsePart(.body(ByteBuffer(string: "late")), now: self.now).isEmpty)
+        #expect(machine.responsePart(.end(nil), now: self.now).isEmpty)
+        // What the client sends meanwhile is read and dropped; its FIN does not close it either.
+        let mayRead = machine.mayRead(upstreamWritable: true)
+        #expect(mayRead)
+        #expect(machine.requestPart(.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "http://a.test/")), now: self.now).isEmpty)
+        let onFIN = machine.clientInputClosed(leftBeforeConnecting: false)
+        #expect(onFIN.isEmpty && !machine.waitsIdle)
     }
 
     @Test func slowCloseAsksForCloseAndLingersAfterTheResponse() {

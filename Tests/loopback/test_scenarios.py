@@ -195,6 +195,20 @@ def test_validate_checks_scenarios_too(tmp_path):
     assert f"{bad}:2:19: checks.resumes: which file?" in r.stderr
 
 
+def test_validate_shows_a_misspelt_extends_and_check_name_with_the_other_errors(tmp_path):
+    profile = tmp_path / "p.yaml"
+    profile.write_text("extends: 3gg\ndown: {latency: 10 parsecs}\n")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("profile: edge\nclient: {deadline: 5 years}\nchecks:\n  complete: {}\n")
+    r = run(["validate", str(profile), str(scenario)])
+    assert r.returncode == 2
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith(f"netcond: {profile}:1:10: extends: unknown profile '3gg'; did you mean '3g'?"), r.stderr
+    assert lines[1].startswith(f"netcond: {profile}:2:17: down.latency: unknown unit 'parsecs'"), r.stderr
+    assert lines[2].startswith(f"netcond: {scenario}:2:20: client.deadline: unknown unit 'years'"), r.stderr
+    assert lines[3].startswith(f"netcond: {scenario}:4:3: checks.complete: unknown key 'complete'; did you mean 'completes'?")
+
+
 def test_demo_tells_the_two_clients_apart(tmp_path):
     shown = run(["demo", "--show-scenario"])
     assert shown.returncode == 0 and "cut_after: 40KB" in shown.stdout

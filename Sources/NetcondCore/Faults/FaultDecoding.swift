@@ -1,61 +1,124 @@
 import Foundation
 
+/// What a fault is decoded against: the end that carries it out, and the scenario's origin
+/// content when there is one (so `file:` and `api:` name what exists).
+public struct FaultContext: Sendable {
+    public var end: FaultEnd
+    public var origin: OriginContent?
+
+    public init(end: FaultEnd, origin: OriginContent? = nil) {
+        self.end = end
+        self.origin = origin
+    }
+
+    /// A profile's `faults:`, a live `POST /faults`: the proxy's, no scenario around them.
+    public static let proxy = FaultContext(end: .proxy)
+}
+
 extension HTTPFault {
-    static let selectionKeys = ["first", "fraction", "from", "until"]
-    static let keys = ["name", "match"] + HTTPFaultAction.kinds + ["retry_after"] + Self.selectionKeys
+    static let targetKeys = ["match", "file", "api"]
+    static let selectionKeys = ["first", "requests", "fraction", "from", "until"]
+    /// Older spellings that still read: each with what it now is.
+    static let oldSpellings = [
+        "first_byte": "delay: (the response starts no earlier than this)",
+        "truncate_after": "cut_after: (ends with a FIN, as end: fin)",
+        "reset_after": "cut_after: with end: reset",
+    ]
+    static let keys = ["name"] + Self.targetKeys + FaultAction.kinds + ["retry_after", "end"] + Self.selectionKeys
+        + ["first_byte", "truncate_after", "reset_after"]
+    static let actionKeys = FaultAction.kinds + ["first_byte", "truncate_after", "reset_after"]
     public static let example = "{match: {path: /api/*}, status: 503, retry_after: 5s, first: 3}"
 
     /// One fault from its own text (the control API's `POST /faults`; JSON is YAML too).
     public static func decode(yaml: String, file: String) throws(ConfigError) -> HTTPFault {
-        try HTTPFault(node: ConfigNode.parse(yaml: yaml, file: file))
+        try HTTPFault(node: ConfigNode.parse(yaml: yaml, file: file), context: .proxy)
     }
 
-    /// A `faults:` list.
-    static func decodeList(_ node: ConfigNode) throws(ConfigError) -> [HTTPFault] {
+    /// A `faults:` list (a profile's, or a scenario's `origin.faults`).
+    static func decodeList(_ node: ConfigNode, context: FaultContext) throws(ConfigError) -> [HTTPFault] {
         let list = try node.list()
         guard list.count <= 1000 else {
             throw node.error("\(list.count) faults; allowed: at most 1000")
         }
         var faults: [HTTPFault] = []
-        for element in list { faults.append(try HTTPFault(node: element)) }
+        for element in list { faults.append(try HTTPFault(node: element, context: context)) }
         return faults
     }
 
-    init(node: ConfigNode) throws(ConfigError) {
+    init(node: ConfigNode, context: FaultContext) throws(ConfigError) {
         let map = try node.mapping(
             allowedKeys: Self.keys,
-            expecting: "a fault: one of \(HTTPFaultAction.kinds.joined(separator: ", ")) with optional match: "
-                + "and first/fraction/from/until (e.g. \(Self.example))"
+            expecting: "a fault: one of \(FaultAction.kinds.joined(separator: ", ")) with optional match: (or file:, "
+                + "api:) and first/requests/fraction/from/until (e.g. \(Self.example))"
         )
-        let (kind, kindNode) = try map.single(of: HTTPFaultAction.kinds, thing: "fault", example: Self.example)
-        if let nameNode = map["name"] {
-            let name = try nameNode.name(expecting: "a short label", what: "the fault name", example: "flaky-api")
-            // A name is how `remove_fault`, `DELETE /faults/NAME` and `ctl fault remove NAME` find it.
-            guard !name.isEmpty, name.count <= 100, name != "all", Int(name) == nil, !name.contains("/") else {
-                throw nameNode.error("'\(name)' cannot name a fault; allowed: a short label (not a number, not 'all', no '/'), e.g. flaky-api")
-            }
-            self.name = name
-        } else {
-            self.name = nil
-        }
-        self.match = try map["match"].map { node throws(ConfigError) in try RequestMatch(node: node) } ?? RequestMatch()
-        self.action = try Self.action(kind, kindNode, retryAfter: map["retry_after"])
+        let (kind, kindNode) = try map.single(of: Self.actionKeys, thing: "fault", example: Self.example)
+        self.name = try map["name"].map { node throws(ConfigError) in try Self.name(node) }
+        self.match = try Self.match(map, context: context)
+        self.action = try Self.action(kind, kindNode, map: map)
         self.select = try FaultSelection(map: map)
     }
 
-    private static func action(_ kind: String, _ node: ConfigNode, retryAfter: ConfigNode?) throws(ConfigError) -> HTTPFaultAction {
-        let retryAfter = try Self.retryAfter(retryAfter, kind: kind)
+    private static func name(_ node: ConfigNode) throws(ConfigError) -> String {
+        let name = try node.name(expecting: "a short label", what: "the fault name", example: "flaky-api")
+        // A name is how `remove_fault`, `DELETE /faults/NAME` and `ctl fault remove NAME` find it.
+        guard !name.isEmpty, name.count <= 100, name != "all", Int(name) == nil, !name.contains("/") else {
+            throw node.error(
+                "'\(name)' cannot name a fault; allowed: a short label (not a number, not 'all', no '/'), e.g. flaky-api")
+        }
+        return name
+    }
+
+    /// `match:`, or its short forms `file: NAME` (GETs of `/files/NAME`) and `api: NAME` (calls of
+    /// `/api/NAME` with the endpoint's method): one of the three.
+    private static func match(_ map: ConfigMapping, context: FaultContext) throws(ConfigError) -> RequestMatch {
+        let given = map.entries.filter { Self.targetKeys.contains($0.key) }  // in the file's order
+        if given.count > 1 {
+            throw given[1].value.error(
+                "\(given[0].key) and \(given[1].key) both say which requests; allowed: one of match:, file: or api: "
+                    + "(file: NAME is match: {path: /files/NAME, method: GET})")
+        }
+        guard let (key, node) = given.first else { return RequestMatch() }
+        switch key {
+        case "file":
+            let name = try node.string(expecting: "a file name from origin.files")
+            if let origin = context.origin, origin.file(named: name) == nil {
+                throw node.error(
+                    Suggestion.unknown("file", name, among: origin.files.map(\.name), listedAs: "files in origin.files"))
+            }
+            return HTTPFault(file: name, action: .hang).match
+        case "api":
+            let name = try node.string(expecting: "an endpoint name from origin.api")
+            guard let origin = context.origin else { return HTTPFault(api: name, method: nil, action: .hang).match }
+            guard let api = origin.api(named: name) else {
+                throw node.error(
+                    Suggestion.unknown("endpoint", name, among: origin.api.map(\.name), listedAs: "endpoints in origin.api"))
+            }
+            return HTTPFault(api: name, method: api.method.rawValue, action: .hang).match
+        default:
+            return try RequestMatch(node: node)
+        }
+    }
+
+    private static func action(_ kind: String, _ node: ConfigNode, map: ConfigMapping) throws(ConfigError) -> FaultAction {
+        if let spelling = Self.oldSpellings[kind] {
+            ConfigNotices.note(node, "'\(kind)' is the old spelling; it reads as \(spelling)")
+        }
+        let retryAfter = try Self.retryAfter(map["retry_after"], kind: kind)
+        let end = try Self.cutEnd(map["end"], kind: kind)
         switch kind {
         case "status":
             return .status(try Self.errorStatus(node), retryAfter: retryAfter)
-        case "first_byte":
-            return .firstByte(try Self.delay(node, example: "first_byte: 30s"))
+        case "delay", "first_byte":
+            return .delay(try Self.delay(node, example: "\(kind): 30s"))
         case "slow_close":
             return .slowClose(try Self.delay(node, example: "slow_close: 10s"))
-        case "truncate_after":
-            return .truncateAfter(try node.unit(ByteCount.parse))
+        case "cut_after", "truncate_after":
+            return .cut(after: try node.unit(ByteCount.parse), end: end)
         case "reset_after":
-            return .resetAfter(try node.unit(ByteCount.parse))
+            return .cut(after: try node.unit(ByteCount.parse), end: .reset)
+        case "hang":
+            try node.onlyTrue("hang")
+            return .hang
         default:
             try node.onlyTrue("drop_response")
             return .dropResponse
@@ -69,6 +132,17 @@ extension HTTPFault {
             throw node.error("retry_after goes with status: (a 503 or 429 answered instead); allowed here: remove it")
         }
         return try RetryAfter(node: node)
+    }
+
+    /// `end: fin|reset` of a fault whose action is `kind`: only a cut has an end to choose.
+    private static func cutEnd(_ node: ConfigNode?, kind: String) throws(ConfigError) -> FaultAction.CutEnd {
+        guard let node else { return .fin }
+        guard kind == "cut_after" else {
+            throw node.error(
+                "end says how a cut ends and goes with cut_after: (e.g. {cut_after: 100KB, end: reset}); "
+                    + "allowed here: remove it")
+        }
+        return try node.choice(FaultAction.CutEnd.self)
     }
 
     /// `status: 503`: an error status the proxy or the origin answers instead.
@@ -106,8 +180,8 @@ extension RetryAfter {
         format.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
         guard format.date(from: text) != nil else {
             throw node.error(
-                "retry_after '\(text)' is neither seconds nor an HTTP date; allowed: 5s, 120, or Wed, 21 Oct 2026 07:28:00 GMT"
-            )
+                "retry_after '\(text)' is neither seconds nor an HTTP date; "
+                    + "allowed: 5s, 120, or Wed, 21 Oct 2026 07:28:00 GMT")
         }
         self = .date(text)
     }
@@ -147,9 +221,15 @@ extension FaultSelection {
         if let node = map["first"] {
             let text = try node.numberText(expecting: "a count (e.g. 3)")
             guard let first = Int(text), first >= 1 else {
-                throw node.error("first '\(text)' is not a count; allowed: 1 or more (the first N matching requests)")
+                throw node.error("first '\(text)' is not a count; allowed: 1 or more (the first N requests it hits)")
             }
             self.first = first
+        }
+        if let node = map["requests"] {
+            if map["first"] != nil {
+                throw node.error("first and requests both pick requests by number; allowed: one of them")
+            }
+            self.requests = try Self.numbers(node)
         }
         if let node = map["fraction"] {
             let fraction = try node.unit(Probability.parse)
@@ -162,10 +242,23 @@ extension FaultSelection {
         if let node = map["until"] {
             let until = try node.unit(Span.parse)
             if let from = self.from, until <= from {
-                throw node.error("until \(until) is not after from \(from); allowed: a window from < until (e.g. from: 10s, until: 40s)")
+                throw node.error(
+                    "until \(until) is not after from \(from); allowed: a window from < until (e.g. from: 10s, until: 40s)")
             }
             self.until = until
         }
+    }
+
+    /// `requests: [1, 3]`: numbers from 1, of the requests the fault sees.
+    private static func numbers(_ node: ConfigNode) throws(ConfigError) -> [Int] {
+        let list = try node.list()
+        guard !list.isEmpty else { throw node.error("the list is empty; allowed: request numbers from 1 (e.g. [1, 3])") }
+        guard list.count <= 1000 else { throw node.error("\(list.count) numbers; allowed: at most 1000") }
+        var numbers: [Int] = []
+        for element in list {
+            numbers.append(try element.integer(in: 1...1_000_000, meaning: "a request number, from 1"))
+        }
+        return numbers
     }
 }
 
@@ -179,24 +272,32 @@ extension HTTPFault {
         if let path = self.match.path { match.append("path: \(Profile.quoted(path))") }
         if let method = self.match.method { match.append("method: \(Profile.quoted(method))") }
         if !match.isEmpty { parts.append("match: {\(match.joined(separator: ", "))}") }
-        switch self.action {
-        case .status(let code, let retryAfter):
-            parts.append("status: \(code)")
-            switch retryAfter {
-            case .seconds(let seconds)?: parts.append("retry_after: \(seconds)s")
-            case .date(let date)?: parts.append("retry_after: \(Profile.quoted(date))")
-            case nil: break
-            }
-        case .firstByte(let span): parts.append("first_byte: \(Profile.exact(span))")
-        case .slowClose(let span): parts.append("slow_close: \(Profile.exact(span))")
-        case .truncateAfter(let bytes): parts.append("truncate_after: \(Profile.exact(bytes))")
-        case .resetAfter(let bytes): parts.append("reset_after: \(Profile.exact(bytes))")
-        case .dropResponse: parts.append("drop_response: true")
-        }
+        parts += self.action.yamlParts
         if let first = self.select.first { parts.append("first: \(first)") }
+        if let numbers = self.select.requests { parts.append("requests: [\(numbers.map(String.init).joined(separator: ", "))]") }
         if let fraction = self.select.fraction { parts.append("fraction: \(Profile.exact(fraction))") }
         if let from = self.select.from { parts.append("from: \(Profile.exact(from))") }
         if let until = self.select.until { parts.append("until: \(Profile.exact(until))") }
         return "{" + parts.joined(separator: ", ") + "}"
+    }
+}
+
+extension FaultAction {
+    /// The action's keys in the schema's flow style.
+    var yamlParts: [String] {
+        switch self {
+        case .status(let code, let retryAfter):
+            switch retryAfter {
+            case .seconds(let seconds)?: return ["status: \(code)", "retry_after: \(seconds)s"]
+            case .date(let date)?: return ["status: \(code)", "retry_after: \(Profile.quoted(date))"]
+            case nil: return ["status: \(code)"]
+            }
+        case .delay(let span): return ["delay: \(Profile.exact(span))"]
+        case .slowClose(let span): return ["slow_close: \(Profile.exact(span))"]
+        case .cut(let bytes, .fin): return ["cut_after: \(Profile.exact(bytes))"]
+        case .cut(let bytes, .reset): return ["cut_after: \(Profile.exact(bytes))", "end: reset"]
+        case .dropResponse: return ["drop_response: true"]
+        case .hang: return ["hang: true"]
+        }
     }
 }

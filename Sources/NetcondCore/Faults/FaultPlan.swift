@@ -1,11 +1,13 @@
-/// The faults in force in a run and the decision, per request, of which one hits it: the
-/// profile's faults first, then those added live, in order; the first that matches and is
-/// selected wins. Pure and deterministic: time comes in, fractions draw from the run's seed.
+/// The faults in force at one end (the proxy or the origin) and the decision, per request, of
+/// which one hits it: the configured faults first, then those added live, in order; the first
+/// that matches and is selected wins. Pure and deterministic: time comes in, fractions draw from
+/// the run's seed.
 public struct FaultPlan: Sendable {
     public struct Rule: Sendable, Equatable {
         public var id: Int
         public var fault: HTTPFault
-        /// Requests it matched inside its time window (whether or not `first`/`fraction` picked them).
+        /// Requests it saw: matched inside its time window, not taken by an earlier fault (whether
+        /// or not `first`, `requests` or `fraction` picked them). The last one's number.
         public var matched: Int
         /// Requests it hit.
         public var applied: Int
@@ -72,6 +74,7 @@ public struct FaultPlan: Sendable {
             if let until = select.until, elapsed >= until { continue }
             self.rules[index].matched += 1
             if let first = select.first, self.rules[index].applied >= first { continue }
+            if let numbers = select.requests, !numbers.contains(self.rules[index].matched) { continue }
             if let fraction = select.fraction, !self.random.chance(fraction.value) { continue }
             self.rules[index].applied += 1
             return Hit(id: self.rules[index].id, fault: fault)

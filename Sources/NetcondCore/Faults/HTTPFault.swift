@@ -1,73 +1,42 @@
 import Foundation
 
-/// A fault the proxy injects into plain HTTP exchanges (and so into the built-in origin's):
-/// which requests it hits (`match`, `select`) and what happens to them (`action`).
+/// A fault: which requests it hits (`match`, `select`) and what happens to them (`action`). The
+/// same value, written with the same keys, is a proxy fault (`faults:` in a profile) or an origin
+/// fault (`origin.faults` in a scenario).
 ///
 /// ```yaml
 /// faults:
 ///   - {match: {path: /api/*}, status: 503, retry_after: 5s, first: 3}   # three 503s, then through
 ///   - {match: {method: POST, path: /orders}, drop_response: true}     # processed, never answered
-///   - {match: {host: origin.netcond.test}, truncate_after: 100KB, fraction: 20%}
+///   - {match: {host: origin.netcond.test}, cut_after: 100KB, fraction: 20%}
+///   - {file: big.bin, cut_after: 600KB, end: reset, requests: [1, 3]} # /files/big.bin on the origin
 /// ```
 public struct HTTPFault: Sendable, Equatable {
     public var name: String?
     public var match: RequestMatch
-    public var action: HTTPFaultAction
+    public var action: FaultAction
     public var select: FaultSelection
 
-    public init(name: String? = nil, match: RequestMatch = RequestMatch(), action: HTTPFaultAction, select: FaultSelection = FaultSelection()) {
+    public init(name: String? = nil, match: RequestMatch = RequestMatch(), action: FaultAction, select: FaultSelection = FaultSelection()) {
         self.name = name
         self.match = match
         self.action = action
         self.select = select
     }
 
+    /// A fault on the origin's file `/files/NAME` (its GETs): what `{file: NAME, …}` reads as.
+    public init(file: String, action: FaultAction, select: FaultSelection = FaultSelection()) {
+        self.init(match: RequestMatch(path: OriginFile.path(of: file), method: "GET"), action: action, select: select)
+    }
+
+    /// A fault on the origin's endpoint `/api/NAME` (calls with its method, any when nil): what
+    /// `{api: NAME, …}` reads as.
+    public init(api: String, method: String?, action: FaultAction, select: FaultSelection = FaultSelection()) {
+        self.init(match: RequestMatch(path: OriginAPI.path(of: api), method: method), action: action, select: select)
+    }
+
     /// What logs and `ctl fault list` call it: its name, else the action.
     public var label: String { self.name ?? self.action.description }
-}
-
-/// What a fault does to a request it hits.
-public enum HTTPFaultAction: Sendable, Equatable, CustomStringConvertible {
-    /// The proxy answers this status itself (the request never reaches the server).
-    case status(Int, retryAfter: RetryAfter?)
-    /// The request is forwarded; the response starts no earlier than this long after the request.
-    case firstByte(Span)
-    /// The response is cut after this many body bytes: the connection closes (FIN) mid-body.
-    case truncateAfter(ByteCount)
-    /// The response is cut after this many body bytes with a TCP reset.
-    case resetAfter(ByteCount)
-    /// The request is forwarded and processed; the response is thrown away and the connection
-    /// closed without an answer (the lost acknowledgement).
-    case dropResponse
-    /// After the response the connection is closed, this much later than it would be.
-    case slowClose(Span)
-
-    public static let kinds = ["status", "first_byte", "truncate_after", "reset_after", "drop_response", "slow_close"]
-
-    public var description: String {
-        switch self {
-        case .status(let code, let retryAfter):
-            return "status \(code)" + (retryAfter.map { " (Retry-After: \($0.headerValue))" } ?? "")
-        case .firstByte(let span): return "first byte after \(span)"
-        case .truncateAfter(let bytes): return "truncate after \(bytes)"
-        case .resetAfter(let bytes): return "reset after \(bytes)"
-        case .dropResponse: return "drop the response"
-        case .slowClose(let span): return "close \(span) late"
-        }
-    }
-}
-
-/// `Retry-After`: delay-seconds or an HTTP date, sent as written.
-public enum RetryAfter: Sendable, Equatable {
-    case seconds(Int)
-    case date(String)
-
-    public var headerValue: String {
-        switch self {
-        case .seconds(let seconds): return String(seconds)
-        case .date(let date): return date
-        }
-    }
 }
 
 /// Which requests a fault looks at. Each field is a glob (`*` matches any run of characters);
@@ -94,17 +63,28 @@ public struct RequestMatch: Sendable, Equatable {
     }
 }
 
-/// Which of the matching requests a fault hits: all of them by default, or the first N, a
-/// fraction (seeded), and only inside a time window since the run started. All given conditions
-/// must hold.
+/// Which of the requests a fault sees it hits: all of them by default; or the first N it hits,
+/// or those with the given numbers; a fraction (seeded); and only inside a time window since the
+/// run started. All given conditions must hold.
+///
+/// A fault sees the requests its match selects inside its window that no fault before it took,
+/// and numbers them from 1: with `{file: a, status: 503, first: 2}` before
+/// `{file: a, cut_after: 1KB, requests: [1]}`, requests 1 and 2 get the 503 and request 3 is cut.
 public struct FaultSelection: Sendable, Equatable {
+    /// Hits until it has hit this many.
     public var first: Int?
+    /// Hits only the requests it sees with these numbers (from 1).
+    public var requests: [Int]?
     public var fraction: Probability?
     public var from: Span?
     public var until: Span?
 
-    public init(first: Int? = nil, fraction: Probability? = nil, from: Span? = nil, until: Span? = nil) {
+    public init(
+        first: Int? = nil, requests: [Int]? = nil, fraction: Probability? = nil, from: Span? = nil,
+        until: Span? = nil
+    ) {
         self.first = first
+        self.requests = requests
         self.fraction = fraction
         self.from = from
         self.until = until

@@ -90,8 +90,15 @@ public struct ProfileDecoder {
     private func decode(
         root: ConfigNode, file: String, isBuiltin: Bool, chain: [String], defaultName: String?
     ) throws(ConfigError) -> Profile {
-        let layer = try ProfileLayer(root: root, isBuiltin: isBuiltin, files: self.fileAccess(isBuiltin: isBuiltin))
-        let merged = try self.effectiveLayer(layer, file: file, isBuiltin: isBuiltin, chain: chain)
+        // The file's own errors and those of what it extends (a misspelt target) show together.
+        let problems = ConfigProblems(file: file)
+        let layer = try ProfileLayer(
+            root: root, isBuiltin: isBuiltin, files: self.fileAccess(isBuiltin: isBuiltin), problems: problems)
+        let merged = problems.attempt { () throws(ConfigError) in
+            try self.effectiveLayer(layer, file: file, isBuiltin: isBuiltin, chain: chain)
+        }
+        try problems.check()
+        guard let merged else { preconditionFailure("extends failed without an error") }
         let name = layer.name?.value ?? defaultName ?? layer.defaultName(file: file)
         if layer.name == nil && defaultName == nil,
             let problem = TerminalText.nameProblem(name, what: "the file name, the profile's name without a name: key,")
@@ -283,13 +290,16 @@ struct ProfileLayer {
 
     /// Reads every key; a wrong one does not stop the others being read, and all that were wrong
     /// are thrown together (``ConfigError/alsoFound``).
-    init(root: ConfigNode, isBuiltin: Bool, files: ProfileDecoder.FileReferences) throws(ConfigError) {
+    /// With `problems`, the errors are noted there for the caller to throw with its own.
+    init(
+        root: ConfigNode, isBuiltin: Bool, files: ProfileDecoder.FileReferences, problems external: ConfigProblems? = nil
+    ) throws(ConfigError) {
         self.root = root
         var hints: [String: String] = [:]
         for key in DirectionLayer.keys {
             hints[key] = "'\(key)' belongs under down:, up: or link: (both directions)"
         }
-        let problems = ConfigProblems(file: root.file)
+        let problems = external ?? ConfigProblems(file: root.file)
         let map = try root.mapping(
             allowedKeys: Self.topKeys, expecting: "a mapping of profile keys", hints: hints, problems: problems)
         func text(_ key: String) -> Located<String>? {
@@ -345,7 +355,7 @@ struct ProfileLayer {
             self.schedule = problems.attempt { () throws(ConfigError) in try ScheduleLayer(node: node, file: root.file, files: files) }
         }
         if let node = map["stalls"] { self.stalls = problems.attempt { () throws(ConfigError) in try StallLayer(node: node) } }
-        if let node = map["faults"] { self.faults = problems.attempt { () throws(ConfigError) in try HTTPFault.decodeList(node) } }
+        if let node = map["faults"] { self.faults = problems.attempt { () throws(ConfigError) in try HTTPFault.decodeList(node, context: .proxy) } }
         if let node = map["firewall"] { self.firewall = problems.attempt { () throws(ConfigError) in try SetupRules.firewall(node) } }
         if let node = map["connect_hold"] {
             self.connectHold = problems.attempt { () throws(ConfigError) in try SetupRules.connectHold(node) }
@@ -354,7 +364,7 @@ struct ProfileLayer {
         if let node = map["captive_portal"] {
             self.captivePortal = problems.attempt { () throws(ConfigError) in try CaptivePortalSpec(node: node) }
         }
-        try problems.check()
+        if external == nil { try problems.check() }
     }
 
     private static func delay(_ node: ConfigNode?, example: String) throws(ConfigError) -> Located<Span>? {

@@ -127,9 +127,10 @@ public struct OriginContent: Sendable, Equatable {
     public var files: [OriginFile]
     /// Served at `/api/{name}`.
     public var api: [OriginAPI]
-    public var faults: [OriginFault]
+    /// What the origin itself does to the requests that reach it (`origin.faults`).
+    public var faults: [HTTPFault]
 
-    public init(files: [OriginFile] = [], api: [OriginAPI] = [], faults: [OriginFault] = []) {
+    public init(files: [OriginFile] = [], api: [OriginAPI] = [], faults: [HTTPFault] = []) {
         self.files = files
         self.api = api
         self.faults = faults
@@ -141,11 +142,6 @@ public struct OriginContent: Sendable, Equatable {
 
     public func api(named name: String) -> OriginAPI? {
         self.api.first { $0.name == name }
-    }
-
-    /// The fault that hits request `number` (from 1) for `target`, if any.
-    public func fault(for target: OriginTarget, request number: Int) -> OriginFault? {
-        self.faults.first { $0.target == target && $0.requests.contains(number) }
     }
 }
 
@@ -186,7 +182,7 @@ public struct OriginAPI: Sendable, Equatable {
     }
 }
 
-/// What an origin fault applies to.
+/// A file or an endpoint of the origin (what an `after_request` trigger counts).
 public enum OriginTarget: Sendable, Hashable, CustomStringConvertible {
     case file(String)
     case api(String)
@@ -221,64 +217,6 @@ public struct OriginFile: Sendable, Equatable {
     public static func name(inPath path: String) -> String? {
         guard path.hasPrefix("/files/") else { return nil }
         return String(path.dropFirst("/files/".count).prefix { $0 != "?" })
-    }
-}
-
-/// A fault the origin itself applies to requests for one of its files (GETs) or API endpoints
-/// (calls with the endpoint's method), by the request's number (1 = the first).
-public struct OriginFault: Sendable, Equatable {
-    public var target: OriginTarget
-    public var action: OriginFaultAction
-    public var requests: RequestNumbers
-
-    public init(target: OriginTarget, action: OriginFaultAction, requests: RequestNumbers = .all) {
-        self.target = target
-        self.action = action
-        self.requests = requests
-    }
-
-    public init(file: String, action: OriginFaultAction, requests: RequestNumbers = .all) {
-        self.init(target: .file(file), action: action, requests: requests)
-    }
-}
-
-public enum OriginFaultAction: Sendable, Equatable, CustomStringConvertible {
-    /// The response body stops after this many bytes and the connection closes (FIN).
-    case cutAfter(ByteCount)
-    /// The origin answers this status (with `Retry-After` when given) instead of the file.
-    case status(Int, retryAfter: RetryAfter?)
-    /// The origin reads the request and never answers.
-    case hang
-    /// The origin answers normally, but only after this long (a slow server).
-    case delay(Span)
-    /// The origin does the work (a POST's side effect happens), then closes the connection
-    /// without answering: the response is lost.
-    case dropResponse
-
-    public var description: String {
-        switch self {
-        case .cutAfter(let bytes): return "cut after \(bytes)"
-        case .status(let code, let retryAfter):
-            return "status \(code)" + (retryAfter.map { " (Retry-After: \($0.headerValue))" } ?? "")
-        case .hang: return "never answer"
-        case .delay(let span): return "answer after \(span)"
-        case .dropResponse: return "drop the response"
-        }
-    }
-}
-
-/// Which requests (numbered from 1) a fault applies to.
-public enum RequestNumbers: Sendable, Equatable {
-    case all
-    case first(Int)
-    case only([Int])
-
-    public func contains(_ number: Int) -> Bool {
-        switch self {
-        case .all: return true
-        case .first(let count): return number <= count
-        case .only(let numbers): return numbers.contains(number)
-        }
     }
 }
 

@@ -94,6 +94,11 @@ public enum ScenarioDecoder {
             problems.attempt { () throws(ConfigError) in
                 try Self.checkReferences(origin: origin, client: client, node: map["client"] ?? root)
             }
+        } else if let checksNode {
+            // What the checks refer to is wrong: their names still show now (a misspelt one), not after the fix.
+            problems.attempt { () throws(ConfigError) in
+                try checksNode.mapping(allowedKeys: CheckSpec.names, expecting: "a mapping of checks", problems: problems)
+            }
         }
         var engine: RunEngine?
         if let node = map["engine"] {
@@ -184,66 +189,9 @@ public enum ScenarioDecoder {
             }
         }
         if let faultsNode = map["faults"] {
-            for element in try faultsNode.list() {
-                content.faults.append(try Self.originFault(element, content: content))
-            }
+            content.faults = try HTTPFault.decodeList(faultsNode, context: FaultContext(end: .origin, origin: content))
         }
         return content
-    }
-
-    private static func originFault(_ node: ConfigNode, content: OriginContent) throws(ConfigError) -> OriginFault {
-        let example = "{file: big.bin, cut_after: 600KB, first: 1}"
-        let map = try node.mapping(
-            allowedKeys: ["file", "api"] + Self.originFaultActions + ["retry_after", "first", "requests"],
-            expecting: "an origin fault (e.g. \(example))"
-        )
-        let target: OriginTarget
-        if let apiNode = map["api"] {
-            if let fileNode = map["file"] { throw fileNode.error("file and api exclude each other; allowed: one of them") }
-            let name = try apiNode.string(expecting: "an endpoint name from origin.api")
-            guard content.api(named: name) != nil else {
-                throw apiNode.error(Suggestion.unknown("endpoint", name, among: content.api.map(\.name), listedAs: "endpoints in origin.api"))
-            }
-            target = .api(name)
-        } else {
-            let fileNode = try map.required("file", meaning: "which origin file (file: NAME) or endpoint (api: NAME) it applies to")
-            let file = try fileNode.string(expecting: "a file name from origin.files")
-            guard content.file(named: file) != nil else {
-                throw fileNode.error(Suggestion.unknown("file", file, among: content.files.map(\.name), listedAs: "files in origin.files"))
-            }
-            target = .file(file)
-        }
-        let (kind, kindNode) = try map.single(of: Self.originFaultActions, thing: "fault", example: example)
-        let retryAfter = try HTTPFault.retryAfter(map["retry_after"], kind: kind)
-        let action: OriginFaultAction
-        switch kind {
-        case "cut_after":
-            let bytes = try kindNode.unit(ByteCount.parse)
-            action = .cutAfter(bytes)
-        case "status":
-            action = .status(try HTTPFault.errorStatus(kindNode), retryAfter: retryAfter)
-        case "drop_response":
-            try kindNode.onlyTrue("drop_response")
-            action = .dropResponse
-        case "delay":
-            action = .delay(try kindNode.span(in: .milliseconds(1)...(.seconds(Int64(3600))), allowed: "1ms…1h", example: "delay: 45s"))
-        default:
-            try kindNode.onlyTrue("hang")
-            action = .hang
-        }
-        var requests = RequestNumbers.all
-        if let first = map["first"] {
-            if map["requests"] != nil { throw first.error("first and requests exclude each other; allowed: one of them") }
-            requests = .first(try first.integer(in: 1...1_000_000, meaning: "how many requests, from the first"))
-        } else if let list = map["requests"] {
-            var numbers: [Int] = []
-            for element in try list.list() {
-                numbers.append(try element.integer(in: 1...1_000_000, meaning: "a request number, from 1"))
-            }
-            guard !numbers.isEmpty else { throw list.error("the list is empty; allowed: request numbers from 1 (e.g. [1, 3])") }
-            requests = .only(numbers)
-        }
-        return OriginFault(target: target, action: action, requests: requests)
     }
 
     // MARK: - Timeline
@@ -310,7 +258,7 @@ public enum ScenarioDecoder {
                 let word = try value.choice(StallDirection.allCases.map(\.rawValue) + ["end"])
                 action = .stall(StallDirection(rawValue: word))
             case "fault":
-                let fault = try HTTPFault(node: value)
+                let fault = try HTTPFault(node: value, context: FaultContext(end: .proxy, origin: origin))
                 if let name = fault.name { faultNames.insert(name) }
                 action = .addFault(fault)
             case "remove_fault":

@@ -4,13 +4,12 @@ import NetcondCore
 /// `/api/{name}` — a scenario's JSON endpoints. A GET endpoint answers its JSON. A POST endpoint
 /// creates an object per call (201 `{"id": N}`), the side effect the `idempotent` check counts;
 /// a call whose `Idempotency-Key` was seen before creates nothing and answers the first call's
-/// object again (200, `Idempotent-Replayed: true`). The scenario's origin faults apply by call
-/// number, as for files; `drop_response` does the work and then loses the answer.
+/// object again (200, `Idempotent-Replayed: true`). The scenario's origin faults (`{api: NAME, …}`)
+/// are the router's: `drop_response` does the work and then loses the answer.
 struct APIEndpoint: OriginEndpoint {
     let content: OriginContent
 
     private struct State {
-        var calls: [String: Int] = [:]
         var created: [String: Int] = [:]
         /// (endpoint, key) → the object the first call with that key created.
         var keys: [String: [String: Int]] = [:]
@@ -34,14 +33,7 @@ struct APIEndpoint: OriginEndpoint {
         case (.get, .HEAD):
             return .json(.ok, Self.body(of: api))
         case (.get, .GET):
-            // Calls are counted (HEAD is not) so that faults apply by number, as for POSTs.
-            let number = self.state.withLock { state -> Int in
-                state.calls[api.name, default: 0] += 1
-                return state.calls[api.name]!
-            }
-            var response = OriginResponse.json(.ok, Self.body(of: api))
-            self.applyFault(to: &response, api: api, number: number)
-            return response
+            return .json(.ok, Self.body(of: api))
         case (.post, .POST):
             break
         case (.post, .GET), (.post, .HEAD):
@@ -51,14 +43,12 @@ struct APIEndpoint: OriginEndpoint {
             return .text(.methodNotAllowed, "\(api.path) answers \(api.method.rawValue)\n", headers: ["Allow": api.method.rawValue])
         }
         let key = request.headers.first(name: "idempotency-key")
-        let (number, effect) = self.state.withLock { state -> (Int, OriginEffect) in
-            state.calls[api.name, default: 0] += 1
-            let number = state.calls[api.name]!
-            if let key, let earlier = state.keys[api.name]?[key] { return (number, .replayed(earlier)) }
+        let effect = self.state.withLock { state -> OriginEffect in
+            if let key, let earlier = state.keys[api.name]?[key] { return .replayed(earlier) }
             state.created[api.name, default: 0] += 1
             let id = state.created[api.name]!
             if let key { state.keys[api.name, default: [:]][key] = id }
-            return (number, .created(id))
+            return .created(id)
         }
         var response: OriginResponse
         switch effect {
@@ -68,40 +58,11 @@ struct APIEndpoint: OriginEndpoint {
             response = .json(.ok, "{\"id\": \(id)}\n", headers: ["Idempotent-Replayed": "true"])
         }
         response.effect = effect
-        self.applyFault(to: &response, api: api, number: number)
         return response
     }
 
     /// What a GET endpoint answers: its JSON, or a small default naming it.
     private static func body(of api: OriginAPI) -> String {
         (api.json ?? "{\"endpoint\": \"\(api.name)\", \"ok\": true}") + "\n"
-    }
-
-    private func applyFault(to response: inout OriginResponse, api: OriginAPI, number: Int) {
-        if let fault = self.content.fault(for: .api(api.name), request: number) {
-            response.apply(fault.action, describing: "call \(number) of \(api.path)")
-        }
-    }
-}
-
-extension OriginResponse {
-    /// Applies an origin fault to this response (`what` names the request in an error body).
-    mutating func apply(_ action: OriginFaultAction, describing what: String) {
-        switch action {
-        case .cutAfter(let bytes):
-            self.cutAfter = bytes.bytes
-        case .status(let code, let retryAfter):
-            var headers: HTTPHeaders = [:]
-            if let retryAfter { headers.add(name: "Retry-After", value: retryAfter.headerValue) }
-            let effect = self.effect
-            self = .text(HTTPResponseStatus(statusCode: code), "netcond origin: \(action) (\(what))\n", headers: headers)
-            self.effect = effect
-        case .hang:
-            self.hang = true
-        case .delay(let span):
-            self.delay = span
-        case .dropResponse:
-            self.dropResponse = true
-        }
     }
 }

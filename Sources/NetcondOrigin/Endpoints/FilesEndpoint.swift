@@ -2,13 +2,10 @@ import NIOHTTP1
 import NetcondCore
 
 /// `GET /files/{name}` — the scenario's named files (fixed size and seed), served like `/bytes` (ETag, Range,
-/// If-None-Match, If-Range), with the scenario's origin faults applied by request number: the k-th GET of a file
-/// may be cut after N body bytes, answered with an error status (and `Retry-After`), or never answered.
+/// If-None-Match, If-Range). The scenario's origin faults (`{file: NAME, …}`) are the router's.
 struct FilesEndpoint: OriginEndpoint {
     let content: OriginContent
     let lastModified: String
-    /// GETs seen per file name.
-    let requestCounts = LockedBox<[String: Int]>([:])
 
     var name: String { "files" }
     var methods: [HTTPMethod] { [.GET] }
@@ -22,16 +19,6 @@ struct FilesEndpoint: OriginEndpoint {
             let known = self.content.files.map(\.path).joined(separator: ", ")
             return .text(.notFound, "no such file: \(request.target)\nfiles in this run: \(known.isEmpty ? "none" : known)\n")
         }
-        var response = BytesEndpoint.serveFile(request, size: file.size.bytes, seed: file.seed, lastModified: self.lastModified)
-        guard request.method == .GET else { return response }
-        let number = self.requestCounts.withLock { counts in
-            counts[file.name, default: 0] += 1
-            return counts[file.name]!
-        }
-        guard let fault = self.content.fault(for: .file(file.name), request: number) else {
-            return response
-        }
-        response.apply(fault.action, describing: "request \(number) for \(file.name)")
-        return response
+        return BytesEndpoint.serveFile(request, size: file.size.bytes, seed: file.seed, lastModified: self.lastModified)
     }
 }

@@ -38,8 +38,16 @@ struct OriginResponse: Equatable, Sendable {
     var body: Body
     /// Wait this long (on the channel's event loop) before sending anything.
     var delay: Span?
-    /// Send only this many body bytes, then close the connection (a cut mid-body).
-    var cutAfter: Int64?
+    /// A cut mid-body: send only this many body bytes, then end the connection (FIN or reset).
+    struct Cut: Equatable, Sendable {
+        var after: Int64
+        var end: FaultAction.CutEnd
+    }
+
+    /// Send only so many body bytes, then end the connection.
+    var cut: Cut?
+    /// After the whole response, keep the connection open this long, then close it.
+    var slowClose: Span?
     /// Never answer: the connection stays open, silent, until the client goes away.
     var hang = false
     /// Do the work, then close the connection without answering (the response is lost).

@@ -18,9 +18,12 @@ protocol OriginEndpoint: Sendable {
 /// shared by all endpoints: 404 for unknown paths, 405 with `Allow` for other methods, HEAD = GET without the body.
 struct OriginRouter: Sendable {
     let endpoints: [any OriginEndpoint]
+    /// The scenario's origin faults, decided for every request before its endpoint answers.
+    let faults: OriginFaults?
 
-    init(endpoints: [any OriginEndpoint]) {
+    init(endpoints: [any OriginEndpoint], faults: OriginFaults? = nil) {
         self.endpoints = endpoints
+        self.faults = faults
     }
 
     /// The standard origin: `/bytes`, `/status`, `/delay`, and the scenario's `/files` and `/api`.
@@ -31,10 +34,24 @@ struct OriginRouter: Sendable {
             DelayEndpoint(maximumDelay: configuration.maximumDelay),
             FilesEndpoint(content: configuration.content, lastModified: configuration.lastModified),
             APIEndpoint(content: configuration.content),
-        ])
+        ], faults: configuration.content.faults.isEmpty ? nil : OriginFaults(
+            faults: configuration.content.faults, seed: configuration.faultSeed, clock: configuration.clock))
     }
 
+    /// The answer to `request`, with the origin fault that hits it (if any) applied.
     func response(for request: OriginRequest) -> OriginResponse {
+        guard let action = self.faults?.decide(request) else { return self.endpointResponse(for: request) }
+        if case .status(let code, let retryAfter) = action {
+            var response = OriginResponse.fault(status: code, retryAfter: retryAfter, target: request.target)
+            if request.method == .HEAD { response.body = .none }
+            return response
+        }
+        var response = self.endpointResponse(for: request)
+        response.apply(action)
+        return response
+    }
+
+    private func endpointResponse(for request: OriginRequest) -> OriginResponse {
         guard let segments = request.segments else {
             return .text(.badRequest, "request target must be a path starting with '/'\n")
         }

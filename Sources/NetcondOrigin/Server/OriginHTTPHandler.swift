@@ -2,6 +2,10 @@ import NIOCore
 import NIOHTTP1
 import NetcondCore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// One connection's HTTP/1.1 server logic, behind NIO's HTTP server pipeline (which serialises pipelined requests).
 ///
 /// Each request is logged when its head arrives, its body is read and discarded, and on its end the router turns it
@@ -32,8 +36,10 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         var source: DeterministicBytes
         var next: Int64
         var end: Int64
-        /// The response is cut at `end`: close instead of ending it.
-        var isCut = false
+        /// The response is cut at `end`: the connection ends (so) instead of the response.
+        var cutEnd: FaultAction.CutEnd?
+        /// A `slow_close` fault: the connection closes this long after the whole response.
+        var slowClose: Span?
         /// The last chunk's write, which a cut waits for before closing.
         var lastWrite: EventLoopFuture<Void>?
     }
@@ -206,7 +212,7 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private func send(_ response: OriginResponse, for exchange: Exchange, context: ChannelHandlerContext) {
         var exchange = exchange
-        exchange.keepAlive = exchange.keepAlive && !self.inputClosed
+        exchange.keepAlive = exchange.keepAlive && !self.inputClosed && response.slowClose == nil
         var headers = response.headers
         if !exchange.keepAlive {
             headers.replaceOrAdd(name: "Connection", value: "close")
@@ -221,17 +227,24 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         switch response.body {
         case .none:
             context.write(self.wrapOutboundOut(.head(head)), promise: nil)
-            self.finishResponse(exchange, context: context)
-        case .buffer(let buffer):
+            self.finishResponse(exchange, closingAfter: response.slowClose, context: context)
+        case .buffer(var buffer):
             context.write(self.wrapOutboundOut(.head(head)), promise: nil)
+            let cut = response.cut.flatMap { $0.after < buffer.readableBytes ? $0 : nil }
+            if let cut { buffer = buffer.getSlice(at: buffer.readerIndex, length: Int(max(0, cut.after)))! }
             let promise = self.countingPromise(bytes: buffer.readableBytes, exchange: exchange, context: context)
             context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: promise)
-            self.finishResponse(exchange, context: context)
+            if let cut {
+                self.state = .closing
+                return self.cut(exchange, after: promise.futureResult, end: cut.end, context: context)
+            }
+            self.finishResponse(exchange, closingAfter: response.slowClose, context: context)
         case .generated(let source, let range):
             var cursor = BodyCursor(source: source, next: range.lowerBound, end: range.upperBound)
-            if let cut = response.cutAfter, cut < range.count {
-                cursor.end = range.lowerBound + max(0, cut)
-                cursor.isCut = true
+            cursor.slowClose = response.slowClose
+            if let cut = response.cut, cut.after < range.count {
+                cursor.end = range.lowerBound + max(0, cut.after)
+                cursor.cutEnd = cut.end
             }
             self.state = .streaming(exchange, cursor)
             context.write(self.wrapOutboundOut(.head(head)), promise: nil)
@@ -250,10 +263,10 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         var chunksThisTurn = 0
         while case .streaming(let exchange, var cursor) = self.state {
             if cursor.next >= cursor.end {
-                if cursor.isCut {
-                    self.cut(exchange, after: cursor.lastWrite, context: context)
+                if let end = cursor.cutEnd {
+                    self.cut(exchange, after: cursor.lastWrite, end: end, context: context)
                 } else {
-                    self.finishResponse(exchange, context: context)
+                    self.finishResponse(exchange, closingAfter: cursor.slowClose, context: context)
                 }
                 return
             }
@@ -284,8 +297,12 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    /// Ends a cut response: once its last chunk is in the socket, the connection closes (FIN) without the rest.
-    private func cut(_ exchange: Exchange, after lastWrite: EventLoopFuture<Void>?, context: ChannelHandlerContext) {
+    /// Ends a cut response: once its last chunk is in the socket, the connection closes without the rest, with a
+    /// FIN or a reset.
+    private func cut(
+        _ exchange: Exchange, after lastWrite: EventLoopFuture<Void>?, end: FaultAction.CutEnd,
+        context: ChannelHandlerContext
+    ) {
         self.state = .closing
         context.flush()
         let log = self.log
@@ -293,7 +310,14 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         let id = exchange.logID
         let close = {
             log.finish(id: id, completed: false, at: clock.now())
-            context.close(promise: nil)
+            if end == .reset, let options = context.channel as? SocketOptionProvider {
+                // SO_LINGER 0: the close sends a reset, not a FIN.
+                options.setSoLinger(linger(l_onoff: 1, l_linger: 0)).assumeIsolated().whenComplete { _ in
+                    context.close(promise: nil)
+                }
+            } else {
+                context.close(promise: nil)
+            }
         }
         if let lastWrite {
             lastWrite.assumeIsolated().whenComplete { _ in close() }
@@ -315,8 +339,9 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         return promise
     }
 
-    /// Writes the end of the response; closes the connection afterwards unless it is kept alive.
-    private func finishResponse(_ exchange: Exchange, context: ChannelHandlerContext) {
+    /// Writes the end of the response; closes the connection afterwards unless it is kept alive (`closingAfter`:
+    /// that much later, a `slow_close` fault).
+    private func finishResponse(_ exchange: Exchange, closingAfter slowClose: Span?, context: ChannelHandlerContext) {
         // Set the state before writing: writing the end lets the pipeline handler deliver the next request at once.
         let keepAlive = exchange.keepAlive && !self.inputClosed
         self.state = keepAlive ? .idle : .closing
@@ -332,7 +357,11 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             case .failure:
                 log.finish(id: id, completed: false, at: clock.now())
             }
-            if !keepAlive {
+            if let slowClose, !keepAlive {
+                context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(slowClose.nanoseconds)) {
+                    context.close(promise: nil)
+                }
+            } else if !keepAlive {
                 context.close(promise: nil)
             }
         }

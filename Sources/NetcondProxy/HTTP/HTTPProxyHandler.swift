@@ -28,7 +28,7 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var upstreamHandler: UpstreamHTTPHandler?
     /// The server connection being made (a request's or a tunnel's), until its outcome is known.
     private var pendingConnect: ConnectAttempt?
-    /// The current fault's timer: releasing a held response (`first_byte`) or closing late (`slow_close`).
+    /// The current fault's timer: releasing a held response (`delay`) or closing late (`slow_close`).
     private var faultTimer: Scheduled<Void>?
     /// Runs while the connection waits for a request head with no server connection open.
     private var idleTimer: Scheduled<Void>?

@@ -6,7 +6,7 @@ import NetcondCore
 /// faults (``ProxyRules`` in a run; a stand-in in tests).
 protocol HTTPRequestPolicy: AnyObject {
     func captiveAnswer(method: String, host: String, path: String, now: NIODeadline) -> CannedResponse?
-    func decide(_ request: FaultRequest, now: NIODeadline) -> HTTPFaultAction?
+    func decide(_ request: FaultRequest, now: NIODeadline) -> FaultAction?
 }
 
 extension ProxyRules: HTTPRequestPolicy {}
@@ -32,9 +32,9 @@ extension HTTPProxyStateMachine {
         case closeClient(CloseWhenDrained)
         /// Close the client's connection now.
         case closeClientNow
-        /// `reset_after`: these last body bytes, then a TCP reset.
+        /// `cut_after` with `end: reset`: these last body bytes, then a TCP reset.
         case writeThenReset(ByteBuffer)
-        /// `first_byte`: hand the held response over at this moment (``releaseHeld()``).
+        /// `delay`: hand the held response over at this moment (``releaseHeld()``).
         case releaseAt(NIODeadline)
         /// `slow_close`: close the client's connection (once drained) this much later.
         case closeLater(TimeAmount)
@@ -56,6 +56,9 @@ extension HTTPProxyStateMachine {
     /// What one request and its response have done so far.
     struct Exchange {
         var keepAlive = true
+        /// The server's response said it closes the connection after it (`Connection: close`,
+        /// HTTP/1.0): the client sees that close when the server makes it, not sooner.
+        var serverCloses = false
         var isHead = false
         var requestEnded = false
         var responseStarted = false
@@ -63,8 +66,8 @@ extension HTTPProxyStateMachine {
         var responseStatus: HTTPResponseStatus?
         var responseBodyBytes = 0
         /// The fault applied to this exchange's response, if any.
-        var fault: HTTPFaultAction?
-        /// `first_byte`: response parts wait in `held` until this moment.
+        var fault: FaultAction?
+        /// `delay`: response parts wait in `held` until this moment.
         var responseNotBefore: NIODeadline?
         var held: [HTTPClientResponsePart] = []
         var releaseScheduled = false

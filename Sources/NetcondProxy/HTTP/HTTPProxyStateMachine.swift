@@ -40,6 +40,9 @@ struct HTTPProxyStateMachine {
     private(set) var upstream: UpstreamTarget?
     /// The client sent FIN: the requests it sent before are answered, then the connection closes.
     private var clientInputClosed = false
+    /// The response is whole and the server said it closes: the client's connection closes with
+    /// the server's (a server that lingers before its FIN is seen lingering).
+    private var awaitingServerClose = false
     private var pendingRead = false
     /// The emulated link takes more down bytes.
     private var linkWritable = true
@@ -60,7 +63,7 @@ struct HTTPProxyStateMachine {
     /// client channel's own writability aside).
     var responseMayFlow: Bool { self.linkWritable && self.exchange.responseNotBefore == nil }
 
-    /// A `first_byte` fault holds the response.
+    /// A `delay` fault holds the response.
     var responseHeld: Bool { self.exchange.responseNotBefore != nil }
 
     mutating func linkWritabilityChanged(_ isWritable: Bool) {
@@ -213,7 +216,7 @@ struct HTTPProxyStateMachine {
                 )
             )
             return
-        case .firstByte(let delay)?:
+        case .delay(let delay)?:
             self.exchange.responseNotBefore = now + .nanoseconds(delay.nanoseconds)
         default:
             break
@@ -306,7 +309,7 @@ struct HTTPProxyStateMachine {
             return
         }
         if let notBefore = self.exchange.responseNotBefore {
-            // `first_byte`: the response waits (and the server is not read meanwhile).
+            // `delay`: the response waits (and the server is not read meanwhile).
             self.exchange.held.append(part)
             if !self.exchange.releaseScheduled {
                 self.exchange.releaseScheduled = true
@@ -323,6 +326,14 @@ struct HTTPProxyStateMachine {
                 actions.append(contentsOf: [.closeUpstream, .closeClient(CloseWhenDrained())])
                 return
             }
+            if self.exchange.fault == .hang {
+                // Processed upstream, never answered: the client's connection stays open and silent
+                // (what it sends is read and dropped) until it gives up.
+                self.state = .closed
+                self.upstream = nil
+                actions.append(.closeUpstream)
+                return
+            }
             if case .slowClose = self.exchange.fault {
                 head.headers.replaceOrAdd(name: "Connection", value: "close")
             }
@@ -331,14 +342,17 @@ struct HTTPProxyStateMachine {
             }
             self.exchange.responseStarted = true
             self.exchange.responseStatus = head.status
-            if !head.isKeepAlive { self.exchange.keepAlive = false }
+            if !head.isKeepAlive {
+                self.exchange.keepAlive = false
+                self.exchange.serverCloses = true
+            }
             actions.append(.write(.head(head), flush: false))
         case .body(var buffer):
             switch self.exchange.fault {
-            case .truncateAfter(let limit)?, .resetAfter(let limit)?:
-                let room = max(0, Int(limit.bytes) - self.exchange.responseBodyBytes)
+            case .cut(let limit, let end)?:
+                let room = max(0, Int(clamping: limit.bytes) - self.exchange.responseBodyBytes)
                 if buffer.readableBytes >= room {
-                    return self.cut(after: buffer.readSlice(length: room)!, reset: self.exchange.fault != .truncateAfter(limit), into: &actions)
+                    return self.cut(after: buffer.readSlice(length: room)!, reset: end == .reset, into: &actions)
                 }
             default:
                 break
@@ -362,7 +376,7 @@ struct HTTPProxyStateMachine {
         }
     }
 
-    /// `first_byte`: the wait is over; what was held goes out in order, then the server is read again.
+    /// `delay`: the wait is over; what was held goes out in order, then the server is read again.
     mutating func releaseHeld(now: NIODeadline) -> [Action] {
         var actions: [Action] = []
         let held = self.exchange.held
@@ -379,7 +393,7 @@ struct HTTPProxyStateMachine {
         return actions
     }
 
-    /// `truncate_after` / `reset_after`: the last bytes the client gets, then a FIN or a reset.
+    /// `cut_after`: the last bytes the client gets, then a FIN or a reset.
     private mutating func cut(after last: ByteBuffer, reset: Bool, into actions: inout [Action]) {
         self.state = .closed
         self.upstream = nil
@@ -401,6 +415,10 @@ struct HTTPProxyStateMachine {
 
     private mutating func upstreamClosed(reset: Bool, into actions: inout [Action]) {
         self.upstream = nil
+        if self.awaitingServerClose {
+            self.awaitingServerClose = false
+            return actions.append(.closeClient(CloseWhenDrained(reset: reset, crossesLink: true)))
+        }
         if self.state == .idle && self.queued.isEmpty {
             // The server closed a keep-alive connection between requests (its idle time-out): the
             // client sees its connection close, as it would without netcond, instead of one that
@@ -442,7 +460,7 @@ struct HTTPProxyStateMachine {
         }
         self.queued.removeAll()
         let began = self.exchange.responseStarted && self.exchange.held.isEmpty
-        // What a `first_byte` fault held back never goes out now.
+        // What a `delay` fault held back never goes out now.
         self.exchange.held = []
         self.exchange.responseNotBefore = nil
         guard began else {
@@ -470,6 +488,11 @@ struct HTTPProxyStateMachine {
         }
         if !self.exchange.keepAlive || (self.clientInputClosed && !nextRequestQueued) {
             self.state = .closed
+            let lingers = if case .slowClose = self.exchange.fault { true } else { false }
+            if self.exchange.serverCloses && self.upstream != nil && !lingers {
+                self.awaitingServerClose = true
+                return
+            }
             if self.upstream != nil {
                 self.upstream = nil
                 actions.append(.closeUpstream)

@@ -80,7 +80,7 @@ final class ProxyRules {
     }
 
     /// The fault that hits this request, if any (recorded).
-    func decide(_ request: FaultRequest, now: NIODeadline) -> HTTPFaultAction? {
+    func decide(_ request: FaultRequest, now: NIODeadline) -> FaultAction? {
         guard !self.plan.isEmpty else { return nil }
         let elapsed = self.elapsed(at: now)
         guard let hit = self.plan.decide(request, at: elapsed) else { return nil }

@@ -28,6 +28,20 @@ import Testing
         #expect(plan.rules[0].matched == 4 && plan.rules[0].applied == 2)
     }
 
+    /// A fault numbers the requests it sees: those its match selects that no fault before it took.
+    @Test func requestNumbersCountWhatTheFaultSees() {
+        var plan = FaultPlan(faults: [
+            HTTPFault(file: "big.bin", action: .status(503, retryAfter: nil), select: FaultSelection(first: 2)),
+            HTTPFault(file: "big.bin", action: .cut(after: ByteCount(bytes: 1), end: .fin), select: FaultSelection(requests: [1, 3])),
+        ], seed: 1)
+        let head = FaultRequest(method: "HEAD", host: "origin.netcond.test", path: "/files/big.bin")
+        let actions = (0..<6).map { index in plan.decide(index == 2 ? head : self.get, at: .zero)?.fault.action }
+        let cut = FaultAction.cut(after: ByteCount(bytes: 1), end: .fin)
+        // Two 503s; the HEAD is no GET of the file; then the cut's requests 1 and 3 of those it sees.
+        #expect(actions == [.status(503, retryAfter: nil), .status(503, retryAfter: nil), nil, cut, nil, cut])
+        #expect(plan.rules.map(\.matched) == [5, 3] && plan.rules.map(\.applied) == [2, 2])
+    }
+
     @Test func aTimeWindowSinceTheStart() {
         var plan = FaultPlan(
             faults: [HTTPFault(action: .dropResponse, select: FaultSelection(from: .seconds(10), until: .seconds(20)))], seed: 1
@@ -66,7 +80,7 @@ import Testing
     @Test func faultsAreRemovedByName() {
         var plan = FaultPlan(faults: [HTTPFault(name: "flaky", action: .status(503, retryAfter: nil))], seed: 1)
         plan.add(HTTPFault(name: "flaky", action: .dropResponse))
-        let kept = plan.add(HTTPFault(name: "slow", action: .firstByte(.seconds(1))))
+        let kept = plan.add(HTTPFault(name: "slow", action: .delay(.seconds(1))))
         #expect(plan.remove(named: "flaky") == 2)
         #expect(plan.remove(named: "flaky") == 0)
         #expect(plan.rules.map(\.id) == [kept])

@@ -53,9 +53,9 @@ import Testing
         #expect(scenario.profile.name == "3g")
         #expect(scenario.origin.files == [OriginFile(name: "big.bin", size: ByteCount(bytes: 2 << 20), seed: 7)])
         #expect(scenario.origin.faults == [
-            OriginFault(file: "big.bin", action: .cutAfter(ByteCount(bytes: 600 * 1024)), requests: .first(1)),
-            OriginFault(file: "big.bin", action: .status(503, retryAfter: .seconds(2)), requests: .only([2, 3])),
-            OriginFault(file: "big.bin", action: .hang, requests: .all),
+            HTTPFault(file: "big.bin", action: .cut(after: ByteCount(bytes: 600 * 1024), end: .fin), select: FaultSelection(first: 1)),
+            HTTPFault(file: "big.bin", action: .status(503, retryAfter: .seconds(2)), select: FaultSelection(requests: [2, 3])),
+            HTTPFault(file: "big.bin", action: .hang),
         ])
         // File order; each event waits for its own trigger.
         #expect(scenario.timeline.map(\.trigger) == [
@@ -215,7 +215,7 @@ import Testing
         ("profile: edge\norigin: {api: {orders: {method: POST, json: '{}'}}}\nchecks: {completes: {}}\n", 2, "origin.api.orders.json", "with method: GET"),
         ("profile: edge\norigin: {api: {p: {json: '{nope'}}}\nchecks: {completes: {}}\n", 2, "origin.api.p.json", "is not JSON"),
         ("profile: edge\norigin: {api: {orders: {method: POST}}, faults: [{api: order, drop_response: true}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].api", "did you mean 'orders'"),
-        ("profile: edge\norigin: {files: {a: {size: 1KB}}, api: {o: {method: POST}}, faults: [{api: o, file: a, hang: true}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].file", "exclude each other"),
+        ("profile: edge\norigin: {files: {a: {size: 1KB}}, api: {o: {method: POST}}, faults: [{api: o, file: a, hang: true}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].file", "both say which requests"),
         ("profile: edge\nclient: {url: /api/orders}\nchecks: {completes: {}}\n", 2, "client", "origin.api does not define"),
         ("profile: edge\nchecks: {idempotent: {}}\n", 2, "checks.idempotent", "which endpoint?"),
         ("profile: edge\norigin: {api: {p: {}}}\nchecks: {idempotent: {api: p}}\n", 3, "checks.idempotent.api", "is a GET endpoint"),
@@ -235,7 +235,7 @@ import Testing
             checks:
               stays-usable: {lines: '^loaded ', budget: 3s, min_steps: 4, within: 20s, gives_up_within: 30s}
             """)
-        #expect(scenario.origin.faults == [OriginFault(file: "a", action: .delay(.seconds(Int64(45))))])
+        #expect(scenario.origin.faults == [HTTPFault(file: "a", action: .delay(.seconds(Int64(45))))])
         #expect(scenario.checks == [.staysUsable(StaysUsableCheck(
             steps: .lines("^loaded "), budget: .seconds(Int64(3)), minSteps: 4, within: .seconds(Int64(20)), givesUpWithin: .seconds(Int64(30))))])
     }
@@ -252,7 +252,7 @@ import Testing
             checks: {idempotent: {}}
             """)
         #expect(scenario.origin.api == [OriginAPI(name: "orders", method: .post), OriginAPI(name: "profile", json: "{\"name\": \"Ada\"}")])
-        #expect(scenario.origin.faults == [OriginFault(target: .api("orders"), action: .dropResponse, requests: .first(1))])
+        #expect(scenario.origin.faults == [HTTPFault(api: "orders", method: "POST", action: .dropResponse, select: FaultSelection(first: 1))])
         #expect(scenario.checks == [.idempotent(IdempotentCheck(api: "orders"))])
     }
 
