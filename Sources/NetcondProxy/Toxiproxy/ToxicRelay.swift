@@ -6,13 +6,13 @@ import NetcondCore
 
 /// One Toxiproxy proxy run as Toxiproxy runs it: each connection it accepts is joined to a new
 /// connection to the upstream, made at once, and each of its two streams passes through the
-/// proxy's toxics on its own (``ToxicRelayWiring``). An upstream that cannot
-/// be reached closes the client's connection (a FIN, as Toxiproxy's `Close`); so does an upstream
-/// that is one of this process's own listeners (a proxy pointed at itself, at another proxy that
-/// points back, or at the API), with a line on stderr, instead of a loop that eats every descriptor
-/// and a core: an upstream that resolves to one (``LoopRefusingResolver``) is not connected to at
-/// all; one that reaches one all the same is closed once made, and its arrival at that listener
-/// is reset there rather than relayed on (round again).
+/// proxy's toxics on its own (``ToxicRelayWiring``). An upstream that cannot be reached closes the
+/// client's connection (a FIN, as Toxiproxy's `Close`); so does an upstream that is one of this
+/// process's own listeners (a proxy pointed at itself, at another proxy that points back, or at the
+/// API), with a line on stderr, instead of a loop that eats every descriptor and a core: an
+/// upstream that resolves to one (``LoopRefusingResolver``) is not connected to at all; one that
+/// reaches one all the same is closed once made, and its arrival at that listener is reset there
+/// rather than relayed on (round again).
 final class ToxicRelay: Sendable {
     let eventLoop: EventLoop
     private let name: String
