@@ -18,10 +18,15 @@ public struct ToxiproxyError: Error, Equatable, Sendable {
     static let proxyExists = ToxiproxyError(message: "proxy already exists", status: 409)
     static let toxicNotFound = ToxiproxyError(message: "toxic not found", status: 404)
     static let toxicExists = ToxiproxyError(message: "toxic already exists", status: 409)
-    static let invalidStream = ToxiproxyError(message: "stream was invalid, can be either upstream or downstream", status: 400)
+    static let invalidStream = ToxiproxyError(
+        message: "stream was invalid, can be either upstream or downstream", status: 400)
 
-    static func badBody(_ why: String) -> ToxiproxyError { ToxiproxyError(message: "bad request body: \(why)", status: 400) }
-    static func missingField(_ name: String) -> ToxiproxyError { ToxiproxyError(message: "missing required field: \(name)", status: 400) }
+    static func badBody(_ why: String) -> ToxiproxyError {
+        ToxiproxyError(message: "bad request body: \(why)", status: 400)
+    }
+    static func missingField(_ name: String) -> ToxiproxyError {
+        ToxiproxyError(message: "missing required field: \(name)", status: 400)
+    }
 
     public var json: [UInt8] {
         let object: [String: Any] = ["error": self.message, "status": self.status]
@@ -60,7 +65,9 @@ public struct Toxic: Equatable, Sendable {
         /// Passes everything as it comes (Toxiproxy's placeholder type).
         case noop
 
-        public static let typeNames = ["latency", "bandwidth", "timeout", "reset_peer", "limit_data", "slow_close", "slicer", "noop"]
+        public static let typeNames = [
+            "latency", "bandwidth", "timeout", "reset_peer", "limit_data", "slow_close", "slicer", "noop",
+        ]
 
         var typeName: String {
             switch self {
@@ -141,7 +148,9 @@ public struct Toxic: Equatable, Sendable {
     /// Defaults as Toxiproxy's: stream downstream, toxicity 1, name `TYPE_STREAM`, attributes 0.
     /// `onLink` (`--netcond-link`): latency, bandwidth and timeout set the link every connection
     /// shares, so their `toxicity` cannot pick connections and below 1 is refused.
-    public static func decode(_ object: [String: Any], updating old: Toxic? = nil, onLink: Bool = false) throws(ToxiproxyError) -> Toxic {
+    public static func decode(_ object: [String: Any], updating old: Toxic? = nil, onLink: Bool = false)
+        throws(ToxiproxyError) -> Toxic
+    {
         // A field that is null is left out, as Go's decoder leaves the default.
         let object = object.filter { !($0.value is NSNull) }
         let type: String
@@ -153,19 +162,24 @@ public struct Toxic: Equatable, Sendable {
         } else {
             guard let given = object["type"] as? String, !given.isEmpty else {
                 throw ToxiproxyError(
-                    message: "invalid toxic type: none given; allowed: \(Kind.typeNames.joined(separator: ", "))", status: 400)
+                    message: "invalid toxic type: none given; allowed: \(Kind.typeNames.joined(separator: ", "))",
+                    status: 400)
             }
             type = given
         }
         guard Kind.typeNames.contains(type) else {
             throw ToxiproxyError(
-                message: "invalid toxic type: '\(type)'; allowed: \(Kind.typeNames.joined(separator: ", "))", status: 400)
+                message: "invalid toxic type: '\(type)'; allowed: \(Kind.typeNames.joined(separator: ", "))",
+                status: 400)
         }
         var stream = old?.stream ?? .downstream
         if let given = object["stream"] {
-            guard let text = given as? String, let value = Stream(rawValue: text.lowercased()) else { throw .invalidStream }
+            guard let text = given as? String, let value = Stream(rawValue: text.lowercased()) else {
+                throw .invalidStream
+            }
             if let old, value != old.stream {
-                throw .badBody("a toxic's stream cannot change (it is \(old.stream.rawValue)); delete it and add a new one")
+                throw .badBody(
+                    "a toxic's stream cannot change (it is \(old.stream.rawValue)); delete it and add a new one")
             }
             stream = value
         }
@@ -178,32 +192,17 @@ public struct Toxic: Equatable, Sendable {
         }
         var attributes = Dictionary(uniqueKeysWithValues: old?.kind.attributes ?? [])
         if let given = object["attributes"] {
-            guard let map = given as? [String: Any] else { throw .badBody("attributes must be an object, e.g. {\"latency\": 100}") }
-            let known = Kind.make(type: type, attributes: [:])!.attributes.map(\.0)
-            // Attributes the type does not have are ignored, as Toxiproxy ignores them (the toxic
-            // it answers with lists the ones it has).
-            for (key, value) in map.sorted(by: { $0.key < $1.key }) where known.contains(key) && !(value is NSNull) {
-                guard let number = value as? NSNumber, !Self.isBoolean(number), number.doubleValue == number.doubleValue.rounded(),
-                    let whole = Int64(exactly: number.doubleValue)
-                else {
-                    throw .badBody("\(type) attribute '\(key)' must be a whole number (\(Self.unit(of: key, type: type)))")
-                }
-                guard whole >= 0 else {
-                    throw .badBody("\(type) attribute '\(key)' must be 0 or more (\(Self.unit(of: key, type: type)))")
-                }
-                let most = Self.maximum(of: key, type: type)
-                guard whole <= most else {
-                    throw .badBody("\(type) attribute '\(key)' must be at most \(most) (\(Self.unit(of: key, type: type)))")
-                }
-                attributes[key] = whole
+            guard let map = given as? [String: Any] else {
+                throw .badBody("attributes must be an object, e.g. {\"latency\": 100}")
             }
+            try Self.decodeAttributes(map, type: type, into: &attributes)
         }
         let kind = Kind.make(type: type, attributes: attributes)!
         if onLink && toxicity < 1 && !kind.isPerConnection {
             throw .badBody(
-                "toxicity \(toxicity) on a \(type) toxic: under --netcond-link a \(type) acts on the link every connection of the "
-                    + "proxy shares, as a real network's does, so it cannot pick some connections; allowed: toxicity 1 (or leave "
-                    + "it out), or run netcond toxiproxy without --netcond-link")
+                "toxicity \(toxicity) on a \(type) toxic: under --netcond-link a \(type) acts on the link every "
+                    + "connection of the proxy shares, as a real network's does, so it cannot pick some connections; "
+                    + "allowed: toxicity 1 (or leave it out), or run netcond toxiproxy without --netcond-link")
         }
         if case .slicer(let average, let variation, _) = kind, average == 0 || variation >= average {
             throw .badBody("slicer needs average_size ≥ 1 byte and size_variation below it")
@@ -218,6 +217,31 @@ public struct Toxic: Equatable, Sendable {
             throw .badBody("a toxic's name is at most 1000 bytes (one longer could not be named in a URL)")
         }
         return Toxic(name: name, stream: stream, toxicity: toxicity, kind: kind)
+    }
+
+    /// The attributes of a `type` toxic in `map`, over those in `attributes`: whole numbers from 0
+    /// to the type's most. Attributes the type does not have are ignored, as Toxiproxy ignores them
+    /// (the toxic it answers with lists the ones it has).
+    private static func decodeAttributes(_ map: [String: Any], type: String, into attributes: inout [String: Int64])
+        throws(ToxiproxyError)
+    {
+        let known = Kind.make(type: type, attributes: [:])!.attributes.map(\.0)
+        for (key, value) in map.sorted(by: { $0.key < $1.key }) where known.contains(key) && !(value is NSNull) {
+            let unit = Self.unit(of: key, type: type)
+            guard let number = value as? NSNumber, !Self.isBoolean(number),
+                number.doubleValue == number.doubleValue.rounded(), let whole = Int64(exactly: number.doubleValue)
+            else {
+                throw .badBody("\(type) attribute '\(key)' must be a whole number (\(unit))")
+            }
+            guard whole >= 0 else {
+                throw .badBody("\(type) attribute '\(key)' must be 0 or more (\(unit))")
+            }
+            let most = Self.maximum(of: key, type: type)
+            guard whole <= most else {
+                throw .badBody("\(type) attribute '\(key)' must be at most \(most) (\(unit))")
+            }
+            attributes[key] = whole
+        }
     }
 
     /// The largest value an attribute takes: a day of milliseconds or microseconds, 100 GB/s, a petabyte.
@@ -254,9 +278,9 @@ public struct ToxicConditions: Equatable, Sendable {
 
     /// The link for `toxics` under the proxy `name`. Latencies and jitters of one stream add up (a
     /// chain of toxics, as in Toxiproxy); of several rates the lowest holds. Toxiproxy's latency L ±
-    /// jitter J (uniform) is the link's latency L − J plus up to 2J (from 0 plus up to L + J when J > L). A rate is Toxiproxy's
-    /// payload rate: the link's own (which counts 40 bytes of header per 1,460 of payload) is set so
-    /// that the payload moves at exactly that rate.
+    /// jitter J (uniform) is the link's latency L − J plus up to 2J (from 0 plus up to L + J when
+    /// J > L). A rate is Toxiproxy's payload rate: the link's own (which counts 40 bytes of header
+    /// per 1,460 of payload) is set so that the payload moves at exactly that rate.
     public init(toxics: [Toxic], name: String) {
         var up = LinkDirection()
         var down = LinkDirection()
@@ -282,7 +306,8 @@ public struct ToxicConditions: Equatable, Sendable {
             if toxic.stream.direction == .up { up = link } else { down = link }
         }
         self.profile = Profile(
-            name: "toxiproxy:\(name)", description: "Toxiproxy proxy \(name)", source: "toxiproxy API", up: up, down: down)
+            name: "toxiproxy:\(name)", description: "Toxiproxy proxy \(name)", source: "toxiproxy API", up: up,
+            down: down)
         switch (stalled.contains(.up), stalled.contains(.down)) {
         case (true, true): self.stall = .both
         case (true, false): self.stall = .up

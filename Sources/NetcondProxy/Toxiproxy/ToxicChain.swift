@@ -17,12 +17,17 @@ import NetcondCore
 ///            noop:          goes on as it came
 /// ```
 ///
-/// A stage whose toxic did not draw this connection (`toxicity`, drawn when the stage starts: the
-/// connection opens, the toxic is added or updated) passes everything at once. Updating a toxic
-/// hands on what its stage held and starts it again; removing one hands on what it held (a
-/// `timeout` closes the stream, as Toxiproxy 2.12 does). An end (the reading side's EOF or close)
-/// travels behind the data before it. Lives on one event loop; timers are that loop's.
+/// Each toxic is a value (``ToxicBehaviour``, one file each under `Toxics/`) that returns actions;
+/// the chain carries them out: it keeps each stage's queue, timers and the writer's promise, and
+/// counts the bytes the stages hold. A stage whose toxic did not draw this connection
+/// (`toxicity`, drawn when the stage starts: the connection opens, the toxic is added or updated)
+/// passes everything at once. Updating a toxic hands on what its stage held and starts it again;
+/// removing one hands on what it held (a `timeout` closes the stream, as Toxiproxy 2.12 does). An
+/// end (the reading side's EOF or close) travels behind the data before it. Lives on one event
+/// loop; timers are that loop's.
 final class ToxicChain {
+    typealias Ending = ToxicEnding
+
     enum Item {
         case data(ByteBuffer, stamp: NIODeadline, promise: EventLoopPromise<Void>?)
         /// The stream is over: the reading side's end of stream (`eof`) passed on, or the side
@@ -33,39 +38,47 @@ final class ToxicChain {
             if case .data(let buffer, _, _) = self { return buffer.readableBytes }
             return 0
         }
-    }
 
-    private final class Stage {
-        var toxic: Toxic
-        var applies: Bool
-        var queue = CircularBuffer<Item>()
-        /// What the stage holds while it waits (a chunk's latency or bandwidth, a slicer's rest).
-        var inHand: Item?
-        /// A timer is pending: the stage takes nothing new until it fires.
-        var waiting = false
-        var timer: Scheduled<Void>?
-        /// `timeout`'s clock: restarted by each chunk.
-        var idle: Scheduled<Void>?
-        /// The stage has ended its output (a timeout, a limit, a reset, an end passed on): what
-        /// reaches it is dropped.
-        var closed = false
-        /// `bandwidth`'s sleep owed (ns; below 0: a timer that fired late is made up).
-        var owed: Int64 = 0
-        /// `limit_data`'s bytes passed so far (kept across updates).
-        var passed: Int64 = 0
-        /// `reset_peer` has taken its chunk and waits to reset (not cut short by an update).
-        var resetting = false
+        var piece: ToxicPiece {
+            switch self {
+            case .data(let buffer, let stamp, _): return .data(buffer, stamp: stamp)
+            case .end(let ending): return .end(ending)
+            }
+        }
 
-        init(toxic: Toxic, applies: Bool) {
-            self.toxic = toxic
-            self.applies = applies
+        var promise: EventLoopPromise<Void>? {
+            if case .data(_, _, let promise) = self { return promise }
+            return nil
+        }
+
+        init(_ piece: ToxicPiece, promise: EventLoopPromise<Void>?) {
+            switch piece {
+            case .data(let buffer, let stamp): self = .data(buffer, stamp: stamp, promise: promise)
+            case .end(let ending): self = .end(ending)
+            }
         }
     }
 
-    enum Ending: Equatable {
-        case eof
-        case close
-        case reset
+    /// One toxic in the chain: its behaviour, and what the chain keeps for it.
+    private final class Stage {
+        var toxic: Toxic
+        var applies: Bool
+        var behaviour: any ToxicBehaviour
+        var queue = CircularBuffer<Item>()
+        /// The promise of the piece the behaviour holds (it goes with the last data it passes).
+        var promise: EventLoopPromise<Void>?
+        /// A `hold` or `pause` pending: the stage takes nothing new until it fires.
+        var wait: Scheduled<Void>?
+        var alarm: Scheduled<Void>?
+        /// The stage has ended its output (a timeout, a limit, a reset, an end passed on): what
+        /// reaches it is dropped.
+        var closed = false
+
+        init(toxic: Toxic, applies: Bool, behaviour: any ToxicBehaviour) {
+            self.toxic = toxic
+            self.applies = applies
+            self.behaviour = behaviour
+        }
     }
 
     let stream: Toxic.Stream
@@ -88,7 +101,10 @@ final class ToxicChain {
     private let onLink: Bool
 
     /// `seed`: the connection's, for its draws (toxicity, jitter, slice sizes).
-    init(stream: Toxic.Stream, seed: UInt64, eventLoop: EventLoop, onLink: Bool = false, deliver: @escaping (Item) -> Void) {
+    init(
+        stream: Toxic.Stream, seed: UInt64, eventLoop: EventLoop, onLink: Bool = false,
+        deliver: @escaping (Item) -> Void
+    ) {
         self.stream = stream
         self.onLink = onLink
         self.eventLoop = eventLoop
@@ -100,7 +116,7 @@ final class ToxicChain {
     /// A chunk read now (or the end of the stream) enters the chain.
     func push(_ item: Item) {
         guard !self.stopped else {
-            if case .data(_, _, let promise) = item { promise?.fail(ChannelError.ioOnClosedChannel) }
+            item.promise?.fail(ChannelError.ioOnClosedChannel)
             return
         }
         self.heldBytes += item.bytes
@@ -121,45 +137,30 @@ final class ToxicChain {
         }
         let old = self.stages
         var next: [Stage] = []
+        var started: [Stage] = []
         for toxic in wanted {
             if let stage = old.first(where: { Self.sameName($0.toxic.name, toxic.name) }) {
                 if stage.toxic != toxic {
-                    self.interrupt(stage)
+                    if self.interrupt(stage) {
+                        stage.behaviour = toxic.kind.behaviour(replacing: stage.behaviour, onLink: self.onLink)
+                    }
                     stage.toxic = toxic
                     stage.applies = self.draw(toxic)
-                    stage.owed = 0
+                    started.append(stage)
                 }
                 next.append(stage)
             } else {
-                next.append(Stage(toxic: toxic, applies: self.draw(toxic)))
+                let stage = Stage(
+                    toxic: toxic, applies: self.draw(toxic), behaviour: toxic.kind.behaviour(onLink: self.onLink))
+                next.append(stage)
+                started.append(stage)
             }
         }
-        // A removed stage hands what it held to the stage that followed it.
-        var handOver: [(after: Stage?, items: [Item], closes: Bool)] = []
-        for (index, stage) in old.enumerated() where !next.contains(where: { $0 === stage }) {
-            stage.idle?.cancel()
-            if stage.resetting {
-                // A reset under way goes ahead, as Toxiproxy's does (its wait cannot be cut short).
-                stage.queue.removeAll()
-                continue
-            }
-            stage.timer?.cancel()
-            stage.waiting = false
-            var items: [Item] = stage.inHand.map { [$0] } ?? []
-            stage.inHand = nil
-            items.append(contentsOf: stage.queue)
-            stage.queue.removeAll()
-            var closes = false
-            // Toxiproxy 2.12 closes the stream a timeout held when it is taken away (every
-            // connection's, drawn or not); on a netcond link the held data is delivered instead,
-            // as a network delivers after an outage.
-            if case .timeout = stage.toxic.kind, !stage.closed, !self.onLink { closes = true }
-            stage.closed = true
-            let previous = old[..<index].reversed().first { kept in next.contains { $0 === kept } }
-            handOver.append((previous, items, closes))
-        }
+        let handOver = self.takeOut(old.filter { stage in !next.contains { $0 === stage } }, from: old, keeping: next)
         self.stages = next
-        for stage in next where stage.idle == nil { self.startIdleClock(stage) }
+        for stage in started where stage.applies && !stage.closed {
+            self.run(stage.behaviour.start(now: self.eventLoop.now), at: stage)
+        }
         // The stage nearest the output first: what it held is older than what the ones before it held.
         for (previous, items, closes) in handOver.reversed() {
             let position = previous.flatMap { p in next.firstIndex { $0 === p } }.map { $0 + 1 } ?? 0
@@ -174,21 +175,52 @@ final class ToxicChain {
         for stage in next { self.resume(stage) }
     }
 
+    /// The stages taken away: what each held, to hand to the stage that followed it among those
+    /// kept (the one kept before it, and so the position after that one).
+    private func takeOut(_ removed: [Stage], from old: [Stage], keeping next: [Stage])
+        -> [(after: Stage?, items: [Item], closes: Bool)]
+    {
+        var handOver: [(after: Stage?, items: [Item], closes: Bool)] = []
+        for stage in removed {
+            stage.alarm?.cancel()
+            stage.alarm = nil
+            guard let held = stage.behaviour.interrupt() else {
+                // A reset under way goes ahead, as Toxiproxy's does (its wait cannot be cut short).
+                for item in stage.queue { self.drop(item) }
+                stage.queue.removeAll()
+                continue
+            }
+            stage.wait?.cancel()
+            stage.wait = nil
+            var items = self.items(held, promise: stage.promise)
+            stage.promise = nil
+            items.append(contentsOf: stage.queue)
+            stage.queue.removeAll()
+            // On a netcond link the data a timeout held is delivered instead, as a network
+            // delivers after an outage.
+            let closes = stage.behaviour.closesWhenRemoved && !stage.closed
+            stage.closed = true
+            let index = old.firstIndex { $0 === stage }!
+            let previous = old[..<index].reversed().first { kept in next.contains { $0 === kept } }
+            handOver.append((previous, items, closes))
+        }
+        return handOver
+    }
+
     /// Stops every timer; what the stages hold is dropped (the connection is gone: a write held
     /// fails, as a write to a closed channel does).
     func stop() {
         guard !self.stopped else { return }
         self.stopped = true
         for stage in self.stages {
-            stage.timer?.cancel()
-            stage.idle?.cancel()
-            for item in (stage.inHand.map { [$0] } ?? []) + Array(stage.queue) {
-                self.heldBytes -= item.bytes
-                if case .data(_, _, let promise) = item { promise?.fail(ChannelError.ioOnClosedChannel) }
-            }
-            stage.inHand = nil
+            stage.wait?.cancel()
+            stage.alarm?.cancel()
+            stage.promise?.fail(ChannelError.ioOnClosedChannel)
+            stage.promise = nil
+            for item in stage.queue { item.promise?.fail(ChannelError.ioOnClosedChannel) }
             stage.queue.removeAll()
         }
+        self.heldBytes = 0
         self.stages = []
     }
 
@@ -225,14 +257,21 @@ final class ToxicChain {
     private func drop(_ item: Item) {
         self.heldBytes -= item.bytes
         // A chunk a toxic drops was written, as far as its writer can tell.
-        if case .data(_, _, let promise) = item { promise?.succeed() }
+        item.promise?.succeed()
     }
 
     /// The stage takes what waits for it, one item at a time, until it has to wait.
     private func resume(_ stage: Stage) {
-        while !self.stopped, self.index(of: stage) != nil, !stage.waiting, !stage.queue.isEmpty {
+        while !self.stopped, self.index(of: stage) != nil, stage.wait == nil, !stage.queue.isEmpty {
             self.take(stage.queue.removeFirst(), stage: stage)
         }
+    }
+
+    private func take(_ item: Item, stage: Stage) {
+        if stage.closed { return self.drop(item) }
+        guard stage.applies else { return self.handOn(item, from: stage) }
+        stage.promise = item.promise
+        self.run(stage.behaviour.take(item.piece, now: self.eventLoop.now, random: &self.random), at: stage)
     }
 
     private func handOn(_ item: Item, from stage: Stage) {
@@ -240,181 +279,63 @@ final class ToxicChain {
         self.enter(item, at: (self.index(of: stage) ?? self.stages.count) + 1)
     }
 
-    /// Waits until `due`, holding `item` (if any), then runs `then` and takes what waits.
-    private func wait(_ stage: Stage, holding item: Item?, until due: NIODeadline, then: @escaping (Item?) -> Void) {
-        stage.inHand = item
-        stage.waiting = true
-        stage.timer = self.eventLoop.assumeIsolated().scheduleTask(deadline: due) { [weak self] in
-            guard let self, stage.waiting else { return }
-            let held = stage.inHand
-            stage.inHand = nil
-            stage.waiting = false
-            stage.timer = nil
-            then(held)
-            if !stage.waiting { self.resume(stage) }
-        }
+    /// What `held` becomes, `promise` going with its last data.
+    private func items(_ held: [ToxicPiece], promise: EventLoopPromise<Void>?) -> [Item] {
+        let last = held.lastIndex { if case .data = $0 { return true } else { return false } }
+        if last == nil { promise?.succeed() }
+        return held.enumerated().map { Item($0.element, promise: $0.offset == last ? promise : nil) }
     }
 
-    private func take(_ item: Item, stage: Stage) {
-        if stage.closed { return self.drop(item) }
-        guard stage.applies else { return self.handOn(item, from: stage) }
-        let now = self.eventLoop.now
-        switch (stage.toxic.kind, item) {
-        case (.latency(let latency, let jitter), .data(let buffer, let stamp, let promise)):
-            var milliseconds = latency
-            if jitter > 0 { milliseconds += Int64.random(in: 0..<(2 * jitter), using: &self.random) - jitter }
-            let due = stamp + .milliseconds(milliseconds)
-            let moved = Item.data(buffer, stamp: max(due, stamp), promise: promise)
-            guard due > now else { return self.handOn(moved, from: stage) }
-            self.wait(stage, holding: moved, until: due) { held in held.map { self.handOn($0, from: stage) } }
-
-        case (.bandwidth(let rate), .data(let buffer, let stamp, let promise)) where rate > 0:
-            stage.owed += Int64(buffer.readableBytes) * 1_000_000 / rate
-            self.pace(buffer, stamp: stamp, promise: promise, rate: rate, stage: stage)
-
-        case (.timeout(let milliseconds), .data):
-            if milliseconds > 0 { self.startIdleClock(stage) }
-            if self.onLink { self.handOn(item, from: stage) } else { self.drop(item) }
-
-        case (.resetPeer(let milliseconds), _):
-            // The first chunk (or the end) is taken; the stream is reset that long after.
-            self.drop(item)
-            stage.resetting = true
-            self.wait(stage, holding: nil, until: now + .milliseconds(milliseconds)) { _ in
-                stage.resetting = false
+    /// Carries out a toxic's actions, in order. A list with no `hold` finishes the piece the stage
+    /// took: the writer's promise goes with its last data, or is kept at once when none passed.
+    private func run(_ actions: [ToxicAction], at stage: Stage) {
+        let finishes = !actions.contains { if case .hold = $0 { return true } else { return false } }
+        var lastData: Int?
+        if finishes {
+            lastData = actions.lastIndex { if case .pass(.data) = $0 { return true } else { return false } }
+            if lastData == nil { stage.promise?.succeed() }
+        }
+        let promise = stage.promise
+        if finishes { stage.promise = nil }
+        for (index, action) in actions.enumerated() {
+            switch action {
+            case .pass(let piece):
+                self.handOn(Item(piece, promise: index == lastData ? promise : nil), from: stage)
+            case .drop(let bytes):
+                self.heldBytes -= bytes
+            case .cut(let ending):
                 for waiting in stage.queue { self.drop(waiting) }
                 stage.queue.removeAll()
-                self.handOn(.end(.reset), from: stage)
+                self.handOn(.end(ending), from: stage)
+            case .hold(let due), .pause(let due):
+                stage.wait = self.eventLoop.assumeIsolated().scheduleTask(deadline: due) { [weak self] in
+                    guard let self, stage.wait != nil else { return }
+                    stage.wait = nil
+                    self.run(stage.behaviour.wake(now: self.eventLoop.now, random: &self.random), at: stage)
+                    if stage.wait == nil { self.resume(stage) }
+                }
+            case .alarm(let due):
+                stage.alarm?.cancel()
+                stage.alarm = self.eventLoop.assumeIsolated().scheduleTask(deadline: due) { [weak self] in
+                    guard let self, !stage.closed else { return }
+                    self.run(stage.behaviour.wake(now: self.eventLoop.now, random: &self.random), at: stage)
+                }
             }
-
-        case (.limitData(let limit), .data(var buffer, let stamp, let promise)):
-            let room = max(0, limit - stage.passed)
-            if Int64(buffer.readableBytes) > room {
-                self.heldBytes -= buffer.readableBytes - Int(room)
-                buffer = buffer.getSlice(at: buffer.readerIndex, length: Int(room))!
-            }
-            if buffer.readableBytes > 0 {
-                stage.passed += Int64(buffer.readableBytes)
-                self.handOn(.data(buffer, stamp: stamp, promise: promise), from: stage)
-            } else {
-                promise?.succeed()
-            }
-            if limit - stage.passed <= 0 {
-                for waiting in stage.queue { self.drop(waiting) }
-                stage.queue.removeAll()
-                self.handOn(.end(.close), from: stage)
-            }
-
-        case (.slowClose(let delay), .end):
-            self.wait(stage, holding: item, until: now + .milliseconds(delay)) { held in held.map { self.handOn($0, from: stage) } }
-
-        case (.slicer(let average, let variation, let delay), .data(let buffer, let stamp, let promise)):
-            let sizes = self.slices(length: buffer.readableBytes, average: Int(average), variation: Int(variation))
-            self.slice(buffer, sizes: sizes[...], stamp: stamp, promise: promise, delay: delay, stage: stage)
-
-        case (.timeout, .end), (.latency, .end), (.bandwidth, _), (.limitData, .end), (.slowClose, .data),
-            (.slicer, .end), (.noop, _):
-            self.handOn(item, from: stage)
-        }
-    }
-
-    /// `bandwidth`: more than 100 ms of data goes on a 100 ms piece at a time; the rest once the
-    /// sleep it owes has passed (a late timer's overshoot is taken off the next sleep).
-    private func pace(_ buffer: ByteBuffer, stamp: NIODeadline, promise: EventLoopPromise<Void>?, rate: Int64, stage: Stage) {
-        let piece = Int(min(Int64(Int32.max), rate * 100))
-        let now = self.eventLoop.now
-        if buffer.readableBytes > piece {
-            let item = Item.data(buffer, stamp: stamp, promise: promise)
-            self.wait(stage, holding: item, until: now + .milliseconds(100)) { held in
-                guard case .data(var rest, let stamp, let promise) = held else { return }
-                let first = rest.readSlice(length: piece)!
-                stage.owed -= 100_000_000
-                self.enter(.data(first, stamp: stamp, promise: nil), at: (self.index(of: stage) ?? self.stages.count) + 1)
-                self.pace(rest, stamp: stamp, promise: promise, rate: rate, stage: stage)
-            }
-            return
-        }
-        let item = Item.data(buffer, stamp: stamp, promise: promise)
-        guard stage.owed > 0 else { return self.handOn(item, from: stage) }
-        self.wait(stage, holding: item, until: now + .nanoseconds(stage.owed)) { held in
-            stage.owed -= (self.eventLoop.now - now).nanoseconds
-            held.map { self.handOn($0, from: stage) }
-        }
-    }
-
-    /// Toxiproxy's slicing: a span longer than `average + variation` is halved (the middle moved
-    /// by up to ± `variation`), and each half again, until every piece is short enough.
-    private func slices(length: Int, average: Int, variation: Int) -> [Int] {
-        var sizes: [Int] = []
-        var spans = [(0, length)]
-        while let (start, end) = spans.popLast() {
-            if (end - start) - average <= variation || end - start < 2 {
-                if end > start { sizes.append(end - start) }
-                continue
-            }
-            var middle = start + (end - start) / 2
-            if variation > 0 { middle += Int.random(in: 0..<(2 * variation), using: &self.random) - variation }
-            middle = min(max(middle, start + 1), end - 1)
-            spans.append((middle, end))
-            spans.append((start, middle))
-        }
-        return sizes
-    }
-
-    /// `slicer`: one piece goes on, then a pause of `delay` µs (after the last piece too; with no
-    /// delay, every piece at once).
-    private func slice(
-        _ buffer: ByteBuffer, sizes: ArraySlice<Int>, stamp: NIODeadline, promise: EventLoopPromise<Void>?, delay: Int64,
-        stage: Stage
-    ) {
-        var buffer = buffer
-        var sizes = sizes
-        while delay == 0, let size = sizes.first, buffer.readableBytes > 0 {
-            sizes = sizes.dropFirst()
-            let piece = buffer.readSlice(length: min(size, buffer.readableBytes))!
-            let last = buffer.readableBytes == 0 || sizes.isEmpty
-            self.enter(.data(piece, stamp: stamp, promise: last ? promise : nil), at: (self.index(of: stage) ?? self.stages.count) + 1)
-            if last { return }
-        }
-        guard let size = sizes.popFirst(), buffer.readableBytes > 0 else {
-            promise?.succeed()
-            return
-        }
-        let piece = buffer.readSlice(length: min(size, buffer.readableBytes))!
-        let last = buffer.readableBytes == 0
-        self.enter(.data(piece, stamp: stamp, promise: last ? promise : nil), at: (self.index(of: stage) ?? self.stages.count) + 1)
-        let rest: Item? = last ? nil : .data(buffer, stamp: stamp, promise: promise)
-        self.wait(stage, holding: rest, until: self.eventLoop.now + .microseconds(delay)) { held in
-            guard case .data(let remaining, let stamp, let promise) = held else { return }
-            self.slice(remaining, sizes: sizes, stamp: stamp, promise: promise, delay: delay, stage: stage)
-        }
-    }
-
-    /// `timeout`'s clock: the stream is closed once `timeout` ms pass without a chunk.
-    private func startIdleClock(_ stage: Stage) {
-        stage.idle?.cancel()
-        stage.idle = nil
-        guard stage.applies, !stage.closed, case .timeout(let milliseconds) = stage.toxic.kind, milliseconds > 0 else { return }
-        stage.idle = self.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(milliseconds)) { [weak self] in
-            guard let self, !stage.closed else { return }
-            for waiting in stage.queue { self.drop(waiting) }
-            stage.queue.removeAll()
-            self.handOn(.end(.close), from: stage)
         }
     }
 
     /// A stage's wait is cut short by an update: what it held goes on now ("no data on the
-    /// floor"), not through the stage again.
-    private func interrupt(_ stage: Stage) {
-        stage.idle?.cancel()
-        stage.idle = nil
-        guard !stage.resetting else { return }  // a reset under way is not stopped, as in Toxiproxy
-        stage.timer?.cancel()
-        stage.timer = nil
-        stage.waiting = false
-        if let held = stage.inHand {
-            stage.inHand = nil
-            self.handOn(held, from: stage)
-        }
+    /// floor"), not through the stage again. False when the wait cannot be cut short (a reset
+    /// under way, as in Toxiproxy), which then keeps its behaviour until it is done.
+    private func interrupt(_ stage: Stage) -> Bool {
+        stage.alarm?.cancel()
+        stage.alarm = nil
+        guard let held = stage.behaviour.interrupt() else { return false }
+        stage.wait?.cancel()
+        stage.wait = nil
+        let items = self.items(held, promise: stage.promise)
+        stage.promise = nil
+        for item in items { self.handOn(item, from: stage) }
+        return true
     }
 }

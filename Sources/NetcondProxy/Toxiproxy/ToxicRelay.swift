@@ -6,13 +6,13 @@ import NetcondCore
 
 /// One Toxiproxy proxy run as Toxiproxy runs it: each connection it accepts is joined to a new
 /// connection to the upstream, made at once, and each of its two streams passes through the
-/// proxy's toxics on its own (``ToxicConnectionHandler``, relay wiring). An upstream that cannot
-/// be reached closes the client's connection (a FIN, as Toxiproxy's `Close`); so does an upstream
-/// that is one of this process's own listeners (a proxy pointed at itself, at another proxy that
-/// points back, or at the API), with a line on stderr, instead of a loop that eats every descriptor
-/// and a core: an upstream that resolves to one (``LoopRefusingResolver``) is not connected to at
-/// all; one that reaches one all the same is closed once made, and its arrival at that listener
-/// is reset there rather than relayed on (round again).
+/// proxy's toxics on its own (``ToxicRelayWiring``). An upstream that cannot be reached closes the
+/// client's connection (a FIN, as Toxiproxy's `Close`); so does an upstream that is one of this
+/// process's own listeners (a proxy pointed at itself, at another proxy that points back, or at the
+/// API), with a line on stderr, instead of a loop that eats every descriptor and a core: an
+/// upstream that resolves to one (``LoopRefusingResolver``) is not connected to at all; one that
+/// reaches one all the same is closed once made, and its arrival at that listener is reset there
+/// rather than relayed on (round again).
 final class ToxicRelay: Sendable {
     let eventLoop: EventLoop
     private let name: String
@@ -32,7 +32,8 @@ final class ToxicRelay: Sendable {
         self.upstreamHost = upstream.host
         self.upstreamPort = upstream.port
         self.eventLoop = eventLoop
-        self.connections = NIOLoopBoundBox.makeBoxSendingValue(ToxicConnections(seed: seed, toxics: toxics), eventLoop: eventLoop)
+        self.connections = NIOLoopBoundBox.makeBoxSendingValue(
+            ToxicConnections(seed: seed, toxics: toxics), eventLoop: eventLoop)
     }
 
     /// Listens at `host:port` (0: any free port); returns where.
@@ -84,7 +85,7 @@ final class ToxicRelay: Sendable {
         let id = ObjectIdentifier(client)
         self.children.withLockedValue { $0[id] = client }
         client.closeFuture.whenComplete { [children] _ in children.withLockedValue { $0[id] = nil } }
-        let handler = try self.connections.value.attach(to: client, wiring: .relay)
+        let relay = try self.connections.value.attachRelay(to: client)
         // Every listener of netcond's: a proxy's (a loop) and an API's (nothing a Toxiproxy proxy
         // is for, and from another host a way into the API).
         let refused = ProcessListeners.addresses(.proxy) + ProcessListeners.addresses(.api)
@@ -117,8 +118,8 @@ final class ToxicRelay: Sendable {
                         upstream.closeFuture.whenComplete { [children = self.children] _ in
                             children.withLockedValue { $0[upstreamID] = nil }
                         }
-                        try upstream.pipeline.syncOperations.addHandler(ToxicUpstreamSide(connection: handler))
-                        handler.attachUpstream(upstream)
+                        try upstream.pipeline.syncOperations.addHandler(ToxicUpstreamSide(relay: relay))
+                        relay.attachUpstream(upstream)
                     } catch {
                         upstream.close(promise: nil)
                         client.close(promise: nil)
@@ -139,9 +140,10 @@ final class ToxicRelay: Sendable {
         }
         guard first else { return }
         let host = self.upstreamHost.contains(":") ? "[\(self.upstreamHost)]" : self.upstreamHost
-        let line = "netcond: Toxiproxy proxy \(self.name): a loop: its upstream \(host):\(self.upstreamPort) is "
-            + "\(ProcessListeners.describe(reached)), one of netcond's own listeners; its connections are closed instead of "
-            + "going round (point its upstream at the server)\n"
+        let line =
+            "netcond: Toxiproxy proxy \(self.name): a loop: its upstream \(host):\(self.upstreamPort) is "
+            + "\(ProcessListeners.describe(reached)), one of netcond's own listeners; its connections are closed "
+            + "instead of going round (point its upstream at the server)\n"
         FileHandle.standardError.write(Data(line.utf8))
     }
 }

@@ -16,7 +16,7 @@ import NetcondCore
 /// | `POST /populate` | create or replace a list of proxies (201, `{"proxies": [...]}`) |
 /// | `GET`, `POST`/`PATCH`, `DELETE /proxies/{proxy}` | show, update (`enabled`, `listen`, `upstream`), delete (204) |
 /// | `GET`, `POST /proxies/{proxy}/toxics` | list, add (409 when the name is taken) |
-/// | `GET`, `POST`/`PATCH`, `DELETE /proxies/{proxy}/toxics/{toxic}` | show, update attributes or toxicity, remove (204) |
+/// | `GET`, `POST`/`PATCH`, `DELETE /proxies/{proxy}/toxics/{toxic}` | show, update attributes/toxicity, remove (204) |
 /// | `POST /reset` | every proxy enabled, every toxic removed (204) |
 ///
 /// Errors have Toxiproxy's shape (`{"error": "…", "status": N}`). Requests a web page could send
@@ -53,8 +53,10 @@ public actor ToxiproxyServer {
         }
 
         var jsonObject: [String: Any] {
-            ["name": self.name, "listen": self.listen, "upstream": self.upstream, "enabled": self.enabled,
-             "toxics": self.toxics.map(\.jsonObject)]
+            [
+                "name": self.name, "listen": self.listen, "upstream": self.upstream, "enabled": self.enabled,
+                "toxics": self.toxics.map(\.jsonObject),
+            ]
         }
     }
 
@@ -77,7 +79,8 @@ public actor ToxiproxyServer {
     /// `netcondLink`: latency, bandwidth and timeout toxics set a netcond link that the proxy's
     /// connections share (see ``ToxicConditions``), rather than acting on each connection as in Toxiproxy.
     public init(
-        seed: UInt64, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, anyHost: Bool = false, netcondLink: Bool = false
+        seed: UInt64, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, anyHost: Bool = false,
+        netcondLink: Bool = false
     ) {
         self.seed = seed
         self.group = group
@@ -106,7 +109,10 @@ public actor ToxiproxyServer {
         let access = ControlAccess(listenHost: HostAddress.isIPLiteral(HostAddress.unbracketed(host)) ? nil : host)
         let anyHost = self.anyHost
         let server = JSONHTTPServer(maxBodyBytes: ControlAPI.maxBodyBytes) { [weak self] request in
-            guard let self else { return JSONHTTPResponse(status: 503, json: ToxiproxyError(message: "netcond has stopped", status: 503).json) }
+            guard let self else {
+                return JSONHTTPResponse(
+                    status: 503, json: ToxiproxyError(message: "netcond has stopped", status: 503).json)
+            }
             var response = Self.refusal(request, access: access, anyHost: anyHost)
             if response == nil { response = await self.answer(request) }
             // As Toxiproxy's middleware: an id for every request.
@@ -118,12 +124,6 @@ public actor ToxiproxyServer {
     }
 
     static let maxToxics = 1_000
-
-    /// A request id as Toxiproxy's (an xid: 20 characters of base32hex).
-    static func requestID() -> String {
-        let digits = Array("0123456789abcdefghijklmnopqrstuv")
-        return String((0..<20).map { _ in digits[Int.random(in: 0..<32)] })
-    }
 
     /// Stops the API and every proxy (their listeners and connections).
     public func stop() async {
@@ -142,29 +142,12 @@ public actor ToxiproxyServer {
     /// Creates the proxies of a Toxiproxy config file (`toxiproxy-server -config`): a JSON list of
     /// `{"name", "listen", "upstream", "enabled"}`.
     public func populate(json: [UInt8]) async -> (status: Int, json: [UInt8]) {
-        let answer = await self.answer(JSONHTTPRequest(method: "POST", target: "/populate", headers: [], body: json, tooLarge: false))
+        let answer = await self.answer(
+            JSONHTTPRequest(method: "POST", target: "/populate", headers: [], body: json, tooLarge: false))
         return (answer.status, answer.json)
     }
 
     // MARK: - Requests
-
-    /// Host and Origin as the control API checks them; a browser's user agent as Toxiproxy does.
-    static func refusal(_ request: JSONHTTPRequest, access: ControlAccess, anyHost: Bool = false) -> JSONHTTPResponse? {
-        if request.headers.contains(where: { $0.name.lowercased() == "user-agent" && $0.value.hasPrefix("Mozilla/") }) {
-            return JSONHTTPResponse(status: 403, json: ToxiproxyError(message: "User agent not allowed: netcond's Toxiproxy API takes no requests from browsers (a web page must not change the conditions)", status: 403).json)
-        }
-        // The control API's checks, without its JSON-only rule: Toxiproxy's clients post /reset
-        // with no body and no type; Origin is what keeps pages out.
-        let headers = anyHost ? request.headers.filter { $0.name.lowercased() != "host" } : request.headers
-        let target = anyHost ? request.path : request.target
-        if let rejection = access.check(method: "GET", target: target, headers: headers, hasBody: false) {
-            return JSONHTTPResponse(status: rejection.status, json: ToxiproxyError(message: rejection.message, status: rejection.status).json)
-        }
-        if request.tooLarge {
-            return JSONHTTPResponse(status: 413, json: ToxiproxyError(message: "bad request body: over 1 MB", status: 413).json)
-        }
-        return nil
-    }
 
     func answer(_ request: JSONHTTPRequest) async -> JSONHTTPResponse {
         await self.acquire()
@@ -176,7 +159,8 @@ public actor ToxiproxyServer {
             let (status, object) = try await self.route(request)
             guard let object else { return JSONHTTPResponse(status: status, json: []) }
             if let raw = object as? RawJSON { return JSONHTTPResponse(status: status, json: try raw.bytes() + [0x0A]) }
-            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+            let data = try JSONSerialization.data(
+                withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
             return JSONHTTPResponse(status: status, json: Array(data) + [0x0A])
         } catch let error as ToxiproxyError {
             return JSONHTTPResponse(status: error.status, json: error.json)
@@ -185,90 +169,111 @@ public actor ToxiproxyServer {
         }
     }
 
+    /// A request's path, split at its slashes (each part percent-decoded) and its answer.
     private func route(_ request: JSONHTTPRequest) async throws -> (Int, Any?) {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map {
             String($0).removingPercentEncoding ?? String($0)
         }
         let method = request.method
-        func wrong(_ allowed: String) -> ToxiproxyError {
-            ToxiproxyError(message: "method not allowed: \(method) \(request.path); allowed: \(allowed)", status: 405)
-        }
         switch parts.count {
         case 1 where parts[0] == "version":
-            guard method == "GET" else { throw wrong("GET") }
+            guard method == "GET" else { throw Self.wrong(request, "GET") }
             // Byte for byte as Toxiproxy writes it.
             return (200, RawJSON(text: "{\"version\": \"\(Self.version)\"}"))
         case 1 where parts[0] == "reset":
-            guard method == "POST" else { throw wrong("POST") }
+            guard method == "POST" else { throw Self.wrong(request, "POST") }
             try await self.reset()
             return (204, nil)
         case 1 where parts[0] == "populate":
-            guard method == "POST" else { throw wrong("POST") }
+            guard method == "POST" else { throw Self.wrong(request, "POST") }
             return try await self.populate(body: request.body)
         case 1 where parts[0] == "proxies":
-            switch method {
-            case "GET":
-                return (200, RawJSON(object: self.proxies.values.map { ($0.name, $0.jsonObject) }))
-            case "POST":
-                let entry = try await self.create(try Self.object(request.body))
-                return (201, entry.jsonObject)
-            default: throw wrong("GET or POST")
-            }
+            return try await self.proxiesRoute(request)
         case 2 where parts[0] == "proxies":
-            let entry = try self.entry(parts[1])
-            switch method {
-            case "GET": return (200, entry.jsonObject)
-            case "POST", "PATCH":
-                try await self.update(entry, try Self.object(request.body))
-                return (200, entry.jsonObject)
-            case "DELETE":
-                await self.close(entry)
-                self.proxies[ExactName(entry.name)] = nil
-                return (204, nil)
-            default: throw wrong("GET, POST, PATCH or DELETE")
-            }
+            return try await self.proxyRoute(request, entry: try self.entry(parts[1]))
         case 3 where parts[0] == "proxies" && parts[2] == "toxics":
-            let entry = try self.entry(parts[1])
-            switch method {
-            case "GET": return (200, entry.toxics.map(\.jsonObject))
-            case "POST":
-                let toxic = try Toxic.decode(try Self.object(request.body), onLink: self.netcondLink)
-                guard !entry.toxics.contains(where: { ToxicChain.sameName($0.name, toxic.name) }) else {
-                    throw ToxiproxyError.toxicExists
-                }
-                guard entry.toxics.count < Self.maxToxics else {
-                    // Bounds the work per chunk, and the sum of the latencies (1,000 days at most).
-                    throw ToxiproxyError.badBody("a proxy has at most \(Self.maxToxics) toxics; remove one first")
-                }
-                try await self.setToxics(entry, entry.toxics + [toxic])
-                return (200, toxic.jsonObject)
-            default: throw wrong("GET or POST")
-            }
+            return try await self.toxicsRoute(request, entry: try self.entry(parts[1]))
         case 4 where parts[0] == "proxies" && parts[2] == "toxics":
-            let entry = try self.entry(parts[1])
-            guard let position = entry.toxics.firstIndex(where: { ToxicChain.sameName($0.name, parts[3]) }) else {
-                throw ToxiproxyError.toxicNotFound
-            }
-            switch method {
-            case "GET": return (200, entry.toxics[position].jsonObject)
-            case "POST", "PATCH":
-                let toxic = try Toxic.decode(
-                    try Self.object(request.body), updating: entry.toxics[position], onLink: self.netcondLink)
-                var toxics = entry.toxics
-                toxics[position] = toxic
-                try await self.setToxics(entry, toxics)
-                return (200, toxic.jsonObject)
-            case "DELETE":
-                var toxics = entry.toxics
-                toxics.remove(at: position)
-                try await self.setToxics(entry, toxics)
-                return (204, nil)
-            default: throw wrong("GET, POST, PATCH or DELETE")
-            }
+            return try await self.toxicRoute(request, entry: try self.entry(parts[1]), name: parts[3])
         default:
             throw ToxiproxyError(
-                message: "not found: \(request.path); endpoints: /version, /reset, /populate, /proxies, /proxies/{proxy}, "
+                message:
+                    "not found: \(request.path); endpoints: /version, /reset, /populate, /proxies, /proxies/{proxy}, "
                     + "/proxies/{proxy}/toxics, /proxies/{proxy}/toxics/{toxic}", status: 404)
+        }
+    }
+
+    private static func wrong(_ request: JSONHTTPRequest, _ allowed: String) -> ToxiproxyError {
+        ToxiproxyError(
+            message: "method not allowed: \(request.method) \(request.path); allowed: \(allowed)", status: 405)
+    }
+
+    /// `/proxies`: list, create.
+    private func proxiesRoute(_ request: JSONHTTPRequest) async throws -> (Int, Any?) {
+        switch request.method {
+        case "GET":
+            return (200, RawJSON(object: self.proxies.values.map { ($0.name, $0.jsonObject) }))
+        case "POST":
+            let entry = try await self.create(try Self.object(request.body))
+            return (201, entry.jsonObject)
+        default: throw Self.wrong(request, "GET or POST")
+        }
+    }
+
+    /// `/proxies/{proxy}`: show, update, delete.
+    private func proxyRoute(_ request: JSONHTTPRequest, entry: Entry) async throws -> (Int, Any?) {
+        switch request.method {
+        case "GET": return (200, entry.jsonObject)
+        case "POST", "PATCH":
+            try await self.update(entry, try Self.object(request.body))
+            return (200, entry.jsonObject)
+        case "DELETE":
+            await self.close(entry)
+            self.proxies[ExactName(entry.name)] = nil
+            return (204, nil)
+        default: throw Self.wrong(request, "GET, POST, PATCH or DELETE")
+        }
+    }
+
+    /// `/proxies/{proxy}/toxics`: list, add.
+    private func toxicsRoute(_ request: JSONHTTPRequest, entry: Entry) async throws -> (Int, Any?) {
+        switch request.method {
+        case "GET": return (200, entry.toxics.map(\.jsonObject))
+        case "POST":
+            let toxic = try Toxic.decode(try Self.object(request.body), onLink: self.netcondLink)
+            guard !entry.toxics.contains(where: { ToxicChain.sameName($0.name, toxic.name) }) else {
+                throw ToxiproxyError.toxicExists
+            }
+            guard entry.toxics.count < Self.maxToxics else {
+                // Bounds the work per chunk, and the sum of the latencies (1,000 days at most).
+                throw ToxiproxyError.badBody("a proxy has at most \(Self.maxToxics) toxics; remove one first")
+            }
+            try await self.setToxics(entry, entry.toxics + [toxic])
+            return (200, toxic.jsonObject)
+        default: throw Self.wrong(request, "GET or POST")
+        }
+    }
+
+    /// `/proxies/{proxy}/toxics/{toxic}`: show, update, remove.
+    private func toxicRoute(_ request: JSONHTTPRequest, entry: Entry, name: String) async throws -> (Int, Any?) {
+        guard let position = entry.toxics.firstIndex(where: { ToxicChain.sameName($0.name, name) }) else {
+            throw ToxiproxyError.toxicNotFound
+        }
+        switch request.method {
+        case "GET": return (200, entry.toxics[position].jsonObject)
+        case "POST", "PATCH":
+            let toxic = try Toxic.decode(
+                try Self.object(request.body), updating: entry.toxics[position], onLink: self.netcondLink)
+            var toxics = entry.toxics
+            toxics[position] = toxic
+            try await self.setToxics(entry, toxics)
+            return (200, toxic.jsonObject)
+        case "DELETE":
+            var toxics = entry.toxics
+            toxics.remove(at: position)
+            try await self.setToxics(entry, toxics)
+            return (204, nil)
+        default: throw Self.wrong(request, "GET, POST, PATCH or DELETE")
         }
     }
 
@@ -277,57 +282,17 @@ public actor ToxiproxyServer {
         return entry
     }
 
-    private static func object(_ body: [UInt8]) throws(ToxiproxyError) -> [String: Any] {
-        switch ControlAPI.object(body, example: #"{"name": "redis", "upstream": "127.0.0.1:6379"}"#) {
-        case .success(let object): return object.filter { !($0.value is NSNull) }
-        case .failure(let rejection): throw .badBody(rejection.message)
-        }
-    }
-
-    private static func string(_ object: [String: Any], _ key: String) throws(ToxiproxyError) -> String? {
-        guard let value = object[key], !(value is NSNull) else { return nil }
-        guard let text = value as? String else { throw .badBody("\(key) must be a string") }
-        return text
-    }
-
-    private static func flag(_ object: [String: Any], _ key: String) throws(ToxiproxyError) -> Bool? {
-        guard let value = object[key], !(value is NSNull) else { return nil }
-        guard let number = value as? NSNumber, Toxic.isBoolean(number) else { throw .badBody("\(key) must be true or false") }
-        return number.boolValue
-    }
-
-    /// Where a proxy listens: `host:port`, the port 0 for any free one, the host empty for every
-    /// interface (as Go listens).
-    static func listenAddress(_ text: String) throws(ToxiproxyError) -> (host: String, port: Int) {
-        guard let (host, port) = Self.split(text), (0...65535).contains(port) else {
-            throw .badBody("listen '\(text)' is not host:port (e.g. 127.0.0.1:26379, or port 0 for any free one)")
-        }
-        return (host.isEmpty ? "0.0.0.0" : host, port)
-    }
-
-    /// The server a proxy connects to: `host:port`, both given.
-    static func upstreamAddress(_ text: String) throws(ToxiproxyError) -> (host: String, port: Int) {
-        guard let (host, port) = Self.split(text), !host.isEmpty, (1...65535).contains(port) else {
-            throw .badBody("upstream '\(text)' is not host:port with a port from 1 to 65535 (e.g. 127.0.0.1:6379)")
-        }
-        return (host, port)
-    }
-
-    private static func split(_ text: String) -> (String, Int)? {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]) else { return nil }
-        let host = HostAddress.unbracketed(String(text[..<colon]))
-        guard HostAddress.isIPLiteral(host) || !host.contains(":") else { return nil }
-        return (host, port)
-    }
-
     private func create(_ object: [String: Any]) async throws -> Entry {
-        guard let name = try Self.string(object, "name"), !name.isEmpty else { throw ToxiproxyError.missingField("name") }
+        guard let name = try Self.string(object, "name"), !name.isEmpty else {
+            throw ToxiproxyError.missingField("name")
+        }
         guard let upstream = try Self.string(object, "upstream"), !upstream.isEmpty else {
             throw ToxiproxyError.missingField("upstream")
         }
         guard !name.contains("/") else { throw ToxiproxyError.badBody("a proxy's name cannot contain '/'") }
         guard name.utf8.count <= ExactName.limit else {
-            throw ToxiproxyError.badBody("a proxy's name is at most \(ExactName.limit) bytes (one longer could not be named in a URL)")
+            throw ToxiproxyError.badBody(
+                "a proxy's name is at most \(ExactName.limit) bytes (one longer could not be named in a URL)")
         }
         _ = try Self.upstreamAddress(upstream)
         let listen = try Self.string(object, "listen") ?? "127.0.0.1:0"
@@ -372,11 +337,16 @@ public actor ToxiproxyServer {
     /// differs, or created. One that cannot be made stops there: those before it stay, and the
     /// answer carries the error with the proxies made.
     private func populate(body: [UInt8]) async throws -> (Int, Any?) {
-        guard let parsed = try? JSONSerialization.jsonObject(with: Data(body)), let list = parsed as? [[String: Any]] else {
-            throw ToxiproxyError.badBody("expected a JSON list of proxies, e.g. [{\"name\": \"redis\", \"listen\": \"127.0.0.1:26379\", \"upstream\": \"127.0.0.1:6379\"}]")
+        guard let parsed = try? JSONSerialization.jsonObject(with: Data(body)), let list = parsed as? [[String: Any]]
+        else {
+            throw ToxiproxyError.badBody(
+                "expected a JSON list of proxies, e.g. [{\"name\": \"redis\", \"listen\": \"127.0.0.1:26379\", "
+                    + "\"upstream\": \"127.0.0.1:6379\"}]")
         }
         for (number, object) in zip(1..., list) {
-            guard let name = try Self.string(object, "name"), !name.isEmpty else { throw ToxiproxyError.missingField("name at proxy \(number)") }
+            guard let name = try Self.string(object, "name"), !name.isEmpty else {
+                throw ToxiproxyError.missingField("name at proxy \(number)")
+            }
             guard let upstream = try Self.string(object, "upstream"), !upstream.isEmpty else {
                 throw ToxiproxyError.missingField("upstream at proxy \(number)")
             }
@@ -405,16 +375,6 @@ public actor ToxiproxyServer {
         return (201, ["proxies": made.map(\.jsonObject)])
     }
 
-    /// Two listen addresses are the same when they resolve alike (`localhost` is 127.0.0.1).
-    static func sameListen(_ given: String, _ bound: String) -> Bool {
-        guard let a = try? Self.listenAddress(given), let b = try? Self.listenAddress(bound) else { return given == bound }
-        func plain(_ host: String) -> String {
-            let lower = host.lowercased()
-            return lower == "localhost" ? "127.0.0.1" : ProcessListeners.plainIP(lower)
-        }
-        return a.port == b.port && plain(a.host) == plain(b.host)
-    }
-
     private func reset() async throws {
         for entry in self.proxies.values.sorted(by: { $0.index < $1.index }) {
             try await self.setToxics(entry, [])
@@ -437,17 +397,20 @@ public actor ToxiproxyServer {
         let seed = SeedDeriver.derive(self.seed, entry.index)
         let bound: SocketAddress
         if self.netcondLink {
-            let box = NIOLoopBoundBox.makeBoxSendingValue(ToxicConnections(seed: seed, toxics: entry.toxics), eventLoop: loop)
+            let box = NIOLoopBoundBox.makeBoxSendingValue(
+                ToxicConnections(seed: seed, toxics: entry.toxics), eventLoop: loop)
             let conditions = ToxicConditions(toxics: entry.toxics, name: entry.name)
             var configuration = ProxyConfiguration(
                 profile: conditions.profile, seed: SeedDeriver.derive(self.seed, entry.index, 1),
-                forwards: [PortForward(listenHost: host, listenPort: port, targetHost: targetHost, targetPort: targetPort)],
+                forwards: [
+                    PortForward(listenHost: host, listenPort: port, targetHost: targetHost, targetPort: targetPort)
+                ],
                 controllable: true)
             configuration.servesProxy = false
             // A proxy whose upstream is down accepts and closes (a FIN), as Toxiproxy does: suites dial
             // a proxy to see that it is up, and a reset would fail their connect now and then.
             configuration.forwardClosesOnUpstreamFailure = true
-            configuration.forwardConnectionHook = { channel, _ in try box.value.attach(to: channel, wiring: .forward) }
+            configuration.forwardConnectionHook = { channel, _ in try box.value.attachForward(to: channel) }
             let server = ProxyServer(configuration: configuration, group: loop)
             let addresses: ProxyAddresses
             do {
@@ -475,7 +438,8 @@ public actor ToxiproxyServer {
         if let ip = bound.ipAddress, let boundPort = bound.port {
             entry.listen = ListenerExposure.display(ip, boundPort)
             if !HostAddress.isLoopback(ip) {
-                let line = "netcond: warning: Toxiproxy proxy \(entry.name) listens on \(entry.listen), not only on loopback: "
+                let line =
+                    "netcond: warning: Toxiproxy proxy \(entry.name) listens on \(entry.listen), not only on loopback: "
                     + "anyone who can reach this machine on that port is relayed to \(entry.upstream), with no "
                     + "authentication; to keep it to this machine: listen 127.0.0.1:\(boundPort)\n"
                 FileHandle.standardError.write(Data(line.utf8))
@@ -503,69 +467,5 @@ public actor ToxiproxyServer {
         }
         let loop = entry.relay?.eventLoop ?? entry.server?.eventLoop
         try await loop?.submit { connections.value.update(toxics) }.get()
-    }
-}
-
-/// A name as Toxiproxy keys it: its bytes (Swift's `String` equality would make `é` written two
-/// ways one name, and Foundation's dictionaries too).
-struct ExactName: Hashable {
-    let bytes: [UInt8]
-
-    init(_ name: String) { self.bytes = Array(name.utf8) }
-
-    /// Longer names could be created but never named in a URL again (the request line's limit).
-    static let limit = 1_000
-}
-
-/// A JSON object whose keys may be equal as Swift strings but not as bytes (`GET /proxies`): each
-/// member serialized on its own, in the order given (sorted by key bytes).
-struct RawJSON {
-    var object: [(String, Any)] = []
-    /// Written as it is instead.
-    var text: String?
-
-    func bytes() throws -> [UInt8] {
-        if let text = self.text { return Array(text.utf8) }
-        var out: [UInt8] = Array("{".utf8)
-        for (i, (key, value)) in self.object.sorted(by: { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }).enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            let keyArray = try JSONSerialization.data(withJSONObject: [key], options: [.withoutEscapingSlashes])
-            out += keyArray.dropFirst().dropLast()
-            out.append(UInt8(ascii: ":"))
-            out += try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])
-        }
-        out.append(UInt8(ascii: "}"))
-        return out
-    }
-}
-
-/// The open connections of one proxy and the toxics they meet; lives on the proxy's loop.
-final class ToxicConnections {
-    private let seed: UInt64
-    private var opened: UInt64 = 0
-    private var handlers: [ObjectIdentifier: ToxicConnectionHandler] = [:]
-    private var toxics: [Toxic]
-
-    init(seed: UInt64, toxics: [Toxic]) {
-        self.seed = seed
-        self.toxics = toxics
-    }
-
-    /// A new connection: its handler goes first in its pipeline and meets the toxics in force.
-    @discardableResult
-    func attach(to channel: Channel, wiring: ToxicConnectionHandler.Wiring) throws -> ToxicConnectionHandler {
-        self.opened += 1
-        let handler = ToxicConnectionHandler(seed: SeedDeriver.derive(self.seed, self.opened), wiring: wiring)
-        handler.update(self.toxics, opening: true)
-        try channel.pipeline.syncOperations.addHandler(handler, position: .first)
-        let id = ObjectIdentifier(channel)
-        self.handlers[id] = handler
-        channel.closeFuture.assumeIsolated().whenComplete { _ in self.handlers[id] = nil }
-        return handler
-    }
-
-    func update(_ toxics: [Toxic]) {
-        self.toxics = toxics
-        for handler in self.handlers.values { handler.update(toxics) }
     }
 }
