@@ -9,19 +9,10 @@ extension ScenarioDecoder {
         guard !map.entries.isEmpty else {
             throw node.error("no checks; allowed: \(CheckSpec.names.joined(separator: ", ")) (e.g. completes: {})")
         }
-        let defaultFile = Self.urlFile(client)
+        let context = CheckContext(origin: origin, client: client)
+        let defaultFile = context.defaultFile
         func fileReference(_ node: ConfigNode?, in check: ConfigNode) throws(ConfigError) -> String {
-            guard let node else {
-                guard let defaultFile else {
-                    throw check.error("which file? the client's url is not an origin file; allowed: file: NAME from origin.files")
-                }
-                return defaultFile
-            }
-            let name = try node.string(expecting: "a file name from origin.files")
-            guard origin.file(named: name) != nil else {
-                throw node.error(Suggestion.unknown("file", name, among: origin.files.map(\.name), listedAs: "files in origin.files"))
-            }
-            return name
+            try context.fileReference(node, in: check)
         }
         var checks: [CheckSpec] = []
         for (key, value) in map.entries {
@@ -58,38 +49,79 @@ extension ScenarioDecoder {
             case "stays-usable":
                 checks.append(.staysUsable(try Self.staysUsable(value)))
             case "idempotent":
-                let spec = try value.mapping(allowedKeys: ["api"])
-                let api: String
-                if let node = spec["api"] {
-                    api = try node.string(expecting: "an endpoint name from origin.api")
-                    guard let endpoint = origin.api(named: api) else {
-                        throw node.error(Suggestion.unknown("endpoint", api, among: origin.api.map(\.name), listedAs: "endpoints in origin.api"))
-                    }
-                    guard endpoint.method == .post else { throw node.error("\(endpoint.path) is a GET endpoint; allowed: a POST endpoint from origin.api") }
-                } else {
-                    guard let name = Self.urlAPI(client), origin.api(named: name)?.method == .post else {
-                        throw value.error("which endpoint? the client's url is not a POST endpoint of origin.api; allowed: api: NAME")
-                    }
-                    api = name
-                }
-                checks.append(.idempotent(IdempotentCheck(api: api)))
+                checks.append(.idempotent(try Self.idempotent(value, context: context)))
             default:
-                let spec = try value.mapping(allowedKeys: ["file", "factor", "jitter", "max_per_minute", "recovery"])
-                var check = BacksOffCheck()
-                check.file = try spec["file"].map { node throws(ConfigError) in try fileReference(node, in: value) } ?? defaultFile
-                if let factor = spec["factor"] {
-                    guard let number = Double(try factor.string(expecting: "a number")), number >= 1, number <= 10 else {
-                        throw factor.error("factor \(factor.text) is out of range; allowed: 1…10 (e.g. 1.5)")
-                    }
-                    check.factor = number
-                }
-                if let jitter = spec["jitter"] { check.jitter = try jitter.unit(Probability.parse).value }
-                if let cap = spec["max_per_minute"] { check.maxPerMinute = try cap.integer(in: 1...100_000, meaning: "attempts per minute") }
-                if let recovery = spec["recovery"] { check.recovery = try recovery.span(in: .zero...(.seconds(Int64(3600))), allowed: "0s…1h", example: "recovery: 10s") }
-                checks.append(.backsOff(check))
+                checks.append(.backsOff(try Self.backsOff(value, context: context)))
             }
         }
         return checks
+    }
+
+    /// What a check may refer to: the scenario's origin, and the file or endpoint of the client's url.
+    struct CheckContext {
+        var origin: OriginContent
+        var client: ClientSpec
+
+        /// The origin file of the client's url, which a check judges unless it names one.
+        var defaultFile: String? { ScenarioDecoder.urlFile(self.client) }
+
+        /// `file: NAME` of a check (or the url's file when absent): a file of origin.files.
+        func fileReference(_ node: ConfigNode?, in check: ConfigNode) throws(ConfigError) -> String {
+            guard let node else {
+                guard let file = self.defaultFile else {
+                    throw check.error(
+                        "which file? the client's url is not an origin file; allowed: file: NAME from origin.files")
+                }
+                return file
+            }
+            let name = try node.string(expecting: "a file name from origin.files")
+            guard self.origin.file(named: name) != nil else {
+                throw node.error(
+                    Suggestion.unknown("file", name, among: self.origin.files.map(\.name), listedAs: "files in origin.files"))
+            }
+            return name
+        }
+    }
+
+    private static func idempotent(_ value: ConfigNode, context: CheckContext) throws(ConfigError) -> IdempotentCheck {
+        let spec = try value.mapping(allowedKeys: ["api"])
+        guard let node = spec["api"] else {
+            guard let name = Self.urlAPI(context.client), context.origin.api(named: name)?.method == .post else {
+                throw value.error("which endpoint? the client's url is not a POST endpoint of origin.api; allowed: api: NAME")
+            }
+            return IdempotentCheck(api: name)
+        }
+        let api = try node.string(expecting: "an endpoint name from origin.api")
+        guard let endpoint = context.origin.api(named: api) else {
+            throw node.error(
+                Suggestion.unknown("endpoint", api, among: context.origin.api.map(\.name), listedAs: "endpoints in origin.api"))
+        }
+        guard endpoint.method == .post else {
+            throw node.error("\(endpoint.path) is a GET endpoint; allowed: a POST endpoint from origin.api")
+        }
+        return IdempotentCheck(api: api)
+    }
+
+    private static func backsOff(_ value: ConfigNode, context: CheckContext) throws(ConfigError) -> BacksOffCheck {
+        let spec = try value.mapping(allowedKeys: ["file", "factor", "jitter", "max_per_minute", "recovery"])
+        var check = BacksOffCheck()
+        check.file = try spec["file"].map { node throws(ConfigError) in try context.fileReference(node, in: value) }
+            ?? context.defaultFile
+        if let factor = spec["factor"] {
+            guard let number = Double(try factor.string(expecting: "a number")), number >= 1, number <= 10 else {
+                throw factor.error("factor \(factor.text) is out of range; allowed: 1…10 (e.g. 1.5)")
+            }
+            check.factor = number
+        }
+        if let jitter = spec["jitter"] { check.jitter = try jitter.unit(Probability.parse).value }
+        if let cap = spec["max_per_minute"] {
+            check.maxPerMinute = try cap.integer(in: 1...100_000, meaning: "attempts per minute")
+        }
+        if let recovery = spec["recovery"] {
+            check.recovery = try recovery.span(
+                in: .zero...(.seconds(Int64(3600))), allowed: "0s…1h", example: "recovery: 10s")
+        }
+        return check
     }
 
     private static func staysUsable(_ node: ConfigNode) throws(ConfigError) -> StaysUsableCheck {

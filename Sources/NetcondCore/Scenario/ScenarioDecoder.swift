@@ -208,41 +208,7 @@ public enum ScenarioDecoder {
         for element in try node.list() {
             let map = try element.mapping(
                 allowedKeys: Self.timelineTriggers + ["of"] + Self.timelineActions, expecting: "an event (e.g. \(example))")
-            let present = Self.timelineTriggers.filter { map[$0] != nil }
-            // No trigger at all: `required` says 'at' is missing, as for any missing key.
-            let first = present.first ?? "at"
-            if present.count > 1, let second = map[present[1]] {
-                throw second.error("\(present[0]) and \(present[1]) exclude each other; allowed: one trigger per event")
-            }
-            let triggerNode = try map.required(first, meaning: "when, from the client's start (e.g. 5s); or after_request: N, after_bytes: SIZE")
-            let trigger: ScenarioTrigger
-            switch first {
-            case "at":
-                trigger = .at(try triggerNode.span(in: .zero...(.seconds(Int64(3600))), allowed: "0s…1h", example: "at: 5s"))
-            case "after_request":
-                let count = try triggerNode.integer(in: 1...1_000_000, meaning: "how many finished responses")
-                var target: OriginTarget?
-                if let ofNode = map["of"] {
-                    let path = try ofNode.string(expecting: "a file or endpoint path (e.g. /files/big.bin)")
-                    if let name = OriginFile.name(inPath: path), origin.file(named: name) != nil {
-                        target = .file(name)
-                    } else if let name = OriginAPI.name(inPath: path), origin.api(named: name) != nil {
-                        target = .api(name)
-                    } else {
-                        let known = origin.files.map(\.path) + origin.api.map(\.path)
-                        throw ofNode.error("'\(path)' is not a file or endpoint of this scenario; allowed: "
-                            + (known.isEmpty ? "define one under origin.files or origin.api" : known.joined(separator: ", ")))
-                    }
-                }
-                trigger = .afterRequests(count, of: target)
-            default:
-                let bytes = try triggerNode.unit(ByteCount.parse)
-                guard bytes.bytes >= 1 else { throw triggerNode.error("after_bytes must be at least 1B") }
-                trigger = .afterBytes(bytes)
-            }
-            if let ofNode = map["of"], first != "after_request" {
-                throw ofNode.error("of goes with after_request; allowed: {after_request: 1, of: /files/big.bin, ...}")
-            }
+            let trigger = try Self.timelineTrigger(map, origin: origin)
             let (kind, value) = try map.single(of: Self.timelineActions, thing: "event", example: example)
             let action: ScenarioAction
             switch kind {
@@ -281,6 +247,46 @@ public enum ScenarioDecoder {
             events.append(ScenarioEvent(trigger: trigger, action: action))
         }
         return events
+    }
+
+    /// An event's one trigger: `at`, `after_request` (with an optional `of`) or `after_bytes`.
+    private static func timelineTrigger(_ map: ConfigMapping, origin: OriginContent) throws(ConfigError) -> ScenarioTrigger {
+        let present = Self.timelineTriggers.filter { map[$0] != nil }
+        // No trigger at all: `required` says 'at' is missing, as for any missing key.
+        let first = present.first ?? "at"
+        if present.count > 1, let second = map[present[1]] {
+            throw second.error("\(present[0]) and \(present[1]) exclude each other; allowed: one trigger per event")
+        }
+        let triggerNode = try map.required(first, meaning: "when, from the client's start (e.g. 5s); or after_request: N, after_bytes: SIZE")
+        let trigger: ScenarioTrigger
+        switch first {
+        case "at":
+            trigger = .at(try triggerNode.span(in: .zero...(.seconds(Int64(3600))), allowed: "0s…1h", example: "at: 5s"))
+        case "after_request":
+            let count = try triggerNode.integer(in: 1...1_000_000, meaning: "how many finished responses")
+            var target: OriginTarget?
+            if let ofNode = map["of"] {
+                let path = try ofNode.string(expecting: "a file or endpoint path (e.g. /files/big.bin)")
+                if let name = OriginFile.name(inPath: path), origin.file(named: name) != nil {
+                    target = .file(name)
+                } else if let name = OriginAPI.name(inPath: path), origin.api(named: name) != nil {
+                    target = .api(name)
+                } else {
+                    let known = origin.files.map(\.path) + origin.api.map(\.path)
+                    throw ofNode.error("'\(path)' is not a file or endpoint of this scenario; allowed: "
+                        + (known.isEmpty ? "define one under origin.files or origin.api" : known.joined(separator: ", ")))
+                }
+            }
+            trigger = .afterRequests(count, of: target)
+        default:
+            let bytes = try triggerNode.unit(ByteCount.parse)
+            guard bytes.bytes >= 1 else { throw triggerNode.error("after_bytes must be at least 1B") }
+            trigger = .afterBytes(bytes)
+        }
+        if let ofNode = map["of"], first != "after_request" {
+            throw ofNode.error("of goes with after_request; allowed: {after_request: 1, of: /files/big.bin, ...}")
+        }
+        return trigger
     }
 
     // MARK: - Client
