@@ -55,9 +55,21 @@ public struct ControlHistory: Sendable, Equatable {
 
     /// A moment the link changed, or a fault hit.
     public struct Mark: Codable, Sendable, Equatable {
+        /// What happened; the raw values are the JSON's `kind`.
+        public enum Kind: String, Codable, Sendable, CaseIterable, CustomStringConvertible {
+            case profile
+            case outage
+            case outageEnd = "outage-end"
+            case stall
+            case stallEnd = "stall-end"
+            case portal
+            case fault
+
+            public var description: String { self.rawValue }
+        }
+
         public var t: Double
-        /// `outage`, `outage-end`, `stall`, `stall-end`, `profile`, `portal`, `fault`.
-        public var kind: String
+        public var kind: Kind
         public var detail: String
     }
 
@@ -73,7 +85,7 @@ public struct ControlHistory: Sendable, Equatable {
         defer { self.last = status }
         let queue = status.queueDelayMs
         guard let last = self.last, status.elapsedSeconds > last.elapsedSeconds else {
-            if self.last == nil { self.mark(status.elapsedSeconds, "profile", status.profile) }
+            if self.last == nil { self.mark(status.elapsedSeconds, .profile, status.profile) }
             return
         }
         let dt = max(0.05, status.elapsedSeconds - last.elapsedSeconds)
@@ -96,28 +108,28 @@ public struct ControlHistory: Sendable, Equatable {
         }
 
         let t = status.elapsedSeconds
-        if status.profile != last.profile { self.mark(t, "profile", status.profile) }
+        if status.profile != last.profile { self.mark(t, .profile, status.profile) }
         if status.outage != last.outage {
-            if let outage = status.outage { self.mark(t, "outage", outage) } else { self.mark(t, "outage-end", last.outage ?? "") }
+            if let outage = status.outage { self.mark(t, .outage, outage) } else { self.mark(t, .outageEnd, last.outage ?? "") }
         }
         if status.stalled != last.stalled {
             if status.stalled.isEmpty {
-                self.mark(t, "stall-end", last.stalled.joined(separator: ", "))
+                self.mark(t, .stallEnd, last.stalled.joined(separator: ", "))
             } else {
-                self.mark(t, "stall", status.stalled.joined(separator: ", "))
+                self.mark(t, .stall, status.stalled.joined(separator: ", "))
             }
         }
         if status.captivePortal != last.captivePortal, let portal = status.captivePortal {
-            self.mark(t, "portal", portal)
+            self.mark(t, .portal, portal)
         }
         if status.faultsApplied > last.faultsApplied {
             let hits = status.faultsApplied - last.faultsApplied
-            self.mark(t, "fault", "\(hits) request\(hits == 1 ? "" : "s") hit")
+            self.mark(t, .fault, "\(hits) request\(hits == 1 ? "" : "s") hit")
         }
         if self.marks.count > Self.markCapacity { self.marks.removeFirst(self.marks.count - Self.markCapacity) }
     }
 
-    private mutating func mark(_ t: Double, _ kind: String, _ detail: String) {
+    private mutating func mark(_ t: Double, _ kind: Mark.Kind, _ detail: String) {
         self.marks.append(Mark(t: Self.rounded(t), kind: kind, detail: detail))
     }
 
