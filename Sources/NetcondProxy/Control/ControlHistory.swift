@@ -16,7 +16,8 @@ public struct ControlHistory: Sendable, Equatable {
     public struct Sample: Codable, Sendable, Equatable {
         /// Seconds since the run started (its end).
         public var t: Double
-        /// Down bytes delivered and up bytes carried, in kbit/s over the interval.
+        /// Down bytes the link carried (``ControlStatus/linkBytesDown``: delivered, or arrived and held
+        /// behind a hole until its repair) and up bytes carried, in kbit/s over the interval.
         public var downKbps: Double
         public var upKbps: Double
         /// How long a byte queued at the bottleneck waits, down and up, in ms (the moment's; nil
@@ -93,7 +94,7 @@ public struct ControlHistory: Sendable, Equatable {
         let lost = (status.segmentsLost + status.queueDrops + status.outageDrops) - (last.segmentsLost + last.queueDrops + last.outageDrops)
         self.samples.append(Sample(
             t: Self.rounded(status.elapsedSeconds),
-            downKbps: Self.rounded(perSecond(status.bytesDelivered, last.bytesDelivered) * 8 / 1000),
+            downKbps: Self.rounded(perSecond(Self.carriedDown(status), Self.carriedDown(last)) * 8 / 1000),
             upKbps: Self.rounded(perSecond(status.bytesUp, last.bytesUp) * 8 / 1000),
             queueDownMs: queue.flatMap { $0.count > 1 ? Self.rounded($0[1]) : nil },
             queueUpMs: queue.flatMap { $0.first.map(Self.rounded) },
@@ -134,6 +135,12 @@ public struct ControlHistory: Sendable, Equatable {
     }
 
     private static func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+
+    /// The down bytes the link carried by a status. Not those delivered: a receiver passes bytes on
+    /// in order, so after a loss behind a full queue (half a second of it) the bytes that came
+    /// meanwhile wait for the repair, then go at once: a steady download drew 0, then twice the
+    /// link's rate, while the link was busy at its rate throughout.
+    static func carriedDown(_ status: ControlStatus) -> Int64 { status.linkBytesDown ?? status.bytesDelivered }
 
     /// `GET /history[?since=T]`: the samples and marks after `since` (all without it).
     public func json(since: Double?) -> [UInt8] {
