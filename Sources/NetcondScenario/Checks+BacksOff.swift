@@ -39,7 +39,9 @@ extension Checks {
             problems.append("\(busiest) attempts within a minute (cap \(check.maxPerMinute))")
         }
         problems += Self.gapProblems(gaps, after: window, check)
-        if let recovery = check.recovery, let problem = Self.recoveryProblem(attempts, lastFailure: lastFailure, within: recovery) {
+        if let recovery = check.recovery,
+            let problem = Self.recoveryProblem(attempts, lastFailure: lastFailure, within: recovery)
+        {
             problems.append(problem)
         }
         let context = Self.backOffContext(window)
@@ -49,8 +51,9 @@ extension Checks {
         if problems.isEmpty {
             return CheckResult(name: name, passed: true, evidence: seen)
         }
-        return CheckResult(name: name, passed: false, evidence: "\(seen) — " + problems.prefix(2).joined(separator: "; ")
-                           + (problems.count > 2 ? "; and \(problems.count - 2) more" : ""))
+        let more = problems.count > 2 ? "; and \(problems.count - 2) more" : ""
+        let said = problems.prefix(2).joined(separator: "; ") + more
+        return CheckResult(name: name, passed: false, evidence: "\(seen) — " + said)
     }
 
     /// The most attempts within any 60 s (`times` in order).
@@ -99,7 +102,8 @@ extension Checks {
             return "never came back after the last failure at +\(Self.seconds(failureEnd))"
         }
         if back.at - failureEnd > recovery.seconds {
-            return "came back \(Self.seconds(back.at - failureEnd)) after the last failure (need ≤ \(formatSeconds(recovery)))"
+            return "came back \(Self.seconds(back.at - failureEnd)) after the last failure "
+                + "(need ≤ \(formatSeconds(recovery)))"
         }
         return nil
     }

@@ -26,7 +26,8 @@ extension Checks {
         }
         let text = seen.joined(separator: "; ")
         if problems.isEmpty { return CheckResult(name: name, passed: true, evidence: text) }
-        return CheckResult(name: name, passed: false, evidence: (text.isEmpty ? "" : text + " — ") + problems.joined(separator: "; "))
+        let said = problems.joined(separator: "; ")
+        return CheckResult(name: name, passed: false, evidence: (text.isEmpty ? "" : text + " — ") + said)
     }
 
     /// A step of the client's: how long it took, when it began, when it ended, what it was.
@@ -43,18 +44,21 @@ extension Checks {
         var problems = found.problems
         if let slowest = durations.max(by: { $0.seconds < $1.seconds }) {
             let slowText = slowest.seconds.isFinite ? Self.seconds(slowest.seconds) : "forever"
-            seen.append("\(durations.count) step\(durations.count == 1 ? "" : "s") (\(found.described)), slowest \(slowText): "
-                + "\(slowest.what) at +\(Self.seconds(slowest.at))")
+            let steps = "\(durations.count) step\(durations.count == 1 ? "" : "s")"
+            let slowestAt = Self.seconds(slowest.at)
+            seen.append("\(steps) (\(found.described)), slowest \(slowText): \(slowest.what) at +\(slowestAt)")
             let over = durations.filter { $0.seconds > check.budget.seconds }
             if !over.isEmpty {
-                problems.append("\(over.count) step\(over.count == 1 ? "" : "s") over the \(formatSeconds(check.budget)) budget")
+                let steps = "\(over.count) step\(over.count == 1 ? "" : "s")"
+                problems.append("\(steps) over the \(formatSeconds(check.budget)) budget")
             }
         } else {
             seen.append("no \(found.described)")
         }
         if let within = check.within, let last = durations.map(\.end).max() {
             if last > within.seconds {
-                problems.append("the last step ended at +\(last.isFinite ? Self.seconds(last) : "never") (need all within \(formatSeconds(within)))")
+                let ended = last.isFinite ? Self.seconds(last) : "never"
+                problems.append("the last step ended at +\(ended) (need all within \(formatSeconds(within)))")
             } else {
                 seen.append("all done by +\(Self.seconds(last))")
             }
@@ -90,14 +94,15 @@ extension Checks {
         case .requests(let glob):
             for request in evidence.requests where fnmatch(glob, request.path, 0) == 0 {
                 guard let ended = request.ended else {
-                    durations.append((.infinity, request.at, .infinity, "\(request.method) \(request.path) never answered"))
+                    let what = "\(request.method) \(request.path) never answered"
+                    durations.append((.infinity, request.at, .infinity, what))
                     continue
                 }
                 let broken = request.cutShort || (request.status ?? 599) >= 400
-                durations.append((ended - request.at, request.at, ended,
-                                  "\(request.method) \(request.path)" + (broken ? " (\(Self.failureCause(request)))" : "")))
+                let cause = broken ? " (\(Self.failureCause(request)))" : ""
+                durations.append((ended - request.at, request.at, ended, "\(request.method) \(request.path)" + cause))
                 if broken {
-                    problems.append("\(request.method) \(request.path) at +\(Self.seconds(request.at)) failed (\(Self.failureCause(request)))")
+                    problems.append("\(request.method) \(request.path) at +\(Self.seconds(request.at)) failed\(cause)")
                 }
             }
             return (durations, "requests for \(glob)", problems)
@@ -109,7 +114,8 @@ extension Checks {
     static func givingUpJudged(within: Span, _ evidence: RunEvidence) -> (seen: [String], problems: [String]) {
         let bound = formatSeconds(within)
         if evidence.timedOut {
-            return ([], ["still running at its \(formatSeconds(evidence.deadline)) deadline (need it to end by itself within \(bound))"])
+            let deadline = formatSeconds(evidence.deadline)
+            return ([], ["still running at its \(deadline) deadline (need it to end by itself within \(bound))"])
         }
         guard let exit = evidence.exit else { return ([], ["the client did not run"]) }
         var problems: [String] = []

@@ -75,7 +75,8 @@ extension HTMLReport {
     /// The requests the captive portal answered (events `portal answered 200: GET http://host/path`).
     static func portalAnswers(_ events: [ReportScenario.Event]) -> [PortalAnswer] {
         events.compactMap { event -> PortalAnswer? in
-            guard event.kind == .captive, event.detail.hasPrefix("portal answered "), let at = Self.finite(event.at) else { return nil }
+            guard event.kind == .captive, event.detail.hasPrefix("portal answered "), let at = Self.finite(event.at)
+            else { return nil }
             let rest = event.detail.dropFirst("portal answered ".count)
             guard let colon = rest.firstIndex(of: ":"), let status = Int(rest[..<colon]) else { return nil }
             let words = rest[rest.index(after: colon)...].split(separator: " ", maxSplits: 1).map(String.init)
@@ -115,7 +116,8 @@ extension HTMLReport {
                 + "\(Self.escape(text.count > 40 ? String(text.prefix(39)) + "…" : text))</text>\n"
         }
         let bar = "<g class=\"mark request portal\" data-at=\"\(Self.number(at))\"><title>\(Self.escape(title))</title>"
-            + "<rect x=\"\(String(format: "%.1f", position(at)))\" y=\"\(Int(top))\" height=\"\(Int(height))\" width=\"6\" data-w=\"6\"/></g>\n"
+            + "<rect x=\"\(String(format: "%.1f", position(at)))\" y=\"\(Int(top))\" height=\"\(Int(height))\" "
+            + "width=\"6\" data-w=\"6\"/></g>\n"
         return (bar, label)
     }
 
@@ -123,7 +125,8 @@ extension HTMLReport {
     /// arrival to the end of its response, the part before the response head (waiting on the
     /// server) lighter, coloured by outcome.
     static func originRow(
-        _ request: ReportScenario.Request, top: Double, height: Double, labelled: Bool, end: Double, position: (Double) -> Double
+        _ request: ReportScenario.Request, top: Double, height: Double, labelled: Bool, end: Double,
+        position: (Double) -> Double
     ) -> (bar: String, label: String) {
         let at = Self.finite(request.at) ?? 0
         // The bar ends when the response's last byte reached the client (what the link held
@@ -138,14 +141,17 @@ extension HTMLReport {
         let start = position(at)
         let stop = max(position(ended ?? end), start + 2)
         let title = Self.requestTitle(request, ended: ended)
-        var svg = "<g class=\"\(classes)\" data-at=\"\(Self.number(at))\"" + (ended.map { " data-ended=\"\(Self.number($0))\"" } ?? "")
-            + "><title>\(Self.escape(title))</title><rect x=\"\(String(format: "%.1f", start))\" y=\"\(Int(top))\" height=\"\(Int(height))\" width=\""
-            + String(format: "%.1f", stop - start) + "\" data-w=\"\(String(format: "%.3f", max(0, position(ended ?? end) - start)))\"/>"
+        let exact = String(format: "%.3f", max(0, position(ended ?? end) - start))
+        var svg = "<g class=\"\(classes)\" data-at=\"\(Self.number(at))\""
+            + (ended.map { " data-ended=\"\(Self.number($0))\"" } ?? "")
+            + "><title>\(Self.escape(title))</title><rect x=\"\(String(format: "%.1f", start))\" y=\"\(Int(top))\" "
+            + "height=\"\(Int(height))\" width=\"" + String(format: "%.1f", stop - start) + "\" data-w=\"\(exact)\"/>"
         if let responded, responded > at {
             let waitEnd = min(max(position(responded), start), stop)
             if waitEnd - start >= 1 {
-                svg += "<rect class=\"wait\" x=\"\(String(format: "%.1f", start))\" y=\"\(Int(top))\" height=\"\(Int(height))\" "
-                    + "width=\"\(String(format: "%.1f", waitEnd - start))\" data-w=\"\(String(format: "%.3f", waitEnd - start))\"/>"
+                svg += "<rect class=\"wait\" x=\"\(String(format: "%.1f", start))\" y=\"\(Int(top))\" "
+                    + "height=\"\(Int(height))\" width=\"\(String(format: "%.1f", waitEnd - start))\" "
+                    + "data-w=\"\(String(format: "%.3f", waitEnd - start))\"/>"
             }
         }
         var text = ""
@@ -159,7 +165,8 @@ extension HTMLReport {
     /// A request's title: all the row says, and when each part of it happened.
     static func requestTitle(_ request: ReportScenario.Request, ended: Double?) -> String {
         let at = Self.finite(request.at) ?? 0
-        var title = "+\(Self.number(at))s \(request.method) \(request.path) → \(request.status.map(String.init) ?? "no answer")"
+        let status = request.status.map(String.init) ?? "no answer"
+        var title = "+\(Self.number(at))s \(request.method) \(request.path) → \(status)"
         if let range = request.range { title += ", Range: \(range)" }
         if let key = request.idempotencyKey { title += ", Idempotency-Key: \(key)" }
         title += ", \(request.bodyBytes) bytes"
@@ -174,7 +181,8 @@ extension HTMLReport {
             title += ", waited \(Self.number(((responded - at) * 1000).rounded() / 1000))s for the server"
         }
         if let received = Self.finite(request.received) {
-            title += ", sent by +\(Self.number(Self.finite(request.ended) ?? received))s, its last byte at the client +\(Self.number(received))s"
+            title += ", sent by +\(Self.number(Self.finite(request.ended) ?? received))s, "
+                + "its last byte at the client +\(Self.number(received))s"
         } else if let ended {
             title += ", ended +\(Self.number(ended))s"
         }
@@ -199,7 +207,8 @@ extension HTMLReport {
     /// response that asked for a wait (`Retry-After` in seconds) that wait, as a bar the next
     /// attempt should not come before: a client's backoff, or its lack, at a glance.
     static func attemptLane(
-        _ attempts: [ReportScenario.Attempt], requests: [ReportScenario.Request], top: Double, position: (Double) -> Double
+        _ attempts: [ReportScenario.Attempt], requests: [ReportScenario.Request], top: Double,
+        position: (Double) -> Double
     ) -> String {
         var svg = ""
         for attempt in attempts {
@@ -232,11 +241,13 @@ extension HTMLReport {
             let from = Self.finite(request.ended) ?? at
             asked[at] = (from, wait)
             let row = top + 28 + Double(number % 2) * 5
-            svg += "<g class=\"retry-after\"><title>the response at +\(Self.number(from))s asked the client to wait \(Self.number(wait))s "
-                + "(Retry-After): until +\(Self.number(from + wait))s</title><rect x=\"\(String(format: "%.1f", position(from)))\" "
-                + "y=\"\(Int(row))\" height=\"3\" width=\"\(String(format: "%.1f", max(1, position(from + wait) - position(from))))\"/>"
-                + "<rect class=\"until\" x=\"\(String(format: "%.1f", position(from + wait) - 1))\" y=\"\(Int(row - 3))\" height=\"9\" width=\"2\"/>"
-                + "</g>\n"
+            let width = String(format: "%.1f", max(1, position(from + wait) - position(from)))
+            let until = String(format: "%.1f", position(from + wait) - 1)
+            svg += "<g class=\"retry-after\"><title>the response at +\(Self.number(from))s asked the client to wait "
+                + "\(Self.number(wait))s (Retry-After): until +\(Self.number(from + wait))s</title>"
+                + "<rect x=\"\(String(format: "%.1f", position(from)))\" y=\"\(Int(row))\" height=\"3\" "
+                + "width=\"\(width)\"/>"
+                + "<rect class=\"until\" x=\"\(until)\" y=\"\(Int(row - 3))\" height=\"9\" width=\"2\"/></g>\n"
         }
         return (svg, asked)
     }
@@ -253,9 +264,11 @@ extension HTMLReport {
             label += ", asked \(Self.number(asked.wait))s"
             early = b < asked.from + asked.wait
         }
-        var svg = "<g class=\"gap\(early ? " early" : "")\"><title>\(label) between attempts\(early ? ": sooner than the server asked" : "")</title>"
-            + "<line x1=\"\(String(format: "%.1f", position(a) + 4))\" x2=\"\(String(format: "%.1f", position(b) - 4))\" "
-            + "data-o-x1=\"\(String(format: "%.1f", position(a)))\" data-dx1=\"4\" data-o-x2=\"\(String(format: "%.1f", position(b)))\" data-dx2=\"-4\" "
+        func x(_ value: Double) -> String { String(format: "%.1f", value) }
+        let sooner = early ? ": sooner than the server asked" : ""
+        var svg = "<g class=\"gap\(early ? " early" : "")\"><title>\(label) between attempts\(sooner)</title>"
+            + "<line x1=\"\(x(position(a) + 4))\" x2=\"\(x(position(b) - 4))\" "
+            + "data-o-x1=\"\(x(position(a)))\" data-dx1=\"4\" data-o-x2=\"\(x(position(b)))\" data-dx2=\"-4\" "
             + "y1=\"\(Int(top + 10))\" y2=\"\(Int(top + 10))\"/>"
         if position(b) - position(a) >= Double(label.count) * 5.5 + 6 {
             svg += "<text x=\"\(String(format: "%.1f", (position(a) + position(b)) / 2))\" y=\"\(Int(top + 24))\">"

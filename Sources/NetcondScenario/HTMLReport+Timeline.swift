@@ -42,7 +42,8 @@ extension HTMLReport {
 
     /// Each lane's top, from the rows the timeline's labels and the requests take.
     struct Lanes {
-        var timeline = 8.0, link = 0.0, rate = 0.0, requests = 0.0, attempts = 0.0, bytes = 0.0, output = 0.0, axis = 0.0
+        var timeline = 8.0, link = 0.0, rate = 0.0, requests = 0.0
+        var attempts = 0.0, bytes = 0.0, output = 0.0, axis = 0.0
         var height: Double { self.axis + 22 }
 
         init(timelineRows: Int, requestRows: Int, rowHeight: Double) {
@@ -74,7 +75,8 @@ extension HTMLReport {
         var drawing = Drawing()
         drawing.fixed += Self.laneNames(lanes, requests: requests.count, labelled: rows.labelled)
         drawing.ticks += Self.timeAxis(
-            end: scale.end, x: scale.x, lineClass: "tick", from: lanes.timeline, to: lanes.axis, labelY: Int(lanes.axis + 14))
+            end: scale.end, x: scale.x, lineClass: "tick", from: lanes.timeline, to: lanes.axis,
+            labelY: Int(lanes.axis + 14))
         drawing.svg += Self.timelineEvents(labels, lanes: lanes, scale: scale)
         let events = Array((scenario.events ?? []).prefix(Self.maxLinesDrawn * 2))
         drawing.svg += Self.linkStates(events, top: lanes.link, end: scale.end, position: scale.position)
@@ -89,11 +91,13 @@ extension HTMLReport {
         let originRequests = requests.compactMap { if case .origin(let request) = $0 { request } else { nil } }
         drawing.svg += Self.attemptLane(
             scenario.attempts ?? [], requests: originRequests, top: lanes.attempts, position: scale.position)
-        let delivered = (scenario.delivered ?? []).filter { $0.at.isFinite && $0.bytes.isFinite }.map { ($0.at, $0.bytes) }
+        let delivered = (scenario.delivered ?? []).filter { $0.at.isFinite && $0.bytes.isFinite }
+            .map { ($0.at, $0.bytes) }
         let bytes = Self.bytesLane(delivered, top: lanes.bytes, x: scale.x)
         drawing.svg += bytes.line
         drawing.fixed += bytes.scale
-        drawing.svg += Self.outputLines((scenario.output ?? []).suffix(Self.maxLinesDrawn), top: lanes.output, x: scale.x)
+        let lines = (scenario.output ?? []).suffix(Self.maxLinesDrawn)
+        drawing.svg += Self.outputLines(lines, top: lanes.output, x: scale.x)
         drawing.svg += Self.checkMarks(scenario.checks ?? [], lanes: lanes, x: scale.x)
         if let deadline = Self.finite(scenario.deadline), deadline <= scale.end {
             drawing.svg += Self.deadlineMark(deadline, lanes: lanes, x: scale.x)
@@ -113,10 +117,13 @@ extension HTMLReport {
         return min(max(end, 0.1), Self.longestRun) * 1.02
     }
 
+    /// A timeline event and the row its label is in.
+    typealias PlacedLabel = (event: ReportScenario.Applied, row: Int)
+
     /// The timeline's labels, each in the first of three rows where it does not overlap the one before.
-    static func placedLabels(_ applied: [ReportScenario.Applied], scale: TimeScale) -> [(event: ReportScenario.Applied, row: Int)] {
+    static func placedLabels(_ applied: [ReportScenario.Applied], scale: TimeScale) -> [PlacedLabel] {
         var labelRows: [Double] = [-1e9, -1e9, -1e9]
-        var placed: [(event: ReportScenario.Applied, row: Int)] = []
+        var placed: [PlacedLabel] = []
         for event in applied {
             let at = scale.position(Self.finite(event.at) ?? 0)
             let width = Double(min(event.what.count, 80)) * 6.2 + 8
@@ -139,18 +146,20 @@ extension HTMLReport {
             fixed += "<text class=\"lane\" x=\"4\" y=\"\(Int(lanes.requests + 12))\">requests"
                 + (requests == 0 ? " (none)" : " (\(requests), packed)") + "</text>"
         }
-        return fixed + "<text class=\"lane axis-name\" x=\"4\" y=\"\(Int(lanes.axis + 14))\">seconds since the client started</text>\n"
+        return fixed + "<text class=\"lane axis-name\" x=\"4\" y=\"\(Int(lanes.axis + 14))\">"
+            + "seconds since the client started</text>\n"
     }
 
     /// What netcond's timeline did: a dashed line through every lane, its label in its row.
-    static func timelineEvents(_ placed: [(event: ReportScenario.Applied, row: Int)], lanes: Lanes, scale: TimeScale) -> String {
+    static func timelineEvents(_ placed: [PlacedLabel], lanes: Lanes, scale: TimeScale) -> String {
         var svg = ""
         for (event, row) in placed {
             let at = Self.finite(event.at) ?? 0
             let what = event.what
             let shown = what.count > 80 ? String(what.prefix(79)) + "…" : what
             svg += "<g class=\"mark link-event\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s \(Self.escape(what))</title>"
-            svg += "<line x1=\"\(scale.x(at))\" x2=\"\(scale.x(at))\" y1=\"\(lanes.timeline)\" y2=\"\(lanes.output + 20)\"/>"
+            svg += "<line x1=\"\(scale.x(at))\" x2=\"\(scale.x(at))\" y1=\"\(lanes.timeline)\" "
+                + "y2=\"\(lanes.output + 20)\"/>"
             svg += "<text x=\"\(scale.x(at))\" dx=\"3\" y=\"\(Int(lanes.timeline + 10 + 14 * Double(row)))\">"
                 + "\(Self.escape(shown))</text></g>\n"
         }
@@ -185,7 +194,8 @@ extension HTMLReport {
 
     static func deadlineMark(_ deadline: Double, lanes: Lanes, x: (Double) -> String) -> String {
         "<g class=\"mark deadline\" data-at=\"\(Self.number(deadline))\"><title>the client's deadline, "
-            + "+\(Self.number(deadline))s</title><line x1=\"\(x(deadline))\" x2=\"\(x(deadline))\" y1=\"\(lanes.timeline)\" "
+            + "+\(Self.number(deadline))s</title><line x1=\"\(x(deadline))\" x2=\"\(x(deadline))\" "
+            + "y1=\"\(lanes.timeline)\" "
             + "y2=\"\(lanes.axis)\"/><text x=\"\(x(deadline))\" dx=\"-3\" y=\"\(Int(lanes.axis - 4))\" "
             + "class=\"deadline-label\">deadline</text></g>"
     }
@@ -194,9 +204,11 @@ extension HTMLReport {
     static func svg(_ drawing: Drawing, index: Int, lanes: Lanes, end: Double) -> String {
         let left = Self.plotLeft, right = Self.plotRight, height = Int(lanes.height), room = Self.axisLabelRoom
         let clip = "<defs><clipPath id=\"clip-\(index)\"><rect x=\"\(Int(left - 1))\" y=\"0\" width=\"\(Int(right - left + 2))\" "
-            + "height=\"\(height)\"/></clipPath><clipPath id=\"axis-clip-\(index)\"><rect x=\"\(Int(left - room))\" y=\"0\" "
+            + "height=\"\(height)\"/></clipPath>"
+            + "<clipPath id=\"axis-clip-\(index)\"><rect x=\"\(Int(left - room))\" y=\"0\" "
             + "width=\"\(Int(right - left + 2 * room))\" height=\"\(height)\"/></clipPath></defs>\n"
-        return "<svg class=\"timeline\" id=\"timeline-\(index)\" viewBox=\"0 0 \(Int(Self.viewWidth)) \(height)\" width=\"100%\" "
+        return "<svg class=\"timeline\" id=\"timeline-\(index)\" viewBox=\"0 0 \(Int(Self.viewWidth)) \(height)\" "
+            + "width=\"100%\" "
             + "role=\"img\" aria-label=\"timeline\" data-end=\"\(Self.number(end))\" data-left=\"\(Int(left))\" data-right=\"\(Int(right))\" "
             + "data-axis=\"\(Int(lanes.axis))\" data-top=\"\(Int(lanes.timeline))\">\n" + clip + drawing.fixed
             + "<g class=\"axis-ticks\" clip-path=\"url(#axis-clip-\(index))\">" + drawing.ticks + "</g>\n"
@@ -222,7 +234,9 @@ extension HTMLReport {
 
     /// What the link recorded of itself: each phase as a span to the next (an outage red, a stall
     /// orange) with its name where it fits; faults applied (◆) and portal events (●) below.
-    static func linkStates(_ events: [ReportScenario.Event], top: Double, end: Double, position: (Double) -> Double) -> String {
+    static func linkStates(
+        _ events: [ReportScenario.Event], top: Double, end: Double, position: (Double) -> Double
+    ) -> String {
         var svg = ""
         // Where each phase ends: where the next one begins (the last, at the end).
         var phaseEnds: [Int: Double] = [:]
@@ -234,11 +248,13 @@ extension HTMLReport {
         for (number, event) in events.enumerated() {
             let at = Self.finite(event.at) ?? 0
             let start = String(format: "%.1f", position(at))
-            svg += "<g class=\"mark link-state \(event.kind.rawValue)\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s "
+            svg += "<g class=\"mark link-state \(event.kind.rawValue)\" data-at=\"\(Self.number(at))\">"
+                + "<title>+\(Self.number(at))s "
                 + "\(Self.escape(String(event.detail.prefix(160))))</title>"
             switch event.kind {
             case .link:
-                svg += Self.phaseSpan(event.detail, from: position(at), to: position(phaseEnds[number] ?? end), top: top)
+                let until = position(phaseEnds[number] ?? end)
+                svg += Self.phaseSpan(event.detail, from: position(at), to: until, top: top)
             case .fault, .captive:
                 let row = event.kind == .fault ? 17.0 : 26.0
                 svg += "<rect x=\"\(start)\" y=\"\(Int(top + row))\" width=\"3\" height=\"7\"/>"
@@ -254,7 +270,8 @@ extension HTMLReport {
         let state = detail.hasPrefix("link: ") ? String(detail.dropFirst(6)) : detail
         let look = state.contains("outage") ? " outage" : state.contains("stall") ? " stall" : ""
         let x = String(format: "%.1f", start)
-        var svg = "<rect class=\"span\(look)\" x=\"\(x)\" y=\"\(Int(top))\" width=\"\(String(format: "%.1f", width))\" height=\"12\"/>"
+        var svg = "<rect class=\"span\(look)\" x=\"\(x)\" y=\"\(Int(top))\" "
+            + "width=\"\(String(format: "%.1f", width))\" height=\"12\"/>"
         let room = Int((width - 6) / 6)
         if room >= 4 {
             let shown = state.count > room ? String(state.prefix(room - 1)) + "…" : state

@@ -49,7 +49,7 @@ public enum HTMLReport {
     static func readFailure(_ failure: Report.ReadFailure, source: String) -> String {
         switch failure {
         case .notJSON:
-            return "\(source): not JSON (it may be truncated); a report is written by netcond test --json or netcond run --json"
+            return "\(source): not JSON (it may be truncated); \(Self.writtenBy)"
         case .notAReport:
             return "\(source): not a netcond JSON report (no \"scenarios\" list)"
         case .format(let format):
@@ -57,9 +57,11 @@ public enum HTMLReport {
             return "\(source): a report of \(found); this netcond draws format \(Report.currentFormat): "
                 + "run the scenarios again with this netcond"
         case .damaged(let what):
-            return "\(source): not a report this netcond wrote (\(what)); a report is written by netcond test --json or netcond run --json"
+            return "\(source): not a report this netcond wrote (\(what)); \(Self.writtenBy)"
         }
     }
+
+    private static let writtenBy = "a report is written by netcond test --json or netcond run --json"
 
     /// Each TCP connection of the run, as the packets crossed the link: the picture Apple's
     /// networking guidance asks tcptrace for.
@@ -140,8 +142,8 @@ public enum HTMLReport {
     static func section(_ scenario: ReportScenario, index: Int) -> String {
         let verdict = scenario.verdict
         var html = "<section class=\"scenario\" id=\"scenario-\(index)\" data-verdict=\"\(verdict.rawValue)\">\n"
-        html += "<h2><span class=\"\(verdict.rawValue)\">\(verdict == .passed ? "✓" : verdict == .failed ? "✗" : "!")</span> "
-            + "\(Self.escape(scenario.name))</h2>\n"
+        let sign = verdict == .passed ? "✓" : verdict == .failed ? "✗" : "!"
+        html += "<h2><span class=\"\(verdict.rawValue)\">\(sign)</span> \(Self.escape(scenario.name))</h2>\n"
         var facts = ["profile \(scenario.profile ?? "?")"]
         if let engine = scenario.engine { facts.append("\(engine.rawValue) engine") }
         if let sender = scenario.sender { facts.append(sender) }
@@ -157,8 +159,9 @@ public enum HTMLReport {
         html += "<ul class=\"checks\">\n"
         for check in scenario.checks ?? [] {
             let marks = check.marks.map { Self.number($0) }.joined(separator: " ")
-            html += "<li class=\"check \(check.passed ? "passed" : "failed")\"><a href=\"#timeline-\(index)\" class=\"check-link\" "
-                + "data-scenario=\"\(index)\" data-marks=\"\(marks)\">\(check.passed ? "✓" : "✗") \(Self.escape(check.name))</a> — "
+            let look = check.passed ? "passed" : "failed", sign = check.passed ? "✓" : "✗"
+            html += "<li class=\"check \(look)\"><a href=\"#timeline-\(index)\" class=\"check-link\" "
+                + "data-scenario=\"\(index)\" data-marks=\"\(marks)\">\(sign) \(Self.escape(check.name))</a> — "
                 + Self.escape(check.evidence)
             if let caveat = check.caveat { html += " <span class=\"caveat\">⚠ \(Self.escape(caveat))</span>" }
             html += "</li>\n"
@@ -185,7 +188,9 @@ public enum HTMLReport {
 
     /// The down link's rate (a solid step line, its top the run's highest rate) and one-way delay
     /// (dashed, its top the highest delay) from the report's `link` samples, with their scales.
-    static func linkLane(_ samples: [ReportScenario.LinkRow], top: Double, end: Double, x: (Double) -> String) -> String {
+    static func linkLane(
+        _ samples: [ReportScenario.LinkRow], top: Double, end: Double, x: (Double) -> String
+    ) -> String {
         let rows = samples.filter { $0.at.isFinite && $0.delay.isFinite }
         guard !rows.isEmpty else { return "" }
         // The scale's line on top, the lines below it: 26 px from top + 12 to top + 38.

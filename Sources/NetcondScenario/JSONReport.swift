@@ -232,7 +232,9 @@ extension ScenarioSuite.JSONReport.Scenario {
             self.seconds = Self.ms(outcome.evidence.duration)
             self.startupSeconds = Self.ms(outcome.startup)
             self.checks = outcome.results.map {
-                Check(name: $0.name, passed: $0.passed, evidence: $0.evidence, details: $0.details, caveat: $0.caveat, marks: $0.marks)
+                Check(
+                    name: $0.name, passed: $0.passed, evidence: $0.evidence, details: $0.details, caveat: $0.caveat,
+                    marks: $0.marks)
             }
             self.timeline = outcome.applied.map { Applied(at: Self.ms($0.at), what: $0.what) }
             self.requests = outcome.evidence.requests.map(Request.init)

@@ -22,7 +22,8 @@ public enum ReportMerge {
             let report = try Self.read(data, path: path)
             for scenario in report.scenarios {
                 if let other = seenIn[scenario.name] {
-                    throw Failure(description: "scenario '\(scenario.name)' is in both \(other) and \(path): the same part twice, or parts of different runs")
+                    throw Failure(description: "scenario '\(scenario.name)' is in both \(other) and \(path): "
+                        + "the same part twice, or parts of different runs")
                 }
                 seenIn[scenario.name] = path
                 scenarios.append(scenario)
@@ -33,9 +34,10 @@ public enum ReportMerge {
         }
         try Self.checkParts(parts, reports: reports.count)
         scenarios.sort { $0.name < $1.name }
+        let joined = parts.isEmpty ? nil : parts.sorted { Self.partIndex($0) < Self.partIndex($1) }
         let merged = Report(
-            format: Report.currentFormat, passed: passed, seconds: seconds, shard: nil,
-            merged: parts.isEmpty ? nil : parts.sorted { Self.partIndex($0) < Self.partIndex($1) }, scenarios: scenarios)
+            format: Report.currentFormat, passed: passed, seconds: seconds, shard: nil, merged: joined,
+            scenarios: scenarios)
         return merged.text
     }
 
@@ -46,12 +48,15 @@ public enum ReportMerge {
         } catch {
             switch error {
             case .notJSON(let reason):
-                throw Failure(description: "\(path): not JSON (\(reason ?? "it does not parse")); a netcond JSON report is written by netcond test --json")
+                throw Failure(description: "\(path): not JSON (\(reason ?? "it does not parse")); "
+                    + "a netcond JSON report is written by netcond test --json")
             case .notAReport:
-                throw Failure(description: "\(path): not a netcond JSON report (no \"scenarios\" list and \"passed\"); it is written by netcond test --json")
+                throw Failure(description: "\(path): not a netcond JSON report (no \"scenarios\" list and \"passed\"); "
+                    + "it is written by netcond test --json")
             case .format(let format):
                 let found = format.map { "format \($0)" } ?? "no format (an older netcond)"
-                throw Failure(description: "\(path): a report of \(found); this netcond reads format \(Report.currentFormat): run the parts again with this netcond")
+                throw Failure(description: "\(path): a report of \(found); this netcond reads format "
+                    + "\(Report.currentFormat): run the parts again with this netcond")
             case .damaged(let what):
                 throw Failure(description: "\(path): \(what): the file is damaged")
             }
@@ -62,22 +67,28 @@ public enum ReportMerge {
     private static func checkParts(_ parts: [String], reports: Int) throws(Failure) {
         let counts = Set(parts.map(Self.partCount))
         if counts.count > 1 {
-            throw Failure(description: "the reports are parts of different splits (\(parts.joined(separator: ", "))): merge the parts of one run")
+            throw Failure(description: "the reports are parts of different splits (\(parts.joined(separator: ", "))): "
+                + "merge the parts of one run")
         }
         if !parts.isEmpty && parts.count < reports {
-            throw Failure(description: "some reports are parts of a sharded run (\(parts.sorted().joined(separator: ", "))) and some are whole runs: merge the parts of one run")
+            let sorted = parts.sorted().joined(separator: ", ")
+            throw Failure(description: "some reports are parts of a sharded run (\(sorted)) "
+                + "and some are whole runs: merge the parts of one run")
         }
         guard let count = counts.first else { return }
         // A part that is not here (its CI job died before writing its report) would make the
         // merged report a verdict on fewer scenarios than the run has: refused, naming it.
         let given = Set(parts.map(Self.partIndex))
         if given.count < parts.count {
-            throw Failure(description: "a part is given twice (\(parts.sorted().joined(separator: ", "))): merge each part once")
+            throw Failure(
+                description: "a part is given twice (\(parts.sorted().joined(separator: ", "))): merge each part once")
         }
         let missing = (1...count).filter { !given.contains($0) }
         if !missing.isEmpty {
             let names = missing.map { "\($0)/\(count)" }.joined(separator: ", ")
-            throw Failure(description: "part\(missing.count == 1 ? "" : "s") \(names) of the run \(missing.count == 1 ? "is" : "are") missing: the merged report would judge only some of its scenarios; give every part's report")
+            let one = missing.count == 1
+            throw Failure(description: "part\(one ? "" : "s") \(names) of the run \(one ? "is" : "are") missing: "
+                + "the merged report would judge only some of its scenarios; give every part's report")
         }
     }
 

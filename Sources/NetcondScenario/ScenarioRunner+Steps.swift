@@ -10,9 +10,10 @@ import NetcondProxy
 import Glibc
 #endif
 
-/// The steps of a scenario run (`ScenarioRunner.run`): start the engine's session, prepare the client's folder, environment and output, start it, and
-/// watch it (the timeline, its deadline, the bytes delivered, its progress) until it ends. A step
-/// that fails undoes what the steps before it set up.
+/// The steps of a scenario run (`ScenarioRunner.run`): start the engine's session, prepare the
+/// client's folder, environment and output, start it, and watch it (the timeline, its deadline,
+/// the bytes delivered, its progress) until it ends. A step that fails undoes what the steps
+/// before it set up.
 extension ScenarioRunner {
     /// The client's command as the report says it.
     static func words(of client: ScenarioClient) -> [String] {
@@ -31,7 +32,8 @@ extension ScenarioRunner {
     ) async throws(ScenarioRunError) -> (session: any RunSession, originForward: URL?) {
         switch engine {
         case .proxy:
-            return try await Self.startProxySession(scenario, client: client, seed: seed, user: user, guarding: guarding, tls: tls)
+            return try await Self.startProxySession(
+                scenario, client: client, seed: seed, user: user, guarding: guarding, tls: tls)
         case .packet:
             let session = try await Self.startPacketSession(
                 scenario, client: client, seed: seed, capture: capture, user: user, guarding: guarding, tls: tls)
@@ -52,11 +54,12 @@ extension ScenarioRunner {
         do {
             var forwards: [PortForward] = []
             if case .function = client {
-                forwards.append(PortForward(listenHost: "127.0.0.1", listenPort: 0, targetHost: Session.originHost, targetPort: 80))
+                forwards.append(
+                    PortForward(listenHost: "127.0.0.1", listenPort: 0, targetHost: Session.originHost, targetPort: 80))
             }
             let started = try await Session.start(
-                profile: scenario.profile, seed: seed, forwards: forwards, guarding: guarding, originContent: scenario.origin,
-                tls: tls)
+                profile: scenario.profile, seed: seed, forwards: forwards, guarding: guarding,
+                originContent: scenario.origin, tls: tls)
             let forward = started.forwardAddresses.first.flatMap { URL(string: "http://\(Session.hostPort($0))") }
             return (started, forward)
         } catch {
@@ -88,8 +91,8 @@ extension ScenarioRunner {
         }
         do {
             return try await PacketSession.start(
-                profile: scenario.profile, seed: seed, originContent: scenario.origin, capture: capture, guarding: guarding,
-                identity: user, tls: tls)
+                profile: scenario.profile, seed: seed, originContent: scenario.origin, capture: capture,
+                guarding: guarding, identity: user, tls: tls)
         } catch {
             throw ScenarioRunError(description: "cannot start: \(error)", exitCode: 3)
         }
@@ -126,7 +129,8 @@ extension ScenarioRunner {
             Self.remove(workdir)
             throw ScenarioRunError(description: problem, exitCode: 3)
         }
-        let environment = Self.clientEnvironment(scenario, session: session, base: baseEnvironment, clientDir: clientDir)
+        let environment = Self.clientEnvironment(
+            scenario, session: session, base: baseEnvironment, clientDir: clientDir)
         let outputFile: String
         do {
             outputFile = try Self.makeOutputFile(name: scenario.name)
@@ -138,7 +142,8 @@ extension ScenarioRunner {
         do {
             let capture = try OutputCapture(path: outputFile, echo: echo)
             return ClientSetup(
-                workdir: workdir, clientDir: clientDir, environment: environment, outputFile: outputFile, capture: capture)
+                workdir: workdir, clientDir: clientDir, environment: environment, outputFile: outputFile,
+                capture: capture)
         } catch {
             await session.stop()
             Self.remove(workdir)
@@ -174,7 +179,8 @@ extension ScenarioRunner {
         case .command(let command):
             do {
                 let process = try session.spawnClient(
-                    command, environment: setup.environment, workingDirectory: scenario.client.directory ?? setup.clientDir,
+                    command, environment: setup.environment,
+                    workingDirectory: scenario.client.directory ?? setup.clientDir,
                     output: (setup.capture.childStdout, setup.capture.childStderr))
                 onStart?(process)
                 return process
@@ -257,7 +263,8 @@ struct RunWatchers {
     }
 
     private static func watchdog(
-        _ child: any RunningClient, deadline: Span, timedOut: NIOLockedValueBox<Bool>, onEvent: (@Sendable (String) -> Void)?
+        _ child: any RunningClient, deadline: Span, timedOut: NIOLockedValueBox<Bool>,
+        onEvent: (@Sendable (String) -> Void)?
     ) -> Task<Void, Never> {
         Task {
             try? await Task.sleep(nanoseconds: UInt64(deadline.nanoseconds))
@@ -280,7 +287,8 @@ struct RunWatchers {
                 let bytes = await session.deliveredBytes()
                 let link = await session.linkMoment()
                 let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-                samples.withLockedValue { $0.append(DeliverySample(at: (at * 1000).rounded() / 1000, bytes: bytes, link: link)) }
+                let sample = DeliverySample(at: (at * 1000).rounded() / 1000, bytes: bytes, link: link)
+                samples.withLockedValue { $0.append(sample) }
                 try? await Task.sleep(nanoseconds: 100_000_000)
             }
         }
@@ -310,7 +318,7 @@ struct RunWatchers {
         _ = await self.sampler.value
         let applied = await self.timeline.value
         _ = await self.progress?.value
-        return Watched(
-            applied: applied, timedOut: self.timedOut.withLockedValue { $0 }, delivered: self.samples.withLockedValue { $0 })
+        let timedOut = self.timedOut.withLockedValue { $0 }
+        return Watched(applied: applied, timedOut: timedOut, delivered: self.samples.withLockedValue { $0 })
     }
 }

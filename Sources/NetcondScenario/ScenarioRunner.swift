@@ -145,11 +145,14 @@ public enum ScenarioRunner {
     ) async throws(ScenarioRunError) -> ScenarioOutcome {
         let began = NIODeadline.now()
         let started = try await Self.startSession(
-            scenario, client: client, seed: seed, engine: engine, capture: capture, user: user, guarding: guarding, tls: tls)
+            scenario, client: client, seed: seed, engine: engine, capture: capture, user: user, guarding: guarding,
+            tls: tls)
         let session = started.session
-        let setup = try await Self.prepareClient(scenario, session: session, baseEnvironment: baseEnvironment, echo: echo)
+        let setup = try await Self.prepareClient(
+            scenario, session: session, baseEnvironment: baseEnvironment, echo: echo)
         let child = try await Self.startClient(
-            client, scenario: scenario, session: session, setup: setup, originForward: started.originForward, onStart: onStart)
+            client, scenario: scenario, session: session, setup: setup, originForward: started.originForward,
+            onStart: onStart)
         setup.capture.start()
         let clientStart = NIODeadline.now()
         let watchers = RunWatchers(

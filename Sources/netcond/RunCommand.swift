@@ -282,7 +282,8 @@ extension RunCommand {
         }
         printError(ScenarioReport.header(scenario, seed: seed, command: command, engine: engine))
         if engine == .packet && !self.quiet { self.user.warnIfUncaged() }
-        let outcome = try await self.runOutcome(scenario, command: command, seed: seed, engine: engine, identity: identity)
+        let outcome = try await self.runOutcome(
+            scenario, command: command, seed: seed, engine: engine, identity: identity)
         if !self.quiet { printError("netcond: " + outcome.linkSummary) }
         if self.keep {
             printError("netcond: working directory kept: \(outcome.evidence.workingDirectory)")
@@ -351,7 +352,8 @@ extension RunCommand {
         var connections: (graph: TimeSequence, capture: String, dropsKnown: Bool)?
         if self.html != nil, engine == .packet, let capture = self.pcap {
             do {
-                connections = (try TimeSequence.read(capture: capture, drops: self.pcapDrops), capture, self.pcapDrops != nil)
+                let graph = try TimeSequence.read(capture: capture, drops: self.pcapDrops)
+                connections = (graph, capture, self.pcapDrops != nil)
             } catch {
                 printError("netcond: the report draws no connections: \(error)")
             }

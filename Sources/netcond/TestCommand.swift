@@ -171,8 +171,8 @@ struct TestCommand: AsyncParsableCommand {
 
     /// Runs one scenario of the suite: what netcond could not run, or a signal stopped, is an error.
     private func runOne(
-        _ scenario: Scenario, command: [String], label: String, seed: UInt64, identity: ChildIdentity?, status: LiveStatus,
-        interruption: SuiteInterruption
+        _ scenario: Scenario, command: [String], label: String, seed: UInt64, identity: ChildIdentity?,
+        status: LiveStatus, interruption: SuiteInterruption
     ) async -> ScenarioSuite.Result {
         let showProgress: (@Sendable (ScenarioProgress) -> Void)? =
             status.live ? { @Sendable progress in status.show(scenarioStatusLine(label, progress)) } : nil
@@ -191,7 +191,8 @@ struct TestCommand: AsyncParsableCommand {
             interruption.ended()
             if let signal = interruption.signal {
                 // Stopped by the user, not judged: the checks would only see the interruption.
-                return .error(scenario, "interrupted by signal \(signal) after \(String(format: "%.1f", outcome.evidence.duration)) s")
+                let seconds = String(format: "%.1f", outcome.evidence.duration)
+                return .error(scenario, "interrupted by signal \(signal) after \(seconds) s")
             }
             return .ran(outcome)
         } catch {
@@ -256,7 +257,8 @@ struct TestCommand: AsyncParsableCommand {
         var paths = self.paths
         if paths.isEmpty {
             guard FileManager.default.fileExists(atPath: "Scenarios") else {
-                throw ValidationError("no scenario paths given and no ./Scenarios folder here (usage: netcond test PATH... [-- COMMAND])")
+                throw ValidationError(
+                    "no scenario paths given and no ./Scenarios folder here (usage: netcond test PATH... [-- COMMAND])")
             }
             paths = ["Scenarios"]
         }
@@ -371,7 +373,9 @@ final class SuiteInterruption: Sendable {
         let current = self.current, interrupted = self.interrupted
         self.signals.onSignal { signal in
             interrupted.withLockedValue { $0 = $0 ?? signal }
-            if let child = current.withLockedValue({ $0 }) { Self.stop(child, current: current, interrupted: interrupted) }
+            if let child = current.withLockedValue({ $0 }) {
+                Self.stop(child, current: current, interrupted: interrupted)
+            }
         }
     }
 

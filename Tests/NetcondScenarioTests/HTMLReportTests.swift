@@ -133,7 +133,9 @@ import Testing
         var outcome = self.outcome("portal", passed: false)
         outcome.evidence.linkEvents = [
             RunEvidence.LinkEvent(at: 0, kind: .link, detail: "link: captive-hotel"),
-            RunEvidence.LinkEvent(at: 0.04, kind: .captive, detail: "portal answered 200: GET http://origin.netcond.test/files/catalog.json"),
+            RunEvidence.LinkEvent(
+                at: 0.04, kind: .captive,
+                detail: "portal answered 200: GET http://origin.netcond.test/files/catalog.json"),
         ]
         let html = try self.page([.ran(outcome)])
         #expect(html.contains(#"<g class="mark request portal" data-at="0.04"><title>+0.04s GET http://origin.netcond.test/files/catalog.json → 200 from the captive portal: its login page, not what was asked for</title>"#))

@@ -14,9 +14,9 @@ enum ReportFixture {
 
     static func scenario(_ name: String) -> Scenario {
         Scenario(
-            name: name, description: "every field", file: "Scenarios/sub dir/\(name).yaml", profile: Profile(name: "subway"),
-            timeline: [], origin: OriginContent(), client: ClientSpec(command: ["sh", "-c", "curl -o \"$NETCOND_OUTPUT\" /x"]),
-            checks: [])
+            name: name, description: "every field", file: "Scenarios/sub dir/\(name).yaml",
+            profile: Profile(name: "subway"), timeline: [], origin: OriginContent(),
+            client: ClientSpec(command: ["sh", "-c", "curl -o \"$NETCOND_OUTPUT\" /x"]), checks: [])
     }
 
     static func outcome() -> ScenarioOutcome {
@@ -24,14 +24,16 @@ enum ReportFixture {
             at: 0.1234, method: "POST", path: "/api/orders", idempotencyKey: "k-1", status: 503, retryAfter: "2",
             bodyBytesSent: 70, completed: true, ended: 0.25)
         first.responded = 0.2
-        var cut = RunEvidence.Request(at: 1.5, path: "/files/big.bin", range: "bytes=300-", status: 206, bodyBytesSent: 2_097_152)
+        var cut = RunEvidence.Request(
+            at: 1.5, path: "/files/big.bin", range: "bytes=300-", status: 206, bodyBytesSent: 2_097_152)
         cut.ended = 1.95
         cut.undelivered = 1_000_000
         cut.linkCut = .reset
         var late = RunEvidence.Request(at: 2.25, path: "/files/video.bin", status: 200, bodyBytesSent: 5_000)
         late.ended = 2.3
         late.received = 2.75
-        var stopped = RunEvidence.Request(at: 3, path: "/files/long.bin", status: nil, bodyBytesSent: 9_999, completed: false)
+        var stopped = RunEvidence.Request(
+            at: 3, path: "/files/long.bin", status: nil, bodyBytesSent: 9_999, completed: false)
         stopped.undelivered = 9_000
         stopped.stoppedByRunEnd = true
         var evidence = RunEvidence(
@@ -52,7 +54,8 @@ enum ReportFixture {
         resumes.details = ["detail one", "détail two / with slash"]
         resumes.caveat = "not exact through the proxy"
         var outcome = ScenarioOutcome(
-            scenario: Self.scenario("every-field"), seed: UInt64.max, command: ["curl", "-o", "out file"], evidence: evidence,
+            scenario: Self.scenario("every-field"), seed: UInt64.max, command: ["curl", "-o", "out file"],
+            evidence: evidence,
             results: [CheckResult(name: "completes", passed: true, evidence: "exit 0 after 2.00s"), resumes],
             applied: [(at: 0.3, what: "cut (reset)"), (at: 2.0004, what: "switch to edge")], startup: 0.0456,
             linkSummary: "subway: 4.6 s", clientOutput: ClientOutput(tail: "line 1\nline 2\n", stderrTail: "err"))
@@ -70,7 +73,8 @@ enum ReportFixture {
             RunEvidence.LinkEvent(at: 0, kind: .link, detail: "link: subway"),
             RunEvidence.LinkEvent(at: 0.25, kind: .link, detail: "link: subway, outage (blackhole)"),
             RunEvidence.LinkEvent(at: 1.2, kind: .fault, detail: "fault 503 on GET /files/big.bin"),
-            RunEvidence.LinkEvent(at: 1.3, kind: .captive, detail: "portal answered 200: GET http://origin.netcond.test/files/a.json"),
+            RunEvidence.LinkEvent(
+                at: 1.3, kind: .captive, detail: "portal answered 200: GET http://origin.netcond.test/files/a.json"),
             RunEvidence.LinkEvent(at: 2.5, kind: .link, detail: "link: subway, stall (down)"),
         ]
     }

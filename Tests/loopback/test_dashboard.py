@@ -219,7 +219,8 @@ def test_the_marks_labels_never_overlap(browser):
         rows = {round(box[1]) for box in boxes}
         assert len(rows) > 1, "labels a moment apart take more than one row"
         titles = browser.execute_script(
-            "return [].map.call(document.querySelectorAll(arguments[0] + ' title'), function(t){return t.textContent;});", marks)
+            "return [].map.call(document.querySelectorAll(arguments[0] + ' title'),"
+            " function(t){return t.textContent;});", marks)
         assert len(titles) >= 8 and all(" s " in t for t in titles), titles
     finally:
         proxy.stop()

@@ -111,7 +111,11 @@ public struct ControlHistory: Sendable, Equatable {
         let t = status.elapsedSeconds
         if status.profile != last.profile { self.mark(t, .profile, status.profile) }
         if status.outage != last.outage {
-            if let outage = status.outage { self.mark(t, .outage, outage) } else { self.mark(t, .outageEnd, last.outage ?? "") }
+            if let outage = status.outage {
+                self.mark(t, .outage, outage)
+            } else {
+                self.mark(t, .outageEnd, last.outage ?? "")
+            }
         }
         if status.stalled != last.stalled {
             if status.stalled.isEmpty {

@@ -109,7 +109,8 @@ enum Dashboard {
           node(label, 'title', {}, said);
           var width = label.getComputedTextLength() || name.length * 5;
           var left = at + 2 + width > 400 ? at - 2 - width : at + 2, right = left + width + 3;
-          var row = rows.findIndex(function(spans){return spans.every(function(s){return right <= s[0] || left >= s[1];});});
+          var row = rows.findIndex(function(spans){
+            return spans.every(function(s){return right <= s[0] || left >= s[1];});});
           if (row < 0) { svg.removeChild(label); return; }
           rows[row].push([left, right]);
           label.setAttribute('x', left.toFixed(1)); label.setAttribute('y', T + 8 + 10 * row);

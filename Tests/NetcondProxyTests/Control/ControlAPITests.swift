@@ -277,7 +277,9 @@ import Testing
         #expect(history.samples.map(\.downKbps) == [1000, 1000, 1000, 1000, 1000])
         // An engine that does not say what its link carried: what was delivered, bursts and all.
         var delivering = ControlHistory()
-        for (step, bytes) in delivered.enumerated() { delivering.add(self.status(at: 0.5 * Double(step), delivered: bytes)) }
+        for (step, bytes) in delivered.enumerated() {
+            delivering.add(self.status(at: 0.5 * Double(step), delivered: bytes))
+        }
         #expect(delivering.samples.map(\.downKbps) == [1000, 1000, 0, 2000, 1000])
     }
 
