@@ -284,7 +284,9 @@ public final class ProxyServer: Sendable {
             queueDelayMs: s.driver.map { driver in
                 [Direction.up, .down].map { Double(driver.model.queueingDelay($0).nanoseconds) / 1e6 }
             },
-            link: [Direction.down, .up].map { ControlLinkNow($0, self.linkMomentOnLoop($0)) }
+            link: [Direction.down, .up].map { ControlLinkNow($0, self.linkMomentOnLoop($0)) },
+            // Delivered, and what arrived but waits behind a hole: at the link's rate while it is busy.
+            linkBytesDown: s.stats.bytesDelivered + max(0, counters.bytesArrivedDown - counters.bytesDown)
         )
     }
 

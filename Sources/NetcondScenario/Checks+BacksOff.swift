@@ -34,15 +34,43 @@ extension Checks {
             problems.append("the client never retried after the failure at +\(Self.seconds(window[0].at))")
         }
         // Attempts in any 60 s window: the plainest sign of a client hammering.
+        let busiest = Self.busiestMinute(times)
+        if busiest > check.maxPerMinute {
+            problems.append("\(busiest) attempts within a minute (cap \(check.maxPerMinute))")
+        }
+        problems += Self.gapProblems(gaps, after: window, check)
+        if let recovery = check.recovery,
+            let problem = Self.recoveryProblem(attempts, lastFailure: lastFailure, within: recovery)
+        {
+            problems.append(problem)
+        }
+        let context = Self.backOffContext(window)
+        let seen = gaps.isEmpty
+            ? "1 failed attempt at \(attemptTimes)\(context)"
+            : "\(times.count) attempts at \(attemptTimes) (gaps \(gapText))\(context)"
+        if problems.isEmpty {
+            return CheckResult(name: name, passed: true, evidence: seen)
+        }
+        let more = problems.count > 2 ? "; and \(problems.count - 2) more" : ""
+        let said = problems.prefix(2).joined(separator: "; ") + more
+        return CheckResult(name: name, passed: false, evidence: "\(seen) — " + said)
+    }
+
+    /// The most attempts within any 60 s (`times` in order).
+    static func busiestMinute(_ times: [Double]) -> Int {
         var busiest = 0
         var lower = 0
         for upper in times.indices {
             while times[upper] - times[lower] >= 60 { lower += 1 }
             busiest = max(busiest, upper - lower + 1)
         }
-        if busiest > check.maxPerMinute {
-            problems.append("\(busiest) attempts within a minute (cap \(check.maxPerMinute))")
-        }
+        return busiest
+    }
+
+    /// Retries sooner than a `Retry-After` asked, and gaps that do not grow by the check's factor
+    /// (the first such gap named; with several, how many).
+    static func gapProblems(_ gaps: [Double], after window: [RunEvidence.Request], _ check: BacksOffCheck) -> [String] {
+        var problems: [String] = []
         var noGrowth: [String] = []
         for (index, gap) in gaps.enumerated() {
             let failed = window[index]
@@ -60,18 +88,29 @@ extension Checks {
         if noGrowth.count == 1 {
             problems.append("\(noGrowth[0]) (need ≥ ×\(Self.factor(check.factor)))")
         } else if noGrowth.count > 1 {
-            problems.append("the gaps do not grow: \(noGrowth.count) of \(gaps.count - 1) are under ×\(Self.factor(check.factor)) the one before (\(noGrowth[0]))")
+            problems.append("the gaps do not grow: \(noGrowth.count) of \(gaps.count - 1) are under "
+                + "×\(Self.factor(check.factor)) the one before (\(noGrowth[0]))")
         }
-        if let recovery = check.recovery {
-            let failureEnd = attempts[lastFailure].at
-            if let back = attempts[(lastFailure + 1)...].first(where: { !$0.failed }) {
-                if back.at - failureEnd > recovery.seconds {
-                    problems.append("came back \(Self.seconds(back.at - failureEnd)) after the last failure (need ≤ \(formatSeconds(recovery)))")
-                }
-            } else {
-                problems.append("never came back after the last failure at +\(Self.seconds(failureEnd))")
-            }
+        return problems
+    }
+
+    /// The client did not come back (with an attempt that did not fail) within `recovery` of the
+    /// last failure; nil when it did.
+    static func recoveryProblem(_ attempts: [RunEvidence.Request], lastFailure: Int, within recovery: Span) -> String? {
+        let failureEnd = attempts[lastFailure].at
+        guard let back = attempts[(lastFailure + 1)...].first(where: { !$0.failed }) else {
+            return "never came back after the last failure at +\(Self.seconds(failureEnd))"
         }
+        if back.at - failureEnd > recovery.seconds {
+            return "came back \(Self.seconds(back.at - failureEnd)) after the last failure "
+                + "(need ≤ \(formatSeconds(recovery)))"
+        }
+        return nil
+    }
+
+    /// ` [503 ×3, reset ×1] (Retry-After 2 s)`: the failures' causes, the waits asked for, and the
+    /// attempts that reached the origin after their client had closed.
+    static func backOffContext(_ window: [RunEvidence.Request]) -> String {
         let retryAfters = Set(window.compactMap(\.retryAfter))
         var causes: [String: Int] = [:]
         for attempt in window where attempt.failed { causes[Self.failureCause(attempt), default: 0] += 1 }
@@ -85,13 +124,6 @@ extension Checks {
             context += " (\(late.count == 1 ? "1 of them" : "\(late.count) of them") reached the origin after its client had "
                 + "closed, already on the link: " + late.map { "+" + Self.seconds($0.at) }.joined(separator: ", ") + ")"
         }
-        let seen = gaps.isEmpty
-            ? "1 failed attempt at \(attemptTimes)\(context)"
-            : "\(times.count) attempts at \(attemptTimes) (gaps \(gapText))\(context)"
-        if problems.isEmpty {
-            return CheckResult(name: name, passed: true, evidence: seen)
-        }
-        return CheckResult(name: name, passed: false, evidence: "\(seen) — " + problems.prefix(2).joined(separator: "; ")
-                           + (problems.count > 2 ? "; and \(problems.count - 2) more" : ""))
+        return context
     }
 }

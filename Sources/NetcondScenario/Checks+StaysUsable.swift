@@ -15,83 +15,122 @@ extension Checks {
         var seen: [String] = []
         var problems: [String] = []
         if let steps = check.steps {
-            let budget = check.budget.seconds
-            // Each step: how long it took, when it began, when it ended, what it was.
-            var durations: [(seconds: Double, at: Double, end: Double, what: String)] = []
-            let described: String
-            switch steps {
-            case .lines(let pattern):
-                described = "lines matching '\(pattern)'"
-                let regex = try? NSRegularExpression(pattern: pattern)
-                var previous = 0.0
-                for line in evidence.lines {
-                    let range = NSRange(line.text.startIndex..., in: line.text)
-                    guard regex?.firstMatch(in: line.text, range: range) != nil else { continue }
-                    durations.append((line.at - previous, line.at, line.at, "'\(Self.clip(line.text))'"))
-                    previous = line.at
-                }
-            case .requests(let glob):
-                described = "requests for \(glob)"
-                for request in evidence.requests where fnmatch(glob, request.path, 0) == 0 {
-                    guard let ended = request.ended else {
-                        durations.append((.infinity, request.at, .infinity, "\(request.method) \(request.path) never answered"))
-                        continue
-                    }
-                    let broken = request.cutShort || (request.status ?? 599) >= 400
-                    durations.append((ended - request.at, request.at, ended,
-                                      "\(request.method) \(request.path)" + (broken ? " (\(Self.failureCause(request)))" : "")))
-                    if broken { problems.append("\(request.method) \(request.path) at +\(Self.seconds(request.at)) failed (\(Self.failureCause(request)))") }
-                }
-            }
-            if let slowest = durations.max(by: { $0.seconds < $1.seconds }) {
-                let slowText = slowest.seconds.isFinite ? Self.seconds(slowest.seconds) : "forever"
-                seen.append("\(durations.count) step\(durations.count == 1 ? "" : "s") (\(described)), slowest \(slowText): \(slowest.what) at +\(Self.seconds(slowest.at))")
-                let over = durations.filter { $0.seconds > budget }
-                if !over.isEmpty {
-                    problems.append("\(over.count) step\(over.count == 1 ? "" : "s") over the \(formatSeconds(check.budget)) budget")
-                }
-            } else {
-                seen.append("no \(described)")
-            }
-            if let within = check.within, let last = durations.map(\.end).max() {
-                if last > within.seconds {
-                    problems.append("the last step ended at +\(last.isFinite ? Self.seconds(last) : "never") (need all within \(formatSeconds(within)))")
-                } else {
-                    seen.append("all done by +\(Self.seconds(last))")
-                }
-            }
-            if durations.count < check.minSteps {
-                problems.append("\(durations.count) of the \(check.minSteps) step\(check.minSteps == 1 ? "" : "s") needed")
-            }
-            // A client stopped at its deadline was not usable for the rest of the run, however fast its steps.
-            if evidence.timedOut && check.givesUpWithin == nil {
-                problems.append("still running at its \(formatSeconds(evidence.deadline)) deadline")
-            }
+            let judged = Self.stepsJudged(steps, check, evidence)
+            seen += judged.seen
+            problems += judged.problems
         }
         if let within = check.givesUpWithin {
-            let bound = formatSeconds(within)
-            if evidence.timedOut {
-                problems.append("still running at its \(formatSeconds(evidence.deadline)) deadline (need it to end by itself within \(bound))")
-            } else if let exit = evidence.exit {
-                let said = Self.lastLine(evidence.stderrTail)
-                var ended = "ended by itself after \(Self.seconds(evidence.duration)) (\(Self.describe(exit)))"
-                if let said { ended += ", saying '\(Self.clip(said))'" }
-                seen.append(ended)
-                if evidence.duration > within.seconds {
-                    problems.append("that is later than \(bound)")
-                }
-                if case .signaled(let signal) = exit {
-                    problems.append("killed by signal \(signal) (a crash, not a report)")
-                } else if exit != .exited(0) && said == nil {
-                    problems.append("it failed with nothing on stderr (need a message saying why)")
-                }
-            } else {
-                problems.append("the client did not run")
-            }
+            let judged = Self.givingUpJudged(within: within, evidence)
+            seen += judged.seen
+            problems += judged.problems
         }
         let text = seen.joined(separator: "; ")
         if problems.isEmpty { return CheckResult(name: name, passed: true, evidence: text) }
-        return CheckResult(name: name, passed: false, evidence: (text.isEmpty ? "" : text + " — ") + problems.joined(separator: "; "))
+        let said = problems.joined(separator: "; ")
+        return CheckResult(name: name, passed: false, evidence: (text.isEmpty ? "" : text + " — ") + said)
+    }
+
+    /// A step of the client's: how long it took, when it began, when it ended, what it was.
+    typealias Step = (seconds: Double, at: Double, end: Double, what: String)
+
+    /// The steps: each within the budget, the last within `within`, at least `minSteps` of them,
+    /// and the client not stopped at its deadline (unless it is to give up by itself).
+    static func stepsJudged(
+        _ steps: StaysUsableCheck.Steps, _ check: StaysUsableCheck, _ evidence: RunEvidence
+    ) -> (seen: [String], problems: [String]) {
+        let found = Self.steps(steps, evidence)
+        let durations = found.steps
+        var seen: [String] = []
+        var problems = found.problems
+        if let slowest = durations.max(by: { $0.seconds < $1.seconds }) {
+            let slowText = slowest.seconds.isFinite ? Self.seconds(slowest.seconds) : "forever"
+            let steps = "\(durations.count) step\(durations.count == 1 ? "" : "s")"
+            let slowestAt = Self.seconds(slowest.at)
+            seen.append("\(steps) (\(found.described)), slowest \(slowText): \(slowest.what) at +\(slowestAt)")
+            let over = durations.filter { $0.seconds > check.budget.seconds }
+            if !over.isEmpty {
+                let steps = "\(over.count) step\(over.count == 1 ? "" : "s")"
+                problems.append("\(steps) over the \(formatSeconds(check.budget)) budget")
+            }
+        } else {
+            seen.append("no \(found.described)")
+        }
+        if let within = check.within, let last = durations.map(\.end).max() {
+            if last > within.seconds {
+                let ended = last.isFinite ? Self.seconds(last) : "never"
+                problems.append("the last step ended at +\(ended) (need all within \(formatSeconds(within)))")
+            } else {
+                seen.append("all done by +\(Self.seconds(last))")
+            }
+        }
+        if durations.count < check.minSteps {
+            problems.append("\(durations.count) of the \(check.minSteps) step\(check.minSteps == 1 ? "" : "s") needed")
+        }
+        // A client stopped at its deadline was not usable for the rest of the run, however fast its steps.
+        if evidence.timedOut && check.givesUpWithin == nil {
+            problems.append("still running at its \(formatSeconds(evidence.deadline)) deadline")
+        }
+        return (seen, problems)
+    }
+
+    /// The client's steps: its lines matching a pattern (each from the one before), or its requests
+    /// for a glob (each from its arrival to its end); a request that failed is a problem.
+    static func steps(
+        _ steps: StaysUsableCheck.Steps, _ evidence: RunEvidence
+    ) -> (steps: [Step], described: String, problems: [String]) {
+        var durations: [Step] = []
+        var problems: [String] = []
+        switch steps {
+        case .lines(let pattern):
+            let regex = try? NSRegularExpression(pattern: pattern)
+            var previous = 0.0
+            for line in evidence.lines {
+                let range = NSRange(line.text.startIndex..., in: line.text)
+                guard regex?.firstMatch(in: line.text, range: range) != nil else { continue }
+                durations.append((line.at - previous, line.at, line.at, "'\(Self.clip(line.text))'"))
+                previous = line.at
+            }
+            return (durations, "lines matching '\(pattern)'", problems)
+        case .requests(let glob):
+            for request in evidence.requests where fnmatch(glob, request.path, 0) == 0 {
+                guard let ended = request.ended else {
+                    let what = "\(request.method) \(request.path) never answered"
+                    durations.append((.infinity, request.at, .infinity, what))
+                    continue
+                }
+                let broken = request.cutShort || (request.status ?? 599) >= 400
+                let cause = broken ? " (\(Self.failureCause(request)))" : ""
+                durations.append((ended - request.at, request.at, ended, "\(request.method) \(request.path)" + cause))
+                if broken {
+                    problems.append("\(request.method) \(request.path) at +\(Self.seconds(request.at)) failed\(cause)")
+                }
+            }
+            return (durations, "requests for \(glob)", problems)
+        }
+    }
+
+    /// Without a network the client ends by itself within `within`, saying why on stderr (not
+    /// killed, not silent).
+    static func givingUpJudged(within: Span, _ evidence: RunEvidence) -> (seen: [String], problems: [String]) {
+        let bound = formatSeconds(within)
+        if evidence.timedOut {
+            let deadline = formatSeconds(evidence.deadline)
+            return ([], ["still running at its \(deadline) deadline (need it to end by itself within \(bound))"])
+        }
+        guard let exit = evidence.exit else { return ([], ["the client did not run"]) }
+        var problems: [String] = []
+        let said = Self.lastLine(evidence.stderrTail)
+        var ended = "ended by itself after \(Self.seconds(evidence.duration)) (\(Self.describe(exit)))"
+        if let said { ended += ", saying '\(Self.clip(said))'" }
+        if evidence.duration > within.seconds {
+            problems.append("that is later than \(bound)")
+        }
+        if case .signaled(let signal) = exit {
+            problems.append("killed by signal \(signal) (a crash, not a report)")
+        } else if exit != .exited(0) && said == nil {
+            problems.append("it failed with nothing on stderr (need a message saying why)")
+        }
+        return ([ended], problems)
     }
 
     /// The last non-empty line of `text`, or nil.

@@ -23,8 +23,8 @@ struct EvidenceAssembler {
         evidence.heldConnects = self.heldConnects(events)
         evidence.portal = self.portal(events)
         evidence.linkEvents = events.compactMap { event in
-            guard event.kind == .link || event.kind == .fault || event.kind == .captive else { return nil }
-            return RunEvidence.LinkEvent(at: self.seconds(logged: event.at), kind: event.kind.rawValue, detail: event.detail)
+            guard let kind = RunEvidence.LinkEvent.Kind(event.kind) else { return nil }
+            return RunEvidence.LinkEvent(at: self.seconds(logged: event.at), kind: kind, detail: event.detail)
         }
     }
 
@@ -124,6 +124,18 @@ struct EvidenceAssembler {
         events.compactMap { event in
             guard event.kind == .captive, let action = event.portal else { return nil }
             return RunEvidence.PortalEvent(at: self.seconds(logged: event.at), kind: action, detail: event.detail)
+        }
+    }
+}
+
+extension RunEvidence.LinkEvent.Kind {
+    /// The moments of the proxy's event log the report's timeline draws (nil for the others).
+    init?(_ kind: ProxyEvent.Kind) {
+        switch kind {
+        case .link: self = .link
+        case .fault: self = .fault
+        case .captive: self = .captive
+        default: return nil
         }
     }
 }

@@ -25,136 +25,195 @@ extension HTMLReport {
     static let maxRequestRows = 60
     static let maxGapLabels = 40
 
+    /// Room either side of the plot for the time axis's labels (a tick at 0 is centred on the
+    /// plot's left edge: clipped there, `0s` read `s`).
+    static let axisLabelRoom = 24.0
+
+    /// The plot's time scale: seconds since the client started, from 0 to `end`, to x.
+    struct TimeScale {
+        let end: Double
+
+        func position(_ at: Double) -> Double {
+            HTMLReport.plotLeft + (HTMLReport.plotRight - HTMLReport.plotLeft) * min(max(at, 0), self.end) / self.end
+        }
+
+        func x(_ at: Double) -> String { String(format: "%.1f", self.position(at)) }
+    }
+
+    /// Each lane's top, from the rows the timeline's labels and the requests take.
+    struct Lanes {
+        var timeline = 8.0, link = 0.0, rate = 0.0, requests = 0.0
+        var attempts = 0.0, bytes = 0.0, output = 0.0, axis = 0.0
+        var height: Double { self.axis + 22 }
+
+        init(timelineRows: Int, requestRows: Int, rowHeight: Double) {
+            self.link = self.timeline + 14 * Double(timelineRows) + 8
+            self.rate = self.link + 34
+            self.requests = self.rate + 44
+            self.attempts = self.requests + rowHeight * Double(requestRows) + 8
+            self.bytes = self.attempts + 46
+            self.output = self.bytes + 70
+            self.axis = self.output + 28
+        }
+    }
+
+    /// A timeline in three parts: what stays put (lane names, request labels, scales), the time
+    /// axis, and what sits on it (redrawn, or moved, when the reader zooms: see ``script``).
+    struct Drawing {
+        var fixed = "", ticks = "", svg = ""
+    }
+
     /// Lanes, top to bottom: the timeline's events, the link, its rate and delay, requests, failed
     /// attempts with the gaps between attempts, bytes delivered, output lines; the time axis below.
-    static func timeline(_ scenario: [String: Any], index: Int) -> String {
-        // The requests the origin saw, and those the captive portal answered in its place (its
-        // login page where the client expected data), in the order they came.
-        let requests = ((scenario["requests"] as? [[String: Any]] ?? []) + Self.portalAnswers(scenario["events"]))
-            .sorted { (Self.double($0["at"]) ?? 0) < (Self.double($1["at"]) ?? 0) }
-        let applied = scenario["timeline"] as? [[String: Any]] ?? []
-        let attempts = scenario["attempts"] as? [[String: Any]] ?? []
-        let delivered = (scenario["delivered"] as? [[Any]] ?? []).compactMap { pair -> (Double, Double)? in
-            guard pair.count == 2, let at = Self.double(pair[0]), let bytes = Self.double(pair[1]) else { return nil }
-            return (at, bytes)
+    static func timeline(_ scenario: ReportScenario, index: Int) -> String {
+        let requests = Self.drawnRequests(scenario)
+        let scale = TimeScale(end: Self.timelineEnd(scenario, requests: requests))
+        let labels = Self.placedLabels(scenario.timeline ?? [], scale: scale)
+        let rows = RequestRows(requests, end: scale.end)
+        let lanes = Lanes(
+            timelineRows: max(1, (labels.map(\.row).max() ?? 0) + 1), requestRows: rows.count, rowHeight: rows.height)
+        var drawing = Drawing()
+        drawing.fixed += Self.laneNames(lanes, requests: requests.count, labelled: rows.labelled)
+        drawing.ticks += Self.timeAxis(
+            end: scale.end, x: scale.x, lineClass: "tick", from: lanes.timeline, to: lanes.axis,
+            labelY: Int(lanes.axis + 14))
+        drawing.svg += Self.timelineEvents(labels, lanes: lanes, scale: scale)
+        let events = Array((scenario.events ?? []).prefix(Self.maxLinesDrawn * 2))
+        drawing.svg += Self.linkStates(events, top: lanes.link, end: scale.end, position: scale.position)
+        drawing.svg += Self.linkLane(scenario.link ?? [], top: lanes.rate, end: scale.end, x: scale.x)
+        for (number, request) in requests.enumerated() {
+            let row = Self.requestRow(
+                request, top: lanes.requests + rows.height * Double(rows.rowOf[number]), height: rows.height - 3,
+                labelled: rows.labelled, end: scale.end, position: scale.position)
+            drawing.svg += row.bar
+            drawing.fixed += row.label
         }
-        let lines = (scenario["output"] as? [[String: Any]] ?? []).suffix(Self.maxLinesDrawn)
-        let events = Array((scenario["events"] as? [[String: Any]] ?? []).prefix(Self.maxLinesDrawn * 2))
-        var end = Self.double(scenario["seconds"]) ?? 0
-        for request in requests { end = max(end, Self.double(request["received"]) ?? Self.double(request["ended"]) ?? Self.double(request["at"]) ?? 0) }
-        for event in applied { end = max(end, Self.double(event["at"]) ?? 0) }
-        // A report's times are its own; one made by hand may hold any number (1e308 once drew forever).
-        end = min(max(end, 0.1), Self.longestRun) * 1.02
-        let left = Self.plotLeft, right = Self.plotRight
-        func position(_ at: Double) -> Double { left + (right - left) * min(max(at, 0), end) / end }
-        func x(_ at: Double) -> String { String(format: "%.1f", position(at)) }
+        let originRequests = requests.compactMap { if case .origin(let request) = $0 { request } else { nil } }
+        drawing.svg += Self.attemptLane(
+            scenario.attempts ?? [], requests: originRequests, top: lanes.attempts, position: scale.position)
+        let delivered = (scenario.delivered ?? []).filter { $0.at.isFinite && $0.bytes.isFinite }
+            .map { ($0.at, $0.bytes) }
+        let bytes = Self.bytesLane(delivered, top: lanes.bytes, x: scale.x)
+        drawing.svg += bytes.line
+        drawing.fixed += bytes.scale
+        let lines = (scenario.output ?? []).suffix(Self.maxLinesDrawn)
+        drawing.svg += Self.outputLines(lines, top: lanes.output, x: scale.x)
+        drawing.svg += Self.checkMarks(scenario.checks ?? [], lanes: lanes, x: scale.x)
+        if let deadline = Self.finite(scenario.deadline), deadline <= scale.end {
+            drawing.svg += Self.deadlineMark(deadline, lanes: lanes, x: scale.x)
+        }
+        return Self.svg(drawing, index: index, lanes: lanes, end: scale.end) + Self.legend
+    }
 
-        // The timeline's labels, each in the first of three rows where it does not overlap the one before.
+    /// A value that is a time (NaN and the infinities are not).
+    static func finite(_ value: Double?) -> Double? { value.flatMap { $0.isFinite ? $0 : nil } }
+
+    /// Where the axis ends: the run's end, or a later request or timeline event; 2 % more.
+    static func timelineEnd(_ scenario: ReportScenario, requests: [DrawnRequest]) -> Double {
+        var end = Self.finite(scenario.seconds) ?? 0
+        for request in requests { end = max(end, Self.finite(request.finished) ?? Self.finite(request.at) ?? 0) }
+        for event in scenario.timeline ?? [] { end = max(end, Self.finite(event.at) ?? 0) }
+        // A report's times are its own; one made by hand may hold any number (1e308 once drew forever).
+        return min(max(end, 0.1), Self.longestRun) * 1.02
+    }
+
+    /// A timeline event and the row its label is in.
+    typealias PlacedLabel = (event: ReportScenario.Applied, row: Int)
+
+    /// The timeline's labels, each in the first of three rows where it does not overlap the one before.
+    static func placedLabels(_ applied: [ReportScenario.Applied], scale: TimeScale) -> [PlacedLabel] {
         var labelRows: [Double] = [-1e9, -1e9, -1e9]
-        var placed: [(event: [String: Any], row: Int)] = []
+        var placed: [PlacedLabel] = []
         for event in applied {
-            let at = position(Self.double(event["at"]) ?? 0)
-            let width = Double(min((event["what"] as? String ?? "").count, 80)) * 6.2 + 8
+            let at = scale.position(Self.finite(event.at) ?? 0)
+            let width = Double(min(event.what.count, 80)) * 6.2 + 8
             let row = labelRows.firstIndex { $0 < at } ?? 0
             labelRows[row] = at + width
             placed.append((event, row))
         }
-        let timelineRows = max(1, (placed.map(\.row).max() ?? 0) + 1)
+        return placed
+    }
 
-        // Requests: one labelled row each, or packed (a row takes a request once its last one ended).
-        let labelled = requests.count <= Self.labelledRequests
-        var rowOf: [Int] = []
-        if labelled {
-            rowOf = Array(requests.indices)
-        } else {
-            var rowEnds: [Double] = []
-            for request in requests {
-                let at = Self.double(request["at"]) ?? 0
-                let ended = max(Self.double(request["received"]) ?? Self.double(request["ended"]) ?? end, at) + end / 200
-                if let row = rowEnds.firstIndex(where: { $0 <= at }) ?? (rowEnds.count < Self.maxRequestRows ? nil : rowEnds.indices.min { rowEnds[$0] < rowEnds[$1] }) {
-                    rowEnds[row] = ended
-                    rowOf.append(row)
-                } else {
-                    rowEnds.append(ended)
-                    rowOf.append(rowEnds.count - 1)
-                }
-            }
-        }
-        let requestRows = max(1, (rowOf.max() ?? 0) + 1)
-        let rowHeight = labelled ? 14.0 : 8.0
-
-        var y = 8.0
-        let lane = (
-            timeline: y, link: { y += 14 * Double(timelineRows) + 8; return y }(), rate: { y += 34; return y }(),
-            requests: { y += 44; return y }(), attempts: { y += rowHeight * Double(requestRows) + 8; return y }(),
-            bytes: { y += 46; return y }(), output: { y += 70; return y }(), axis: { y += 28; return y }()
-        )
-        let height = lane.axis + 22
-
-        // Three parts: what stays put (lane names, request labels, scales), the time axis, and what
-        // sits on it (redrawn, or moved, when the reader zooms: see `zoomScript`).
-        var fixed = "", ticks = "", svg = ""
-        for (label, top) in [("timeline", lane.timeline), ("link", lane.link), ("rate, delay", lane.rate), ("attempts", lane.attempts),
-                             ("bytes", lane.bytes), ("output", lane.output)] {
+    /// The lanes' names in the left column, and the axis's.
+    static func laneNames(_ lanes: Lanes, requests: Int, labelled: Bool) -> String {
+        var fixed = ""
+        let named = [("timeline", lanes.timeline), ("link", lanes.link), ("rate, delay", lanes.rate),
+                     ("attempts", lanes.attempts), ("bytes", lanes.bytes), ("output", lanes.output)]
+        for (label, top) in named {
             fixed += "<text class=\"lane\" x=\"4\" y=\"\(Int(top + 12))\">\(label)</text>"
         }
-        if !labelled || requests.isEmpty {
-            fixed += "<text class=\"lane\" x=\"4\" y=\"\(Int(lane.requests + 12))\">requests"
-                + (requests.isEmpty ? " (none)" : " (\(requests.count), packed)") + "</text>"
+        if !labelled || requests == 0 {
+            fixed += "<text class=\"lane\" x=\"4\" y=\"\(Int(lanes.requests + 12))\">requests"
+                + (requests == 0 ? " (none)" : " (\(requests), packed)") + "</text>"
         }
-        ticks += Self.timeAxis(end: end, x: x, lineClass: "tick", from: lane.timeline, to: lane.axis, labelY: Int(lane.axis + 14))
-        fixed += "<text class=\"lane axis-name\" x=\"4\" y=\"\(Int(lane.axis + 14))\">seconds since the client started</text>\n"
+        return fixed + "<text class=\"lane axis-name\" x=\"4\" y=\"\(Int(lanes.axis + 14))\">"
+            + "seconds since the client started</text>\n"
+    }
+
+    /// What netcond's timeline did: a dashed line through every lane, its label in its row.
+    static func timelineEvents(_ placed: [PlacedLabel], lanes: Lanes, scale: TimeScale) -> String {
+        var svg = ""
         for (event, row) in placed {
-            let at = Self.double(event["at"]) ?? 0
-            let what = event["what"] as? String ?? ""
+            let at = Self.finite(event.at) ?? 0
+            let what = event.what
             let shown = what.count > 80 ? String(what.prefix(79)) + "…" : what
             svg += "<g class=\"mark link-event\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s \(Self.escape(what))</title>"
-            svg += "<line x1=\"\(x(at))\" x2=\"\(x(at))\" y1=\"\(lane.timeline)\" y2=\"\(lane.output + 20)\"/>"
-            svg += "<text x=\"\(x(at))\" dx=\"3\" y=\"\(Int(lane.timeline + 10 + 14 * Double(row)))\">"
+            svg += "<line x1=\"\(scale.x(at))\" x2=\"\(scale.x(at))\" y1=\"\(lanes.timeline)\" "
+                + "y2=\"\(lanes.output + 20)\"/>"
+            svg += "<text x=\"\(scale.x(at))\" dx=\"3\" y=\"\(Int(lanes.timeline + 10 + 14 * Double(row)))\">"
                 + "\(Self.escape(shown))</text></g>\n"
         }
-        svg += Self.linkStates(events, top: lane.link, end: end, position: position)
-        svg += Self.linkLane(scenario["link"] as? [[Any]] ?? [], top: lane.rate, end: end, x: x)
-        for (number, request) in requests.enumerated() {
-            let row = Self.requestRow(request, top: lane.requests + rowHeight * Double(rowOf[number]), height: rowHeight - 3,
-                                      labelled: labelled, end: end, position: position)
-            svg += row.bar
-            fixed += row.label
-        }
-        svg += Self.attemptLane(attempts, requests: requests.filter { $0["portal"] == nil }, top: lane.attempts, position: position)
-        let bytes = Self.bytesLane(delivered, top: lane.bytes, x: x)
-        svg += bytes.line
-        fixed += bytes.scale
+        return svg
+    }
+
+    /// The client's output lines, each a tick (stderr red).
+    static func outputLines(_ lines: ArraySlice<ReportScenario.Line>, top: Double, x: (Double) -> String) -> String {
+        var svg = ""
         for line in lines {
-            let at = Self.double(line["at"]) ?? 0
-            let text = String((line["text"] as? String ?? "").prefix(Self.maxLineCharacters))
-            let stream = line["stderr"] as? Bool == true ? "stderr" : "stdout"
+            let at = Self.finite(line.at) ?? 0
+            let text = String(line.text.prefix(Self.maxLineCharacters))
+            let stream = line.stderr ? "stderr" : "stdout"
             svg += "<g class=\"mark output \(stream)\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s \(stream): "
-                + "\(Self.escape(text))</title><path d=\"M\(x(at)) \(Int(lane.output))v16\"/></g>\n"
+                + "\(Self.escape(text))</title><path d=\"M\(x(at)) \(Int(top))v16\"/></g>\n"
         }
-        // Each check's moments, shown when the check is picked.
-        for check in scenario["checks"] as? [[String: Any]] ?? [] {
-            let name = Self.escape(check["name"] as? String ?? "")
-            for mark in check["marks"] as? [Any] ?? [] {
-                guard let at = Self.double(mark) else { continue }
+        return svg
+    }
+
+    /// Each check's moments, shown when the check is picked.
+    static func checkMarks(_ checks: [ReportScenario.Check], lanes: Lanes, x: (Double) -> String) -> String {
+        var svg = ""
+        for check in checks {
+            let name = Self.escape(check.name)
+            for at in check.marks where at.isFinite {
                 svg += "<line class=\"check-mark\" data-check=\"\(name)\" data-at=\"\(Self.number(at))\" x1=\"\(x(at))\" "
-                    + "x2=\"\(x(at))\" y1=\"\(lane.timeline)\" y2=\"\(lane.axis)\"/>"
+                    + "x2=\"\(x(at))\" y1=\"\(lanes.timeline)\" y2=\"\(lanes.axis)\"/>"
             }
         }
-        if let deadline = Self.double(scenario["deadline"]), deadline <= end {
-            svg += "<g class=\"mark deadline\" data-at=\"\(Self.number(deadline))\"><title>the client's deadline, "
-                + "+\(Self.number(deadline))s</title><line x1=\"\(x(deadline))\" x2=\"\(x(deadline))\" y1=\"\(lane.timeline)\" "
-                + "y2=\"\(lane.axis)\"/><text x=\"\(x(deadline))\" dx=\"-3\" y=\"\(Int(lane.axis - 4))\" "
-                + "class=\"deadline-label\">deadline</text></g>"
-        }
+        return svg
+    }
+
+    static func deadlineMark(_ deadline: Double, lanes: Lanes, x: (Double) -> String) -> String {
+        "<g class=\"mark deadline\" data-at=\"\(Self.number(deadline))\"><title>the client's deadline, "
+            + "+\(Self.number(deadline))s</title><line x1=\"\(x(deadline))\" x2=\"\(x(deadline))\" "
+            + "y1=\"\(lanes.timeline)\" "
+            + "y2=\"\(lanes.axis)\"/><text x=\"\(x(deadline))\" dx=\"-3\" y=\"\(Int(lanes.axis - 4))\" "
+            + "class=\"deadline-label\">deadline</text></g>"
+    }
+
+    /// The picture: the plot clipped to its area, the axis's labels given room either side.
+    static func svg(_ drawing: Drawing, index: Int, lanes: Lanes, end: Double) -> String {
+        let left = Self.plotLeft, right = Self.plotRight, height = Int(lanes.height), room = Self.axisLabelRoom
         let clip = "<defs><clipPath id=\"clip-\(index)\"><rect x=\"\(Int(left - 1))\" y=\"0\" width=\"\(Int(right - left + 2))\" "
-            + "height=\"\(Int(height))\"/></clipPath></defs>\n"
-        return "<svg class=\"timeline\" id=\"timeline-\(index)\" viewBox=\"0 0 \(Int(Self.viewWidth)) \(Int(height))\" width=\"100%\" "
+            + "height=\"\(height)\"/></clipPath>"
+            + "<clipPath id=\"axis-clip-\(index)\"><rect x=\"\(Int(left - room))\" y=\"0\" "
+            + "width=\"\(Int(right - left + 2 * room))\" height=\"\(height)\"/></clipPath></defs>\n"
+        return "<svg class=\"timeline\" id=\"timeline-\(index)\" viewBox=\"0 0 \(Int(Self.viewWidth)) \(height)\" "
+            + "width=\"100%\" "
             + "role=\"img\" aria-label=\"timeline\" data-end=\"\(Self.number(end))\" data-left=\"\(Int(left))\" data-right=\"\(Int(right))\" "
-            + "data-axis=\"\(Int(lane.axis))\" data-top=\"\(Int(lane.timeline))\">\n" + clip + fixed
-            + "<g class=\"axis-ticks\" clip-path=\"url(#clip-\(index))\">" + ticks + "</g>\n"
-            + "<g class=\"zoomable\" clip-path=\"url(#clip-\(index))\">\n" + svg + "</g>\n"
-            + "<rect class=\"brush\" x=\"0\" y=\"0\" width=\"0\" height=\"\(Int(height))\"/></svg>\n" + Self.legend
+            + "data-axis=\"\(Int(lanes.axis))\" data-top=\"\(Int(lanes.timeline))\">\n" + clip + drawing.fixed
+            + "<g class=\"axis-ticks\" clip-path=\"url(#axis-clip-\(index))\">" + drawing.ticks + "</g>\n"
+            + "<g class=\"zoomable\" clip-path=\"url(#clip-\(index))\">\n" + drawing.svg + "</g>\n"
+            + "<rect class=\"brush\" x=\"0\" y=\"0\" width=\"0\" height=\"\(height)\"/></svg>\n"
     }
 
     /// A time axis: about eight ticks at round seconds from 0 to `end`, each a line from `top` to
@@ -175,36 +234,29 @@ extension HTMLReport {
 
     /// What the link recorded of itself: each phase as a span to the next (an outage red, a stall
     /// orange) with its name where it fits; faults applied (◆) and portal events (●) below.
-    static func linkStates(_ events: [[String: Any]], top: Double, end: Double, position: (Double) -> Double) -> String {
+    static func linkStates(
+        _ events: [ReportScenario.Event], top: Double, end: Double, position: (Double) -> Double
+    ) -> String {
         var svg = ""
         // Where each phase ends: where the next one begins (the last, at the end).
         var phaseEnds: [Int: Double] = [:]
         var open: Int?
-        for (number, event) in events.enumerated() where (event["kind"] as? String ?? "link") == "link" {
-            if let open { phaseEnds[open] = Self.double(event["at"]) ?? end }
+        for (number, event) in events.enumerated() where event.kind == .link {
+            if let open { phaseEnds[open] = Self.finite(event.at) ?? end }
             open = number
         }
         for (number, event) in events.enumerated() {
-            let at = Self.double(event["at"]) ?? 0
-            let kind = event["kind"] as? String ?? "link"
-            let detail = event["detail"] as? String ?? ""
+            let at = Self.finite(event.at) ?? 0
             let start = String(format: "%.1f", position(at))
-            svg += "<g class=\"mark link-state \(Self.escape(kind))\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s "
-                + "\(Self.escape(String(detail.prefix(160))))</title>"
-            if kind == "link" {
-                let until = phaseEnds[number] ?? end
-                let width = max(2, position(until) - position(at))
-                let state = detail.hasPrefix("link: ") ? String(detail.dropFirst(6)) : detail
-                let look = state.contains("outage") ? " outage" : state.contains("stall") ? " stall" : ""
-                svg += "<rect class=\"span\(look)\" x=\"\(start)\" y=\"\(Int(top))\" width=\"\(String(format: "%.1f", width))\" height=\"12\"/>"
-                let room = Int((width - 6) / 6)
-                if room >= 4 {
-                    let shown = state.count > room ? String(state.prefix(room - 1)) + "…" : state
-                    svg += "<text class=\"span-label\" x=\"\(start)\" dx=\"3\" y=\"\(Int(top + 9))\">"
-                        + "\(Self.escape(shown))</text>"
-                }
-            } else {
-                let row = kind == "fault" ? 17.0 : 26.0
+            svg += "<g class=\"mark link-state \(event.kind.rawValue)\" data-at=\"\(Self.number(at))\">"
+                + "<title>+\(Self.number(at))s "
+                + "\(Self.escape(String(event.detail.prefix(160))))</title>"
+            switch event.kind {
+            case .link:
+                let until = position(phaseEnds[number] ?? end)
+                svg += Self.phaseSpan(event.detail, from: position(at), to: until, top: top)
+            case .fault, .captive:
+                let row = event.kind == .fault ? 17.0 : 26.0
                 svg += "<rect x=\"\(start)\" y=\"\(Int(top + row))\" width=\"3\" height=\"7\"/>"
             }
             svg += "</g>\n"
@@ -212,152 +264,18 @@ extension HTMLReport {
         return svg
     }
 
-    /// The requests the captive portal answered (events `portal answered 200: GET http://host/path`),
-    /// as request rows marked `portal`.
-    static func portalAnswers(_ events: Any?) -> [[String: Any]] {
-        (events as? [[String: Any]] ?? []).compactMap { event -> [String: Any]? in
-            guard event["kind"] as? String == "captive", let detail = event["detail"] as? String,
-                detail.hasPrefix("portal answered "), let at = Self.double(event["at"])
-            else { return nil }
-            let rest = detail.dropFirst("portal answered ".count)
-            guard let colon = rest.firstIndex(of: ":"), let status = Int(rest[..<colon]) else { return nil }
-            let words = rest[rest.index(after: colon)...].split(separator: " ", maxSplits: 1).map(String.init)
-            guard words.count == 2 else { return nil }
-            let url = words[1]
-            var path = url
-            if let scheme = url.range(of: "://"), let slash = url[scheme.upperBound...].firstIndex(of: "/") {
-                path = String(url[slash...])
-            }
-            return ["at": at, "method": words[0], "path": path, "url": url, "status": status, "portal": true]
-        }
-    }
-
-    /// One request: its label (method, path, status, `Range`, bytes) in the left column when rows
-    /// are labelled; its bar from arrival to the end of its response, the part before the response
-    /// head (waiting on the server) lighter, coloured by outcome.
-    static func requestRow(
-        _ request: [String: Any], top: Double, height: Double, labelled: Bool, end: Double, position: (Double) -> Double
-    ) -> (bar: String, label: String) {
-        let at = Self.double(request["at"]) ?? 0
-        let status = (request["status"] as? Int).map(String.init) ?? "no answer"
-        let method = request["method"] as? String ?? ""
-        let path = request["path"] as? String ?? ""
-        if request["portal"] != nil {
-            // The portal's answer: its login page, where the client asked for data.
-            let title = "+\(Self.number(at))s \(method) \(request["url"] as? String ?? path) → \(status) from the captive portal: "
-                + "its login page, not what was asked for"
-            let start = position(at)
-            var label = ""
-            if labelled {
-                let text = "\(method) \(path) \(status) · login page"
-                label = "<text class=\"request-label portal\" x=\"4\" y=\"\(Int(top + height - 1))\">"
-                    + "\(Self.escape(text.count > 40 ? String(text.prefix(39)) + "…" : text))</text>\n"
-            }
-            let bar = "<g class=\"mark request portal\" data-at=\"\(Self.number(at))\"><title>\(Self.escape(title))</title>"
-                + "<rect x=\"\(String(format: "%.1f", start))\" y=\"\(Int(top))\" height=\"\(Int(height))\" width=\"6\" data-w=\"6\"/></g>\n"
-            return (bar, label)
-        }
-        // The bar ends when the response's last byte reached the client (what the link held
-        // included); for one still on its way when the run ended, at the run's end; else when the
-        // origin finished it.
-        let ended = Self.double(request["received"])
-            ?? (request["stoppedByRunEnd"] as? Bool == true ? end / 1.02 : nil) ?? Self.double(request["ended"])
-        let responded = Self.double(request["responded"])
-        var title = "+\(Self.number(at))s \(method) \(path) → \(status)"
-        if let range = request["range"] as? String { title += ", Range: \(range)" }
-        if let key = request["idempotencyKey"] as? String { title += ", Idempotency-Key: \(key)" }
-        title += ", \(Self.number(request["bodyBytes"])) bytes"
-        if let received = request["bodyBytesReceived"] { title += " (\(Self.number(received)) reached the client)" }
-        if let cut = request["linkCut"] as? String { title += ", the link \(cut == "reset" ? "reset" : "closed") it" }
-        if request["stoppedByRunEnd"] as? Bool == true {
-            title += ", the rest still on its way when the run ended"
-        } else if request["cutShort"] as? Bool == true {
-            title += ", cut short"
-        }
-        if let responded, responded > at { title += ", waited \(Self.number(((responded - at) * 1000).rounded() / 1000))s for the server" }
-        if let received = Self.double(request["received"]) {
-            title += ", sent by +\(Self.number(Self.double(request["ended"]) ?? received))s, its last byte at the client +\(Self.number(received))s"
-        } else if let ended {
-            title += ", ended +\(Self.number(ended))s"
-        }
-        let broken = (request["status"] as? Int ?? 599) >= 400 || request["cutShort"] as? Bool == true
-            || request["bodyBytesReceived"] != nil || request["linkCut"] != nil
-        let classes = "mark request" + (request["range"] != nil ? " range" : "") + (broken ? " broken" : "")
-        let start = position(at)
-        let stop = max(position(ended ?? end), start + 2)
-        var svg = "<g class=\"\(classes)\" data-at=\"\(Self.number(at))\"" + (ended.map { " data-ended=\"\(Self.number($0))\"" } ?? "")
-            + "><title>\(Self.escape(title))</title><rect x=\"\(String(format: "%.1f", start))\" y=\"\(Int(top))\" height=\"\(Int(height))\" width=\""
-            + String(format: "%.1f", stop - start) + "\" data-w=\"\(String(format: "%.3f", max(0, position(ended ?? end) - start)))\"/>"
-        if let responded, responded > at {
-            let waitEnd = min(max(position(responded), start), stop)
-            if waitEnd - start >= 1 {
-                svg += "<rect class=\"wait\" x=\"\(String(format: "%.1f", start))\" y=\"\(Int(top))\" height=\"\(Int(height))\" "
-                    + "width=\"\(String(format: "%.1f", waitEnd - start))\" data-w=\"\(String(format: "%.3f", waitEnd - start))\"/>"
-            }
-        }
-        var text = ""
-        if labelled {
-            var label = "\(method) \(path) " + ((request["status"] as? Int).map(String.init) ?? "no answer")
-            if let range = request["range"] as? String { label += " " + range.replacingOccurrences(of: "bytes=", with: "") }
-            label += " · " + Self.bytesText(Self.double(request["bodyBytesReceived"]) ?? Self.double(request["bodyBytes"]) ?? 0)
-            if request["stoppedByRunEnd"] as? Bool == true {
-                label += " · unfinished"
-            } else if request["cutShort"] as? Bool == true || request["linkCut"] != nil {
-                label += " · cut"
-            }
-            let shown = label.count > 40 ? String(label.prefix(39)) + "…" : label
-            text = "<text class=\"request-label\(broken ? " broken" : "")\" x=\"4\" y=\"\(Int(top + height - 1))\">"
-                + "\(Self.escape(shown))</text>\n"
-        }
-        return (svg + "</g>\n", text)
-    }
-
-    /// Attempts that reached no server (●); between consecutive attempts of any kind (those that
-    /// reached the origin too) the gap, labelled with its length while there are few; and after a
-    /// response that asked for a wait (`Retry-After` in seconds) that wait, as a bar the next
-    /// attempt should not come before: a client's backoff, or its lack, at a glance.
-    static func attemptLane(_ attempts: [[String: Any]], requests: [[String: Any]], top: Double, position: (Double) -> Double) -> String {
-        var svg = ""
-        for attempt in attempts {
-            let at = Self.double(attempt["at"]) ?? 0
-            let title = "+\(Self.number(at))s \(attempt["outcome"] as? String ?? "") \(attempt["host"] as? String ?? ""):\(Self.number(attempt["port"]))"
-            svg += "<g class=\"mark attempt\" data-at=\"\(Self.number(at))\"><title>\(Self.escape(title))</title>"
-                + "<circle cx=\"\(String(format: "%.1f", position(at)))\" cy=\"\(Int(top + 10))\" r=\"4\"/></g>\n"
-        }
-        // Waits the server asked for, by the moment of the attempt whose response asked.
-        var asked: [Double: (from: Double, wait: Double)] = [:]
-        for (number, request) in requests.prefix(Self.maxGapLabels).enumerated() {
-            guard let text = request["retryAfter"] as? String, let wait = Double(text.trimmingCharacters(in: .whitespaces)), wait > 0,
-                let at = Self.double(request["at"])
-            else { continue }
-            let from = Self.double(request["ended"]) ?? at
-            asked[at] = (from, wait)
-            let row = top + 28 + Double(number % 2) * 5
-            svg += "<g class=\"retry-after\"><title>the response at +\(Self.number(from))s asked the client to wait \(Self.number(wait))s "
-                + "(Retry-After): until +\(Self.number(from + wait))s</title><rect x=\"\(String(format: "%.1f", position(from)))\" "
-                + "y=\"\(Int(row))\" height=\"3\" width=\"\(String(format: "%.1f", max(1, position(from + wait) - position(from))))\"/>"
-                + "<rect class=\"until\" x=\"\(String(format: "%.1f", position(from + wait) - 1))\" y=\"\(Int(row - 3))\" height=\"9\" width=\"2\"/>"
-                + "</g>\n"
-        }
-        let times = (attempts.compactMap { Self.double($0["at"]) } + requests.compactMap { Self.double($0["at"]) }).sorted()
-        guard times.count >= 2, times.count - 1 <= Self.maxGapLabels else { return svg }
-        for (a, b) in zip(times, times.dropFirst()) where position(b) - position(a) >= 4 {
-            let gap = ((b - a) * 100).rounded() / 100
-            var label = "\(Self.number(gap))s"
-            var early = false
-            if let wait = asked[a] {
-                label += ", asked \(Self.number(wait.wait))s"
-                early = b < wait.from + wait.wait
-            }
-            svg += "<g class=\"gap\(early ? " early" : "")\"><title>\(label) between attempts\(early ? ": sooner than the server asked" : "")</title>"
-                + "<line x1=\"\(String(format: "%.1f", position(a) + 4))\" x2=\"\(String(format: "%.1f", position(b) - 4))\" "
-                + "data-o-x1=\"\(String(format: "%.1f", position(a)))\" data-dx1=\"4\" data-o-x2=\"\(String(format: "%.1f", position(b)))\" data-dx2=\"-4\" "
-                + "y1=\"\(Int(top + 10))\" y2=\"\(Int(top + 10))\"/>"
-            if position(b) - position(a) >= Double(label.count) * 5.5 + 6 {
-                svg += "<text x=\"\(String(format: "%.1f", (position(a) + position(b)) / 2))\" y=\"\(Int(top + 24))\">"
-                    + "\(label)</text>"
-            }
-            svg += "</g>\n"
+    /// A phase of the link (`link: lte, outage (blackhole)`) as a span, named where the name fits.
+    static func phaseSpan(_ detail: String, from start: Double, to until: Double, top: Double) -> String {
+        let width = max(2, until - start)
+        let state = detail.hasPrefix("link: ") ? String(detail.dropFirst(6)) : detail
+        let look = state.contains("outage") ? " outage" : state.contains("stall") ? " stall" : ""
+        let x = String(format: "%.1f", start)
+        var svg = "<rect class=\"span\(look)\" x=\"\(x)\" y=\"\(Int(top))\" "
+            + "width=\"\(String(format: "%.1f", width))\" height=\"12\"/>"
+        let room = Int((width - 6) / 6)
+        if room >= 4 {
+            let shown = state.count > room ? String(state.prefix(room - 1)) + "…" : state
+            svg += "<text class=\"span-label\" x=\"\(x)\" dx=\"3\" y=\"\(Int(top + 9))\">\(Self.escape(shown))</text>"
         }
         return svg
     }

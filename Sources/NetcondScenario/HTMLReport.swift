@@ -27,21 +27,13 @@ public enum HTMLReport {
     public static func render(
         json data: Data, source: String, connections: (graph: TimeSequence, capture: String, dropsKnown: Bool)? = nil
     ) throws(Failure) -> String {
-        let object: Any
+        let report: Report
         do {
-            object = try JSONSerialization.jsonObject(with: data)
+            report = try Report.read(data)
         } catch {
-            throw Failure(description: "\(source): not JSON (it may be truncated); a report is written by netcond test --json or netcond run --json")
+            throw Failure(description: Self.readFailure(error, source: source))
         }
-        guard let report = object as? [String: Any], let scenarios = report["scenarios"] as? [[String: Any]] else {
-            throw Failure(description: "\(source): not a netcond JSON report (no \"scenarios\" list)")
-        }
-        let format = report["format"] as? Int
-        guard format == ScenarioSuite.JSONReport.currentFormat else {
-            let found = format.map { "format \($0)" } ?? "no format (an older netcond)"
-            throw Failure(description: "\(source): a report of \(found); this netcond draws format \(ScenarioSuite.JSONReport.currentFormat): run the scenarios again with this netcond")
-        }
-        var page = Self.page(report: report, scenarios: scenarios)
+        var page = Self.page(report)
         if let connections, let end = page.range(of: "<script>", options: .backwards) {
             page.insert(
                 contentsOf: Self.connectionsSection(connections.graph, capture: connections.capture, dropsKnown: connections.dropsKnown),
@@ -49,6 +41,27 @@ public enum HTMLReport {
         }
         return page
     }
+
+    typealias Report = ScenarioSuite.JSONReport
+    typealias ReportScenario = ScenarioSuite.JSONReport.Scenario
+
+    /// Why a file is not drawn, naming it.
+    static func readFailure(_ failure: Report.ReadFailure, source: String) -> String {
+        switch failure {
+        case .notJSON:
+            return "\(source): not JSON (it may be truncated); \(Self.writtenBy)"
+        case .notAReport:
+            return "\(source): not a netcond JSON report (no \"scenarios\" list)"
+        case .format(let format):
+            let found = format.map { "format \($0)" } ?? "no format (an older netcond)"
+            return "\(source): a report of \(found); this netcond draws format \(Report.currentFormat): "
+                + "run the scenarios again with this netcond"
+        case .damaged(let what):
+            return "\(source): not a report this netcond wrote (\(what)); \(Self.writtenBy)"
+        }
+    }
+
+    private static let writtenBy = "a report is written by netcond test --json or netcond run --json"
 
     /// Each TCP connection of the run, as the packets crossed the link: the picture Apple's
     /// networking guidance asks tcptrace for.
@@ -83,9 +96,10 @@ public enum HTMLReport {
 
     // MARK: - The page
 
-    static func page(report: [String: Any], scenarios: [[String: Any]]) -> String {
-        let passed = scenarios.filter { $0["verdict"] as? String == "passed" }.count
-        let failed = scenarios.filter { $0["verdict"] as? String == "failed" }.count
+    static func page(_ report: Report) -> String {
+        let scenarios = report.scenarios
+        let passed = scenarios.filter { $0.verdict == .passed }.count
+        let failed = scenarios.filter { $0.verdict == .failed }.count
         let errors = scenarios.count - passed - failed
         var html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
@@ -94,26 +108,8 @@ public enum HTMLReport {
         if failed > 0 { html += ", <span class=\"failed\">\(failed) failed</span>" }
         if errors > 0 { html += ", <span class=\"error\">\(errors) could not run</span>" }
         html += "</h1>\n"
-        if let shard = report["shard"] as? String { html += "<p>Part \(Self.escape(shard)) of a sharded run.</p>\n" }
-        html += "<p><label>Show <select id=\"verdict-filter\"><option value=\"\">every verdict</option>"
-        html += "<option value=\"failed\">failed</option><option value=\"passed\">passed</option><option value=\"error\">could not run</option>"
-        html += "</select></label></p>\n<table id=\"suite\"><thead><tr>"
-        for (index, column) in ["scenario", "verdict", "duration (s)", "seed", "first failed check"].enumerated() {
-            html += "<th data-column=\"\(index)\" title=\"sort\">\(column)</th>"
-        }
-        html += "</tr></thead><tbody>\n"
-        for (index, scenario) in scenarios.enumerated() {
-            let verdict = scenario["verdict"] as? String ?? "error"
-            let checks = scenario["checks"] as? [[String: Any]] ?? []
-            let firstFailed = checks.first { $0["passed"] as? Bool == false }
-            let why = firstFailed.map { "\($0["name"] as? String ?? ""): \($0["evidence"] as? String ?? "")" } ?? (scenario["error"] as? String ?? "")
-            html += "<tr class=\"row\" data-verdict=\"\(Self.escape(verdict))\">"
-            html += "<td><a href=\"#scenario-\(index)\">\(Self.escape(scenario["name"] as? String ?? "?"))</a></td>"
-            html += "<td class=\"\(Self.escape(verdict))\">\(Self.escape(verdict))</td>"
-            html += "<td>\(Self.number(scenario["seconds"]))</td><td>\(Self.number(scenario["seed"]))</td>"
-            html += "<td>\(Self.escape(why))</td></tr>\n"
-        }
-        html += "</tbody></table>\n"
+        if let shard = report.shard { html += "<p>Part \(Self.escape(shard)) of a sharded run.</p>\n" }
+        html += Self.suiteTable(scenarios)
         for (index, scenario) in scenarios.enumerated() {
             html += Self.section(scenario, index: index)
         }
@@ -121,47 +117,68 @@ public enum HTMLReport {
         return html
     }
 
-    static func section(_ scenario: [String: Any], index: Int) -> String {
-        let name = scenario["name"] as? String ?? "?"
-        let verdict = scenario["verdict"] as? String ?? "error"
-        var html = "<section class=\"scenario\" id=\"scenario-\(index)\" data-verdict=\"\(Self.escape(verdict))\">\n"
-        html += "<h2><span class=\"\(Self.escape(verdict))\">\(verdict == "passed" ? "✓" : verdict == "failed" ? "✗" : "!")</span> "
-            + "\(Self.escape(name))</h2>\n"
-        var facts = ["profile \(scenario["profile"] as? String ?? "?")"]
-        if let engine = scenario["engine"] as? String { facts.append("\(engine) engine") }
-        if let sender = scenario["sender"] as? String { facts.append(sender) }
-        if let exit = scenario["exit"] as? String { facts.append(exit) }
-        if let seconds = scenario["seconds"] { facts.append("\(Self.number(seconds)) s") }
-        if scenario["timedOut"] as? Bool == true { facts.append("stopped at its deadline") }
+    /// The suite at a glance: a row per scenario, sortable, filterable by verdict.
+    static func suiteTable(_ scenarios: [ReportScenario]) -> String {
+        var html = "<p><label>Show <select id=\"verdict-filter\"><option value=\"\">every verdict</option>"
+        html += "<option value=\"failed\">failed</option><option value=\"passed\">passed</option><option value=\"error\">could not run</option>"
+        html += "</select></label></p>\n<table id=\"suite\"><thead><tr>"
+        for (index, column) in ["scenario", "verdict", "duration (s)", "seed", "first failed check"].enumerated() {
+            html += "<th data-column=\"\(index)\" title=\"sort\">\(column)</th>"
+        }
+        html += "</tr></thead><tbody>\n"
+        for (index, scenario) in scenarios.enumerated() {
+            let verdict = scenario.verdict.rawValue
+            let firstFailed = (scenario.checks ?? []).first { !$0.passed }
+            let why = firstFailed.map { "\($0.name): \($0.evidence)" } ?? (scenario.error ?? "")
+            html += "<tr class=\"row\" data-verdict=\"\(Self.escape(verdict))\">"
+            html += "<td><a href=\"#scenario-\(index)\">\(Self.escape(scenario.name))</a></td>"
+            html += "<td class=\"\(Self.escape(verdict))\">\(Self.escape(verdict))</td>"
+            html += "<td>\(Self.number(scenario.seconds))</td><td>\(scenario.seed.map(String.init) ?? "")</td>"
+            html += "<td>\(Self.escape(why))</td></tr>\n"
+        }
+        return html + "</tbody></table>\n"
+    }
+
+    static func section(_ scenario: ReportScenario, index: Int) -> String {
+        let verdict = scenario.verdict
+        var html = "<section class=\"scenario\" id=\"scenario-\(index)\" data-verdict=\"\(verdict.rawValue)\">\n"
+        let sign = verdict == .passed ? "✓" : verdict == .failed ? "✗" : "!"
+        html += "<h2><span class=\"\(verdict.rawValue)\">\(sign)</span> \(Self.escape(scenario.name))</h2>\n"
+        var facts = ["profile \(scenario.profile ?? "?")"]
+        if let engine = scenario.engine { facts.append("\(engine.rawValue) engine") }
+        if let sender = scenario.sender { facts.append(sender) }
+        if let exit = scenario.exit { facts.append(exit) }
+        if let seconds = scenario.seconds { facts.append("\(Self.number(seconds)) s") }
+        if scenario.timedOut == true { facts.append("stopped at its deadline") }
         html += "<p class=\"facts\">\(Self.escape(facts.joined(separator: " · ")))</p>\n"
-        if let error = scenario["error"] as? String {
+        if let error = scenario.error {
             html += "<p class=\"error\">\(Self.escape(error))</p>\n</section>\n"
             return html
         }
         html += Self.timeline(scenario, index: index)
         html += "<ul class=\"checks\">\n"
-        for check in scenario["checks"] as? [[String: Any]] ?? [] {
-            let passed = check["passed"] as? Bool == true
-            let marks = (check["marks"] as? [Any] ?? []).map { Self.number($0) }.joined(separator: " ")
-            html += "<li class=\"check \(passed ? "passed" : "failed")\"><a href=\"#timeline-\(index)\" class=\"check-link\" "
-                + "data-scenario=\"\(index)\" data-marks=\"\(marks)\">\(passed ? "✓" : "✗") \(Self.escape(check["name"] as? String ?? "?"))</a> — "
-                + Self.escape(check["evidence"] as? String ?? "")
-            if let caveat = check["caveat"] as? String { html += " <span class=\"caveat\">⚠ \(Self.escape(caveat))</span>" }
+        for check in scenario.checks ?? [] {
+            let marks = check.marks.map { Self.number($0) }.joined(separator: " ")
+            let look = check.passed ? "passed" : "failed", sign = check.passed ? "✓" : "✗"
+            html += "<li class=\"check \(look)\"><a href=\"#timeline-\(index)\" class=\"check-link\" "
+                + "data-scenario=\"\(index)\" data-marks=\"\(marks)\">\(sign) \(Self.escape(check.name))</a> — "
+                + Self.escape(check.evidence)
+            if let caveat = check.caveat { html += " <span class=\"caveat\">⚠ \(Self.escape(caveat))</span>" }
             html += "</li>\n"
         }
         html += "</ul>\n"
-        if let output = scenario["clientOutput"] as? String, !output.isEmpty {
+        if let output = scenario.clientOutput, !output.isEmpty {
             html += "<details><summary>The end of the client's output</summary><pre>\(Self.escape(output))</pre></details>\n"
         }
         html += "<p class=\"repeat\">Repeat: <code>\(Self.escape(Self.repeatCommand(scenario)))</code></p>\n</section>\n"
         return html
     }
 
-    static func repeatCommand(_ scenario: [String: Any]) -> String {
-        var words = ["netcond", "run", scenario["file"] as? String ?? "?"]
-        if scenario["engine"] as? String == "packet" { words += ["--engine", "packet"] }
-        if let seed = scenario["seed"] { words += ["--seed", Self.number(seed)] }
-        if let command = scenario["command"] as? [String], command != ["(in-process client)"] {
+    static func repeatCommand(_ scenario: ReportScenario) -> String {
+        var words = ["netcond", "run", scenario.file ?? "?"]
+        if scenario.engine == .packet { words += ["--engine", "packet"] }
+        if let seed = scenario.seed { words += ["--seed", String(seed)] }
+        if let command = scenario.command, command != ["(in-process client)"] {
             words += ["--"] + command
         }
         return ScenarioReport.shellLine(words)
@@ -171,11 +188,10 @@ public enum HTMLReport {
 
     /// The down link's rate (a solid step line, its top the run's highest rate) and one-way delay
     /// (dashed, its top the highest delay) from the report's `link` samples, with their scales.
-    static func linkLane(_ samples: [[Any]], top: Double, end: Double, x: (Double) -> String) -> String {
-        let rows = samples.compactMap { row -> (at: Double, rate: Double?, delay: Double)? in
-            guard row.count >= 3, let at = Self.double(row[0]), let delay = Self.double(row[2]) else { return nil }
-            return (at, Self.double(row[1]), delay)
-        }
+    static func linkLane(
+        _ samples: [ReportScenario.LinkRow], top: Double, end: Double, x: (Double) -> String
+    ) -> String {
+        let rows = samples.filter { $0.at.isFinite && $0.delay.isFinite }
         guard !rows.isEmpty else { return "" }
         // The scale's line on top, the lines below it: 26 px from top + 12 to top + 38.
         let height = 26.0, bottom = top + 38
@@ -192,7 +208,7 @@ public enum HTMLReport {
         }
         var svg = ""
         var scale: [String] = []
-        let rates = rows.compactMap(\.rate)
+        let rates = rows.compactMap { $0.rate.flatMap { $0.isFinite ? $0 : nil } }
         if let most = rates.max(), most > 0, rates.count == rows.count {
             let points = steps(rates.map { $0 / most })
             let peak = Bandwidth(bitsPerSecond: Int64(most))
@@ -224,15 +240,10 @@ public enum HTMLReport {
     /// Text safe in an element or an attribute (``Markup``).
     public static func escape(_ text: String) -> String { Markup.escaped(text) }
 
-    /// A finite number of the report (nil for anything else: NaN and infinities are not times).
-    static func double(_ value: Any?) -> Double? {
-        guard let value = (value as? NSNumber)?.doubleValue, value.isFinite else { return nil }
-        return value
-    }
-
-    /// A number as a report shows it: whole numbers without a point, others to the millisecond.
-    static func number(_ value: Any?) -> String {
-        guard let number = Self.double(value) else { return "" }
+    /// A number as a report shows it: whole numbers without a point, others to the millisecond;
+    /// nothing for none (or NaN, or an infinity: not times).
+    static func number(_ value: Double?) -> String {
+        guard let number = value, number.isFinite else { return "" }
         if number == number.rounded() && abs(number) < 1e15 { return String(Int64(number)) }
         return String(format: "%.3f", number).replacingOccurrences(of: #"0+$"#, with: "", options: .regularExpression)
     }

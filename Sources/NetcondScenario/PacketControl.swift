@@ -83,7 +83,8 @@ public struct PacketControl: ControlTarget {
             timerWakeups: 0,
             timerLateUs: [],
             engine: "packet",
-            link: [Direction.down, .up].map { ControlLinkNow($0, summary.moment($0)) }
+            link: [Direction.down, .up].map { ControlLinkNow($0, summary.moment($0)) },
+            linkBytesDown: summary.down.bytes
         )
     }
 }

@@ -142,22 +142,31 @@ public struct RunEvidence: Sendable {
         }
     }
 
-    /// What the captive portal did, from the proxy's event log.
     /// What the link recorded of itself: its state changes (phases, stalls, outages, cuts), the
     /// faults it applied and the portal's doings, for the report's timeline.
     public struct LinkEvent: Sendable, Equatable {
+        /// What kind of moment: the raw values are the JSON report's `kind`.
+        public enum Kind: String, Sendable, Equatable, Codable, CaseIterable {
+            /// The link's state changed (a phase, a stall, an outage, a cut).
+            case link
+            /// A fault was applied to a request.
+            case fault
+            /// The captive portal did something.
+            case captive
+        }
+
         public var at: Double
-        /// `link`, `fault` or `captive`.
-        public var kind: String
+        public var kind: Kind
         public var detail: String
 
-        public init(at: Double, kind: String, detail: String) {
+        public init(at: Double, kind: Kind, detail: String) {
             self.at = at
             self.kind = kind
             self.detail = detail
         }
     }
 
+    /// What the captive portal did, from the proxy's event log.
     public struct PortalEvent: Sendable, Equatable {
         /// Seconds since the client started.
         public var at: Double

@@ -155,7 +155,8 @@ extension PacketSession: RunSession {
         let engineStart = self.engine.clockOrigin
         evidence.linkEvents = self.stateChanges.withLockedValue { $0 }.map { change in
             RunEvidence.LinkEvent(
-                at: Double(engineStart + change.at.nanoseconds - clientStart) / 1e9, kind: "link", detail: "link: \(change.state)")
+                at: Double(engineStart + change.at.nanoseconds - clientStart) / 1e9, kind: .link,
+                detail: "link: \(change.state)")
         }
     }
 

@@ -144,233 +144,66 @@ public enum ScenarioRunner {
         tls: (any TLSProvider)?
     ) async throws(ScenarioRunError) -> ScenarioOutcome {
         let began = NIODeadline.now()
-        let session: any RunSession
-        var originForward: URL?
-        let command: [String]
-        switch client {
-        case .command(let words): command = words
-        case .function: command = ["(in-process client)"]
-        }
-        switch engine {
-        case .proxy:
-            if let refusal = Self.proxyProblem(scenario, hasTLS: tls != nil) {
-                throw ScenarioRunError(description: "\(scenario.file): \(refusal)", exitCode: 2)
-            }
-            if user != nil {
-                throw ScenarioRunError(description: "\(scenario.file): \(Self.userNeedsPacketEngine)", exitCode: 2)
-            }
-            do {
-                var forwards: [PortForward] = []
-                if case .function = client {
-                    forwards.append(PortForward(listenHost: "127.0.0.1", listenPort: 0, targetHost: Session.originHost, targetPort: 80))
-                }
-                let started = try await Session.start(
-                    profile: scenario.profile, seed: seed, forwards: forwards, guarding: guarding, originContent: scenario.origin,
-                    tls: tls)
-                session = started
-                if let forward = started.forwardAddresses.first {
-                    originForward = URL(string: "http://\(Session.hostPort(forward))")
-                }
-            } catch {
-                throw ScenarioRunError(description: "cannot start: \(error)", exitCode: 3)
-            }
-        case .packet:
-            if case .function = client {
-                throw ScenarioRunError(
-                    description: "\(scenario.file): an in-process client cannot run under the packet engine (its packets "
-                        + "are netcond's own); run it under the proxy engine, or give a command", exitCode: 2)
-            }
-            let problems = Self.packetProblems(scenario)
-            guard problems.isEmpty else {
-                throw ScenarioRunError(
-                    description: "\(scenario.file): the packet engine cannot run this scenario: "
-                        + problems.joined(separator: "; ") + " (use --engine proxy)",
-                    exitCode: 2)
-            }
-            guard let tls else {
-                throw ScenarioRunError(
-                    description: "\(scenario.file): the packet engine serves the origin's HTTPS and needs a TLS library; this build has none",
-                    exitCode: 2)
-            }
-            do {
-                session = try await PacketSession.start(
-                    profile: scenario.profile, seed: seed, originContent: scenario.origin, capture: capture, guarding: guarding,
-                    identity: user, tls: tls)
-            } catch {
-                throw ScenarioRunError(description: "cannot start: \(error)", exitCode: 3)
-            }
-        }
-        let workdir: String
-        do {
-            workdir = try Self.makeWorkingDirectory(name: scenario.name)
-        } catch {
-            await session.stop()
-            throw error
-        }
-        // The client's own folder: the working folder itself, or (with --user) a folder of that user's
-        // inside it, so that the one netcond removes stays root's.
-        let (clientDir, problem) = session.clientFolder(in: workdir)
-        if let problem {
-            await session.stop()
-            Self.remove(workdir)
-            throw ScenarioRunError(description: problem, exitCode: 3)
-        }
-        var environment = session.childEnvironment(base: baseEnvironment)
-        for (name, value) in scenario.client.environment { environment[name] = value }
-        environment["NETCOND_WORKDIR"] = clientDir
-        environment["NETCOND_SCENARIO"] = scenario.name
-        if let url = scenario.client.url {
-            environment["NETCOND_URL"] = url.hasPrefix("/") ? "http://\(Session.originHost)\(url)" : url
-        }
-        if let output = scenario.client.output {
-            environment["NETCOND_OUTPUT"] = (clientDir as NSString).appendingPathComponent(output)
-        }
-
-        // The client's output is always captured (the checks read its stderr), and echoed as `echo` says.
-        let outputFile: String
-        do {
-            outputFile = try Self.makeOutputFile(name: scenario.name)
-        } catch {
-            await session.stop()
-            Self.remove(workdir)
-            throw error
-        }
-        let capture: OutputCapture
-        do {
-            capture = try OutputCapture(path: outputFile, echo: echo)
-        } catch {
-            await session.stop()
-            Self.remove(workdir)
-            Self.remove(outputFile)
-            throw ScenarioRunError(description: error.description, exitCode: 3)
-        }
-        let child: any RunningClient
-        switch client {
-        case .command(let command):
-            do {
-                let process = try session.spawnClient(
-                    command, environment: environment, workingDirectory: scenario.client.directory ?? clientDir,
-                    output: (capture.childStdout, capture.childStderr))
-                onStart?(process)
-                child = process
-            } catch {
-                capture.start()
-                _ = capture.finish(grace: 1)
-                await session.stop()
-                Self.remove(workdir)
-                Self.remove(outputFile)
-                throw ScenarioRunError(description: error.description, exitCode: error.exitCode)
-            }
-        case .function(let function):
-            let origin = originForward ?? URL(string: "http://\(Session.originHost)")!
-            let url = environment["NETCOND_URL"].flatMap { text -> URL? in
-                let prefix = "http://\(Session.originHost)"
-                return text.hasPrefix(prefix + "/") ? URL(string: origin.absoluteString + text.dropFirst(prefix.count)) : URL(string: text)
-            }
-            let context = InProcessClientContext(
-                environment: environment, url: url, outputPath: environment["NETCOND_OUTPUT"], workingDirectory: clientDir,
-                originURL: origin, output: (dup(capture.childStdout), dup(capture.childStderr)))
-            child = InProcessClient(function, context: context)
-        }
-        capture.start()
-        let started = NIODeadline.now()
-        let startup = Double(started.uptimeNanoseconds - began.uptimeNanoseconds) / 1e9
-        let origin = session.origin
-        let driver = TimelineDriver(
-            clock: WallClock(started: started),
-            marks: { watchesOrigin, watchesLink in
-                var marks = TimelineMarks()
-                if watchesOrigin {
-                    for entry in origin.requestLog.entries where entry.isFinished {
-                        marks.finished += 1
-                        if let name = OriginFile.name(inPath: entry.path) { marks.finishedFor[.file(name), default: 0] += 1 }
-                        if let name = OriginAPI.name(inPath: entry.path) { marks.finishedFor[.api(name), default: 0] += 1 }
-                    }
-                }
-                if watchesLink { marks.delivered = await session.deliveredBytes() }
-                return marks
-            },
-            apply: { action in await session.apply(action) },
-            onEvent: onEvent)
-        let timeline = Task { await driver.play(scenario.timeline) }
-        let timedOut = NIOLockedValueBox(false)
-        let deadline = scenario.client.deadline
-        let watchdog = Task {
-            try? await Task.sleep(nanoseconds: UInt64(deadline.nanoseconds))
-            if Task.isCancelled { return }
-            timedOut.withLockedValue { $0 = true }
-            onEvent?("client still running at its \(formatSeconds(deadline)) deadline: SIGTERM")
-            child.signal(SIGTERM)
-            try? await Task.sleep(nanoseconds: UInt64(Self.termGrace.nanoseconds))
-            if Task.isCancelled { return }
-            child.signal(SIGKILL)
-        }
-        let samples = NIOLockedValueBox<[DeliverySample]>([])
-        let sampler = Task {
-            // At most 6,000 samples (10 minutes); past that, the run's end is what matters.
-            while !Task.isCancelled && samples.withLockedValue({ $0.count }) < Self.maxDeliverySamples {
-                let bytes = await session.deliveredBytes()
-                let link = await session.linkMoment()
-                let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-                samples.withLockedValue { $0.append(DeliverySample(at: (at * 1000).rounded() / 1000, bytes: bytes, link: link)) }
-                try? await Task.sleep(nanoseconds: 100_000_000)
-            }
-        }
-        let progress = onProgress.map { onProgress in Task {
-            while !Task.isCancelled {
-                let progress = await session.progress()
-                let elapsed = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-                onProgress(ScenarioProgress(
-                    elapsed: elapsed, phase: progress.phase,
-                    bytesDown: progress.bytesDown, requests: session.origin.requestLog.count))
-                try? await Task.sleep(nanoseconds: 500_000_000)
-            }
-        } }
+        let started = try await Self.startSession(
+            scenario, client: client, seed: seed, engine: engine, capture: capture, user: user, guarding: guarding,
+            tls: tls)
+        let session = started.session
+        let setup = try await Self.prepareClient(
+            scenario, session: session, baseEnvironment: baseEnvironment, echo: echo)
+        let child = try await Self.startClient(
+            client, scenario: scenario, session: session, setup: setup, originForward: started.originForward,
+            onStart: onStart)
+        setup.capture.start()
+        let clientStart = NIODeadline.now()
+        let watchers = RunWatchers(
+            scenario, session: session, child: child, started: clientStart, onEvent: onEvent, onProgress: onProgress)
         let exit = await child.wait()
         let ended = NIODeadline.now()
         // Whatever the client left running in its group (a shell's background jobs) ends with it.
         child.signal(SIGKILL)
-        watchdog.cancel()
-        timeline.cancel()
-        progress?.cancel()
-        sampler.cancel()
-        _ = await sampler.value
-        let applied = await timeline.value
-        _ = await progress?.value
-        let captured = capture.finish(grace: 1)
-        let clientOutput = ClientOutput.read(path: outputFile, summary: captured, keep: keepWorkingDirectory)
-        if !keepWorkingDirectory { Self.remove(outputFile) }
+        let watched = await watchers.stop()
+        let captured = setup.capture.finish(grace: 1)
+        let clientOutput = ClientOutput.read(path: setup.outputFile, summary: captured, keep: keepWorkingDirectory)
+        if !keepWorkingDirectory { Self.remove(setup.outputFile) }
 
-        let startNanos = Int64(started.uptimeNanoseconds)
         var evidence = RunEvidence(
             exit: exit,
-            timedOut: timedOut.withLockedValue { $0 },
-            deadline: deadline,
-            duration: Double(ended.uptimeNanoseconds - started.uptimeNanoseconds) / 1e9,
+            timedOut: watched.timedOut,
+            deadline: scenario.client.deadline,
+            duration: Double(ended.uptimeNanoseconds - clientStart.uptimeNanoseconds) / 1e9,
             requests: [],
-            workingDirectory: clientDir,
+            workingDirectory: setup.clientDir,
             origin: scenario.origin,
             lines: captured.lines.map {
-                RunEvidence.OutputLine(at: Double(Int64($0.uptimeNanoseconds) - startNanos) / 1e9, stderr: $0.stderr, text: $0.text)
+                let at = Double(Int64($0.uptimeNanoseconds) - Int64(clientStart.uptimeNanoseconds)) / 1e9
+                return RunEvidence.OutputLine(at: at, stderr: $0.stderr, text: $0.text)
             },
             stderrTail: captured.stderrTail
         )
         evidence.clientUser = user?.uid
-        await session.endLeftovers()
-        await session.addEvidence(to: &evidence, clientStart: startNanos)
-        evidence.interventions = guarding.changes(since: started).map { "at +\(Checks.seconds($0.at)) \($0.what)" }
+        await Self.addSessionEvidence(session, to: &evidence, clientStart: clientStart, guarding: guarding)
         let results = scenario.checks.map { Checks.evaluate($0, evidence) }
-        var delivered = samples.withLockedValue { $0 }
         let duration = (evidence.duration * 1000).rounded() / 1000
-        delivered.append(DeliverySample(at: duration, bytes: await session.deliveredBytes(), link: await session.linkMoment()))
+        let delivered = watched.delivered
+            + [DeliverySample(at: duration, bytes: await session.deliveredBytes(), link: await session.linkMoment())]
         let linkSummary = await session.summaryText()
         await session.stop()
-        if !keepWorkingDirectory { Self.remove(workdir) }
+        if !keepWorkingDirectory { Self.remove(setup.workdir) }
         return ScenarioOutcome(
-            scenario: scenario, seed: seed, command: command, evidence: evidence, results: results,
-            applied: applied, startup: startup, linkSummary: linkSummary,
-            clientOutput: clientOutput, delivered: delivered
+            scenario: scenario, seed: seed, command: Self.words(of: client), evidence: evidence, results: results,
+            applied: watched.applied, startup: Double(clientStart.uptimeNanoseconds - began.uptimeNanoseconds) / 1e9,
+            linkSummary: linkSummary, clientOutput: clientOutput, delivered: delivered
         )
+    }
+
+    /// What the session recorded of the run, after what the client left running has ended; and
+    /// the changes made from outside.
+    private static func addSessionEvidence(
+        _ session: any RunSession, to evidence: inout RunEvidence, clientStart: NIODeadline, guarding: ControlGuard
+    ) async {
+        await session.endLeftovers()
+        await session.addEvidence(to: &evidence, clientStart: Int64(clientStart.uptimeNanoseconds))
+        evidence.interventions = guarding.changes(since: clientStart).map { "at +\(Checks.seconds($0.at)) \($0.what)" }
     }
 
     /// Why the proxy engine cannot run a scenario: its profile, or one its timeline switches to,
@@ -421,7 +254,7 @@ public enum ScenarioRunner {
     public static let userNeedsPacketEngine =
         "--user is for the packet engine, which needs root; the proxy engine does not: run netcond as that user"
 
-    private static func makeWorkingDirectory(name: String) throws(ScenarioRunError) -> String {
+    static func makeWorkingDirectory(name: String) throws(ScenarioRunError) -> String {
         do {
             return try TemporaryFiles.makeDirectory(kind: name)
         } catch {
@@ -430,7 +263,7 @@ public enum ScenarioRunner {
     }
 
     /// An empty file for the client's output, next to where working directories go.
-    private static func makeOutputFile(name: String) throws(ScenarioRunError) -> String {
+    static func makeOutputFile(name: String) throws(ScenarioRunError) -> String {
         do {
             return try TemporaryFiles.makeFile(kind: name, suffix: ".log")
         } catch {

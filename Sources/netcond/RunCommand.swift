@@ -282,6 +282,26 @@ extension RunCommand {
         }
         printError(ScenarioReport.header(scenario, seed: seed, command: command, engine: engine))
         if engine == .packet && !self.quiet { self.user.warnIfUncaged() }
+        let outcome = try await self.runOutcome(
+            scenario, command: command, seed: seed, engine: engine, identity: identity)
+        if !self.quiet { printError("netcond: " + outcome.linkSummary) }
+        if self.keep {
+            printError("netcond: working directory kept: \(outcome.evidence.workingDirectory)")
+            if let path = outcome.clientOutput.path { printError("netcond: client output kept: \(path)") }
+        }
+        for line in ScenarioReport.checkLines(outcome) { print(line) }
+        printError(ScenarioReport.verdictLine(outcome, scenarioArgument: path))
+        if self.json != nil || self.html != nil {
+            try self.writeScenarioReports(outcome, engine: engine)
+        }
+        throw ExitCode(outcome.passed ? 0 : 1)
+    }
+
+    /// Runs the scenario with its client, signals passed on to it, a status line on a terminal;
+    /// netcond's own failure is said, and is the exit code.
+    private func runOutcome(
+        _ scenario: Scenario, command: [String], seed: UInt64, engine: RunEngine, identity: ChildIdentity?
+    ) async throws -> ScenarioOutcome {
         let signals = SignalForwarder()
         let quiet = self.quiet
         // On a terminal, a status line below the client's own output (which passes around it).
@@ -323,27 +343,22 @@ extension RunCommand {
         }
         status.finish()
         signals.stop()
-        if !self.quiet { printError("netcond: " + outcome.linkSummary) }
-        if self.keep {
-            printError("netcond: working directory kept: \(outcome.evidence.workingDirectory)")
-            if let path = outcome.clientOutput.path { printError("netcond: client output kept: \(path)") }
-        }
-        for line in ScenarioReport.checkLines(outcome) { print(line) }
-        printError(ScenarioReport.verdictLine(outcome, scenarioArgument: path))
-        if self.json != nil || self.html != nil {
-            let json = ScenarioSuite.json([.ran(outcome)], seconds: outcome.evidence.duration)
-            // A packet-engine run's capture: its connections drawn after the scenario.
-            var connections: (graph: TimeSequence, capture: String, dropsKnown: Bool)?
-            if self.html != nil, engine == .packet, let capture = self.pcap {
-                do {
-                    connections = (try TimeSequence.read(capture: capture, drops: self.pcapDrops), capture, self.pcapDrops != nil)
-                } catch {
-                    printError("netcond: the report draws no connections: \(error)")
-                }
+        return outcome
+    }
+
+    /// `--json` and `--html`: the run's report; a packet-engine run's capture drawn after the scenario.
+    private func writeScenarioReports(_ outcome: ScenarioOutcome, engine: RunEngine) throws {
+        let json = ScenarioSuite.json([.ran(outcome)], seconds: outcome.evidence.duration)
+        var connections: (graph: TimeSequence, capture: String, dropsKnown: Bool)?
+        if self.html != nil, engine == .packet, let capture = self.pcap {
+            do {
+                let graph = try TimeSequence.read(capture: capture, drops: self.pcapDrops)
+                connections = (graph, capture, self.pcapDrops != nil)
+            } catch {
+                printError("netcond: the report draws no connections: \(error)")
             }
-            try writeReports([(self.json, { json }), (self.html, { htmlReport(json, connections: connections) })])
         }
-        throw ExitCode(outcome.passed ? 0 : 1)
+        try writeReports([(self.json, { json }), (self.html, { htmlReport(json, connections: connections) })])
     }
 }
 

@@ -105,80 +105,31 @@ struct TestCommand: AsyncParsableCommand {
         }
         let scenarios = try self.loadScenarios()
         if self.list {
-            for (scenario, _) in scenarios {
-                let file = TerminalText.escaped(scenario.file)
-                let checks = scenario.checks.map(\.name).joined(separator: ",")
-                print("\(scenario.name)\t\(file)\t\(scenario.profile.name)\t\(checks)")
-            }
+            Self.printList(scenarios)
             return
         }
         let seed = try self.seed.resolve()
         let identity = try self.user.resolve(warn: true)
-        if scenarios.contains(where: { (self.engine?.runEngine ?? $0.0.engine ?? .proxy) == .packet }) {
+        if scenarios.contains(where: { self.runEngine(for: $0.0) == .packet }) {
             self.user.warnIfUncaged()
         }
         let latencyHold = self.lowLatency.hold()
         defer { withExtendedLifetime(latencyHold) {} }
 
         let status = LiveStatus(live: true)
-        let current = NIOLockedValueBox<ChildProcess?>(nil)
-        let interrupted = NIOLockedValueBox<Int32?>(nil)
-        let signals = SignalForwarder()
-        // A signal stops the whole run: the client gets it (SIGKILL 2 s later if it is still there)
-        // and no further scenario starts.
-        let stop: @Sendable (ChildProcess) -> Void = { child in
-            guard let signal = interrupted.withLockedValue({ $0 }) else { return }
-            child.signal(signal)
-            DispatchQueue.global().asyncAfter(deadline: .now() + 2) {
-                if current.withLockedValue({ $0 === child }) { child.signal(SIGKILL) }
-            }
-        }
-        signals.onSignal { signal in
-            interrupted.withLockedValue { $0 = $0 ?? signal }
-            if let child = current.withLockedValue({ $0 }) { stop(child) }
-        }
-        defer { signals.stop() }
+        let interruption = SuiteInterruption()
+        defer { interruption.stop() }
 
         let began = Date()
         printError("netcond test: \(scenarios.count) scenario\(scenarios.count == 1 ? "" : "s"), seed \(seed)")
         var results: [ScenarioSuite.Result] = []
         for (index, (scenario, command)) in scenarios.enumerated() {
-            if interrupted.withLockedValue({ $0 }) != nil { break }
+            if interruption.signal != nil { break }
             let counter = "[\(index + 1)/\(scenarios.count)]"
-            let file = TerminalText.escaped(scenario.file)
-            print("\n▶ \(counter) \(scenario.name) — profile \(scenario.profile.name) (\(file))")
-            if !scenario.description.isEmpty { print("  \(scenario.description)") }
-            fflush(nil)
-            let result: ScenarioSuite.Result
-            let label = "\(counter) \(scenario.name)"
-            let showProgress: (@Sendable (ScenarioProgress) -> Void)? =
-                status.live ? { @Sendable progress in status.show(scenarioStatusLine(label, progress)) } : nil
-            do {
-                let outcome = try await ScenarioRunner.run(
-                    scenario, client: .command(command), seed: seed, baseEnvironment: currentEnvironment(),
-                    keepWorkingDirectory: self.keep,
-                    echo: self.showOutput ? .handler { descriptor, bytes in status.passThrough(descriptor, bytes) } : .none,
-                    onStart: { child in
-                        current.withLockedValue { $0 = child }
-                        stop(child)
-                    },
-                    onEvent: { line in status.log("  \(line)") },
-                    onProgress: showProgress,
-                    engine: self.engine?.runEngine ?? scenario.engine ?? .proxy,
-                    user: identity,
-                    tls: .nioSSL
-                )
-                current.withLockedValue { $0 = nil }
-                if let signal = interrupted.withLockedValue({ $0 }) {
-                    // Stopped by the user, not judged: the checks would only see the interruption.
-                    result = .error(scenario, "interrupted by signal \(signal) after \(String(format: "%.1f", outcome.evidence.duration)) s")
-                } else {
-                    result = .ran(outcome)
-                }
-            } catch {
-                current.withLockedValue { $0 = nil }
-                result = .error(scenario, error.description)
-            }
+            Self.announce(scenario, counter: counter)
+            let result = await self.runOne(
+                scenario, command: command, label: "\(counter) \(scenario.name)", seed: seed, identity: identity,
+                status: status, interruption: interruption)
             status.finish()
             self.report(result)
             results.append(result)
@@ -189,40 +140,75 @@ struct TestCommand: AsyncParsableCommand {
         try self.writeReports(results, seconds: seconds)
         print("\n" + ScenarioSuite.summaryLine(results, seconds: seconds))
         if results.count < scenarios.count {
-            let reason = interrupted.withLockedValue { $0 }.map { "interrupted by signal \($0)" } ?? "--fail-fast"
+            let reason = interruption.signal.map { "interrupted by signal \($0)" } ?? "--fail-fast"
             print("\(scenarios.count - results.count) not run (\(reason))")
         }
-        if let signal = interrupted.withLockedValue({ $0 }) { throw ExitCode(128 + signal) }
+        if let signal = interruption.signal { throw ExitCode(128 + signal) }
         throw ExitCode(ScenarioSuite.exitCode(results))
+    }
+
+    /// What carries a scenario's traffic: `--engine`, else the scenario's `engine:`, else the proxy.
+    private func runEngine(for scenario: Scenario) -> RunEngine {
+        self.engine?.runEngine ?? scenario.engine ?? .proxy
+    }
+
+    /// `--list`: a line per scenario (name, file, profile, checks), tab-separated.
+    private static func printList(_ scenarios: [(Scenario, [String])]) {
+        for (scenario, _) in scenarios {
+            let file = TerminalText.escaped(scenario.file)
+            let checks = scenario.checks.map(\.name).joined(separator: ",")
+            print("\(scenario.name)\t\(file)\t\(scenario.profile.name)\t\(checks)")
+        }
+    }
+
+    /// `▶ [2/5] name — profile lte (file)` and its description.
+    private static func announce(_ scenario: Scenario, counter: String) {
+        let file = TerminalText.escaped(scenario.file)
+        print("\n▶ \(counter) \(scenario.name) — profile \(scenario.profile.name) (\(file))")
+        if !scenario.description.isEmpty { print("  \(scenario.description)") }
+        fflush(nil)
+    }
+
+    /// Runs one scenario of the suite: what netcond could not run, or a signal stopped, is an error.
+    private func runOne(
+        _ scenario: Scenario, command: [String], label: String, seed: UInt64, identity: ChildIdentity?,
+        status: LiveStatus, interruption: SuiteInterruption
+    ) async -> ScenarioSuite.Result {
+        let showProgress: (@Sendable (ScenarioProgress) -> Void)? =
+            status.live ? { @Sendable progress in status.show(scenarioStatusLine(label, progress)) } : nil
+        do {
+            let outcome = try await ScenarioRunner.run(
+                scenario, client: .command(command), seed: seed, baseEnvironment: currentEnvironment(),
+                keepWorkingDirectory: self.keep,
+                echo: self.showOutput ? .handler { descriptor, bytes in status.passThrough(descriptor, bytes) } : .none,
+                onStart: { child in interruption.started(child) },
+                onEvent: { line in status.log("  \(line)") },
+                onProgress: showProgress,
+                engine: self.runEngine(for: scenario),
+                user: identity,
+                tls: .nioSSL
+            )
+            interruption.ended()
+            if let signal = interruption.signal {
+                // Stopped by the user, not judged: the checks would only see the interruption.
+                let seconds = String(format: "%.1f", outcome.evidence.duration)
+                return .error(scenario, "interrupted by signal \(signal) after \(seconds) s")
+            }
+            return .ran(outcome)
+        } catch {
+            interruption.ended()
+            return .error(scenario, error.description)
+        }
     }
 
     /// Finds, decodes and filters the scenarios, and resolves each one's client; exit 2 on any error,
     /// before anything runs.
     private func loadScenarios() throws -> [(Scenario, [String])] {
-        var paths = self.paths
-        if paths.isEmpty {
-            guard FileManager.default.fileExists(atPath: "Scenarios") else {
-                throw ValidationError("no scenario paths given and no ./Scenarios folder here (usage: netcond test PATH... [-- COMMAND])")
-            }
-            paths = ["Scenarios"]
-        }
-        let files: [String]
-        do {
-            let found = try ScenarioSuite.discover(paths)
-            files = found.files
-            if !found.skipped.isEmpty && !self.list {
-                let skipped = TerminalText.escaped(found.skipped.joined(separator: ", "))
-                printError("netcond test: not scenarios (no checks: or client:), skipped: \(skipped)")
-            }
-        } catch {
-            printError("netcond: \(TerminalText.escaped(error.description))")
-            throw ExitCode(2)
-        }
         var problems: [String] = []
         var badFiles: Set<String> = []
         var scenarios: [(Scenario, [String])] = []
         var names: [String: String] = [:]
-        for file in files {
+        for file in try self.scenarioFiles() {
             let scenario: Scenario
             do {
                 scenario = try ScenarioDecoder.decodeFile(atPath: file)
@@ -239,27 +225,11 @@ struct TestCommand: AsyncParsableCommand {
             }
             names[scenario.name] = file
             guard ScenarioSuite.matches(scenario.name, patterns: self.filter) else { continue }
-            if self.list {
-                scenarios.append((scenario, self.command.isEmpty ? scenario.client.command ?? [] : self.command))
-                continue
-            }
-            do {
-                scenarios.append((scenario, try ScenarioRunner.command(for: scenario, override: self.command)))
-            } catch {
-                problems.append(error.description)
+            let client = self.client(of: scenario, file: file)
+            if let command = client.command { scenarios.append((scenario, command)) }
+            if !client.problems.isEmpty {
+                problems += client.problems
                 badFiles.insert(file)
-            }
-            if (self.engine?.runEngine ?? scenario.engine ?? .proxy) == .proxy, let refusal = ScenarioRunner.proxyProblem(scenario) {
-                problems.append("\(file): \(refusal)")
-                badFiles.insert(file)
-            }
-            if (self.engine?.runEngine ?? scenario.engine ?? .proxy) == .packet {
-                let unsupported = ScenarioRunner.packetProblems(scenario)
-                if !unsupported.isEmpty {
-                    problems.append("\(file): the packet engine cannot run it: " + unsupported.joined(separator: "; ")
-                        + " (run it with --engine proxy, or leave it out of the paths given)")
-                    badFiles.insert(file)
-                }
             }
         }
         if !problems.isEmpty {
@@ -280,6 +250,56 @@ struct TestCommand: AsyncParsableCommand {
             printError("netcond test: part \(shard) holds \(scenarios.count) of \(all) scenario\(all == 1 ? "" : "s")")
         }
         return scenarios
+    }
+
+    /// The scenario files the paths name (default ./Scenarios); exit 2 when they name none.
+    private func scenarioFiles() throws -> [String] {
+        var paths = self.paths
+        if paths.isEmpty {
+            guard FileManager.default.fileExists(atPath: "Scenarios") else {
+                throw ValidationError(
+                    "no scenario paths given and no ./Scenarios folder here (usage: netcond test PATH... [-- COMMAND])")
+            }
+            paths = ["Scenarios"]
+        }
+        do {
+            let found = try ScenarioSuite.discover(paths)
+            if !found.skipped.isEmpty && !self.list {
+                let skipped = TerminalText.escaped(found.skipped.joined(separator: ", "))
+                printError("netcond test: not scenarios (no checks: or client:), skipped: \(skipped)")
+            }
+            return found.files
+        } catch {
+            printError("netcond: \(TerminalText.escaped(error.description))")
+            throw ExitCode(2)
+        }
+    }
+
+    /// The client that runs a scenario (nil when there is none), and why the scenario cannot be run
+    /// as asked: no client, or an engine that cannot carry it. With `--list`, whatever names one.
+    private func client(of scenario: Scenario, file: String) -> (command: [String]?, problems: [String]) {
+        if self.list {
+            return (self.command.isEmpty ? scenario.client.command ?? [] : self.command, [])
+        }
+        var problems: [String] = []
+        var command: [String]?
+        do {
+            command = try ScenarioRunner.command(for: scenario, override: self.command)
+        } catch {
+            problems.append(error.description)
+        }
+        let engine = self.runEngine(for: scenario)
+        if engine == .proxy, let refusal = ScenarioRunner.proxyProblem(scenario) {
+            problems.append("\(file): \(refusal)")
+        }
+        if engine == .packet {
+            let unsupported = ScenarioRunner.packetProblems(scenario)
+            if !unsupported.isEmpty {
+                problems.append("\(file): the packet engine cannot run it: " + unsupported.joined(separator: "; ")
+                    + " (run it with --engine proxy, or leave it out of the paths given)")
+            }
+        }
+        return (command, problems)
     }
 
     private var parsedShard: ScenarioShard? { self.shard.flatMap { try? ScenarioShard(parsing: $0) } }
@@ -339,5 +359,52 @@ struct TestCommand: AsyncParsableCommand {
             (self.json, { json }),
             (self.html, { htmlReport(json) }),
         ])
+    }
+}
+
+/// A signal stops the whole run: the client gets it (SIGKILL 2 s later if it is still there) and
+/// no further scenario starts.
+final class SuiteInterruption: Sendable {
+    private let current = NIOLockedValueBox<ChildProcess?>(nil)
+    private let interrupted = NIOLockedValueBox<Int32?>(nil)
+    private let signals = SignalForwarder()
+
+    init() {
+        let current = self.current, interrupted = self.interrupted
+        self.signals.onSignal { signal in
+            interrupted.withLockedValue { $0 = $0 ?? signal }
+            if let child = current.withLockedValue({ $0 }) {
+                Self.stop(child, current: current, interrupted: interrupted)
+            }
+        }
+    }
+
+    /// The signal that stopped the run, if one did.
+    var signal: Int32? { self.interrupted.withLockedValue { $0 } }
+
+    /// A scenario's client started: a signal goes to it (at once, when one came before).
+    func started(_ child: ChildProcess) {
+        self.current.withLockedValue { $0 = child }
+        Self.stop(child, current: self.current, interrupted: self.interrupted)
+    }
+
+    /// The scenario's client ended.
+    func ended() {
+        self.current.withLockedValue { $0 = nil }
+    }
+
+    /// Signals are no longer caught.
+    func stop() {
+        self.signals.stop()
+    }
+
+    private static func stop(
+        _ child: ChildProcess, current: NIOLockedValueBox<ChildProcess?>, interrupted: NIOLockedValueBox<Int32?>
+    ) {
+        guard let signal = interrupted.withLockedValue({ $0 }) else { return }
+        child.signal(signal)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 2) {
+            if current.withLockedValue({ $0 === child }) { child.signal(SIGKILL) }
+        }
     }
 }

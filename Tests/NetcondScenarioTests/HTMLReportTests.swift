@@ -22,8 +22,8 @@ import Testing
         evidence.failedConnects = [RunEvidence.FailedConnect(at: 1.0, host: "origin.netcond.test", port: 80, outcome: .refused)]
         evidence.lines = [RunEvidence.OutputLine(at: 1.95, stderr: false, text: line)]
         evidence.linkEvents = [
-            RunEvidence.LinkEvent(at: 0.25, kind: "link", detail: "link: tunnel, outage (blackhole)"),
-            RunEvidence.LinkEvent(at: 1.2, kind: "fault", detail: "fault 503 on GET /files/big.bin"),
+            RunEvidence.LinkEvent(at: 0.25, kind: .link, detail: "link: tunnel, outage (blackhole)"),
+            RunEvidence.LinkEvent(at: 1.2, kind: .fault, detail: "fault 503 on GET /files/big.bin"),
         ]
         var resumes = CheckResult(name: "resumes", passed: passed, evidence: passed ? "cut at 300 → Range" : "asked for <all> & \"more\"")
         resumes.marks = [0.2, 0.4, 1.5]
@@ -102,9 +102,9 @@ import Testing
         outcome.evidence.requests = [first, second]
         outcome.evidence.failedConnects = []
         outcome.evidence.linkEvents = [
-            RunEvidence.LinkEvent(at: 0, kind: "link", detail: "link: lte"),
-            RunEvidence.LinkEvent(at: 0.5, kind: "link", detail: "link: lte, outage (blackhole)"),
-            RunEvidence.LinkEvent(at: 1.0, kind: "link", detail: "link: lte"),
+            RunEvidence.LinkEvent(at: 0, kind: .link, detail: "link: lte"),
+            RunEvidence.LinkEvent(at: 0.5, kind: .link, detail: "link: lte, outage (blackhole)"),
+            RunEvidence.LinkEvent(at: 1.0, kind: .link, detail: "link: lte"),
         ]
         outcome.applied = [(at: 0.5, what: "captive portal closes (after response 1 of /files/big.bin)")]
         let html = try self.page([.ran(outcome)])
@@ -132,8 +132,10 @@ import Testing
     @Test func thePortalsPageIsDrawnWhereTheDataWasExpected() throws {
         var outcome = self.outcome("portal", passed: false)
         outcome.evidence.linkEvents = [
-            RunEvidence.LinkEvent(at: 0, kind: "link", detail: "link: captive-hotel"),
-            RunEvidence.LinkEvent(at: 0.04, kind: "captive", detail: "portal answered 200: GET http://origin.netcond.test/files/catalog.json"),
+            RunEvidence.LinkEvent(at: 0, kind: .link, detail: "link: captive-hotel"),
+            RunEvidence.LinkEvent(
+                at: 0.04, kind: .captive,
+                detail: "portal answered 200: GET http://origin.netcond.test/files/catalog.json"),
         ]
         let html = try self.page([.ran(outcome)])
         #expect(html.contains(#"<g class="mark request portal" data-at="0.04"><title>+0.04s GET http://origin.netcond.test/files/catalog.json → 200 from the captive portal: its login page, not what was asked for</title>"#))
@@ -215,6 +217,20 @@ import Testing
         #expect(failure(#"{"passed": true, "scenarios": []}"#).contains("no format (an older netcond)"))
         #expect(failure(#"{"format": 2, "scenarios": [{"name": "#).hasPrefix("old.json: not JSON (it may be truncated)"))
         #expect(failure(#"[1, 2]"#).contains("not a netcond JSON report"))
+    }
+
+    /// The time axis's first label, `0s`, is centred on the plot's left edge: its group's clip
+    /// leaves room for it either side of the plot (clipped there, it once read `s`).
+    @Test func theAxisLabelAtZeroIsDrawnWhole() throws {
+        let html = try self.page([.ran(self.outcome("a", passed: true))])
+        #expect(html.contains(#"<text class="axis" x="250.0" y="#) && html.contains(">0s</text>"))
+        #expect(html.contains(#"<g class="axis-ticks" clip-path="url(#axis-clip-0)">"#))
+        let clip = try #require(html.range(of: #"<clipPath id="axis-clip-0"><rect x=""#))
+        let left = try #require(Double(html[clip.upperBound...].prefix { $0 != "\"" }))
+        // `0s` at 11 px is about 13 px wide: half of it left of 250.
+        #expect(left <= 250 - 13)
+        // The plot itself is still clipped at its edge.
+        #expect(html.contains(#"<clipPath id="clip-0"><rect x="249""#))
     }
 
     @Test func aHundredScenariosStayWellUnderFiveMegabytes() throws {

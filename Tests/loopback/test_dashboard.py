@@ -163,3 +163,64 @@ up:
         if download is not None:
             stop_process(download)
         proxy.stop()
+
+
+def test_a_steady_download_graphs_the_links_rate_through_its_losses(tmp):
+    """A download through a fixed 1 Mbit/s link whose queue fills and drops: the client's TCP
+    passes bytes on in order, so what came after each loss waits for its repair (half a second
+    behind the full queue), and the graph once drew 0 beside twice the rate. The history is what
+    the link carried: every half second of the download at the link's rate."""
+    profile = write_profile(tmp, "onemb", """
+name: onemb
+down:
+  latency: 20ms
+  bandwidth: 1Mbit
+up:
+  latency: 20ms
+  bandwidth: 1Mbit
+""")
+    proxy = Proxy(profile)
+    try:
+        r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-x", proxy.url, "http://origin.netcond.test/bytes/1MB"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        history = requests.get(proxy.control_url + "/history", timeout=10).json()
+        busy = [s for s in history["samples"] if s["down_kbps"] > 100]
+        inner = busy[1:-1]  # the first and the last half second were partly idle
+        assert len(inner) >= 10, busy
+        # The case in question: segments lost to the full queue, and repaired, during the download.
+        assert any(s["lost_per_s"] > 0 for s in inner) and any(s["retransmitted_per_s"] > 0 for s in inner), inner
+        rates = [s["down_kbps"] for s in inner]
+        assert all(600 <= rate <= 1300 for rate in rates), rates
+    finally:
+        proxy.stop()
+
+
+def test_the_marks_labels_never_overlap(browser):
+    """Changes a moment apart (outages, stalls, profile switches): each mark's label takes a row
+    where it covers no other, or is left out, its line's title still saying what it was."""
+    proxy = Proxy("3g")
+    try:
+        for change in (("outage", "blackhole"), ("outage", "end"), ("stall", "down"), ("stall", "end"),
+                       ("profile", "edge"), ("profile", "3g"), ("outage", "refuse"), ("outage", "end")):
+            assert proxy.ctl(*change).returncode == 0, change
+            time.sleep(0.6)
+        browser.get(proxy.control_url + "/")
+        marks = "#plot-throughput line[data-kind]"
+        assert wait_until(lambda: len(browser.find_elements(By.CSS_SELECTOR, marks)) >= 8, seconds=10)
+        boxes = browser.execute_script("""
+            return [].map.call(document.querySelectorAll('#plot-throughput text.mark-label'), function(t){
+                var b = t.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height, t.textContent];});""")
+        assert boxes
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1:]:
+                assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
+        assert all(0 <= box[0] and box[2] <= 400 for box in boxes), boxes
+        rows = {round(box[1]) for box in boxes}
+        assert len(rows) > 1, "labels a moment apart take more than one row"
+        titles = browser.execute_script(
+            "return [].map.call(document.querySelectorAll(arguments[0] + ' title'),"
+            " function(t){return t.textContent;});", marks)
+        assert len(titles) >= 8 and all(" s " in t for t in titles), titles
+    finally:
+        proxy.stop()

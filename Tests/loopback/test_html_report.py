@@ -131,6 +131,12 @@ def test_dragging_across_a_timeline_zooms_into_that_stretch(browser, tmp_path):
                     bars: [].map.call(svg.querySelectorAll('g.mark.request rect:not(.wait)'), function(r){return +r.getAttribute('x');})};""")
     before = state()
     assert before["zoom"] is None and before["ticks"][0] == "0s"
+    # The 0s label is centred on the plot's left edge: the axis's clip leaves it whole (it read `s`).
+    drawn = browser.execute_script("""
+        var label = document.querySelector('svg.timeline g.axis-ticks text'), box = label.getBBox();
+        var clip = document.querySelector(label.parentNode.getAttribute('clip-path').slice(4, -1) + ' rect');
+        return [box.x, box.x + box.width, +clip.getAttribute('x'), +clip.getAttribute('x') + +clip.getAttribute('width')];""")
+    assert drawn[2] <= drawn[0] and drawn[1] <= drawn[3] and drawn[0] < 250 < drawn[1], drawn
     # Drag from a fifth to three fifths of the plot area (the view box is 1,100 wide: 250 to 1,090).
     width = svg.size["width"]
     def offset(view_x):  # from the element's centre, in screen pixels

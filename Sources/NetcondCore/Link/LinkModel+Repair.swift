@@ -11,6 +11,10 @@ extension LinkModel {
         record.state = .arrived
         record.arrivedAt = self.now
         side.setRecord(seq, record)
+        switch side.direction {
+        case .up: self.counters.bytesArrivedUp += Int64(record.size)
+        case .down: self.counters.bytesArrivedDown += Int64(record.size)
+        }
 
         // Data sent after a lost transmission arriving produces (selective) acknowledgements that
         // reveal the hole: three of them and the sender retransmits (SACK / RACK loss detection,

@@ -103,6 +103,11 @@ public struct LinkCounters: Equatable, Sendable {
     public var timeouts = 0
     /// Segments delivered later than they arrived (held behind a hole) or only after a repair.
     public var segmentsDelayed = 0
+    /// Bytes that crossed the link, counted as each segment reached the receiver: one held behind a
+    /// hole counts when it came, not when the repair let the receiver pass it on (``bytesUp`` and
+    /// ``bytesDown`` count that). What the link carried, at its rate while it was busy.
+    public var bytesArrivedUp: Int64 = 0
+    public var bytesArrivedDown: Int64 = 0
     /// Transmissions lost because an outage was in force.
     public var outageDrops = 0
     /// Connections reset by a `reset` outage or a `reset` cut.

@@ -325,6 +325,10 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     public var bytesDown: Int64
     /// Down bytes the link has delivered to clients (`bytes_down` less what is still on the link).
     public var bytesDelivered: Int64
+    /// Down bytes that crossed the link towards the clients: those delivered, and those that
+    /// arrived but wait behind a lost segment until its repair (a receiver passes bytes on in
+    /// order). What the link carried: the dashboard's throughput (nil where the engine does not say).
+    public var linkBytesDown: Int64?
     /// Segments the emulated senders put on the link, retransmissions included (both directions).
     public var segmentsSent: Int
     public var segmentsLost: Int
@@ -359,8 +363,9 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         segmentsSent: Int, segmentsLost: Int, queueDrops: Int, outageDrops: Int, retransmissions: Int, resets: Int,
         closes: Int, refusedConnections: Int, upstreamFailures: Int, faults: Int, faultsApplied: Int,
         captivePortal: String?, timerWakeups: Int, timerLateUs: [Double], engine: String = "proxy",
-        queueDelayMs: [Double]? = nil, link: [ControlLinkNow]? = nil
+        queueDelayMs: [Double]? = nil, link: [ControlLinkNow]? = nil, linkBytesDown: Int64? = nil
     ) {
+        self.linkBytesDown = linkBytesDown
         self.queueDelayMs = queueDelayMs
         self.link = link
         self.profile = profile
@@ -399,6 +404,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         case bytesUp = "bytes_up"
         case bytesDown = "bytes_down"
         case bytesDelivered = "bytes_delivered"
+        case linkBytesDown = "link_bytes_down"
         case segmentsSent = "segments_sent"
         case segmentsLost = "segments_lost"
         case queueDrops = "queue_drops"
@@ -446,6 +452,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         try container.encode(self.timerLateUs, forKey: .timerLateUs)
         try container.encodeIfPresent(self.queueDelayMs, forKey: .queueDelayMs)
         try container.encodeIfPresent(self.link, forKey: .link)
+        try container.encodeIfPresent(self.linkBytesDown, forKey: .linkBytesDown)
     }
 
     public func json() -> [UInt8] { self.controlJSON() }

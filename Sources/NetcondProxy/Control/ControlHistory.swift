@@ -16,7 +16,8 @@ public struct ControlHistory: Sendable, Equatable {
     public struct Sample: Codable, Sendable, Equatable {
         /// Seconds since the run started (its end).
         public var t: Double
-        /// Down bytes delivered and up bytes carried, in kbit/s over the interval.
+        /// Down bytes the link carried (``ControlStatus/linkBytesDown``: delivered, or arrived and held
+        /// behind a hole until its repair) and up bytes carried, in kbit/s over the interval.
         public var downKbps: Double
         public var upKbps: Double
         /// How long a byte queued at the bottleneck waits, down and up, in ms (the moment's; nil
@@ -55,9 +56,21 @@ public struct ControlHistory: Sendable, Equatable {
 
     /// A moment the link changed, or a fault hit.
     public struct Mark: Codable, Sendable, Equatable {
+        /// What happened; the raw values are the JSON's `kind`.
+        public enum Kind: String, Codable, Sendable, CaseIterable, CustomStringConvertible {
+            case profile
+            case outage
+            case outageEnd = "outage-end"
+            case stall
+            case stallEnd = "stall-end"
+            case portal
+            case fault
+
+            public var description: String { self.rawValue }
+        }
+
         public var t: Double
-        /// `outage`, `outage-end`, `stall`, `stall-end`, `profile`, `portal`, `fault`.
-        public var kind: String
+        public var kind: Kind
         public var detail: String
     }
 
@@ -73,7 +86,7 @@ public struct ControlHistory: Sendable, Equatable {
         defer { self.last = status }
         let queue = status.queueDelayMs
         guard let last = self.last, status.elapsedSeconds > last.elapsedSeconds else {
-            if self.last == nil { self.mark(status.elapsedSeconds, "profile", status.profile) }
+            if self.last == nil { self.mark(status.elapsedSeconds, .profile, status.profile) }
             return
         }
         let dt = max(0.05, status.elapsedSeconds - last.elapsedSeconds)
@@ -81,7 +94,7 @@ public struct ControlHistory: Sendable, Equatable {
         let lost = (status.segmentsLost + status.queueDrops + status.outageDrops) - (last.segmentsLost + last.queueDrops + last.outageDrops)
         self.samples.append(Sample(
             t: Self.rounded(status.elapsedSeconds),
-            downKbps: Self.rounded(perSecond(status.bytesDelivered, last.bytesDelivered) * 8 / 1000),
+            downKbps: Self.rounded(perSecond(Self.carriedDown(status), Self.carriedDown(last)) * 8 / 1000),
             upKbps: Self.rounded(perSecond(status.bytesUp, last.bytesUp) * 8 / 1000),
             queueDownMs: queue.flatMap { $0.count > 1 ? Self.rounded($0[1]) : nil },
             queueUpMs: queue.flatMap { $0.first.map(Self.rounded) },
@@ -96,32 +109,42 @@ public struct ControlHistory: Sendable, Equatable {
         }
 
         let t = status.elapsedSeconds
-        if status.profile != last.profile { self.mark(t, "profile", status.profile) }
+        if status.profile != last.profile { self.mark(t, .profile, status.profile) }
         if status.outage != last.outage {
-            if let outage = status.outage { self.mark(t, "outage", outage) } else { self.mark(t, "outage-end", last.outage ?? "") }
+            if let outage = status.outage {
+                self.mark(t, .outage, outage)
+            } else {
+                self.mark(t, .outageEnd, last.outage ?? "")
+            }
         }
         if status.stalled != last.stalled {
             if status.stalled.isEmpty {
-                self.mark(t, "stall-end", last.stalled.joined(separator: ", "))
+                self.mark(t, .stallEnd, last.stalled.joined(separator: ", "))
             } else {
-                self.mark(t, "stall", status.stalled.joined(separator: ", "))
+                self.mark(t, .stall, status.stalled.joined(separator: ", "))
             }
         }
         if status.captivePortal != last.captivePortal, let portal = status.captivePortal {
-            self.mark(t, "portal", portal)
+            self.mark(t, .portal, portal)
         }
         if status.faultsApplied > last.faultsApplied {
             let hits = status.faultsApplied - last.faultsApplied
-            self.mark(t, "fault", "\(hits) request\(hits == 1 ? "" : "s") hit")
+            self.mark(t, .fault, "\(hits) request\(hits == 1 ? "" : "s") hit")
         }
         if self.marks.count > Self.markCapacity { self.marks.removeFirst(self.marks.count - Self.markCapacity) }
     }
 
-    private mutating func mark(_ t: Double, _ kind: String, _ detail: String) {
+    private mutating func mark(_ t: Double, _ kind: Mark.Kind, _ detail: String) {
         self.marks.append(Mark(t: Self.rounded(t), kind: kind, detail: detail))
     }
 
     private static func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+
+    /// The down bytes the link carried by a status. Not those delivered: a receiver passes bytes on
+    /// in order, so after a loss behind a full queue (half a second of it) the bytes that came
+    /// meanwhile wait for the repair, then go at once: a steady download drew 0, then twice the
+    /// link's rate, while the link was busy at its rate throughout.
+    static func carriedDown(_ status: ControlStatus) -> Int64 { status.linkBytesDown ?? status.bytesDelivered }
 
     /// `GET /history[?since=T]`: the samples and marks after `since` (all without it).
     public func json(since: Double?) -> [UInt8] {

@@ -102,6 +102,19 @@ enum Dashboard {
         // A round top for the scale: 1, 2 or 5 times a power of ten, at least the values' maximum.
         function niceTop(v){var p=Math.pow(10,Math.floor(Math.log10(v))),m=v/p;return (m<=1?1:m<=2?2:m<=5?5:10)*p;}
         function label(v){return v===0?'0':v>=10000?(v/1000).toFixed(0)+'k':v>=1000?(v/1000).toFixed(1)+'k':v>=10?v.toFixed(0):v>=1?v.toFixed(1):v.toFixed(2);}
+        // A mark's label beside its line (to its left where the right edge would cut it), in the
+        // first row it overlaps nothing in; left out when there is none.
+        function placeLabel(svg, rows, at, name, said){
+          var label = node(svg, 'text', {x: at + 2, y: T + 8, 'class': 'mark-label'}, name);
+          node(label, 'title', {}, said);
+          var width = label.getComputedTextLength() || name.length * 5;
+          var left = at + 2 + width > 400 ? at - 2 - width : at + 2, right = left + width + 3;
+          var row = rows.findIndex(function(spans){
+            return spans.every(function(s){return right <= s[0] || left >= s[1];});});
+          if (row < 0) { svg.removeChild(label); return; }
+          rows[row].push([left, right]);
+          label.setAttribute('x', left.toFixed(1)); label.setAttribute('y', T + 8 + 10 * row);
+        }
         function drawAll(){
           var windowSeconds = Number(document.getElementById('window').value);
           var t1 = samples.length ? samples[samples.length-1].t : 0, t0 = Math.max(0, t1 - windowSeconds);
@@ -124,11 +137,15 @@ enum Dashboard {
               node(svg, 'line', {x1: x(t), x2: x(t), y1: B, y2: B + 3, 'class': 'axis'});
               node(svg, 'text', {x: x(t), y: B + 13, 'text-anchor': 'middle', 'class': 'tick'}, t + ' s');
             }
+            // The throughput plot names its marks: each label in the first of three rows where it
+            // clears the labels already there; one that fits in none is left out (its line's title says it).
+            var labelRows = [[], [], []];
             marks.filter(function(m){return m.t >= t0 && m.t <= t1;}).forEach(function(m){
               var kind = m.kind.slice(-4) === '-end' ? 'end' : m.kind;
+              var said = '+' + m.t.toFixed(1) + ' s ' + m.kind + ': ' + m.detail;
               var line = node(svg, 'line', {x1: x(m.t), x2: x(m.t), y1: T, y2: B, 'class': 'mark mark-' + kind, 'data-kind': m.kind});
-              node(line, 'title', {}, '+' + m.t.toFixed(1) + ' s ' + m.kind + ': ' + m.detail);
-              if (id === 'plot-throughput' && kind !== 'end') node(svg, 'text', {x: x(m.t) + 2, y: T + 8, 'class': 'mark-label'}, m.kind);
+              node(line, 'title', {}, said);
+              if (id === 'plot-throughput' && kind !== 'end') placeLabel(svg, labelRows, x(m.t), m.kind, said);
             });
             plot.lines.forEach(function(line){
               node(svg, 'polyline', {id: line[2], 'class': line[1], 'data-field': line[0],

@@ -263,6 +263,26 @@ import Testing
         #expect(String(decoding: packet.json(since: nil), as: UTF8.self).contains(#""queue_down_ms":null"#))
     }
 
+    /// A steady download through a 1 Mbit/s link, a segment lost behind a full queue: the receiver
+    /// holds what came after it until the repair (delivered: nothing for half a second, then twice
+    /// as much), while the link carried 62,500 bytes every half second. The graph draws the link.
+    @Test func theThroughputIsWhatTheLinkCarriedNotAnInOrderReceiversBursts() {
+        let delivered: [Int64] = [0, 62_500, 125_000, 125_000, 250_000, 312_500]
+        var history = ControlHistory()
+        for (step, bytes) in delivered.enumerated() {
+            var status = self.status(at: 0.5 * Double(step), delivered: bytes)
+            status.linkBytesDown = Int64(step) * 62_500
+            history.add(status)
+        }
+        #expect(history.samples.map(\.downKbps) == [1000, 1000, 1000, 1000, 1000])
+        // An engine that does not say what its link carried: what was delivered, bursts and all.
+        var delivering = ControlHistory()
+        for (step, bytes) in delivered.enumerated() {
+            delivering.add(self.status(at: 0.5 * Double(step), delivered: bytes))
+        }
+        #expect(delivering.samples.map(\.downKbps) == [1000, 1000, 0, 2000, 1000])
+    }
+
     @Test func itKeepsTheLastTenMinutes() {
         var history = ControlHistory()
         for step in 0...(ControlHistory.capacity + 100) {
