@@ -82,10 +82,10 @@ struct PacketLinkDriver {
         }
         if let tcp {
             if up && tcp.isSYN && (self.links.outage == .refuse || self.links.outage == .reset) {
-                // The far end turns the connection away: a reset one round trip after the SYN.
+                // The far end turns the connection away: a reset one round trip (in force) after the SYN.
                 self.summary.refusedConnections += 1
                 self.flows.refusedByLink(tcp, at: now)
-                self.scheduleReset(FlowKey(tcp, up: true), towardCage: true, at: now + self.conditions.baseRTT, answering: tcp.seq &+ 1)
+                self.refuse(tcp, at: now)
                 return false
             }
             if self.flows.offered(tcp, up: up, at: now) {
@@ -116,6 +116,13 @@ struct PacketLinkDriver {
         }
     }
 
+    /// The reset that answers a SYN sent at `now`, one round trip later: the one in force then (a
+    /// step series' delays of the moment, not its first row's).
+    private mutating func refuse(_ tcp: TCPHeader, at now: Instant) {
+        let at = now + self.conditions.roundTrip(from: now)
+        self.scheduleReset(FlowKey(tcp, up: true), towardCage: true, at: at, answering: tcp.seq &+ 1)
+    }
+
     /// A closed portal or the firewall stops a packet leaving the cage: a new connection's SYN is
     /// reset one round trip later (as a refusal) or lost; anything else is lost. Returns whether
     /// this was a new attempt (a swallowed SYN's retransmissions are the same one).
@@ -124,7 +131,7 @@ struct PacketLinkDriver {
         guard let tcp else { return false }
         if reset {
             self.flows.refusedByLink(tcp, at: now)
-            self.scheduleReset(FlowKey(tcp, up: true), towardCage: true, at: now + self.conditions.baseRTT, answering: tcp.seq &+ 1)
+            self.refuse(tcp, at: now)
             return true
         }
         guard self.flows.offered(tcp, up: true, at: now) else { return false }
@@ -161,13 +168,14 @@ struct PacketLinkDriver {
     }
 
     /// A DNS query for a name `dns_fail` names: answered NXDOMAIN in the server's place, a round
-    /// trip (and the profile's DNS delay) later. Returns whether it was (then the query goes no further).
+    /// trip (the one in force) and the profile's DNS delay later. Returns whether it was (then the
+    /// query goes no further).
     private mutating func answerFailingLookup(_ bytes: [UInt8], at now: Instant) -> Bool {
         guard let question = DNSFailure.question(bytes), self.setup.nameFails(question.name) else { return false }
         self.summary.lookupsFailed += 1
         self.sequence += 1
         self.injected.insert(InjectedPacket(
-            at: now + self.conditions.baseRTT + self.conditions.dnsDelay, sequence: self.sequence,
+            at: now + self.conditions.roundTrip(from: now) + self.conditions.dnsDelay, sequence: self.sequence,
             bytes: DNSFailure.reply(to: bytes, question: question)))
         self.lookups.append(PacketLookupFailure(name: question.name, at: now))
         return true
@@ -259,15 +267,15 @@ struct PacketLinkDriver {
     // MARK: - Resets and answers
 
     /// Cuts every TCP connection on the link with a reset to each end, as a middlebox that drops the
-    /// connections would: each reset reaches its end after that direction's latency, with the
+    /// connections would: each reset reaches its end after that direction's delay in force, with the
     /// sequence number the end expects then. Returns how many connections.
     @discardableResult
     mutating func cutConnections(at now: Instant) -> Int {
         let keys = self.flows.keys
         for key in keys {
             self.flows.markCut(key)
-            self.scheduleReset(key, towardCage: true, at: now + self.conditions.down.latency)
-            self.scheduleReset(key, towardCage: false, at: now + self.conditions.up.latency)
+            self.scheduleReset(key, towardCage: true, at: now + self.conditions.down.delay(at: now))
+            self.scheduleReset(key, towardCage: false, at: now + self.conditions.up.delay(at: now))
         }
         self.summary.connectionsCut += keys.count
         return keys.count

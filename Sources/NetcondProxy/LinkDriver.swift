@@ -44,6 +44,16 @@ final class LinkDriver {
         Instant(nanoseconds: Int64(deadline.uptimeNanoseconds) - Int64(self.epoch.uptimeNanoseconds))
     }
 
+    /// The one-way delay in force now (a step series' row of the moment; the latency otherwise).
+    func delay(_ direction: Direction) -> Span {
+        self.model.conditions.direction(direction).delay(at: self.now)
+    }
+
+    /// A round trip that leaves at `moment` (default: now), in the delays in force then.
+    func roundTrip(from moment: Instant? = nil) -> Span {
+        self.model.conditions.roundTrip(from: moment ?? self.now)
+    }
+
     func deadline(for instant: Instant) -> NIODeadline {
         NIODeadline.uptimeNanoseconds(self.epoch.uptimeNanoseconds + UInt64(max(0, instant.nanoseconds)))
     }
@@ -55,8 +65,8 @@ final class LinkDriver {
     }
 
     /// Emulates the set-up of a new upstream connection on this flow (see `LinkModel.connect`);
-    /// `handshakeUnderWay` runs when the SYN of the attempt that gets through leaves (never for one
-    /// that is refused, blackholed or times out), `completion` when the emulated handshake is done,
+    /// `handshakeUnderWay` runs when the first SYN that reaches the server leaves (never for an
+    /// attempt that is refused or blackholed), `completion` when the emulated handshake is done,
     /// refused, or has timed out.
     func connect(
         _ flow: FlowID,

@@ -121,7 +121,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
         }
         if let record = self.record, record.clientFINAt == nil { record.clientFINAt = context.eventLoop.now }
         // The set-up a FIN must outlast to be a client that left (see ``LinkShaperState/inputClosed``).
-        let setUp = max(self.driver?.model.conditions.baseRTT ?? .zero, UpstreamConnector.halfCloseGrace)
+        let setUp = max(self.driver?.roundTrip() ?? .zero, UpstreamConnector.halfCloseGrace)
         self.perform(self.state.inputClosed(upHeld: !self.up.isEmpty, setUp: setUp, at: context.eventLoop.now), context: context)
     }
 
@@ -163,7 +163,8 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
             return context.triggerUserOutboundEvent(event, promise: promise)
         }
         promise?.succeed()
-        let latency = self.driver?.model.conditions.down.latency ?? .zero
+        // The far end's close takes the down delay in force now.
+        let latency = self.driver?.delay(.down) ?? .zero
         self.perform(self.state.closeRequested(close, downLatency: latency, downHeld: !self.down.isEmpty, at: context.eventLoop.now), context: context)
     }
 

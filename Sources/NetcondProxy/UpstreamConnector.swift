@@ -138,8 +138,8 @@ extension String {
 
 /// Opens upstream connections at the moment the emulated link would have them open.
 ///
-/// The real connection (loopback or otherwise) starts when the emulated SYN that gets through
-/// leaves, never for an attempt the emulated network refuses, blackholes or holds; the caller is
+/// The real connection (loopback or otherwise) starts when the first emulated SYN that reaches the
+/// server leaves, never for an attempt the emulated network refuses, blackholes or holds; the caller is
 /// answered only when both it and the emulated set-up (`LinkModel.connect`: DNS delay, SYN round
 /// trip, SYN losses) are done, so a refusal is reported one emulated round trip after the SYN, as
 /// on a real link.
@@ -179,138 +179,28 @@ struct UpstreamConnector {
         self.client?.upstreamAttempted = true
         let rules = self.rules
         let attemptID = rules?.beginConnect(to: target.host, port: target.port, at: loop.now)
-        let client = self.client
-        // Set below when the connection really goes to netcond's origin (not the portal's stand-in).
-        var routedToOrigin = false
-        let completion: (Result<Channel, UpstreamError>) -> Void = { result in
-            if let attemptID { rules?.finishConnect(attemptID, result: result.map { _ in () }) }
-            if case .success(let channel) = result, let client, routedToOrigin {
-                // From here on, what goes down to the client is the origin's (see ClientConnectionRecord).
-                client.originUpstream = (channel.localAddress?.port ?? 0, loop.now, client.downWritten)
-            }
-            completion(result)
-        }
-        var refusal = "connection refused (netcond firewall: port \(target.port) is not allowed)"
-        var refusalIsReset = false
-        var intercept: SetupVerdict?
-        // Only tunnels, SOCKS5 and forwards get here while a portal is closed (plain HTTP is
-        // answered by the portal itself).
-        var toPortal: PortalTLSServer?
-        switch self.rules?.captiveIntercepts(host: target.host, port: target.port, now: loop.now) {
-        case .reset?:
-            intercept = .refused
-            refusal = "connection reset (netcond captive portal: log in at \(CaptivePortal.loginURL))"
-            refusalIsReset = true
-        case .blackhole?:
-            intercept = .blackholed
-        case .wrongCertificate?:
-            // The portal answers in the target's place, with its own certificate. Without a TLS
-            // library such a profile never starts, nor is switched to (tlsRefusal); should one get
-            // here, the connection is reset as a portal's is, never let through to the real server.
-            toPortal = self.rules?.portalTLS
-            if toPortal == nil {
-                intercept = .refused
-                refusal = "connection reset (netcond captive portal: no TLS library to present its certificate)"
-                refusalIsReset = true
-            }
-        case nil:
-            break
-        }
-        // When the set-up would be over with nothing lost (the DNS delay, a connect delay, one
-        // round trip), and at least `halfCloseGrace` from now. Without a link model nothing is
-        // ever held, and a FIN is always a half-close.
-        var unimpededBy = NIODeadline.distantFuture
-        // When the client would have had its connection with nothing lost or held: from its own
-        // connect to netcond (its request crossing the link first), else from this attempt.
-        var setUpDoneBy = loop.now
-        if let conditions = self.driver?.model.conditions {
-            let setUp = (target.isName ? conditions.dnsDelay : .zero) + conditions.connectDelay + conditions.baseRTT
-            unimpededBy = loop.now + .nanoseconds(max(setUp, Self.halfCloseGrace).nanoseconds)
-            setUpDoneBy = connectedSince.map { $0 + .nanoseconds((conditions.up.latency + setUp).nanoseconds) }
-                ?? loop.now + .nanoseconds(setUp.nanoseconds)
-        }
+        let interception = self.interception(of: target)
+        let deadlines = self.setUpDeadlines(target, connectedSince: connectedSince)
         let attempt = ConnectAttempt(
-            target: target, refusal: refusal, refusalIsReset: refusalIsReset, unimpededBy: unimpededBy, completion: completion)
-
-        @Sendable func bootstrap() -> ClientBootstrap {
-            ClientBootstrap(group: loop)
-                .channelOption(.allowRemoteHalfClosure, value: true)
-                .channelOption(.autoRead, value: false)
-                .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-                .connectTimeout(.seconds(30))
-        }
-        let stats = self.stats
-        let overrides = self.overrides
-        let connectOverride = self.connectOverride
-        let listeners = self.listeners
-        // The real connection: started only once the emulated SYN that gets through has left, so a
-        // server never sees a connection the emulated network would not have delivered (one
-        // refused or blackholed by an outage, the firewall or the portal, held by `connect_hold`,
-        // or given up by its client meanwhile). No lookup, no packet leaves for a host the run
-        // pretends is unreachable. The real connect then has the emulated round trip to finish in.
-        func startReal() {
-            guard attempt.isUnderWay else { return }
-            let real: EventLoopFuture<Channel>
-            if let toPortal {
-                real = toPortal.start().flatMap { address in bootstrap().connect(to: address) }
-            } else if let connectOverride {
-                real = connectOverride(target)
-            } else {
-                switch overrides.lookup(target.host) {
-                case .some(.some(let address)):
-                    routedToOrigin = true
-                    var address = address
-                    if target.port == 443, target.host.lowercased().trimmingSuffix(".") == OriginHost.name {
-                        // Served where there is a TLS library; else the port is closed.
-                        guard let tls = overrides.originTLS else {
-                            real = loop.makeFailedFuture(UpstreamError.refused(target, "connection refused"))
-                            break
-                        }
-                        address = tls
-                    } else if target.port != 80 && target.port != 443 {
-                        address.port = target.port
-                    }
-                    real = bootstrap().connect(to: address)
-                case .some(.none):
-                    real = loop.makeFailedFuture(UpstreamError.nameNotResolved(target.host))
-                case .none:
-                    // A name or address that is one of netcond's own listeners is not connected to.
-                    real = bootstrap().resolver(LoopRefusingResolver(loop: loop, listeners: listeners))
-                        .connect(host: target.host, port: target.port)
-                }
-            }
-            real.hop(to: loop).assumeIsolated().whenComplete { result in
-                switch result {
-                case .success(let channel):
-                    if let reached = ProcessListeners.listener(reachedBy: channel, among: listeners) {
-                        ProcessListeners.noteLoop(channel, reached: reached)
-                        channel.close(promise: nil)
-                        return attempt.real(.failure(.loop(target)))
-                    }
-                    attempt.real(.success(channel))
-                case .failure(let error) where LoopRefusingResolver.loop(in: error) != nil:
-                    attempt.real(.failure(.loop(target)))
-                case .failure(let error):
-                    stats.upstreamFailures += 1
-                    attempt.real(.failure(Self.classify(error, target: target)))
-                }
-            }
-        }
+            target: target, refusal: interception.refusal, refusalIsReset: interception.refusalIsReset,
+            unimpededBy: deadlines.unimpededBy, completion: self.reporting(completion, attemptID: attemptID))
+        let startReal = { self.startReal(attempt, toPortal: interception.portal) }
 
         if let driver = self.driver, let flow {
             driver.connect(
-                flow, host: target.host, port: target.port, resolvesName: target.isName, intercept: intercept,
-                handshakeUnderWay: startReal
+                flow, host: target.host, port: target.port, resolvesName: target.isName,
+                intercept: interception.verdict, handshakeUnderWay: startReal
             ) { outcome in
                 if case .established = outcome, let attemptID, attempt.isUnderWay {
                     // Made, but later than an unimpeded set-up (its request or SYNs held in a
                     // blackhole or lost, a held connect): the evidence notes it, since the
                     // client's connect, to netcond, could not time out meanwhile.
-                    rules?.noteHeldConnect(attemptID, held: Span(nanoseconds: (loop.now - setUpDoneBy).nanoseconds))
+                    let held = Span(nanoseconds: (loop.now - deadlines.doneBy).nanoseconds)
+                    rules?.noteHeldConnect(attemptID, held: held)
                 }
                 attempt.emulated(outcome)
             }
-        } else if let intercept {
+        } else if let intercept = interception.verdict {
             // No link model to time it (a pass-through run): refused or given up at once.
             attempt.emulated(intercept == .blackholed ? .timedOut(at: .zero) : .refusedByFirewall(at: .zero))
         } else {
@@ -318,6 +208,141 @@ struct UpstreamConnector {
             attempt.emulated(.established(at: .zero, synRetransmits: 0))
         }
         return attempt
+    }
+
+    /// What a closed captive portal does to an attempt (only tunnels, SOCKS5 and forwards get
+    /// here while one is closed: it answers plain HTTP itself), and how its refusal is reported.
+    private func interception(of target: UpstreamTarget) -> Interception {
+        let firewall = "connection refused (netcond firewall: port \(target.port) is not allowed)"
+        var interception = Interception(refusal: firewall)
+        switch self.rules?.captiveIntercepts(host: target.host, port: target.port, now: self.eventLoop.now) {
+        case .reset?:
+            interception.verdict = .refused
+            interception.refusal = "connection reset (netcond captive portal: log in at \(CaptivePortal.loginURL))"
+            interception.refusalIsReset = true
+        case .blackhole?:
+            interception.verdict = .blackholed
+        case .wrongCertificate?:
+            // The portal answers in the target's place, with its own certificate. Without a TLS
+            // library such a profile never starts, nor is switched to (tlsRefusal); should one get
+            // here, the connection is reset as a portal's is, never let through to the real server.
+            interception.portal = self.rules?.portalTLS
+            if interception.portal == nil {
+                interception.verdict = .refused
+                interception.refusal =
+                    "connection reset (netcond captive portal: no TLS library to present its certificate)"
+                interception.refusalIsReset = true
+            }
+        case nil:
+            break
+        }
+        return interception
+    }
+
+    /// When the set-up would be over with nothing lost (the DNS delay, a connect delay, one round
+    /// trip: the one in force now), and at least `halfCloseGrace` from now; and when the client
+    /// would have had its connection with nothing lost or held: from its own connect to netcond
+    /// (its request crossing the link first), else from this attempt. Without a link model
+    /// nothing is ever held, and a FIN is always a half-close.
+    private func setUpDeadlines(
+        _ target: UpstreamTarget, connectedSince: NIODeadline?
+    ) -> (unimpededBy: NIODeadline, doneBy: NIODeadline) {
+        let now = self.eventLoop.now
+        guard let driver = self.driver else { return (.distantFuture, now) }
+        let conditions = driver.model.conditions
+        let beforeSYN = (target.isName ? conditions.dnsDelay : .zero) + conditions.connectDelay
+        let setUp = beforeSYN + driver.roundTrip(from: driver.now + beforeSYN)
+        let unimpededBy = now + .nanoseconds(max(setUp, Self.halfCloseGrace).nanoseconds)
+        let doneBy = connectedSince.map { $0 + .nanoseconds((driver.delay(.up) + setUp).nanoseconds) }
+            ?? now + .nanoseconds(setUp.nanoseconds)
+        return (unimpededBy, doneBy)
+    }
+
+    /// The caller's completion, after the event log has the attempt's outcome and, when the
+    /// connection went to netcond's origin, its client knows that what goes down from here on is
+    /// the origin's (see ClientConnectionRecord).
+    private func reporting(
+        _ completion: @escaping (Result<Channel, UpstreamError>) -> Void, attemptID: Int?
+    ) -> (Result<Channel, UpstreamError>, _ routedToOrigin: Bool) -> Void {
+        let rules = self.rules
+        let client = self.client
+        let loop = self.eventLoop
+        return { result, routedToOrigin in
+            if let attemptID { rules?.finishConnect(attemptID, result: result.map { _ in () }) }
+            if case .success(let channel) = result, let client, routedToOrigin {
+                client.originUpstream = (channel.localAddress?.port ?? 0, loop.now, client.downWritten)
+            }
+            completion(result)
+        }
+    }
+
+    private static func bootstrap(_ loop: EventLoop) -> ClientBootstrap {
+        ClientBootstrap(group: loop)
+            .channelOption(.allowRemoteHalfClosure, value: true)
+            .channelOption(.autoRead, value: false)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .connectTimeout(.seconds(30))
+    }
+
+    /// The real connection: started only once the first emulated SYN that reaches the server has left, so a
+    /// server never sees a connection the emulated network would not have delivered (one
+    /// refused or blackholed by an outage, the firewall or the portal, held by `connect_hold`,
+    /// or given up by its client meanwhile). No lookup, no packet leaves for a host the run
+    /// pretends is unreachable. The real connect then has the emulated round trip to finish in.
+    private func startReal(_ attempt: ConnectAttempt, toPortal: PortalTLSServer?) {
+        guard attempt.isUnderWay else { return }
+        let target = attempt.target
+        let listeners = self.listeners
+        let stats = self.stats
+        let real = self.realConnection(to: target, toPortal: toPortal, attempt: attempt)
+        real.hop(to: self.eventLoop).assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let channel):
+                if let reached = ProcessListeners.listener(reachedBy: channel, among: listeners) {
+                    ProcessListeners.noteLoop(channel, reached: reached)
+                    channel.close(promise: nil)
+                    return attempt.real(.failure(.loop(target)))
+                }
+                attempt.real(.success(channel))
+            case .failure(let error) where LoopRefusingResolver.loop(in: error) != nil:
+                attempt.real(.failure(.loop(target)))
+            case .failure(let error):
+                stats.upstreamFailures += 1
+                attempt.real(.failure(Self.classify(error, target: target)))
+            }
+        }
+    }
+
+    /// Connects to the portal's stand-in, through the test's override, to netcond's origin (the
+    /// attempt notes that it went there), or to the target itself.
+    private func realConnection(
+        to target: UpstreamTarget, toPortal: PortalTLSServer?, attempt: ConnectAttempt
+    ) -> EventLoopFuture<Channel> {
+        let loop = self.eventLoop
+        if let toPortal {
+            return toPortal.start().flatMap { address in Self.bootstrap(loop).connect(to: address) }
+        }
+        if let connectOverride = self.connectOverride { return connectOverride(target) }
+        switch self.overrides.lookup(target.host) {
+        case .some(.some(var address)):
+            attempt.routedToOrigin = true
+            if target.port == 443, target.host.lowercased().trimmingSuffix(".") == OriginHost.name {
+                // Served where there is a TLS library; else the port is closed.
+                guard let tls = self.overrides.originTLS else {
+                    return loop.makeFailedFuture(UpstreamError.refused(target, "connection refused"))
+                }
+                address = tls
+            } else if target.port != 80 && target.port != 443 {
+                address.port = target.port
+            }
+            return Self.bootstrap(loop).connect(to: address)
+        case .some(.none):
+            return loop.makeFailedFuture(UpstreamError.nameNotResolved(target.host))
+        case .none:
+            // A name or address that is one of netcond's own listeners is not connected to.
+            return Self.bootstrap(loop).resolver(LoopRefusingResolver(loop: loop, listeners: self.listeners))
+                .connect(host: target.host, port: target.port)
+        }
     }
 
     static func classify(_ error: Error, target: UpstreamTarget) -> UpstreamError {
@@ -348,8 +373,19 @@ struct UpstreamConnector {
     }
 }
 
+/// What a closed captive portal does to an upstream attempt.
+private struct Interception {
+    /// What a refusal is reported as (the firewall's, or the portal's reset).
+    var refusal: String
+    var refusalIsReset = false
+    /// The portal's verdict, in place of the profile's (nil: the profile's rules decide).
+    var verdict: SetupVerdict?
+    /// The portal's TLS server answers in the target's place (`wrong-certificate`).
+    var portal: PortalTLSServer?
+}
+
 /// One upstream connection being made: the emulated set-up, and the real socket from the moment
-/// the emulated SYN that gets through leaves; the caller hears once both are done, at the
+/// the first emulated SYN that reaches the server leaves; the caller hears once both are done, at the
 /// emulated moment. The emulated outcome wins: a failed emulated handshake ends the attempt at
 /// once and closes a real connection that did succeed.
 final class ConnectAttempt {
@@ -360,13 +396,15 @@ final class ConnectAttempt {
     /// When the emulated set-up would be done if nothing were lost or held: before then a real
     /// client could not have sent anything on the connection.
     let unimpededBy: NIODeadline
-    private var completion: ((Result<Channel, UpstreamError>) -> Void)?
+    /// The real connection went to netcond's origin (not the portal's stand-in): its completion hears so.
+    var routedToOrigin = false
+    private var completion: ((Result<Channel, UpstreamError>, _ routedToOrigin: Bool) -> Void)?
     private var emulatedOutcome: ConnectOutcome?
     private var realResult: Result<Channel, UpstreamError>?
 
     init(
         target: UpstreamTarget, refusal: String, refusalIsReset: Bool, unimpededBy: NIODeadline,
-        completion: @escaping (Result<Channel, UpstreamError>) -> Void
+        completion: @escaping (Result<Channel, UpstreamError>, _ routedToOrigin: Bool) -> Void
     ) {
         self.target = target
         self.refusal = refusal
@@ -385,7 +423,7 @@ final class ConnectAttempt {
         guard let completion else { return }
         self.completion = nil
         if case .success(let channel) = self.realResult { channel.close(promise: nil) }
-        completion(.failure(.abandoned(self.target)))
+        completion(.failure(.abandoned(self.target)), self.routedToOrigin)
     }
 
     func emulated(_ outcome: ConnectOutcome) {
@@ -412,7 +450,7 @@ final class ConnectAttempt {
         case .established:
             guard let real = self.realResult else { return }
             self.completion = nil
-            return completion(real)
+            return completion(real, self.routedToOrigin)
         case .refused:
             failure = .refused(self.target, "connection refused (netcond outage)")
         case .timedOut:
@@ -424,7 +462,7 @@ final class ConnectAttempt {
         }
         self.completion = nil
         if case .success(let channel) = self.realResult { channel.close(promise: nil) }
-        completion(.failure(failure))
+        completion(.failure(failure), self.routedToOrigin)
     }
 }
 

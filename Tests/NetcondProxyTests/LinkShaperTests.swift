@@ -180,3 +180,21 @@ final class ReadCounter: ChannelOutboundHandler {
         #expect(!driver.model.isTransparent)
     }
 }
+
+extension LinkShaperTests {
+    @Test func theFarEndsCloseTakesTheDownDelayInForce() throws {
+        // 50 ms each way until 10 s, 400 ms after: a close asked for at 20 s waits 400 ms.
+        let series = try LinkSeries.parse("0, 1000mbit, 50ms, 0%; 10, 1000mbit, 400ms, 0%", source: "slower")
+        let (channel, shaper) = try self.makeChannel(
+            Profile(name: "slower", up: LinkDirection(series: series), down: LinkDirection(series: series)))
+        channel.embeddedEventLoop.advanceTime(by: .seconds(20))
+        shaper.beginShaping()
+        var closed = false
+        channel.closeFuture.assumeIsolated().whenComplete { _ in closed = true }
+        channel.pipeline.triggerUserOutboundEvent(CloseWhenDrained(reset: false, crossesLink: true), promise: nil)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(399))
+        #expect(!closed)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+        #expect(closed)
+    }
+}

@@ -103,7 +103,7 @@ extension LinkModel {
                 side.window.retarget(
                     mss: self.shapes[self.index(side.direction)].mss,
                     bandwidth: spec.pathRate,
-                    baseRTT: conditions.baseRTT
+                    baseRTT: conditions.roundTrip(from: self.now)
                 )
             }
         }

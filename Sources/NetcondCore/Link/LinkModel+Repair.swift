@@ -18,8 +18,8 @@ extension LinkModel {
 
         // Data sent after a lost transmission arriving produces (selective) acknowledgements that
         // reveal the hole: three of them and the sender retransmits (SACK / RACK loss detection,
-        // which also finds lost retransmissions).
-        let reverseLatency = self.conditions.direction(side.direction.reversed).latency
+        // which also finds lost retransmissions). They take the reverse delay in force now.
+        let reverseLatency = self.conditions.direction(side.direction.reversed).delay(at: self.now)
         side.lastAckAt = self.now + reverseLatency
         for lostSeq in side.lostSeqs {
             var lost = side.record(lostSeq)
@@ -120,8 +120,8 @@ extension LinkModel {
         if let end = side.recoveryEnd, seq > end { side.recoveryEnd = nil }
         if side.recoveryEnd == nil {
             side.window.onAck(
-                bytes: bytes, now: self.now, rtt: side.smoothedRTT ?? self.conditions.baseRTT, seq: seq,
-                nextSeq: side.nextSeq, sample: rttSample)
+                bytes: bytes, now: self.now, rtt: side.smoothedRTT ?? self.conditions.roundTrip(from: self.now),
+                seq: seq, nextSeq: side.nextSeq, sample: rttSample)
         }
         self.trySend(flow, side)
     }

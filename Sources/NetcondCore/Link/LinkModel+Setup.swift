@@ -1,17 +1,31 @@
-/// Connection set-up in the stream engine: the DNS delay, the profile's set-up rules, a SYN /
-/// SYN-ACK round trip whose packets can be lost and are retried as Linux retries them, and an
-/// outage's refusals. Nothing is sent on a connection before its set-up is over.
+/// Connection set-up in the stream engine: the DNS delay, the profile's set-up rules, a SYN and a
+/// SYN-ACK that cross the link's paths as data does, retried as Linux retries them, and an outage's
+/// refusals. Nothing is sent on a connection before its set-up is over.
+///
+/// ```
+///  connect ─▶ dns_delay, rules, ─▶ SYN (60 B) ─▶ up path ─▶ SYN-ACK (60 B) ─▶ down path ─▶ established
+///            hold, connect_delay   ▲           (loss, queue, rate, delay in force)
+///                                  └── lost: the client's timer sends it again after 1, 2, 4 … s
+/// ```
+/// A SYN and a SYN-ACK meet what a data packet of their size meets then: the loss process (in a
+/// Gilbert–Elliott burst too, and a step series' loss in force), the bottleneck queue (they wait
+/// behind what is queued, and a full queue drops them), the rate and the delay in force, a stall
+/// and a blackhole; the packet engine's handshakes are real packets on the same paths.
 extension LinkModel {
+    /// Bytes on the wire of a SYN or a SYN-ACK (IPv4 and TCP headers with their options).
+    static let handshakeBytes = 60
+
     /// Emulates the connection set-up: DNS delay for names, the connect delay, then a SYN / SYN-ACK
-    /// round trip that can be lost and retried after 1 s, 2 s, 4 s … (6 retries, 127 s in all, as
-    /// Linux does). Nothing is sent on the flow until it is established. The outcome arrives as a
-    /// `LinkNotice` (`established`, `refused` during a `refuse`/`reset` outage, or `timedOut`) from
-    /// `takeNotices()` at the instant it happens.
+    /// exchange across the link's paths, lost and retried after 1 s, 2 s, 4 … (6 retries, 127 s in
+    /// all, as Linux does). Nothing is sent on the flow until it is established. The outcome
+    /// arrives as a `LinkNotice` (`established`, `refused` during a `refuse`/`reset` outage, or
+    /// `timedOut`) from `takeNotices()` at the instant it happens.
     ///
     /// The profile's set-up rules come first: a name in `dns_fail` fails after the DNS delay
     /// (`nameNotResolved`), a port the firewall does not allow is refused one round trip later
     /// (`refusedByFirewall`) or blackholed, and the first connections may be held before their
-    /// handshake starts (`connect_hold`).
+    /// handshake starts (`connect_hold`). A refusal comes one round trip (the one in force when
+    /// the SYN leaves) after the SYN.
     /// `intercept` (a captive portal's) replaces the profile's verdict. Returns the verdict, so the
     /// caller knows whether a real connection is worth attempting.
     @discardableResult
@@ -30,48 +44,48 @@ extension LinkModel {
         guard let flow = self.flows[id] else { return verdict }
         flow.up.readyAt = .distantFuture
         flow.down.readyAt = .distantFuture
-        var t = self.now
-        if resolvesName { t = t + self.conditions.dnsDelay }
+        flow.settingUp = true
+        let resolved = resolvesName ? self.now + self.conditions.dnsDelay : self.now
+        let synLeaves = resolved + self.conditions.connectDelay
         switch verdict {
         case .nameFails:
             self.counters.setupFailures += 1
-            self.schedule(.connectResult(id, .nameNotResolved(at: .zero)), at: t)
+            self.schedule(.connectResult(id, .nameNotResolved(at: .zero)), at: resolved)
         case .refused:
             self.counters.setupFailures += 1
-            self.schedule(.connectResult(id, .refusedByFirewall(at: .zero)), at: t + self.conditions.connectDelay + self.conditions.baseRTT)
+            let refusedAt = synLeaves + self.conditions.roundTrip(from: synLeaves)
+            self.schedule(.connectResult(id, .refusedByFirewall(at: .zero)), at: refusedAt)
         case .blackholed:
             self.counters.setupFailures += 1
             flow.firewalled = true
-            self.schedule(.synAttempt(id, attempt: 0), at: t + self.conditions.connectDelay)
+            self.schedule(.synAttempt(id, attempt: 0), at: synLeaves)
         case .proceed(let hold):
-            self.schedule(.synAttempt(id, attempt: 0), at: t + hold + self.conditions.connectDelay)
+            self.schedule(.synAttempt(id, attempt: 0), at: synLeaves + hold)
         }
         return verdict
     }
 
+    /// The client sends its SYN number `attempt` (0: the first) now.
     func synAttempt(_ flow: Flow, attempt: Int) {
-        if flow.firewalled { return self.retrySYN(flow, after: attempt) }
+        // A SYN-ACK came before this retransmission was due.
+        guard flow.settingUp else { return }
+        flow.synAttempt = attempt
+        if flow.firewalled { return self.armSYNTimer(flow, after: attempt) }
         switch self.outageInForce {
         case .refuse, .reset:
-            self.schedule(.connectResult(flow.id, .refused(at: .zero)), at: self.now + self.conditions.baseRTT)
-            return
-        case .blackhole:
-            break
-        case nil:
-            let synLost = flow.setupRandom.chance(self.conditions.up.loss.meanRate)
-            let synAckLost = !synLost && flow.setupRandom.chance(self.conditions.down.loss.meanRate)
-            if !synLost && !synAckLost {
-                self.pendingNotices.append(.handshakeUnderWay(flow.id, at: self.now))
-                let result = ConnectOutcome.established(at: .zero, synRetransmits: attempt)
-                self.schedule(.connectResult(flow.id, result), at: self.now + self.conditions.baseRTT)
-                return
-            }
+            // The far end turns it away: a reset one round trip (the one in force now) later.
+            let refusedAt = self.now + self.conditions.roundTrip(from: self.now)
+            self.schedule(.connectResult(flow.id, .refused(at: .zero)), at: refusedAt)
+        case .blackhole, nil:
+            // A blackhole is the path's gate: the SYN is offered, and dropped there.
+            self.armSYNTimer(flow, after: attempt)
+            self.sendHandshake(flow, .up, attempt: attempt)
         }
-        self.retrySYN(flow, after: attempt)
     }
 
-    /// The SYN (or its SYN-ACK) of this attempt was lost: retry after 1, 2, 4 … s, then give up.
-    func retrySYN(_ flow: Flow, after attempt: Int) {
+    /// The client's SYN timer, from the SYN that leaves now: the next SYN after 1, 2, 4 … s, and
+    /// after the last one, the time-out.
+    func armSYNTimer(_ flow: Flow, after attempt: Int) {
         let timeout = Span.seconds(1) * Int64(1 << attempt)
         if attempt < Self.synRetries {
             self.schedule(.synAttempt(flow.id, attempt: attempt + 1), at: self.now + timeout)
@@ -80,8 +94,45 @@ extension LinkModel {
         }
     }
 
-    /// Outcomes are scheduled undated and stamped with the moment they happen.
+    /// Puts a SYN (up) or the far end's SYN-ACK (down) answering SYN number `attempt` on the
+    /// path, as a packet of ``handshakeBytes``. A drop needs nothing more: the client's timer
+    /// sends the SYN again.
+    func sendHandshake(_ flow: Flow, _ direction: Direction, attempt: Int) {
+        let unit = SegmentRef(flow: flow.id, seq: 0, generation: attempt, isHandshake: true)
+        let admission = self.links[direction].offer(unit, bytes: Self.handshakeBytes, connection: flow.id, at: self.now)
+        // The path decided at once that this SYN reaches the server: it learns of the connection
+        // from now (the real one has the round trip to be made in). A SYN a stall holds tells it
+        // when it arrives.
+        if direction == .up, case .delivers(_, .none, _) = admission { self.serverLearns(flow) }
+    }
+
+    /// A SYN or a SYN-ACK reached the far end of its path: the server answers every SYN that
+    /// reaches it; the first SYN-ACK to reach the client establishes the connection. A copy is
+    /// ignored, a corrupted one discarded (its checksum fails).
+    func handshakeArrived(_ delivery: PathDelivery<SegmentRef>, _ direction: Direction) {
+        guard !delivery.isCopy, delivery.corruptByte == nil, let flow = self.flows[delivery.unit.flow], flow.settingUp
+        else { return }
+        switch direction {
+        case .up:
+            self.serverLearns(flow)
+            self.sendHandshake(flow, .down, attempt: delivery.unit.generation)
+        case .down:
+            self.connectResult(flow, .established(at: .zero, synRetransmits: flow.synAttempt))
+        }
+    }
+
+    /// The server's side learns of the connection (once): the driver may make the real one now.
+    private func serverLearns(_ flow: Flow) {
+        guard !flow.serverReached else { return }
+        flow.serverReached = true
+        self.pendingNotices.append(.handshakeUnderWay(flow.id, at: self.now))
+    }
+
+    /// Outcomes are scheduled undated and stamped with the moment they happen; the first one ends
+    /// the set-up (a time-out due after the SYN-ACK came is none).
     func connectResult(_ flow: Flow, _ outcome: ConnectOutcome) {
+        guard flow.settingUp else { return }
+        flow.settingUp = false
         if case .refused = outcome { self.counters.refusedConnections += 1 }
         self.pendingNotices.append(.connected(flow.id, outcome.happening(at: self.now)))
         self.releaseAfterSetUp(flow)

@@ -21,23 +21,30 @@ struct SegmentShape {
 struct SegmentRef {
     var flow: FlowID
     var seq: UInt64
-    /// The transmission's generation (a retransmission is a new one; an older one's arrival is ignored).
+    /// The transmission's generation (a retransmission is a new one; an older one's arrival is ignored);
+    /// for a handshake packet, the number of the SYN it is or answers.
     var generation: Int
+    /// A SYN (up) or a SYN-ACK (down) of the connection's set-up, not a data segment.
+    var isHandshake = false
 }
 
 final class Flow {
     let id: FlowID
     let up: FlowSide
     let down: FlowSide
-    var setupRandom: SeededRandom
     /// The firewall drops this connection's SYNs (`otherwise: blackhole`).
     var firewalled = false
+    /// Between `connect` and its outcome.
+    var settingUp = false
+    /// The number of the latest SYN sent (0: the first; so also how many were retransmitted).
+    var synAttempt = 0
+    /// A SYN of this connection reached (or is sure to reach) the server: the driver was told.
+    var serverReached = false
 
     init(id: FlowID, model: LinkModel, now: Instant) {
         self.id = id
         self.up = model.makeSide(.up, flowIndex: id.rawValue, now: now)
         self.down = model.makeSide(.down, flowIndex: id.rawValue, now: now)
-        self.setupRandom = SeededRandom(seed: SeedDeriver.derive(model.seed, id.rawValue, 3))
     }
 
     func side(_ direction: Direction) -> FlowSide {

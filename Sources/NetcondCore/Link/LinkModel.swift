@@ -26,7 +26,7 @@ import HeapModule
 /// can be lost again. A corrupted segment is discarded by its receiver: lost.
 ///
 /// Simplifications, documented in the README: acknowledgements cost no bandwidth and are never
-/// lost.
+/// lost; they take the reverse direction's delay in force when they leave.
 public final class LinkModel {
     /// The profile in force: the one the model was made with, or the last one switched to.
     public internal(set) var profile: Profile
@@ -324,6 +324,7 @@ public final class LinkModel {
     private func segmentArrived(_ delivery: PathDelivery<SegmentRef>, _ direction: Direction) {
         self.onPathDelivery?(direction, delivery)
         let segment = delivery.unit
+        if segment.isHandshake { return self.handshakeArrived(delivery, direction) }
         guard !delivery.isCopy, let flow = self.flows[segment.flow] else { return }
         let side = flow.side(direction)
         guard delivery.corruptByte != nil else {
@@ -345,7 +346,7 @@ public final class LinkModel {
             mss: self.shapes[self.index(direction)].mss,
             receiveWindow: Self.receiveWindow,
             bandwidth: spec.pathRate,
-            baseRTT: self.conditions.baseRTT
+            baseRTT: self.conditions.roundTrip(from: now)
         )
         return FlowSide(
             direction: direction,

@@ -60,3 +60,21 @@ extension ConditionTimeline {
         return moment
     }
 }
+
+extension LinkDirection {
+    /// The one-way delay in force at `moment`, jitter aside: a step series' row then, the latency
+    /// otherwise. What control traffic takes — a refusal's or a cut's reset, a `dns_fail` answer,
+    /// an acknowledgement — so that under a series it is that moment's delay, not the first row's.
+    public func delay(at moment: Instant) -> Span {
+        self.series?.conditions(at: moment).delay ?? self.latency
+    }
+}
+
+extension LinkConditions {
+    /// A round trip that leaves at `moment`: the up delay in force then, and the down delay in
+    /// force when the answer leaves the far end.
+    public func roundTrip(from moment: Instant) -> Span {
+        let up = self.up.delay(at: moment)
+        return up + self.down.delay(at: moment + up)
+    }
+}

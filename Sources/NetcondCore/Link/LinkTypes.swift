@@ -27,7 +27,7 @@ public struct Delivery: Equatable, Sendable {
 
 /// What became of a connection attempt.
 public enum ConnectOutcome: Equatable, Sendable {
-    /// The handshake completed at this instant, after this many lost SYN or SYN-ACK attempts.
+    /// The handshake completed at this instant, after this many SYN retransmissions.
     case established(at: Instant, synRetransmits: Int)
     /// Refused (a `refuse` or `reset` outage): the client sees the refusal at this instant.
     case refused(at: Instant)
@@ -52,9 +52,11 @@ public enum ConnectOutcome: Equatable, Sendable {
 
 /// Something the driver must act on or report, in the order it happened.
 public enum LinkNotice: Equatable, Sendable {
-    /// The SYN of the attempt that gets through leaves now (its SYN-ACK will not be lost either):
-    /// the server's side learns of the connection from here on, and never before. Before a refused,
-    /// blackholed or timed-out attempt, or one a rule stops, there is none.
+    /// The first SYN that reaches the server leaves now (the path decided so when it was offered;
+    /// one a stall held says so when it arrives): the server's side learns of the connection from
+    /// here on, and never before. Its SYN-ACK may still be lost (the client then retries, and a
+    /// handshake that never completes ends the attempt). Before a refused or blackholed attempt, or
+    /// one a rule stops, there is none.
     case handshakeUnderWay(FlowID, at: Instant)
     /// A `connect` finished.
     case connected(FlowID, ConnectOutcome)
