@@ -193,7 +193,7 @@ struct UpstreamConnector {
             ) { outcome in
                 if case .established = outcome, let attemptID, attempt.isUnderWay {
                     // Made, but later than an unimpeded set-up (its request or SYNs held in a
-                    // blackhole or lost, a held connect): the evidence notes it, since the
+                    // blackhole, lost or queued, a held connect): the evidence notes it, since the
                     // client's connect, to netcond, could not time out meanwhile.
                     let held = Span(nanoseconds: (loop.now - deadlines.doneBy).nanoseconds)
                     rules?.noteHeldConnect(attemptID, held: held)

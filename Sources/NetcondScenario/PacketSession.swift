@@ -94,24 +94,13 @@ public final class PacketSession: Sendable {
         onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
     ) async throws(Failure) -> PacketSession {
         TemporaryFiles.removeStale()
-        let engine: PacketEngine
         let stateChanges = NIOLockedValueBox<[(state: LinkState, at: Span)]>([])
         let observe: @Sendable (LinkState, Span) -> Void = { state, at in
             stateChanges.withLockedValue { if $0.count < 10_000 { $0.append((state, at)) } }
             onStateChange?(state, at)
         }
-        do {
-            // Privilege first: nothing (not even a capture file) is made without it.
-            try PacketPrivilege.check()
-            var packetCapture: PacketCapture?
-            if capture.delivered != nil || capture.dropped != nil {
-                packetCapture = try PacketCapture(deliveredPath: capture.delivered, droppedPath: capture.dropped)
-            }
-            engine = try PacketEngine.start(
-                profile: profile, seed: seed, capture: packetCapture, precise: precise, onStateChange: observe)
-        } catch {
-            throw .engine(error)
-        }
+        let engine = try Self.startEngine(
+            profile: profile, seed: seed, capture: capture, precise: precise, onStateChange: observe)
         let originGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         // The origin sends with the profile's congestion control: the sender the stream engine models.
         let origin = OriginServer(configuration: OriginConfiguration(content: originContent, congestionControl: profile.tcp.rawValue))
@@ -132,26 +121,8 @@ public final class PacketSession: Sendable {
             _ = try await origin.addListener(group: originGroup, host: host, port: 443) { channel in
                 try originTrust.prepare(channel)
             }
-            let loop = originGroup.next()
-            let box = NIOLockedValueBox<PacketPortal?>(nil)
-            let bindHTTP: @Sendable (String, Int, Bool) async throws -> Channel = { host, port, intercepted in
-                try await ServerBootstrap(group: loop)
-                    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                    .childChannelInitializer { channel in
-                        channel.eventLoop.makeCompletedFuture {
-                            guard let portal = box.withLockedValue({ $0 }) else { throw ChannelError.ioOnClosedChannel }
-                            try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                            try channel.pipeline.syncOperations.addHandler(PacketPortalHandler(portal: portal, intercepted: intercepted))
-                        }
-                    }
-                    .bind(host: host, port: port).get()
-            }
-            let named = try await Self.freeChannel(offset: 1) { host in try await bindHTTP(host, 80, false) }
-            let portalAddress = named.localAddress?.ipAddress ?? "127.0.0.1"
-            let started = try await PacketPortal.start(
-                named: named, address: portalAddress, spec: profile.captivePortal, engine: engine, loop: loop,
-                tls: tls, bindHTTP: bindHTTP)
-            box.withLockedValue { $0 = started }
+            let (started, portalAddress) = try await Self.startPortal(
+                spec: profile.captivePortal, engine: engine, loop: originGroup.next(), tls: tls)
             portal = started
             let file = try TemporaryFiles.makeFile(kind: "hosts")
             hostsFile = file
@@ -184,6 +155,52 @@ public final class PacketSession: Sendable {
             engine.stop()
             throw .origin(String(describing: error))
         }
+    }
+
+    /// Starts the engine, checking the privilege first: nothing (not even a capture file) is made
+    /// without it.
+    private static func startEngine(
+        profile: Profile, seed: UInt64, capture: (delivered: String?, dropped: String?), precise: Bool,
+        onStateChange: @escaping @Sendable (LinkState, Span) -> Void
+    ) throws(Failure) -> PacketEngine {
+        do {
+            try PacketPrivilege.check()
+            var packetCapture: PacketCapture?
+            if capture.delivered != nil || capture.dropped != nil {
+                packetCapture = try PacketCapture(deliveredPath: capture.delivered, droppedPath: capture.dropped)
+            }
+            return try PacketEngine.start(
+                profile: profile, seed: seed, capture: packetCapture, precise: precise, onStateChange: onStateChange)
+        } catch {
+            throw .engine(error)
+        }
+    }
+
+    /// The captive portal (closed or open as `spec` says, or none) and the address of its HTTP
+    /// server, which answers the portal's names (and what the cage's NAT sends it) on `loop`.
+    private static func startPortal(
+        spec: CaptivePortalSpec?, engine: PacketEngine, loop: EventLoop, tls: any TLSProvider
+    ) async throws -> (portal: PacketPortal, address: String) {
+        let box = NIOLockedValueBox<PacketPortal?>(nil)
+        let bindHTTP: @Sendable (String, Int, Bool) async throws -> Channel = { host, port, intercepted in
+            try await ServerBootstrap(group: loop)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        guard let portal = box.withLockedValue({ $0 }) else { throw ChannelError.ioOnClosedChannel }
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                        let handler = PacketPortalHandler(portal: portal, intercepted: intercepted)
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                    }
+                }
+                .bind(host: host, port: port).get()
+        }
+        let named = try await Self.freeChannel(offset: 1) { host in try await bindHTTP(host, 80, false) }
+        let address = named.localAddress?.ipAddress ?? "127.0.0.1"
+        let started = try await PacketPortal.start(
+            named: named, address: address, spec: spec, engine: engine, loop: loop, tls: tls, bindHTTP: bindHTTP)
+        box.withLockedValue { $0 = started }
+        return (started, address)
     }
 
     /// The command's /etc/hosts: the machine's, the origin's name and the portal's names, less any

@@ -16,7 +16,8 @@ import Testing
     @Test func aRefuseOutagesResetComesOneRoundTripInForceLater() throws {
         var driver = try Self.driver()
         driver.control(.outage(.refuse), at: PacketLinkDriverTests.ms(20_000))
-        #expect(!PacketLinkDriverTests.admit(&driver, PacketLinkDriverTests.tcp(up: true, flags: TCPHeader.syn), up: true, at: 20_000))
+        let syn = PacketLinkDriverTests.tcp(up: true, flags: TCPHeader.syn)
+        #expect(!PacketLinkDriverTests.admit(&driver, syn, up: true, at: 20_000))
         let due1 = driver.dueReset(upTo: PacketLinkDriverTests.ms(20_799))
         #expect(due1 == nil)
         let due2 = driver.dueReset(upTo: PacketLinkDriverTests.ms(20_800))
@@ -25,7 +26,8 @@ import Testing
 
     @Test func theFirewallsResetComesOneRoundTripInForceLater() throws {
         var driver = try Self.driver("firewall: {allow_ports: [443], otherwise: refuse}")
-        #expect(!PacketLinkDriverTests.admit(&driver, PacketLinkDriverTests.tcp(up: true, flags: TCPHeader.syn), up: true, at: 20_000))
+        let syn = PacketLinkDriverTests.tcp(up: true, flags: TCPHeader.syn)
+        #expect(!PacketLinkDriverTests.admit(&driver, syn, up: true, at: 20_000))
         let due3 = driver.dueReset(upTo: PacketLinkDriverTests.ms(20_799))
         #expect(due3 == nil)
         let due4 = driver.dueReset(upTo: PacketLinkDriverTests.ms(20_800))
@@ -52,7 +54,8 @@ import Testing
 
     @Test func aFailingLookupsAnswerComesOneRoundTripInForceLater() throws {
         var driver = try Self.driver("dns_delay: 100ms\ndns_fail: ['*.invalid']")
-        #expect(!PacketLinkDriverTests.admit(&driver, DNSFailureTests.query("api.example.invalid"), up: true, at: 20_000))
+        let query = DNSFailureTests.query("api.example.invalid")
+        #expect(!PacketLinkDriverTests.admit(&driver, query, up: true, at: 20_000))
         let due8 = driver.dueInjected(upTo: PacketLinkDriverTests.ms(20_899))
         #expect(due8 == nil)
         let due9 = driver.dueInjected(upTo: PacketLinkDriverTests.ms(20_900))

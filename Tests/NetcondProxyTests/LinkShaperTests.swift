@@ -184,9 +184,10 @@ final class ReadCounter: ChannelOutboundHandler {
 extension LinkShaperTests {
     @Test func theFarEndsCloseTakesTheDownDelayInForce() throws {
         // 50 ms each way until 10 s, 400 ms after: a close asked for at 20 s waits 400 ms.
-        let series = try LinkSeries.parse("0, 1000mbit, 50ms, 0%; 10, 1000mbit, 400ms, 0%", source: "slower")
-        let (channel, shaper) = try self.makeChannel(
-            Profile(name: "slower", up: LinkDirection(series: series), down: LinkDirection(series: series)))
+        let series = "0, 1000mbit, 50ms, 0%; 10, 1000mbit, 400ms, 0%"
+        let yaml = "name: slower\nlink: {trace: {source: slower, series: \"\(series)\"}}"
+        let profile = try ProfileDecoder().decode(yaml: yaml, file: "Profiles/slower.yaml")
+        let (channel, shaper) = try self.makeChannel(profile)
         channel.embeddedEventLoop.advanceTime(by: .seconds(20))
         shaper.beginShaping()
         var closed = false

@@ -41,6 +41,14 @@ struct DirectionLayer {
                 allowedKeys: Self.keys, expecting: "a mapping of link keys (\(Self.keys.joined(separator: ", ")))",
                 problems: problems)
         }) else { return }
+        self.readDelays(map, problems: problems)
+        self.readRates(map, files: files, problems: problems)
+        self.readQueue(map, problems: problems)
+        self.readDropsAndDamage(map, problems: problems)
+    }
+
+    /// `latency` and `jitter`.
+    private mutating func readDelays(_ map: ConfigMapping, problems: ConfigProblems) {
         if let node = map["latency"] {
             problems.attempt { () throws(ConfigError) in
                 let value = try node.unit(Span.parse)
@@ -59,6 +67,12 @@ struct DirectionLayer {
                 self.jitter = Located(value: value, node: node)
             }
         }
+    }
+
+    /// `bandwidth`, `trace` (a rate that moves, in its place) and `connection_bandwidth`.
+    private mutating func readRates(
+        _ map: ConfigMapping, files: ProfileDecoder.FileReferences, problems: ConfigProblems
+    ) {
         if let node = map["bandwidth"] {
             problems.attempt { () throws(ConfigError) in
                 self.bandwidth = Located(value: try Self.rate(node), node: node)
@@ -87,6 +101,10 @@ struct DirectionLayer {
                 self.connectionBandwidth = Located(value: try Self.rate(node), node: node)
             }
         }
+    }
+
+    /// `queue`, in bytes or in packets.
+    private mutating func readQueue(_ map: ConfigMapping, problems: ConfigProblems) {
         if let node = map["queue"] {
             problems.attempt { () throws(ConfigError) in
                 let text = node.value.trimmingCharacters(in: .whitespaces)
@@ -104,6 +122,10 @@ struct DirectionLayer {
                 }
             }
         }
+    }
+
+    /// What reorders, copies, changes or drops a packet: `reorder`, `duplicate`, `corrupt`, `aqm`, `loss`.
+    private mutating func readDropsAndDamage(_ map: ConfigMapping, problems: ConfigProblems) {
         if let node = map["reorder"] {
             problems.attempt { () throws(ConfigError) in
                 self.reorder = Located(value: try Self.reorder(node), node: node)

@@ -54,10 +54,8 @@ public enum ControlAPI {
     /// (`http://127.0.0.1:8081/status`).
     public static func route(method: String, target: String, body: [UInt8]) -> Result<Route, Rejection> {
         let path = Self.path(of: target)
-        func wrongMethod(_ allowed: String) -> Result<Route, Rejection> {
-            .failure(Rejection(status: 405, message: "\(method) \(path) is not supported; allowed: \(allowed) \(path)"))
-        }
         guard body.count <= Self.maxBodyBytes else { return .failure(Self.tooLarge) }
+        let wrongMethod = { (allowed: String) in Self.wrongMethod(method, path, allowed: allowed) }
         switch path {
         case "/", "/dashboard":
             return method == "GET" ? .success(.dashboard) : wrongMethod("GET")
@@ -70,69 +68,23 @@ public enum ControlAPI {
             guard method == "POST" else { return wrongMethod("POST") }
             return Self.object(body, example: #"{"name": "3g"} or {"yaml": "extends: 3g\n…"}"#).flatMap(Self.profile)
         case "/outage":
-            switch method {
-            case "DELETE": return .success(.command(.outage(nil)))
-            case "POST":
-                return Self.object(body, example: #"{"behaviour": "blackhole"}"#).flatMap { object in
-                    let value = object["behaviour"] ?? object["behavior"]
-                    return Self.word(value, key: "behaviour", among: OutageBehaviour.allCases.map(\.rawValue))
-                        .map { .command(.outage(OutageBehaviour(rawValue: $0))) }
-                }
-            default: return wrongMethod("POST or DELETE")
-            }
+            return Self.outage(method: method, body: body) ?? wrongMethod("POST or DELETE")
         case "/stall":
-            switch method {
-            case "DELETE": return .success(.command(.stall(nil)))
-            case "POST":
-                return Self.object(body, example: #"{"direction": "down"}"#).flatMap { object in
-                    Self.word(object["direction"], key: "direction", among: StallDirection.allCases.map(\.rawValue))
-                        .map { .command(.stall(StallDirection(rawValue: $0))) }
-                }
-            default: return wrongMethod("POST or DELETE")
-            }
+            return Self.stall(method: method, body: body) ?? wrongMethod("POST or DELETE")
         case "/events":
             return method == "GET" ? .success(.events) : wrongMethod("GET")
         case "/captive":
             guard method == "POST" else { return wrongMethod("POST") }
-            return Self.object(body, example: #"{"open": true}"#).flatMap { object in
-                guard let open = object["open"] as? Bool else {
-                    return .failure(Rejection(status: 400, message: "'open' is missing or not true/false; allowed: {\"open\": true} or {\"open\": false}"))
-                }
-                return .success(.command(.captive(open: open)))
-            }
+            return Self.captive(body)
         case "/cut":
             guard method == "POST" else { return wrongMethod("POST") }
-            guard !body.isEmpty else { return .success(.command(.cut(.reset))) }
-            return Self.object(body, example: #"{"mode": "reset"} or {"mode": "close"}"#).flatMap { object in
-                guard object["mode"] != nil else { return .success(.command(.cut(.reset))) }
-                return Self.word(object["mode"], key: "mode", among: CutMode.allCases.map(\.rawValue))
-                    .map { .command(.cut(CutMode(rawValue: $0)!)) }
-            }
+            return Self.cut(body)
         case "/faults":
-            switch method {
-            case "GET": return .success(.faults)
-            case "DELETE": return .success(.command(.removeFault(nil)))
-            case "POST":
-                guard !body.isEmpty else {
-                    return .failure(Rejection(status: 400, message: "expected a fault, e.g. \(HTTPFault.example)"))
-                }
-                do {
-                    return .success(.command(.addFault(try HTTPFault.decode(yaml: String(decoding: body, as: UTF8.self), file: "body"))))
-                } catch {
-                    return .failure(Rejection(status: 400, message: "\(error)"))
-                }
-            default: return wrongMethod("GET, POST or DELETE")
-            }
+            return Self.faults(method: method, body: body) ?? wrongMethod("GET, POST or DELETE")
         default:
             if path.hasPrefix("/faults/") {
                 guard method == "DELETE" else { return wrongMethod("DELETE") }
-                let raw = String(path.dropFirst("/faults/".count))
-                let key = raw.removingPercentEncoding ?? ""
-                if let id = Int(key), id > 0 { return .success(.command(.removeFault(id))) }
-                guard !key.isEmpty, Int(key) == nil, !key.contains("/") else {
-                    return .failure(Rejection(status: 400, message: "'\(raw)' is not a fault id or name; allowed: a number or a name from GET /faults"))
-                }
-                return .success(.command(.removeFaultsNamed(key)))
+                return Self.removeFault(path)
             }
             return .failure(
                 Rejection(status: 404, message: "no such endpoint \(path); endpoints: \(Self.paths.joined(separator: ", "))")
@@ -179,7 +131,7 @@ public enum ControlAPI {
         return .success(object)
     }
 
-    private static func word(_ value: Any?, key: String, among allowed: [String]) -> Result<String, Rejection> {
+    static func word(_ value: Any?, key: String, among allowed: [String]) -> Result<String, Rejection> {
         guard let text = value as? String else {
             return .failure(Rejection(status: 400, message: "'\(key)' is missing or not a string; allowed: \(allowed.joined(separator: ", "))"))
         }
@@ -195,7 +147,7 @@ public enum ControlAPI {
         + "profile name (netcond profiles lists them) or none; `netcond ctl profile FILE` resolves files on its own "
         + "side and sends the profile whole"
 
-    private static func profile(_ object: [String: Any]) -> Result<Route, Rejection> {
+    static func profile(_ object: [String: Any]) -> Result<Route, Rejection> {
         let keys = Set(object.keys)
         let allowed: Set<String> = ["name", "yaml", "file"]
         if !keys.isSubset(of: allowed) || (keys.contains("name") && keys != ["name"]) {

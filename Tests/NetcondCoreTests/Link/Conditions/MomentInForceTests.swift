@@ -6,11 +6,14 @@ import Testing
 /// to 400 ms each way at 10 s, what the stream engine times after the step (a refusal, a
 /// firewall's refusal, an acknowledgement) is 400 ms-based, not the first row's 50 ms.
 @Suite struct MomentInForceTests {
-    /// 50 ms each way until 10 s, then 400 ms; no loss.
+    /// 50 ms each way until 10 s, then 400 ms; no loss. Decoded as a file is: its `latency` is the
+    /// first row's delay.
     static func slower(rate: String = "480kbit") throws -> Profile {
-        let series = try LinkSeries.parse("0, \(rate), 50ms, 0%; 10, \(rate), 400ms, 0%", source: "slower")
-        let direction = LinkDirection(series: series)
-        return Profile(name: "slower", up: direction, down: direction)
+        let series = "0, \(rate), 50ms, 0%; 10, \(rate), 400ms, 0%"
+        let yaml = "name: slower\nlink: {trace: {source: slower, series: \"\(series)\"}}"
+        let profile = try ProfileDecoder().decode(yaml: yaml, file: "Profiles/slower.yaml")
+        precondition(profile.up.latency == .milliseconds(50))
+        return profile
     }
 
     @Test func theDelayInForceIsTheSeriesRowOfTheMoment() throws {

@@ -7,9 +7,9 @@ import Testing
 @Suite struct HandshakePathTests {
     /// Keeps `flow` uploading (its sender's buffer topped up) and runs the link event by event
     /// until `done` says so or `deadline` passes; returns the moment it stopped.
-    static func upload(_ sim: inout LinkSimulation, _ flow: FlowID, until deadline: Instant, done: (LinkSimulation) -> Bool)
-        -> Instant
-    {
+    static func upload(
+        _ sim: inout LinkSimulation, _ flow: FlowID, until deadline: Instant, done: (LinkSimulation) -> Bool
+    ) -> Instant {
         var now = sim.model.now
         while now < deadline && !done(sim) {
             if sim.model.unsent(flow, .up) < 64 * 1024 { sim.model.send(flow, .up, bytes: 64 * 1024, at: now) }
@@ -31,7 +31,8 @@ import Testing
         // packets, every one of them lost. An upload drives the up direction into a burst; a
         // connection attempted then loses its SYN and retries it a second later, as Linux does.
         var profile = Profile.test(latency: .milliseconds(20), bandwidth: .mbit(10))
-        profile.up.loss = .gilbertElliott(p: Probability(0.0005), r: Probability(0.01), lossInGood: .zero, lossInBad: Probability(1))
+        profile.up.loss = .gilbertElliott(
+            p: Probability(0.0005), r: Probability(0.01), lossInGood: .zero, lossInBad: Probability(1))
         var sim = LinkSimulation(profile, seed: 3)
         let upload = sim.model.openFlow(at: .zero)
         let burst = Self.upload(&sim, upload, until: .s(120)) { $0.model.links[.up].counters.lost > 0 }
@@ -52,8 +53,10 @@ import Testing
     @Test func aSeriesLossOfAllFailsConnectsOnlyWhileItLasts() throws {
         // No loss until 10 s, all lost from 10 to 20 s, none after; 20 ms each way, and 60 bytes
         // at 480 kbit/s take 1 ms each way.
-        let series = try LinkSeries.parse("0, 480kbit, 20ms, 0%; 10, 480kbit, 20ms, 100%; 20, 480kbit, 20ms, 0%", source: "gap")
-        var sim = LinkSimulation(Profile(name: "gap", up: LinkDirection(series: series), down: LinkDirection(series: series)))
+        let series = try LinkSeries.parse(
+            "0, 480kbit, 20ms, 0%; 10, 480kbit, 20ms, 100%; 20, 480kbit, 20ms, 0%", source: "gap")
+        let direction = LinkDirection(series: series)
+        var sim = LinkSimulation(Profile(name: "gap", up: direction, down: direction))
         let early = sim.model.openFlow(at: .s(5))
         #expect(sim.connect(early, at: .s(5)) == .established(at: .ms(5_042), synRetransmits: 0))
         // SYNs at 12, 13, 15 and 19 s are lost; the one at 27 s gets through.
