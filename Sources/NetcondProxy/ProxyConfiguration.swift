@@ -98,4 +98,11 @@ public struct ProxyAddresses: Sendable {
 /// Errors starting the proxy, worded for users.
 public struct ProxyStartError: Error, CustomStringConvertible {
     public var description: String
+    /// The address to listen on was taken (EADDRINUSE): the Toxiproxy API words that as Go does.
+    public var addressInUse = false
+
+    public init(description: String, addressInUse: Bool = false) {
+        self.description = description
+        self.addressInUse = addressInUse
+    }
 }

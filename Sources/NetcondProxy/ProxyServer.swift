@@ -3,6 +3,10 @@ import NIOCore
 import NIOPosix
 import NetcondCore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The stream engine: an HTTP / CONNECT / SOCKS5 proxy and port forwards, all on one event loop,
 /// all crossing one emulated access link (`LinkModel`).
 public final class ProxyServer: Sendable {
@@ -203,7 +207,9 @@ public final class ProxyServer: Sendable {
         do {
             channel = try await bootstrap.bind(host: host, port: port).get()
         } catch {
-            throw ProxyStartError(description: "cannot listen on \(host):\(port): \(Self.reason(error))")
+            throw ProxyStartError(
+                description: "cannot listen on \(host):\(port): \(Self.reason(error))",
+                addressInUse: (error as? IOError)?.errnoCode == EADDRINUSE)
         }
         guard let address = channel.localAddress else {
             throw ProxyStartError(description: "cannot listen on \(host):\(port): no local address")

@@ -21,9 +21,10 @@ extension Checks {
             cuts += 1
             // Where the client's copy ends: what the response started at plus what reached it.
             let had = (request.status == 206 ? request.rangeStart ?? 0 : 0) + request.bodyBytesReceived
-            // Who cut it, when known: the link (a cut, a reset outage); else the origin's fault, a
-            // proxy fault or the client leaving look alike from here.
+            // Who cut it, when known: the link (a cut, a reset outage) or the origin's own fault;
+            // else a proxy fault or the client leaving look alike from here.
             let cutter = request.linkCut.map { "the link \($0.pastTense) it" }
+                ?? request.originFault.map { "the origin's fault: \($0)" }
             guard index + 1 < gets.count else {
                 return CheckResult(
                     name: name, passed: false,

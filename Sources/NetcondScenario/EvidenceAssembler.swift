@@ -79,6 +79,7 @@ struct EvidenceAssembler {
                 effect: entry.effect
             )
             request.responded = entry.respondedAt.map { self.seconds(uptime: $0.nanoseconds) }
+            request.originFault = entry.fault
             request.afterClientFIN = late[entry.id].map { Double($0.nanoseconds) / 1e9 }
             // Never before the origin finished (a pass-through link can deliver before the origin's
             // own completion is stamped).

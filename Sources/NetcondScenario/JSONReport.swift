@@ -134,6 +134,8 @@ extension ScenarioSuite.JSONReport.Scenario {
         /// The rest was still on its way when the run ended (the client stopped at its deadline).
         var stoppedByRunEnd: Bool?
         var linkCut: LinkCut?
+        /// The origin fault that hit it (`cut after 600 KB`), when one did.
+        var originFault: String?
     }
 
     /// `[seconds since the client started, bytes delivered to it]` (the bytes a JSON number of
@@ -282,7 +284,8 @@ extension ScenarioSuite.JSONReport.Scenario.Request {
             cutShort: request.cutShort ? true : nil,
             bodyBytesReceived: request.undelivered > 0 ? request.bodyBytesReceived : nil,
             stoppedByRunEnd: request.stoppedByRunEnd && request.undelivered > 0 ? true : nil,
-            linkCut: request.linkCut.flatMap { ScenarioSuite.JSONReport.Scenario.LinkCut(rawValue: $0.rawValue) })
+            linkCut: request.linkCut.flatMap { ScenarioSuite.JSONReport.Scenario.LinkCut(rawValue: $0.rawValue) },
+            originFault: request.originFault)
     }
 }
 

@@ -103,7 +103,8 @@ public final class PacketSession: Sendable {
             profile: profile, seed: seed, capture: capture, precise: precise, onStateChange: observe)
         let originGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         // The origin sends with the profile's congestion control: the sender the stream engine models.
-        let origin = OriginServer(configuration: OriginConfiguration(content: originContent, congestionControl: profile.tcp.rawValue))
+        let origin = OriginServer(configuration: OriginConfiguration(
+            content: originContent, faultSeed: seed, congestionControl: profile.tcp.rawValue))
         var trust: OriginTrust?
         var hostsFile: String?
         var portal: PacketPortal?

@@ -82,7 +82,7 @@ public final class Session: Sendable {
         TemporaryFiles.removeStale()
         let originGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let proxyGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let origin = OriginServer(configuration: OriginConfiguration(content: originContent))
+        let origin = OriginServer(configuration: OriginConfiguration(content: originContent, faultSeed: seed))
         var trust: OriginTrust?
         do {
             let originAddress = try await origin.start(group: originGroup)

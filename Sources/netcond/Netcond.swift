@@ -232,10 +232,18 @@ func writeStandardError(_ text: String) {
     text.withCString { pointer in _ = write(2, pointer, strlen(pointer)) }
 }
 
+/// Decodes with `body`; what it read written an older way (`first_byte:`) is noted on stderr with
+/// the new spelling.
+func decodingWithNotes<T>(_ body: () throws(ConfigError) -> T) throws(ConfigError) -> T {
+    let (value, notices) = try ConfigNotices.collecting(body)
+    for notice in notices { printError("netcond: \(TerminalText.escaped(notice.description))") }
+    return value
+}
+
 /// Resolves a profile argument or exits 2 with the error.
 func resolveProfile(_ nameOrPath: String) -> Profile {
     do {
-        return try ProfileCatalog.resolve(nameOrPath)
+        return try decodingWithNotes { () throws(ConfigError) in try ProfileCatalog.resolve(nameOrPath) }
     } catch {
         printError("netcond: \(error.description)")
         Glibc.exit(2)

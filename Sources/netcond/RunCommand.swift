@@ -259,7 +259,7 @@ extension RunCommand {
     func runScenario(_ path: String) async throws {
         let scenario: Scenario
         do {
-            scenario = try ScenarioDecoder.decodeFile(atPath: path)
+            scenario = try decodingWithNotes { () throws(ConfigError) in try ScenarioDecoder.decodeFile(atPath: path) }
         } catch {
             printError("netcond: \(error.description)")
             throw ExitCode(2)

@@ -211,7 +211,7 @@ struct TestCommand: AsyncParsableCommand {
         for file in try self.scenarioFiles() {
             let scenario: Scenario
             do {
-                scenario = try ScenarioDecoder.decodeFile(atPath: file)
+                scenario = try decodingWithNotes { () throws(ConfigError) in try ScenarioDecoder.decodeFile(atPath: file) }
             } catch {
                 // Every error of the file, one line each, in file order.
                 problems.append(contentsOf: error.all.map(\.oneLine))

@@ -71,6 +71,15 @@ import Testing
         #expect(!beyond.passed)
     }
 
+    @Test func anOriginFaultsCutIsNamedInTheEvidence() {
+        var cut = Request(at: 0.1, path: "/files/big.bin", status: 200, bodyBytesSent: 600_000, completed: false, ended: 0.5)
+        cut.originFault = "cut after 600000 B"
+        let result = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([cut]))
+        #expect(!result.passed)
+        #expect(result.evidence.contains("(+0.10s; the origin's fault: cut after 600000 B), and the client never asked again"),
+                "\(result.evidence)")
+    }
+
     @Test func aLinkCutNobodyResumedFromFails() {
         let result = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([self.linkCut(sent: 1_000_000, undelivered: 400_000)]))
         #expect(!result.passed)

@@ -186,3 +186,6 @@ def test_the_old_spellings_still_read_and_validate_names_the_new_ones(tmp):
     assert [n.split(":")[2] for n in notes] == ["2", "3", "4"], result.stdout + result.stderr
     assert "'first_byte' is the old spelling; it reads as delay:" in notes[0]
     assert "end: reset" in notes[2]
+    # A run says it too, on stderr, and goes on.
+    ran = run(["run", path, "--", "true"])
+    assert ran.returncode == 0 and f"{path}:2:18: note: 'first_byte' is the old spelling" in ran.stderr, ran.stderr

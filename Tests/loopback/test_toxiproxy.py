@@ -457,13 +457,19 @@ def test_idle_connections_to_the_api_lock_nobody_out():
 
 def test_netcond_link_makes_toxics_a_shared_link(tmp_path):
     """--netcond-link: the handshake pays the latency too, and a latency cannot pick connections."""
-    with running_api("--netcond-link") as (client, _, servers, _):
+    with running_api("--netcond-link") as (client, api_port, servers, _):
         echo = client.create(upstream=f"127.0.0.1:{servers.echo}", name="echo")
         echo.add_toxic(type="latency", stream="upstream", name="up", attributes={"latency": 100})
         echo.add_toxic(type="latency", stream="downstream", name="down", attributes={"latency": 100})
         assert first_reply(echo) >= 0.4
         with pytest.raises(InvalidToxic):
             echo.add_toxic(type="latency", name="some", toxicity=0.5, attributes={"latency": 300})
+        # A port taken is worded as Toxiproxy's (Go's) listener says it, as without the link.
+        host, port = address(echo)
+        r = requests.post(f"http://127.0.0.1:{api_port}/proxies",
+                          json={"name": "clash", "listen": f"{host}:{port}", "upstream": f"127.0.0.1:{servers.echo}"},
+                          timeout=10)
+        assert r.status_code == 500 and r.json()["error"] == f"listen tcp {host}:{port}: bind: address already in use", r.text
 
 
 def test_reset_peer_resets_a_connection_it_met_at_its_start_and_closes_one_it_came_to_later(api):

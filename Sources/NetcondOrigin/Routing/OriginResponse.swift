@@ -52,6 +52,8 @@ struct OriginResponse: Equatable, Sendable {
     var hang = false
     /// Do the work, then close the connection without answering (the response is lost).
     var dropResponse = false
+    /// The origin fault that hit the request, if any (logged with it).
+    var fault: FaultAction?
     /// A POST's side effect: the object it created, or the earlier one it replayed (same `Idempotency-Key`).
     var effect: OriginEffect?
 

@@ -44,10 +44,12 @@ struct OriginRouter: Sendable {
         if case .status(let code, let retryAfter) = action {
             var response = OriginResponse.fault(status: code, retryAfter: retryAfter, target: request.target)
             if request.method == .HEAD { response.body = .none }
+            response.fault = action
             return response
         }
         var response = self.endpointResponse(for: request)
         response.apply(action)
+        response.fault = action
         return response
     }
 

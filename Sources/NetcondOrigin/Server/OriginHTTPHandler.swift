@@ -141,6 +141,7 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             guard case .receivingBody(let exchange) = self.state else { return }
             let response = self.router.response(for: exchange.request)
             if let effect = response.effect { self.log.recordEffect(effect, id: exchange.logID) }
+            if let fault = response.fault { self.log.recordFault(fault, id: exchange.logID) }
             if response.dropResponse {
                 // The work is done; the answer is lost: close without a byte.
                 self.log.finish(id: exchange.logID, completed: false, at: self.clock.now())

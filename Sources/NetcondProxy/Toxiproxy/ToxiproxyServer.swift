@@ -415,6 +415,10 @@ public actor ToxiproxyServer {
             let addresses: ProxyAddresses
             do {
                 addresses = try await server.start()
+            } catch let error as ProxyStartError where error.addressInUse {
+                await server.stop()
+                // Toxiproxy's (Go's) words, as the relay's own listener gives them.
+                throw ToxiproxyError(message: "listen tcp \(host):\(port): bind: address already in use", status: 500)
             } catch {
                 await server.stop()
                 throw ToxiproxyError(message: "\(error)", status: 500)

@@ -12,7 +12,7 @@ struct LatencyToxic: Equatable {
     let latency: TimeAmount
     let jitter: TimeAmount
     /// The chunk waiting for its moment.
-    private var held: ToxicPiece?
+    var held: ToxicPiece?
 
     init(latency: TimeAmount, jitter: TimeAmount) {
         self.latency = latency
@@ -20,7 +20,7 @@ struct LatencyToxic: Equatable {
     }
 }
 
-extension LatencyToxic: ToxicBehaviour {
+extension LatencyToxic: HoldsOnePiece {
     mutating func take(_ piece: ToxicPiece, now: NIODeadline, random: inout SeededRandom) -> [ToxicAction] {
         guard case .data(let buffer, let stamp) = piece else { return [.pass(piece)] }
         var milliseconds = self.latency.nanoseconds / 1_000_000
@@ -31,15 +31,5 @@ extension LatencyToxic: ToxicBehaviour {
         guard due > now else { return [.pass(moved)] }
         self.held = moved
         return [.hold(until: due)]
-    }
-
-    mutating func wake(now: NIODeadline, random: inout SeededRandom) -> [ToxicAction] {
-        defer { self.held = nil }
-        return self.held.map { [.pass($0)] } ?? []
-    }
-
-    mutating func interrupt() -> [ToxicPiece]? {
-        defer { self.held = nil }
-        return self.held.map { [$0] } ?? []
     }
 }

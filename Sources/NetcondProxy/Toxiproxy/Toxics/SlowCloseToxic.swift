@@ -9,27 +9,17 @@ import NetcondCore
 struct SlowCloseToxic: Equatable {
     let delay: TimeAmount
     /// The end, held.
-    private var held: ToxicPiece?
+    var held: ToxicPiece?
 
     init(delay: TimeAmount) {
         self.delay = delay
     }
 }
 
-extension SlowCloseToxic: ToxicBehaviour {
+extension SlowCloseToxic: HoldsOnePiece {
     mutating func take(_ piece: ToxicPiece, now: NIODeadline, random: inout SeededRandom) -> [ToxicAction] {
         guard case .end = piece else { return [.pass(piece)] }
         self.held = piece
         return [.hold(until: now + self.delay)]
-    }
-
-    mutating func wake(now: NIODeadline, random: inout SeededRandom) -> [ToxicAction] {
-        defer { self.held = nil }
-        return self.held.map { [.pass($0)] } ?? []
-    }
-
-    mutating func interrupt() -> [ToxicPiece]? {
-        defer { self.held = nil }
-        return self.held.map { [$0] } ?? []
     }
 }

@@ -68,6 +68,24 @@ extension ToxicBehaviour {
     var closesWhenRemoved: Bool { false }
 }
 
+/// A toxic that holds at most one piece while it waits (`latency`'s chunk, `slow_close`'s end):
+/// waking passes it on; an update or a removal hands it over as it is.
+protocol HoldsOnePiece: ToxicBehaviour {
+    var held: ToxicPiece? { get set }
+}
+
+extension HoldsOnePiece {
+    mutating func wake(now: NIODeadline, random: inout SeededRandom) -> [ToxicAction] {
+        defer { self.held = nil }
+        return self.held.map { [.pass($0)] } ?? []
+    }
+
+    mutating func interrupt() -> [ToxicPiece]? {
+        defer { self.held = nil }
+        return self.held.map { [$0] } ?? []
+    }
+}
+
 extension Toxic.Kind {
     /// This kind's behaviour on one stream, fresh; `old` (the same toxic before an update) hands
     /// over what outlives an update (`limit_data`'s count). `onLink`: under `--netcond-link`.
