@@ -107,15 +107,18 @@ extension HTMLReport {
         _ answer: PortalAnswer, top: Double, height: Double, labelled: Bool, position: (Double) -> Double
     ) -> (bar: String, label: String) {
         let at = answer.at
-        let title = "+\(Self.number(at))s \(answer.method) \(answer.url) → \(answer.status) from the captive portal: "
+        let title =
+            "+\(Self.number(at))s \(answer.method) \(answer.url) → \(answer.status) from the captive portal: "
             + "its login page, not what was asked for"
         var label = ""
         if labelled {
             let text = "\(answer.method) \(answer.path) \(answer.status) · login page"
-            label = "<text class=\"request-label portal\" x=\"4\" y=\"\(Int(top + height - 1))\">"
+            label =
+                "<text class=\"request-label portal\" x=\"4\" y=\"\(Int(top + height - 1))\">"
                 + "\(Self.escape(text.count > 40 ? String(text.prefix(39)) + "…" : text))</text>\n"
         }
-        let bar = "<g class=\"mark request portal\" data-at=\"\(Self.number(at))\"><title>\(Self.escape(title))</title>"
+        let bar =
+            "<g class=\"mark request portal\" data-at=\"\(Self.number(at))\"><title>\(Self.escape(title))</title>"
             + "<rect x=\"\(String(format: "%.1f", position(at)))\" y=\"\(Int(top))\" height=\"\(Int(height))\" "
             + "width=\"6\" data-w=\"6\"/></g>\n"
         return (bar, label)
@@ -132,31 +135,36 @@ extension HTMLReport {
         // The bar ends when the response's last byte reached the client (what the link held
         // included); for one still on its way when the run ended, at the run's end; else when the
         // origin finished it.
-        let ended = Self.finite(request.received)
+        let ended =
+            Self.finite(request.received)
             ?? (request.stoppedByRunEnd == true ? end / 1.02 : nil) ?? Self.finite(request.ended)
         let responded = Self.finite(request.responded)
-        let broken = (request.status ?? 599) >= 400 || request.cutShort == true
+        let broken =
+            (request.status ?? 599) >= 400 || request.cutShort == true
             || request.bodyBytesReceived != nil || request.linkCut != nil
         let classes = "mark request" + (request.range != nil ? " range" : "") + (broken ? " broken" : "")
         let start = position(at)
         let stop = max(position(ended ?? end), start + 2)
         let title = Self.requestTitle(request, ended: ended)
         let exact = String(format: "%.3f", max(0, position(ended ?? end) - start))
-        var svg = "<g class=\"\(classes)\" data-at=\"\(Self.number(at))\""
+        var svg =
+            "<g class=\"\(classes)\" data-at=\"\(Self.number(at))\""
             + (ended.map { " data-ended=\"\(Self.number($0))\"" } ?? "")
             + "><title>\(Self.escape(title))</title><rect x=\"\(String(format: "%.1f", start))\" y=\"\(Int(top))\" "
             + "height=\"\(Int(height))\" width=\"" + String(format: "%.1f", stop - start) + "\" data-w=\"\(exact)\"/>"
         if let responded, responded > at {
             let waitEnd = min(max(position(responded), start), stop)
             if waitEnd - start >= 1 {
-                svg += "<rect class=\"wait\" x=\"\(String(format: "%.1f", start))\" y=\"\(Int(top))\" "
+                svg +=
+                    "<rect class=\"wait\" x=\"\(String(format: "%.1f", start))\" y=\"\(Int(top))\" "
                     + "height=\"\(Int(height))\" width=\"\(String(format: "%.1f", waitEnd - start))\" "
                     + "data-w=\"\(String(format: "%.3f", waitEnd - start))\"/>"
             }
         }
         var text = ""
         if labelled {
-            text = "<text class=\"request-label\(broken ? " broken" : "")\" x=\"4\" y=\"\(Int(top + height - 1))\">"
+            text =
+                "<text class=\"request-label\(broken ? " broken" : "")\" x=\"4\" y=\"\(Int(top + height - 1))\">"
                 + "\(Self.escape(Self.requestLabel(request)))</text>\n"
         }
         return (svg + "</g>\n", text)
@@ -181,7 +189,8 @@ extension HTMLReport {
             title += ", waited \(Self.number(((responded - at) * 1000).rounded() / 1000))s for the server"
         }
         if let received = Self.finite(request.received) {
-            title += ", sent by +\(Self.number(Self.finite(request.ended) ?? received))s, "
+            title +=
+                ", sent by +\(Self.number(Self.finite(request.ended) ?? received))s, "
                 + "its last byte at the client +\(Self.number(received))s"
         } else if let ended {
             title += ", ended +\(Self.number(ended))s"
@@ -214,7 +223,8 @@ extension HTMLReport {
         for attempt in attempts {
             let at = Self.finite(attempt.at) ?? 0
             let title = "+\(Self.number(at))s \(attempt.outcome.rawValue) \(attempt.host):\(attempt.port)"
-            svg += "<g class=\"mark attempt\" data-at=\"\(Self.number(at))\"><title>\(Self.escape(title))</title>"
+            svg +=
+                "<g class=\"mark attempt\" data-at=\"\(Self.number(at))\"><title>\(Self.escape(title))</title>"
                 + "<circle cx=\"\(String(format: "%.1f", position(at)))\" cy=\"\(Int(top + 10))\" r=\"4\"/></g>\n"
         }
         let waits = Self.retryAfterWaits(requests, top: top, position: position)
@@ -243,7 +253,8 @@ extension HTMLReport {
             let row = top + 28 + Double(number % 2) * 5
             let width = String(format: "%.1f", max(1, position(from + wait) - position(from)))
             let until = String(format: "%.1f", position(from + wait) - 1)
-            svg += "<g class=\"retry-after\"><title>the response at +\(Self.number(from))s asked the client to wait "
+            svg +=
+                "<g class=\"retry-after\"><title>the response at +\(Self.number(from))s asked the client to wait "
                 + "\(Self.number(wait))s (Retry-After): until +\(Self.number(from + wait))s</title>"
                 + "<rect x=\"\(String(format: "%.1f", position(from)))\" y=\"\(Int(row))\" height=\"3\" "
                 + "width=\"\(width)\"/>"
@@ -266,12 +277,14 @@ extension HTMLReport {
         }
         func x(_ value: Double) -> String { String(format: "%.1f", value) }
         let sooner = early ? ": sooner than the server asked" : ""
-        var svg = "<g class=\"gap\(early ? " early" : "")\"><title>\(label) between attempts\(sooner)</title>"
+        var svg =
+            "<g class=\"gap\(early ? " early" : "")\"><title>\(label) between attempts\(sooner)</title>"
             + "<line x1=\"\(x(position(a) + 4))\" x2=\"\(x(position(b) - 4))\" "
             + "data-o-x1=\"\(x(position(a)))\" data-dx1=\"4\" data-o-x2=\"\(x(position(b)))\" data-dx2=\"-4\" "
             + "y1=\"\(Int(top + 10))\" y2=\"\(Int(top + 10))\"/>"
         if position(b) - position(a) >= Double(label.count) * 5.5 + 6 {
-            svg += "<text x=\"\(String(format: "%.1f", (position(a) + position(b)) / 2))\" y=\"\(Int(top + 24))\">"
+            svg +=
+                "<text x=\"\(String(format: "%.1f", (position(a) + position(b)) / 2))\" y=\"\(Int(top + 24))\">"
                 + "\(label)</text>"
         }
         return svg + "</g>\n"

@@ -301,9 +301,10 @@ struct RunWatchers {
             while !Task.isCancelled {
                 let progress = await session.progress()
                 let elapsed = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-                onProgress(ScenarioProgress(
-                    elapsed: elapsed, phase: progress.phase,
-                    bytesDown: progress.bytesDown, requests: session.origin.requestLog.count))
+                onProgress(
+                    ScenarioProgress(
+                        elapsed: elapsed, phase: progress.phase,
+                        bytesDown: progress.bytesDown, requests: session.origin.requestLog.count))
                 try? await Task.sleep(nanoseconds: 500_000_000)
             }
         }

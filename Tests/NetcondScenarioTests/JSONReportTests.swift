@@ -93,7 +93,8 @@ import Testing
     /// What a hand-made or trimmed report may leave out: a scenario's file and profile, a check's
     /// details and marks, a link row's loss.
     @Test func aTrimmedReportReads() throws {
-        let text = #"{"format": 2, "passed": false, "seconds": 1, "scenarios": [{"name": "x", "verdict": "failed", "#
+        let text =
+            #"{"format": 2, "passed": false, "seconds": 1, "scenarios": [{"name": "x", "verdict": "failed", "#
             + #""checks": [{"name": "completes", "passed": false, "evidence": "e"}], "link": [[0, null, 10]]}]}"#
         let report = try Report.read(Data(text.utf8))
         let scenario = try #require(report.scenarios.first)
@@ -103,7 +104,8 @@ import Testing
 
     /// A value netcond never writes there is named, with where it is.
     @Test func aValueOfTheWrongKindIsNamedWithItsPlace() {
-        let text = #"{"format": 2, "passed": false, "seconds": 1, "scenarios": [{"name": "x", "verdict": "failed", "#
+        let text =
+            #"{"format": 2, "passed": false, "seconds": 1, "scenarios": [{"name": "x", "verdict": "failed", "#
             + #""events": [{"at": 1, "kind": "weather", "detail": "rain"}]}]}"#
         #expect(throws: Report.ReadFailure.self) { try Report.read(Data(text.utf8)) }
         do {
