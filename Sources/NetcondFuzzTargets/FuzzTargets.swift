@@ -52,7 +52,10 @@ public enum FuzzTargets {
             guard let series = try? LinkSeries.parse(text, source: "fuzz") else { return }
             _ = series.meanRate
             let last = series.steps.last?.at ?? .zero
-            for moment in [Instant(nanoseconds: 0), Instant(nanoseconds: last.nanoseconds), Instant(nanoseconds: last.nanoseconds + 1_000_000_000)] {
+            for moment in [
+                Instant(nanoseconds: 0), Instant(nanoseconds: last.nanoseconds),
+                Instant(nanoseconds: last.nanoseconds + 1_000_000_000),
+            ] {
                 _ = series.conditions(at: moment)
                 _ = series.departure(bytes: 1_500, startingAt: moment)
             }
@@ -76,7 +79,8 @@ public enum FuzzTargets {
     static func proxyHead(_ bytes: [UInt8]) {
         let channel = EmbeddedChannel()
         defer { _ = try? channel.finish() }
-        guard (try? channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(HTTPRequestDecoder()))) != nil else { return }
+        guard (try? channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(HTTPRequestDecoder()))) != nil
+        else { return }
         var buffer = channel.allocator.buffer(capacity: bytes.count)
         buffer.writeBytes(bytes)
         _ = try? channel.writeInbound(buffer)
@@ -100,7 +104,8 @@ public enum FuzzTargets {
     static func controlAPI(_ bytes: [UInt8]) {
         let (method, target, body) = Self.request(bytes)
         _ = ControlAPI.route(method: method, target: target, body: body)
-        _ = ControlAccess().check(method: method, target: target, headers: [("Content-Type", "application/json")], hasBody: !body.isEmpty)
+        _ = ControlAccess().check(
+            method: method, target: target, headers: [("Content-Type", "application/json")], hasBody: !body.isEmpty)
     }
 
     /// A Toxiproxy API body for a toxic (create, then update the same one), and the link it makes.

@@ -15,8 +15,10 @@ public final class OriginRequestLog: Sendable {
         public var ifRange: String?
         public var idempotencyKey: String?
 
-        public init(range: String? = nil, ifNoneMatch: String? = nil, ifRange: String? = nil,
-                    idempotencyKey: String? = nil) {
+        public init(
+            range: String? = nil, ifNoneMatch: String? = nil, ifRange: String? = nil,
+            idempotencyKey: String? = nil
+        ) {
             self.range = range
             self.ifNoneMatch = ifNoneMatch
             self.ifRange = ifRange
@@ -102,7 +104,9 @@ public final class OriginRequestLog: Sendable {
     }
 
     func openConnection(id: Int, peerPort: Int?, tls: Bool, at instant: Instant) {
-        self.connectionBox.withLock { $0[id] = Connection(id: id, peerPort: peerPort, tls: tls, openedAt: instant, bytesWritten: 0) }
+        self.connectionBox.withLock {
+            $0[id] = Connection(id: id, peerPort: peerPort, tls: tls, openedAt: instant, bytesWritten: 0)
+        }
     }
 
     func addBytesWritten(_ count: Int, connection id: Int) {
@@ -117,7 +121,9 @@ public final class OriginRequestLog: Sendable {
         }
         if let ended {
             self.box.withLock { entries in
-                for entry in ended.entries where entries.indices.contains(entry) { entries[entry].connectionBytesAtEnd = ended.at }
+                for entry in ended.entries where entries.indices.contains(entry) {
+                    entries[entry].connectionBytesAtEnd = ended.at
+                }
             }
         }
     }
@@ -135,9 +141,11 @@ public final class OriginRequestLog: Sendable {
     func begin(connection: Int, timestamp: Instant, method: String, target: String, headers: Headers) -> Int {
         self.box.withLock { entries in
             let id = entries.count
-            entries.append(Entry(id: id, connection: connection, timestamp: timestamp, method: method,
-                                 target: target, headers: headers, status: nil, respondedAt: nil, retryAfter: nil, bodyBytesSent: 0,
-                                 completed: false, isFinished: false, finishedAt: nil, connectionBytesAtEnd: nil, effect: nil))
+            entries.append(
+                Entry(
+                    id: id, connection: connection, timestamp: timestamp, method: method,
+                    target: target, headers: headers, status: nil, respondedAt: nil, retryAfter: nil, bodyBytesSent: 0,
+                    completed: false, isFinished: false, finishedAt: nil, connectionBytesAtEnd: nil, effect: nil))
             return id
         }
     }

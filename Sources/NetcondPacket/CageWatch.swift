@@ -112,10 +112,13 @@ public final class CageWatch: @unchecked Sendable {
             // A listing that failed (the xtables lock busy with other runs' changes) says nothing.
             if let before = self.rulesAtStart, let now = self.cage.ownRules(), now != before {
                 let gone = before.filter { !now.contains($0) }
-                let what = gone.isEmpty
+                let what =
+                    gone.isEmpty
                     ? "rules were added to its chains"
                     : "\(gone.count) of its \(before.count) rules are gone or changed (first: \(gone[0]))"
-                self.record("the firewall rules that send the command's packets to the link were changed during the run: \(what)")
+                self.record(
+                    "the firewall rules that send the command's packets to the link were changed during the run: \(what)"
+                )
             }
         }
         self.lock.lock()
@@ -167,7 +170,9 @@ public final class CageWatch: @unchecked Sendable {
         if seen { return }
         let command = ((try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) ?? "?")
             .trimmingCharacters(in: .whitespacesAndNewlines)
-        self.record("process \(pid) (\(command)) left the link's cgroup for \(place): its packets from then on bypassed the link")
+        self.record(
+            "process \(pid) (\(command)) left the link's cgroup for \(place): its packets from then on bypassed the link"
+        )
     }
 
     /// Kills the processes that left the cage, if they still run (the same processes: their start

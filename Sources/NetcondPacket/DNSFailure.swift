@@ -12,7 +12,9 @@ enum DNSFailure {
         else { return nil }
         let dns = head.headerLength + 8
         // A query (QR 0, opcode 0) with one question.
-        guard bytes.count >= dns + 12, bytes[dns + 2] & 0xf8 == 0, bytes[dns + 4] == 0, bytes[dns + 5] == 1 else { return nil }
+        guard bytes.count >= dns + 12, bytes[dns + 2] & 0xf8 == 0, bytes[dns + 4] == 0, bytes[dns + 5] == 1 else {
+            return nil
+        }
         var labels: [String] = []
         var at = dns + 12
         while at < bytes.count, labels.count < 128 {
@@ -57,7 +59,10 @@ enum DNSFailure {
         }
         let udp = dns - 8
         // Ports swapped; length; checksum computed when sent.
-        reply += [bytes[udp + 2], bytes[udp + 3], bytes[udp], bytes[udp + 1], UInt8(udpLength >> 8), UInt8(udpLength & 0xff), 0, 0]
+        reply += [
+            bytes[udp + 2], bytes[udp + 3], bytes[udp], bytes[udp + 1], UInt8(udpLength >> 8), UInt8(udpLength & 0xff),
+            0, 0,
+        ]
         // Same id; QR, the query's RD; RA, RCODE 3 (NXDOMAIN); one question, no answer.
         reply += [bytes[dns], bytes[dns + 1], 0x80 | (bytes[dns + 2] & 0x01), 0x83, 0, 1, 0, 0, 0, 0, 0, 0]
         reply += questionBytes

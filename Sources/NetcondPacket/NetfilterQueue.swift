@@ -85,7 +85,8 @@ final class NetfilterQueue {
     /// number of packets, 0 when none were waiting, or -errno (-ENOBUFS: the kernel dropped packets
     /// it could not hand over).
     func receive(_ body: (ncq_packet) -> Void) -> Int {
-        let count = ncq_receive(self.descriptor, self.buffer, self.bufferSize, self.packets, Int32(self.packetCapacity), &self.errorReplies)
+        let count = ncq_receive(
+            self.descriptor, self.buffer, self.bufferSize, self.packets, Int32(self.packetCapacity), &self.errorReplies)
         guard count > 0 else { return Int(count) }
         for index in 0..<Int(count) { body(self.packets[index]) }
         return Int(count)

@@ -79,7 +79,8 @@ extension PacketCage {
         // The rules that send the marks to the queues first, then the chains that set the marks.
         for tool in ["iptables", "ip6tables"] {
             guard let listing = try? Self.run(tool, ["-w", "5", "-t", "mangle", "-S"]) else { continue }
-            for line in listing.split(separator: "\n") where line.hasPrefix("-A ") && line.contains("--comment " + Self.prefix) {
+            for line in listing.split(separator: "\n")
+            where line.hasPrefix("-A ") && line.contains("--comment " + Self.prefix) {
                 let words = line.split(separator: " ").map(String.init)
                 guard let index = words.firstIndex(of: "--comment"), index + 1 < words.count else { continue }
                 let comment = Substring(words[index + 1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")))

@@ -78,7 +78,9 @@ extension PacketCage {
         lines += listing.hasPrefix("(no table") ? [listing] : Self.ownLines(in: listing, chainPrefix: self.chainPrefix)
         for tool in ["iptables", "ip6tables"] {
             guard let rules = try? Self.run(tool, ["-w", "5", "-t", "mangle", "-S"]) else { return nil }
-            lines += rules.split(separator: "\n").filter { $0.contains("--comment " + self.name + " ") }.map { "\(tool) \($0)" }
+            lines += rules.split(separator: "\n").filter { $0.contains("--comment " + self.name + " ") }.map {
+                "\(tool) \($0)"
+            }
         }
         return lines
     }

@@ -76,7 +76,9 @@ public final class PacketCage: @unchecked Sendable {
     /// Creates the cgroup and the rules sending its packets to queues `up` and `up + 1`.
     public init(queue up: UInt16) throws(PacketEngineError) {
         guard let root = Self.cgroup2Root() else {
-            throw .unsupported("this system has no cgroup2 hierarchy mounted (the packet engine puts the command in a cgroup of its own)")
+            throw .unsupported(
+                "this system has no cgroup2 hierarchy mounted (the packet engine puts the command in a cgroup of its own)"
+            )
         }
         // Made and locked under the table's lock: a run cleaning up after dead ones (which holds
         // it) never sees this cgroup unlocked.
@@ -93,7 +95,8 @@ public final class PacketCage: @unchecked Sendable {
             let downMark = String(format: "0x%08x/0x%08x", self.mark | Self.downBit, Self.markMask)
             for tool in ["iptables", "ip6tables"] {
                 for (chain, mark, queue) in [
-                    ("OUTPUT", upMark, up), ("OUTPUT", downMark, up &+ 1), ("INPUT", upMark, up), ("INPUT", downMark, up &+ 1),
+                    ("OUTPUT", upMark, up), ("OUTPUT", downMark, up &+ 1), ("INPUT", upMark, up),
+                    ("INPUT", downMark, up &+ 1),
                 ] {
                     let spec = [
                         "-m", "mark", "--mark", mark, "-m", "comment", "--comment", self.name,
@@ -155,7 +158,8 @@ public final class PacketCage: @unchecked Sendable {
         guard result != 0 else { return nil }
         let text = String(decoding: log.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let verifier = text.split(separator: "\n").last.map { ": \($0)" } ?? ""
-        return "cannot attach a BPF program to the cgroup: \(PacketEngineError.system("bpf", -result).description)\(verifier)"
+        return
+            "cannot attach a BPF program to the cgroup: \(PacketEngineError.system("bpf", -result).description)\(verifier)"
     }
 
     static func chainPrefix(runID: String) -> String { "run_" + runID }
@@ -179,7 +183,8 @@ public final class PacketCage: @unchecked Sendable {
         try Self.withTableLock { () throws(PacketEngineError) in
             let listing = (try? Self.run("nft", ["list", "table", "inet", Self.table])) ?? ""
             guard let slot = Self.markSlot(taken: Self.markSlots(in: listing)) else {
-                throw PacketEngineError.unsupported("every one of the 65,536 firewall marks netcond uses is held by a live run")
+                throw PacketEngineError.unsupported(
+                    "every one of the 65,536 firewall marks netcond uses is held by a live run")
             }
             self.mark = 0x6e00_0000 | (UInt32(slot) << 8)
             let tables = (try? Self.run("nft", ["list", "tables"]))?.split(separator: "\n").map(String.init) ?? []
@@ -195,7 +200,8 @@ public final class PacketCage: @unchecked Sendable {
     /// The slots (bits 8–23 of the mark) the runs in a listing of the shared table set.
     static func markSlots(in listing: String) -> Set<UInt16> {
         var slots = Set<UInt16>()
-        for word in listing.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" }) where word.hasPrefix("0x6e") {
+        for word in listing.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" })
+        where word.hasPrefix("0x6e") {
             guard let value = UInt32(word.dropFirst(2), radix: 16), value >> 24 == 0x6e else { continue }
             slots.insert(UInt16(truncatingIfNeeded: value >> 8))
         }
@@ -226,36 +232,37 @@ public final class PacketCage: @unchecked Sendable {
         let t = Self.table
         let p = self.chainPrefix
         let comment = "comment \"\(self.name)\""
-        let ruleset = Self.baseChains + """
-            table inet \(t) {
-              chain \(p)_up {
-                meta mark & \(passed) == \(passed) return
-            \(clamp)
-                meta mark set \(mark)
-              }
-              chain \(p)_down {
-                meta mark & \(passed) == \(passed) return
-            \(clamp)
-                meta mark set \(down)
-              }
-              chain \(p)_output {
-                \(cgroup) ct mark set \(mark)
-                \(cgroup) fib daddr type local return
-                \(cgroup) goto \(p)_up
-                ct mark \(mark) meta l4proto { icmp, ipv6-icmp } goto \(p)_down
-              }
-              chain \(p)_input {
-                \(cgroup) goto \(p)_down
-                ct mark \(mark) goto \(p)_up
-              }
-              chain \(p)_captive {
-              }
-            }
-            add rule inet \(t) output jump \(p)_output \(comment)
-            add rule inet \(t) input jump \(p)_input \(comment)
-            add rule inet \(t) captive_nat ct mark \(mark) jump \(p)_captive \(comment)
+        let ruleset =
+            Self.baseChains + """
+                table inet \(t) {
+                  chain \(p)_up {
+                    meta mark & \(passed) == \(passed) return
+                \(clamp)
+                    meta mark set \(mark)
+                  }
+                  chain \(p)_down {
+                    meta mark & \(passed) == \(passed) return
+                \(clamp)
+                    meta mark set \(down)
+                  }
+                  chain \(p)_output {
+                    \(cgroup) ct mark set \(mark)
+                    \(cgroup) fib daddr type local return
+                    \(cgroup) goto \(p)_up
+                    ct mark \(mark) meta l4proto { icmp, ipv6-icmp } goto \(p)_down
+                  }
+                  chain \(p)_input {
+                    \(cgroup) goto \(p)_down
+                    ct mark \(mark) goto \(p)_up
+                  }
+                  chain \(p)_captive {
+                  }
+                }
+                add rule inet \(t) output jump \(p)_output \(comment)
+                add rule inet \(t) input jump \(p)_input \(comment)
+                add rule inet \(t) captive_nat ct mark \(mark) jump \(p)_captive \(comment)
 
-            """
+                """
         return ruleset
     }
 
@@ -264,11 +271,14 @@ public final class PacketCage: @unchecked Sendable {
     public func exempt(loopbackPort port: Int) throws(PacketEngineError) {
         for chain in ["output", "input"] {
             for side in ["dport", "sport"] {
-                try Self.run("nft", [
-                    "insert", "rule", "inet", Self.table, self.chainPrefix + "_" + chain, "ip", "saddr", "127.0.0.1",
-                    "ip", "daddr", "127.0.0.1",
-                    "tcp", side, String(port), "return",
-                ])
+                try Self.run(
+                    "nft",
+                    [
+                        "insert", "rule", "inet", Self.table, self.chainPrefix + "_" + chain, "ip", "saddr",
+                        "127.0.0.1",
+                        "ip", "daddr", "127.0.0.1",
+                        "tcp", side, String(port), "return",
+                    ])
             }
         }
     }
@@ -304,12 +314,14 @@ public final class PacketCage: @unchecked Sendable {
         var script = "flush chain inet \(Self.table) \(chain)\n"
         if let redirect {
             let rule = "add rule inet \(Self.table) \(chain)"
-            script += "\(rule) meta nfproto ipv4 ip daddr != \(redirect.address) tcp dport 80 dnat ip to \(redirect.address):\(redirect.http)\n"
+            script +=
+                "\(rule) meta nfproto ipv4 ip daddr != \(redirect.address) tcp dport 80 dnat ip to \(redirect.address):\(redirect.http)\n"
             if let http6 = redirect.http6 {
                 script += "\(rule) meta nfproto ipv6 tcp dport 80 dnat ip6 to [::1]:\(http6)\n"
             }
             if let tls = redirect.tls {
-                script += "\(rule) meta nfproto ipv4 ip daddr != \(redirect.address) tcp dport != { 53, 80 } dnat ip to \(redirect.address):\(tls.port)\n"
+                script +=
+                    "\(rule) meta nfproto ipv4 ip daddr != \(redirect.address) tcp dport != { 53, 80 } dnat ip to \(redirect.address):\(tls.port)\n"
                 if let port6 = tls.port6 {
                     script += "\(rule) meta nfproto ipv6 tcp dport != { 53, 80 } dnat ip6 to [::1]:\(port6)\n"
                 }
@@ -350,7 +362,9 @@ public final class PacketCage: @unchecked Sendable {
 
     /// The process ids still in the cgroup.
     public var processes: [pid_t] {
-        guard let text = try? String(contentsOfFile: self.cgroupDirectory + "/cgroup.procs", encoding: .utf8) else { return [] }
+        guard let text = try? String(contentsOfFile: self.cgroupDirectory + "/cgroup.procs", encoding: .utf8) else {
+            return []
+        }
         return text.split(separator: "\n").compactMap { pid_t($0) }
     }
 

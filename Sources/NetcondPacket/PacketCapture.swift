@@ -48,7 +48,8 @@ public final class PacketCapture: @unchecked Sendable {
         guard let capture = delivered ? self.delivered : self.dropped else { return }
         let stamp = self.wallAtStart + (moment - self.monotonicAtStart)
         bytes.withUnsafeBufferPointer { buffer in
-            ncq_capture_write(capture, stamp, buffer.baseAddress, UInt32(buffer.count), max(length, UInt32(buffer.count)))
+            ncq_capture_write(
+                capture, stamp, buffer.baseAddress, UInt32(buffer.count), max(length, UInt32(buffer.count)))
         }
     }
 

@@ -25,7 +25,9 @@ extension PacketEngine {
         let first = ConditionTimeline(profile: profile, seed: seed).conditions
         let whole = capture != nil || Self.needsWholePackets(first, profile.setup)
         let up = try queue.bindPair(from: start, copyRange: whole ? Self.wholePacket : Self.headOnly)
-        let wholeGSO = capture != nil ? [false, false]
+        let wholeGSO =
+            capture != nil
+            ? [false, false]
             : [Self.decidesNothingPerPacket(first.up), Self.decidesNothingPerPacket(first.down)]
         for (whole, number) in zip(wholeGSO, [up, up &+ 1]) {
             try queue.setWholeGSO(whole, queue: number, waiting: true)
@@ -71,19 +73,22 @@ extension PacketEngine {
     static func checkSupported(_ profile: Profile) throws(PacketEngineError) {
         let features = Self.unsupportedFeatures(profile)
         guard features.isEmpty else {
-            throw .unsupported("profile \(profile.name) uses " + features.joined(separator: ", ")
-                + ", which the packet engine does not emulate yet")
+            throw .unsupported(
+                "profile \(profile.name) uses " + features.joined(separator: ", ")
+                    + ", which the packet engine does not emulate yet")
         }
     }
 
     static func decidesNothingPerPacket(_ direction: LinkDirection) -> Bool {
-        direction.bandwidth == nil && direction.trace == nil && direction.series == nil && direction.loss == .none && direction.jitter == .zero && direction.reorder == .zero
+        direction.bandwidth == nil && direction.trace == nil && direction.series == nil && direction.loss == .none
+            && direction.jitter == .zero && direction.reorder == .zero
             && direction.duplicate == .zero && direction.corrupt == .zero && direction.connectionBandwidth == nil
     }
 
     /// Duplicates and corruption need each packet's bytes, not only its head; `dns_fail` a whole query.
     static func needsWholePackets(_ conditions: LinkConditions, _ setup: SetupRules) -> Bool {
-        !setup.dnsFail.isEmpty || [conditions.up, conditions.down].contains { $0.duplicate > .zero || $0.corrupt > .zero }
+        !setup.dnsFail.isEmpty
+            || [conditions.up, conditions.down].contains { $0.duplicate > .zero || $0.corrupt > .zero }
     }
 
     static let headOnly: UInt32 = 128

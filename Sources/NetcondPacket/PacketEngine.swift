@@ -259,7 +259,8 @@ public final class PacketEngine: @unchecked Sendable {
         let now = self.arrivals.arrival(direction: up ? 0 : 1, stamp: packet.stamp, readAt: readAt, offset: offset)
         let copied = Int(packet.payload_length)
         let tcp = packet.payload.flatMap { TCPHeader($0, copied: copied, length: Int(packet.length)) }
-        let bytes = self.capture == nil ? nil : packet.payload.map { Array(UnsafeBufferPointer(start: $0, count: copied)) }
+        let bytes =
+            self.capture == nil ? nil : packet.payload.map { Array(UnsafeBufferPointer(start: $0, count: copied)) }
         let taken = self.driver.admit(
             HeldPacket(packet, tcp: tcp), up: up, wireLength: Int(packet.wire_length), segments: Int(packet.segments),
             payload: packet.payload, copied: copied, bytes: bytes, at: now)
@@ -284,7 +285,9 @@ public final class PacketEngine: @unchecked Sendable {
 
     /// Lets go every packet the link has delivered by `now`.
     private func release(upTo now: Instant) {
-        while let (direction, delivery) = self.driver.popDelivery(upTo: now) { self.accept(delivery, direction, at: now) }
+        while let (direction, delivery) = self.driver.popDelivery(upTo: now) {
+            self.accept(delivery, direction, at: now)
+        }
     }
 
     /// Lets a packet go: the link has delivered it (with a byte changed, or as a copy, when the
@@ -332,7 +335,8 @@ public final class PacketEngine: @unchecked Sendable {
             let length = UInt32(bytes.count)
             let result = bytes.withUnsafeMutableBufferPointer { buffer -> Int32 in
                 _ = ncq_fix_checksum(buffer.baseAddress!, length)
-                return ncq_send_copy(buffer.first.map { $0 >> 4 == 6 } == true ? self.raw6 : self.raw4, buffer.baseAddress!, length)
+                return ncq_send_copy(
+                    buffer.first.map { $0 >> 4 == 6 } == true ? self.raw6 : self.raw4, buffer.baseAddress!, length)
             }
             if result != 0 {
                 self.driver.summary.copiesNotSent += 1
@@ -349,7 +353,8 @@ public final class PacketEngine: @unchecked Sendable {
             var copied: UInt32 = 0
             let result = ncq_send_rst(
                 reset.version == 6 ? self.raw6 : self.raw4, Int32(reset.version), reset.source, reset.sourcePort,
-                reset.destination, reset.destinationPort, reset.seq, reset.ack, reset.answersSYN ? 1 : 0, &copy, &copied)
+                reset.destination, reset.destinationPort, reset.seq, reset.ack, reset.answersSYN ? 1 : 0, &copy, &copied
+            )
             if result != 0 {
                 self.driver.summary.resetsNotSent += 1
             } else if let capture = self.capture {
@@ -365,7 +370,9 @@ public final class PacketEngine: @unchecked Sendable {
         let conditions = self.driver.conditions
         if !self.copyingWhole && Self.needsWholePackets(conditions, self.driver.timeline.profile.setup) {
             self.copyingWhole = true
-            for number in [self.upQueue, self.upQueue &+ 1] { _ = ncq_set_copy(self.queue.descriptor, number, Self.wholePacket) }
+            for number in [self.upQueue, self.upQueue &+ 1] {
+                _ = ncq_set_copy(self.queue.descriptor, number, Self.wholePacket)
+            }
         }
         guard conditions != self.queuedFor else { return }
         self.queuedFor = conditions

@@ -101,7 +101,9 @@ struct PacketLinkDriver {
         if held.bytes == nil, c.duplicate > .zero || c.corrupt > .zero, copied == Int(packet.length), let payload {
             held.bytes = Array(UnsafeBufferPointer(start: payload, count: copied))
         }
-        switch self.links[direction].offer(held, bytes: wireLength, connection: tcp.map { FlowKey($0, up: up) }, extraDelay: extra, at: now) {
+        switch self.links[direction].offer(
+            held, bytes: wireLength, connection: tcp.map { FlowKey($0, up: up) }, extraDelay: extra, at: now)
+        {
         case .dropped(let why):
             switch why {
             case .lost: self.summary.directions[index].lost += segments
@@ -174,16 +176,19 @@ struct PacketLinkDriver {
         guard let question = DNSFailure.question(bytes), self.setup.nameFails(question.name) else { return false }
         self.summary.lookupsFailed += 1
         self.sequence += 1
-        self.injected.insert(InjectedPacket(
-            at: now + self.conditions.roundTrip(from: now) + self.conditions.dnsDelay, sequence: self.sequence,
-            bytes: DNSFailure.reply(to: bytes, question: question)))
+        self.injected.insert(
+            InjectedPacket(
+                at: now + self.conditions.roundTrip(from: now) + self.conditions.dnsDelay, sequence: self.sequence,
+                bytes: DNSFailure.reply(to: bytes, question: question)))
         self.lookups.append(PacketLookupFailure(name: question.name, at: now))
         return true
     }
 
     /// The profile's extra set-up delays: `connect_delay` on a connection's first SYN, `dns_delay`
     /// on a query to port 53 (UDP or TCP).
-    private mutating func setupDelay(_ tcp: TCPHeader?, payload: UnsafePointer<UInt8>?, copied: Int, at now: Instant) -> Span {
+    private mutating func setupDelay(_ tcp: TCPHeader?, payload: UnsafePointer<UInt8>?, copied: Int, at now: Instant)
+        -> Span
+    {
         if let tcp {
             if tcp.destinationPort == 53 && self.conditions.dnsDelay > .zero { return self.conditions.dnsDelay }
             guard tcp.isSYN else { return .zero }
@@ -282,9 +287,12 @@ struct PacketLinkDriver {
     }
 
     /// `answering`: the reset answers a SYN (RST|ACK acknowledging it, sequence 0).
-    private mutating func scheduleReset(_ key: FlowKey, towardCage: Bool, at moment: Instant, answering syn: UInt32? = nil) {
+    private mutating func scheduleReset(
+        _ key: FlowKey, towardCage: Bool, at moment: Instant, answering syn: UInt32? = nil
+    ) {
         self.sequence += 1
-        self.resets.insert(ScheduledReset(at: moment, sequence: self.sequence, key: key, towardCage: towardCage, answering: syn))
+        self.resets.insert(
+            ScheduledReset(at: moment, sequence: self.sequence, key: key, towardCage: towardCage, answering: syn))
     }
 
     /// The next reset due by `now`, addressed, with the sequence number its end expects (a cut
@@ -307,10 +315,12 @@ struct PacketLinkDriver {
             let cage = key.cage.bytes(count: length)
             let far = key.far.bytes(count: length)
             return next.towardCage
-                ? ResetToSend(version: key.version, source: far, sourcePort: key.farPort, destination: cage,
-                              destinationPort: key.cagePort, seq: seq, ack: ack, answersSYN: next.answering != nil)
-                : ResetToSend(version: key.version, source: cage, sourcePort: key.cagePort, destination: far,
-                              destinationPort: key.farPort, seq: seq, ack: ack, answersSYN: next.answering != nil)
+                ? ResetToSend(
+                    version: key.version, source: far, sourcePort: key.farPort, destination: cage,
+                    destinationPort: key.cagePort, seq: seq, ack: ack, answersSYN: next.answering != nil)
+                : ResetToSend(
+                    version: key.version, source: cage, sourcePort: key.cagePort, destination: far,
+                    destinationPort: key.farPort, seq: seq, ack: ack, answersSYN: next.answering != nil)
         }
         return nil
     }

@@ -82,7 +82,9 @@ struct TCPHeader: Equatable {
         self.flags = tcp[13]
         let dataOffset = Int(tcp[12] >> 4) * 4
         let payload = max(0, length - header - dataOffset)
-        self.span = UInt32(truncatingIfNeeded: payload) + (self.flags & Self.syn != 0 ? 1 : 0) + (self.flags & Self.fin != 0 ? 1 : 0)
+        self.span =
+            UInt32(truncatingIfNeeded: payload) + (self.flags & Self.syn != 0 ? 1 : 0)
+            + (self.flags & Self.fin != 0 ? 1 : 0)
     }
 }
 
@@ -163,7 +165,9 @@ struct TCPFlowTable {
     static let recordLimit = 100_000
 
     /// Every connection's record: those that ended, then those still followed.
-    var records: [PacketFlowRecord] { self.finished + self.flows.values.map(\.record).sorted { $0.startedAt < $1.startedAt } }
+    var records: [PacketFlowRecord] {
+        self.finished + self.flows.values.map(\.record).sorted { $0.startedAt < $1.startedAt }
+    }
 
     private mutating func end(_ key: FlowKey) {
         guard let flow = self.flows.removeValue(forKey: key) else { return }

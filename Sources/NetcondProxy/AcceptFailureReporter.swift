@@ -23,12 +23,15 @@ final class AcceptFailureReporter: ChannelInboundHandler {
             } else {
                 var limit = rlimit()
                 getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-                let which = error.errnoCode == EMFILE ? "this process's limit of \(limit.rlim_cur)" : "the system's limit"
-                let address = context.channel.localAddress.flatMap { local in
-                    local.ipAddress.map { " on \($0.contains(":") ? "[\($0)]" : $0):\(local.port ?? 0)" }
-                } ?? ""
+                let which =
+                    error.errnoCode == EMFILE ? "this process's limit of \(limit.rlim_cur)" : "the system's limit"
+                let address =
+                    context.channel.localAddress.flatMap { local in
+                        local.ipAddress.map { " on \($0.contains(":") ? "[\($0)]" : $0):\(local.port ?? 0)" }
+                    } ?? ""
                 let again = self.missed > 0 ? " (\(self.missed) more since the last report)" : ""
-                let line = "netcond: cannot accept connections\(address): out of file descriptors (\(which))\(again); "
+                let line =
+                    "netcond: cannot accept connections\(address): out of file descriptors (\(which))\(again); "
                     + "clients wait until some close. Raise the limit (ulimit -n) or close idle connections.\n"
                 let bytes = Array(line.utf8)
                 _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }

@@ -122,7 +122,8 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
         if let record = self.record, record.clientFINAt == nil { record.clientFINAt = context.eventLoop.now }
         // The set-up a FIN must outlast to be a client that left (see ``LinkShaperState/inputClosed``).
         let setUp = max(self.driver?.roundTrip() ?? .zero, UpstreamConnector.halfCloseGrace)
-        self.perform(self.state.inputClosed(upHeld: !self.up.isEmpty, setUp: setUp, at: context.eventLoop.now), context: context)
+        self.perform(
+            self.state.inputClosed(upHeld: !self.up.isEmpty, setUp: setUp, at: context.eventLoop.now), context: context)
     }
 
     func read(context: ChannelHandlerContext) {
@@ -165,7 +166,9 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
         promise?.succeed()
         // The far end's close takes the down delay in force now.
         let latency = self.driver?.delay(.down) ?? .zero
-        self.perform(self.state.closeRequested(close, downLatency: latency, downHeld: !self.down.isEmpty, at: context.eventLoop.now), context: context)
+        self.perform(
+            self.state.closeRequested(
+                close, downLatency: latency, downHeld: !self.down.isEmpty, at: context.eventLoop.now), context: context)
     }
 
     // MARK: Deliveries from the link
@@ -185,7 +188,8 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
                 context.write(self.wrapOutboundOut(slice), promise: promise)
             }
             context.flush()
-            self.perform(self.state.deliveredDown(downHeld: !self.down.isEmpty, at: context.eventLoop.now), context: context)
+            self.perform(
+                self.state.deliveredDown(downHeld: !self.down.isEmpty, at: context.eventLoop.now), context: context)
         }
     }
 
@@ -194,7 +198,9 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
     /// back (it registered with `notifyWhenRoom`), deliveries or not.
     func roomMayHaveChanged() {
         guard let context = self.context else { return }
-        self.perform(self.state.roomMayHaveChanged(up: self.senderHasRoom(.up), down: self.senderHasRoom(.down)), context: context)
+        self.perform(
+            self.state.roomMayHaveChanged(up: self.senderHasRoom(.up), down: self.senderHasRoom(.down)),
+            context: context)
     }
 
     // MARK: Carrying out
@@ -228,7 +234,9 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
                 self.closeTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
                     self.closeTimer = nil
                     guard let context = self.context else { return }
-                    self.perform(self.state.closeTimerFired(downHeld: !self.down.isEmpty, at: context.eventLoop.now), context: context)
+                    self.perform(
+                        self.state.closeTimerFired(downHeld: !self.down.isEmpty, at: context.eventLoop.now),
+                        context: context)
                 }
             case .dropHeldUpAndClose:
                 for promise in self.up.drainPromises() { promise?.fail(ChannelError.ioOnClosedChannel) }

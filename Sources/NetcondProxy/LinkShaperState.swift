@@ -175,7 +175,9 @@ struct LinkShaperState {
 
     /// The proxy asks to close the client's connection once what it wrote before has crossed the
     /// link. `downLatency`: the one-way latency down, which a close of the far end's waits too.
-    mutating func closeRequested(_ close: CloseWhenDrained, downLatency: Span, downHeld: Bool, at now: NIODeadline) -> [Action] {
+    mutating func closeRequested(_ close: CloseWhenDrained, downLatency: Span, downHeld: Bool, at now: NIODeadline)
+        -> [Action]
+    {
         var notBefore = now
         if close.crossesLink, self.shaping {
             // The far end's FIN or RST is a segment like any other: it takes the one-way latency.

@@ -78,7 +78,8 @@ final class LoopRefusingResolver: Resolver, Sendable {
             if let address = entry.pointee.ai_addr {
                 switch entry.pointee.ai_family {
                 case AF_INET: v4.append(SocketAddress(UnsafeRawPointer(address).load(as: sockaddr_in.self), host: host))
-                case AF_INET6: v6.append(SocketAddress(UnsafeRawPointer(address).load(as: sockaddr_in6.self), host: host))
+                case AF_INET6:
+                    v6.append(SocketAddress(UnsafeRawPointer(address).load(as: sockaddr_in6.self), host: host))
                 default: break
                 }
             }
@@ -86,7 +87,9 @@ final class LoopRefusingResolver: Resolver, Sendable {
         }
         let hostAddresses = self.hostAddresses(port: port)
         for address in v6 + v4 {
-            if let listener = ProcessListeners.listener(reachedByAddress: address, hostAddresses: hostAddresses, among: self.listeners) {
+            if let listener = ProcessListeners.listener(
+                reachedByAddress: address, hostAddresses: hostAddresses, among: self.listeners)
+            {
                 throw Loop(listener: listener)
             }
         }

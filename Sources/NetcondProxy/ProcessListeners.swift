@@ -59,7 +59,9 @@ public enum ProcessListeners {
     /// The listener at `address`, as a message names it: its name, else its address.
     static func describe(_ address: SocketAddress) -> String {
         let name = self.all.withLockedValue { list in list.first { $0.address == address }?.name }
-        let shown = address.ipAddress.map { ip in ip.contains(":") ? "[\(ip)]:\(address.port ?? 0)" : "\(ip):\(address.port ?? 0)" }
+        let shown = address.ipAddress.map { ip in
+            ip.contains(":") ? "[\(ip)]:\(address.port ?? 0)" : "\(ip):\(address.port ?? 0)"
+        }
         return [name, shown].compactMap { $0 }.joined(separator: " at ")
     }
 
@@ -69,7 +71,9 @@ public enum ProcessListeners {
     /// any connect): the same address, an IPv4-mapped IPv6 one as the IPv4 one, the unspecified
     /// address as this host (Linux connects it to loopback), and for a listener on every address
     /// any loopback address or one of `hostAddresses` (this host's).
-    static func listener(reachedByAddress address: SocketAddress, hostAddresses: Set<String>, among listeners: [SocketAddress]) -> SocketAddress? {
+    static func listener(
+        reachedByAddress address: SocketAddress, hostAddresses: Set<String>, among listeners: [SocketAddress]
+    ) -> SocketAddress? {
         guard let ip = address.ipAddress.map(Self.plainIP), let port = address.port else { return nil }
         let target = ip == "0.0.0.0" ? "127.0.0.1" : ip == "::" ? "::1" : ip
         return self.listener(at: target, port: port, thisHost: hostAddresses, among: listeners)
@@ -78,12 +82,17 @@ public enum ProcessListeners {
     /// The one of `listeners` this connection reached: whatever its target was called, a request
     /// sent on would come back to netcond, and round again.
     static func listener(reachedBy channel: Channel, among listeners: [SocketAddress]) -> SocketAddress? {
-        guard let remote = channel.remoteAddress, let remoteIP = remote.ipAddress, let port = remote.port else { return nil }
+        guard let remote = channel.remoteAddress, let remoteIP = remote.ipAddress, let port = remote.port else {
+            return nil
+        }
         let local = channel.localAddress?.ipAddress.map(Self.plainIP)
-        return self.listener(at: Self.plainIP(remoteIP), port: port, thisHost: Set([local].compactMap { $0 }), among: listeners)
+        return self.listener(
+            at: Self.plainIP(remoteIP), port: port, thisHost: Set([local].compactMap { $0 }), among: listeners)
     }
 
-    private static func listener(at ip: String, port: Int, thisHost: Set<String>, among listeners: [SocketAddress]) -> SocketAddress? {
+    private static func listener(at ip: String, port: Int, thisHost: Set<String>, among listeners: [SocketAddress])
+        -> SocketAddress?
+    {
         listeners.first { listener in
             guard listener.port == port, let listenIP = listener.ipAddress.map(Self.plainIP) else { return false }
             if listenIP == ip { return true }
@@ -120,7 +129,8 @@ public enum ProcessListeners {
     static func arrivesFromLoop(_ channel: Channel) -> Bool {
         guard let peer = channel.remoteAddress, let local = channel.localAddress else { return false }
         return self.loops.withLockedValue { loops in
-            guard let index = loops.firstIndex(where: { Self.same($0.local, peer) && Self.same($0.remote, local) }) else { return false }
+            guard let index = loops.firstIndex(where: { Self.same($0.local, peer) && Self.same($0.remote, local) })
+            else { return false }
             loops.remove(at: index)
             return true
         }

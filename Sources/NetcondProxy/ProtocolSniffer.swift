@@ -51,11 +51,14 @@ final class ProtocolSniffer: ChannelInboundHandler, RemovableChannelHandler {
         do {
             switch first {
             case 0x05:
-                try self.become(SOCKS5Handler(shaper: self.shaper, connector: self.connector), shaped: false, context: context)
+                try self.become(
+                    SOCKS5Handler(shaper: self.shaper, connector: self.connector), shaped: false, context: context)
             case 0x04:
                 // SOCKS4: "request rejected".
-                context.writeAndFlush(self.wrapInboundOut(context.channel.allocator.buffer(bytes: [0, 0x5B, 0, 0, 0, 0, 0, 0])))
-                    .assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+                context.writeAndFlush(
+                    self.wrapInboundOut(context.channel.allocator.buffer(bytes: [0, 0x5B, 0, 0, 0, 0, 0, 0]))
+                )
+                .assumeIsolated().whenComplete { _ in context.close(promise: nil) }
             default:
                 let prefix = Array("CONNECT ".utf8)
                 let available = seen.getBytes(at: seen.readerIndex, length: min(seen.readableBytes, prefix.count)) ?? []

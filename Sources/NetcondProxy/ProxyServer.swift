@@ -37,7 +37,9 @@ public final class ProxyServer: Sendable {
 
     /// The listeners a client at `peer` may not reach through the proxy: netcond's own (a loop),
     /// and for a client from another host also those kept for this host's clients.
-    static func listenersRefused(to peer: SocketAddress?, own: [SocketAddress], localOnly: [SocketAddress]) -> [SocketAddress] {
+    static func listenersRefused(to peer: SocketAddress?, own: [SocketAddress], localOnly: [SocketAddress])
+        -> [SocketAddress]
+    {
         HostAddress.isLoopback(peer?.ipAddress ?? "") ? own : own + localOnly
     }
 
@@ -283,8 +285,11 @@ public final class ProxyServer: Sendable {
             captivePortal: s.rules.portalState(now: self.loop.now),
             timerWakeups: s.driver?.timerLateness.count ?? 0,
             timerLateUs: s.driver.map { driver in
-                [driver.timerLateness.percentile(50), driver.timerLateness.percentile(99), driver.timerLateness.maximum]
-                    .map { Double($0.nanoseconds) / 1000 }
+                [
+                    driver.timerLateness.percentile(50), driver.timerLateness.percentile(99),
+                    driver.timerLateness.maximum,
+                ]
+                .map { Double($0.nanoseconds) / 1000 }
             } ?? [],
             engine: "proxy",
             queueDelayMs: s.driver.map { driver in
@@ -340,21 +345,27 @@ public final class ProxyServer: Sendable {
         switch command {
         case .removeFault(let id?) where !s.rules.plan.rules.contains(where: { $0.id == id }):
             let ids = s.rules.plan.rules.map { String($0.id) }.joined(separator: ", ")
-            return ControlAPI.Rejection(status: 404, message: "no fault \(id); faults in force: \(ids.isEmpty ? "none" : ids)")
+            return ControlAPI.Rejection(
+                status: 404, message: "no fault \(id); faults in force: \(ids.isEmpty ? "none" : ids)")
         case .removeFaultsNamed(let name) where !s.rules.plan.rules.contains(where: { $0.fault.name == name }):
             let names = Set(s.rules.plan.rules.compactMap(\.fault.name)).sorted().joined(separator: ", ")
-            return ControlAPI.Rejection(status: 404, message: "no fault named '\(name)'; names in force: \(names.isEmpty ? "none" : names)")
+            return ControlAPI.Rejection(
+                status: 404, message: "no fault named '\(name)'; names in force: \(names.isEmpty ? "none" : names)")
         case .switchProfile(let profile):
-            return profile.proxyRefusal(hasTLS: self.configuration.tls != nil).map { ControlAPI.Rejection(status: 400, message: $0) }
+            return profile.proxyRefusal(hasTLS: self.configuration.tls != nil).map {
+                ControlAPI.Rejection(status: 400, message: $0)
+            }
         case .captive where s.rules.captive.spec == nil:
             return ControlAPI.Rejection(
                 status: 400,
-                message: "the profile '\(s.profile.name)' has no captive portal; switch to one that does (e.g. captive-hotel) or add captive_portal: to yours"
+                message:
+                    "the profile '\(s.profile.name)' has no captive portal; switch to one that does (e.g. captive-hotel) or add captive_portal: to yours"
             )
         case .cut where s.driver == nil:
             return ControlAPI.Rejection(
                 status: 400,
-                message: "this run has no emulated link (a pass-through profile without live control): there is nothing to cut"
+                message:
+                    "this run has no emulated link (a pass-through profile without live control): there is nothing to cut"
             )
         default:
             return nil
@@ -365,7 +376,9 @@ public final class ProxyServer: Sendable {
         let rules = self.state.value.rules.plan.rules
         return ControlFaults(
             faults: rules.map {
-                ControlFault(id: $0.id, label: $0.fault.label, fault: $0.fault.yamlDescription, matched: $0.matched, applied: $0.applied)
+                ControlFault(
+                    id: $0.id, label: $0.fault.label, fault: $0.fault.yamlDescription, matched: $0.matched,
+                    applied: $0.applied)
             },
             added: added
         )
@@ -393,9 +406,10 @@ public final class ProxyServer: Sendable {
             s.rules.setPortal(open: open, now: self.loop.now)
         case .cut(let mode):
             let count = s.driver?.cutConnections(mode) ?? 0
-            s.rules.record(ProxyEvent(
-                at: s.rules.elapsed(at: self.loop.now).seconds, kind: .link,
-                detail: "link: cut \(count) connection\(count == 1 ? "" : "s") (\(mode))"))
+            s.rules.record(
+                ProxyEvent(
+                    at: s.rules.elapsed(at: self.loop.now).seconds, kind: .link,
+                    detail: "link: cut \(count) connection\(count == 1 ? "" : "s") (\(mode))"))
         }
         return self.statusOnLoop()
     }
@@ -436,6 +450,8 @@ public final class ProxyServer: Sendable {
                 timerLateness: s.driver?.timerLateness ?? LatenessHistogram()
             )
         }.get()
-        return summary ?? ProxySummary(connections: 0, bytesUp: 0, bytesDown: 0, upstreamFailures: 0, badRequests: 0, link: LinkCounters())
+        return summary
+            ?? ProxySummary(
+                connections: 0, bytesUp: 0, bytesDown: 0, upstreamFailures: 0, badRequests: 0, link: LinkCounters())
     }
 }

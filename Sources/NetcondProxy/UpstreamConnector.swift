@@ -73,7 +73,8 @@ enum UpstreamError: Error, Equatable, CustomStringConvertible {
 
     var description: String {
         switch self {
-        case .nameNotResolved(let host, let why): return "cannot resolve host '\(host)'" + (why.map { " (\($0))" } ?? "")
+        case .nameNotResolved(let host, let why):
+            return "cannot resolve host '\(host)'" + (why.map { " (\($0))" } ?? "")
         case .refused(let target, let reason, _): return "cannot connect to \(target): \(reason)"
         case .timedOut(let target): return "connection to \(target) timed out (the emulated link lost every SYN)"
         case .abandoned(let target): return "connection to \(target) given up: the client left before it was made"
@@ -253,7 +254,8 @@ struct UpstreamConnector {
         let beforeSYN = (target.isName ? conditions.dnsDelay : .zero) + conditions.connectDelay
         let setUp = beforeSYN + driver.roundTrip(from: driver.now + beforeSYN)
         let unimpededBy = now + .nanoseconds(max(setUp, Self.halfCloseGrace).nanoseconds)
-        let doneBy = connectedSince.map { $0 + .nanoseconds((driver.delay(.up) + setUp).nanoseconds) }
+        let doneBy =
+            connectedSince.map { $0 + .nanoseconds((driver.delay(.up) + setUp).nanoseconds) }
             ?? now + .nanoseconds(setUp.nanoseconds)
         return (unimpededBy, doneBy)
     }

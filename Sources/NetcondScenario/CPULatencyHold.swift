@@ -21,8 +21,9 @@ public final class CPULatencyHold: @unchecked Sendable {
     public init(microseconds: Int32 = 0) throws(CPULatencyHoldError) {
         let fd = open(Self.devicePath, O_WRONLY | O_CLOEXEC)
         guard fd >= 0 else {
-            throw CPULatencyHoldError(reason: "cannot open \(Self.devicePath): \(String(cString: strerror(errno)))"
-                + (errno == EACCES || errno == EPERM ? " (it needs root)" : ""))
+            throw CPULatencyHoldError(
+                reason: "cannot open \(Self.devicePath): \(String(cString: strerror(errno)))"
+                    + (errno == EACCES || errno == EPERM ? " (it needs root)" : ""))
         }
         var value = microseconds
         let written = withUnsafeBytes(of: &value) { write(fd, $0.baseAddress, $0.count) }

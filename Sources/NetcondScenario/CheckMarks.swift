@@ -28,7 +28,8 @@ extension Checks {
             }
         case .backsOff(let check):
             let requests = check.file.map { evidence.gets(of: $0) } ?? evidence.requests
-            let attempts = (requests.map { ($0.at, $0.failed) } + evidence.failedConnects.map { ($0.at, true) }).sorted { $0.0 < $1.0 }
+            let attempts = (requests.map { ($0.at, $0.failed) } + evidence.failedConnects.map { ($0.at, true) }).sorted
+            { $0.0 < $1.0 }
             if let first = attempts.firstIndex(where: \.1), let last = attempts.lastIndex(where: \.1) {
                 marks = attempts[first...min(last + 1, attempts.count - 1)].map(\.0)
             } else {
@@ -45,13 +46,16 @@ extension Checks {
                     regex?.firstMatch(in: line.text, range: NSRange(line.text.startIndex..., in: line.text)) != nil
                 }.map(\.at)
             case .requests(let glob)?:
-                marks = evidence.requests.filter { fnmatch(glob, $0.path, 0) == 0 }.flatMap { [$0.at] + ($0.ended.map { [$0] } ?? []) }
+                marks = evidence.requests.filter { fnmatch(glob, $0.path, 0) == 0 }.flatMap {
+                    [$0.at] + ($0.ended.map { [$0] } ?? [])
+                }
             case nil:
                 marks = []
             }
             marks.append(end)
         case .captiveSafe:
-            marks = evidence.portal.filter { $0.kind == .answered || $0.kind == .intercepted || $0.kind == .opened }.map(\.at)
+            marks = evidence.portal.filter { $0.kind == .answered || $0.kind == .intercepted || $0.kind == .opened }
+                .map(\.at)
             marks.append(end)
         }
         return Array(Set(marks.map { ($0 * 1000).rounded() / 1000 })).sorted()

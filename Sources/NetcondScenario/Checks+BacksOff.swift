@@ -18,10 +18,15 @@ extension Checks {
             attempt.connectFailure = failed.outcome
             return attempt
         }
-        let attempts = ((check.file.map { evidence.gets(of: $0) } ?? evidence.requests) + connects).sorted { $0.at < $1.at }
+        let attempts = ((check.file.map { evidence.gets(of: $0) } ?? evidence.requests) + connects).sorted {
+            $0.at < $1.at
+        }
         guard let firstFailure = attempts.firstIndex(where: \.failed) else {
-            return CheckResult(name: name, passed: false,
-                               evidence: attempts.isEmpty ? "no attempt reached the origin" : "no attempt failed, so there was nothing to back off from (\(attempts.count) attempts)")
+            return CheckResult(
+                name: name, passed: false,
+                evidence: attempts.isEmpty
+                    ? "no attempt reached the origin"
+                    : "no attempt failed, so there was nothing to back off from (\(attempts.count) attempts)")
         }
         let lastFailure = attempts.lastIndex(where: \.failed)!
         let window = Array(attempts[firstFailure...min(lastFailure + 1, attempts.count - 1)])
@@ -45,7 +50,8 @@ extension Checks {
             problems.append(problem)
         }
         let context = Self.backOffContext(window)
-        let seen = gaps.isEmpty
+        let seen =
+            gaps.isEmpty
             ? "1 failed attempt at \(attemptTimes)\(context)"
             : "\(times.count) attempts at \(attemptTimes) (gaps \(gapText))\(context)"
         if problems.isEmpty {
@@ -88,8 +94,9 @@ extension Checks {
         if noGrowth.count == 1 {
             problems.append("\(noGrowth[0]) (need ≥ ×\(Self.factor(check.factor)))")
         } else if noGrowth.count > 1 {
-            problems.append("the gaps do not grow: \(noGrowth.count) of \(gaps.count - 1) are under "
-                + "×\(Self.factor(check.factor)) the one before (\(noGrowth[0]))")
+            problems.append(
+                "the gaps do not grow: \(noGrowth.count) of \(gaps.count - 1) are under "
+                    + "×\(Self.factor(check.factor)) the one before (\(noGrowth[0]))")
         }
         return problems
     }
@@ -121,7 +128,8 @@ extension Checks {
         let late = window.filter { $0.afterClientFIN != nil }
         if !late.isEmpty {
             // On the origin's clock, but sent before: they were on the link when the client closed.
-            context += " (\(late.count == 1 ? "1 of them" : "\(late.count) of them") reached the origin after its client had "
+            context +=
+                " (\(late.count == 1 ? "1 of them" : "\(late.count) of them") reached the origin after its client had "
                 + "closed, already on the link: " + late.map { "+" + Self.seconds($0.at) }.joined(separator: ", ") + ")"
         }
         return context

@@ -16,10 +16,13 @@ extension Checks {
         let name = "captive-safe"
         let met = evidence.portal.filter { $0.kind == .answered || $0.kind == .intercepted }
         guard let firstMet = met.first else {
-            return CheckResult(name: name, passed: false, evidence: "the portal never stood between the client and the origin, so there was nothing to judge")
+            return CheckResult(
+                name: name, passed: false,
+                evidence: "the portal never stood between the client and the origin, so there was nothing to judge")
         }
         let opened = evidence.portal.last { $0.kind == .opened && $0.at >= firstMet.at }
-        var seen = "the portal met \(met.count) request\(met.count == 1 ? "" : "s") (\(Self.elided(met.map { "+" + Self.seconds($0.at) })))"
+        var seen =
+            "the portal met \(met.count) request\(met.count == 1 ? "" : "s") (\(Self.elided(met.map { "+" + Self.seconds($0.at) })))"
         seen += opened.map { ", opened at +\(Self.seconds($0.at))" } ?? ", still closed when the client ended"
         var problems: [String] = []
         var fileTexts: [String] = []
@@ -28,9 +31,11 @@ extension Checks {
             guard let file = evidence.origin.file(named: output.file) else { continue }
             let path = (evidence.workingDirectory as NSString).appendingPathComponent(output.output)
             if let offset = Self.find(Self.portalMarker, inFileAt: path, in: evidence.clientFolder) {
-                problems.append(offset == 0
-                    ? "\(output.output) holds the portal's login page, not the data"
-                    : "\(output.output) has the portal's login page spliced into the data at byte \(Self.bytes(Int64(offset)))")
+                problems.append(
+                    offset == 0
+                        ? "\(output.output) holds the portal's login page, not the data"
+                        : "\(output.output) has the portal's login page spliced into the data at byte \(Self.bytes(Int64(offset)))"
+                )
                 allIdentical = false
                 continue
             }
@@ -46,16 +51,19 @@ extension Checks {
         } else if evidence.exit != .exited(check.exit) || !allIdentical {
             if problems.isEmpty {
                 let files = fileTexts.isEmpty ? ")" : "; " + fileTexts.joined(separator: "; ") + ")"
-                problems.append(opened == nil
-                    ? "it ended before the portal opened, without the data (\(exitText)" + files
-                    : "never completed after the portal opened (\(exitText)" + files)
+                problems.append(
+                    opened == nil
+                        ? "it ended before the portal opened, without the data (\(exitText)" + files
+                        : "never completed after the portal opened (\(exitText)" + files)
             } else if evidence.exit == .exited(check.exit) {
                 problems.append("and it exited \(check.exit) as if all was well")
             }
         }
         if problems.isEmpty {
-            return CheckResult(name: name, passed: true,
-                               evidence: "\(seen); then \(exitText) after \(Self.seconds(evidence.duration)); " + fileTexts.joined(separator: "; "))
+            return CheckResult(
+                name: name, passed: true,
+                evidence: "\(seen); then \(exitText) after \(Self.seconds(evidence.duration)); "
+                    + fileTexts.joined(separator: "; "))
         }
         return CheckResult(name: name, passed: false, evidence: "\(seen) — " + problems.joined(separator: "; "))
     }
@@ -81,7 +89,9 @@ extension Checks {
         let first = needle[0]
         var index = 0
         while index <= haystack.count - needle.count {
-            if haystack[index] == first && haystack[index..<(index + needle.count)].elementsEqual(needle) { return index }
+            if haystack[index] == first && haystack[index..<(index + needle.count)].elementsEqual(needle) {
+                return index
+            }
             index += 1
         }
         return nil

@@ -23,14 +23,19 @@ extension Checks {
     static func completes(_ check: CompletesCheck, _ evidence: RunEvidence) -> CheckResult {
         let name = "completes"
         if evidence.timedOut {
-            return CheckResult(name: name, passed: false, evidence: "still running at its \(formatSeconds(evidence.deadline)) deadline; stopped (need exit \(check.exit) before it)")
+            return CheckResult(
+                name: name, passed: false,
+                evidence:
+                    "still running at its \(formatSeconds(evidence.deadline)) deadline; stopped (need exit \(check.exit) before it)"
+            )
         }
         guard let exit = evidence.exit else {
             return CheckResult(name: name, passed: false, evidence: "the client did not run")
         }
         let ended = "after \(Self.seconds(evidence.duration))"
         guard exit == .exited(check.exit) else {
-            return CheckResult(name: name, passed: false, evidence: "\(Self.describe(exit)) \(ended) (need exit \(check.exit))")
+            return CheckResult(
+                name: name, passed: false, evidence: "\(Self.describe(exit)) \(ended) (need exit \(check.exit))")
         }
         var details: [String] = []
         var failure: String?
@@ -48,7 +53,9 @@ extension Checks {
             if !verdict.identical && failure == nil { failure = "\(output): \(verdict.text)" }
         }
         if let failure {
-            return CheckResult(name: name, passed: false, evidence: "exit \(exit.shellCode) \(ended), but \(failure)", details: details)
+            return CheckResult(
+                name: name, passed: false, evidence: "exit \(exit.shellCode) \(ended), but \(failure)", details: details
+            )
         }
         let files = details.isEmpty ? "" : "; " + details.joined(separator: "; ")
         return CheckResult(name: name, passed: true, evidence: "exit \(check.exit) \(ended)\(files)", details: details)
@@ -78,7 +85,8 @@ extension Checks {
     /// one the client made there, not a symbolic link to another place; and with its owner (a client
     /// run as another user) the file must be that user's: a hard link to a file the client could not
     /// read is refused, not quoted.
-    static func openClientFile(_ path: String, in place: ClientFolder? = nil) -> (handle: FileHandle?, problem: String) {
+    static func openClientFile(_ path: String, in place: ClientFolder? = nil) -> (handle: FileHandle?, problem: String)
+    {
         let folder = place?.path
         let missing = "missing (the client wrote no such file)"
         let linked = "in a folder reached through a symbolic link (the checks do not follow links)"
@@ -106,9 +114,12 @@ extension Checks {
             descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         }
         guard descriptor >= 0 else {
-            return (nil, errno == ELOOP
-                ? "a symbolic link, not a file the client wrote (the checks do not follow links)"
-                : missing)
+            return (
+                nil,
+                errno == ELOOP
+                    ? "a symbolic link, not a file the client wrote (the checks do not follow links)"
+                    : missing
+            )
         }
         var info = stat()
         guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
@@ -117,14 +128,19 @@ extension Checks {
         }
         if let owner = place?.owner, info.st_uid != owner {
             close(descriptor)
-            return (nil, "not the client's own file (its owner is user \(info.st_uid), the client ran as user \(owner); "
-                + "the checks read only files the client wrote)")
+            return (
+                nil,
+                "not the client's own file (its owner is user \(info.st_uid), the client ran as user \(owner); "
+                    + "the checks read only files the client wrote)"
+            )
         }
         return (FileHandle(fileDescriptor: descriptor, closeOnDealloc: true), "")
     }
 
     /// Compares a file with an origin file's bytes, streaming (`place`: see ``openClientFile(_:in:)``).
-    static func compare(path: String, in place: ClientFolder? = nil, with file: OriginFile) -> (identical: Bool, text: String) {
+    static func compare(path: String, in place: ClientFolder? = nil, with file: OriginFile) -> (
+        identical: Bool, text: String
+    ) {
         let opened = Self.openClientFile(path, in: place)
         guard let handle = opened.handle else { return (false, opened.problem) }
         defer { try? handle.close() }
@@ -153,7 +169,8 @@ extension Checks {
     /// ` (it starts "…")` when the file begins with readable text: an error page or message saved as data.
     static func quoteIfText(_ data: Data) -> String {
         let head = data.prefix(200)
-        guard !head.isEmpty, head.allSatisfy({ (0x20...0x7E).contains($0) || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) else { return "" }
+        guard !head.isEmpty, head.allSatisfy({ (0x20...0x7E).contains($0) || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 })
+        else { return "" }
         var text = String(decoding: head.prefix(60), as: UTF8.self).replacingOccurrences(of: "\n", with: " ")
             .replacingOccurrences(of: "\r", with: "")
         if head.count > 60 { text += "…" }

@@ -16,10 +16,11 @@ extension Checks {
         guard !calls.isEmpty else {
             return CheckResult(name: name, passed: false, evidence: "the client never called POST \(path)")
         }
-        let created = Set(calls.compactMap { call -> Int? in
-            if case .created(let id)? = call.effect { return id }
-            return nil
-        })
+        let created = Set(
+            calls.compactMap { call -> Int? in
+                if case .created(let id)? = call.effect { return id }
+                return nil
+            })
         let lost = calls.filter { $0.effect != nil && $0.status == nil }
         let details = calls.map { call -> String in
             var text = "+\(Self.seconds(call.at)) "
@@ -30,17 +31,22 @@ extension Checks {
             }
             if call.effect != nil && call.status == nil { text += ", response lost" }
             if let late = call.afterClientFIN {
-                text += ", reached the origin \(Self.seconds(late)) after its client had closed (it was already on the link)"
+                text +=
+                    ", reached the origin \(Self.seconds(late)) after its client had closed (it was already on the link)"
             }
             text += call.idempotencyKey.map { ", key '\(Self.clip($0, to: 40))'" } ?? ", no Idempotency-Key"
             return text
         }
-        let seen = "\(calls.count) POST\(calls.count == 1 ? "" : "s") to \(path): " + Self.elided(details.map { "(\($0))" })
+        let seen =
+            "\(calls.count) POST\(calls.count == 1 ? "" : "s") to \(path): " + Self.elided(details.map { "(\($0))" })
         guard !lost.isEmpty else {
-            return CheckResult(name: name, passed: false, evidence: "\(seen) — no response was lost, so nothing had to be repeated safely", details: details)
+            return CheckResult(
+                name: name, passed: false,
+                evidence: "\(seen) — no response was lost, so nothing had to be repeated safely", details: details)
         }
         if created.count <= 1 {
-            return CheckResult(name: name, passed: true, evidence: "\(seen) — \(created.count) object created", details: details)
+            return CheckResult(
+                name: name, passed: true, evidence: "\(seen) — \(created.count) object created", details: details)
         }
         let keys = calls.map(\.idempotencyKey)
         let why: String

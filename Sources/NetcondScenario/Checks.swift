@@ -35,9 +35,12 @@ public enum Checks {
         // Most serious first: conditions changed from outside, conditions the client slipped past,
         // then what the proxy could not show faithfully.
         let caveats = [
-            evidence.interventions.isEmpty ? nil
-                : "the conditions were changed from outside the scenario while it ran: " + evidence.interventions.joined(separator: "; "),
-            evidence.bypasses.isEmpty ? nil
+            evidence.interventions.isEmpty
+                ? nil
+                : "the conditions were changed from outside the scenario while it ran: "
+                    + evidence.interventions.joined(separator: "; "),
+            evidence.bypasses.isEmpty
+                ? nil
                 : "the link's conditions did not hold for the client: " + evidence.bypasses.joined(separator: "; ")
                     + " (run the client with --user to hold it in)",
             ProxyFidelity.caveat(for: spec, evidence),

@@ -34,8 +34,9 @@ public struct ChildIdentity: Sendable, Equatable {
             entry = getpwnam(text)
         }
         guard let entry else {
-            throw Failure(description: "--user '\(text)': no such user on this machine (allowed: a user name or a "
-                + "numeric user id from the passwd database)")
+            throw Failure(
+                description: "--user '\(text)': no such user on this machine (allowed: a user name or a "
+                    + "numeric user id from the passwd database)")
         }
         let name = String(cString: entry.pointee.pw_name)
         let uid = entry.pointee.pw_uid

@@ -217,11 +217,13 @@ private final class Reaper: @unchecked Sendable {
     func start() -> (error: Int32, step: Int32) {
         var thread = pthread_t()
         let box = Unmanaged.passRetained(self)
-        let created = pthread_create(&thread, nil, { raw in
-            let this = Unmanaged<Reaper>.fromOpaque(raw!).takeRetainedValue()
-            this.run()
-            return nil
-        }, box.toOpaque())
+        let created = pthread_create(
+            &thread, nil,
+            { raw in
+                let this = Unmanaged<Reaper>.fromOpaque(raw!).takeRetainedValue()
+                this.run()
+                return nil
+            }, box.toOpaque())
         guard created == 0 else {
             box.release()
             return (created, Int32(NETCOND_SPAWN_SETUP))

@@ -79,11 +79,15 @@ public enum DeliveryEvidence {
     ) -> [Int: Instant] {
         var byConnection: [Int: Delivery] = [:]
         for delivery in deliveries where !delivery.samples.isEmpty {
-            if let connection = Self.connection(of: delivery, in: connections) { byConnection[connection.id] = delivery }
+            if let connection = Self.connection(of: delivery, in: connections) {
+                byConnection[connection.id] = delivery
+            }
         }
         var result: [Int: Instant] = [:]
         for entry in entries {
-            guard let end = entry.connectionBytesAtEnd, let samples = byConnection[entry.connection]?.samples else { continue }
+            guard let end = entry.connectionBytesAtEnd, let samples = byConnection[entry.connection]?.samples else {
+                continue
+            }
             // The first sample that carries the response's last byte (samples grow in bytes).
             var low = 0, high = samples.count
             while low < high {
@@ -115,7 +119,9 @@ public enum DeliveryEvidence {
     ) -> [Int: Span] {
         var result: [Int: Span] = [:]
         for delivery in deliveries {
-            guard let fin = delivery.clientFIN, let connection = Self.connection(of: delivery, in: connections) else { continue }
+            guard let fin = delivery.clientFIN, let connection = Self.connection(of: delivery, in: connections) else {
+                continue
+            }
             for entry in entries where entry.connection == connection.id && entry.timestamp > fin {
                 result[entry.id] = entry.timestamp - fin
             }
@@ -143,7 +149,8 @@ public enum DeliveryEvidence {
                 continue
             }
             result[entry.id] = Undelivered(
-                bytes: min(lost, entry.bodyBytesSent), uncertainty: uncertainty, cut: delivery.cut, byRunEnd: delivery.stillOpen)
+                bytes: min(lost, entry.bodyBytesSent), uncertainty: uncertainty, cut: delivery.cut,
+                byRunEnd: delivery.stillOpen)
         }
         return result
     }

@@ -45,10 +45,12 @@ struct EvidenceAssembler {
             else { return nil }
             let at = Instant(nanoseconds: self.logStart + Int64(connectedAt * 1e9))
             let fin = event.clientFINAt.map { Instant(nanoseconds: self.logStart + Int64($0 * 1e9)) }
-            var delivery = DeliveryEvidence.Delivery(at: at, localPort: port, bytes: bytes, cut: event.cut, clientFIN: fin)
+            var delivery = DeliveryEvidence.Delivery(
+                at: at, localPort: port, bytes: bytes, cut: event.cut, clientFIN: fin)
             delivery.stillOpen = event.stillOpen
             delivery.samples = event.deliveries.map {
-                DeliveryEvidence.Delivery.Sample(at: Instant(nanoseconds: self.logStart + Int64($0.at * 1e9)), bytes: $0.bytes)
+                DeliveryEvidence.Delivery.Sample(
+                    at: Instant(nanoseconds: self.logStart + Int64($0.at * 1e9)), bytes: $0.bytes)
             }
             return delivery
         }
@@ -61,7 +63,8 @@ struct EvidenceAssembler {
         deliveries: [DeliveryEvidence.Delivery], entries: [OriginRequestLog.Entry],
         connections: [OriginRequestLog.Connection]
     ) -> [RunEvidence.Request] {
-        let undelivered = DeliveryEvidence.undelivered(entries: entries, connections: connections, deliveries: deliveries)
+        let undelivered = DeliveryEvidence.undelivered(
+            entries: entries, connections: connections, deliveries: deliveries)
         let late = DeliveryEvidence.afterClientFIN(entries: entries, connections: connections, deliveries: deliveries)
         let received = DeliveryEvidence.received(entries: entries, connections: connections, deliveries: deliveries)
         return entries.map { entry in
@@ -102,9 +105,11 @@ struct EvidenceAssembler {
             switch event.kind {
             case .connect:
                 guard let host = event.host, host.lowercased() == Session.originHost else { return nil }
-                return RunEvidence.FailedConnect(at: self.seconds(logged: event.at), host: host, port: event.port ?? 0, outcome: outcome)
+                return RunEvidence.FailedConnect(
+                    at: self.seconds(logged: event.at), host: host, port: event.port ?? 0, outcome: outcome)
             case .client:
-                return RunEvidence.FailedConnect(at: self.seconds(logged: event.at), host: "", port: 0, outcome: outcome)
+                return RunEvidence.FailedConnect(
+                    at: self.seconds(logged: event.at), host: "", port: 0, outcome: outcome)
             default:
                 return nil
             }

@@ -49,7 +49,8 @@ extension ControlStatus {
     public var dropsSummary: String {
         let drops: [(String, Int)] = [
             ("lost", self.segmentsLost), ("queue drops", self.queueDrops), ("outage drops", self.outageDrops),
-            ("resets", self.resets), ("closed early", self.closes), ("refused", self.refusedConnections), ("upstream failures", self.upstreamFailures),
+            ("resets", self.resets), ("closed early", self.closes), ("refused", self.refusedConnections),
+            ("upstream failures", self.upstreamFailures),
         ]
         return drops.filter { $0.1 > 0 }.map { "\($0.0) \($0.1)" }.joined(separator: " · ")
     }

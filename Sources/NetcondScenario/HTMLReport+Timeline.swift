@@ -137,13 +137,16 @@ extension HTMLReport {
     /// The lanes' names in the left column, and the axis's.
     static func laneNames(_ lanes: Lanes, requests: Int, labelled: Bool) -> String {
         var fixed = ""
-        let named = [("timeline", lanes.timeline), ("link", lanes.link), ("rate, delay", lanes.rate),
-                     ("attempts", lanes.attempts), ("bytes", lanes.bytes), ("output", lanes.output)]
+        let named = [
+            ("timeline", lanes.timeline), ("link", lanes.link), ("rate, delay", lanes.rate),
+            ("attempts", lanes.attempts), ("bytes", lanes.bytes), ("output", lanes.output),
+        ]
         for (label, top) in named {
             fixed += "<text class=\"lane\" x=\"4\" y=\"\(Int(top + 12))\">\(label)</text>"
         }
         if !labelled || requests == 0 {
-            fixed += "<text class=\"lane\" x=\"4\" y=\"\(Int(lanes.requests + 12))\">requests"
+            fixed +=
+                "<text class=\"lane\" x=\"4\" y=\"\(Int(lanes.requests + 12))\">requests"
                 + (requests == 0 ? " (none)" : " (\(requests), packed)") + "</text>"
         }
         return fixed + "<text class=\"lane axis-name\" x=\"4\" y=\"\(Int(lanes.axis + 14))\">"
@@ -157,10 +160,13 @@ extension HTMLReport {
             let at = Self.finite(event.at) ?? 0
             let what = event.what
             let shown = what.count > 80 ? String(what.prefix(79)) + "…" : what
-            svg += "<g class=\"mark link-event\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s \(Self.escape(what))</title>"
-            svg += "<line x1=\"\(scale.x(at))\" x2=\"\(scale.x(at))\" y1=\"\(lanes.timeline)\" "
+            svg +=
+                "<g class=\"mark link-event\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s \(Self.escape(what))</title>"
+            svg +=
+                "<line x1=\"\(scale.x(at))\" x2=\"\(scale.x(at))\" y1=\"\(lanes.timeline)\" "
                 + "y2=\"\(lanes.output + 20)\"/>"
-            svg += "<text x=\"\(scale.x(at))\" dx=\"3\" y=\"\(Int(lanes.timeline + 10 + 14 * Double(row)))\">"
+            svg +=
+                "<text x=\"\(scale.x(at))\" dx=\"3\" y=\"\(Int(lanes.timeline + 10 + 14 * Double(row)))\">"
                 + "\(Self.escape(shown))</text></g>\n"
         }
         return svg
@@ -173,7 +179,8 @@ extension HTMLReport {
             let at = Self.finite(line.at) ?? 0
             let text = String(line.text.prefix(Self.maxLineCharacters))
             let stream = line.stderr ? "stderr" : "stdout"
-            svg += "<g class=\"mark output \(stream)\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s \(stream): "
+            svg +=
+                "<g class=\"mark output \(stream)\" data-at=\"\(Self.number(at))\"><title>+\(Self.number(at))s \(stream): "
                 + "\(Self.escape(text))</title><path d=\"M\(x(at)) \(Int(top))v16\"/></g>\n"
         }
         return svg
@@ -185,7 +192,8 @@ extension HTMLReport {
         for check in checks {
             let name = Self.escape(check.name)
             for at in check.marks where at.isFinite {
-                svg += "<line class=\"check-mark\" data-check=\"\(name)\" data-at=\"\(Self.number(at))\" x1=\"\(x(at))\" "
+                svg +=
+                    "<line class=\"check-mark\" data-check=\"\(name)\" data-at=\"\(Self.number(at))\" x1=\"\(x(at))\" "
                     + "x2=\"\(x(at))\" y1=\"\(lanes.timeline)\" y2=\"\(lanes.axis)\"/>"
             }
         }
@@ -203,7 +211,8 @@ extension HTMLReport {
     /// The picture: the plot clipped to its area, the axis's labels given room either side.
     static func svg(_ drawing: Drawing, index: Int, lanes: Lanes, end: Double) -> String {
         let left = Self.plotLeft, right = Self.plotRight, height = Int(lanes.height), room = Self.axisLabelRoom
-        let clip = "<defs><clipPath id=\"clip-\(index)\"><rect x=\"\(Int(left - 1))\" y=\"0\" width=\"\(Int(right - left + 2))\" "
+        let clip =
+            "<defs><clipPath id=\"clip-\(index)\"><rect x=\"\(Int(left - 1))\" y=\"0\" width=\"\(Int(right - left + 2))\" "
             + "height=\"\(height)\"/></clipPath>"
             + "<clipPath id=\"axis-clip-\(index)\"><rect x=\"\(Int(left - room))\" y=\"0\" "
             + "width=\"\(Int(right - left + 2 * room))\" height=\"\(height)\"/></clipPath></defs>\n"
@@ -218,7 +227,9 @@ extension HTMLReport {
 
     /// A time axis: about eight ticks at round seconds from 0 to `end`, each a line from `top` to
     /// `bottom` and a label (`2.5s`) at `labelY`.
-    static func timeAxis(end: Double, x: (Double) -> String, lineClass: String, from top: Double, to bottom: Double, labelY: Int)
+    static func timeAxis(
+        end: Double, x: (Double) -> String, lineClass: String, from top: Double, to bottom: Double, labelY: Int
+    )
         -> String
     {
         var svg = ""
@@ -248,7 +259,8 @@ extension HTMLReport {
         for (number, event) in events.enumerated() {
             let at = Self.finite(event.at) ?? 0
             let start = String(format: "%.1f", position(at))
-            svg += "<g class=\"mark link-state \(event.kind.rawValue)\" data-at=\"\(Self.number(at))\">"
+            svg +=
+                "<g class=\"mark link-state \(event.kind.rawValue)\" data-at=\"\(Self.number(at))\">"
                 + "<title>+\(Self.number(at))s "
                 + "\(Self.escape(String(event.detail.prefix(160))))</title>"
             switch event.kind {
@@ -270,7 +282,8 @@ extension HTMLReport {
         let state = detail.hasPrefix("link: ") ? String(detail.dropFirst(6)) : detail
         let look = state.contains("outage") ? " outage" : state.contains("stall") ? " stall" : ""
         let x = String(format: "%.1f", start)
-        var svg = "<rect class=\"span\(look)\" x=\"\(x)\" y=\"\(Int(top))\" "
+        var svg =
+            "<rect class=\"span\(look)\" x=\"\(x)\" y=\"\(Int(top))\" "
             + "width=\"\(String(format: "%.1f", width))\" height=\"12\"/>"
         let room = Int((width - 6) / 6)
         if room >= 4 {
@@ -281,17 +294,23 @@ extension HTMLReport {
     }
 
     /// The bytes delivered to the client over time, with its scale on the left.
-    static func bytesLane(_ delivered: [(Double, Double)], top: Double, x: (Double) -> String) -> (line: String, scale: String) {
+    static func bytesLane(_ delivered: [(Double, Double)], top: Double, x: (Double) -> String) -> (
+        line: String, scale: String
+    ) {
         guard let most = delivered.map(\.1).max(), most > 0 else { return ("", "") }
         let every = max(1, Int((Double(delivered.count) / Double(Self.maxDeliveredPoints)).rounded(.up)))
-        let drawn = delivered.enumerated().filter { $0.offset % every == 0 || $0.offset == delivered.count - 1 }.map(\.element)
+        let drawn = delivered.enumerated().filter { $0.offset % every == 0 || $0.offset == delivered.count - 1 }.map(
+            \.element)
         let bottom = top + 60
-        let points = drawn.map { "\(x($0.0)),\(String(format: "%.1f", bottom - 60 * $0.1 / most))" }.joined(separator: " ")
-        let line = "<polyline class=\"delivered\" points=\"\(points)\"><title>bytes delivered to the client, up to "
+        let points = drawn.map { "\(x($0.0)),\(String(format: "%.1f", bottom - 60 * $0.1 / most))" }.joined(
+            separator: " ")
+        let line =
+            "<polyline class=\"delivered\" points=\"\(points)\"><title>bytes delivered to the client, up to "
             + "\(Self.number(most))</title></polyline>\n"
         let axis = String(format: "%.1f", Self.plotLeft)
         var scale = "<line class=\"scale\" x1=\"\(axis)\" x2=\"\(axis)\" y1=\"\(Int(top))\" y2=\"\(Int(bottom))\"/>"
-        scale += "<text class=\"scale-label\" x=\"\(Int(Self.plotLeft - 4))\" y=\"\(Int(top + 8))\">\(Self.bytesText(most))</text>"
+        scale +=
+            "<text class=\"scale-label\" x=\"\(Int(Self.plotLeft - 4))\" y=\"\(Int(top + 8))\">\(Self.bytesText(most))</text>"
         scale += "<text class=\"scale-label\" x=\"\(Int(Self.plotLeft - 4))\" y=\"\(Int(bottom))\">0</text>\n"
         return (line, scale)
     }

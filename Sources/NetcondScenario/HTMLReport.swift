@@ -36,7 +36,8 @@ public enum HTMLReport {
         var page = Self.page(report)
         if let connections, let end = page.range(of: "<script>", options: .backwards) {
             page.insert(
-                contentsOf: Self.connectionsSection(connections.graph, capture: connections.capture, dropsKnown: connections.dropsKnown),
+                contentsOf: Self.connectionsSection(
+                    connections.graph, capture: connections.capture, dropsKnown: connections.dropsKnown),
                 at: end.lowerBound)
         }
         return page
@@ -67,7 +68,8 @@ public enum HTMLReport {
     /// networking guidance asks tcptrace for.
     static func connectionsSection(_ graph: TimeSequence, capture: String, dropsKnown: Bool) -> String {
         var html = "<section class=\"connections\" id=\"connections\"><h2>The run's TCP connections</h2>\n"
-        html += "<p class=\"facts\">\(Self.escape("Time–sequence graphs of \(capture): \(graph.connections.count) connection\(graph.connections.count == 1 ? "" : "s")"))</p>\n"
+        html +=
+            "<p class=\"facts\">\(Self.escape("Time–sequence graphs of \(capture): \(graph.connections.count) connection\(graph.connections.count == 1 ? "" : "s")"))</p>\n"
         html += TimeSequenceReport.legend
         // In the order they opened, as the timeline above has them.
         let opened = graph.connections.prefix(TimeSequenceReport.maxConnections).sorted { $0.startedAt < $1.startedAt }
@@ -75,10 +77,12 @@ public enum HTMLReport {
             html += TimeSequenceReport.section(connection, index: index, dropsKnown: dropsKnown)
         }
         if graph.connections.count > TimeSequenceReport.maxConnections {
-            html += "<p>\(graph.connections.count - TimeSequenceReport.maxConnections) more not drawn "
+            html +=
+                "<p>\(graph.connections.count - TimeSequenceReport.maxConnections) more not drawn "
                 + "(netcond report --tcptrace \(Self.escape(capture)) lists them).</p>\n"
         }
-        return html + "<style>\(Self.scoped(TimeSequenceReport.style, within: "section.connections"))</style></section>\n"
+        return html
+            + "<style>\(Self.scoped(TimeSequenceReport.style, within: "section.connections"))</style></section>\n"
     }
 
     /// `css` with every rule's selectors put under `scope` (the page-wide ones, `body` and `h1`,
@@ -103,8 +107,10 @@ public enum HTMLReport {
         let errors = scenarios.count - passed - failed
         var html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-        html += "<title>netcond: \(passed) of \(scenarios.count) scenarios passed</title><style>\(Self.style)</style></head><body>\n"
-        html += "<h1>netcond: \(scenarios.count) scenario\(scenarios.count == 1 ? "" : "s"), <span class=\"passed\">\(passed) passed</span>"
+        html +=
+            "<title>netcond: \(passed) of \(scenarios.count) scenarios passed</title><style>\(Self.style)</style></head><body>\n"
+        html +=
+            "<h1>netcond: \(scenarios.count) scenario\(scenarios.count == 1 ? "" : "s"), <span class=\"passed\">\(passed) passed</span>"
         if failed > 0 { html += ", <span class=\"failed\">\(failed) failed</span>" }
         if errors > 0 { html += ", <span class=\"error\">\(errors) could not run</span>" }
         html += "</h1>\n"
@@ -120,7 +126,8 @@ public enum HTMLReport {
     /// The suite at a glance: a row per scenario, sortable, filterable by verdict.
     static func suiteTable(_ scenarios: [ReportScenario]) -> String {
         var html = "<p><label>Show <select id=\"verdict-filter\"><option value=\"\">every verdict</option>"
-        html += "<option value=\"failed\">failed</option><option value=\"passed\">passed</option><option value=\"error\">could not run</option>"
+        html +=
+            "<option value=\"failed\">failed</option><option value=\"passed\">passed</option><option value=\"error\">could not run</option>"
         html += "</select></label></p>\n<table id=\"suite\"><thead><tr>"
         for (index, column) in ["scenario", "verdict", "duration (s)", "seed", "first failed check"].enumerated() {
             html += "<th data-column=\"\(index)\" title=\"sort\">\(column)</th>"
@@ -160,7 +167,8 @@ public enum HTMLReport {
         for check in scenario.checks ?? [] {
             let marks = check.marks.map { Self.number($0) }.joined(separator: " ")
             let look = check.passed ? "passed" : "failed", sign = check.passed ? "✓" : "✗"
-            html += "<li class=\"check \(look)\"><a href=\"#timeline-\(index)\" class=\"check-link\" "
+            html +=
+                "<li class=\"check \(look)\"><a href=\"#timeline-\(index)\" class=\"check-link\" "
                 + "data-scenario=\"\(index)\" data-marks=\"\(marks)\">\(sign) \(Self.escape(check.name))</a> — "
                 + Self.escape(check.evidence)
             if let caveat = check.caveat { html += " <span class=\"caveat\">⚠ \(Self.escape(caveat))</span>" }
@@ -168,9 +176,11 @@ public enum HTMLReport {
         }
         html += "</ul>\n"
         if let output = scenario.clientOutput, !output.isEmpty {
-            html += "<details><summary>The end of the client's output</summary><pre>\(Self.escape(output))</pre></details>\n"
+            html +=
+                "<details><summary>The end of the client's output</summary><pre>\(Self.escape(output))</pre></details>\n"
         }
-        html += "<p class=\"repeat\">Repeat: <code>\(Self.escape(Self.repeatCommand(scenario)))</code></p>\n</section>\n"
+        html +=
+            "<p class=\"repeat\">Repeat: <code>\(Self.escape(Self.repeatCommand(scenario)))</code></p>\n</section>\n"
         return html
     }
 
@@ -212,18 +222,21 @@ public enum HTMLReport {
         if let most = rates.max(), most > 0, rates.count == rows.count {
             let points = steps(rates.map { $0 / most })
             let peak = Bandwidth(bitsPerSecond: Int64(most))
-            svg += "<polyline class=\"link-rate\" points=\"\(points)\"><title>the down link's rate, up to \(peak)/s</title></polyline>\n"
+            svg +=
+                "<polyline class=\"link-rate\" points=\"\(points)\"><title>the down link's rate, up to \(peak)/s</title></polyline>\n"
             scale.append("rate ▔ \(peak)/s")
         } else {
             scale.append("rate unlimited")
         }
         if let most = rows.map(\.delay).max(), most > 0 {
             let points = steps(rows.map { $0.delay / most })
-            svg += "<polyline class=\"link-delay\" points=\"\(points)\"><title>the down link's one-way delay, up to "
+            svg +=
+                "<polyline class=\"link-delay\" points=\"\(points)\"><title>the down link's one-way delay, up to "
                 + "\(Self.number(most)) ms</title></polyline>\n"
             scale.append("delay ┄ \(Self.number(most)) ms")
         }
-        svg += "<text class=\"link-scale pinned\" x=\"\(x(end))\" y=\"\(Int(top + 9))\">\(Self.escape(scale.joined(separator: " · ")))</text>\n"
+        svg +=
+            "<text class=\"link-scale pinned\" x=\"\(x(end))\" y=\"\(Int(top + 9))\">\(Self.escape(scale.joined(separator: " · ")))</text>\n"
         return svg
     }
 

@@ -66,9 +66,11 @@ extension ChildProcess: RunningClient {}
 /// the run ends as if the client had been killed.
 final class InProcessClient: RunningClient {
     private let task: Task<Void, Never>
-    private let state = NIOLockedValueBox<(status: ExitStatus?, waiters: [CheckedContinuation<ExitStatus, Never>])>((nil, []))
+    private let state = NIOLockedValueBox<(status: ExitStatus?, waiters: [CheckedContinuation<ExitStatus, Never>])>(
+        (nil, []))
 
-    init(_ function: @escaping @Sendable (InProcessClientContext) async throws -> Void, context: InProcessClientContext) {
+    init(_ function: @escaping @Sendable (InProcessClientContext) async throws -> Void, context: InProcessClientContext)
+    {
         let state = self.state
         self.task = Task {
             let status: ExitStatus
@@ -86,7 +88,8 @@ final class InProcessClient: RunningClient {
     }
 
     private static func finish(
-        _ state: NIOLockedValueBox<(status: ExitStatus?, waiters: [CheckedContinuation<ExitStatus, Never>])>, _ status: ExitStatus
+        _ state: NIOLockedValueBox<(status: ExitStatus?, waiters: [CheckedContinuation<ExitStatus, Never>])>,
+        _ status: ExitStatus
     ) {
         let waiters = state.withLockedValue { value -> [CheckedContinuation<ExitStatus, Never>] in
             guard value.status == nil else { return [] }

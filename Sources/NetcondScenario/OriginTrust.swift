@@ -51,14 +51,17 @@ public final class OriginTrust: Sendable {
         for name in ["SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE"] {
             if let path = readable(environment[name]), !users.contains(path) { users.append(path) }
         }
-        self.sources = users.isEmpty ? Self.systemBundles.first(where: { readable($0) != nil }).map { [$0] } ?? [] : users
+        self.sources =
+            users.isEmpty ? Self.systemBundles.first(where: { readable($0) != nil }).map { [$0] } ?? [] : users
         do {
             let pem = self.identity.authorityPEM
             let marked = "# netcond origin CA (this run only)\n" + pem
             try pem.write(toFile: self.caPath, atomically: false, encoding: .utf8)
-            try Self.concatenate(self.sources, then: marked).write(toFile: self.bundlePath, atomically: false, encoding: .utf8)
+            try Self.concatenate(self.sources, then: marked).write(
+                toFile: self.bundlePath, atomically: false, encoding: .utf8)
             let nodeExtra = readable(environment["NODE_EXTRA_CA_CERTS"]).map { [$0] } ?? []
-            try Self.concatenate(nodeExtra, then: marked).write(toFile: self.nodePath, atomically: false, encoding: .utf8)
+            try Self.concatenate(nodeExtra, then: marked).write(
+                toFile: self.nodePath, atomically: false, encoding: .utf8)
         } catch {
             try? FileManager.default.removeItem(atPath: self.directory)
             throw Failure(description: "cannot write the HTTPS origin's CA to \(self.directory): \(error)")

@@ -62,7 +62,8 @@ public final class OutputCapture: @unchecked Sendable {
     public init(path: String, echo: OutputEcho) throws(Failure) {
         let file = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard file >= 0 else {
-            throw Failure(description: "cannot write the client's output to \(path): \(String(cString: strerror(errno)))")
+            throw Failure(
+                description: "cannot write the client's output to \(path): \(String(cString: strerror(errno)))")
         }
         var out: [Int32] = [0, 0]
         var err: [Int32] = [0, 0]
@@ -110,7 +111,9 @@ public final class OutputCapture: @unchecked Sendable {
     }
 
     private func pump() {
-        var open: [(fd: Int32, echoTo: Int32, isStderr: Bool)] = [(self.readStdout, 1, false), (self.readStderr, 2, true)]
+        var open: [(fd: Int32, echoTo: Int32, isStderr: Bool)] = [
+            (self.readStdout, 1, false), (self.readStderr, 2, true),
+        ]
         var buffer = [UInt8](repeating: 0, count: 65536)
         while !open.isEmpty {
             if self.lock.withLock({ self.stopRequested }) { break }

@@ -20,15 +20,20 @@ public struct PacketControl: ControlTarget {
         case .status, .dashboard, .history:  // the dashboard page and the history are the control server's own
             command = nil
         case .faults, .events, .command(.addFault), .command(.removeFault), .command(.removeFaultsNamed):
-            return Self.refused("HTTP faults and the event log need a proxy that reads HTTP; this run uses --engine packet")
+            return Self.refused(
+                "HTTP faults and the event log need a proxy that reads HTTP; this run uses --engine packet")
         case .command(.captive(let open)):
             guard self.session.portal.stateText != nil else {
-                return Self.refused("the profile '\(self.engine.summary().profile)' has no captive portal; switch to one that does (e.g. captive-hotel) or add captive_portal: to yours")
+                return Self.refused(
+                    "the profile '\(self.engine.summary().profile)' has no captive portal; switch to one that does (e.g. captive-hotel) or add captive_portal: to yours"
+                )
             }
             await self.session.portal.set(open: open)
             command = nil
         case .command(.cut(.close)):
-            return Self.refused("the packet engine cuts connections with resets only (a close needs the proxy's side of the connection); allowed: {\"mode\": \"reset\"}")
+            return Self.refused(
+                "the packet engine cuts connections with resets only (a close needs the proxy's side of the connection); allowed: {\"mode\": \"reset\"}"
+            )
         case .command(.cut(.reset)):
             command = .cut
         case .command(.outage(let outage)):
@@ -38,8 +43,9 @@ public struct PacketControl: ControlTarget {
         case .command(.switchProfile(let profile)):
             let unsupported = PacketEngine.unsupportedFeatures(profile)
             guard unsupported.isEmpty else {
-                return Self.refused("profile \(profile.name) uses " + unsupported.joined(separator: ", ")
-                    + ", which the packet engine does not emulate yet")
+                return Self.refused(
+                    "profile \(profile.name) uses " + unsupported.joined(separator: ", ")
+                        + ", which the packet engine does not emulate yet")
             }
             command = .switchProfile(profile)
             await self.session.switched(to: profile)

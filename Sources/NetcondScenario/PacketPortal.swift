@@ -133,7 +133,8 @@ final class PacketPortal: @unchecked Sendable {
         let url = "http://\(host)\(path)"
         let (answer, opened) = self.state.withLockedValue { s -> (CannedResponse?, Bool) in
             let wasClosed = s.portal.isClosed(at: now)
-            let answer = intercepted && !wasClosed && host != CaptivePortal.host
+            let answer =
+                intercepted && !wasClosed && host != CaptivePortal.host
                 ? s.portal.closedAnswer(host: host, path: path)
                 : s.portal.answer(method: method, host: host, path: path, at: now)
             let stamp = Int64(NIODeadline.now().uptimeNanoseconds)
@@ -147,7 +148,8 @@ final class PacketPortal: @unchecked Sendable {
             return (answer, false)
         }
         if opened { self.gateQueue.async { try? self.syncGate() } }
-        return answer ?? CannedResponse.text(404, "netcond portal: nothing at \(url) (this is the captive portal's address)\n")
+        return answer
+            ?? CannedResponse.text(404, "netcond portal: nothing at \(url) (this is the captive portal's address)\n")
     }
 
     // MARK: - State
@@ -157,8 +159,11 @@ final class PacketPortal: @unchecked Sendable {
         let now = self.elapsed
         self.state.withLockedValue { s in
             if open { s.portal.open(at: now) } else { s.portal.close() }
-            s.events.append((Int64(NIODeadline.now().uptimeNanoseconds), open ? .opened : .closed,
-                             open ? "portal opened (control)" : "portal closed (control)"))
+            s.events.append(
+                (
+                    Int64(NIODeadline.now().uptimeNanoseconds), open ? .opened : .closed,
+                    open ? "portal opened (control)" : "portal closed (control)"
+                ))
         }
         try? await self.onGateQueue { () throws(PacketEngineError) in try self.syncGate() }
     }
@@ -180,7 +185,9 @@ final class PacketPortal: @unchecked Sendable {
     /// The portal's log as scenario evidence (seconds from the client's start).
     func events(clientStart: Int64) -> [RunEvidence.PortalEvent] {
         self.state.withLockedValue { s in
-            s.events.map { RunEvidence.PortalEvent(at: Double($0.at - clientStart) / 1e9, kind: $0.kind, detail: $0.detail) }
+            s.events.map {
+                RunEvidence.PortalEvent(at: Double($0.at - clientStart) / 1e9, kind: $0.kind, detail: $0.detail)
+            }
         }
     }
 
@@ -204,7 +211,8 @@ final class PacketPortal: @unchecked Sendable {
         let (closed, https, closesAt) = self.state.withLockedValue { s in
             (s.portal.isClosed(at: now), s.portal.spec?.https ?? .reset, s.portal.closesAt)
         }
-        let redirect = closed
+        let redirect =
+            closed
             ? PacketCage.CaptiveRedirect(
                 address: self.address, http: Self.interceptPort, http6: self.ports6.http,
                 tls: https == .wrongCertificate ? (Self.certificatePort, self.ports6.tls) : nil)

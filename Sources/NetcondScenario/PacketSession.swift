@@ -103,8 +103,9 @@ public final class PacketSession: Sendable {
             profile: profile, seed: seed, capture: capture, precise: precise, onStateChange: observe)
         let originGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         // The origin sends with the profile's congestion control: the sender the stream engine models.
-        let origin = OriginServer(configuration: OriginConfiguration(
-            content: originContent, faultSeed: seed, congestionControl: profile.tcp.rawValue))
+        let origin = OriginServer(
+            configuration: OriginConfiguration(
+                content: originContent, faultSeed: seed, congestionControl: profile.tcp.rawValue))
         var trust: OriginTrust?
         var hostsFile: String?
         var portal: PacketPortal?
@@ -131,7 +132,8 @@ public final class PacketSession: Sendable {
             chmod(file, 0o644)
             let session = PacketSession(
                 profile: profile, seed: seed, engine: engine, origin: origin, originAddress: address,
-                trust: originTrust, hostsFile: file, portal: started, originGroup: originGroup, stateChanges: stateChanges,
+                trust: originTrust, hostsFile: file, portal: started, originGroup: originGroup,
+                stateChanges: stateChanges,
                 identity: identity,
                 sender: SenderReport(
                     wanted: profile.tcp.rawValue, origin: await origin.congestionControl(),
@@ -210,7 +212,9 @@ public final class PacketSession: Sendable {
     static func writeHosts(_ file: String, origin: String, portal: String, setup: SetupRules) throws {
         let system = (try? String(contentsOfFile: "/etc/hosts", encoding: .utf8)) ?? "127.0.0.1\tlocalhost\n"
         var text = system + (system.hasSuffix("\n") ? "" : "\n")
-        for (address, names) in [(origin, [Session.originHost]), (portal, [CaptivePortal.host] + CaptivePortal.probeHosts)] {
+        for (address, names) in [
+            (origin, [Session.originHost]), (portal, [CaptivePortal.host] + CaptivePortal.probeHosts),
+        ] {
             let kept = names.filter { !setup.nameFails($0) }
             if !kept.isEmpty { text += "\(address)\t\(kept.joined(separator: " "))\n" }
         }
@@ -290,7 +294,8 @@ public final class PacketSession: Sendable {
         }
         defer { close(procs) }
         // The rules as they are before the command runs are the run's own.
-        let watch = self.commandIsUncaged
+        let watch =
+            self.commandIsUncaged
             ? self.watch.withLockedValue { watch in
                 if watch == nil { watch = CageWatch(cage: self.engine.cage) }
                 return watch

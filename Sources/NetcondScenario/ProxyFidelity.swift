@@ -42,20 +42,30 @@ enum ProxyFidelity {
         }
         var parts: [String] = []
         if refused > 0 {
-            parts.append("\(Self.count(refused, "refused connection")) reached the client as a reset after its connect to netcond had succeeded and its request was sent (a network refuses the connect itself, ECONNREFUSED, which clients may retry differently: curl's --retry-connrefused, wget)")
+            parts.append(
+                "\(Self.count(refused, "refused connection")) reached the client as a reset after its connect to netcond had succeeded and its request was sent (a network refuses the connect itself, ECONNREFUSED, which clients may retry differently: curl's --retry-connrefused, wget)"
+            )
         }
         if silent > 0 {
-            parts.append("\(Self.count(silent, "attempt")) into a blackhole met a connection netcond accepted at once and never answered (on a network the connect itself hangs, and a connect time-out such as curl's --connect-timeout fires; here only a read time-out can)")
+            parts.append(
+                "\(Self.count(silent, "attempt")) into a blackhole met a connection netcond accepted at once and never answered (on a network the connect itself hangs, and a connect time-out such as curl's --connect-timeout fires; here only a read time-out can)"
+            )
         }
         if timedOut > 0 {
-            parts.append("\(Self.count(timedOut, "connection")) that timed out reached the client as a reset (a network fails the connect with ETIMEDOUT)")
+            parts.append(
+                "\(Self.count(timedOut, "connection")) that timed out reached the client as a reset (a network fails the connect with ETIMEDOUT)"
+            )
         }
         if let longest = evidence.heldConnects.map(\.heldFor).max() {
             let n = evidence.heldConnects.count
-            parts.append("\(Self.count(n, "connection")) to the origin \(n == 1 ? "was" : "were") held up to \(Self.seconds(longest)) by the link (its request or SYNs swallowed by a blackhole or lost, or a held connect) while the client's connect to netcond had already succeeded (on a network the connect itself waits, and a connect time-out shorter than that, such as curl's --connect-timeout, fires; here it cannot)")
+            parts.append(
+                "\(Self.count(n, "connection")) to the origin \(n == 1 ? "was" : "were") held up to \(Self.seconds(longest)) by the link (its request or SYNs swallowed by a blackhole or lost, or a held connect) while the client's connect to netcond had already succeeded (on a network the connect itself waits, and a connect time-out shorter than that, such as curl's --connect-timeout, fires; here it cannot)"
+            )
         }
         if names > 0 {
-            parts.append("\(Self.count(names, "name")) that did not resolve reached the client as a 502 from netcond (on a network the client's own lookup fails)")
+            parts.append(
+                "\(Self.count(names, "name")) that did not resolve reached the client as a 502 from netcond (on a network the client's own lookup fails)"
+            )
         }
         guard !parts.isEmpty else { return nil }
         return "through the proxy, " + parts.joined(separator: "; ")

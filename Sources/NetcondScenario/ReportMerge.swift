@@ -22,8 +22,9 @@ public enum ReportMerge {
             let report = try Self.read(data, path: path)
             for scenario in report.scenarios {
                 if let other = seenIn[scenario.name] {
-                    throw Failure(description: "scenario '\(scenario.name)' is in both \(other) and \(path): "
-                        + "the same part twice, or parts of different runs")
+                    throw Failure(
+                        description: "scenario '\(scenario.name)' is in both \(other) and \(path): "
+                            + "the same part twice, or parts of different runs")
                 }
                 seenIn[scenario.name] = path
                 scenarios.append(scenario)
@@ -48,15 +49,18 @@ public enum ReportMerge {
         } catch {
             switch error {
             case .notJSON(let reason):
-                throw Failure(description: "\(path): not JSON (\(reason ?? "it does not parse")); "
-                    + "a netcond JSON report is written by netcond test --json")
+                throw Failure(
+                    description: "\(path): not JSON (\(reason ?? "it does not parse")); "
+                        + "a netcond JSON report is written by netcond test --json")
             case .notAReport:
-                throw Failure(description: "\(path): not a netcond JSON report (no \"scenarios\" list and \"passed\"); "
-                    + "it is written by netcond test --json")
+                throw Failure(
+                    description: "\(path): not a netcond JSON report (no \"scenarios\" list and \"passed\"); "
+                        + "it is written by netcond test --json")
             case .format(let format):
                 let found = format.map { "format \($0)" } ?? "no format (an older netcond)"
-                throw Failure(description: "\(path): a report of \(found); this netcond reads format "
-                    + "\(Report.currentFormat): run the parts again with this netcond")
+                throw Failure(
+                    description: "\(path): a report of \(found); this netcond reads format "
+                        + "\(Report.currentFormat): run the parts again with this netcond")
             case .damaged(let what):
                 throw Failure(description: "\(path): \(what): the file is damaged")
             }
@@ -67,13 +71,15 @@ public enum ReportMerge {
     private static func checkParts(_ parts: [String], reports: Int) throws(Failure) {
         let counts = Set(parts.map(Self.partCount))
         if counts.count > 1 {
-            throw Failure(description: "the reports are parts of different splits (\(parts.joined(separator: ", "))): "
-                + "merge the parts of one run")
+            throw Failure(
+                description: "the reports are parts of different splits (\(parts.joined(separator: ", "))): "
+                    + "merge the parts of one run")
         }
         if !parts.isEmpty && parts.count < reports {
             let sorted = parts.sorted().joined(separator: ", ")
-            throw Failure(description: "some reports are parts of a sharded run (\(sorted)) "
-                + "and some are whole runs: merge the parts of one run")
+            throw Failure(
+                description: "some reports are parts of a sharded run (\(sorted)) "
+                    + "and some are whole runs: merge the parts of one run")
         }
         guard let count = counts.first else { return }
         // A part that is not here (its CI job died before writing its report) would make the
@@ -87,8 +93,9 @@ public enum ReportMerge {
         if !missing.isEmpty {
             let names = missing.map { "\($0)/\(count)" }.joined(separator: ", ")
             let one = missing.count == 1
-            throw Failure(description: "part\(one ? "" : "s") \(names) of the run \(one ? "is" : "are") missing: "
-                + "the merged report would judge only some of its scenarios; give every part's report")
+            throw Failure(
+                description: "part\(one ? "" : "s") \(names) of the run \(one ? "is" : "are") missing: "
+                    + "the merged report would judge only some of its scenarios; give every part's report")
         }
     }
 

@@ -91,7 +91,8 @@ public struct RunEvidence: Sendable {
 
         /// The `M` of `Range: bytes=M-` (nil without a Range header or for another form).
         var rangeStart: Int64? {
-            guard let range = self.range?.trimmingCharacters(in: .whitespaces).lowercased(), range.hasPrefix("bytes=") else { return nil }
+            guard let range = self.range?.trimmingCharacters(in: .whitespaces).lowercased(), range.hasPrefix("bytes=")
+            else { return nil }
             let spec = range.dropFirst("bytes=".count)
             guard let dash = spec.firstIndex(of: "-"), !spec.contains(",") else { return nil }
             return Int64(spec[..<dash].trimmingCharacters(in: .whitespaces))

@@ -140,7 +140,8 @@ extension PacketSession: RunSession {
         let connections = self.origin.requestLog.connections
         let assembler = EvidenceAssembler(clientStart: clientStart, logStart: self.engine.clockOrigin)
         evidence.requests = assembler.requests(deliveries: deliveries, entries: entries, connections: connections)
-        evidence.failedConnects = (assembled.failedConnects(records)
+        evidence.failedConnects =
+            (assembled.failedConnects(records)
             + assembled.failedLookups(await self.engine.lookupFailures())).sorted { $0.at < $1.at }
         evidence.heldConnects = []
         evidence.portal = self.portal.events(clientStart: clientStart)
@@ -148,9 +149,13 @@ extension PacketSession: RunSession {
         // Every connection the origin accepted crossed the link (the engine saw its SYN): one that
         // did not came from a process outside the cage, however it got there.
         let crossed = Set(records.filter { assembled.isOrigin($0) }.map { Int($0.cagePort) })
-        let around = connections.filter { $0.openedAt.nanoseconds >= clientStart && !crossed.contains($0.peerPort ?? -1) }
+        let around = connections.filter {
+            $0.openedAt.nanoseconds >= clientStart && !crossed.contains($0.peerPort ?? -1)
+        }
         if !around.isEmpty {
-            evidence.bypasses.append("\(around.count) connection\(around.count == 1 ? "" : "s") reached the origin without crossing the link (from port\(around.count == 1 ? "" : "s") \(around.prefix(5).map { String($0.peerPort ?? 0) }.joined(separator: ", ")))")
+            evidence.bypasses.append(
+                "\(around.count) connection\(around.count == 1 ? "" : "s") reached the origin without crossing the link (from port\(around.count == 1 ? "" : "s") \(around.prefix(5).map { String($0.peerPort ?? 0) }.joined(separator: ", ")))"
+            )
         }
         let engineStart = self.engine.clockOrigin
         evidence.linkEvents = self.stateChanges.withLockedValue { $0 }.map { change in
@@ -198,9 +203,10 @@ struct PacketEvidence {
         for lookup in lookups where lookup.name == Session.originHost {
             defer { last = lookup.at }
             if let last, lookup.at - last < .milliseconds(100) { continue }
-            attempts.append(RunEvidence.FailedConnect(
-                at: Double(self.engineStart + lookup.at.nanoseconds - self.clientStart) / 1e9,
-                host: Session.originHost, port: 0, outcome: .noSuchName))
+            attempts.append(
+                RunEvidence.FailedConnect(
+                    at: Double(self.engineStart + lookup.at.nanoseconds - self.clientStart) / 1e9,
+                    host: Session.originHost, port: 0, outcome: .noSuchName))
         }
         return attempts
     }
@@ -217,7 +223,9 @@ struct PacketEvidence {
 }
 
 /// `edge (packet engine): 3.2 s, up 616 B in 9 packets, down 20.7 KB in 17 packets, no packet lost (seed 5)`.
-public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSummary, sender: SenderReport? = nil) -> String {
+public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSummary, sender: SenderReport? = nil)
+    -> String
+{
     func direction(_ name: String, _ d: PacketSummary.Direction) -> String {
         "\(name) \(formatBytes(d.bytes)) in \(d.packets) packet\(d.packets == 1 ? "" : "s")"
     }
@@ -238,6 +246,16 @@ public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSu
         if !causes.isEmpty { text += " (" + causes.joined(separator: ", ") + ")" }
         parts.append(text)
     }
+    parts += packetEvents(summary)
+    parts += packetWarnings(summary)
+    if let sender { parts.append(sender.description) }
+    return "\(profile) (packet engine): " + parts.joined(separator: ", ") + " (seed \(seed))"
+}
+
+/// What the packet engine did to connections and packets besides losing them: cuts, refusals,
+/// the firewall, held connects, failed lookups, copies and corruption.
+private func packetEvents(_ summary: PacketSummary) -> [String] {
+    var parts: [String] = []
     if summary.connectionsCut > 0 {
         parts.append("\(summary.connectionsCut) connection\(summary.connectionsCut == 1 ? "" : "s") cut by the link")
     }
@@ -245,50 +263,65 @@ public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSu
         parts.append("\(summary.refusedConnections) connection\(summary.refusedConnections == 1 ? "" : "s") refused")
     }
     if summary.firewallStopped > 0 {
-        parts.append("\(summary.firewallStopped) packet\(summary.firewallStopped == 1 ? "" : "s") stopped by the firewall")
+        parts.append(
+            "\(summary.firewallStopped) packet\(summary.firewallStopped == 1 ? "" : "s") stopped by the firewall")
     }
     if summary.connectsHeld > 0 {
         parts.append("\(summary.connectsHeld) connection\(summary.connectsHeld == 1 ? "" : "s") held (connect_hold)")
     }
     if summary.lookupsFailed > 0 {
-        parts.append("\(summary.lookupsFailed) DNS quer\(summary.lookupsFailed == 1 ? "y" : "ies") answered no such name (dns_fail)")
+        parts.append(
+            "\(summary.lookupsFailed) DNS quer\(summary.lookupsFailed == 1 ? "y" : "ies") answered no such name (dns_fail)"
+        )
     }
     let duplicated = summary.up.duplicated + summary.down.duplicated
     if duplicated > 0 { parts.append("\(duplicated) packet\(duplicated == 1 ? "" : "s") duplicated") }
     let corrupted = summary.up.corrupted + summary.down.corrupted
     if corrupted > 0 {
-        parts.append("\(corrupted) packet\(corrupted == 1 ? "" : "s") corrupted (their receiver's checksum discards them)")
+        parts.append(
+            "\(corrupted) packet\(corrupted == 1 ? "" : "s") corrupted (their receiver's checksum discards them)")
     }
     if summary.copiesNotSent > 0 {
         parts.append("\(summary.copiesNotSent) duplicate\(summary.copiesNotSent == 1 ? "" : "s") could not be sent")
     }
     if summary.portalStopped > 0 {
-        parts.append("\(summary.portalStopped) packet\(summary.portalStopped == 1 ? "" : "s") stopped by the closed captive portal")
+        parts.append(
+            "\(summary.portalStopped) packet\(summary.portalStopped == 1 ? "" : "s") stopped by the closed captive portal"
+        )
     }
     if summary.resetsNotSent > 0 {
         parts.append("\(summary.resetsNotSent) reset\(summary.resetsNotSent == 1 ? "" : "s") could not be sent")
     }
+    return parts
+}
+
+/// What went wrong outside the emulated link, which the summary must not hide.
+private func packetWarnings(_ summary: PacketSummary) -> [String] {
+    var parts: [String] = []
     if summary.vanished > 0 {
-        parts.append("\(summary.vanished) packet\(summary.vanished == 1 ? " was" : "s were") dropped by the kernel while "
-            + "netcond held them, outside the emulated link (a program changed the firewall meanwhile, which flushes every "
-            + "NFQUEUE): the client saw more loss than the profile's")
+        parts.append(
+            "\(summary.vanished) packet\(summary.vanished == 1 ? " was" : "s were") dropped by the kernel while "
+                + "netcond held them, outside the emulated link (a program changed the firewall meanwhile, which flushes every "
+                + "NFQUEUE): the client saw more loss than the profile's")
     }
     if summary.kernelDrops > 0 {
-        parts.append("netcond could not keep up \(summary.kernelDrops) time\(summary.kernelDrops == 1 ? "" : "s"): "
-            + "the kernel dropped packets that were waiting for it (the machine is overloaded)")
+        parts.append(
+            "netcond could not keep up \(summary.kernelDrops) time\(summary.kernelDrops == 1 ? "" : "s"): "
+                + "the kernel dropped packets that were waiting for it (the machine is overloaded)")
     }
     if let problem = summary.pathMSSProblem {
-        parts.append("the command's TCP sockets kept loopback's 64 KB MSS (\(problem)): downloads from servers on this host "
-            + "open their receive window later than on a real 1,500-byte path")
+        parts.append(
+            "the command's TCP sockets kept loopback's 64 KB MSS (\(problem)): downloads from servers on this host "
+                + "open their receive window later than on a real 1,500-byte path")
     }
     if summary.lateOverMillisecond > 0 {
-        parts.append("\(summary.lateOverMillisecond) packet\(summary.lateOverMillisecond == 1 ? " was" : "s were") "
-            + "released over 1 ms late (longest \(summary.maximumLateness.nanoseconds / 1_000_000) ms): "
-            + "netcond's thread woke late (a busy machine, or a virtual machine's idle CPUs: --low-latency helps) "
-            + "and the link's timing was off by as much")
+        parts.append(
+            "\(summary.lateOverMillisecond) packet\(summary.lateOverMillisecond == 1 ? " was" : "s were") "
+                + "released over 1 ms late (longest \(summary.maximumLateness.nanoseconds / 1_000_000) ms): "
+                + "netcond's thread woke late (a busy machine, or a virtual machine's idle CPUs: --low-latency helps) "
+                + "and the link's timing was off by as much")
     }
-    if let sender { parts.append(sender.description) }
-    return "\(profile) (packet engine): " + parts.joined(separator: ", ") + " (seed \(seed))"
+    return parts
 }
 
 /// Which TCP sender a packet-engine run's servers used. The built-in origin's sockets are given the
@@ -313,7 +346,8 @@ public struct SenderReport: Sendable, Equatable, CustomStringConvertible {
         var text: String
         switch self.origin {
         case self.wanted?: text = "the origin sends with \(self.wanted) (the profile's tcp)"
-        case let other?: text = "the origin sends with \(other), not the profile's \(self.wanted) (this kernel does not offer it)"
+        case let other?:
+            text = "the origin sends with \(other), not the profile's \(self.wanted) (this kernel does not offer it)"
         case nil: text = "the origin's sender is unknown (the profile's tcp is \(self.wanted))"
         }
         text += ", other servers with their own"

@@ -4,9 +4,12 @@ import NetcondCore
 /// The readable report of scenario runs: one line per check with its evidence, and for a failure
 /// the command that repeats the run.
 public enum ScenarioReport {
-    public static func header(_ scenario: Scenario, seed: UInt64, command: [String], engine: RunEngine = .proxy) -> String {
+    public static func header(_ scenario: Scenario, seed: UInt64, command: [String], engine: RunEngine = .proxy)
+        -> String
+    {
         let through = engine == .packet ? ", packet engine" : ""
-        var text = "netcond: scenario \(scenario.name) (\(scenario.file)), profile \(scenario.profile.name)\(through), seed \(seed)\n"
+        var text =
+            "netcond: scenario \(scenario.name) (\(scenario.file)), profile \(scenario.profile.name)\(through), seed \(seed)\n"
         if !scenario.description.isEmpty { text += "  \(scenario.description)\n" }
         text += "  client: \(self.shellLine(command))"
         return text
@@ -24,17 +27,23 @@ public enum ScenarioReport {
     public static func verdictLine(_ outcome: ScenarioOutcome, scenarioArgument: String) -> String {
         let failed = outcome.results.filter { !$0.passed }.count
         let inexact = outcome.results.filter { $0.caveat != nil }.count
-        let caveats = inexact == 0 ? ""
-            : !outcome.evidence.interventions.isEmpty ? "; the conditions were changed from outside, see ⚠"
-            : outcome.evidence.bypasses.isEmpty ? "; \(inexact) not exact through the proxy, see ⚠"
-            : "; the link's conditions did not hold for the client, see ⚠"
+        let caveats =
+            inexact == 0
+            ? ""
+            : !outcome.evidence.interventions.isEmpty
+                ? "; the conditions were changed from outside, see ⚠"
+                : outcome.evidence.bypasses.isEmpty
+                    ? "; \(inexact) not exact through the proxy, see ⚠"
+                    : "; the link's conditions did not hold for the client, see ⚠"
         if outcome.results.isEmpty {
             return "netcond: \(outcome.scenario.name) FAILED (\(ScenarioOutcome.nothingJudged))"
         }
         if failed == 0 {
-            return "netcond: \(outcome.scenario.name) passed (\(outcome.results.count) check\(outcome.results.count == 1 ? "" : "s"), client ran \(String(format: "%.1f", outcome.evidence.duration)) s\(caveats))"
+            return
+                "netcond: \(outcome.scenario.name) passed (\(outcome.results.count) check\(outcome.results.count == 1 ? "" : "s"), client ran \(String(format: "%.1f", outcome.evidence.duration)) s\(caveats))"
         }
-        return "netcond: \(outcome.scenario.name) FAILED (\(failed) of \(outcome.results.count) checks\(caveats)); \(self.repeatLine(outcome, scenarioArgument: scenarioArgument))"
+        return
+            "netcond: \(outcome.scenario.name) FAILED (\(failed) of \(outcome.results.count) checks\(caveats)); \(self.repeatLine(outcome, scenarioArgument: scenarioArgument))"
     }
 
     /// `repeat with: netcond run FILE --seed N [-- COMMAND]` (the command only when it is not the scenario's own).
@@ -48,7 +57,9 @@ public enum ScenarioReport {
     /// Words joined for a shell: plain words as they are, others in single quotes.
     public static func shellLine(_ words: [String]) -> String {
         words.map { word in
-            let plain = !word.isEmpty && word.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_./=:,+@%".contains($0)) }
+            let plain =
+                !word.isEmpty
+                && word.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_./=:,+@%".contains($0)) }
             return plain ? word : "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
         }.joined(separator: " ")
     }

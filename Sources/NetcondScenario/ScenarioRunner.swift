@@ -30,7 +30,8 @@ public struct ScenarioOutcome: Sendable {
     public var passed: Bool { !self.results.isEmpty && self.results.allSatisfy(\.passed) }
 
     /// What a report says of a run that judged nothing.
-    public static let nothingJudged = "no check was judged: the scenario has none, and a run passes only what a check judged"
+    public static let nothingJudged =
+        "no check was judged: the scenario has none, and a run passes only what a check judged"
 }
 
 /// Bytes delivered to the client by a moment of the run, and what the down link was then.
@@ -118,7 +119,8 @@ public enum ScenarioRunner {
         }
         guard let command = scenario.client.command else {
             throw ScenarioRunError(
-                description: "\(scenario.file): the scenario names no client command; give one after '--' or as client.command",
+                description:
+                    "\(scenario.file): the scenario names no client command; give one after '--' or as client.command",
                 exitCode: 2)
         }
         return command
@@ -184,7 +186,8 @@ public enum ScenarioRunner {
         await Self.addSessionEvidence(session, to: &evidence, clientStart: clientStart, guarding: guarding)
         let results = scenario.checks.map { Checks.evaluate($0, evidence) }
         let duration = (evidence.duration * 1000).rounded() / 1000
-        let delivered = watched.delivered
+        let delivered =
+            watched.delivered
             + [DeliverySample(at: duration, bytes: await session.deliveredBytes(), link: await session.linkMoment())]
         let linkSummary = await session.summaryText()
         await session.stop()
@@ -224,11 +227,15 @@ public enum ScenarioRunner {
         for event in scenario.timeline {
             switch event.action {
             case .addFault, .removeFault, .clearFaults:
-                problems.append("its timeline changes HTTP faults (they need a proxy that reads HTTP; the origin's own faults work)")
+                problems.append(
+                    "its timeline changes HTTP faults (they need a proxy that reads HTTP; the origin's own faults work)"
+                )
             case .cut(.close):
                 problems.append("its timeline cuts with close (the packet engine cuts with resets)")
             case .switchProfile(let profile):
-                problems += PacketEngine.unsupportedFeatures(profile).map { "a profile its timeline switches to uses \($0)" }
+                problems += PacketEngine.unsupportedFeatures(profile).map {
+                    "a profile its timeline switches to uses \($0)"
+                }
             case .outage, .stall, .cut(.reset), .captive:
                 break
             }
@@ -267,7 +274,8 @@ public enum ScenarioRunner {
         do {
             return try TemporaryFiles.makeFile(kind: name, suffix: ".log")
         } catch {
-            throw ScenarioRunError(description: "cannot create a file for the client's output: \(error.description)", exitCode: 3)
+            throw ScenarioRunError(
+                description: "cannot create a file for the client's output: \(error.description)", exitCode: 3)
         }
     }
 

@@ -18,7 +18,8 @@ public struct ScenarioShard: Sendable, Equatable, CustomStringConvertible {
             throw ScenarioRunError(description: "--shard '\(text)' is not I/N; \(allowed)", exitCode: 2)
         }
         guard count >= 1, count <= Self.maximumCount, index >= 1, index <= count else {
-            throw ScenarioRunError(description: "--shard \(text): there is no part \(index) of \(count); \(allowed)", exitCode: 2)
+            throw ScenarioRunError(
+                description: "--shard \(text): there is no part \(index) of \(count); \(allowed)", exitCode: 2)
         }
         self.index = index
         self.count = count

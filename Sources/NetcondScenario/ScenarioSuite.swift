@@ -23,7 +23,8 @@ public enum ScenarioSuite {
         for path in paths {
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-                throw DiscoveryError(description: "\(path): no such file or directory; give scenario files or folders of them")
+                throw DiscoveryError(
+                    description: "\(path): no such file or directory; give scenario files or folders of them")
             }
             guard isDirectory.boolValue else {
                 files.append(path)
@@ -120,7 +121,9 @@ public enum ScenarioSuite {
         let failed = results.filter(\.failed)
         let errors = results.filter(\.isError)
         var parts = ["\(passed.count) passed"]
-        if !failed.isEmpty { parts.append("\(failed.count) failed (\(failed.map(\.scenario.name).joined(separator: ", ")))") }
+        if !failed.isEmpty {
+            parts.append("\(failed.count) failed (\(failed.map(\.scenario.name).joined(separator: ", ")))")
+        }
         if !errors.isEmpty {
             parts.append("\(errors.count) could not run (\(errors.map(\.scenario.name).joined(separator: ", ")))")
         }
@@ -143,29 +146,38 @@ public enum ScenarioSuite {
         let failures = results.filter(\.failed).count
         let errors = results.filter(\.isError).count
         var xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-        xml += "<testsuites name=\"netcond\" tests=\"\(results.count)\" failures=\"\(failures)\" errors=\"\(errors)\" time=\"\(Self.time(seconds))\">\n"
+        xml +=
+            "<testsuites name=\"netcond\" tests=\"\(results.count)\" failures=\"\(failures)\" errors=\"\(errors)\" time=\"\(Self.time(seconds))\">\n"
         let suite = shard.map { "netcond scenarios (part \($0.index) of \($0.count))" } ?? "netcond scenarios"
-        xml += "  <testsuite name=\"\(suite)\" tests=\"\(results.count)\" failures=\"\(failures)\" errors=\"\(errors)\" skipped=\"0\" time=\"\(Self.time(seconds))\" timestamp=\"\(Self.timestamp())\">\n"
+        xml +=
+            "  <testsuite name=\"\(suite)\" tests=\"\(results.count)\" failures=\"\(failures)\" errors=\"\(errors)\" skipped=\"0\" time=\"\(Self.time(seconds))\" timestamp=\"\(Self.timestamp())\">\n"
         for result in results {
             let scenario = result.scenario
             let folder = ((scenario.file as NSString).deletingLastPathComponent as NSString).lastPathComponent
             let classname = "netcond." + (folder.isEmpty ? "scenarios" : folder)
             let time: Double
             if case .ran(let outcome) = result { time = outcome.evidence.duration } else { time = 0 }
-            xml += "    <testcase classname=\"\(Self.escape(classname))\" name=\"\(Self.escape(scenario.name))\" file=\"\(Self.escape(scenario.file))\" time=\"\(Self.time(time))\">\n"
+            xml +=
+                "    <testcase classname=\"\(Self.escape(classname))\" name=\"\(Self.escape(scenario.name))\" file=\"\(Self.escape(scenario.file))\" time=\"\(Self.time(time))\">\n"
             switch result {
             case .ran(let outcome):
                 let lines = ScenarioReport.checkLines(outcome)
                 if !outcome.passed {
                     let first = outcome.results.first { !$0.passed }
-                    let (type, message) = first.map { ($0.name, "\($0.name): \($0.evidence)") } ?? ("no-checks", ScenarioOutcome.nothingJudged)
+                    let (type, message) =
+                        first.map { ($0.name, "\($0.name): \($0.evidence)") } ?? (
+                            "no-checks", ScenarioOutcome.nothingJudged
+                        )
                     var text = lines.joined(separator: "\n")
                     text += "\n" + ScenarioReport.repeatLine(outcome, scenarioArgument: scenario.file)
-                    xml += "      <failure type=\"\(Self.escape(type))\" message=\"\(Self.escape(message))\">\(Self.escape(text))</failure>\n"
+                    xml +=
+                        "      <failure type=\"\(Self.escape(type))\" message=\"\(Self.escape(message))\">\(Self.escape(text))</failure>\n"
                 }
-                var out = [ScenarioReport.header(
-                    scenario, seed: outcome.seed, command: outcome.command,
-                    engine: outcome.evidence.engine == .packet ? .packet : .proxy)]
+                var out = [
+                    ScenarioReport.header(
+                        scenario, seed: outcome.seed, command: outcome.command,
+                        engine: outcome.evidence.engine == .packet ? .packet : .proxy)
+                ]
                 out += outcome.applied.map { String(format: "+%.1f s  ", $0.at) + $0.what }
                 out += lines
                 out.append("netcond: " + outcome.linkSummary)

@@ -62,6 +62,17 @@ public final class Session: Sendable {
         self.startedAt = .now()
     }
 
+    /// With `tls`: the origin's HTTPS listener, and in `trust` the run's CA that its clients trust.
+    private static func startOriginTLS(
+        _ origin: OriginServer, group: EventLoopGroup, tls: (any TLSProvider)?, trust: inout OriginTrust?
+    ) async throws -> SocketAddress? {
+        guard let tls else { return nil }
+        let originTrust = try OriginTrust(
+            host: Self.originHost, environment: ProcessInfo.processInfo.environment, tls: tls)
+        trust = originTrust
+        return try await origin.addListener(group: group) { channel in try originTrust.prepare(channel) }
+    }
+
     /// Starts the origin and the proxy. Throws a user-facing `ProxyStartError` when a port is taken.
     /// With a control API (or `liveChanges`) the link may be changed while it runs. With `tls` the
     /// origin serves HTTPS too and the captive portal may present its wrong certificate.
@@ -86,12 +97,7 @@ public final class Session: Sendable {
         var trust: OriginTrust?
         do {
             let originAddress = try await origin.start(group: originGroup)
-            var originTLSAddress: SocketAddress?
-            if let tls {
-                let originTrust = try OriginTrust(host: Self.originHost, environment: ProcessInfo.processInfo.environment, tls: tls)
-                trust = originTrust
-                originTLSAddress = try await origin.addListener(group: originGroup) { channel in try originTrust.prepare(channel) }
-            }
+            let originTLSAddress = try await Self.startOriginTLS(origin, group: originGroup, tls: tls, trust: &trust)
             let proxy = ProxyServer(
                 configuration: ProxyConfiguration(
                     profile: profile,
@@ -205,7 +211,8 @@ public final class Session: Sendable {
         let summary = await self.summary()
         let elapsed = Span(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds - self.startedAt.uptimeNanoseconds))
         return Self.summaryText(
-            profile: named ?? self.profile.name, seed: self.seed, elapsed: elapsed, summary: summary, sender: Self.senderText(self.profile))
+            profile: named ?? self.profile.name, seed: self.seed, elapsed: elapsed, summary: summary,
+            sender: Self.senderText(self.profile))
     }
 
     /// Which TCP sender the stream engine emulates: the model of the profile's `tcp:`, for every

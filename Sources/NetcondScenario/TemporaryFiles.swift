@@ -131,7 +131,9 @@ public enum TemporaryFiles {
         var removed = 0
         for name in names where name.hasPrefix("netcond-") {
             let rest = name.dropFirst("netcond-".count)
-            guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]), pid > 0, pid != getpid() else { continue }
+            guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]), pid > 0, pid != getpid() else {
+                continue
+            }
             // A live lock of that process id, in any PID namespace: alive.
             if live.contains(pid) { continue }
             // Alive (or not ours to signal): leave it. Only "no such process" means dead.

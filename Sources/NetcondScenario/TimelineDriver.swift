@@ -52,7 +52,8 @@ struct TimelineDriver: Sendable {
         var player = TimelinePlayer(timeline)
         while !player.isFinished && !Task.isCancelled {
             let elapsed = self.clock.elapsed()
-            let marks = (player.watchesOrigin || player.watchesLink)
+            let marks =
+                (player.watchesOrigin || player.watchesLink)
                 ? await self.marks(player.watchesOrigin, player.watchesLink) : TimelineMarks()
             let due = player.takeDue(
                 elapsed: elapsed, finished: marks.finished, finishedFor: marks.finishedFor, delivered: marks.delivered)

@@ -39,7 +39,8 @@ struct TimelinePlayer {
         var due: [ScenarioEvent] = []
         var rest: [ScenarioEvent] = []
         for event in self.pending {
-            if event.trigger.isDue(elapsed: elapsed, finished: finished, finishedFor: finishedFor, delivered: delivered) {
+            if event.trigger.isDue(elapsed: elapsed, finished: finished, finishedFor: finishedFor, delivered: delivered)
+            {
                 due.append(event)
             } else {
                 rest.append(event)

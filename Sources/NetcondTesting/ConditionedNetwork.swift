@@ -238,14 +238,17 @@ public enum Netcond {
         let seed = Self.seed(seed)
         let session = try await Session.start(
             profile: resolved, seed: seed,
-            forwards: [PortForward(listenHost: "127.0.0.1", listenPort: 0, targetHost: Session.originHost, targetPort: 80)],
+            forwards: [
+                PortForward(listenHost: "127.0.0.1", listenPort: 0, targetHost: Session.originHost, targetPort: 80)
+            ],
             control: nil, liveChanges: true, tls: tls)
         return ConditionedNetwork(session: session)
     }
 
     /// `seed`, else `NETCOND_SEED`, else a random one (each run reports the one it used).
     static func seed(_ given: UInt64?) -> UInt64 {
-        given ?? ProcessInfo.processInfo.environment["NETCOND_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...999_999)
+        given ?? ProcessInfo.processInfo.environment["NETCOND_SEED"].flatMap { UInt64($0) }
+            ?? UInt64.random(in: 1...999_999)
     }
 
     /// The network a ``NetworkTrait`` (`@Test(.network(.edge))`) or

@@ -25,7 +25,9 @@ public struct NetworkTrait: TestTrait, SuiteTrait, TestScoping {
     ) async throws {
         let network = try await Netcond.start(profile: self.profile, seed: self.seed, tls: self.tls)
         // The seed decides every loss and jitter draw: printed, so a failure can be repeated.
-        print("netcond: \(test.name) under \(network.profileName), seed \(network.seed) (NETCOND_SEED=\(network.seed) repeats it)")
+        print(
+            "netcond: \(test.name) under \(network.profileName), seed \(network.seed) (NETCOND_SEED=\(network.seed) repeats it)"
+        )
         do {
             try await Netcond.$current.withValue(network) { try await function() }
         } catch {

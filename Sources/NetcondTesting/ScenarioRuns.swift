@@ -41,7 +41,8 @@ extension Netcond {
         client: @escaping @Sendable (ScenarioClientContext) async throws -> Void
     ) async throws -> ScenarioReport {
         return try await ScenarioRunner.run(
-            scenario, client: .function(client), seed: Self.seed(seed), baseEnvironment: ProcessInfo.processInfo.environment,
+            scenario, client: .function(client), seed: Self.seed(seed),
+            baseEnvironment: ProcessInfo.processInfo.environment,
             echo: .none, tls: tls)
     }
 }
@@ -49,7 +50,8 @@ extension Netcond {
 extension ScenarioOutcome {
     /// One line per check: `✓ resumes — …` or `✗ completes — …`, and how to repeat the run.
     public var verdictText: String {
-        (self.results.isEmpty ? "✗ \(Self.nothingJudged)"
+        (self.results.isEmpty
+            ? "✗ \(Self.nothingJudged)"
             : self.results.map { "\($0.passed ? "✓" : "✗") \($0.name) — \($0.evidence)" }.joined(separator: "\n"))
             + "\n(seed \(self.seed))"
     }

@@ -11,7 +11,9 @@ extension XCTestCase {
         _ body: (ConditionedNetwork) async throws -> T
     ) async throws -> T {
         let network = try await Netcond.start(profile: profile, seed: seed, tls: tls)
-        print("netcond: \(self.name) under \(network.profileName), seed \(network.seed) (NETCOND_SEED=\(network.seed) repeats it)")
+        print(
+            "netcond: \(self.name) under \(network.profileName), seed \(network.seed) (NETCOND_SEED=\(network.seed) repeats it)"
+        )
         do {
             let result = try await Netcond.$current.withValue(network) { try await body(network) }
             if let problem = await network.nothingCrossed() {

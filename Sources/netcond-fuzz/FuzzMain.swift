@@ -13,7 +13,10 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     if chosen == nil {
         let name = ProcessInfo.processInfo.environment["NETCOND_FUZZ_TARGET"] ?? ""
         guard let target = FuzzTargets.named(name) else {
-            FileHandle.standardError.write(Data("netcond-fuzz: NETCOND_FUZZ_TARGET '\(name)' is not a target; allowed: \(FuzzTargets.all.map(\.name).joined(separator: ", "))\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "netcond-fuzz: NETCOND_FUZZ_TARGET '\(name)' is not a target; allowed: \(FuzzTargets.all.map(\.name).joined(separator: ", "))\n"
+                        .utf8))
             exit(2)
         }
         chosen = target
@@ -43,7 +46,8 @@ enum Replay {
     static func main() {
         let arguments = CommandLine.arguments.dropFirst()
         guard let name = arguments.first, let target = FuzzTargets.named(name) else {
-            print("usage: netcond-fuzz TARGET FILE...   targets: \(FuzzTargets.all.map(\.name).joined(separator: ", "))")
+            print(
+                "usage: netcond-fuzz TARGET FILE...   targets: \(FuzzTargets.all.map(\.name).joined(separator: ", "))")
             exit(arguments.isEmpty ? 0 : 2)
         }
         for file in arguments.dropFirst() {

@@ -41,7 +41,9 @@ func revision(_ package: String) -> String? {
     return nil
 }
 
-let commit = revision(arguments[1]).flatMap { $0.count >= 12 && $0.allSatisfy(\.isHexDigit) ? String($0.prefix(12)) : nil }
+let commit = revision(arguments[1]).flatMap {
+    $0.count >= 12 && $0.allSatisfy(\.isHexDigit) ? String($0.prefix(12)) : nil
+}
 let text = """
     // Generated at build time by the NetcondRevision plugin; not in git.
     /// The git commit this netcond was built from (12 hex digits), or "unknown".

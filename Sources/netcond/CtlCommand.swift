@@ -29,7 +29,9 @@ struct CtlCommand: AsyncParsableCommand {
                 '{match: {path: /api/*}, status: 503, retry_after: 5s, first: 3}'
             Exit status: 0 done, 2 the request was refused (bad value; nothing changed), 3 no proxy answered.
             """,
-        subcommands: [Status.self, SwitchProfile.self, Outage.self, Stall.self, Fault.self, Captive.self, Cut.self, Events.self]
+        subcommands: [
+            Status.self, SwitchProfile.self, Outage.self, Stall.self, Fault.self, Captive.self, Cut.self, Events.self,
+        ]
     )
 
     struct Target: ParsableArguments {
@@ -38,7 +40,9 @@ struct CtlCommand: AsyncParsableCommand {
 
         @Option(
             name: .long,
-            help: "The run's token, for a change while a scenario runs (netcond prints it; default: $NETCOND_CONTROL_TOKEN).")
+            help:
+                "The run's token, for a change while a scenario runs (netcond prints it; default: $NETCOND_CONTROL_TOKEN)."
+        )
         var token: String?
 
         @Flag(name: .long, help: "Print the answer as JSON instead of a summary.")
@@ -51,7 +55,8 @@ struct CtlCommand: AsyncParsableCommand {
             if hostPort.lowercased().hasPrefix("http://") { hostPort = hostPort.dropFirst(7) }
             if let slash = hostPort.firstIndex(of: "/") { hostPort = hostPort[..<slash] }
             guard let address = try? parseListen(String(hostPort)), address.port != 0 else {
-                throw ValidationError("'\(text)' is not a control URL; allowed: http://HOST:PORT, e.g. http://127.0.0.1:8081")
+                throw ValidationError(
+                    "'\(text)' is not a control URL; allowed: http://HOST:PORT, e.g. http://127.0.0.1:8081")
             }
             let host = address.host.contains(":") ? "[\(address.host)]" : address.host
             return (address.host, address.port, "http://\(host):\(address.port)")
@@ -60,7 +65,8 @@ struct CtlCommand: AsyncParsableCommand {
         /// `word` must be one of `allowed` or `end`.
         static func checkStartOrEnd(_ word: String, among allowed: [String], what: String) throws {
             guard (allowed + ["end"]).contains(word) else {
-                throw ValidationError("unknown \(what) '\(word)'; allowed: \((allowed + ["end"]).joined(separator: ", "))")
+                throw ValidationError(
+                    "unknown \(what) '\(word)'; allowed: \((allowed + ["end"]).joined(separator: ", "))")
             }
         }
 
@@ -82,7 +88,8 @@ struct CtlCommand: AsyncParsableCommand {
             body: [String: String]? = nil,
             text: String? = nil,
             textType: String = "application/json",
-            summary: (Data) -> String? = { data in (try? JSONDecoder().decode(ControlStatus.self, from: data))?.summary }
+            summary: (Data) -> String? = { data in (try? JSONDecoder().decode(ControlStatus.self, from: data))?.summary
+            }
         ) async throws {
             let endpoint = try self.endpoint()
             let fetcher = HTTPFetcher(proxyHost: endpoint.host, proxyPort: endpoint.port)
@@ -101,7 +108,9 @@ struct CtlCommand: AsyncParsableCommand {
                     keepBody: true
                 )
             } catch {
-                printError("netcond ctl: no control API at \(endpoint.base): \(error) (is `netcond proxy` running? see --control)")
+                printError(
+                    "netcond ctl: no control API at \(endpoint.base): \(error) (is `netcond proxy` running? see --control)"
+                )
                 throw ExitCode(3)
             }
             let data = Data(result.body)
@@ -133,7 +142,9 @@ struct CtlCommand: AsyncParsableCommand {
             commandName: "profile",
             abstract: "Switch to another profile (its schedule starts over); connections stay open."
         )
-        @Argument(help: "A built-in profile name or a profile YAML file (read and checked here).", completion: profileCompletion)
+        @Argument(
+            help: "A built-in profile name or a profile YAML file (read and checked here).",
+            completion: profileCompletion)
         var profile: String
         @OptionGroup var target: Target
 
@@ -141,7 +152,8 @@ struct CtlCommand: AsyncParsableCommand {
             // Checked here; a file is resolved here too (with `extends:` and `use:` files relative
             // to it) and sent self-contained, a built-in goes by name.
             let profile = resolveProfile(self.profile)
-            let body = ProfileCatalog.looksLikePath(self.profile)
+            let body =
+                ProfileCatalog.looksLikePath(self.profile)
                 ? ["yaml": profile.yaml(inlineTraces: true), "file": self.profile] : ["name": self.profile]
             try await self.target.send("POST", "/profile", body: body)
         }
@@ -151,7 +163,10 @@ struct CtlCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Start an outage (blackhole, refuse or reset) or end it (end)."
         )
-        @Argument(help: "blackhole (nothing passes), refuse (new connections refused), reset (open ones reset, new refused), or end.")
+        @Argument(
+            help:
+                "blackhole (nothing passes), refuse (new connections refused), reset (open ones reset, new refused), or end."
+        )
         var behaviour: String
         @OptionGroup var target: Target
 
@@ -173,7 +188,8 @@ struct CtlCommand: AsyncParsableCommand {
         @OptionGroup var target: Target
 
         func validate() throws {
-            try Target.checkStartOrEnd(self.direction, among: StallDirection.allCases.map(\.rawValue), what: "stall direction")
+            try Target.checkStartOrEnd(
+                self.direction, among: StallDirection.allCases.map(\.rawValue), what: "stall direction")
         }
 
         func run() async throws {
@@ -195,7 +211,8 @@ extension CtlCommand {
             if let added = faults.added { lines.append("added fault \(added)") }
             if faults.faults.isEmpty { lines.append("no faults in force") }
             for fault in faults.faults {
-                lines.append("\(fault.id)  \(fault.fault)  (hit \(fault.applied) of \(fault.matched) matching requests)")
+                lines.append(
+                    "\(fault.id)  \(fault.fault)  (hit \(fault.applied) of \(fault.matched) matching requests)")
             }
             return lines.joined(separator: "\n")
         }
@@ -232,26 +249,32 @@ extension CtlCommand {
         }
 
         struct Remove: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Remove one fault by id, every fault of a name, or all.")
+            static let configuration = CommandConfiguration(
+                abstract: "Remove one fault by id, every fault of a name, or all.")
             @Argument(help: "A fault id from `netcond ctl fault list`, a fault's name, or all.")
             var id: String
             @OptionGroup var target: Target
 
             func validate() throws {
-                guard !self.id.isEmpty, !self.id.contains("/"), (Int(self.id).map { $0 > 0 } ?? true) else {
-                    throw ValidationError("'\(self.id)' is not a fault id or name; allowed: a number or a name from `netcond ctl fault list`, or all")
+                let positiveIfNumber = Int(self.id).map { $0 > 0 } ?? true
+                guard !self.id.isEmpty, !self.id.contains("/"), positiveIfNumber else {
+                    throw ValidationError(
+                        "'\(self.id)' is not a fault id or name; allowed: a number or a name from `netcond ctl fault list`, or all"
+                    )
                 }
             }
 
             func run() async throws {
                 let key = self.id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? self.id
-                try await self.target.send("DELETE", self.id == "all" ? "/faults" : "/faults/\(key)", summary: Fault.listing)
+                try await self.target.send(
+                    "DELETE", self.id == "all" ? "/faults" : "/faults/\(key)", summary: Fault.listing)
             }
         }
     }
 
     struct Events: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "The run's event log: faults that hit, link state changes.")
+        static let configuration = CommandConfiguration(
+            abstract: "The run's event log: faults that hit, link state changes.")
         @OptionGroup var target: Target
 
         func run() async throws {
@@ -282,14 +305,16 @@ extension CtlCommand {
         }
 
         func run() async throws {
-            try await self.target.send("POST", "/captive", body: nil, text: self.action == "open" ? #"{"open": true}"# : #"{"open": false}"#)
+            try await self.target.send(
+                "POST", "/captive", body: nil, text: self.action == "open" ? #"{"open": true}"# : #"{"open": false}"#)
         }
     }
 
     struct Cut: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Cut every open connection once; the link stays up and new connections go through.",
-            discussion: "reset (the default): a TCP reset, as a NAT that lost the connection answers. close: an orderly close at once, bytes still on the link dropped."
+            discussion:
+                "reset (the default): a TCP reset, as a NAT that lost the connection answers. close: an orderly close at once, bytes still on the link dropped."
         )
         @Argument(help: "reset or close.")
         var mode: String = CutMode.reset.rawValue
@@ -297,7 +322,9 @@ extension CtlCommand {
 
         func validate() throws {
             guard CutMode(rawValue: self.mode) != nil else {
-                throw ValidationError("unknown cut mode '\(self.mode)'; allowed: \(CutMode.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw ValidationError(
+                    "unknown cut mode '\(self.mode)'; allowed: \(CutMode.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
             }
         }
 

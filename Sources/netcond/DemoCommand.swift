@@ -14,7 +14,8 @@ import Glibc
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Run a built-in scenario twice against the built-in origin, with a client that resumes and one that does not (no internet needed).",
+        abstract:
+            "Run a built-in scenario twice against the built-in origin, with a client that resumes and one that does not (no internet needed).",
         discussion: """
             The scenario: a 96 KB download under the profile (default edge) is cut after 40 KB. \
             netcond's own client runs it first starting over after the cut (the resumes check fails) \
@@ -73,10 +74,21 @@ struct DemoCommand: AsyncParsableCommand {
         let me = Self.executablePath()
         print("netcond demo: \(scenario.description)")
         print("  profile \(profile.name) — \(profile.description)")
-        print("  the scenario: netcond demo --show-scenario; the same with your client: netcond run SCENARIO.yaml -- CLIENT")
+        print(
+            "  the scenario: netcond demo --show-scenario; the same with your client: netcond run SCENARIO.yaml -- CLIENT"
+        )
         let runs: [(title: String, command: [String], shouldPass: Bool)] = [
-            ("a client that starts over after the drop", [me, "fetch", "--retries", "3", "-o", "photo.jpg", "http://origin.netcond.test/files/photo.jpg"], false),
-            ("a client that asks for the rest", [me, "fetch", "--retries", "3", "--resume", "-o", "photo.jpg", "http://origin.netcond.test/files/photo.jpg"], true),
+            (
+                "a client that starts over after the drop",
+                [me, "fetch", "--retries", "3", "-o", "photo.jpg", "http://origin.netcond.test/files/photo.jpg"], false
+            ),
+            (
+                "a client that asks for the rest",
+                [
+                    me, "fetch", "--retries", "3", "--resume", "-o", "photo.jpg",
+                    "http://origin.netcond.test/files/photo.jpg",
+                ], true
+            ),
         ]
         var asExpected = true
         for (index, run) in runs.enumerated() {
@@ -85,8 +97,10 @@ struct DemoCommand: AsyncParsableCommand {
             let outcome: ScenarioOutcome
             do {
                 outcome = try await ScenarioRunner.run(
-                    scenario, client: .command(run.command), seed: seed, baseEnvironment: currentEnvironment(), echo: .none,
-                    onEvent: { line in print("   netcond: \(line)") }, engine: self.engine?.runEngine ?? .proxy, tls: .nioSSL)
+                    scenario, client: .command(run.command), seed: seed, baseEnvironment: currentEnvironment(),
+                    echo: .none,
+                    onEvent: { line in print("   netcond: \(line)") }, engine: self.engine?.runEngine ?? .proxy,
+                    tls: .nioSSL)
             } catch {
                 printError("netcond: \(error.description)")
                 throw ExitCode(error.exitCode)
@@ -98,9 +112,11 @@ struct DemoCommand: AsyncParsableCommand {
             print("   → \(outcome.passed ? "passed" : "FAILED") (\(outcome.linkSummary))")
             asExpected = asExpected && outcome.passed == run.shouldPass
         }
-        print(asExpected
-            ? "\nThe verdict tells the two clients apart, with the evidence. Next: netcond test Scenarios/ -- YOUR-CLIENT"
-            : "\nnetcond demo: the verdicts did not come out as expected (the first run should fail, the second pass)")
+        print(
+            asExpected
+                ? "\nThe verdict tells the two clients apart, with the evidence. Next: netcond test Scenarios/ -- YOUR-CLIENT"
+                : "\nnetcond demo: the verdicts did not come out as expected (the first run should fail, the second pass)"
+        )
         if !asExpected { throw ExitCode(1) }
     }
 

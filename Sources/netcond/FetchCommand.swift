@@ -15,7 +15,8 @@ import Glibc
 struct FetchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fetch",
-        abstract: "GET an http:// URL through $http_proxy (directly when it is not set) and print status, size and timing (a client for tests and the demo).",
+        abstract:
+            "GET an http:// URL through $http_proxy (directly when it is not set) and print status, size and timing (a client for tests and the demo).",
         shouldDisplay: false
     )
 
@@ -44,11 +45,15 @@ struct FetchCommand: AsyncParsableCommand {
             let host = String(authority[authority.index(after: authority.startIndex)..<close])
             let after = authority[authority.index(after: close)...]
             if after.isEmpty { return (host, 80) }
-            guard after.hasPrefix(":"), let port = Int(after.dropFirst()), (1...65535).contains(port) else { return nil }
+            guard after.hasPrefix(":"), let port = Int(after.dropFirst()), (1...65535).contains(port) else {
+                return nil
+            }
             return (host, port)
         }
         if let colon = authority.lastIndex(of: ":") {
-            guard let port = Int(authority[authority.index(after: colon)...]), (1...65535).contains(port) else { return nil }
+            guard let port = Int(authority[authority.index(after: colon)...]), (1...65535).contains(port) else {
+                return nil
+            }
             return (String(authority[..<colon]), port)
         }
         return (String(authority), 80)
@@ -56,7 +61,9 @@ struct FetchCommand: AsyncParsableCommand {
 
     func validate() throws {
         if self.resume && self.output == nil { throw ValidationError("--resume needs -o FILE") }
-        guard (0...100).contains(self.retries) else { throw ValidationError("--retries must be 0…100, got \(self.retries)") }
+        guard (0...100).contains(self.retries) else {
+            throw ValidationError("--retries must be 0…100, got \(self.retries)")
+        }
         guard self.wait.isFinite, (0...3600).contains(self.wait) else {
             throw ValidationError("--wait must be 0…3600 seconds, got \(self.wait)")
         }
@@ -68,9 +75,10 @@ struct FetchCommand: AsyncParsableCommand {
         let proxy = getenv("http_proxy").map { String(cString: $0) } ?? ""
         let target = proxy.isEmpty ? Self.hostPort(ofURL: self.url) : Self.hostPort(ofURL: proxy)
         guard let (host, port) = target else {
-            printError(proxy.isEmpty
-                ? "netcond fetch: '\(self.url)' is not an http://host[:port]/path URL"
-                : "netcond fetch: http_proxy is not set to http://host:port")
+            printError(
+                proxy.isEmpty
+                    ? "netcond fetch: '\(self.url)' is not an http://host[:port]/path URL"
+                    : "netcond fetch: http_proxy is not set to http://host:port")
             throw ExitCode(2)
         }
         let fetcher = HTTPFetcher(proxyHost: host, proxyPort: port)
@@ -84,7 +92,9 @@ struct FetchCommand: AsyncParsableCommand {
                 throw ExitCode(1)
             }
         }
-        guard FileManager.default.createFile(atPath: output, contents: nil), let file = FileHandle(forWritingAtPath: output) else {
+        guard FileManager.default.createFile(atPath: output, contents: nil),
+            let file = FileHandle(forWritingAtPath: output)
+        else {
             printError("netcond fetch: cannot write \(output)")
             throw ExitCode(1)
         }
@@ -101,7 +111,9 @@ struct FetchCommand: AsyncParsableCommand {
             writer.newAttempt()
             let range = have > 0 ? [("Range", "bytes=\(have)-")] : []
             if attempt > 0 {
-                printError("netcond fetch: attempt \(attempt + 1)" + (have > 0 ? ", asking for the rest (Range: bytes=\(have)-)" : ", from the start"))
+                printError(
+                    "netcond fetch: attempt \(attempt + 1)"
+                        + (have > 0 ? ", asking for the rest (Range: bytes=\(have)-)" : ", from the start"))
             }
             do {
                 let result = try await fetcher.send(

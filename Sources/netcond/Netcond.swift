@@ -31,7 +31,8 @@ struct Netcond: AsyncParsableCommand {
             """,
         version: "0.1.0 (git \(buildRevision))",
         subcommands: [
-            RunCommand.self, TestCommand.self, ProxyCommand.self, CtlCommand.self, ProfilesCommand.self, ValidateCommand.self, DemoCommand.self,
+            RunCommand.self, TestCommand.self, ProxyCommand.self, CtlCommand.self, ProfilesCommand.self,
+            ValidateCommand.self, DemoCommand.self,
             FetchCommand.self, ReportCommand.self, ToxiproxyCommand.self, TraceCommand.self,
         ]
     )
@@ -95,10 +96,13 @@ struct Netcond: AsyncParsableCommand {
                 index += 1
             }
         }
-        guard index < arguments.count, let subcommand = subcommands.first(where: { $0._commandName == arguments[index] }) else {
+        guard index < arguments.count,
+            let subcommand = subcommands.first(where: { $0._commandName == arguments[index] })
+        else {
             return arguments
         }
-        let rest = Self.optionsAfterSubcommands(Array(arguments[(index + 1)...]), of: subcommand, namesAsValues: namesAsValues)
+        let rest = Self.optionsAfterSubcommands(
+            Array(arguments[(index + 1)...]), of: subcommand, namesAsValues: namesAsValues)
         return [arguments[index]] + moved + rest
     }
 }
@@ -123,7 +127,8 @@ func profileCompletions(for prefix: String) -> [String] {
     let files = listed.sorted().filter { name in
         guard (directory + name).hasPrefix(prefix) else { return false }
         var isDirectory: ObjCBool = false
-        _ = FileManager.default.fileExists(atPath: onDisk + (onDisk.hasSuffix("/") ? "" : "/") + name, isDirectory: &isDirectory)
+        _ = FileManager.default.fileExists(
+            atPath: onDisk + (onDisk.hasSuffix("/") ? "" : "/") + name, isDirectory: &isDirectory)
         return name.hasSuffix(".yaml") || name.hasSuffix(".yml") || isDirectory.boolValue
     }.map { directory + $0 }
     return names + files
@@ -173,7 +178,9 @@ struct UserOption: ParsableArguments {
             throw ValidationError("--user \(text): running the command as another user needs netcond to run as root")
         }
         if warn && identity.uid == 0 && geteuid() == 0 {
-            printError("netcond: --user \(text): that is root, so the command can still leave the link's cgroup or change the firewall")
+            printError(
+                "netcond: --user \(text): that is root, so the command can still leave the link's cgroup or change the firewall"
+            )
         }
         guard identity.uid != geteuid() else { return nil }
         // The files the command reads (the origin's CA bundle, a scenario's working folder) are made
@@ -184,7 +191,8 @@ struct UserOption: ParsableArguments {
             throw ValidationError(
                 "--user \(text): user \(identity.name) cannot enter \(closed), on the way to TMPDIR (\(base)), where netcond "
                     + "puts the run's files the command reads (the origin's CA bundle, a scenario's working folder); set TMPDIR "
-                    + "to a folder that user can enter (e.g. TMPDIR=/tmp), or let the user through that folder (chmod o+x)")
+                    + "to a folder that user can enter (e.g. TMPDIR=/tmp), or let the user through that folder (chmod o+x)"
+            )
         }
         return identity
     }
@@ -193,8 +201,9 @@ struct UserOption: ParsableArguments {
     /// what prevents it.
     func warnIfUncaged() {
         guard self.user == nil, geteuid() == 0 else { return }
-        printError("netcond: the command runs as root: it can leave the link's cgroup or change the firewall, and its "
-            + "packets then bypass the link (netcond says so if it notices); --user NAME runs it as NAME, held in")
+        printError(
+            "netcond: the command runs as root: it can leave the link's cgroup or change the firewall, and its "
+                + "packets then bypass the link (netcond says so if it notices); --user NAME runs it as NAME, held in")
     }
 }
 
@@ -262,14 +271,17 @@ func checkReportFolders(_ reports: [(option: String, path: String?)]) throws {
         guard let path else { continue }
         let directory = (path as NSString).deletingLastPathComponent
         var isDirectory: ObjCBool = false
-        if !directory.isEmpty && !(FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue) {
+        if !directory.isEmpty
+            && !(FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue)
+        {
             throw ValidationError("\(option) \(path): the folder \(directory) does not exist")
         }
     }
 }
 
 /// The HTML report of a JSON report this netcond just wrote (its own format, so it draws).
-func htmlReport(_ json: String, connections: (graph: TimeSequence, capture: String, dropsKnown: Bool)? = nil) -> String {
+func htmlReport(_ json: String, connections: (graph: TimeSequence, capture: String, dropsKnown: Bool)? = nil) -> String
+{
     do {
         return try HTMLReport.render(json: Data(json.utf8), source: "the run", connections: connections)
     } catch {
@@ -290,4 +302,3 @@ func writeReports(_ reports: [(path: String?, text: () -> String)]) throws {
         }
     }
 }
-

@@ -14,7 +14,8 @@ struct ProfilesCommand: ParsableCommand {
     )
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the built-in profiles (and none).")
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "List the built-in profiles (and none).")
 
         func run() throws {
             print(Profile.summaryTable(ProfileCatalog.builtin + [Profile.passThrough]), terminator: "")
@@ -45,7 +46,8 @@ struct ProfilesCommand: ParsableCommand {
 struct ValidateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "validate",
-        abstract: "Check profile and scenario files: every error of every file, in file order, as file:line:column and the reason; exit 2 if any was bad."
+        abstract:
+            "Check profile and scenario files: every error of every file, in file order, as file:line:column and the reason; exit 2 if any was bad."
     )
 
     /// Errors shown per file; the rest are counted.
@@ -71,7 +73,9 @@ struct ValidateCommand: ParsableCommand {
                 let all = error.all
                 for shown in all.prefix(Self.maxErrorsPerFile) { printError("netcond: \(shown.oneLine)") }
                 if all.count > Self.maxErrorsPerFile {
-                    printError("netcond: \(TerminalText.escaped(file)): \(all.count - Self.maxErrorsPerFile) more errors not shown (\(all.count) in all)")
+                    printError(
+                        "netcond: \(TerminalText.escaped(file)): \(all.count - Self.maxErrorsPerFile) more errors not shown (\(all.count) in all)"
+                    )
                 }
             }
         }
@@ -86,7 +90,8 @@ struct ValidateCommand: ParsableCommand {
         if ScenarioDecoder.isScenarioFile(atPath: file) {
             let scenario = try ScenarioDecoder.decodeFile(atPath: file)
             let checks = "\(scenario.checks.count) check\(scenario.checks.count == 1 ? "" : "s")"
-            return "ok: \(TerminalText.escaped(file)) (scenario \(scenario.name), profile \(scenario.profile.name), \(checks))"
+            return
+                "ok: \(TerminalText.escaped(file)) (scenario \(scenario.name), profile \(scenario.profile.name), \(checks))"
         }
         let profile = try ProfileDecoder().decodeFile(atPath: file)
         return "ok: \(TerminalText.escaped(file)) (profile \(profile.name))"

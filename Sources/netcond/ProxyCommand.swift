@@ -19,7 +19,8 @@ struct ProxyCommand: AsyncParsableCommand {
             """
     )
 
-    @Argument(help: "A built-in profile name (see `netcond profiles`) or a profile YAML file.", completion: profileCompletion)
+    @Argument(
+        help: "A built-in profile name (see `netcond profiles`) or a profile YAML file.", completion: profileCompletion)
     var profile: String
 
     @Option(name: .long, help: "Where to listen: host:port, :port or port (default 127.0.0.1:8080; 0 = any free port).")
@@ -53,7 +54,8 @@ struct ProxyCommand: AsyncParsableCommand {
             if self.noControl { throw ValidationError("--control and --no-control exclude each other") }
             _ = try parseListen(control)
         } else if listen.port == 65535 && !self.noControl {
-            throw ValidationError("the control API's default port would be 65536; give --control host:port or --no-control")
+            throw ValidationError(
+                "the control API's default port would be 65536; give --control host:port or --no-control")
         }
     }
 
@@ -100,10 +102,14 @@ struct ProxyCommand: AsyncParsableCommand {
         }
         print("netcond: \(profile.name) proxy on \(session.proxyURL) (HTTP, CONNECT, SOCKS5), seed \(seed)")
         for (forward, address) in zip(forwards, session.forwardAddresses) {
-            print("netcond: forwarding \(address.ipAddress ?? "?"):\(address.port ?? 0) → \(forward.targetHost):\(forward.targetPort)")
+            print(
+                "netcond: forwarding \(address.ipAddress ?? "?"):\(address.port ?? 0) → \(forward.targetHost):\(forward.targetPort)"
+            )
         }
-        print("netcond: built-in origin at http://\(Session.originHost) and https://\(Session.originHost) (through the proxy; "
-            + "for HTTPS point clients at the run's CA: SSL_CERT_FILE=\(session.trust?.bundlePath ?? "?"), removed when the proxy stops)")
+        print(
+            "netcond: built-in origin at http://\(Session.originHost) and https://\(Session.originHost) (through the proxy; "
+                + "for HTTPS point clients at the run's CA: SSL_CERT_FILE=\(session.trust?.bundlePath ?? "?"), removed when the proxy stops)"
+        )
         if let controlURL = session.controlURL {
             print("netcond: control API on \(controlURL) (netcond ctl status --control \(controlURL))")
             print("netcond: dashboard on \(controlURL)/ (live graphs and controls, in a browser)")

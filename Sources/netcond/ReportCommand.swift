@@ -20,7 +20,8 @@ struct ReportCommand: ParsableCommand {
     struct Draw: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "html",
-            abstract: "Draw the HTML report of a JSON report (netcond test --json): netcond report FILE.json --html OUT."
+            abstract:
+                "Draw the HTML report of a JSON report (netcond test --json): netcond report FILE.json --html OUT."
         )
 
         @Argument(help: "A JSON report written by netcond test --json (this netcond's format).")
@@ -28,19 +29,29 @@ struct ReportCommand: ParsableCommand {
 
         @Option(
             name: .long,
-            help: "Instead: draw a time-sequence graph (tcptrace's) of each TCP connection of this capture (pcap or pcapng; netcond run --engine packet --pcap FILE).")
+            help:
+                "Instead: draw a time-sequence graph (tcptrace's) of each TCP connection of this capture (pcap or pcapng; netcond run --engine packet --pcap FILE)."
+        )
         var tcptrace: String?
 
-        @Option(name: .long, help: "With --tcptrace: the link's drops of the same run (netcond run --pcap-drops FILE), marked on the graphs.")
+        @Option(
+            name: .long,
+            help:
+                "With --tcptrace: the link's drops of the same run (netcond run --pcap-drops FILE), marked on the graphs."
+        )
         var drops: String?
 
         @Option(name: .long, help: "Write the HTML report here.")
         var html: String
 
         func validate() throws {
-            if self.drops != nil && self.tcptrace == nil { throw ValidationError("--drops goes with --tcptrace CAPTURE.pcap") }
+            if self.drops != nil && self.tcptrace == nil {
+                throw ValidationError("--drops goes with --tcptrace CAPTURE.pcap")
+            }
             switch (self.file, self.tcptrace) {
-            case (nil, nil): throw ValidationError("give a JSON report (netcond report FILE.json --html OUT) or --tcptrace CAPTURE.pcap")
+            case (nil, nil):
+                throw ValidationError(
+                    "give a JSON report (netcond report FILE.json --html OUT) or --tcptrace CAPTURE.pcap")
             case (.some, .some): throw ValidationError("give a JSON report or --tcptrace CAPTURE.pcap, not both")
             default: break
             }

@@ -24,7 +24,8 @@ struct RunCommand: AsyncParsableCommand {
             """
     )
 
-    @Argument(help: "A built-in profile name (see `netcond profiles`) or a profile YAML file.", completion: profileCompletion)
+    @Argument(
+        help: "A built-in profile name (see `netcond profiles`) or a profile YAML file.", completion: profileCompletion)
     var profile: String
 
     @Argument(parsing: .postTerminator, help: "The program and its arguments, after `--`.")
@@ -44,10 +45,13 @@ struct RunCommand: AsyncParsableCommand {
     )
     var engine: Engine?
 
-    @Option(name: .long, help: "--engine packet: write every packet the link delivered, both ways, to FILE (pcap; tcpdump -r reads it).")
+    @Option(
+        name: .long,
+        help: "--engine packet: write every packet the link delivered, both ways, to FILE (pcap; tcpdump -r reads it).")
     var pcap: String?
 
-    @Option(name: .customLong("pcap-drops"), help: "--engine packet: write every packet the link dropped to FILE (pcap).")
+    @Option(
+        name: .customLong("pcap-drops"), help: "--engine packet: write every packet the link dropped to FILE (pcap).")
     var pcapDrops: String?
 
     @Option(name: .long, help: "Also forward LISTEN=TARGET ([host:]port=host:port), for programs that ignore proxies.")
@@ -82,7 +86,8 @@ struct RunCommand: AsyncParsableCommand {
             throw ValidationError("no command given after '--' (usage: netcond run PROFILE -- COMMAND [ARGS...])")
         }
         if (self.json != nil || self.html != nil) && self.scenarioPath == nil {
-            throw ValidationError("--json and --html report a scenario's checks; give a scenario file (a profile run has none)")
+            throw ValidationError(
+                "--json and --html report a scenario's checks; give a scenario file (a profile run has none)")
         }
         try checkReportFolders([("--json", self.json), ("--html", self.html)])
         _ = try self.forward.map(parseForward)
@@ -127,7 +132,8 @@ struct RunCommand: AsyncParsableCommand {
         let stateLog = LiveStatus(live: false)
         let quiet = self.quiet
         do {
-            session = try await Session.start(profile: profile, seed: seed, forwards: forwards, tls: .nioSSL) { state, at in
+            session = try await Session.start(profile: profile, seed: seed, forwards: forwards, tls: .nioSSL) {
+                state, at in
                 if !quiet { stateLog.stateChanged(state, at: at) }
             }
         } catch {
@@ -149,10 +155,11 @@ struct RunCommand: AsyncParsableCommand {
             printError(await session.summaryLine(named: profileLabel(self.profile, profile)))
             if await session.summary().connections == 0 && forwards.isEmpty {
                 // Nothing crossed the link: the verdict of such a run is about no conditions.
-                printError("netcond: no connection went through netcond: the command may ignore the proxy variables "
-                    + "(http_proxy, https_proxy; Node's fetch, Go and Java programs often do) or may not have made any; "
-                    + "--engine packet (as root) takes a program's own packets through the link whatever it does, "
-                    + "and --forward LISTEN=HOST:PORT gives a program that takes an address a port to use")
+                printError(
+                    "netcond: no connection went through netcond: the command may ignore the proxy variables "
+                        + "(http_proxy, https_proxy; Node's fetch, Go and Java programs often do) or may not have made any; "
+                        + "--engine packet (as root) takes a program's own packets through the link whatever it does, "
+                        + "and --forward LISTEN=HOST:PORT gives a program that takes an address a port to use")
             }
         }
         await session.stop()
@@ -177,8 +184,9 @@ extension RunCommand {
         }
         signals.forward(to: child) { signal in
             let program = TerminalText.escaped(self.command[0])
-            printError("netcond: \(program) still running \(Int(SignalForwarder.killGrace)) s after "
-                + "\(signalName(signal)): killed (SIGKILL to its process group)")
+            printError(
+                "netcond: \(program) still running \(Int(SignalForwarder.killGrace)) s after "
+                    + "\(signalName(signal)): killed (SIGKILL to its process group)")
         }
         let status = await child.wait()
         signals.stop()
@@ -200,8 +208,9 @@ extension RunCommand {
     func runPacketEngine(_ profile: Profile) async throws {
         let unsupported = PacketEngine.unsupportedFeatures(profile)
         if !unsupported.isEmpty {
-            printError("netcond: profile \(profile.name) uses " + unsupported.joined(separator: ", ")
-                + ", which the packet engine does not emulate yet; run it with --engine proxy")
+            printError(
+                "netcond: profile \(profile.name) uses " + unsupported.joined(separator: ", ")
+                    + ", which the packet engine does not emulate yet; run it with --engine proxy")
             throw ExitCode(2)
         }
         let seed = try self.seed.resolve()
@@ -241,13 +250,17 @@ extension RunCommand {
         let breaches = session.breaches()
         await session.stop()
         if !self.quiet {
-            printError("netcond: " + packetSummaryText(
-                profile: profileLabel(self.profile, profile), seed: seed, session.summary(), sender: session.sender))
+            printError(
+                "netcond: "
+                    + packetSummaryText(
+                        profile: profileLabel(self.profile, profile), seed: seed, session.summary(),
+                        sender: session.sender))
         }
         // Said even with --quiet: the conditions did not hold, whatever the command's exit says.
         for breach in breaches {
-            printError("netcond: at +\(String(format: "%.2f", breach.at)) s, \(breach.description); the profile's conditions "
-                + "did not hold for the command (--user prevents it)")
+            printError(
+                "netcond: at +\(String(format: "%.2f", breach.at)) s, \(breach.description); the profile's conditions "
+                    + "did not hold for the command (--user prevents it)")
         }
         throw ExitCode(status.shellCode)
     }
@@ -317,8 +330,9 @@ extension RunCommand {
                 echo: status.live ? .handler { descriptor, bytes in status.passThrough(descriptor, bytes) } : .direct,
                 onStart: { child in
                     signals.forward(to: child) { signal in
-                        printError("netcond: the client was still running \(Int(SignalForwarder.killGrace)) s after "
-                            + "\(signalName(signal)): killed (SIGKILL to its process group)")
+                        printError(
+                            "netcond: the client was still running \(Int(SignalForwarder.killGrace)) s after "
+                                + "\(signalName(signal)): killed (SIGKILL to its process group)")
                     }
                 },
                 onEvent: { line in if !quiet { status.log("netcond: \(line)") } },
@@ -329,8 +343,9 @@ extension RunCommand {
                 guarding: ControlGuard { url, token in
                     // A person at the terminal may change the conditions; the client's environment never holds the token.
                     if !quiet {
-                        status.log("netcond: the client cannot change this scenario's conditions; you can, and every verdict "
-                            + "then says so: netcond ctl --control \(url) --token \(token) …")
+                        status.log(
+                            "netcond: the client cannot change this scenario's conditions; you can, and every verdict "
+                                + "then says so: netcond ctl --control \(url) --token \(token) …")
                     }
                 },
                 tls: .nioSSL

@@ -62,7 +62,9 @@ struct TestCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Stop after the first scenario that does not pass.")
     var failFast = false
 
-    @Flag(name: .long, help: "Also show the client's output as it comes (it is captured either way; stdin stays /dev/null).")
+    @Flag(
+        name: .long,
+        help: "Also show the client's output as it comes (it is captured either way; stdin stays /dev/null).")
     var showOutput = false
 
     @Flag(name: .long, help: "Keep each client's working directory and output (their paths are printed).")
@@ -70,7 +72,9 @@ struct TestCommand: AsyncParsableCommand {
 
     @Option(
         name: .long,
-        help: "proxy or packet: what carries every scenario's traffic (default: each scenario's engine: key, else proxy). packet needs root.")
+        help:
+            "proxy or packet: what carries every scenario's traffic (default: each scenario's engine: key, else proxy). packet needs root."
+    )
     var engine: Engine?
 
     @OptionGroup var seed: SeedOption
@@ -211,7 +215,9 @@ struct TestCommand: AsyncParsableCommand {
         for file in try self.scenarioFiles() {
             let scenario: Scenario
             do {
-                scenario = try decodingWithNotes { () throws(ConfigError) in try ScenarioDecoder.decodeFile(atPath: file) }
+                scenario = try decodingWithNotes { () throws(ConfigError) in
+                    try ScenarioDecoder.decodeFile(atPath: file)
+                }
             } catch {
                 // Every error of the file, one line each, in file order.
                 problems.append(contentsOf: error.all.map(\.oneLine))
@@ -219,7 +225,9 @@ struct TestCommand: AsyncParsableCommand {
                 continue
             }
             if let other = names[scenario.name] {
-                problems.append("\(file): scenario name '\(scenario.name)' is also the name of \(other); names must be unique in a run")
+                problems.append(
+                    "\(file): scenario name '\(scenario.name)' is also the name of \(other); names must be unique in a run"
+                )
                 badFiles.insert(file)
                 continue
             }
@@ -234,13 +242,16 @@ struct TestCommand: AsyncParsableCommand {
         }
         if !problems.isEmpty {
             for problem in problems { printError("netcond: \(TerminalText.escaped(problem))") }
-            printError("netcond: \(badFiles.count) scenario file\(badFiles.count == 1 ? "" : "s") cannot be used; nothing was run")
+            printError(
+                "netcond: \(badFiles.count) scenario file\(badFiles.count == 1 ? "" : "s") cannot be used; nothing was run"
+            )
             throw ExitCode(2)
         }
         if scenarios.isEmpty {
-            printError(TerminalText.escaped(
-                "netcond: no scenario matches --filter \(self.filter.joined(separator: ", ")); "
-                    + "the names are: \(names.keys.sorted().joined(separator: ", "))"))
+            printError(
+                TerminalText.escaped(
+                    "netcond: no scenario matches --filter \(self.filter.joined(separator: ", ")); "
+                        + "the names are: \(names.keys.sorted().joined(separator: ", "))"))
             throw ExitCode(2)
         }
         if let shard = self.parsedShard {
@@ -295,8 +306,9 @@ struct TestCommand: AsyncParsableCommand {
         if engine == .packet {
             let unsupported = ScenarioRunner.packetProblems(scenario)
             if !unsupported.isEmpty {
-                problems.append("\(file): the packet engine cannot run it: " + unsupported.joined(separator: "; ")
-                    + " (run it with --engine proxy, or leave it out of the paths given)")
+                problems.append(
+                    "\(file): the packet engine cannot run it: " + unsupported.joined(separator: "; ")
+                        + " (run it with --engine proxy, or leave it out of the paths given)")
             }
         }
         return (command, problems)
@@ -346,7 +358,9 @@ struct TestCommand: AsyncParsableCommand {
                 if let path = outcome.clientOutput.path { print("  client output kept: \(path)") }
             }
             let verdict = outcome.passed ? "✓ passed" : "✗ FAILED"
-            print("\(verdict) \(outcome.scenario.name) — client ran \(String(format: "%.1f", outcome.evidence.duration)) s; \(outcome.linkSummary)")
+            print(
+                "\(verdict) \(outcome.scenario.name) — client ran \(String(format: "%.1f", outcome.evidence.duration)) s; \(outcome.linkSummary)"
+            )
         }
         fflush(nil)
     }

@@ -79,7 +79,9 @@ struct ToxiproxyCommand: AsyncParsableCommand {
         if let populate, let path = self.config {
             let (status, json) = await server.populate(json: populate)
             guard status == 201 else {
-                printError("netcond: \(path): \(String(decoding: json, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))")
+                printError(
+                    "netcond: \(path): \(String(decoding: json, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))"
+                )
                 signals.stop()
                 await server.stop()
                 throw ExitCode(status == 500 ? 3 : 2)

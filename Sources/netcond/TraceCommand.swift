@@ -3,7 +3,7 @@ import Foundation
 import NetcondCore
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #endif
 
 struct TraceCommand: ParsableCommand {
@@ -71,12 +71,15 @@ struct TraceCommand: ParsableCommand {
                 valueName: "N|ADDR:PORT-ADDR:PORT"))
         var flow: String?
 
-        @Flag(name: .long, help: "List the capture's TCP connections (endpoints, packets and bytes each way, duration) and stop.")
+        @Flag(
+            name: .long,
+            help: "List the capture's TCP connections (endpoints, packets and bytes each way, duration) and stop.")
         var listFlows = false
 
         func validate() throws {
             if let flow = self.flow, FlowChoice.parse(flow) == nil {
-                throw ValidationError("--flow '\(flow)' is neither a number nor two endpoints; allowed: \(FlowChoice.allowed)")
+                throw ValidationError(
+                    "--flow '\(flow)' is neither a number nor two endpoints; allowed: \(FlowChoice.allowed)")
             }
             if self.listFlows { return }
             for (option, value) in [("--from", self.from), ("--to", self.to)] {
@@ -151,7 +154,7 @@ struct TraceCommand: ParsableCommand {
                 print(TerminalText.escaped(line))
             }
         }
-    
+
         /// `--list-flows`: the connections, numbered as --flow takes them.
         func list(_ open: TraceRecorder.Opener) throws {
             let flows: [FlowListing]

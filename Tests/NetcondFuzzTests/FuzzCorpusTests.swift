@@ -7,7 +7,8 @@ import Testing
 /// found by `scripts/fuzz` and saved in `Fuzz/regressions/TARGET/` stays found. (The fuzzing itself
 /// is `scripts/fuzz`; `scripts/test` runs each target briefly.)
 @Suite struct FuzzCorpusTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
 
     static func files(in folder: String) -> [URL] {
         let url = Self.root.appendingPathComponent(folder)
@@ -28,9 +29,14 @@ import Testing
     /// The inputs that broke netcond before these targets existed, one per target where there was one.
     @Test func theAuditsInputsRunThrough() {
         FuzzTargets.named("trace")!(Array("0, 1mbit, 20ms, 0%\n1e10, 2mbit, 20ms, 0%\n".utf8))
-        FuzzTargets.named("control-api")!(Array(#"POST /profile\#n{"yaml": "name: x\ndown: {trace: {source: t, series: \"0, 1mbit, 1ms, 0%; 1e308, 1mbit, 1ms, 0%\"}}\n"}"#.utf8))
+        FuzzTargets.named("control-api")!(
+            Array(
+                #"POST /profile\#n{"yaml": "name: x\ndown: {trace: {source: t, series: \"0, 1mbit, 1ms, 0%; 1e308, 1mbit, 1ms, 0%\"}}\n"}"#
+                    .utf8))
         var bomb = "a: &a [x,x,x,x,x,x,x,x,x]\n"
-        for (name, previous) in zip(["b", "c", "d", "e", "f", "g", "h", "i"], ["a", "b", "c", "d", "e", "f", "g", "h"]) {
+        for (name, previous) in zip(
+            ["b", "c", "d", "e", "f", "g", "h", "i"], ["a", "b", "c", "d", "e", "f", "g", "h"])
+        {
             bomb += "\(name): &\(name) [" + Array(repeating: "*\(previous)", count: 9).joined(separator: ",") + "]\n"
         }
         FuzzTargets.named("profile")!(Array(bomb.utf8))

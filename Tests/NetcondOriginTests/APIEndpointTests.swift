@@ -12,7 +12,8 @@ import Testing
 struct APIEndpointTests {
     static let content = OriginContent(
         api: [OriginAPI(name: "orders", method: .post), OriginAPI(name: "profile", json: "{\"name\": \"Ada\"}")],
-        faults: [HTTPFault(api: "orders", method: "POST", action: .dropResponse, select: FaultSelection(requests: [2]))])
+        faults: [HTTPFault(api: "orders", method: "POST", action: .dropResponse, select: FaultSelection(requests: [2]))]
+    )
 
     func origin() throws -> EmbeddedOrigin {
         try EmbeddedOrigin(content: Self.content)
@@ -35,7 +36,8 @@ struct APIEndpointTests {
     @Test("each POST creates; a repeated Idempotency-Key replays; a dropped response still created")
     func postEffects() throws {
         let origin = try self.origin()
-        try origin.channel.sendRequest(.POST, "/api/orders", headers: [("Idempotency-Key", "k1")], body: "{\"item\": 1}")
+        try origin.channel.sendRequest(
+            .POST, "/api/orders", headers: [("Idempotency-Key", "k1")], body: "{\"item\": 1}")
         let first = try origin.channel.readResponse()
         #expect(first.head?.status == .created)
         #expect(String(decoding: first.body, as: UTF8.self) == "{\"id\": 1}\n")
@@ -51,14 +53,20 @@ struct APIEndpointTests {
         try again.channel.sendRequest(.POST, "/api/orders", headers: [("Idempotency-Key", "k1")], body: "{}")
         _ = try again.channel.readResponse()
         try again.channel.sendRequest(.GET, "/api/orders")
-        #expect(String(decoding: try again.channel.readResponse().body, as: UTF8.self) == "{\"endpoint\": \"orders\", \"created\": 1}\n")
+        #expect(
+            String(decoding: try again.channel.readResponse().body, as: UTF8.self)
+                == "{\"endpoint\": \"orders\", \"created\": 1}\n")
     }
 
     @Test("faults apply to a GET endpoint's calls by number; HEAD does not count")
     func getFaults() throws {
         let content = OriginContent(
             api: [OriginAPI(name: "feed")],
-            faults: [HTTPFault(api: "feed", method: "GET", action: .status(503, retryAfter: .seconds(1)), select: FaultSelection(first: 1))])
+            faults: [
+                HTTPFault(
+                    api: "feed", method: "GET", action: .status(503, retryAfter: .seconds(1)),
+                    select: FaultSelection(first: 1))
+            ])
         let origin = try EmbeddedOrigin(content: content)
         try origin.channel.sendRequest(.HEAD, "/api/feed")
         #expect(try origin.channel.readResponse().head?.status == .ok)

@@ -18,7 +18,11 @@ struct FilesEndpointTests {
 
     @Test("a cut sends exactly N body bytes of the k-th response, then closes; a resumed range is whole")
     func cutAfter() throws {
-        let origin = try self.origin([HTTPFault(file: "big.bin", action: .cut(after: ByteCount(bytes: 2500), end: .fin), select: FaultSelection(first: 1))])
+        let origin = try self.origin([
+            HTTPFault(
+                file: "big.bin", action: .cut(after: ByteCount(bytes: 2500), end: .fin),
+                select: FaultSelection(first: 1))
+        ])
         try origin.channel.sendRequest(.GET, "/files/big.bin")
         let cut = try origin.channel.readResponse()
         #expect(cut.head?.status == .ok)
@@ -29,7 +33,11 @@ struct FilesEndpointTests {
         let entry = try #require(origin.log.entries.first)
         #expect(entry.bodyBytesSent == 2500 && !entry.completed && entry.isFinished)
 
-        let again = try self.origin([HTTPFault(file: "big.bin", action: .cut(after: ByteCount(bytes: 2500), end: .fin), select: FaultSelection(requests: [2]))])
+        let again = try self.origin([
+            HTTPFault(
+                file: "big.bin", action: .cut(after: ByteCount(bytes: 2500), end: .fin),
+                select: FaultSelection(requests: [2]))
+        ])
         try again.channel.sendRequest(.GET, "/files/big.bin", headers: [("Range", "bytes=2500-")])
         let whole = try again.channel.readResponse()
         #expect(whole.head?.status == .partialContent)
@@ -44,7 +52,9 @@ struct FilesEndpointTests {
 
     @Test("status faults answer by request number with Retry-After; HEAD does not count")
     func statusByNumber() throws {
-        let origin = try self.origin([HTTPFault(file: "big.bin", action: .status(503, retryAfter: .seconds(2)), select: FaultSelection(first: 2))])
+        let origin = try self.origin([
+            HTTPFault(file: "big.bin", action: .status(503, retryAfter: .seconds(2)), select: FaultSelection(first: 2))
+        ])
         try origin.channel.sendRequest(.HEAD, "/files/big.bin")
         #expect(try origin.channel.readResponse().head?.status == .ok)
         for _ in 0..<2 {

@@ -13,13 +13,16 @@ struct OriginFaultsTests {
     static let orders = OriginAPI(name: "orders", method: .post)
 
     func origin(_ faults: [HTTPFault]) throws -> EmbeddedOrigin {
-        try EmbeddedOrigin(chunkSize: 1000, content: OriginContent(files: [Self.file], api: [Self.orders], faults: faults))
+        try EmbeddedOrigin(
+            chunkSize: 1000, content: OriginContent(files: [Self.file], api: [Self.orders], faults: faults))
     }
 
     @Test("a status fault answers instead of the endpoint: a POST creates nothing")
     func statusDoesNoWork() throws {
         let origin = try self.origin([
-            HTTPFault(api: "orders", method: "POST", action: .status(429, retryAfter: .seconds(3)), select: FaultSelection(first: 1))
+            HTTPFault(
+                api: "orders", method: "POST", action: .status(429, retryAfter: .seconds(3)),
+                select: FaultSelection(first: 1))
         ])
         try origin.channel.sendRequest(.POST, "/api/orders", body: "{}")
         let refused = try origin.channel.readResponse()
@@ -39,10 +42,14 @@ struct OriginFaultsTests {
         ])
         try origin.channel.sendRequest(.GET, "/bytes/5000?seed=1")
         let cut = try origin.channel.readResponse()
-        #expect(cut.head?.status == .ok && cut.body == DeterministicBytes(seed: 1).bytes(offset: 0, count: 1500) && !cut.ended)
+        #expect(
+            cut.head?.status == .ok && cut.body == DeterministicBytes(seed: 1).bytes(offset: 0, count: 1500)
+                && !cut.ended)
         #expect(!origin.channel.isActive)
 
-        let json = try self.origin([HTTPFault(api: "orders", method: "POST", action: .cut(after: ByteCount(bytes: 4), end: .fin))])
+        let json = try self.origin([
+            HTTPFault(api: "orders", method: "POST", action: .cut(after: ByteCount(bytes: 4), end: .fin))
+        ])
         try json.channel.sendRequest(.POST, "/api/orders", body: "{}")
         let short = try json.channel.readResponse()
         #expect(String(decoding: short.body, as: UTF8.self) == "{\"id" && !short.ended && !json.channel.isActive)
@@ -82,7 +89,8 @@ struct OriginFaultsTests {
         #expect(try origin.channel.readResponse().head?.status == .ok)
         try origin.channel.sendRequest(.HEAD, "/bytes/10", headers: [("Host", "cdn.netcond.test:8080")])
         #expect(try origin.channel.readResponse().head?.status == .ok)
-        try origin.channel.sendRequest(.GET, "http://cdn.netcond.test/bytes/10", headers: [("Host", "cdn.netcond.test")])
+        try origin.channel.sendRequest(
+            .GET, "http://cdn.netcond.test/bytes/10", headers: [("Host", "cdn.netcond.test")])
         origin.channel.embeddedEventLoop.advanceTime(by: .hours(1))
         #expect(try origin.channel.readResponse().head == nil && origin.channel.isActive)
     }

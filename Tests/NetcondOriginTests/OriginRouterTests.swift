@@ -160,18 +160,19 @@ struct OriginRouterTests {
     func indexAndNotFound() {
         let index = self.respond("/")
         #expect(index.status == .ok)
-        #expect(self.text(index) == """
-            netcond origin (GET or HEAD; POST to the /api endpoints that take it)
+        #expect(
+            self.text(index) == """
+                netcond origin (GET or HEAD; POST to the /api endpoints that take it)
 
-              /                               this list
-              /bytes/{size}[?seed=N]          deterministic bytes (1500, 200KB, 1MB; max 4GB); Range, ETag, \
-            If-None-Match, If-Range
-              /status/{code}[?retry_after=S]  that status (200-599); Retry-After for 429/503
-              /delay/{duration}               waits (500ms, 2s, 1.5s; max 60s), then 200 with JSON
-              /files/{name}                   the scenario's files (none in this run)
-              /api/{name}                     the scenario's JSON endpoints (none in this run)
+                  /                               this list
+                  /bytes/{size}[?seed=N]          deterministic bytes (1500, 200KB, 1MB; max 4GB); Range, ETag, \
+                If-None-Match, If-Range
+                  /status/{code}[?retry_after=S]  that status (200-599); Retry-After for 429/503
+                  /delay/{duration}               waits (500ms, 2s, 1.5s; max 60s), then 200 with JSON
+                  /files/{name}                   the scenario's files (none in this run)
+                  /api/{name}                     the scenario's JSON endpoints (none in this run)
 
-            """)
+                """)
         #expect(self.respond("/nope").status == .notFound)
         #expect(self.respond("/index.html").status == .notFound)
     }
@@ -189,8 +190,9 @@ struct OriginRouterTests {
 
     @Test("absolute-form targets are routed by their path; non-path targets → 400")
     func targets() {
-        #expect(self.respond("http://origin.netcond.test/bytes/10?seed=2").body
-            == .generated(DeterministicBytes(seed: 2), range: 0..<10))
+        #expect(
+            self.respond("http://origin.netcond.test/bytes/10?seed=2").body
+                == .generated(DeterministicBytes(seed: 2), range: 0..<10))
         #expect(self.respond("http://origin.netcond.test").status == .ok)
         #expect(self.respond("*").status == .badRequest)
         #expect(self.respond("bytes/10").status == .badRequest)

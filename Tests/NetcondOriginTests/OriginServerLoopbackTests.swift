@@ -66,11 +66,11 @@ struct OriginServerLoopbackTests {
                 #expect(partial.status == 206)
                 #expect(partial.header("Content-Range") == "bytes 1000-70999/1048576")
                 #expect(partial.body == DeterministicBytes(seed: 0).bytes(offset: 1000, count: 70_000))
-    
+
                 try await connection.sendRequest("/bytes/1MB", headers: ["Range: bytes=-3"])
                 let suffix = try await connection.readResponse()
                 #expect(suffix.body == DeterministicBytes(seed: 0).bytes(offset: 1_048_573, count: 3))
-    
+
                 try await connection.sendRequest("/bytes/1MB", headers: ["Range: bytes=1048576-"])
                 let unsatisfiable = try await connection.readResponse()
                 #expect(unsatisfiable.status == 416)
@@ -88,13 +88,13 @@ struct OriginServerLoopbackTests {
                 #expect(notModified.status == 304)
                 #expect(notModified.body.isEmpty)
                 #expect(notModified.header("ETag") == "\"1000-0\"")
-    
+
                 try await connection.sendRequest("/bytes/1000", headers: ["Range: bytes=500-", "If-Range: \"1000-1\""])
                 let full = try await connection.readResponse()
                 #expect(full.status == 200)
                 #expect(full.header("Content-Range") == nil)
                 #expect(full.body == DeterministicBytes(seed: 0).bytes(offset: 0, count: 1000))
-    
+
                 try await connection.sendRequest("/bytes/1000", headers: ["Range: bytes=500-", "If-Range: \"1000-0\""])
                 let partial = try await connection.readResponse()
                 #expect(partial.status == 206)
@@ -248,7 +248,8 @@ struct OriginServerLoopbackTests {
 
     @Test("the origin's connections are born with the configured congestion control; an unknown one leaves the default")
     func congestionControl() async throws {
-        let available = (try? String(contentsOfFile: "/proc/sys/net/ipv4/tcp_available_congestion_control", encoding: .utf8))?
+        let available =
+            (try? String(contentsOfFile: "/proc/sys/net/ipv4/tcp_available_congestion_control", encoding: .utf8))?
             .split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) } ?? []
         // reno is built into every Linux kernel; the other one this host offers, when there is one.
         for name in ["reno"] + available.filter({ $0 != "reno" }).prefix(1) {

@@ -172,7 +172,8 @@ final class RawHTTPConnection {
 
 extension StringProtocol {
     fileprivate var trimmingSpaces: String {
-        String(self.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" })
-            .reversed())
+        String(
+            self.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" })
+                .reversed())
     }
 }

@@ -61,7 +61,8 @@ import Testing
         #expect(Self.decide(Self.gate(.blackhole), https) == .drop)
         // The NAT sent it to the portal's certificate: it passes the gate.
         #expect(Self.decide(Self.gate(.wrongCertificate), https) == nil)
-        #expect(Self.decide(Self.gate(.reset), Self.ipv4(proto: 6, to: Self.origin, port: 5432, flags: Self.syn)) == .reset)
+        #expect(
+            Self.decide(Self.gate(.reset), Self.ipv4(proto: 6, to: Self.origin, port: 5432, flags: Self.syn)) == .reset)
     }
 
     @Test func plainHTTPDNSThePortalAndConnectionsUnderWayPass() {

@@ -49,8 +49,9 @@ import Testing
         return (0..<4000).map { index in
             at = at + .microseconds(Int64(random.next() % 3000))
             let direction: Direction = random.next() % 4 == 0 ? .up : .down
-            return Offer(index: index, at: at, direction: direction, connection: Int(random.next() % 4),
-                         bytes: 40 + Int(random.next() % 1461))
+            return Offer(
+                index: index, at: at, direction: direction, connection: Int(random.next() % 4),
+                bytes: 40 + Int(random.next() % 1461))
         }
     }
 
@@ -81,7 +82,9 @@ import Testing
     }
 
     /// The packets through the stream engine's paths.
-    static func throughStreamEngine(_ profile: Profile, seed: UInt64, _ offers: [Offer]) -> (fates: [Fate?], counters: [PathCounters]) {
+    static func throughStreamEngine(_ profile: Profile, seed: UInt64, _ offers: [Offer]) -> (
+        fates: [Fate?], counters: [PathCounters]
+    ) {
         var fates = [Fate?](repeating: nil, count: offers.count)
         let model = LinkModel(profile: profile, seed: seed)
         model.onPathDelivery = { _, delivery in
@@ -89,7 +92,8 @@ import Testing
         }
         for offer in offers {
             _ = model.advance(to: offer.at)
-            let unit = SegmentRef(flow: FlowID(rawValue: UInt64(offer.connection)), seq: UInt64(offer.index), generation: 0)
+            let unit = SegmentRef(
+                flow: FlowID(rawValue: UInt64(offer.connection)), seq: UInt64(offer.index), generation: 0)
             if case .dropped = model.links[offer.direction].offer(
                 unit, bytes: offer.bytes, connection: unit.flow, at: offer.at)
             {
@@ -101,7 +105,9 @@ import Testing
     }
 
     /// The same packets through the packet engine's driver.
-    static func throughPacketEngine(_ profile: Profile, seed: UInt64, _ offers: [Offer]) -> (fates: [Fate?], counters: [PathCounters]) {
+    static func throughPacketEngine(_ profile: Profile, seed: UInt64, _ offers: [Offer]) -> (
+        fates: [Fate?], counters: [PathCounters]
+    ) {
         var fates = [Fate?](repeating: nil, count: offers.count)
         var driver = PacketLinkDriver(profile: profile, seed: seed)
         func take(_ delivery: PathDelivery<HeldPacket>) {
@@ -113,10 +119,12 @@ import Testing
             let bytes = Self.tcpPacket(offer)
             let taken = bytes.withUnsafeBufferPointer { buffer -> Bool in
                 let tcp = TCPHeader(buffer.baseAddress!, copied: buffer.count, length: offer.bytes)
-                let packet = HeldPacket(queue: offer.direction == .up ? 0 : 1, id: UInt32(offer.index), mark: 0, tcp: tcp,
-                                        length: UInt32(offer.bytes))
+                let packet = HeldPacket(
+                    queue: offer.direction == .up ? 0 : 1, id: UInt32(offer.index), mark: 0, tcp: tcp,
+                    length: UInt32(offer.bytes))
                 return driver.admit(
-                    packet, up: offer.direction == .up, wireLength: offer.bytes, segments: 1, payload: buffer.baseAddress!,
+                    packet, up: offer.direction == .up, wireLength: offer.bytes, segments: 1,
+                    payload: buffer.baseAddress!,
                     copied: buffer.count, bytes: nil, at: offer.at)
             }
             if !taken { fates[offer.index] = .dropped }
@@ -132,12 +140,18 @@ import Testing
         let offers = Self.offers(seed: seed &* 7919)
         let stream = Self.throughStreamEngine(profile, seed: seed, offers)
         let packet = Self.throughPacketEngine(profile, seed: seed, offers)
-        #expect(stream.fates.allSatisfy { $0 != nil } && packet.fates.allSatisfy { $0 != nil }, "every packet has a fate")
+        #expect(
+            stream.fates.allSatisfy { $0 != nil } && packet.fates.allSatisfy { $0 != nil }, "every packet has a fate")
         let differing = offers.indices.filter { stream.fates[$0] != packet.fates[$0] }
-        #expect(differing.isEmpty, "\(differing.count) differ, first: \(differing.prefix(3).map { (offers[$0], stream.fates[$0], packet.fates[$0]) })")
+        #expect(
+            differing.isEmpty,
+            "\(differing.count) differ, first: \(differing.prefix(3).map { (offers[$0], stream.fates[$0], packet.fates[$0]) })"
+        )
         #expect(stream.counters == packet.counters)
         // The profile did something in each of its phases.
         let counters = stream.counters[1]
-        #expect(counters.lost > 0 && counters.outageDrops > 0 && counters.queueDrops > 0 && counters.aqmDrops > 0, "\(counters)")
+        #expect(
+            counters.lost > 0 && counters.outageDrops > 0 && counters.queueDrops > 0 && counters.aqmDrops > 0,
+            "\(counters)")
     }
 }

@@ -20,7 +20,10 @@ import Testing
             ip += [UInt8](repeating: 0, count: 15) + [1] + [UInt8](repeating: 0, count: 15) + [2]
         } else {
             let total = 20 + udp.count + dns.count
-            ip = [0x45, 0, UInt8(total >> 8), UInt8(total & 0xff), 0, 0, 0x40, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 53]
+            ip = [
+                0x45, 0, UInt8(total >> 8), UInt8(total & 0xff), 0, 0, 0x40, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0,
+                53,
+            ]
         }
         return ip + udp + dns
     }

@@ -16,7 +16,9 @@ import Glibc
         return bytes
     }
 
-    static func be32(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * UInt32($0))) } }
+    static func be32(_ value: UInt32) -> [UInt8] {
+        (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * UInt32($0))) }
+    }
 
     /// A NFQNL_MSG_PACKET message for `queue` with these attributes.
     static func message(queue: UInt16, type: UInt16 = (3 << 8) | 0, _ attributes: [UInt8]) -> [UInt8] {
@@ -41,7 +43,8 @@ import Glibc
     }
 
     /// Sends `datagram` through a socket pair and parses it.
-    static func parse(_ datagram: [UInt8]) -> (count: Int32, packets: [ncq_packet], errors: Int32, payloads: [[UInt8]]) {
+    static func parse(_ datagram: [UInt8]) -> (count: Int32, packets: [ncq_packet], errors: Int32, payloads: [[UInt8]])
+    {
         var pair: [Int32] = [0, 0]
         #expect(socketpair(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0, &pair) == 0)
         defer {
@@ -63,10 +66,12 @@ import Glibc
 
     @Test func packetsOfOneDatagramAreReadWithIdHookLengthAndMark() {
         let head = Self.ipv4TCP(length: 1500)
-        let first = Self.message(queue: 7,
+        let first = Self.message(
+            queue: 7,
             Self.attribute(1, Self.be32(41) + [0x08, 0x00, 3]) + Self.attribute(10, head)
                 + Self.attribute(13, Self.be32(1500)) + Self.attribute(3, Self.be32(0x6e00_1200)))
-        let second = Self.message(queue: 8, Self.attribute(1, Self.be32(42) + [0x86, 0xdd, 1]) + Self.attribute(10, head))
+        let second = Self.message(
+            queue: 8, Self.attribute(1, Self.be32(42) + [0x86, 0xdd, 1]) + Self.attribute(10, head))
         let result = Self.parse(first + second)
         #expect(result.count == 2)
         #expect(result.packets[0].id == 41 && result.packets[0].queue == 7 && result.packets[0].hook == 3)
@@ -81,7 +86,8 @@ import Glibc
     @Test func aGSOPacketTakenWholeCountsTheWirePacketsItStandsFor() {
         // 20 + 32 bytes of headers and 14,480 of data: ten 1,448-byte segments of 1,500 bytes each.
         let length = 52 + 14_480
-        let message = Self.message(queue: 7,
+        let message = Self.message(
+            queue: 7,
             Self.attribute(1, Self.be32(1) + [0x08, 0x00, 3]) + Self.attribute(10, Self.ipv4TCP(length: length))
                 + Self.attribute(13, Self.be32(UInt32(length))) + Self.attribute(14, Self.be32(2)))
         let result = Self.parse(message)
@@ -119,22 +125,31 @@ import Glibc
         #expect(Self.parse(bad + good).count == 1)
     }
 
-    static func be64(_ value: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * UInt64($0))) } }
+    static func be64(_ value: UInt64) -> [UInt8] {
+        (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * UInt64($0))) }
+    }
 
     @Test func theKernelsArrivalStampIsReadInNanosecondsAndABadOneIsIgnored() {
         let head = Self.ipv4TCP(length: 60)
         func stamped(_ seconds: UInt64, _ microseconds: UInt64) -> [UInt8] {
-            Self.message(queue: 1, Self.attribute(1, Self.be32(1) + [0x08, 0x00, 1]) + Self.attribute(10, head)
-                + Self.attribute(4, Self.be64(seconds) + Self.be64(microseconds)))
+            Self.message(
+                queue: 1,
+                Self.attribute(1, Self.be32(1) + [0x08, 0x00, 1]) + Self.attribute(10, head)
+                    + Self.attribute(4, Self.be64(seconds) + Self.be64(microseconds)))
         }
         let good = Self.parse(stamped(1_795_621_101, 572_345))
         #expect(good.count == 1 && good.packets[0].stamp == 1_795_621_101_572_345_000)
         // No stamp (queued on output), a stamp with impossible microseconds, a short one: 0.
-        #expect(Self.parse(Self.message(queue: 1, Self.attribute(1, Self.be32(1) + [0x08, 0x00, 3]) + Self.attribute(10, head))).packets[0].stamp == 0)
+        #expect(
+            Self.parse(
+                Self.message(queue: 1, Self.attribute(1, Self.be32(1) + [0x08, 0x00, 3]) + Self.attribute(10, head))
+            ).packets[0].stamp == 0)
         #expect(Self.parse(stamped(1_795_621_101, 1_000_000)).packets[0].stamp == 0)
         #expect(Self.parse(stamped(UInt64.max, 0)).packets[0].stamp == 0)
-        let short = Self.message(queue: 1, Self.attribute(1, Self.be32(1) + [0x08, 0x00, 1]) + Self.attribute(10, head)
-            + Self.attribute(4, Self.be64(1_795_621_101)))
+        let short = Self.message(
+            queue: 1,
+            Self.attribute(1, Self.be32(1) + [0x08, 0x00, 1]) + Self.attribute(10, head)
+                + Self.attribute(4, Self.be64(1_795_621_101)))
         #expect(Self.parse(short).packets[0].stamp == 0)
     }
 }

@@ -30,7 +30,9 @@ import Testing
     @Test func aStampAfterTheReadIsNotBelieved() {
         var arrivals = PacketArrivals(offset: Self.offset)
         let offset = arrivals.read(offset: Self.offset)
-        #expect(arrivals.arrival(direction: 0, stamp: Self.stamp(11_000_000), readAt: Self.ms(10), offset: offset) == Self.ms(10))
+        #expect(
+            arrivals.arrival(direction: 0, stamp: Self.stamp(11_000_000), readAt: Self.ms(10), offset: offset)
+                == Self.ms(10))
     }
 
     @Test func afterAStepOfTheWallClockTheReadsStampsAreNotUsed() {
@@ -38,7 +40,9 @@ import Testing
         // The wall clock jumped 5 s forward: the offset moved by 5 s.
         let stepped = arrivals.read(offset: Self.offset - 5_000_000_000)
         #expect(stepped == nil)
-        #expect(arrivals.arrival(direction: 0, stamp: Self.stamp(9_000_000), readAt: Self.ms(10), offset: stepped) == Self.ms(10))
+        #expect(
+            arrivals.arrival(direction: 0, stamp: Self.stamp(9_000_000), readAt: Self.ms(10), offset: stepped)
+                == Self.ms(10))
         // The next read, on the new offset, trusts its stamps again.
         let next = arrivals.read(offset: Self.offset - 5_000_000_000)
         #expect(next != nil)
@@ -52,8 +56,12 @@ import Testing
         let offset = arrivals.read(offset: Self.offset)
         // Read unstamped (queued on output) at 10 ms, then a stamped one (on input) from 9 ms.
         #expect(arrivals.arrival(direction: 0, stamp: 0, readAt: Self.ms(10), offset: offset) == Self.ms(10))
-        #expect(arrivals.arrival(direction: 0, stamp: Self.stamp(9_000_000), readAt: Self.ms(10), offset: offset) == Self.ms(10))
+        #expect(
+            arrivals.arrival(direction: 0, stamp: Self.stamp(9_000_000), readAt: Self.ms(10), offset: offset)
+                == Self.ms(10))
         // The other direction has its own order.
-        #expect(arrivals.arrival(direction: 1, stamp: Self.stamp(9_000_000), readAt: Self.ms(10), offset: offset) == Self.ms(9))
+        #expect(
+            arrivals.arrival(direction: 1, stamp: Self.stamp(9_000_000), readAt: Self.ms(10), offset: offset)
+                == Self.ms(9))
     }
 }

@@ -59,10 +59,11 @@ import Testing
             	}
             }
             """
-        #expect(PacketCage.ownLines(in: listing, chainPrefix: "run_12") == [
-            "nft output: jump run_12_output comment \"netcond-12\"",
-            "nft run_12_output: socket cgroupv2 level 1 \"unified/netcond-12\" goto run_12_up",
-        ])
+        #expect(
+            PacketCage.ownLines(in: listing, chainPrefix: "run_12") == [
+                "nft output: jump run_12_output comment \"netcond-12\"",
+                "nft run_12_output: socket cgroupv2 level 1 \"unified/netcond-12\" goto run_12_up",
+            ])
         #expect(PacketCage.ownLines(in: "", chainPrefix: "run_12").isEmpty)
     }
 
@@ -101,7 +102,9 @@ import Testing
     /// A run is gone when nobody holds its cgroup's lock, whatever its id says; what is not a run's
     /// name is never taken for a gone run.
     @Test func aRunIsGoneWhenNobodyHoldsItsCgroupsLock() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-cage-test-\(UUID().uuidString)").path
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "netcond-cage-test-\(UUID().uuidString)"
+        ).path
         #expect(mkdir(root, 0o755) == 0)
         defer { rmdir(root) }
         let id = PacketCage.newRunID()
@@ -134,11 +137,20 @@ import Testing
             """
         #expect(PacketCage.isEmptyBuiltinTable(empty))
         #expect(PacketCage.isEmptyBuiltinTable("table ip6 mangle {\n}\n"))
-        let rule = empty.replacingOccurrences(of: "policy accept;\n\t}\n\tchain INPUT", with: "policy accept;\n\t\tip saddr 192.0.2.1 counter accept\n\t}\n\tchain INPUT")
+        let rule = empty.replacingOccurrences(
+            of: "policy accept;\n\t}\n\tchain INPUT",
+            with: "policy accept;\n\t\tip saddr 192.0.2.1 counter accept\n\t}\n\tchain INPUT")
         #expect(rule != empty && !PacketCage.isEmptyBuiltinTable(rule), "another program's rule")
-        #expect(!PacketCage.isEmptyBuiltinTable(empty.replacingOccurrences(of: "chain INPUT", with: "chain MINE")), "a chain of its own")
-        #expect(!PacketCage.isEmptyBuiltinTable(empty.replacingOccurrences(of: "policy accept;\n\t}\n}", with: "policy drop;\n\t}\n}")))
-        #expect(!PacketCage.isEmptyBuiltinTable(empty.replacingOccurrences(of: "\tchain INPUT {", with: "\tset blocked {\n\t\ttype ipv4_addr\n\t}\n\tchain INPUT {")))
+        #expect(
+            !PacketCage.isEmptyBuiltinTable(empty.replacingOccurrences(of: "chain INPUT", with: "chain MINE")),
+            "a chain of its own")
+        #expect(
+            !PacketCage.isEmptyBuiltinTable(
+                empty.replacingOccurrences(of: "policy accept;\n\t}\n}", with: "policy drop;\n\t}\n}")))
+        #expect(
+            !PacketCage.isEmptyBuiltinTable(
+                empty.replacingOccurrences(
+                    of: "\tchain INPUT {", with: "\tset blocked {\n\t\ttype ipv4_addr\n\t}\n\tchain INPUT {")))
         #expect(!PacketCage.isEmptyBuiltinTable(""), "no listing: nothing known")
     }
 

@@ -19,8 +19,11 @@ import Testing
         bytes.replaceSubrange(12..<16, with: up ? cage : far)
         bytes.replaceSubrange(16..<20, with: up ? far : cage)
         let (source, destination) = up ? (UInt16(40_000), farPort) : (farPort, UInt16(40_000))
-        bytes.replaceSubrange(20..<24, with: [UInt8(source >> 8), UInt8(source & 0xff), UInt8(destination >> 8), UInt8(destination & 0xff)])
-        bytes.replaceSubrange(24..<28, with: [UInt8(seq >> 24), UInt8(seq >> 16 & 0xff), UInt8(seq >> 8 & 0xff), UInt8(seq & 0xff)])
+        bytes.replaceSubrange(
+            20..<24,
+            with: [UInt8(source >> 8), UInt8(source & 0xff), UInt8(destination >> 8), UInt8(destination & 0xff)])
+        bytes.replaceSubrange(
+            24..<28, with: [UInt8(seq >> 24), UInt8(seq >> 16 & 0xff), UInt8(seq >> 8 & 0xff), UInt8(seq & 0xff)])
         bytes[32] = 0x50
         bytes[33] = flags
         return bytes
@@ -34,7 +37,8 @@ import Testing
             let tcp = TCPHeader(buffer.baseAddress!, copied: buffer.count, length: buffer.count)
             return driver.admit(
                 HeldPacket(queue: up ? 0 : 1, id: id, mark: 0, tcp: tcp, length: UInt32(buffer.count)), up: up,
-                wireLength: buffer.count, segments: 1, payload: buffer.baseAddress!, copied: buffer.count, bytes: nil, at: now)
+                wireLength: buffer.count, segments: 1, payload: buffer.baseAddress!, copied: buffer.count, bytes: nil,
+                at: now)
         }
     }
 
@@ -55,7 +59,8 @@ import Testing
 
     @Test func theFirewallRefusesASynWithAResetOneRoundTripLater() throws {
         var driver = PacketLinkDriver(
-            profile: try Self.profile("link: {latency: 50ms}\nfirewall: {allow_ports: [443], otherwise: refuse}"), seed: 1)
+            profile: try Self.profile("link: {latency: 50ms}\nfirewall: {allow_ports: [443], otherwise: refuse}"),
+            seed: 1)
         #expect(!Self.admit(&driver, Self.tcp(up: true, farPort: 80, flags: TCPHeader.syn, seq: 7), up: true, at: 10))
         #expect(driver.summary.firewallStopped == 1)
         let taken3 = driver.dueReset(upTo: Self.ms(109))
@@ -70,7 +75,8 @@ import Testing
     }
 
     @Test func aRefuseOutageTurnsSynsAwayAndABlackholeSwallowsEverything() throws {
-        let profile = try Self.profile("""
+        let profile = try Self.profile(
+            """
             link: {latency: 10ms}
             schedule:
               repeat: false
@@ -124,8 +130,13 @@ import Testing
         var driver = PacketLinkDriver(profile: try Self.profile("up: {latency: 10ms}\ndown: {latency: 40ms}"), seed: 1)
         #expect(Self.admit(&driver, Self.tcp(up: true, flags: TCPHeader.syn), up: true, at: 0))
         // The far end answers: the table learns the sequence numbers each end expects.
-        #expect(Self.admit(&driver, Self.tcp(up: false, flags: TCPHeader.syn | TCPHeader.ackFlag, seq: 5000), up: false, id: 2, at: 20))
-        while let (direction, delivery) = driver.popDelivery(upTo: Self.ms(100)) { driver.delivered(delivery, direction, corrupted: false) }
+        #expect(
+            Self.admit(
+                &driver, Self.tcp(up: false, flags: TCPHeader.syn | TCPHeader.ackFlag, seq: 5000), up: false, id: 2,
+                at: 20))
+        while let (direction, delivery) = driver.popDelivery(upTo: Self.ms(100)) {
+            driver.delivered(delivery, direction, corrupted: false)
+        }
         driver.control(.cut, at: Self.ms(100))
         #expect(driver.summary.connectionsCut == 1)
         let taken11 = driver.dueReset(upTo: Self.ms(110))

@@ -115,7 +115,8 @@ import Testing
         table.delivered(segments[0], up: false)  // its retransmission
         #expect(table.records[0].farBytesDelivered == 1000, "the link's edge stops past the repair")
         table.offered(Self.up(seq: 1001, ack: 9001, flags: Self.ack), up: true, at: .zero)
-        #expect(table.records[0].farBytesDelivered == 4000, "the client's acknowledgement carries it past what it holds")
+        #expect(
+            table.records[0].farBytesDelivered == 4000, "the client's acknowledgement carries it past what it holds")
         // The FIN takes no byte.
         let fin = Self.down(seq: 9001, flags: Self.ack | TCPHeader.fin)
         table.offered(fin, up: false, at: .zero)

@@ -15,7 +15,9 @@ import Testing
     }
 
     @Test func aStatusFaultAnswersWithoutTheServerAndKeepsTheConnection() throws {
-        let rig = try self.makeRig([HTTPFault(action: .status(503, retryAfter: .seconds(5)), select: FaultSelection(first: 1))])
+        let rig = try self.makeRig([
+            HTTPFault(action: .status(503, retryAfter: .seconds(5)), select: FaultSelection(first: 1))
+        ])
         try rig.request()
         let answer = try rig.received()
         #expect(answer.hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"))
@@ -86,14 +88,18 @@ import Testing
     }
 
     @Test func everyHitIsLoggedWithTheRequestAndItsTime() throws {
-        let rig = try self.makeRig([HTTPFault(name: "flaky", action: .status(500, retryAfter: nil), select: FaultSelection(first: 1))])
+        let rig = try self.makeRig([
+            HTTPFault(name: "flaky", action: .status(500, retryAfter: nil), select: FaultSelection(first: 1))
+        ])
         rig.loop.advanceTime(by: .milliseconds(1500))
         try rig.request("GET", "/a?b=1")
         try rig.request("GET", "/a?b=2")
         let hits = rig.rules.events.filter { $0.kind == .fault }
-        #expect(hits == [
-            ProxyEvent(at: 1.5, kind: .fault, detail: "fault 1 (flaky): GET http://origin.netcond.test/a?b=1", fault: 1,
-                       method: "GET", host: "origin.netcond.test", path: "/a?b=1")
-        ])
+        #expect(
+            hits == [
+                ProxyEvent(
+                    at: 1.5, kind: .fault, detail: "fault 1 (flaky): GET http://origin.netcond.test/a?b=1", fault: 1,
+                    method: "GET", host: "origin.netcond.test", path: "/a?b=1")
+            ])
     }
 }

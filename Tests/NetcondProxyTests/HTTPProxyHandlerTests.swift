@@ -73,10 +73,16 @@ import Testing
     }
 
     @Test func authoritiesAreParsedStrictly() {
-        #expect(UpstreamTarget(authority: "example.com:8080", defaultPort: nil) == UpstreamTarget(host: "example.com", port: 8080))
+        #expect(
+            UpstreamTarget(authority: "example.com:8080", defaultPort: nil)
+                == UpstreamTarget(host: "example.com", port: 8080))
         #expect(UpstreamTarget(authority: "[::1]:443", defaultPort: nil) == UpstreamTarget(host: "::1", port: 443))
-        #expect(UpstreamTarget(authority: "example.com", defaultPort: 80) == UpstreamTarget(host: "example.com", port: 80))
-        for bad in ["127.0.0.1:+80", "127.0.0.1:1:1", "::1:443", "host: 80", "host:", "host:65536", "host:0", "host:123456", "[::1]x"] {
+        #expect(
+            UpstreamTarget(authority: "example.com", defaultPort: 80) == UpstreamTarget(host: "example.com", port: 80))
+        for bad in [
+            "127.0.0.1:+80", "127.0.0.1:1:1", "::1:443", "host: 80", "host:", "host:65536", "host:0", "host:123456",
+            "[::1]x",
+        ] {
             #expect(UpstreamTarget(authority: bad, defaultPort: 80) == nil, "\(bad)")
         }
     }
@@ -85,16 +91,24 @@ import Testing
         func head(_ version: HTTPVersion, _ headers: [(String, String)]) -> HTTPRequestHead {
             HTTPRequestHead(version: version, method: .POST, uri: "http://h/", headers: HTTPHeaders(headers))
         }
-        #expect(HTTPRequestRouting.framingProblem(head(.http1_1, [("Host", "h"), ("Transfer-Encoding", "chunked")])) == nil)
+        #expect(
+            HTTPRequestRouting.framingProblem(head(.http1_1, [("Host", "h"), ("Transfer-Encoding", "chunked")])) == nil)
         #expect(HTTPRequestRouting.framingProblem(head(.http1_0, [("Host", "h"), ("Content-Length", "3")])) == nil)
-        #expect(HTTPRequestRouting.framingProblem(head(.http1_0, [("Transfer-Encoding", "chunked")]))?.contains("RFC 9112 §6.1") == true)
-        #expect(HTTPRequestRouting.framingProblem(head(.http1_1, [("Transfer-Encoding", "chunked"), ("Content-Length", "3")])) != nil)
-        #expect(HTTPRequestRouting.framingProblem(head(.http1_1, [("Host", "a"), ("host", "b")])) == "more than one Host header; send exactly one")
+        #expect(
+            HTTPRequestRouting.framingProblem(head(.http1_0, [("Transfer-Encoding", "chunked")]))?.contains(
+                "RFC 9112 §6.1") == true)
+        #expect(
+            HTTPRequestRouting.framingProblem(
+                head(.http1_1, [("Transfer-Encoding", "chunked"), ("Content-Length", "3")])) != nil)
+        #expect(
+            HTTPRequestRouting.framingProblem(head(.http1_1, [("Host", "a"), ("host", "b")]))
+                == "more than one Host header; send exactly one")
     }
 
     @Test func headerBytesThatAreNotUTF8AreRefusedNotRewritten() throws {
         let rig = try ProxyRig(profile: Profile(name: "t"), shaped: false)
-        var request = ByteBuffer(string: "GET http://origin.netcond.test/file HTTP/1.1\r\nHost: origin.netcond.test\r\nX-Name: caf")
+        var request = ByteBuffer(
+            string: "GET http://origin.netcond.test/file HTTP/1.1\r\nHost: origin.netcond.test\r\nX-Name: caf")
         request.writeBytes([0xE9, 0xFF])  // Latin-1 é, and a byte no text has
         request.writeString("\r\nContent-Length: 0\r\n\r\n")
         try rig.client.writeInbound(request)
@@ -105,7 +119,11 @@ import Testing
         #expect(rig.connectsAttempted == 0, "nothing altered reaches a server")
         // Valid UTF-8 passes.
         let other = try ProxyRig(profile: Profile(name: "t"), shaped: false)
-        try other.client.writeInbound(ByteBuffer(string: "GET http://origin.netcond.test/file HTTP/1.1\r\nHost: origin.netcond.test\r\nX-Name: café\r\nContent-Length: 0\r\n\r\n"))
+        try other.client.writeInbound(
+            ByteBuffer(
+                string:
+                    "GET http://origin.netcond.test/file HTTP/1.1\r\nHost: origin.netcond.test\r\nX-Name: café\r\nContent-Length: 0\r\n\r\n"
+            ))
         other.advance(1)
         #expect(other.connectsAttempted == 1)
         #expect(try other.sentUpstream().contains("X-Name: café\r\n"))
@@ -123,7 +141,9 @@ import Testing
         #expect(try rig.received().hasSuffix("\r\n\r\nok"), "the response goes on")
         let altered = rig.rules.eventsWithPending.filter { $0.kind == .altered }
         #expect(altered.count == 1)
-        #expect(altered.first?.detail.contains("('Content-Disposition') held bytes that are not UTF-8") == true, "\(altered)")
+        #expect(
+            altered.first?.detail.contains("('Content-Disposition') held bytes that are not UTF-8") == true,
+            "\(altered)")
         #expect(altered.first?.host == "origin.netcond.test")
     }
 }

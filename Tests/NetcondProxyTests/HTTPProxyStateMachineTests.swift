@@ -37,7 +37,9 @@ import Testing
         .head(HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: ["Host": host]))
     }
 
-    func response(_ status: HTTPResponseStatus = .ok, headers: HTTPHeaders = ["Content-Length": "5"]) -> HTTPClientResponsePart {
+    func response(_ status: HTTPResponseStatus = .ok, headers: HTTPHeaders = ["Content-Length": "5"])
+        -> HTTPClientResponsePart
+    {
         .head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))
     }
 
@@ -55,7 +57,8 @@ import Testing
     @Test func aRequestConnectsThenGoesUpstreamInOriginFormWithAHost() {
         var machine = HTTPProxyStateMachine(policy: nil)
         #expect(machine.waitsIdle)
-        let observed1 = machine.requestPart(self.get("http://origin.test/a?b=1", headers: [("Proxy-Connection", "keep-alive")]), now: self.now)
+        let observed1 = machine.requestPart(
+            self.get("http://origin.test/a?b=1", headers: [("Proxy-Connection", "keep-alive")]), now: self.now)
         #expect(observed1 == [.cancelIdleTimer, .connect(self.origin)])
         #expect(machine.state == .connecting)
         let observed2 = machine.requestPart(.body(self.body("xy")), now: self.now)
@@ -63,19 +66,25 @@ import Testing
         let observed3 = machine.requestPart(.end(nil), now: self.now)
         #expect(observed3 == [])
         let observed4 = machine.upstreamConnected(self.origin, now: self.now)
-        #expect(observed4 == [
-            .forward(self.upstreamHead("/a?b=1"), flush: false),
-            .forward(.body(.byteBuffer(self.body("xy"))), flush: false),
-            .forward(.end(nil), flush: true),
-            .flushUpstream, .resumeReadingIfPending,
-        ])
+        #expect(
+            observed4 == [
+                .forward(self.upstreamHead("/a?b=1"), flush: false),
+                .forward(.body(.byteBuffer(self.body("xy"))), flush: false),
+                .forward(.end(nil), flush: true),
+                .flushUpstream, .resumeReadingIfPending,
+            ])
         #expect(machine.state == .forwarding)
     }
 
     @Test func theResponseGoesToTheClientAndTheConnectionIsReusedForTheSameHost() {
         var machine = self.forwarding()
         let observed5 = machine.responsePart(self.response(), now: self.now)
-        #expect(observed5 == [.write(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "5"])), flush: false)])
+        #expect(
+            observed5 == [
+                .write(
+                    .head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "5"])),
+                    flush: false)
+            ])
         let observed6 = machine.responsePart(.body(self.body("hello")), now: self.now)
         #expect(observed6 == [.write(.body(.byteBuffer(self.body("hello"))), flush: false)])
         let observed7 = machine.responsePart(.end(nil), now: self.now)
@@ -91,7 +100,8 @@ import Testing
         _ = machine.responsePart(self.response(), now: self.now)
         _ = machine.responsePart(.end(nil), now: self.now)
         let observed9 = machine.requestPart(self.get("http://other.test:8080/"), now: self.now)
-        #expect(observed9 == [.cancelIdleTimer, .closeUpstream, .connect(UpstreamTarget(host: "other.test", port: 8080))])
+        #expect(
+            observed9 == [.cancelIdleTimer, .closeUpstream, .connect(UpstreamTarget(host: "other.test", port: 8080))])
     }
 
     @Test func aPipelinedRequestWaitsForTheResponseBeforeIt() {
@@ -102,12 +112,13 @@ import Testing
         #expect(observed11 == [])
         _ = machine.responsePart(self.response(), now: self.now)
         let observed12 = machine.responsePart(.end(nil), now: self.now)
-        #expect(observed12 == [
-            .write(.end(nil), flush: true),
-            .forward(self.upstreamHead("/second"), flush: false),
-            .forward(.end(nil), flush: true),
-            .resumeReadingIfPending, .rearmIdleTimer,
-        ])
+        #expect(
+            observed12 == [
+                .write(.end(nil), flush: true),
+                .forward(self.upstreamHead("/second"), flush: false),
+                .forward(.end(nil), flush: true),
+                .resumeReadingIfPending, .rearmIdleTimer,
+            ])
     }
 
     @Test func aRequestThatIsNotKeptAliveClosesAfterItsResponse() {
@@ -143,22 +154,24 @@ import Testing
         let text = "netcond: the response of origin.test:80 is not HTTP netcond can read: invalid constant\n"
         let answer = CannedResponse.text(502, text)
         let observed = machine.upstreamMalformed("invalid constant")
-        #expect(observed == [
-            .noteMalformed("invalid constant", host: "origin.test:80"),
-            .write(.head(answer.head(keepAlive: false)), flush: false),
-            .write(.body(.byteBuffer(ByteBuffer(bytes: answer.body))), flush: false),
-            .write(.end(nil), flush: true),
-            .closeClient(CloseWhenDrained()),
-        ])
+        #expect(
+            observed == [
+                .noteMalformed("invalid constant", host: "origin.test:80"),
+                .write(.head(answer.head(keepAlive: false)), flush: false),
+                .write(.body(.byteBuffer(ByteBuffer(bytes: answer.body))), flush: false),
+                .write(.end(nil), flush: true),
+                .closeClient(CloseWhenDrained()),
+            ])
         #expect(machine.state == .closed)
 
         var started = self.forwarding()
         _ = started.responsePart(self.response(), now: self.now)
         let cut = started.upstreamMalformed("invalid chunk size")
-        #expect(cut == [
-            .noteMalformed("invalid chunk size", host: "origin.test:80"),
-            .closeClient(CloseWhenDrained(reset: false, crossesLink: true)),
-        ])
+        #expect(
+            cut == [
+                .noteMalformed("invalid chunk size", host: "origin.test:80"),
+                .closeClient(CloseWhenDrained(reset: false, crossesLink: true)),
+            ])
     }
 
     @Test func aRefusedConnectionIsAResetAndAnUnknownNameA502() {
@@ -228,13 +241,16 @@ import Testing
         let released = machine.releaseHeld(now: self.now + .seconds(2))
         // What was held goes out in order; the server's close, made before the response ended,
         // comes after it: the client sees the response cut short by a FIN crossing the link.
-        #expect(released == [
-            .write(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "5"])), flush: false),
-            .write(.body(.byteBuffer(self.body("hello"))), flush: false),
-            .flushClient,
-            .closeClient(CloseWhenDrained(reset: false, crossesLink: true)),
-            .resumeUpstreamReading,
-        ])
+        #expect(
+            released == [
+                .write(
+                    .head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "5"])),
+                    flush: false),
+                .write(.body(.byteBuffer(self.body("hello"))), flush: false),
+                .flushClient,
+                .closeClient(CloseWhenDrained(reset: false, crossesLink: true)),
+                .resumeUpstreamReading,
+            ])
         #expect(!machine.responseHeld)
         #expect(machine.state == .closed)
     }
@@ -246,16 +262,22 @@ import Testing
         _ = machine.responsePart(self.response(), now: self.now)
         _ = machine.upstreamClosed(reset: true)
         let released = machine.releaseHeld(now: self.now + .seconds(1))
-        #expect(released == [
-            .write(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "5"])), flush: false),
-            .flushClient,
-            .closeClient(CloseWhenDrained(reset: true, crossesLink: true)),
-            .resumeUpstreamReading,
-        ])
+        #expect(
+            released == [
+                .write(
+                    .head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "5"])),
+                    flush: false),
+                .flushClient,
+                .closeClient(CloseWhenDrained(reset: true, crossesLink: true)),
+                .resumeUpstreamReading,
+            ])
     }
 
     @Test func truncateAfterCutsTheBodyAtItsByteWithAFinAndResetAfterWithAReset() {
-        for (fault, reset) in [(FaultAction.cut(after: ByteCount(bytes: 7), end: .fin), false), (.cut(after: ByteCount(bytes: 7), end: .reset), true)] {
+        for (fault, reset) in [
+            (FaultAction.cut(after: ByteCount(bytes: 7), end: .fin), false),
+            (.cut(after: ByteCount(bytes: 7), end: .reset), true),
+        ] {
             let policy = Policy()
             policy.fault = fault
             var machine = self.forwarding(policy)
@@ -266,7 +288,11 @@ import Testing
             if reset {
                 #expect(cut == [.closeUpstream, .writeThenReset(self.body("efg"))])
             } else {
-                #expect(cut == [.closeUpstream, .write(.body(.byteBuffer(self.body("efg"))), flush: true), .closeClient(CloseWhenDrained())])
+                #expect(
+                    cut == [
+                        .closeUpstream, .write(.body(.byteBuffer(self.body("efg"))), flush: true),
+                        .closeClient(CloseWhenDrained()),
+                    ])
             }
             #expect(machine.state == .closed)
         }
@@ -287,7 +313,8 @@ import Testing
         #expect(machine.responsePart(.head(head), now: self.now) == [.write(.head(head), flush: false)])
         // The response is whole, but the client's connection ends only when the server's does.
         #expect(machine.responsePart(.end(nil), now: self.now) == [.write(.end(nil), flush: true)])
-        #expect(machine.upstreamClosed(reset: false) == [.closeClient(CloseWhenDrained(reset: false, crossesLink: true))])
+        #expect(
+            machine.upstreamClosed(reset: false) == [.closeClient(CloseWhenDrained(reset: false, crossesLink: true))])
     }
 
     @Test func hangForwardsTheRequestAndNeverAnswersNorCloses() {
@@ -300,7 +327,10 @@ import Testing
         // What the client sends meanwhile is read and dropped; its FIN does not close it either.
         let mayRead = machine.mayRead(upstreamWritable: true)
         #expect(mayRead)
-        #expect(machine.requestPart(.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "http://a.test/")), now: self.now).isEmpty)
+        #expect(
+            machine.requestPart(
+                .head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "http://a.test/")), now: self.now
+            ).isEmpty)
         let onFIN = machine.clientInputClosed(leftBeforeConnecting: false)
         #expect(onFIN.isEmpty && !machine.waitsIdle)
     }
@@ -321,7 +351,9 @@ import Testing
 
     @Test func switchingProtocolsTurnsTheExchangeIntoATunnel() {
         var machine = self.forwarding()
-        _ = machine.responsePart(self.response(.switchingProtocols, headers: ["Upgrade": "websocket", "Connection": "upgrade"]), now: self.now)
+        _ = machine.responsePart(
+            self.response(.switchingProtocols, headers: ["Upgrade": "websocket", "Connection": "upgrade"]),
+            now: self.now)
         let observed28 = machine.responsePart(.end(nil), now: self.now)
         #expect(observed28 == [.write(.end(nil), flush: true), .switchToTunnel])
         #expect(machine.state == .tunnel)
@@ -378,7 +410,8 @@ import Testing
         _ = pipelined.responsePart(.body(self.body("hello")), now: self.now)
         let after = pipelined.responsePart(.end(nil), now: self.now)
         #expect(after.last == .closeClient(CloseWhenDrained()))
-        #expect(after.contains { if case .write(.head(let head), _) = $0 { head.status == .badRequest } else { false } })
+        #expect(
+            after.contains { if case .write(.head(let head), _) = $0 { head.status == .badRequest } else { false } })
 
         // A pipelined request whose body breaks while the one before it waits on the server: the
         // one before gets its answer, the broken one never goes upstream, then the 400.
@@ -393,7 +426,8 @@ import Testing
         _ = brokenBody.responsePart(self.response(), now: self.now)
         let answered = brokenBody.responsePart(.end(nil), now: self.now)
         #expect(answered.first == .write(.end(nil), flush: true))
-        #expect(answered.contains { if case .write(.head(let head), _) = $0 { head.status == .badRequest } else { false } })
+        #expect(
+            answered.contains { if case .write(.head(let head), _) = $0 { head.status == .badRequest } else { false } })
         #expect(answered.last == .closeClient(CloseWhenDrained()))
 
         // Behind a request that said Connection: close: the server closes after it, as it would.
@@ -445,7 +479,8 @@ import Testing
         #expect(machine.state == .tunnel)
 
         var twoHosts = HTTPProxyStateMachine(policy: nil)
-        let actions = twoHosts.requestPart(self.get("http://origin.test/", headers: [("Host", "a"), ("Host", "b")]), now: self.now)
+        let actions = twoHosts.requestPart(
+            self.get("http://origin.test/", headers: [("Host", "a"), ("Host", "b")]), now: self.now)
         guard case .write(.head(let head), _)? = actions.dropFirst().first else {
             Issue.record("no answer: \(actions)")
             return

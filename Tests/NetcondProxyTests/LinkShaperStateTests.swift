@@ -120,7 +120,8 @@ import Testing
 
     @Test func aResetAskedForOnceStaysAReset() {
         var state = self.shaping()
-        let observed34 = state.closeRequested(CloseWhenDrained(reset: true), downLatency: .zero, downHeld: true, at: self.start)
+        let observed34 = state.closeRequested(
+            CloseWhenDrained(reset: true), downLatency: .zero, downHeld: true, at: self.start)
         #expect(observed34 == [])
         let observed35 = state.closeRequested(CloseWhenDrained(), downLatency: .zero, downHeld: true, at: self.start)
         #expect(observed35 == [])
@@ -131,7 +132,8 @@ import Testing
     @Test func withoutShapingACloseIsMadeAtOnceAndHalfClosesAreNotHeld() {
         var state = LinkShaperState()
         #expect(!state.holdsOutputClose(downHeld: true))
-        let observed37 = state.closeRequested(CloseWhenDrained(crossesLink: true), downLatency: .seconds(1), downHeld: true, at: self.start)
+        let observed37 = state.closeRequested(
+            CloseWhenDrained(crossesLink: true), downLatency: .seconds(1), downHeld: true, at: self.start)
         #expect(observed37 == [.close(reset: false)])
         var shaping = self.shaping()
         #expect(shaping.holdsOutputClose(downHeld: true))

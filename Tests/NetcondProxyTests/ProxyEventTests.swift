@@ -18,7 +18,8 @@ import Testing
         let events = [
             ProxyEvent(at: 1, kind: .connect, detail: "anything", host: "h", port: 80, attempt: .timedOut),
             ProxyEvent(at: 2, kind: .client, detail: "anything", attempt: .noAnswer),
-            ProxyEvent(at: 3, kind: .delivered, detail: "anything", cut: .reset, localPort: 5, bytes: 9, connectedAt: 0.5),
+            ProxyEvent(
+                at: 3, kind: .delivered, detail: "anything", cut: .reset, localPort: 5, bytes: 9, connectedAt: 0.5),
             ProxyEvent(at: 4, kind: .captive, detail: "anything", portal: .intercepted),
         ]
         #expect(try self.json(events[0])["outcome"] as? String == "timed out")

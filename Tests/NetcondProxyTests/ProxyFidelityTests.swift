@@ -203,4 +203,3 @@ import Testing
         #expect(other.client.isActive)
     }
 }
-

@@ -8,9 +8,10 @@ import Testing
         #expect(parser.feed([5, 1, 0]) == [.reply([5, 0], close: false)])
         let name = Array("origin.netcond.test".utf8)
         let request: [UInt8] = [5, 1, 0, 3, UInt8(name.count)] + name + [0, 80]
-        #expect(parser.feed(request + [1, 2]) == [
-            .connect(UpstreamTarget(host: "origin.netcond.test", port: 80), leftover: [1, 2])
-        ])
+        #expect(
+            parser.feed(request + [1, 2]) == [
+                .connect(UpstreamTarget(host: "origin.netcond.test", port: 80), leftover: [1, 2])
+            ])
     }
 
     @Test func bytesMayArriveOneAtATime() {
@@ -19,7 +20,10 @@ import Testing
         for byte: UInt8 in [5, 1, 0, 5, 1, 0, 1, 127, 0, 0, 1, 0x1F, 0x90] {
             steps += parser.feed([byte])
         }
-        #expect(steps == [.reply([5, 0], close: false), .connect(UpstreamTarget(host: "127.0.0.1", port: 8080), leftover: [])])
+        #expect(
+            steps == [
+                .reply([5, 0], close: false), .connect(UpstreamTarget(host: "127.0.0.1", port: 8080), leftover: []),
+            ])
     }
 
     @Test func ipv6Address() {
@@ -48,8 +52,11 @@ import Testing
 
 @Suite struct UpstreamTargetTests {
     @Test func parsesAuthorities() {
-        #expect(UpstreamTarget(authority: "example.com:443", defaultPort: nil) == UpstreamTarget(host: "example.com", port: 443))
-        #expect(UpstreamTarget(authority: "example.com", defaultPort: 80) == UpstreamTarget(host: "example.com", port: 80))
+        #expect(
+            UpstreamTarget(authority: "example.com:443", defaultPort: nil)
+                == UpstreamTarget(host: "example.com", port: 443))
+        #expect(
+            UpstreamTarget(authority: "example.com", defaultPort: 80) == UpstreamTarget(host: "example.com", port: 80))
         #expect(UpstreamTarget(authority: "[::1]:8080", defaultPort: nil) == UpstreamTarget(host: "::1", port: 8080))
         #expect(UpstreamTarget(authority: "127.0.0.1:1", defaultPort: nil)?.isName == false)
         #expect(UpstreamTarget(authority: "origin.netcond.test:80", defaultPort: nil)?.isName == true)

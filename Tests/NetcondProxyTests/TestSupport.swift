@@ -58,7 +58,10 @@ final class ProxyRig {
 
     func request(_ method: String = "GET", _ path: String = "/file") throws {
         try self.client.writeInbound(
-            ByteBuffer(string: "\(method) http://origin.netcond.test\(path) HTTP/1.1\r\nHost: origin.netcond.test\r\nContent-Length: 0\r\n\r\n")
+            ByteBuffer(
+                string:
+                    "\(method) http://origin.netcond.test\(path) HTTP/1.1\r\nHost: origin.netcond.test\r\nContent-Length: 0\r\n\r\n"
+            )
         )
     }
 

@@ -10,9 +10,10 @@ import Testing
     typealias Connection = OriginRequestLog.Connection
 
     func entry(_ id: Int, connection: Int, body: Int64, completed: Bool = true) -> Entry {
-        Entry(id: id, connection: connection, timestamp: .ms(Int64(id) * 100), method: "GET", target: "/files/big.bin",
-              headers: .init(), status: 200, retryAfter: nil, bodyBytesSent: body, completed: completed,
-              isFinished: true, finishedAt: nil, effect: nil)
+        Entry(
+            id: id, connection: connection, timestamp: .ms(Int64(id) * 100), method: "GET", target: "/files/big.bin",
+            headers: .init(), status: 200, retryAfter: nil, bodyBytesSent: body, completed: completed,
+            isFinished: true, finishedAt: nil, effect: nil)
     }
 
     func connection(_ id: Int, port: Int, written: Int64, tls: Bool = false, at: Instant = .zero) -> Connection {
@@ -38,8 +39,11 @@ import Testing
             deliveries: [.init(at: .zero, localPort: 40_000, bytes: 630, clientFIN: .ms(150))])
         #expect(late == [2: .milliseconds(50), 3: .milliseconds(150)])
         // A client that never sent a FIN before the connection ended: nothing is late.
-        #expect(DeliveryEvidence.afterClientFIN(
-            entries: entries, connections: connections, deliveries: [.init(at: .zero, localPort: 40_000, bytes: 630)]).isEmpty)
+        #expect(
+            DeliveryEvidence.afterClientFIN(
+                entries: entries, connections: connections,
+                deliveries: [.init(at: .zero, localPort: 40_000, bytes: 630)]
+            ).isEmpty)
     }
 
     @Test func eachWholeResponseIsReceivedWhenItsLastByteReachedTheClient() {
@@ -53,23 +57,32 @@ import Testing
         var delivery = DeliveryEvidence.Delivery(at: .zero, localPort: 40_000, bytes: 3400)
         delivery.samples = [(1, 1000), (2, 1300), (3, 3400)].map { .init(at: .s(Int64($0.0)), bytes: $0.1) }
         let connections = [self.connection(0, port: 40_000, written: 3900)]
-        let received = DeliveryEvidence.received(entries: [first, second, cut], connections: connections, deliveries: [delivery])
+        let received = DeliveryEvidence.received(
+            entries: [first, second, cut], connections: connections, deliveries: [delivery])
         #expect(received == [0: .s(2), 1: .s(3)])
         // Samples that stop short of a response's end: it never arrived whole, so no moment.
         delivery.samples.removeLast()
-        #expect(DeliveryEvidence.received(entries: [first, second], connections: connections, deliveries: [delivery]) == [0: .s(2)])
+        #expect(
+            DeliveryEvidence.received(entries: [first, second], connections: connections, deliveries: [delivery]) == [
+                0: .s(2)
+            ])
     }
 
     @Test func everythingDeliveredMeansNothingLost() {
         let entries = [self.entry(0, connection: 0, body: 1000)]
         let connections = [self.connection(0, port: 40_000, written: 1200)]
-        #expect(DeliveryEvidence.undelivered(
-            entries: entries, connections: connections, deliveries: [.init(at: .s(1), localPort: 40_000, bytes: 1200)]).isEmpty)
+        #expect(
+            DeliveryEvidence.undelivered(
+                entries: entries, connections: connections,
+                deliveries: [.init(at: .s(1), localPort: 40_000, bytes: 1200)]
+            ).isEmpty)
         // A cut that came when the origin had written everything it would: the response is still the link's to answer for.
         let unfinished = [self.entry(0, connection: 0, body: 1000, completed: false)]
-        #expect(DeliveryEvidence.undelivered(
-            entries: unfinished, connections: connections, deliveries: [.init(at: .s(1), localPort: 40_000, bytes: 1200, cut: .close)])
-            == [0: .init(bytes: 0, uncertainty: 0, cut: .close)])
+        #expect(
+            DeliveryEvidence.undelivered(
+                entries: unfinished, connections: connections,
+                deliveries: [.init(at: .s(1), localPort: 40_000, bytes: 1200, cut: .close)])
+                == [0: .init(bytes: 0, uncertainty: 0, cut: .close)])
     }
 
     @Test func aLossLargerThanTheBodyTakesTheWholeBody() {
@@ -81,7 +94,10 @@ import Testing
     }
 
     @Test func aReusedPortMeansTheLatestConnectionOpenedBeforeTheDelivery() {
-        let entries = [self.entry(0, connection: 0, body: 5000), self.entry(1, connection: 1, body: 5000), self.entry(2, connection: 2, body: 5000)]
+        let entries = [
+            self.entry(0, connection: 0, body: 5000), self.entry(1, connection: 1, body: 5000),
+            self.entry(2, connection: 2, body: 5000),
+        ]
         let connections = [
             self.connection(0, port: 40_000, written: 5200, at: .zero),
             self.connection(1, port: 40_000, written: 5200, at: .s(2)),
@@ -96,7 +112,8 @@ import Testing
         let entries = [self.entry(0, connection: 0, body: 1_000_000)]
         let connections = [self.connection(0, port: 40_000, written: 1_030_000, tls: true)]
         let lost = DeliveryEvidence.undelivered(
-            entries: entries, connections: connections, deliveries: [.init(at: .s(1), localPort: 40_000, bytes: 630_000)])
+            entries: entries, connections: connections,
+            deliveries: [.init(at: .s(1), localPort: 40_000, bytes: 630_000)])
         #expect(lost == [0: .init(bytes: 400_000, uncertainty: 64 + 400_000 / 512, cut: nil)])
     }
 
@@ -104,15 +121,20 @@ import Testing
         // The origin's TLS wrote its 24-byte close_notify as the connection went: nothing was cut.
         let entries = [self.entry(0, connection: 0, body: 1_000_000)]
         let connections = [self.connection(0, port: 40_000, written: 1_030_024, tls: true)]
-        #expect(DeliveryEvidence.undelivered(
-            entries: entries, connections: connections, deliveries: [.init(at: .s(1), localPort: 40_000, bytes: 1_030_000)]).isEmpty)
+        #expect(
+            DeliveryEvidence.undelivered(
+                entries: entries, connections: connections,
+                deliveries: [.init(at: .s(1), localPort: 40_000, bytes: 1_030_000)]
+            ).isEmpty)
     }
 
     @Test func deliveriesForOtherConnectionsAreIgnored() {
         let entries = [self.entry(0, connection: 0, body: 1000)]
         let connections = [self.connection(0, port: 40_000, written: 1200)]
-        #expect(DeliveryEvidence.undelivered(
-            entries: entries, connections: connections, deliveries: [.init(at: .s(1), localPort: 40_001, bytes: 0)]).isEmpty)
+        #expect(
+            DeliveryEvidence.undelivered(
+                entries: entries, connections: connections, deliveries: [.init(at: .s(1), localPort: 40_001, bytes: 0)]
+            ).isEmpty)
     }
 }
 

@@ -14,25 +14,31 @@ import Testing
         var cut = RunEvidence.Request(at: 0.2, path: "/files/big.bin", status: 200, bodyBytesSent: 500)
         cut.ended = 0.4
         cut.linkCut = .reset
-        var resumed = RunEvidence.Request(at: 1.5, path: "/files/big.bin", range: "bytes=300-", status: 206, bodyBytesSent: 200)
+        var resumed = RunEvidence.Request(
+            at: 1.5, path: "/files/big.bin", range: "bytes=300-", status: 206, bodyBytesSent: 200)
         resumed.ended = 1.9
         var evidence = RunEvidence(
             exit: .exited(passed ? 0 : 8), timedOut: false, deadline: .seconds(60), duration: 2.0,
             requests: [cut, resumed], workingDirectory: "/nonexistent", origin: OriginContent())
-        evidence.failedConnects = [RunEvidence.FailedConnect(at: 1.0, host: "origin.netcond.test", port: 80, outcome: .refused)]
+        evidence.failedConnects = [
+            RunEvidence.FailedConnect(at: 1.0, host: "origin.netcond.test", port: 80, outcome: .refused)
+        ]
         evidence.lines = [RunEvidence.OutputLine(at: 1.95, stderr: false, text: line)]
         evidence.linkEvents = [
             RunEvidence.LinkEvent(at: 0.25, kind: .link, detail: "link: tunnel, outage (blackhole)"),
             RunEvidence.LinkEvent(at: 1.2, kind: .fault, detail: "fault 503 on GET /files/big.bin"),
         ]
-        var resumes = CheckResult(name: "resumes", passed: passed, evidence: passed ? "cut at 300 → Range" : "asked for <all> & \"more\"")
+        var resumes = CheckResult(
+            name: "resumes", passed: passed, evidence: passed ? "cut at 300 → Range" : "asked for <all> & \"more\"")
         resumes.marks = [0.2, 0.4, 1.5]
         var outcome = ScenarioOutcome(
             scenario: scenario, seed: 42, command: ["curl", "-o", "out file"], evidence: evidence,
             results: [CheckResult(name: "completes", passed: true, evidence: "exit 0 after 2.00s"), resumes],
             applied: [(at: 0.3, what: "cut (reset)")], startup: 0.05, linkSummary: "lte: 2 s",
             clientOutput: ClientOutput(tail: line, stderrTail: ""))
-        outcome.delivered = [DeliverySample(at: 0, bytes: 0), DeliverySample(at: 1, bytes: 300), DeliverySample(at: 2, bytes: 500)]
+        outcome.delivered = [
+            DeliverySample(at: 0, bytes: 0), DeliverySample(at: 1, bytes: 300), DeliverySample(at: 2, bytes: 500),
+        ]
         return outcome
     }
 
@@ -50,14 +56,19 @@ import Testing
         #expect(html.contains(#"<g class="mark link-event" data-at="0.3">"#))
         #expect(html.contains(#"<g class="mark output stdout" data-at="1.95">"#))
         // What the link recorded of itself: a phase with its outage, a fault applied.
-        #expect(html.contains(#"<g class="mark link-state link" data-at="0.25"><title>+0.25s link: tunnel, outage (blackhole)</title>"#))
+        #expect(
+            html.contains(
+                #"<g class="mark link-state link" data-at="0.25"><title>+0.25s link: tunnel, outage (blackhole)</title>"#
+            ))
         #expect(html.contains(#"<g class="mark link-state fault" data-at="1.2">"#))
         #expect(html.contains(#"<polyline class="delivered""#))
         // The check links to its moments, which are drawn for it.
         #expect(html.contains(#"data-marks="0.2 0.4 1.5""#))
         #expect(html.components(separatedBy: #"class="check-mark" data-check="resumes""#).count - 1 == 2 * 3)
         // The suite: one row per scenario, the failed one says why; the command that repeats it.
-        #expect(html.contains(#"<tr class="row" data-verdict="failed">"#) && html.contains(#"<tr class="row" data-verdict="passed">"#))
+        #expect(
+            html.contains(#"<tr class="row" data-verdict="failed">"#)
+                && html.contains(#"<tr class="row" data-verdict="passed">"#))
         #expect(html.contains("netcond run Scenarios/a.yaml --seed 42 -- curl -o &apos;out file&apos;"))
         #expect(!html.contains("http://") && !html.contains("https://"), "no external resource")
     }
@@ -79,8 +90,14 @@ import Testing
         #expect(rows == [[0, 2_000_000, 40, 0], [1.5, 200_000, 120, 0.01], [2, 200_000, 120, 0.01]])
         let html = try HTMLReport.render(json: Data(json.utf8), source: "r.json")
         // x = 250 + 840 × t / 2.04 (the run's 2 s and 2 % more); y from 102 (0) up to 76 (the run's most).
-        #expect(html.contains(#"<polyline class="link-rate" points="250.0,76.0 867.6,76.0 867.6,99.4 1073.5,99.4 1073.5,99.4 1090.0,99.4">"#))
-        #expect(html.contains(#"<polyline class="link-delay" points="250.0,93.3 867.6,93.3 867.6,76.0 1073.5,76.0 1073.5,76.0 1090.0,76.0">"#))
+        #expect(
+            html.contains(
+                #"<polyline class="link-rate" points="250.0,76.0 867.6,76.0 867.6,99.4 1073.5,99.4 1073.5,99.4 1090.0,99.4">"#
+            ))
+        #expect(
+            html.contains(
+                #"<polyline class="link-delay" points="250.0,93.3 867.6,93.3 867.6,76.0 1073.5,76.0 1073.5,76.0 1090.0,76.0">"#
+            ))
         #expect(html.contains("rate ▔ 2Mbit/s · delay ┄ 120 ms"))
         // A run whose engine said nothing of its link draws no rate and keeps the report readable.
         let plain = try self.page([.ran(self.outcome("plain", passed: true))])
@@ -117,12 +134,15 @@ import Testing
         #expect(html.contains(#"data-at="1.5" data-ended="2">"#))
         #expect(html.contains("sent by +1.95s, its last byte at the client +2s"))
         // The client came back 1.3 s after a response that asked for 2 s.
-        #expect(html.contains(#"<g class="gap early"><title>1.3s, asked 2s between attempts: sooner than the server asked</title>"#))
+        #expect(
+            html.contains(
+                #"<g class="gap early"><title>1.3s, asked 2s between attempts: sooner than the server asked</title>"#))
         #expect(html.contains(#"<g class="retry-after">"#))
         // The outage is a span of its own, named; the phases around it are not outages.
         #expect(html.components(separatedBy: #"<rect class="span outage""#).count - 1 == 1)
         #expect(html.contains(">lte, outage (blackhole)</text>"))
-        #expect(html.contains(">captive portal closes (after response 1 of /files/big.bin)</text>"), "whole, not clipped")
+        #expect(
+            html.contains(">captive portal closes (after response 1 of /files/big.bin)</text>"), "whole, not clipped")
         #expect(html.contains(#"<text class="scale-label""#) && html.contains(">500 B</text>"))
         #expect(html.contains(#"<p class="legend">"#))
     }
@@ -138,8 +158,13 @@ import Testing
                 detail: "portal answered 200: GET http://origin.netcond.test/files/catalog.json"),
         ]
         let html = try self.page([.ran(outcome)])
-        #expect(html.contains(#"<g class="mark request portal" data-at="0.04"><title>+0.04s GET http://origin.netcond.test/files/catalog.json → 200 from the captive portal: its login page, not what was asked for</title>"#))
-        #expect(html.contains(#"<text class="request-label portal" x="4" y="#) && html.contains(">GET /files/catalog.json 200 · login page</text>"))
+        #expect(
+            html.contains(
+                #"<g class="mark request portal" data-at="0.04"><title>+0.04s GET http://origin.netcond.test/files/catalog.json → 200 from the captive portal: its login page, not what was asked for</title>"#
+            ))
+        #expect(
+            html.contains(#"<text class="request-label portal" x="4" y="#)
+                && html.contains(">GET /files/catalog.json 200 · login page</text>"))
         // First of the rows: it came before the origin's two requests.
         let portal = try #require(html.range(of: "request-label portal"))
         let origin = try #require(html.range(of: ">GET /files/big.bin 200"))
@@ -157,8 +182,10 @@ import Testing
         outcome.evidence.requests = [stopped]
         let html = try self.page([.ran(outcome)])
         #expect(html.contains(#"<g class="mark request broken" data-at="0.3" data-ended="2">"#), "\(html)")
-        #expect(html.contains("(142,644 reached the client), the rest still on its way when the run ended")
-            || html.contains("(142644 reached the client), the rest still on its way when the run ended"), "\(html)")
+        #expect(
+            html.contains("(142,644 reached the client), the rest still on its way when the run ended")
+                || html.contains("(142644 reached the client), the rest still on its way when the run ended"), "\(html)"
+        )
     }
 
     /// A page load of many assets: rows are packed (no labels; each bar's title says it all), and
@@ -166,7 +193,8 @@ import Testing
     @Test func manyRequestsArePackedIntoRows() throws {
         var outcome = self.outcome("many", passed: true)
         outcome.evidence.requests = (0..<300).map { n in
-            var request = RunEvidence.Request(at: Double(n % 30) * 0.05, path: "/asset/\(n)", status: 200, bodyBytesSent: 1000)
+            var request = RunEvidence.Request(
+                at: Double(n % 30) * 0.05, path: "/asset/\(n)", status: 200, bodyBytesSent: 1000)
             request.ended = Double(n % 30) * 0.05 + 0.4
             return request
         }
@@ -174,10 +202,11 @@ import Testing
         #expect(!html.contains(#"class="request-label""#))
         #expect(html.contains(">requests (300, packed)</text>"))
         #expect(html.components(separatedBy: #"<g class="mark request""#).count - 1 == 300)
-        let tops = Set(html.components(separatedBy: #"<g class="mark request""#).dropFirst().compactMap { part -> String? in
-            guard let range = part.range(of: #" y=""#) else { return nil }
-            return String(part[range.upperBound...].prefix { $0 != "\"" })
-        })
+        let tops = Set(
+            html.components(separatedBy: #"<g class="mark request""#).dropFirst().compactMap { part -> String? in
+                guard let range = part.range(of: #" y=""#) else { return nil }
+                return String(part[range.upperBound...].prefix { $0 != "\"" })
+            })
         #expect(tops.count <= HTMLReport.maxRequestRows, "\(tops.count) rows")
     }
 
@@ -193,7 +222,8 @@ import Testing
     /// A report made by hand may hold any number: times near the largest double once kept the
     /// axis loop going forever (each tick added nothing). It is drawn, bounded, at once.
     @Test func timesNearTheLargestDoubleAreDrawnAndTheRendererEnds() throws {
-        let huge = #"{"format": 2, "passed": false, "seconds": 1.7e308, "scenarios": [{"name": "x", "file": "x.yaml", "#
+        let huge =
+            #"{"format": 2, "passed": false, "seconds": 1.7e308, "scenarios": [{"name": "x", "file": "x.yaml", "#
             + #""profile": "lte", "verdict": "failed", "seconds": 1.7e308, "deadline": 1e308, "#
             + #""requests": [{"at": 1e308, "method": "GET", "path": "/", "bodyBytes": 1, "completed": false, "ended": 1.7e308}], "#
             + #""delivered": [[0, 0], [1e308, 5]], "link": [[0, 1000, 10, 0], [1e308, null, 1e308, 0]], "#
@@ -213,9 +243,12 @@ import Testing
                 return error.description
             }
         }
-        #expect(failure(#"{"format": 1, "passed": true, "scenarios": []}"#).contains("old.json: a report of format 1; this netcond draws format 2"))
+        #expect(
+            failure(#"{"format": 1, "passed": true, "scenarios": []}"#).contains(
+                "old.json: a report of format 1; this netcond draws format 2"))
         #expect(failure(#"{"passed": true, "scenarios": []}"#).contains("no format (an older netcond)"))
-        #expect(failure(#"{"format": 2, "scenarios": [{"name": "#).hasPrefix("old.json: not JSON (it may be truncated)"))
+        #expect(
+            failure(#"{"format": 2, "scenarios": [{"name": "#).hasPrefix("old.json: not JSON (it may be truncated)"))
         #expect(failure(#"[1, 2]"#).contains("not a netcond JSON report"))
     }
 

@@ -16,7 +16,9 @@ import Testing
         summary.directions[1].bytes = 506_100
         let text = packetSummaryText(profile: "lossy", seed: 4, summary)
         #expect(text.hasPrefix("lossy (packet engine): 0.82 s, up "), "\(text)")
-        #expect(text.contains("in 315 packets") && text.contains("in 389 packets") && text.contains("no packet lost"), "\(text)")
+        #expect(
+            text.contains("in 315 packets") && text.contains("in 389 packets") && text.contains("no packet lost"),
+            "\(text)")
         #expect(text.hasSuffix("(seed 4)"), "\(text)")
         #expect(!text.contains("MSS") && !text.contains("late"), "\(text)")
     }
@@ -27,23 +29,30 @@ import Testing
         summary.lateOverMillisecond = 3
         summary.maximumLateness = .milliseconds(4)
         let text = packetSummaryText(profile: "edge", seed: 1, summary)
-        #expect(text.contains("the command's TCP sockets kept loopback's 64 KB MSS (cannot attach a BPF program to the cgroup: "
-            + "bpf: Operation not permitted): downloads from servers on this host open their receive window later than "
-            + "on a real 1,500-byte path"), "\(text)")
-        #expect(text.contains("3 packets were released over 1 ms late (longest 4 ms): netcond's thread woke late"), "\(text)")
+        #expect(
+            text.contains(
+                "the command's TCP sockets kept loopback's 64 KB MSS (cannot attach a BPF program to the cgroup: "
+                    + "bpf: Operation not permitted): downloads from servers on this host open their receive window later than "
+                    + "on a real 1,500-byte path"), "\(text)")
+        #expect(
+            text.contains("3 packets were released over 1 ms late (longest 4 ms): netcond's thread woke late"),
+            "\(text)")
         #expect(text.contains("--low-latency helps"), "\(text)")
     }
 
     @Test func theLineSaysWhichSenderTheServersUsed() {
         let same = SenderReport(wanted: "cubic", origin: "cubic", hostDefault: "bbr")
         let text = packetSummaryText(profile: "very-bad", seed: 2, PacketSummary(), sender: same)
-        #expect(text.contains(", the origin sends with cubic (the profile's tcp), other servers with their own "
-            + "(this host's default: bbr) (seed 2)"), "\(text)")
+        #expect(
+            text.contains(
+                ", the origin sends with cubic (the profile's tcp), other servers with their own "
+                    + "(this host's default: bbr) (seed 2)"), "\(text)")
         let missing = SenderReport(wanted: "bbr", origin: "cubic", hostDefault: nil)
-        #expect(missing.description == "the origin sends with cubic, not the profile's bbr (this kernel does not offer it), "
-            + "other servers with their own")
+        #expect(
+            missing.description
+                == "the origin sends with cubic, not the profile's bbr (this kernel does not offer it), "
+                + "other servers with their own")
         let unread = SenderReport(wanted: "cubic", origin: nil, hostDefault: "cubic")
         #expect(unread.description.hasPrefix("the origin's sender is unknown (the profile's tcp is cubic)"))
     }
 }
-

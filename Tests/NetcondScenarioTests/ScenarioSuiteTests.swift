@@ -22,7 +22,8 @@ import FoundationXML
         let base = NSTemporaryDirectory() + "netcond-suite-\(UUID().uuidString)"
         for (relative, text) in files {
             let path = base + "/" + relative
-            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             try text.write(toFile: path, atomically: true, encoding: .utf8)
         }
         return base
@@ -85,12 +86,14 @@ import FoundationXML
             name: name, description: "", file: "Scenarios/\(name).yaml", profile: Profile(name: "lte"), timeline: [],
             origin: OriginContent(), client: ClientSpec(command: ["wget", "x"]), checks: [])
         let evidence = RunEvidence(
-            exit: .exited(passed ? 0 : 8), timedOut: false, deadline: .seconds(60), duration: 1.25, requests: [
+            exit: .exited(passed ? 0 : 8), timedOut: false, deadline: .seconds(60), duration: 1.25,
+            requests: [
                 RunEvidence.Request(at: 0.2, path: "/files/big.bin", range: "bytes=10-", status: 206, bodyBytesSent: 5)
             ], workingDirectory: "/nonexistent", origin: OriginContent())
         let results = [
             CheckResult(name: "completes", passed: true, evidence: "exit 0 after 1.25s"),
-            CheckResult(name: "resumes", passed: passed, evidence: passed ? "cut at 5 → Range" : "asked for <all> & \"more\""),
+            CheckResult(
+                name: "resumes", passed: passed, evidence: passed ? "cut at 5 → Range" : "asked for <all> & \"more\""),
         ]
         return ScenarioOutcome(
             scenario: scenario, seed: 42, command: ["curl", "-o", "out file"], evidence: evidence, results: results,
@@ -105,7 +108,8 @@ import FoundationXML
         outcome.results = []
         #expect(!outcome.passed)
         #expect(ScenarioSuite.exitCode([.ran(outcome)]) == 1)
-        #expect(ScenarioReport.verdictLine(outcome, scenarioArgument: "empty.yaml").contains("FAILED (no check was judged"))
+        #expect(
+            ScenarioReport.verdictLine(outcome, scenarioArgument: "empty.yaml").contains("FAILED (no check was judged"))
         #expect(ScenarioReport.checkLines(outcome) == ["✗ " + ScenarioOutcome.nothingJudged])
         let xml = ScenarioSuite.junit([.ran(outcome)], seconds: 1)
         #expect(xml.contains("<failure type=\"no-checks\""))
@@ -120,8 +124,9 @@ import FoundationXML
         #expect(ScenarioSuite.exitCode([pass, fail]) == 1)
         #expect(ScenarioSuite.exitCode([pass, missing]) == 3)
         #expect(ScenarioSuite.exitCode([fail, error]) == 3)
-        #expect(ScenarioSuite.summaryLine([pass, fail, missing], seconds: 75)
-            == "3 scenarios: 1 passed, 1 failed (b), 1 could not run (d) in 1 min 15 s")
+        #expect(
+            ScenarioSuite.summaryLine([pass, fail, missing], seconds: 75)
+                == "3 scenarios: 1 passed, 1 failed (b), 1 could not run (d) in 1 min 15 s")
     }
 
     @Test func junitHasOneTestcasePerScenarioWithTheEvidence() throws {
@@ -137,12 +142,16 @@ import FoundationXML
         #expect(try document.nodes(forXPath: "/testsuites[@tests='3'][@failures='1'][@errors='1']").count == 1)
         let failure = try #require(try document.nodes(forXPath: "//testcase[@name='b']/failure").first as? XMLElement)
         #expect(failure.attribute(forName: "message")?.stringValue == "resumes: asked for <all> & \"more\"")
-        #expect(failure.stringValue?.contains("repeat with: netcond run Scenarios/b.yaml --seed 42 -- curl -o 'out file'") == true)
+        #expect(
+            failure.stringValue?.contains("repeat with: netcond run Scenarios/b.yaml --seed 42 -- curl -o 'out file'")
+                == true)
         let systemErr = try document.nodes(forXPath: "//testcase[@name='b']/system-err").first?.stringValue
         #expect(systemErr == "curl: (18) transfer closed[0m")
         #expect(try document.nodes(forXPath: "//testcase[@name='a']/failure").isEmpty)
         #expect(try document.nodes(forXPath: "//testcase[@name='c']/error[@message='command not found: x']").count == 1)
-        #expect(try document.nodes(forXPath: "//testcase[@name='a']/system-out").first?.stringValue?.contains("+0.5 s  outage (refuse)") == true)
+        #expect(
+            try document.nodes(forXPath: "//testcase[@name='a']/system-out").first?.stringValue?.contains(
+                "+0.5 s  outage (refuse)") == true)
     }
 
     @Test func jsonCarriesVerdictsChecksAndRequests() throws {
@@ -162,44 +171,54 @@ import FoundationXML
 /// What the packet engine refuses in a scenario, before anything runs, each with its reason once.
 @Suite struct PacketProblemsTests {
     static func scenario(_ timeline: String, profile: String = "edge") throws -> Scenario {
-        try ScenarioDecoder.decode(yaml: """
-            name: t
-            profile: \(profile)
-            client: {command: [true]}
-            checks:
-              completes: {}
-            timeline:
-            \(timeline)
-            """, file: "t.yaml")
+        try ScenarioDecoder.decode(
+            yaml: """
+                name: t
+                profile: \(profile)
+                client: {command: [true]}
+                checks:
+                  completes: {}
+                timeline:
+                \(timeline)
+                """, file: "t.yaml")
     }
 
     @Test func timelineHTTPFaultsAndCloseCutsAreRefusedWithTheirReasonsOnce() throws {
-        let problems = ScenarioRunner.packetProblems(try Self.scenario("""
-              - {at: 1s, fault: {status: 503}}
-              - {at: 2s, faults: clear}
-              - {at: 3s, cut: close}
-              - {at: 4s, cut: close}
-            """))
-        #expect(problems == [
-            "its timeline changes HTTP faults (they need a proxy that reads HTTP; the origin's own faults work)",
-            "its timeline cuts with close (the packet engine cuts with resets)",
-        ])
+        let problems = ScenarioRunner.packetProblems(
+            try Self.scenario(
+                """
+                  - {at: 1s, fault: {status: 503}}
+                  - {at: 2s, faults: clear}
+                  - {at: 3s, cut: close}
+                  - {at: 4s, cut: close}
+                """))
+        #expect(
+            problems == [
+                "its timeline changes HTTP faults (they need a proxy that reads HTTP; the origin's own faults work)",
+                "its timeline cuts with close (the packet engine cuts with resets)",
+            ])
     }
 
     @Test func aProfileTheTimelineSwitchesToIsCheckedToo() throws {
-        let problems = ScenarioRunner.packetProblems(try Self.scenario("""
-              - {at: 1s, profile: {extends: 3g, faults: [{status: 500}]}}
-            """))
+        let problems = ScenarioRunner.packetProblems(
+            try Self.scenario(
+                """
+                  - {at: 1s, profile: {extends: 3g, faults: [{status: 500}]}}
+                """))
         #expect(problems == ["a profile its timeline switches to uses HTTP faults (they need a proxy that reads HTTP)"])
     }
 
     @Test func outagesStallsResetsAndThePortalRun() throws {
-        #expect(ScenarioRunner.packetProblems(try Self.scenario("""
-              - {at: 1s, outage: reset}
-              - {at: 2s, outage: end}
-              - {at: 3s, stall: down}
-              - {at: 4s, cut: reset}
-              - {at: 5s, profile: 3g}
-            """)).isEmpty)
+        #expect(
+            ScenarioRunner.packetProblems(
+                try Self.scenario(
+                    """
+                      - {at: 1s, outage: reset}
+                      - {at: 2s, outage: end}
+                      - {at: 3s, stall: down}
+                      - {at: 4s, cut: reset}
+                      - {at: 5s, profile: 3g}
+                    """)
+            ).isEmpty)
     }
 }

@@ -84,23 +84,35 @@ import Testing
         }
         #expect(failure([("x.json", Data("{\"passed\": tr".utf8))]).hasPrefix("x.json: not JSON"))
         #expect(failure([("y.json", Data("[1, 2]".utf8))]).hasPrefix("y.json: not a netcond JSON report"))
-        #expect(failure([("old.json", Self.report(["a"], passed: true, shard: nil, format: nil))]).contains("no format (an older netcond)"))
+        #expect(
+            failure([("old.json", Self.report(["a"], passed: true, shard: nil, format: nil))]).contains(
+                "no format (an older netcond)"))
         #expect(failure([("new.json", Self.report(["a"], passed: true, shard: nil, format: 7))]).contains("format 7"))
-        #expect(failure([
-            ("1.json", Self.report(["a"], passed: true, shard: "1/2")), ("again.json", Self.report(["a"], passed: true, shard: "1/2")),
-        ]).contains("'a' is in both 1.json and again.json"))
-        #expect(failure([
-            ("1.json", Self.report(["a"], passed: true, shard: "1/2")), ("2.json", Self.report(["b"], passed: true, shard: "2/3")),
-        ]).contains("different splits"))
+        #expect(
+            failure([
+                ("1.json", Self.report(["a"], passed: true, shard: "1/2")),
+                ("again.json", Self.report(["a"], passed: true, shard: "1/2")),
+            ]).contains("'a' is in both 1.json and again.json"))
+        #expect(
+            failure([
+                ("1.json", Self.report(["a"], passed: true, shard: "1/2")),
+                ("2.json", Self.report(["b"], passed: true, shard: "2/3")),
+            ]).contains("different splits"))
         #expect(failure([]).contains("no report"))
-        #expect(failure([
-            ("1.json", Self.report(["a"], passed: true, shard: "1/3")), ("3.json", Self.report(["c"], passed: true, shard: "3/3")),
-        ]).contains("part 2/3 of the run is missing"))
-        #expect(failure([
-            ("1.json", Self.report(["a"], passed: true, shard: "1/2")), ("all.json", Self.report(["b"], passed: true, shard: nil)),
-        ]).contains("some are whole runs"))
-        #expect(failure([
-            ("1.json", Self.report(["a"], passed: true, shard: "1/2")), ("1b.json", Self.report(["b"], passed: true, shard: "1/2")),
-        ]).contains("a part is given twice"))
+        #expect(
+            failure([
+                ("1.json", Self.report(["a"], passed: true, shard: "1/3")),
+                ("3.json", Self.report(["c"], passed: true, shard: "3/3")),
+            ]).contains("part 2/3 of the run is missing"))
+        #expect(
+            failure([
+                ("1.json", Self.report(["a"], passed: true, shard: "1/2")),
+                ("all.json", Self.report(["b"], passed: true, shard: nil)),
+            ]).contains("some are whole runs"))
+        #expect(
+            failure([
+                ("1.json", Self.report(["a"], passed: true, shard: "1/2")),
+                ("1b.json", Self.report(["b"], passed: true, shard: "1/2")),
+            ]).contains("a part is given twice"))
     }
 }

@@ -26,9 +26,10 @@ import Testing
         #expect(!Session.summaryText(profile: "lte", seed: 5, elapsed: .seconds(1), summary: quiet).contains("held up"))
         let held = self.summary(lateness: [.microseconds(40), .milliseconds(57), .milliseconds(31)])
         let text = Session.summaryText(profile: "lte", seed: 5, elapsed: .seconds(1), summary: held)
-        #expect(text.contains(
-            "netcond was held up 2 times for over 20 ms (longest 57 ms): the machine is overloaded and the link's "
-                + "timing was off by as much"
-        ))
+        #expect(
+            text.contains(
+                "netcond was held up 2 times for over 20 ms (longest 57 ms): the machine is overloaded and the link's "
+                    + "timing was off by as much"
+            ))
     }
 }

@@ -14,7 +14,9 @@ import Glibc
     let absent: pid_t = 4_194_304 + 77
 
     @Test func aLiveLockKeepsARunsFilesThatAProcessIDCannot() throws {
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-tests-\(getpid())-\(UUID().uuidString)").path
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "netcond-tests-\(getpid())-\(UUID().uuidString)"
+        ).path
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: base) }
         #expect(kill(self.absent, 0) != 0 && errno == ESRCH)
@@ -37,7 +39,9 @@ import Glibc
     /// What another user leaves in the shared folder under a live lock's name counts for nothing,
     /// and a pipe there is never opened (opening one for reading would wait for a writer for ever).
     @Test func onlyThisUsersRegularFilesAreLiveLocks() throws {
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-tests-\(getpid())-\(UUID().uuidString)").path
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "netcond-tests-\(getpid())-\(UUID().uuidString)"
+        ).path
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: base) }
         let pipe = base + "/.netcond-live-\(self.absent)-pipe"
@@ -48,7 +52,9 @@ import Glibc
         #expect(!TemporaryFiles.isLocked(link))
         let hosts = base + "/netcond-\(self.absent)-hosts-abc123"
         #expect(FileManager.default.createFile(atPath: hosts, contents: nil))
-        #expect(TemporaryFiles.removeStale(in: base) == 1, "the dead run's file goes; the pipe and the link keep nothing alive")
+        #expect(
+            TemporaryFiles.removeStale(in: base) == 1,
+            "the dead run's file goes; the pipe and the link keep nothing alive")
         if geteuid() == 0 {
             // Another user's file, locked by them: not this user's lock.
             let fake = base + "/.netcond-live-\(self.absent)-fake"

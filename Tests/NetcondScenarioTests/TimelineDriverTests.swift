@@ -46,11 +46,15 @@ final class VirtualClock: RunClock {
             ScenarioEvent(trigger: .at(.milliseconds(2500)), action: .cut(.reset)),
         ])
         #expect(applied.map(\.at) == [0, 2.5, 2.5, 8])
-        #expect(recorder.actions.withLockedValue { $0.map(\.1) } == [.outage(.blackhole), .stall(.down), .cut(.reset), .outage(nil)])
-        #expect(applied.map(\.what) == [
-            ScenarioAction.outage(.blackhole).description, ScenarioAction.stall(.down).description,
-            ScenarioAction.cut(.reset).description, ScenarioAction.outage(nil).description,
-        ])
+        #expect(
+            recorder.actions.withLockedValue { $0.map(\.1) } == [
+                .outage(.blackhole), .stall(.down), .cut(.reset), .outage(nil),
+            ])
+        #expect(
+            applied.map(\.what) == [
+                ScenarioAction.outage(.blackhole).description, ScenarioAction.stall(.down).description,
+                ScenarioAction.cut(.reset).description, ScenarioAction.outage(nil).description,
+            ])
         #expect(clock.elapsed() == .seconds(8), "it slept to each moment, and no longer once all had happened")
     }
 
@@ -68,8 +72,12 @@ final class VirtualClock: RunClock {
         ])
         // Looked at every 10 ms: the first look at or after each mark.
         #expect(applied.map(\.at) == [1.24, 4.0])
-        #expect(applied[0].what.hasSuffix("(\(ScenarioTrigger.afterRequests(1, of: .file("big.bin"))))"), "\(applied[0].what)")
-        #expect(applied[1].what.hasSuffix("(\(ScenarioTrigger.afterBytes(ByteCount(bytes: 300_000))))"), "\(applied[1].what)")
+        #expect(
+            applied[0].what.hasSuffix("(\(ScenarioTrigger.afterRequests(1, of: .file("big.bin"))))"),
+            "\(applied[0].what)")
+        #expect(
+            applied[1].what.hasSuffix("(\(ScenarioTrigger.afterBytes(ByteCount(bytes: 300_000))))"),
+            "\(applied[1].what)")
     }
 
     @Test func aNoteFromApplyingIsKept() async {
@@ -77,7 +85,10 @@ final class VirtualClock: RunClock {
         let applied = await self.driver(clock, recorder, note: "none of that name was in force").play([
             ScenarioEvent(trigger: .at(.seconds(1)), action: .removeFault(named: "slow"))
         ])
-        #expect(applied.map(\.what) == [ScenarioAction.removeFault(named: "slow").description + " (none of that name was in force)"])
+        #expect(
+            applied.map(\.what) == [
+                ScenarioAction.removeFault(named: "slow").description + " (none of that name was in force)"
+            ])
     }
 
     @Test func anEmptyTimelineEndsAtOnceAndAsksForNothing() async {

@@ -70,7 +70,9 @@ final class TCPClient {
         address.sin_port = port.bigEndian
         inet_pton(AF_INET, host, &address.sin_addr)
         let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(self.fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(self.fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard result == 0 else {
             Glibc.close(self.fd)
@@ -80,7 +82,9 @@ final class TCPClient {
 
     func send(_ text: String) throws {
         let bytes = Array(text.utf8)
-        guard Glibc.send(self.fd, bytes, bytes.count, 0) == bytes.count else { throw NetcondTestingTestError.sendFailed(errno) }
+        guard Glibc.send(self.fd, bytes, bytes.count, 0) == bytes.count else {
+            throw NetcondTestingTestError.sendFailed(errno)
+        }
     }
 
     /// What has been received so far (kept when the connection fails).
@@ -122,7 +126,9 @@ enum NetcondTestingTestError: Error {
                 // The client went elsewhere: nothing reaches the network.
             }
         } matching: { issue in
-            issue.comments.contains { $0.rawValue.contains("nothing crossed the conditioned network") && $0.rawValue.contains("originURL") }
+            issue.comments.contains {
+                $0.rawValue.contains("nothing crossed the conditioned network") && $0.rawValue.contains("originURL")
+            }
         }
     }
 

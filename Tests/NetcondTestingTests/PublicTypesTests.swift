@@ -18,7 +18,9 @@ import Testing
         _ = changes
         let profile: Profile = try NetworkProfile.edge.resolve()
         #expect(profile.name == "edge")
-        let kinds: [Any.Type] = [ScenarioReport.self, ScenarioCheck.self, ScenarioClientContext.self, NetworkTrait.self]
+        let kinds: [Any.Type] = [
+            ScenarioReport.self, ScenarioCheck.self, ScenarioClientContext.self, NetworkTrait.self,
+        ]
         #expect(kinds.count == 4)
     }
 }

@@ -14,10 +14,12 @@ import Testing
             let range = resume && !data.isEmpty ? "Range: bytes=\(data.count)-\r\n" : ""
             try socket.send("GET \(url.path) HTTP/1.1\r\nHost: origin\r\n\(range)Connection: close\r\n\r\n")
             let response = (try? socket.readBytesToEnd()) ?? socket.received
-            guard let split = response.indices.first(where: { response[$0...].starts(with: Array("\r\n\r\n".utf8)) }) else { continue }
+            guard let split = response.indices.first(where: { response[$0...].starts(with: Array("\r\n\r\n".utf8)) })
+            else { continue }
             let head = String(decoding: response[..<split], as: UTF8.self)
             let body = Array(response[(split + 4)...])
-            let length = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+            let length =
+                head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
                 .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? -1
             if head.hasPrefix("HTTP/1.1 206") { data += body } else { data = body }
             log("got \(body.count) of \(length) (\(head.split(separator: "\r\n").first ?? ""))")

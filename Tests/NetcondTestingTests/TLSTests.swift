@@ -9,8 +9,11 @@ import Testing
     /// The file is removed at once: a profile is read when the network starts or switches, so
     /// `body` gets it while the file exists.
     static func withWrongCertificatePortal(_ body: (NetworkProfile) async throws -> Void) async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-tls-\(UUID().uuidString).yaml").path
-        try "name: portal-tls\ncaptive_portal: {https: wrong-certificate}\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "netcond-tls-\(UUID().uuidString).yaml"
+        ).path
+        try "name: portal-tls\ncaptive_portal: {https: wrong-certificate}\n".write(
+            toFile: path, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: path) }
         try await body(.file(path))
     }
@@ -50,7 +53,9 @@ import Testing
                 Issue.record("a wrong-certificate portal started without a TLS library")
             } catch {
                 let text = String(describing: error)
-                #expect(text.contains("wrong-certificate") && text.contains("NetcondTLS") && text.contains("tls: .nioSSL"), "\(text)")
+                #expect(
+                    text.contains("wrong-certificate") && text.contains("NetcondTLS") && text.contains("tls: .nioSSL"),
+                    "\(text)")
             }
             // Switched to later, the same.
             let network = try await Netcond.start(profile: .none)

@@ -79,7 +79,10 @@ public struct CaptivePortal: Sendable {
             let original = "http://\(host)\(path)"
             return CannedResponse(
                 status: 302,
-                headers: [("Location", Self.loginURL + "?orig=" + Self.percentEncoded(original)), ("Cache-Control", "no-store")],
+                headers: [
+                    ("Location", Self.loginURL + "?orig=" + Self.percentEncoded(original)),
+                    ("Cache-Control", "no-store"),
+                ],
                 body: Array("<html><body>Redirecting to the network's login page.</body></html>\n".utf8),
                 contentType: "text/html; charset=utf-8"
             )
@@ -119,7 +122,8 @@ public struct CaptivePortal: Sendable {
             return CannedResponse(
                 status: 200,
                 headers: [("Cache-Control", "no-store")],
-                body: Array("<html><head><title>Connected</title></head><body><h1>You are connected.</h1></body></html>\n".utf8),
+                body: Array(
+                    "<html><head><title>Connected</title></head><body><h1>You are connected.</h1></body></html>\n".utf8),
                 contentType: "text/html; charset=utf-8"
             )
         case ("GET", _), ("HEAD", _):
@@ -178,13 +182,15 @@ public struct CaptivePortal: Sendable {
             ("www.google.com", "/gen_204"), ("connectivitycheck.android.com", "/generate_204"):
             return CannedResponse(status: 204, headers: [], body: [], contentType: nil)
         case ("www.msftconnecttest.com", "/connecttest.txt"):
-            return CannedResponse(status: 200, headers: [], body: Array("Microsoft Connect Test".utf8), contentType: text)
+            return CannedResponse(
+                status: 200, headers: [], body: Array("Microsoft Connect Test".utf8), contentType: text)
         case ("www.msftncsi.com", "/ncsi.txt"):
             return CannedResponse(status: 200, headers: [], body: Array("Microsoft NCSI".utf8), contentType: text)
         case ("detectportal.firefox.com", "/success.txt"):
             return CannedResponse(status: 200, headers: [], body: Array("success\n".utf8), contentType: text)
         case ("nmcheck.gnome.org", "/check_network_status.txt"):
-            return CannedResponse(status: 200, headers: [], body: Array("NetworkManager is online\n".utf8), contentType: text)
+            return CannedResponse(
+                status: 200, headers: [], body: Array("NetworkManager is online\n".utf8), contentType: text)
         default:
             return nil
         }
@@ -195,7 +201,8 @@ public struct CaptivePortal: Sendable {
         text.addingPercentEncoding(withAllowedCharacters: Self.unreserved) ?? text
     }
 
-    private static let unreserved = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
+    private static let unreserved = CharacterSet(
+        charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
 }
 
 /// How a profile's portal behaves.
@@ -207,7 +214,10 @@ public struct CaptivePortalSpec: Sendable, Equatable {
     /// How long a login lasts (nil: until the run ends or it is closed).
     public var session: Span?
 
-    public init(http: CaptiveHTTPBehaviour = .page, https: CaptiveHTTPSBehaviour = .reset, startsOpen: Bool = false, session: Span? = nil) {
+    public init(
+        http: CaptiveHTTPBehaviour = .page, https: CaptiveHTTPSBehaviour = .reset, startsOpen: Bool = false,
+        session: Span? = nil
+    ) {
         self.http = http
         self.https = https
         self.startsOpen = startsOpen
@@ -271,7 +281,8 @@ extension CaptivePortalSpec {
         }
         if let node = map["open"] { self.startsOpen = try node.choice(["true", "false"]) == "true" }
         if let node = map["session"] {
-            self.session = try node.span(in: .seconds(1)...(.seconds(Int64(24 * 3600))), allowed: "1s…24h", example: "session: 30m")
+            self.session = try node.span(
+                in: .seconds(1)...(.seconds(Int64(24 * 3600))), allowed: "1s…24h", example: "session: 30m")
         }
     }
 }

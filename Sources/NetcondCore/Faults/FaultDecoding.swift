@@ -24,7 +24,8 @@ extension HTTPFault {
         "truncate_after": "cut_after: (ends with a FIN, as end: fin)",
         "reset_after": "cut_after: with end: reset",
     ]
-    static let keys = ["name"] + Self.targetKeys + FaultAction.kinds + ["retry_after", "end"] + Self.selectionKeys
+    static let keys =
+        ["name"] + Self.targetKeys + FaultAction.kinds + ["retry_after", "end"] + Self.selectionKeys
         + ["first_byte", "truncate_after", "reset_after"]
     static let actionKeys = FaultAction.kinds + ["first_byte", "truncate_after", "reset_after"]
     public static let example = "{match: {path: /api/*}, status: 503, retry_after: 5s, first: 3}"
@@ -63,7 +64,8 @@ extension HTTPFault {
         // A name is how `remove_fault`, `DELETE /faults/NAME` and `ctl fault remove NAME` find it.
         guard !name.isEmpty, name.count <= 100, name != "all", Int(name) == nil, !name.contains("/") else {
             throw node.error(
-                "'\(name)' cannot name a fault; allowed: a short label (not a number, not 'all', no '/'), e.g. flaky-api")
+                "'\(name)' cannot name a fault; allowed: a short label (not a number, not 'all', no '/'), e.g. flaky-api"
+            )
         }
         return name
     }
@@ -83,7 +85,8 @@ extension HTTPFault {
             let name = try node.string(expecting: "a file name from origin.files")
             if let origin = context.origin, origin.file(named: name) == nil {
                 throw node.error(
-                    Suggestion.unknown("file", name, among: origin.files.map(\.name), listedAs: "files in origin.files"))
+                    Suggestion.unknown("file", name, among: origin.files.map(\.name), listedAs: "files in origin.files")
+                )
             }
             return HTTPFault(file: name, action: .hang).match
         case "api":
@@ -91,7 +94,8 @@ extension HTTPFault {
             guard let origin = context.origin else { return HTTPFault(api: name, method: nil, action: .hang).match }
             guard let api = origin.api(named: name) else {
                 throw node.error(
-                    Suggestion.unknown("endpoint", name, among: origin.api.map(\.name), listedAs: "endpoints in origin.api"))
+                    Suggestion.unknown(
+                        "endpoint", name, among: origin.api.map(\.name), listedAs: "endpoints in origin.api"))
             }
             return HTTPFault(api: name, method: api.method.rawValue, action: .hang).match
         default:
@@ -99,7 +103,9 @@ extension HTTPFault {
         }
     }
 
-    private static func action(_ kind: String, _ node: ConfigNode, map: ConfigMapping) throws(ConfigError) -> FaultAction {
+    private static func action(_ kind: String, _ node: ConfigNode, map: ConfigMapping) throws(ConfigError)
+        -> FaultAction
+    {
         if let spelling = Self.oldSpellings[kind] {
             ConfigNotices.note(node, "'\(kind)' is the old spelling; it reads as \(spelling)")
         }
@@ -192,7 +198,8 @@ extension RequestMatch {
 
     init(node: ConfigNode) throws(ConfigError) {
         let map = try node.mapping(
-            allowedKeys: Self.keys, expecting: "a mapping of host, path and method globs (e.g. {path: /api/*, method: POST})"
+            allowedKeys: Self.keys,
+            expecting: "a mapping of host, path and method globs (e.g. {path: /api/*, method: POST})"
         )
         self.init()
         if let node = map["host"] {
@@ -243,7 +250,8 @@ extension FaultSelection {
             let until = try node.unit(Span.parse)
             if let from = self.from, until <= from {
                 throw node.error(
-                    "until \(until) is not after from \(from); allowed: a window from < until (e.g. from: 10s, until: 40s)")
+                    "until \(until) is not after from \(from); allowed: a window from < until (e.g. from: 10s, until: 40s)"
+                )
             }
             self.until = until
         }
@@ -252,7 +260,9 @@ extension FaultSelection {
     /// `requests: [1, 3]`: numbers from 1, of the requests the fault sees.
     private static func numbers(_ node: ConfigNode) throws(ConfigError) -> [Int] {
         let list = try node.list()
-        guard !list.isEmpty else { throw node.error("the list is empty; allowed: request numbers from 1 (e.g. [1, 3])") }
+        guard !list.isEmpty else {
+            throw node.error("the list is empty; allowed: request numbers from 1 (e.g. [1, 3])")
+        }
         guard list.count <= 1000 else { throw node.error("\(list.count) numbers; allowed: at most 1000") }
         var numbers: [Int] = []
         for element in list {
@@ -274,7 +284,9 @@ extension HTTPFault {
         if !match.isEmpty { parts.append("match: {\(match.joined(separator: ", "))}") }
         parts += self.action.yamlParts
         if let first = self.select.first { parts.append("first: \(first)") }
-        if let numbers = self.select.requests { parts.append("requests: [\(numbers.map(String.init).joined(separator: ", "))]") }
+        if let numbers = self.select.requests {
+            parts.append("requests: [\(numbers.map(String.init).joined(separator: ", "))]")
+        }
         if let fraction = self.select.fraction { parts.append("fraction: \(Profile.exact(fraction))") }
         if let from = self.select.from { parts.append("from: \(Profile.exact(from))") }
         if let until = self.select.until { parts.append("until: \(Profile.exact(until))") }

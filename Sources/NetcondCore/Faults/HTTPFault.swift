@@ -17,7 +17,10 @@ public struct HTTPFault: Sendable, Equatable {
     public var action: FaultAction
     public var select: FaultSelection
 
-    public init(name: String? = nil, match: RequestMatch = RequestMatch(), action: FaultAction, select: FaultSelection = FaultSelection()) {
+    public init(
+        name: String? = nil, match: RequestMatch = RequestMatch(), action: FaultAction,
+        select: FaultSelection = FaultSelection()
+    ) {
         self.name = name
         self.match = match
         self.action = action

@@ -60,7 +60,8 @@ extension LinkModel {
         {
             self.pendingDeliveries[self.pendingDeliveries.count - 1].bytes += bytes
         } else {
-            self.pendingDeliveries.append(Delivery(flow: flow.id, direction: side.direction, bytes: bytes, at: self.now))
+            self.pendingDeliveries.append(
+                Delivery(flow: flow.id, direction: side.direction, bytes: bytes, at: self.now))
         }
     }
 

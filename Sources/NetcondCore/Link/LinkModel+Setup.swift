@@ -40,7 +40,8 @@ extension LinkModel {
         self.catchUp(to: now)
         let index = self.connectAttempts
         self.connectAttempts += 1
-        let verdict = intercept ?? self.profile.setup.verdict(host: host, port: port, isName: resolvesName, index: index)
+        let verdict =
+            intercept ?? self.profile.setup.verdict(host: host, port: port, isName: resolvesName, index: index)
         guard let flow = self.flows[id] else { return verdict }
         flow.up.readyAt = .distantFuture
         flow.down.readyAt = .distantFuture

@@ -9,7 +9,9 @@ struct SegmentShape {
     let overhead: Int
 
     init(_ spec: LinkDirection, mss: Int) {
-        let segmented = spec.bandwidth != nil || spec.trace != nil || spec.series != nil || spec.connectionBandwidth != nil || spec.loss != .none
+        let segmented =
+            spec.bandwidth != nil || spec.trace != nil || spec.series != nil || spec.connectionBandwidth != nil
+            || spec.loss != .none
             || spec.queuePackets != nil || spec.aqm != .dropTail || spec.duplicate > .zero || spec.corrupt > .zero
         self.mss = mss
         self.unitSize = segmented ? mss : LinkModel.unlimitedUnit

@@ -309,7 +309,9 @@ public final class LinkModel {
         let record = side.record(seq)
         let unit = SegmentRef(flow: flow.id, seq: seq, generation: record.generation)
         let wireBytes = record.size + self.shapes[index].overhead
-        guard case .dropped(let why) = self.links[side.direction].offer(unit, bytes: wireBytes, connection: flow.id, at: self.now)
+        guard
+            case .dropped(let why) = self.links[side.direction].offer(
+                unit, bytes: wireBytes, connection: flow.id, at: self.now)
         else { return }
         switch why {
         case .outage: self.counters.outageDrops += 1

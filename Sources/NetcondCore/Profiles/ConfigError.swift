@@ -59,7 +59,10 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
         var lines = [self.oneLine] + self.alsoFound.prefix(Self.shownWithFirst).map(\.oneLine)
         if self.alsoFound.count > Self.shownWithFirst {
             let more = self.alsoFound.count - Self.shownWithFirst
-            lines.append(TerminalText.escaped("\(self.file): \(more) more error\(more == 1 ? "" : "s") (netcond validate \(self.file) lists every one)"))
+            lines.append(
+                TerminalText.escaped(
+                    "\(self.file): \(more) more error\(more == 1 ? "" : "s") (netcond validate \(self.file) lists every one)"
+                ))
         }
         return lines.joined(separator: "\n")
     }
@@ -114,7 +117,9 @@ final class ConfigProblems {
         let file = self.file
         let ordered = self.errors.enumerated().sorted { a, b in
             let (x, y) = (a.element, b.element)
-            return (x.file == file ? 0 : 1, x.file, x.line, x.column, a.offset) < (y.file == file ? 0 : 1, y.file, y.line, y.column, b.offset)
+            return (x.file == file ? 0 : 1, x.file, x.line, x.column, a.offset) < (
+                y.file == file ? 0 : 1, y.file, y.line, y.column, b.offset
+            )
         }.map(\.element)
         var first = ordered[0]
         first.alsoFound = Array(ordered.dropFirst())
@@ -141,7 +146,8 @@ public enum Suggestion {
         if best == nil {
             // A prefix (`band` for `bandwidth`) or a different separator (`dns-delay`) is also a hint.
             let normalized = lowered.replacingOccurrences(of: "-", with: "_")
-            best = candidates
+            best =
+                candidates
                 .first { $0 == normalized || (lowered.count >= 3 && $0.hasPrefix(lowered)) }
                 .map { ($0, 0) }
         }

@@ -50,8 +50,9 @@ public struct ConfigNode {
         }
         if let root, let tagged = Self.firstUnsupportedTag(in: root) {
             let at = ConfigNode(node: tagged, file: file, keyPath: "", line: 1, column: 1)
-            throw at.error("the YAML tag '\(tagged.tag.rawValue)' means nothing here and would be ignored; "
-                + "allowed: plain values, quoted strings, mappings and lists, without tags")
+            throw at.error(
+                "the YAML tag '\(tagged.tag.rawValue)' means nothing here and would be ignored; "
+                    + "allowed: plain values, quoted strings, mappings and lists, without tags")
         }
         let rootNode = root.map { ConfigNode(node: $0, file: file, keyPath: "", line: 1, column: 1) }
         guard let rootNode, !rootNode.isNull else {
@@ -175,9 +176,13 @@ public struct ConfigNode {
                 unknown.append(key)
                 continue
             }
-            entries.append((key, ConfigNode(
-                node: valueNode, file: self.file, keyPath: childPath, line: keyLine, column: keyColumn
-            )))
+            entries.append(
+                (
+                    key,
+                    ConfigNode(
+                        node: valueNode, file: self.file, keyPath: childPath, line: keyLine, column: keyColumn
+                    )
+                ))
         }
         return ConfigMapping(node: self, entries: entries, unknownKeys: unknown, allowedKeys: allowedKeys)
     }
@@ -194,12 +199,14 @@ public struct ConfigNode {
             let line = keyNode.mark?.line ?? self.line
             let column = keyNode.mark?.column ?? self.column
             guard case .scalar(let keyScalar) = keyNode, !keyScalar.string.isEmpty else {
-                throw ConfigError(file: self.file, line: line, column: column, keyPath: self.keyPath,
-                                  message: "keys must be plain words; expected \(expecting)")
+                throw ConfigError(
+                    file: self.file, line: line, column: column, keyPath: self.keyPath,
+                    message: "keys must be plain words; expected \(expecting)")
             }
             let key = keyScalar.string
             let path = self.keyPath.isEmpty ? key : "\(self.keyPath).\(key)"
-            entries.append((key, ConfigNode(node: valueNode, file: self.file, keyPath: path, line: line, column: column)))
+            entries.append(
+                (key, ConfigNode(node: valueNode, file: self.file, keyPath: path, line: line, column: column)))
         }
         return entries
     }
@@ -233,7 +240,8 @@ public struct ConfigNode {
     public func integer(in range: ClosedRange<Int>, meaning: String) throws(ConfigError) -> Int {
         let text = try self.numberText(expecting: meaning)
         guard let value = Int(text), range.contains(value) else {
-            throw self.error("'\(text)' is not \(meaning); allowed: a whole number \(range.lowerBound)…\(range.upperBound)")
+            throw self.error(
+                "'\(text)' is not \(meaning); allowed: a whole number \(range.lowerBound)…\(range.upperBound)")
         }
         return value
     }
@@ -253,7 +261,9 @@ public struct ConfigNode {
     public func text(expecting: String) throws(ConfigError) -> String {
         let text = try self.string(expecting: expecting)
         if let scalar = self.node.scalar, scalar.style == .plain, Self.looksTyped(text) {
-            throw self.error("'\(text)' is a number or a boolean in YAML, not \(expecting); allowed: text, quoted if it looks like a number ('\(text)')")
+            throw self.error(
+                "'\(text)' is a number or a boolean in YAML, not \(expecting); allowed: text, quoted if it looks like a number ('\(text)')"
+            )
         }
         return text
     }
@@ -337,8 +347,8 @@ public struct ConfigNode {
         }
         switch error {
         case .scanner(let context, let problem, let mark, _),
-             .parser(let context, let problem, let mark, _),
-             .composer(let context, let problem, let mark, _):
+            .parser(let context, let problem, let mark, _),
+            .composer(let context, let problem, let mark, _):
             return syntax(context, problem, mark)
         case .reader(let problem, let offset, _, _):
             let (line, column) = self.lineAndColumn(ofCharacterOffset: offset ?? 0, in: yaml)
@@ -392,16 +402,20 @@ public struct ConfigMapping {
 
     /// The one key of `kinds` an entry gives (a fault's action, a timeline event's change), with
     /// its value. None, or two, is an error naming the `thing` and showing an `example`.
-    public func single(of kinds: [String], thing: String, example: String) throws(ConfigError) -> (kind: String, value: ConfigNode) {
+    public func single(of kinds: [String], thing: String, example: String) throws(ConfigError) -> (
+        kind: String, value: ConfigNode
+    ) {
         let given = self.entries.filter { kinds.contains($0.key) }  // in the file's order
         let list = kinds.joined(separator: ", ")
         guard let first = given.first else {
             throw self.node.error(
-                "the \(thing) does nothing: it says what to do with none of its keys; allowed: one of \(list) (e.g. \(example))")
+                "the \(thing) does nothing: it says what to do with none of its keys; allowed: one of \(list) (e.g. \(example))"
+            )
         }
         if given.count > 1 {
             throw given[1].value.error(
-                "one \(thing) does one thing, and this one already has \(first.key); allowed: one of \(list) per entry (add another entry)")
+                "one \(thing) does one thing, and this one already has \(first.key); allowed: one of \(list) per entry (add another entry)"
+            )
         }
         return (first.key, first.value)
     }

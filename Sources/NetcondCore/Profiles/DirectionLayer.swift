@@ -4,7 +4,8 @@ import Yams
 /// The keys of one direction (`up:`, `down:` or `link:`) that a file sets.
 struct DirectionLayer {
     static let keys = [
-        "bandwidth", "latency", "jitter", "queue", "loss", "connection_bandwidth", "reorder", "duplicate", "corrupt", "aqm",
+        "bandwidth", "latency", "jitter", "queue", "loss", "connection_bandwidth", "reorder", "duplicate", "corrupt",
+        "aqm",
         "trace",
     ]
     static let reorderKeys = ["probability", "gap"]
@@ -36,11 +37,13 @@ struct DirectionLayer {
 
     /// Reads every key, noting each wrong one in `problems` and going on to the next.
     init(node: ConfigNode, files: ProfileDecoder.FileReferences, problems: ConfigProblems) {
-        guard let map = problems.attempt({ () throws(ConfigError) in
-            try node.mapping(
-                allowedKeys: Self.keys, expecting: "a mapping of link keys (\(Self.keys.joined(separator: ", ")))",
-                problems: problems)
-        }) else { return }
+        guard
+            let map = problems.attempt({ () throws(ConfigError) in
+                try node.mapping(
+                    allowedKeys: Self.keys, expecting: "a mapping of link keys (\(Self.keys.joined(separator: ", ")))",
+                    problems: problems)
+            })
+        else { return }
         self.readDelays(map, problems: problems)
         self.readRates(map, files: files, problems: problems)
         self.readQueue(map, problems: problems)
@@ -92,7 +95,9 @@ struct DirectionLayer {
                     self.trace = Located(value: try Self.trace(node), node: node)
                 }
                 if case .series? = self.trace?.value, let other = map["latency"] ?? map["loss"] {
-                    throw other.error("the step series of trace: sets the delay and the loss over time; keep latency and loss out of this direction")
+                    throw other.error(
+                        "the step series of trace: sets the delay and the loss over time; keep latency and loss out of this direction"
+                    )
                 }
             }
         }
@@ -110,13 +115,17 @@ struct DirectionLayer {
                 let text = node.value.trimmingCharacters(in: .whitespaces)
                 if let count = Self.packetCount(text) {
                     guard (1...100_000).contains(count) else {
-                        throw node.error("\(text) is not 1 to 100000 packets; allowed: mss…1GB (e.g. 64KB), or 1…100000 packets (e.g. 100 packets)")
+                        throw node.error(
+                            "\(text) is not 1 to 100000 packets; allowed: mss…1GB (e.g. 64KB), or 1…100000 packets (e.g. 100 packets)"
+                        )
                     }
                     self.queuePackets = Located(value: count, node: node)
                 } else {
                     let value = try node.unit(ByteCount.parse)
                     guard value <= ByteCount(bytes: 1 << 30) else {
-                        throw node.error("\(node.text) is more than 1GB; allowed: mss…1GB (e.g. 64KB), or a count of packets (e.g. 100 packets)")
+                        throw node.error(
+                            "\(node.text) is more than 1GB; allowed: mss…1GB (e.g. 64KB), or a count of packets (e.g. 100 packets)"
+                        )
                     }
                     self.queue = Located(value: value, node: node)
                 }
@@ -157,18 +166,23 @@ struct DirectionLayer {
     private static func trace(_ node: ConfigNode) throws(ConfigError) -> TraceFile {
         let named = node.value.trimmingCharacters(in: .whitespaces)
         guard !named.isEmpty else {
-            throw node.error("expected the path of a trace file (mahimahi's format: one time in milliseconds per line), e.g. trace: traces/lte-driving.trace")
+            throw node.error(
+                "expected the path of a trace file (mahimahi's format: one time in milliseconds per line), e.g. trace: traces/lte-driving.trace"
+            )
         }
         let base = URL(fileURLWithPath: node.file.isEmpty ? "." : node.file).deletingLastPathComponent()
         let path = named.hasPrefix("/") ? named : base.appendingPathComponent(named).path
         guard FileManager.default.fileExists(atPath: path) else {
-            throw node.error("no trace file '\(named)' (looked for \(path)); the path is relative to the file that names it")
+            throw node.error(
+                "no trace file '\(named)' (looked for \(path)); the path is relative to the file that names it")
         }
         do {
             return try TraceFile.read(path: path, source: named)
         } catch {
             let shown = named.hasPrefix("/") ? named : path
-            throw ConfigError(file: shown, line: error.line, keyPath: "", message: error.message + " (the trace of \(node.file):\(node.line))")
+            throw ConfigError(
+                file: shown, line: error.line, keyPath: "",
+                message: error.message + " (the trace of \(node.file):\(node.line))")
         }
     }
 
@@ -181,17 +195,23 @@ struct DirectionLayer {
             expecting: "a trace file's path, or {source: NAME, milliseconds: \"1 1 2 5 8\"} (the times written out), "
                 + "or {source: NAME, series: \"0, 8mbit, 20ms, 0%; 1.5, 1mbit, 80ms, 2%\"}"
         )
-        let source = try map["source"].map { node throws(ConfigError) in try node.string(expecting: "the trace's name") } ?? "inline"
+        let source =
+            try map["source"].map { node throws(ConfigError) in try node.string(expecting: "the trace's name") }
+            ?? "inline"
         if let rows = map["series"] {
             let period = try map["repeat"].map { node throws(ConfigError) in try node.unit(Span.parse) }
-            let interpolates = try map["interpolate"].map { node throws(ConfigError) in try node.choice(["linear", "step"]) == "linear" }
+            let interpolates = try map["interpolate"].map { node throws(ConfigError) in
+                try node.choice(["linear", "step"]) == "linear"
+            }
             do {
-                return .series(try LinkSeries.parse(rows.value, source: source, period: period, interpolates: interpolates))
+                return .series(
+                    try LinkSeries.parse(rows.value, source: source, period: period, interpolates: interpolates))
             } catch {
                 throw rows.error(error.message)
             }
         }
-        let times = try map.required("milliseconds", meaning: "the opportunity times, in milliseconds, separated by spaces")
+        let times = try map.required(
+            "milliseconds", meaning: "the opportunity times, in milliseconds, separated by spaces")
         do {
             return .opportunities(try LinkTrace.parse(times.value, source: source))
         } catch {
@@ -229,7 +249,8 @@ struct DirectionLayer {
     private static func aqm(_ node: ConfigNode) throws(ConfigError) -> QueueDiscipline {
         let allowed = "allowed: drop-tail, codel, or {type: codel, target: 5ms, interval: 100ms}"
         if case .mapping = node.node {
-            let map = try node.mapping(allowedKeys: Self.aqmKeys, expecting: "{type: codel, target: 5ms, interval: 100ms}")
+            let map = try node.mapping(
+                allowedKeys: Self.aqmKeys, expecting: "{type: codel, target: 5ms, interval: 100ms}")
             let type = try map.required("type", meaning: "the queue discipline, codel")
             guard type.value.trimmingCharacters(in: .whitespaces).lowercased() == "codel" else {
                 throw type.error("'\(type.text)' is not a queue discipline with parameters; \(allowed)")
@@ -245,7 +266,9 @@ struct DirectionLayer {
             if let node = map["interval"] {
                 interval = try node.unit(Span.parse)
                 guard interval > target, interval <= .seconds(Int64(10)) else {
-                    throw node.error("interval \(node.text) is not above the target (\(target)) and at most 10s; allowed: e.g. 100ms")
+                    throw node.error(
+                        "interval \(node.text) is not above the target (\(target)) and at most 10s; allowed: e.g. 100ms"
+                    )
                 }
             }
             return .codel(target: target, interval: interval)

@@ -236,7 +236,8 @@ public struct LinkDirection: Sendable, Equatable {
     }
 
     public var isPassThrough: Bool {
-        self.latency == .zero && self.jitter == .zero && self.bandwidth == nil && self.trace == nil && self.series == nil && self.loss == .none
+        self.latency == .zero && self.jitter == .zero && self.bandwidth == nil && self.trace == nil
+            && self.series == nil && self.loss == .none
             && self.connectionBandwidth == nil && self.reorder == .zero && self.duplicate == .zero
             && self.corrupt == .zero
     }

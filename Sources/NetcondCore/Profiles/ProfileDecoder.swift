@@ -60,7 +60,8 @@ public struct ProfileDecoder {
     public func decodeBuiltin(named name: String) throws(ConfigError) -> Profile {
         guard let entry = self.builtins.first(where: { $0.name == name }) else {
             throw ConfigError(
-                file: "", message: Suggestion.unknown(
+                file: "",
+                message: Suggestion.unknown(
                     "profile", name, among: self.builtins.map(\.name), listedAs: "built-in profiles"
                 )
             )
@@ -79,7 +80,8 @@ public struct ProfileDecoder {
     /// keep that file's positions and key paths; a relative `extends` starts from its directory.
     func decode(node: ConfigNode, defaultName: String) throws(ConfigError) -> Profile {
         let identity = "inline:" + Self.absolutePath(node.file) + ":\(node.line)"
-        return try self.decode(root: node, file: node.file, isBuiltin: false, chain: [identity], defaultName: defaultName)
+        return try self.decode(
+            root: node, file: node.file, isBuiltin: false, chain: [identity], defaultName: defaultName)
     }
 
     private func decode(yaml: String, file: String, isBuiltin: Bool, chain: [String]) throws(ConfigError) -> Profile {
@@ -138,7 +140,8 @@ public struct ProfileDecoder {
             let directory = (file as NSString).deletingLastPathComponent
             let path = target.hasPrefix("/") ? target : (directory as NSString).appendingPathComponent(target)
             let identity = "file:" + Self.absolutePath(path)
-            let yaml = chain.contains(identity) ? "" : try Self.readFile(path, errorFile: file, errorNode: reference.node)
+            let yaml =
+                chain.contains(identity) ? "" : try Self.readFile(path, errorFile: file, errorNode: reference.node)
             return ProfileSource(identity: identity, yaml: yaml, file: path, isBuiltin: false)
         } else if let entry = self.builtins.first(where: { $0.name == target }) {
             return ProfileSource(
@@ -194,9 +197,12 @@ public struct ProfileDecoder {
             return EffectiveLayer().overlaid(by: layer)
         }
         try self.checkCycle(source.identity, chain: chain, at: extends.node, key: "extends")
-        let (baseYAML, baseFile, baseIsBuiltin, identity) = (source.yaml, source.file, source.isBuiltin, source.identity)
+        let (baseYAML, baseFile, baseIsBuiltin, identity) = (
+            source.yaml, source.file, source.isBuiltin, source.identity
+        )
         let baseRoot = try ConfigNode.parse(yaml: baseYAML, file: baseFile)
-        let baseLayer = try ProfileLayer(root: baseRoot, isBuiltin: baseIsBuiltin, files: self.fileAccess(isBuiltin: baseIsBuiltin))
+        let baseLayer = try ProfileLayer(
+            root: baseRoot, isBuiltin: baseIsBuiltin, files: self.fileAccess(isBuiltin: baseIsBuiltin))
         let base = try self.effectiveLayer(
             baseLayer, file: baseFile, isBuiltin: baseIsBuiltin, chain: chain + [identity]
         )
@@ -212,7 +218,8 @@ public struct ProfileDecoder {
     }
 
     static func absolutePath(_ path: String) -> String {
-        let absolute = path.hasPrefix("/")
+        let absolute =
+            path.hasPrefix("/")
             ? path
             : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(path)
         return (absolute as NSString).standardizingPath
@@ -231,7 +238,8 @@ public struct ProfileDecoder {
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             // A symbolic link that leads nowhere is there, but nothing is behind it.
             if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: path) {
-                throw fail("\(path) is a symbolic link to \(target), which leads to no file (missing, or a loop of links)")
+                throw fail(
+                    "\(path) is a symbolic link to \(target), which leads to no file (missing, or a loop of links)")
             }
             throw fail("no such file: \(path)")
         }
@@ -241,7 +249,9 @@ public struct ProfileDecoder {
         // Checked before reading: a profile or scenario is a few KB (an inline series, a few hundred).
         let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int ?? 0
         guard size <= Self.maximumFileBytes else {
-            throw fail("\(path) is \(size >> 20) MB; allowed: profile and scenario files up to \(Self.maximumFileBytes >> 20) MB")
+            throw fail(
+                "\(path) is \(size >> 20) MB; allowed: profile and scenario files up to \(Self.maximumFileBytes >> 20) MB"
+            )
         }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw fail("cannot read \(path)")
@@ -250,134 +260,6 @@ public struct ProfileDecoder {
             throw fail("\(path) is not UTF-8 text")
         }
         return text
-    }
-}
-
-// MARK: - One file's keys
-
-/// A value read from a file, and the node it came from (for errors found after merging).
-struct Located<Value> {
-    var value: Value
-    var node: ConfigNode
-}
-
-/// The keys one file sets, validated one by one; nothing inherited yet.
-struct ProfileLayer {
-    static let topKeys = [
-        "name", "description", "source", "extends", "tcp", "mss", "dns_delay", "connect_delay", "link", "up", "down",
-        "schedule", "stalls", "faults", "firewall", "connect_hold", "dns_fail", "captive_portal",
-    ]
-
-    var root: ConfigNode
-    var name: Located<String>?
-    var description: Located<String>?
-    var source: Located<String>?
-    var extends: Located<String>?
-    var tcp: Located<CongestionControl>?
-    var mss: Located<ByteCount>?
-    var dnsDelay: Located<Span>?
-    var connectDelay: Located<Span>?
-    var link = DirectionLayer()
-    var up = DirectionLayer()
-    var down = DirectionLayer()
-    var schedule: ScheduleLayer?
-    var stalls: StallLayer?
-    var faults: [HTTPFault]?
-    var firewall: (allowPorts: [Int], otherwise: FirewallAction)?
-    var connectHold: (hold: Span, first: Int)?
-    var dnsFail: [String]?
-    var captivePortal: CaptivePortalSpec?
-
-    /// Reads every key; a wrong one does not stop the others being read, and all that were wrong
-    /// are thrown together (``ConfigError/alsoFound``).
-    /// With `problems`, the errors are noted there for the caller to throw with its own.
-    init(
-        root: ConfigNode, isBuiltin: Bool, files: ProfileDecoder.FileReferences, problems external: ConfigProblems? = nil
-    ) throws(ConfigError) {
-        self.root = root
-        var hints: [String: String] = [:]
-        for key in DirectionLayer.keys {
-            hints[key] = "'\(key)' belongs under down:, up: or link: (both directions)"
-        }
-        let problems = external ?? ConfigProblems(file: root.file)
-        let map = try root.mapping(
-            allowedKeys: Self.topKeys, expecting: "a mapping of profile keys", hints: hints, problems: problems)
-        func text(_ key: String) -> Located<String>? {
-            guard let node = map[key] else { return nil }
-            return problems.attempt { () throws(ConfigError) in Located(value: try node.string(expecting: "a text"), node: node) }
-        }
-        if let node = map["name"] {
-            self.name = problems.attempt { () throws(ConfigError) in
-                Located(value: try node.name(expecting: "a text", what: "the profile name", example: "my-edge"), node: node)
-            }
-        }
-        self.description = text("description")
-        self.source = text("source")
-        self.extends = text("extends")
-        if isBuiltin {
-            let required = [
-                ("name", "required for built-in profiles: the name users type"),
-                ("description", "required for built-in profiles: one line saying what the profile models"),
-                ("source", "required for built-in profiles: where the numbers come from"),
-            ]
-            for (key, meaning) in required where !map.mayBeMisspelt(key) {
-                _ = problems.attempt { () throws(ConfigError) in try map.required(key, meaning: meaning) }
-            }
-        }
-        if let name = self.name, name.value.trimmingCharacters(in: .whitespaces).isEmpty {
-            problems.note(name.node.error("the name is empty; write a short word (e.g. my-edge) or leave the key out"))
-        }
-        if let node = map["tcp"] {
-            self.tcp = problems.attempt { () throws(ConfigError) in
-                let word = try node.choice(CongestionControl.allCases.map(\.rawValue))
-                return CongestionControl(rawValue: word).map { Located(value: $0, node: node) }
-            } ?? nil
-        }
-        if let node = map["mss"] {
-            self.mss = problems.attempt { () throws(ConfigError) in
-                let value = try node.unit(ByteCount.parse)
-                guard value.bytes >= 64, value.bytes <= 65_535 else {
-                    throw node.error(
-                        "mss \(node.text) is out of range; allowed: 64B…65535B (e.g. 1460B, the Ethernet size)"
-                    )
-                }
-                return Located(value: value, node: node)
-            }
-        }
-        self.dnsDelay = problems.attempt { () throws(ConfigError) in try Self.delay(map["dns_delay"], example: "dns_delay: 1.5s") } ?? nil
-        self.connectDelay = problems.attempt { () throws(ConfigError) in
-            try Self.delay(map["connect_delay"], example: "connect_delay: 2s")
-        } ?? nil
-        if let node = map["link"] { self.link = DirectionLayer(node: node, files: files, problems: problems) }
-        if let node = map["up"] { self.up = DirectionLayer(node: node, files: files, problems: problems) }
-        if let node = map["down"] { self.down = DirectionLayer(node: node, files: files, problems: problems) }
-        if let node = map["schedule"] {
-            self.schedule = problems.attempt { () throws(ConfigError) in try ScheduleLayer(node: node, file: root.file, files: files) }
-        }
-        if let node = map["stalls"] { self.stalls = problems.attempt { () throws(ConfigError) in try StallLayer(node: node) } }
-        if let node = map["faults"] { self.faults = problems.attempt { () throws(ConfigError) in try HTTPFault.decodeList(node, context: .proxy) } }
-        if let node = map["firewall"] { self.firewall = problems.attempt { () throws(ConfigError) in try SetupRules.firewall(node) } }
-        if let node = map["connect_hold"] {
-            self.connectHold = problems.attempt { () throws(ConfigError) in try SetupRules.connectHold(node) }
-        }
-        if let node = map["dns_fail"] { self.dnsFail = problems.attempt { () throws(ConfigError) in try SetupRules.dnsFail(node) } }
-        if let node = map["captive_portal"] {
-            self.captivePortal = problems.attempt { () throws(ConfigError) in try CaptivePortalSpec(node: node) }
-        }
-        if external == nil { try problems.check() }
-    }
-
-    private static func delay(_ node: ConfigNode?, example: String) throws(ConfigError) -> Located<Span>? {
-        guard let node else { return nil }
-        return Located(value: try node.setupDelay(example: example), node: node)
-    }
-
-    /// The name when the file does not give one: its base name without extension.
-    func defaultName(file: String) -> String {
-        if let name = self.name { return name.value }
-        let base = (file as NSString).lastPathComponent
-        let stem = (base as NSString).deletingPathExtension
-        return stem.isEmpty ? base : stem
     }
 }
 
@@ -447,7 +329,8 @@ struct EffectiveLayer {
         if let schedule = self.schedule {
             var phases: [SchedulePhase] = []
             for phase in schedule.phases {
-                let base = try phase.use.map { use throws(ConfigError) in try conditionsOf(use, phase.file) }
+                let base =
+                    try phase.use.map { use throws(ConfigError) in try conditionsOf(use, phase.file) }
                     ?? profile.conditions
                 phases.append(try phase.resolve(base: base, mss: mss))
             }
@@ -464,7 +347,9 @@ struct EffectiveLayer {
         }
         let series = layer.trace.flatMap { if case .series(let series) = $0.value { series } else { nil } }
         if series != nil, let other = layer.latency?.node ?? layer.loss?.node {
-            throw other.error("this direction's trace: is a step series, which sets the delay and the loss over time; remove \(other.keyPath.split(separator: ".").last.map(String.init) ?? "it") here")
+            throw other.error(
+                "this direction's trace: is a step series, which sets the delay and the loss over time; remove \(other.keyPath.split(separator: ".").last.map(String.init) ?? "it") here"
+            )
         }
         return LinkDirection(
             // Under a step series, its first row's delay stands for the direction's (its round-trip

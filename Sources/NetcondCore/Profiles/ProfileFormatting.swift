@@ -83,14 +83,17 @@ extension Profile {
                 phaseLines.append("connect_delay: \(Self.exact(phase.conditions.connectDelay))")
                 for direction in [Direction.down, Direction.up] {
                     phaseLines.append("\(direction.rawValue):")
-                    phaseLines += Self.directionYAML(phase.conditions.direction(direction), inlineTraces: inlineTraces).map { "  " + $0 }
+                    phaseLines += Self.directionYAML(phase.conditions.direction(direction), inlineTraces: inlineTraces)
+                        .map { "  " + $0 }
                 }
                 lines.append("    - " + phaseLines[0])
                 lines += phaseLines.dropFirst().map { "      " + $0 }
             }
         }
         if let ports = self.setup.allowPorts {
-            lines.append("firewall: {allow_ports: [\(ports.map(String.init).joined(separator: ", "))], otherwise: \(self.setup.otherwise.rawValue)}")
+            lines.append(
+                "firewall: {allow_ports: [\(ports.map(String.init).joined(separator: ", "))], otherwise: \(self.setup.otherwise.rawValue)}"
+            )
         }
         if self.setup.hold > .zero {
             lines.append("connect_hold: {for: \(Self.exact(self.setup.hold)), first: \(self.setup.holdFirst)}")
@@ -99,7 +102,9 @@ extension Profile {
             lines.append("dns_fail: [\(self.setup.dnsFail.map(Self.quoted).joined(separator: ", "))]")
         }
         if let portal = self.captivePortal {
-            var keys = ["http: \(portal.http.rawValue)", "https: \(portal.https.rawValue)", "open: \(portal.startsOpen)"]
+            var keys = [
+                "http: \(portal.http.rawValue)", "https: \(portal.https.rawValue)", "open: \(portal.startsOpen)",
+            ]
             if let session = portal.session { keys.append("session: \(Self.exact(session))") }
             lines.append("captive_portal: {\(keys.joined(separator: ", "))}")
         }
@@ -126,7 +131,8 @@ extension Profile {
             ]
         } else {
             lines = [
-                link.trace.map { Self.traceYAML($0, inline: inlineTraces) } ?? "bandwidth: \(Self.exactRate(link.bandwidth))",
+                link.trace.map { Self.traceYAML($0, inline: inlineTraces) }
+                    ?? "bandwidth: \(Self.exactRate(link.bandwidth))",
                 "latency: \(Self.exact(link.latency))",
                 "jitter: \(Self.exact(link.jitter))",
                 queue,
@@ -149,7 +155,8 @@ extension Profile {
         if inline {
             let repeats = series.period.map { ", repeat: \(Self.exact($0))" } ?? ""
             let interpolates = series.interpolates ? ", interpolate: linear" : ""
-            return "trace: {source: \(Self.quoted(series.source)), series: \(Self.quoted(series.inlineText))\(repeats)\(interpolates)}"
+            return
+                "trace: {source: \(Self.quoted(series.source)), series: \(Self.quoted(series.inlineText))\(repeats)\(interpolates)}"
         }
         let file = series.path.isEmpty ? series.source : series.path
         return "trace: \(Self.quoted(file))  # a step series of \(series.steps.count) rows, mean \(series.meanRate)"
@@ -162,7 +169,8 @@ extension Profile {
             return "trace: {source: \(Self.quoted(trace.source)), milliseconds: \(Self.quoted(trace.millisecondsText))}"
         }
         let file = trace.path.isEmpty ? trace.source : trace.path
-        return "trace: \(Self.quoted(file))  # \(trace.opportunityCount) opportunities in \(trace.periodMilliseconds) ms, mean \(trace.meanRate)"
+        return
+            "trace: \(Self.quoted(file))  # \(trace.opportunityCount) opportunities in \(trace.periodMilliseconds) ms, mean \(trace.meanRate)"
     }
 
     /// A direction's rate for the table: its bandwidth, or its trace's mean.

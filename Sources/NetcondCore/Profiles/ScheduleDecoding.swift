@@ -72,7 +72,8 @@ struct PhaseLayer {
         self.node = node
         self.file = file
         let map = try node.mapping(
-            allowedKeys: Self.keys, expecting: "a phase: a mapping with for: DURATION (e.g. {for: 30s, outage: blackhole})"
+            allowedKeys: Self.keys,
+            expecting: "a phase: a mapping with for: DURATION (e.g. {for: 30s, outage: blackhole})"
         )
         if let name = map["name"] {
             self.name = try name.name(expecting: "a short label", what: "the phase name", example: "tunnel")
@@ -81,7 +82,9 @@ struct PhaseLayer {
             map.required("for", meaning: "how long the phase lasts: 30s, or a range 20s..40s drawn per cycle"),
             example: "for: 30s"
         )
-        if let use = map["use"] { self.use = Located(value: try use.string(expecting: "a profile name or file"), node: use) }
+        if let use = map["use"] {
+            self.use = Located(value: try use.string(expecting: "a profile name or file"), node: use)
+        }
         if let node = map["link"] { self.link = try DirectionLayer(node: node, files: files) }
         if let node = map["up"] { self.up = try DirectionLayer(node: node, files: files) }
         if let node = map["down"] { self.down = try DirectionLayer(node: node, files: files) }

@@ -94,12 +94,15 @@ extension SetupRules {
     /// `connect_hold: 60s` or `{for: 60s, first: 3}`.
     static func connectHold(_ node: ConfigNode) throws(ConfigError) -> (hold: Span, first: Int) {
         func duration(_ node: ConfigNode) throws(ConfigError) -> Span {
-            try node.span(in: .nanoseconds(1)...(.seconds(Int64(3600))), allowed: "above 0 up to 1h", example: "connect_hold: 60s")
+            try node.span(
+                in: .nanoseconds(1)...(.seconds(Int64(3600))), allowed: "above 0 up to 1h", example: "connect_hold: 60s"
+            )
         }
         if node.node.mapping == nil {
             return (try duration(node), 1)
         }
-        let map = try node.mapping(allowedKeys: ["for", "first"], expecting: "a duration (60s) or {for: 60s, first: 3}")
+        let map = try node.mapping(
+            allowedKeys: ["for", "first"], expecting: "a duration (60s) or {for: 60s, first: 3}")
         let hold = try duration(try map.required("for", meaning: "how long each held connection waits, e.g. 60s"))
         var first = 1
         if let node = map["first"] {
@@ -118,7 +121,8 @@ extension SetupRules {
         for element in try node.list() {
             let name = try element.string(expecting: "a host name or glob")
             guard !name.isEmpty, !name.contains(" "), !name.contains("/"), !name.contains(":") else {
-                throw element.error("'\(name)' is not a host name; allowed: a name or glob such as api.example.com or *.example.com")
+                throw element.error(
+                    "'\(name)' is not a host name; allowed: a name or glob such as api.example.com or *.example.com")
             }
             names.append(name)
         }

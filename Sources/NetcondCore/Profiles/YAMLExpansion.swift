@@ -68,7 +68,9 @@ enum YAMLExpansion {
             case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
                 guard let closed = self.open.popLast() else { break }
                 if let anchor = closed.anchor { self.anchors[anchor] = closed.size }
-                if !self.open.isEmpty { self.open[self.open.count - 1].size = self.capped(self.open[self.open.count - 1].size + closed.size) }
+                if !self.open.isEmpty {
+                    self.open[self.open.count - 1].size = self.capped(self.open[self.open.count - 1].size + closed.size)
+                }
             default:
                 break
             }
@@ -79,7 +81,9 @@ enum YAMLExpansion {
         private mutating func add(_ size: Int, anchor: String?) {
             if let anchor { self.anchors[anchor] = size }
             self.total = self.capped(self.total + size)
-            if !self.open.isEmpty { self.open[self.open.count - 1].size = self.capped(self.open[self.open.count - 1].size + size) }
+            if !self.open.isEmpty {
+                self.open[self.open.count - 1].size = self.capped(self.open[self.open.count - 1].size + size)
+            }
         }
 
         /// Sizes stop growing just past the limit, so no sum can overflow.

@@ -342,7 +342,9 @@ public struct BacksOffCheck: Sendable, Equatable {
     /// The client must make a successful request within this long of the last failure (nil: not checked).
     public var recovery: Span?
 
-    public init(file: String? = nil, factor: Double = 1.5, jitter: Double = 0.2, maxPerMinute: Int = 30, recovery: Span? = nil) {
+    public init(
+        file: String? = nil, factor: Double = 1.5, jitter: Double = 0.2, maxPerMinute: Int = 30, recovery: Span? = nil
+    ) {
         self.file = file
         self.factor = factor
         self.jitter = jitter
@@ -371,7 +373,8 @@ public struct StaysUsableCheck: Sendable, Equatable {
     public var givesUpWithin: Span?
 
     public init(
-        steps: Steps? = nil, budget: Span = .seconds(Int64(5)), minSteps: Int = 1, within: Span? = nil, givesUpWithin: Span? = nil
+        steps: Steps? = nil, budget: Span = .seconds(Int64(5)), minSteps: Int = 1, within: Span? = nil,
+        givesUpWithin: Span? = nil
     ) {
         self.steps = steps
         self.budget = budget

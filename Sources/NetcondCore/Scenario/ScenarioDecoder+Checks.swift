@@ -4,8 +4,10 @@ import Yams
 /// The `checks:` section of a scenario file.
 extension ScenarioDecoder {
 
-    static func checks(_ node: ConfigNode, origin: OriginContent, client: ClientSpec) throws(ConfigError) -> [CheckSpec] {
-        let map = try node.mapping(allowedKeys: CheckSpec.names, expecting: "a mapping of checks (\(CheckSpec.names.joined(separator: ", ")))")
+    static func checks(_ node: ConfigNode, origin: OriginContent, client: ClientSpec) throws(ConfigError) -> [CheckSpec]
+    {
+        let map = try node.mapping(
+            allowedKeys: CheckSpec.names, expecting: "a mapping of checks (\(CheckSpec.names.joined(separator: ", ")))")
         guard !map.entries.isEmpty else {
             throw node.error("no checks; allowed: \(CheckSpec.names.joined(separator: ", ")) (e.g. completes: {})")
         }
@@ -23,7 +25,9 @@ extension ScenarioDecoder {
                 var outputs: [OutputFile] = []
                 if let node = spec["exit"] { exit = Int32(try node.integer(in: 0...255, meaning: "an exit code")) }
                 if let files = spec["files"] {
-                    for (output, child) in try files.entries(expecting: "a mapping of output files to origin files (e.g. {big.bin: big.bin})") {
+                    for (output, child) in try files.entries(
+                        expecting: "a mapping of output files to origin files (e.g. {big.bin: big.bin})")
+                    {
                         guard !output.hasPrefix("/"), !output.split(separator: "/").contains("..") else {
                             throw child.error("'\(output)' is not a path inside the working directory")
                         }
@@ -36,7 +40,9 @@ extension ScenarioDecoder {
                     checks.append(.completes(CompletesCheck(exit: exit, files: outputs, endpoint: Self.urlAPI(client))))
                 } else {
                     guard !outputs.isEmpty else {
-                        throw value.error("which files? the client writes no origin file; allowed: files: {OUTPUT: FILE} or client.output with a /files/ url")
+                        throw value.error(
+                            "which files? the client writes no origin file; allowed: files: {OUTPUT: FILE} or client.output with a /files/ url"
+                        )
                     }
                     checks.append(.captiveSafe(CaptiveSafeCheck(exit: exit, files: outputs)))
                 }
@@ -77,7 +83,8 @@ extension ScenarioDecoder {
             let name = try node.string(expecting: "a file name from origin.files")
             guard self.origin.file(named: name) != nil else {
                 throw node.error(
-                    Suggestion.unknown("file", name, among: self.origin.files.map(\.name), listedAs: "files in origin.files"))
+                    Suggestion.unknown(
+                        "file", name, among: self.origin.files.map(\.name), listedAs: "files in origin.files"))
             }
             return name
         }
@@ -87,14 +94,16 @@ extension ScenarioDecoder {
         let spec = try value.mapping(allowedKeys: ["api"])
         guard let node = spec["api"] else {
             guard let name = Self.urlAPI(context.client), context.origin.api(named: name)?.method == .post else {
-                throw value.error("which endpoint? the client's url is not a POST endpoint of origin.api; allowed: api: NAME")
+                throw value.error(
+                    "which endpoint? the client's url is not a POST endpoint of origin.api; allowed: api: NAME")
             }
             return IdempotentCheck(api: name)
         }
         let api = try node.string(expecting: "an endpoint name from origin.api")
         guard let endpoint = context.origin.api(named: api) else {
             throw node.error(
-                Suggestion.unknown("endpoint", api, among: context.origin.api.map(\.name), listedAs: "endpoints in origin.api"))
+                Suggestion.unknown(
+                    "endpoint", api, among: context.origin.api.map(\.name), listedAs: "endpoints in origin.api"))
         }
         guard endpoint.method == .post else {
             throw node.error("\(endpoint.path) is a GET endpoint; allowed: a POST endpoint from origin.api")
@@ -105,7 +114,8 @@ extension ScenarioDecoder {
     private static func backsOff(_ value: ConfigNode, context: CheckContext) throws(ConfigError) -> BacksOffCheck {
         let spec = try value.mapping(allowedKeys: ["file", "factor", "jitter", "max_per_minute", "recovery"])
         var check = BacksOffCheck()
-        check.file = try spec["file"].map { node throws(ConfigError) in try context.fileReference(node, in: value) }
+        check.file =
+            try spec["file"].map { node throws(ConfigError) in try context.fileReference(node, in: value) }
             ?? context.defaultFile
         if let factor = spec["factor"] {
             guard let number = Double(try factor.string(expecting: "a number")), number >= 1, number <= 10 else {
@@ -125,38 +135,58 @@ extension ScenarioDecoder {
     }
 
     private static func staysUsable(_ node: ConfigNode) throws(ConfigError) -> StaysUsableCheck {
-        let spec = try node.mapping(allowedKeys: ["lines", "requests", "budget", "min_steps", "within", "gives_up_within"])
+        let spec = try node.mapping(allowedKeys: [
+            "lines", "requests", "budget", "min_steps", "within", "gives_up_within",
+        ])
         var check = StaysUsableCheck()
         if let lines = spec["lines"] {
-            if spec["requests"] != nil { throw lines.error("lines and requests exclude each other; allowed: one of them") }
-            let pattern = try lines.string(expecting: "a regular expression for the lines that mark a step (e.g. '^loaded ')")
+            if spec["requests"] != nil {
+                throw lines.error("lines and requests exclude each other; allowed: one of them")
+            }
+            let pattern = try lines.string(
+                expecting: "a regular expression for the lines that mark a step (e.g. '^loaded ')")
             do {
                 _ = try NSRegularExpression(pattern: pattern)
             } catch {
-                throw lines.error("'\(pattern)' is not a regular expression (ICU syntax); allowed: e.g. '^loaded ' or 'page [0-9]+ ready'")
+                throw lines.error(
+                    "'\(pattern)' is not a regular expression (ICU syntax); allowed: e.g. '^loaded ' or 'page [0-9]+ ready'"
+                )
             }
             check.steps = .lines(pattern)
         } else if let requests = spec["requests"] {
-            let glob = try requests.string(expecting: "a path glob for the origin requests that are steps (e.g. /files/*)")
-            guard glob.hasPrefix("/") else { throw requests.error("'\(glob)' is not a path; allowed: a glob starting with / (e.g. /files/*)") }
+            let glob = try requests.string(
+                expecting: "a path glob for the origin requests that are steps (e.g. /files/*)")
+            guard glob.hasPrefix("/") else {
+                throw requests.error("'\(glob)' is not a path; allowed: a glob starting with / (e.g. /files/*)")
+            }
             check.steps = .requests(glob)
         }
         if let budget = spec["budget"] {
-            guard check.steps != nil else { throw budget.error("budget without steps; allowed: add lines: or requests:") }
-            check.budget = try budget.span(in: .milliseconds(1)...(.seconds(Int64(3600))), allowed: "1ms…1h", example: "budget: 3s")
+            guard check.steps != nil else {
+                throw budget.error("budget without steps; allowed: add lines: or requests:")
+            }
+            check.budget = try budget.span(
+                in: .milliseconds(1)...(.seconds(Int64(3600))), allowed: "1ms…1h", example: "budget: 3s")
         } else if check.steps != nil {
-            throw node.error("steps without a budget; allowed: budget: DURATION, how long one step may take (e.g. budget: 3s)")
+            throw node.error(
+                "steps without a budget; allowed: budget: DURATION, how long one step may take (e.g. budget: 3s)")
         }
         if let minimum = spec["min_steps"] {
-            guard check.steps != nil else { throw minimum.error("min_steps without steps; allowed: add lines: or requests:") }
+            guard check.steps != nil else {
+                throw minimum.error("min_steps without steps; allowed: add lines: or requests:")
+            }
             check.minSteps = try minimum.integer(in: 0...1_000_000, meaning: "how many steps must happen")
         }
         if let within = spec["within"] {
-            guard check.steps != nil else { throw within.error("within without steps; allowed: add lines: or requests:") }
-            check.within = try within.span(in: .milliseconds(1)...(.seconds(Int64(3600))), allowed: "1ms…1h", example: "within: 12s")
+            guard check.steps != nil else {
+                throw within.error("within without steps; allowed: add lines: or requests:")
+            }
+            check.within = try within.span(
+                in: .milliseconds(1)...(.seconds(Int64(3600))), allowed: "1ms…1h", example: "within: 12s")
         }
         if let within = spec["gives_up_within"] {
-            check.givesUpWithin = try within.span(in: .milliseconds(100)...(.seconds(Int64(3600))), allowed: "100ms…1h", example: "gives_up_within: 20s")
+            check.givesUpWithin = try within.span(
+                in: .milliseconds(100)...(.seconds(Int64(3600))), allowed: "100ms…1h", example: "gives_up_within: 20s")
         }
         guard check.steps != nil || check.givesUpWithin != nil else {
             throw node.error("nothing to judge; allowed: lines: or requests: with budget:, and/or gives_up_within:")

@@ -65,8 +65,12 @@ public struct Span: Hashable, Comparable, Sendable, CustomStringConvertible {
     public var milliseconds: Double { Double(self.nanoseconds) / 1e6 }
 
     @inlinable public static func < (lhs: Span, rhs: Span) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
-    @inlinable public static func + (lhs: Span, rhs: Span) -> Span { Span(nanoseconds: lhs.nanoseconds + rhs.nanoseconds) }
-    @inlinable public static func - (lhs: Span, rhs: Span) -> Span { Span(nanoseconds: lhs.nanoseconds - rhs.nanoseconds) }
+    @inlinable public static func + (lhs: Span, rhs: Span) -> Span {
+        Span(nanoseconds: lhs.nanoseconds + rhs.nanoseconds)
+    }
+    @inlinable public static func - (lhs: Span, rhs: Span) -> Span {
+        Span(nanoseconds: lhs.nanoseconds - rhs.nanoseconds)
+    }
     @inlinable public static func * (lhs: Span, rhs: Int64) -> Span { Span(nanoseconds: lhs.nanoseconds * rhs) }
     public func scaled(by factor: Double) -> Span {
         Span(nanoseconds: Int64((Double(self.nanoseconds) * factor).rounded()))

@@ -21,13 +21,20 @@ struct APIEndpoint: OriginEndpoint {
     var methods: [HTTPMethod] { [.GET, .POST] }
     var usage: (pattern: String, summary: String) {
         let names = self.content.api.map { "\($0.method.rawValue) \($0.path)" }
-        return ("/api/{name}", names.isEmpty ? "the scenario's JSON endpoints (none in this run)" : "the scenario's JSON endpoints: \(names.joined(separator: ", "))")
+        return (
+            "/api/{name}",
+            names.isEmpty
+                ? "the scenario's JSON endpoints (none in this run)"
+                : "the scenario's JSON endpoints: \(names.joined(separator: ", "))"
+        )
     }
 
     func respond(to request: OriginRequest, arguments: ArraySlice<Substring>) -> OriginResponse {
         guard arguments.count == 1, let name = arguments.first, let api = self.content.api(named: String(name)) else {
             let known = self.content.api.map(\.path).joined(separator: ", ")
-            return .text(.notFound, "no such endpoint: \(request.target)\nendpoints in this run: \(known.isEmpty ? "none" : known)\n")
+            return .text(
+                .notFound,
+                "no such endpoint: \(request.target)\nendpoints in this run: \(known.isEmpty ? "none" : known)\n")
         }
         switch (api.method, request.method) {
         case (.get, .HEAD):
@@ -40,7 +47,9 @@ struct APIEndpoint: OriginEndpoint {
             let created = self.state.withLock { $0.created[api.name] ?? 0 }
             return .json(.ok, "{\"endpoint\": \"\(api.name)\", \"created\": \(created)}\n")
         default:
-            return .text(.methodNotAllowed, "\(api.path) answers \(api.method.rawValue)\n", headers: ["Allow": api.method.rawValue])
+            return .text(
+                .methodNotAllowed, "\(api.path) answers \(api.method.rawValue)\n",
+                headers: ["Allow": api.method.rawValue])
         }
         let key = request.headers.first(name: "idempotency-key")
         let effect = self.state.withLock { state -> OriginEffect in

@@ -13,15 +13,18 @@ struct BytesEndpoint: OriginEndpoint {
     var name: String { "bytes" }
     var methods: [HTTPMethod] { [.GET] }
     var usage: (pattern: String, summary: String) {
-        ("/bytes/{size}[?seed=N]",
-         "deterministic bytes (1500, 200KB, 1MB; max \(ByteCount(bytes: self.maximumSize))); "
-            + "Range, ETag, If-None-Match, If-Range")
+        (
+            "/bytes/{size}[?seed=N]",
+            "deterministic bytes (1500, 200KB, 1MB; max \(ByteCount(bytes: self.maximumSize))); "
+                + "Range, ETag, If-None-Match, If-Range"
+        )
     }
 
     func respond(to request: OriginRequest, arguments: ArraySlice<Substring>) -> OriginResponse {
         guard arguments.count == 1, let sizeText = arguments.first else {
-            return .text(arguments.isEmpty ? .badRequest : .notFound,
-                         "usage: /bytes/{size}[?seed=N], e.g. /bytes/200KB?seed=7\n")
+            return .text(
+                arguments.isEmpty ? .badRequest : .notFound,
+                "usage: /bytes/{size}[?seed=N], e.g. /bytes/200KB?seed=7\n")
         }
         let size: Int64
         do {
@@ -57,7 +60,9 @@ struct BytesEndpoint: OriginEndpoint {
         }
 
         var resolution = ByteRangeRequest.Resolution.full
-        if let range = request.headers.first(name: "range"), Self.ifRangeHolds(request.headers, etag: etag, lastModified: lastModified) {
+        if let range = request.headers.first(name: "range"),
+            Self.ifRangeHolds(request.headers, etag: etag, lastModified: lastModified)
+        {
             resolution = ByteRangeRequest(header: range).resolve(size: size)
         }
         let source = DeterministicBytes(seed: seed)
@@ -72,8 +77,9 @@ struct BytesEndpoint: OriginEndpoint {
             headers.add(name: "Content-Length", value: String(range.count))
             return OriginResponse(status: .partialContent, headers: headers, body: .generated(source, range: range))
         case .unsatisfiable:
-            return .text(.rangeNotSatisfiable, "range not satisfiable: the resource has \(size) bytes\n",
-                         headers: ["Content-Range": "bytes */\(size)", "ETag": etag.headerValue])
+            return .text(
+                .rangeNotSatisfiable, "range not satisfiable: the resource has \(size) bytes\n",
+                headers: ["Content-Range": "bytes */\(size)", "ETag": etag.headerValue])
         }
     }
 

@@ -11,13 +11,18 @@ struct FilesEndpoint: OriginEndpoint {
     var methods: [HTTPMethod] { [.GET] }
     var usage: (pattern: String, summary: String) {
         let names = self.content.files.map(\.name)
-        return ("/files/{name}", names.isEmpty ? "the scenario's files (none in this run)" : "the scenario's files: \(names.joined(separator: ", "))")
+        return (
+            "/files/{name}",
+            names.isEmpty
+                ? "the scenario's files (none in this run)" : "the scenario's files: \(names.joined(separator: ", "))"
+        )
     }
 
     func respond(to request: OriginRequest, arguments: ArraySlice<Substring>) -> OriginResponse {
         guard arguments.count == 1, let name = arguments.first, let file = self.content.file(named: String(name)) else {
             let known = self.content.files.map(\.path).joined(separator: ", ")
-            return .text(.notFound, "no such file: \(request.target)\nfiles in this run: \(known.isEmpty ? "none" : known)\n")
+            return .text(
+                .notFound, "no such file: \(request.target)\nfiles in this run: \(known.isEmpty ? "none" : known)\n")
         }
         return BytesEndpoint.serveFile(request, size: file.size.bytes, seed: file.seed, lastModified: self.lastModified)
     }

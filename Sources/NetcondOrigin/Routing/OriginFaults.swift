@@ -45,7 +45,8 @@ extension OriginResponse {
         var headers: HTTPHeaders = [:]
         if let retryAfter { headers.add(name: "Retry-After", value: retryAfter.headerValue) }
         let status = HTTPResponseStatus(statusCode: code)
-        return .text(status, "netcond origin: \(code) \(status.reasonPhrase) (a fault, for \(target))\n", headers: headers)
+        return .text(
+            status, "netcond origin: \(code) \(status.reasonPhrase) (a fault, for \(target))\n", headers: headers)
     }
 
     /// Applies a fault's action to the endpoint's response (a `status` fault never gets here).

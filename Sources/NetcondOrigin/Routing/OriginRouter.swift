@@ -28,14 +28,18 @@ struct OriginRouter: Sendable {
 
     /// The standard origin: `/bytes`, `/status`, `/delay`, and the scenario's `/files` and `/api`.
     init(configuration: OriginConfiguration) {
-        self.init(endpoints: [
-            BytesEndpoint(maximumSize: configuration.maximumSize.bytes, lastModified: configuration.lastModified),
-            StatusEndpoint(),
-            DelayEndpoint(maximumDelay: configuration.maximumDelay),
-            FilesEndpoint(content: configuration.content, lastModified: configuration.lastModified),
-            APIEndpoint(content: configuration.content),
-        ], faults: configuration.content.faults.isEmpty ? nil : OriginFaults(
-            faults: configuration.content.faults, seed: configuration.faultSeed, clock: configuration.clock))
+        self.init(
+            endpoints: [
+                BytesEndpoint(maximumSize: configuration.maximumSize.bytes, lastModified: configuration.lastModified),
+                StatusEndpoint(),
+                DelayEndpoint(maximumDelay: configuration.maximumDelay),
+                FilesEndpoint(content: configuration.content, lastModified: configuration.lastModified),
+                APIEndpoint(content: configuration.content),
+            ],
+            faults: configuration.content.faults.isEmpty
+                ? nil
+                : OriginFaults(
+                    faults: configuration.content.faults, seed: configuration.faultSeed, clock: configuration.clock))
     }
 
     /// The answer to `request`, with the origin fault that hits it (if any) applied.
@@ -72,8 +76,9 @@ struct OriginRouter: Sendable {
         let allowHeader = Self.allowHeader(allowed)
         let answersHead = allowed.contains(.GET) || allowed.contains(.HEAD)
         guard allowed.contains(request.method) || (request.method == .HEAD && answersHead) else {
-            return .text(.methodNotAllowed, "method \(request.method.rawValue) not allowed; use \(allowHeader)\n",
-                         headers: ["Allow": allowHeader])
+            return .text(
+                .methodNotAllowed, "method \(request.method.rawValue) not allowed; use \(allowHeader)\n",
+                headers: ["Allow": allowHeader])
         }
         var response = answer()
         if request.method == .HEAD {

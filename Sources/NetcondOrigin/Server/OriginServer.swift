@@ -160,7 +160,9 @@ public final class OriginServer: Sendable {
             }
     }
 
-    private func initializeConnection(_ channel: Channel, prepare: (@Sendable (Channel) throws -> Void)?) -> EventLoopFuture<Void> {
+    private func initializeConnection(_ channel: Channel, prepare: (@Sendable (Channel) throws -> Void)?)
+        -> EventLoopFuture<Void>
+    {
         let key = ObjectIdentifier(channel)
         let connectionID: Int? = self.state.withLock { state in
             if case .stopped = state.phase { return nil }
@@ -185,11 +187,13 @@ public final class OriginServer: Sendable {
             chunkSize: self.configuration.chunkSize
         )
         self.requestLog.openConnection(
-            id: connectionID, peerPort: channel.remoteAddress?.port, tls: prepare != nil, at: self.configuration.clock.now())
+            id: connectionID, peerPort: channel.remoteAddress?.port, tls: prepare != nil,
+            at: self.configuration.clock.now())
         let log = self.requestLog
         return channel.eventLoop.makeCompletedFuture {
             // At the socket end, in front of any TLS handler: what the socket accepted.
-            try channel.pipeline.syncOperations.addHandler(WrittenByteCounter { log.addBytesWritten($0, connection: connectionID) })
+            try channel.pipeline.syncOperations.addHandler(
+                WrittenByteCounter { log.addBytesWritten($0, connection: connectionID) })
             try prepare?(channel)
             try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
             try channel.pipeline.syncOperations.addHandler(handler)

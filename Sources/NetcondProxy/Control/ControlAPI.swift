@@ -48,7 +48,10 @@ public enum ControlAPI {
         public var message: String
     }
 
-    static let paths = ["/status", "/history", "/profile", "/outage", "/stall", "/faults", "/events", "/captive", "/cut", "/ (the dashboard)"]
+    static let paths = [
+        "/status", "/history", "/profile", "/outage", "/stall", "/faults", "/events", "/captive", "/cut",
+        "/ (the dashboard)",
+    ]
 
     /// What a request asks for. `target` may be origin-form (`/status`) or absolute-form
     /// (`http://127.0.0.1:8081/status`).
@@ -87,7 +90,8 @@ public enum ControlAPI {
                 return Self.removeFault(path)
             }
             return .failure(
-                Rejection(status: 404, message: "no such endpoint \(path); endpoints: \(Self.paths.joined(separator: ", "))")
+                Rejection(
+                    status: 404, message: "no such endpoint \(path); endpoints: \(Self.paths.joined(separator: ", "))")
             )
         }
     }
@@ -101,7 +105,10 @@ public enum ControlAPI {
                 return .failure(Rejection(status: 400, message: "unknown query '\(pair)'; allowed: since=SECONDS"))
             }
             guard parts.count == 2, let value = Double(parts[1]), value.isFinite else {
-                return .failure(Rejection(status: 400, message: "since must be a number of seconds, got '\(parts.count == 2 ? parts[1] : "")'"))
+                return .failure(
+                    Rejection(
+                        status: 400,
+                        message: "since must be a number of seconds, got '\(parts.count == 2 ? parts[1] : "")'"))
             }
             return .success(value)
         }
@@ -133,17 +140,23 @@ public enum ControlAPI {
 
     static func word(_ value: Any?, key: String, among allowed: [String]) -> Result<String, Rejection> {
         guard let text = value as? String else {
-            return .failure(Rejection(status: 400, message: "'\(key)' is missing or not a string; allowed: \(allowed.joined(separator: ", "))"))
+            return .failure(
+                Rejection(
+                    status: 400,
+                    message: "'\(key)' is missing or not a string; allowed: \(allowed.joined(separator: ", "))"))
         }
         guard allowed.contains(text) else {
-            return .failure(Rejection(status: 400, message: "unknown \(key) '\(text)'; allowed: \(allowed.joined(separator: ", "))"))
+            return .failure(
+                Rejection(status: 400, message: "unknown \(key) '\(text)'; allowed: \(allowed.joined(separator: ", "))")
+            )
         }
         return .success(text)
     }
 
     /// Why a path is refused wherever a profile sent to the API names one (`name`, `extends:`, a
     /// phase's `use:`): the API reads no file, whatever the process running it may read.
-    static let pathsRefused = "paths are not accepted over the control API (it reads no file); allowed: a built-in "
+    static let pathsRefused =
+        "paths are not accepted over the control API (it reads no file); allowed: a built-in "
         + "profile name (netcond profiles lists them) or none; `netcond ctl profile FILE` resolves files on its own "
         + "side and sends the profile whole"
 
@@ -152,8 +165,12 @@ public enum ControlAPI {
         let allowed: Set<String> = ["name", "yaml", "file"]
         if !keys.isSubset(of: allowed) || (keys.contains("name") && keys != ["name"]) {
             let extra = keys.subtracting(allowed).sorted().map { "'\($0)'" }.joined(separator: ", ")
-            return .failure(Rejection(status: 400, message: (extra.isEmpty ? "'name' goes alone" : "unknown key \(extra)")
-                + #"; allowed: {"name": "3g"} (a built-in) or {"yaml": "…", "file": "mine.yaml"} (a profile's text), not both"#))
+            return .failure(
+                Rejection(
+                    status: 400,
+                    message: (extra.isEmpty ? "'name' goes alone" : "unknown key \(extra)")
+                        + #"; allowed: {"name": "3g"} (a built-in) or {"yaml": "…", "file": "mine.yaml"} (a profile's text), not both"#
+                ))
         }
         if let name = object["name"] as? String {
             do {
@@ -174,7 +191,9 @@ public enum ControlAPI {
                 return .failure(Rejection(status: 400, message: "\(error)"))
             }
         }
-        return .failure(Rejection(status: 400, message: #"expected {"name": "3g"} (a built-in) or {"yaml": "…"} (a profile's text)"#))
+        return .failure(
+            Rejection(
+                status: 400, message: #"expected {"name": "3g"} (a built-in) or {"yaml": "…"} (a profile's text)"#))
     }
 }
 

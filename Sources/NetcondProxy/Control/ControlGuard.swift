@@ -24,7 +24,10 @@ public final class ControlGuard: Sendable {
     /// Told the API's URL once it listens (to show a person the token and where to use it).
     let onListening: (@Sendable (_ url: String, _ token: String) -> Void)?
 
-    public init(token: String = ControlGuard.randomToken(), onListening: (@Sendable (_ url: String, _ token: String) -> Void)? = nil) {
+    public init(
+        token: String = ControlGuard.randomToken(),
+        onListening: (@Sendable (_ url: String, _ token: String) -> Void)? = nil
+    ) {
         self.token = token
         self.onListening = onListening
     }
@@ -37,7 +40,8 @@ public final class ControlGuard: Sendable {
 
     /// Nil when `headers` carry the token; else why the change is refused (403).
     func check(headers: [(name: String, value: String)]) -> ControlAPI.Rejection? {
-        let given = headers.first { $0.name.lowercased() == "authorization" }?.value.trimmingCharacters(in: .whitespaces)
+        let given = headers.first { $0.name.lowercased() == "authorization" }?.value.trimmingCharacters(
+            in: .whitespaces)
         if let given, given.lowercased().hasPrefix("bearer "),
             Self.same(String(given.dropFirst("bearer ".count)).trimmingCharacters(in: .whitespaces), self.token)
         {
@@ -45,7 +49,8 @@ public final class ControlGuard: Sendable {
         }
         return ControlAPI.Rejection(
             status: 403,
-            message: "this run is a scenario: its conditions are the scenario's, and the client under test may not change "
+            message:
+                "this run is a scenario: its conditions are the scenario's, and the client under test may not change "
                 + "them (its verdict would be its own); reading (/status, /events) is allowed; a change from outside "
                 + "needs the run's token (netcond ctl --token, as netcond printed it), and the verdict then says so"
         )

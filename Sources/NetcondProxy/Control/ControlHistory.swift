@@ -91,16 +91,20 @@ public struct ControlHistory: Sendable, Equatable {
         }
         let dt = max(0.05, status.elapsedSeconds - last.elapsedSeconds)
         func perSecond(_ now: Int64, _ before: Int64) -> Double { Double(max(0, now - before)) / dt }
-        let lost = (status.segmentsLost + status.queueDrops + status.outageDrops) - (last.segmentsLost + last.queueDrops + last.outageDrops)
-        self.samples.append(Sample(
-            t: Self.rounded(status.elapsedSeconds),
-            downKbps: Self.rounded(perSecond(Self.carriedDown(status), Self.carriedDown(last)) * 8 / 1000),
-            upKbps: Self.rounded(perSecond(status.bytesUp, last.bytesUp) * 8 / 1000),
-            queueDownMs: queue.flatMap { $0.count > 1 ? Self.rounded($0[1]) : nil },
-            queueUpMs: queue.flatMap { $0.first.map(Self.rounded) },
-            lostPerSecond: Self.rounded(perSecond(Int64(lost), 0)),
-            retransmittedPerSecond: Self.rounded(perSecond(Int64(status.retransmissions), Int64(last.retransmissions))),
-            connectionsOpen: status.connectionsOpen))
+        let lost =
+            (status.segmentsLost + status.queueDrops + status.outageDrops)
+            - (last.segmentsLost + last.queueDrops + last.outageDrops)
+        self.samples.append(
+            Sample(
+                t: Self.rounded(status.elapsedSeconds),
+                downKbps: Self.rounded(perSecond(Self.carriedDown(status), Self.carriedDown(last)) * 8 / 1000),
+                upKbps: Self.rounded(perSecond(status.bytesUp, last.bytesUp) * 8 / 1000),
+                queueDownMs: queue.flatMap { $0.count > 1 ? Self.rounded($0[1]) : nil },
+                queueUpMs: queue.flatMap { $0.first.map(Self.rounded) },
+                lostPerSecond: Self.rounded(perSecond(Int64(lost), 0)),
+                retransmittedPerSecond: Self.rounded(
+                    perSecond(Int64(status.retransmissions), Int64(last.retransmissions))),
+                connectionsOpen: status.connectionsOpen))
         if self.samples.count > Self.capacity {
             self.samples.removeFirst(self.samples.count - Self.capacity)
             // Marks before the oldest sample kept have nothing left to be drawn on.

@@ -24,7 +24,9 @@ extension ProxyServer: ControlTarget {
     /// The change runs on the proxy's loop, so the link changes at once, in order.
     public func controlAnswer(_ route: ControlAPI.Route) async -> (status: Int, json: [UInt8]) {
         do {
-            return try await self.eventLoop.submit { () -> (status: Int, json: [UInt8]) in self.controlAnswerOnLoop(route) }.get()
+            return try await self.eventLoop.submit { () -> (status: Int, json: [UInt8]) in
+                self.controlAnswerOnLoop(route)
+            }.get()
         } catch {
             return (500, ControlError(error: "the proxy has stopped").controlJSON())
         }
@@ -85,7 +87,8 @@ public final class ControlServer: Sendable {
             }
             switch route {
             case .failure(let rejection):
-                return JSONHTTPResponse(status: rejection.status, json: ControlError(error: rejection.message).controlJSON())
+                return JSONHTTPResponse(
+                    status: rejection.status, json: ControlError(error: rejection.message).controlJSON())
             case .success(.dashboard):
                 return Dashboard.response
             case .success(.history(let since)):
@@ -121,7 +124,10 @@ public final class ControlServer: Sendable {
     }
 
     public func stop() async {
-        if let sampler = self.sampler.withLockedValue({ task in defer { task = nil }; return task }) {
+        if let sampler = self.sampler.withLockedValue({ task in
+            defer { task = nil }
+            return task
+        }) {
             sampler.cancel()
             await sampler.value
         }

@@ -15,8 +15,10 @@ import NetcondCore
 /// its inline script and style and requests to the API.
 enum Dashboard {
     static let headers: [(String, String)] = [
-        ("Content-Security-Policy",
-         "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'"),
+        (
+            "Content-Security-Policy",
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'"
+        ),
         ("X-Frame-Options", "DENY"),
         ("X-Content-Type-Options", "nosniff"),
         ("Referrer-Policy", "no-referrer"),

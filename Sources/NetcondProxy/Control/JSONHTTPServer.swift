@@ -76,14 +76,16 @@ final class JSONHTTPServer: Sendable {
                 guard book.admit(channel) else { return channel.close() }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(JSONHTTPHandler(maxBodyBytes: limit, book: book, answer: answer))
+                    try channel.pipeline.syncOperations.addHandler(
+                        JSONHTTPHandler(maxBodyBytes: limit, book: book, answer: answer))
                 }
             }
         let channel: Channel
         do {
             channel = try await bootstrap.bind(host: host, port: port).get()
         } catch {
-            throw ProxyStartError(description: "cannot listen for \(what) on \(host):\(port): \(ProxyServer.reason(error))")
+            throw ProxyStartError(
+                description: "cannot listen for \(what) on \(host):\(port): \(ProxyServer.reason(error))")
         }
         self.channel.withLockedValue { $0 = channel }
         guard let address = channel.localAddress else {
@@ -126,7 +128,10 @@ final class ConnectionBook: Sendable {
         let (admitted, evicted) = self.entries.withLockedValue { entries -> (Bool, Channel?) in
             var evicted: Channel?
             if entries.count >= self.limit {
-                guard let oldest = entries.filter({ $0.value.idleSince != nil }).min(by: { $0.value.idleSince! < $1.value.idleSince! })
+                guard
+                    let oldest = entries.filter({ $0.value.idleSince != nil }).min(by: {
+                        $0.value.idleSince! < $1.value.idleSince!
+                    })
                 else { return (false, nil) }
                 evicted = oldest.value.channel
                 entries[oldest.key] = nil
@@ -163,7 +168,9 @@ private final class JSONHTTPHandler: ChannelInboundHandler {
     private var waiting: Scheduled<Void>?
     private let book: ConnectionBook
 
-    init(maxBodyBytes: Int, book: ConnectionBook, answer: @escaping @Sendable (JSONHTTPRequest) async -> JSONHTTPResponse) {
+    init(
+        maxBodyBytes: Int, book: ConnectionBook, answer: @escaping @Sendable (JSONHTTPRequest) async -> JSONHTTPResponse
+    ) {
         self.maxBodyBytes = maxBodyBytes
         self.book = book
         self.answer = answer
@@ -211,16 +218,19 @@ private final class JSONHTTPHandler: ChannelInboundHandler {
             let keepAlive = head.isKeepAlive
             let request = JSONHTTPRequest(
                 method: head.method.rawValue, target: head.uri,
-                headers: head.headers.map { (name: $0.name, value: $0.value) }, body: self.body, tooLarge: self.tooLarge)
+                headers: head.headers.map { (name: $0.name, value: $0.value) }, body: self.body, tooLarge: self.tooLarge
+            )
             self.body = []
             let answer = self.answer
             context.eventLoop.makeFutureWithTask { await answer(request) }
                 .assumeIsolated()
                 .whenComplete { result in
-                    let response = (try? result.get())
+                    let response =
+                        (try? result.get())
                         ?? JSONHTTPResponse(status: 500, json: ControlError(error: "netcond has stopped").controlJSON())
                     CannedResponse(
-                        status: response.status, headers: [("Cache-Control", "no-store")] + response.headers, body: response.json,
+                        status: response.status, headers: [("Cache-Control", "no-store")] + response.headers,
+                        body: response.json,
                         contentType: response.json.isEmpty ? nil : response.contentType
                     ).write(to: context, keepAlive: keepAlive)
                     if keepAlive && context.channel.isActive { self.awaitRequest(context: context) }

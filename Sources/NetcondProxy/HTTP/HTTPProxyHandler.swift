@@ -215,7 +215,9 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.close(promise: nil)
         case .writeThenReset(let last):
             let channel = context.channel
-            context.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(last)))).whenComplete { _ in channel.resetConnection() }
+            context.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(last)))).whenComplete { _ in
+                channel.resetConnection()
+            }
         case .releaseAt(let deadline):
             self.faultTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
                 self.faultTimer = nil
@@ -286,7 +288,9 @@ final class HTTPProxyHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 try channel.pipeline.syncOperations.addHandlers([
                     HTTPRequestEncoder(),
                     // Bytes a server sends right behind a 101 belong to the new protocol: kept.
-                    ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .forward)),
+                    ByteToMessageHandler(
+                        HTTPResponseDecoder(
+                            leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .forward)),
                 ])
                 try channel.pipeline.syncOperations.addHandler(handler)
             } catch {

@@ -49,7 +49,8 @@ extension HTTPProxyStateMachine {
             if case .slowClose = self.exchange.fault {
                 head.headers.replaceOrAdd(name: "Connection", value: "close")
             }
-            if let altered = head.headers.first(where: { $0.name.contains("\u{FFFD}") || $0.value.contains("\u{FFFD}") }) {
+            if let altered = head.headers.first(where: { $0.name.contains("\u{FFFD}") || $0.value.contains("\u{FFFD}") }
+            ) {
                 actions.append(.noteAlteredHeader(altered.name, host: self.upstream?.host ?? ""))
             }
             self.exchange.responseStarted = true
@@ -114,7 +115,9 @@ extension HTTPProxyStateMachine {
         if reset {
             actions.append(.writeThenReset(last))
         } else {
-            actions.append(contentsOf: [.write(.body(.byteBuffer(last)), flush: true), .closeClient(CloseWhenDrained())])
+            actions.append(contentsOf: [
+                .write(.body(.byteBuffer(last)), flush: true), .closeClient(CloseWhenDrained()),
+            ])
         }
     }
 
@@ -176,7 +179,9 @@ extension HTTPProxyStateMachine {
         self.exchange.held = []
         self.exchange.responseNotBefore = nil
         guard began else {
-            self.fail(502, "the response of \(target?.description ?? "the server") is not HTTP netcond can read: \(reason)", into: &actions)
+            self.fail(
+                502, "the response of \(target?.description ?? "the server") is not HTTP netcond can read: \(reason)",
+                into: &actions)
             return actions
         }
         // Part of it reached the client (or waits to): it ends there, cut short.

@@ -145,7 +145,8 @@ struct HTTPProxyStateMachine {
     /// body broke off mid-way), a response already on its way is cut short instead.
     mutating func malformedRequest(_ explanation: String) -> [Action] {
         guard self.state != .closed else { return [] }
-        let reason = "malformed request: \(explanation); send an HTTP/1.1 request with an absolute URL or CONNECT host:port"
+        let reason =
+            "malformed request: \(explanation); send an HTTP/1.1 request with an absolute URL or CONNECT host:port"
         // The request being answered is whole (its end read): what broke is a later one.
         let currentWhole: Bool
         switch self.state {
@@ -201,11 +202,14 @@ struct HTTPProxyStateMachine {
         case .failure(let problem): return self.fail(400, problem.message, into: &actions)
         }
         self.exchange.isHead = head.method == .HEAD
-        if let answer = self.policy?.captiveAnswer(method: head.method.rawValue, host: target.host, path: path, now: now) {
+        if let answer = self.policy?.captiveAnswer(
+            method: head.method.rawValue, host: target.host, path: path, now: now)
+        {
             self.state = .answering(answer)
             return
         }
-        self.exchange.fault = self.policy?.decide(FaultRequest(method: head.method.rawValue, host: target.host, path: path), now: now)
+        self.exchange.fault = self.policy?.decide(
+            FaultRequest(method: head.method.rawValue, host: target.host, path: path), now: now)
         switch self.exchange.fault {
         case .status(let status, let retryAfter)?:
             let code = HTTPResponseStatus(statusCode: status)

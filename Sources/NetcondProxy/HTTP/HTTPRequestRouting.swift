@@ -35,9 +35,11 @@ package enum HTTPRequestRouting {
             let authority = rest[..<authorityEnd]
             let authorityWithoutUser = authority.split(separator: "@").last.map(String.init) ?? ""
             guard let target = UpstreamTarget(authority: authorityWithoutUser, defaultPort: 80) else {
-                return .failure(RouteProblem(message:
-                    "bad host or port '\(authorityWithoutUser)' in '\(uri)'; allowed: a name or address, "
-                        + "an IPv6 address in brackets, and a port from 1 to 65535 in digits"))
+                return .failure(
+                    RouteProblem(
+                        message:
+                            "bad host or port '\(authorityWithoutUser)' in '\(uri)'; allowed: a name or address, "
+                            + "an IPv6 address in brackets, and a port from 1 to 65535 in digits"))
             }
             var path = String(rest[authorityEnd...])
             if path.hasPrefix("#") { path = "" }
@@ -50,8 +52,11 @@ package enum HTTPRequestRouting {
         {
             return .success((target, uri))
         }
-        return .failure(RouteProblem(message:
-            "netcond is a forward proxy: send an absolute URL (GET http://host/path) or CONNECT host:port; got '\(uri)'"))
+        return .failure(
+            RouteProblem(
+                message:
+                    "netcond is a forward proxy: send an absolute URL (GET http://host/path) or CONNECT host:port; got '\(uri)'"
+            ))
     }
 
     /// Why a request's framing cannot be trusted (nil when it can): a request a server could read
@@ -66,12 +71,15 @@ package enum HTTPRequestRouting {
         // The parser hands over text: bytes that are not UTF-8 come out as U+FFFD, and would reach
         // the server changed. Refused rather than passed on altered.
         let replacement: Character = "\u{FFFD}"
-        if let (name, _) = head.headers.first(where: { $0.name.contains(replacement) || $0.value.contains(replacement) }) {
-            return "the header '\(name.replacingOccurrences(of: "\u{FFFD}", with: "?"))' holds bytes that are not UTF-8, "
+        if let (name, _) = head.headers.first(where: { $0.name.contains(replacement) || $0.value.contains(replacement) }
+        ) {
+            return
+                "the header '\(name.replacingOccurrences(of: "\u{FFFD}", with: "?"))' holds bytes that are not UTF-8, "
                 + "which netcond cannot pass on unchanged; send them percent-encoded (or as RFC 8187 ext-value)"
         }
         if head.uri.contains(replacement) {
-            return "the request target holds bytes that are not UTF-8, which netcond cannot pass on unchanged; send them percent-encoded"
+            return
+                "the request target holds bytes that are not UTF-8, which netcond cannot pass on unchanged; send them percent-encoded"
         }
         guard head.headers.contains(name: "Transfer-Encoding") else { return nil }
         if head.version.minor == 0 {

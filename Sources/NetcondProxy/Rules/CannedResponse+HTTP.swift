@@ -15,16 +15,21 @@ extension CannedResponse {
         var headers = HTTPHeaders()
         if let contentType = self.contentType { headers.add(name: "Content-Type", value: contentType) }
         // 204 and 304 carry no body and so no length (RFC 9110 8.6).
-        if self.status != 204 && self.status != 304 { headers.add(name: "Content-Length", value: String(self.body.count)) }
+        if self.status != 204 && self.status != 304 {
+            headers.add(name: "Content-Length", value: String(self.body.count))
+        }
         for (name, value) in self.headers { headers.add(name: name, value: value) }
         if !keepAlive { headers.add(name: "Connection", value: "close") }
-        return HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: self.status), headers: headers)
+        return HTTPResponseHead(
+            version: .http1_1, status: HTTPResponseStatus(statusCode: self.status), headers: headers)
     }
 
     /// Writes it on a server channel (head, body, end); closes the connection after it unless kept alive.
     public func write(to context: ChannelHandlerContext, keepAlive: Bool) {
         context.write(NIOAny(HTTPServerResponsePart.head(self.head(keepAlive: keepAlive))), promise: nil)
-        context.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(context.channel.allocator.buffer(bytes: self.body)))), promise: nil)
+        context.write(
+            NIOAny(HTTPServerResponsePart.body(.byteBuffer(context.channel.allocator.buffer(bytes: self.body)))),
+            promise: nil)
         let done = context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)))
         if !keepAlive {
             done.assumeIsolated().whenComplete { _ in context.close(promise: nil) }

@@ -26,7 +26,9 @@ final class ClientConnectionRecord {
     /// (after the proxy's own answer to CONNECT or SOCKS5, see ``originBytesFollow()``).
     var originUpstream: (localPort: Int, connectedAt: NIODeadline, from: Int64)? {
         didSet {
-            if oldValue?.localPort != self.originUpstream?.localPort || oldValue?.connectedAt != self.originUpstream?.connectedAt {
+            if oldValue?.localPort != self.originUpstream?.localPort
+                || oldValue?.connectedAt != self.originUpstream?.connectedAt
+            {
                 self.deliverySamples = []
             }
         }
@@ -50,7 +52,8 @@ final class ClientConnectionRecord {
 
     func noteDelivered(_ bytes: Int, at now: NIODeadline) {
         self.downDelivered += Int64(bytes)
-        guard let delivered = self.deliveredFromOrigin, delivered > 0, self.deliverySamples.count < Self.maxDeliverySamples
+        guard let delivered = self.deliveredFromOrigin, delivered > 0,
+            self.deliverySamples.count < Self.maxDeliverySamples
         else { return }
         // One sample a millisecond at most: a long download keeps about a thousand a second.
         if let last = self.deliverySamples.last, now - last.at < .milliseconds(1) {

@@ -47,9 +47,15 @@ final class ProxyRules {
         guard let answer = self.captive.answer(method: method, host: host, path: path, at: elapsed) else { return nil }
         let url = "http://\(host)\(path)"
         if wasClosed && !self.captive.isClosed(at: elapsed) {
-            self.record(ProxyEvent(at: elapsed.seconds, kind: .captive, detail: "portal opened: \(method) \(url)", method: method, host: host, path: path, portal: .opened))
+            self.record(
+                ProxyEvent(
+                    at: elapsed.seconds, kind: .captive, detail: "portal opened: \(method) \(url)", method: method,
+                    host: host, path: path, portal: .opened))
         } else if wasClosed && host.lowercased() != CaptivePortal.host {
-            self.record(ProxyEvent(at: elapsed.seconds, kind: .captive, detail: "portal answered \(answer.status): \(method) \(url)", method: method, host: host, path: path, portal: .answered))
+            self.record(
+                ProxyEvent(
+                    at: elapsed.seconds, kind: .captive, detail: "portal answered \(answer.status): \(method) \(url)",
+                    method: method, host: host, path: path, portal: .answered))
         }
         return answer
     }
@@ -58,7 +64,10 @@ final class ProxyRules {
     func captiveIntercepts(host: String, port: Int, now: NIODeadline) -> CaptiveHTTPSBehaviour? {
         let elapsed = self.elapsed(at: now)
         guard let behaviour = self.captive.intercepts(host: host, at: elapsed) else { return nil }
-        self.record(ProxyEvent(at: elapsed.seconds, kind: .captive, detail: "portal \(behaviour.rawValue): \(host):\(port)", host: host, portal: .intercepted))
+        self.record(
+            ProxyEvent(
+                at: elapsed.seconds, kind: .captive, detail: "portal \(behaviour.rawValue): \(host):\(port)",
+                host: host, portal: .intercepted))
         return behaviour
     }
 
@@ -72,7 +81,10 @@ final class ProxyRules {
     func setPortal(open: Bool, now: NIODeadline) {
         let elapsed = self.elapsed(at: now)
         if open { self.captive.open(at: elapsed) } else { self.captive.close() }
-        self.record(ProxyEvent(at: elapsed.seconds, kind: .captive, detail: open ? "portal opened (control)" : "portal closed (control)", portal: open ? .opened : .closed))
+        self.record(
+            ProxyEvent(
+                at: elapsed.seconds, kind: .captive,
+                detail: open ? "portal opened (control)" : "portal closed (control)", portal: open ? .opened : .closed))
     }
 
     func elapsed(at now: NIODeadline) -> Span {
@@ -112,12 +124,16 @@ final class ProxyRules {
     /// How an attempt ended: a failed one is one `connect` event, at the moment it began (an
     /// established one is not logged: a long session would fill the log with them).
     func finishConnect(_ id: Int, result: Result<Void, UpstreamError>) {
-        guard let attempt = self.pendingConnects.removeValue(forKey: id), case .failure(let error) = result else { return }
+        guard let attempt = self.pendingConnects.removeValue(forKey: id), case .failure(let error) = result else {
+            return
+        }
         let outcome = error.outcome
         let detail = "connect \(attempt.host):\(attempt.port): \(outcome.rawValue) (\(error))"
-        self.record(ProxyEvent(
-            at: self.elapsed(at: attempt.at).seconds, kind: .connect, detail: detail, host: attempt.host, port: attempt.port,
-            attempt: outcome))
+        self.record(
+            ProxyEvent(
+                at: self.elapsed(at: attempt.at).seconds, kind: .connect, detail: detail, host: attempt.host,
+                port: attempt.port,
+                attempt: outcome))
     }
 
     /// The emulated handshake of an attempt under way got through, `held` past the link's set-up
@@ -125,18 +141,22 @@ final class ProxyRules {
     /// connect time-out to have mattered on a network.
     func noteHeldConnect(_ id: Int, held: Span) {
         guard held >= Self.heldWorthNoting, let attempt = self.pendingConnects[id] else { return }
-        let detail = "connect \(attempt.host):\(attempt.port): made \(held) later than the link's set-up time "
+        let detail =
+            "connect \(attempt.host):\(attempt.port): made \(held) later than the link's set-up time "
             + "(SYNs unanswered in a blackhole or lost, or a held connect)"
-        self.record(ProxyEvent(
-            at: self.elapsed(at: attempt.at).seconds, kind: .held, detail: detail, host: attempt.host, port: attempt.port,
-            heldFor: held.seconds))
+        self.record(
+            ProxyEvent(
+                at: self.elapsed(at: attempt.at).seconds, kind: .held, detail: detail, host: attempt.host,
+                port: attempt.port,
+                heldFor: held.seconds))
     }
 
     /// A response header from `host` held bytes that are not UTF-8: they reach the client as U+FFFD
     /// (NIO's parser hands over text). Logged, and said once per run on stderr, since the client
     /// does not see what the server sent.
     func noteAlteredHeader(_ name: String, host: String, at now: NIODeadline) {
-        let detail = "a response header from \(host) ('\(name)') held bytes that are not UTF-8: they reached the client as U+FFFD"
+        let detail =
+            "a response header from \(host) ('\(name)') held bytes that are not UTF-8: they reached the client as U+FFFD"
         self.record(ProxyEvent(at: self.elapsed(at: now).seconds, kind: .altered, detail: detail, host: host))
         self.sayOnce(.altered, detail + " (bodies and tunnels pass byte for byte)")
     }
@@ -144,7 +164,8 @@ final class ProxyRules {
     /// A server's response the proxy could not read as HTTP: an event, and a line on stderr the
     /// first time.
     func noteMalformed(_ reason: String, host: String, at now: NIODeadline) {
-        let detail = "the response of \(host) is not HTTP netcond can read (\(reason)): the client got a 502, or its response cut short"
+        let detail =
+            "the response of \(host) is not HTTP netcond can read (\(reason)): the client got a 502, or its response cut short"
         self.record(ProxyEvent(at: self.elapsed(at: now).seconds, kind: .malformed, detail: detail, host: host))
         self.sayOnce(.malformed, detail)
     }
@@ -188,12 +209,15 @@ final class ProxyRules {
         let how = record.cut.map { "; the link \($0.pastTense) it" } ?? ""
         var event = ProxyEvent(
             at: self.elapsed(at: now).seconds, kind: .delivered,
-            detail: "client connection \(record.id): \(delivered) bytes of the origin's connection from port \(origin.localPort) "
+            detail:
+                "client connection \(record.id): \(delivered) bytes of the origin's connection from port \(origin.localPort) "
                 + "reached the client\(how)\(stillOpen ? " (still open)" : "")",
             cut: record.cut, localPort: origin.localPort, bytes: delivered,
             connectedAt: self.elapsed(at: origin.connectedAt).seconds,
             clientFINAt: record.clientFINAt.map { self.elapsed(at: $0).seconds })
-        event.deliveries = record.deliverySamples.map { ProxyEvent.DeliverySample(at: self.elapsed(at: $0.at).seconds, bytes: $0.bytes) }
+        event.deliveries = record.deliverySamples.map {
+            ProxyEvent.DeliverySample(at: self.elapsed(at: $0.at).seconds, bytes: $0.bytes)
+        }
         event.stillOpen = stillOpen
         return event
     }
@@ -212,7 +236,8 @@ final class ProxyRules {
         let pending = self.pendingConnects.values.map { attempt in
             ProxyEvent(
                 at: self.elapsed(at: attempt.at).seconds, kind: .connect,
-                detail: "connect \(attempt.host):\(attempt.port): no answer yet", host: attempt.host, port: attempt.port,
+                detail: "connect \(attempt.host):\(attempt.port): no answer yet", host: attempt.host,
+                port: attempt.port,
                 attempt: .unanswered)
         }
         let silent = self.openClients.values.filter(\.wentUnanswered).map { self.unansweredEvent($0, stillOpen: true) }

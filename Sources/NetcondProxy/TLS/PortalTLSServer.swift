@@ -49,7 +49,8 @@ public final class PortalTLSServer {
                     }
                 }
             // Bound on this loop, whose thread the server lives on: its state is set there.
-            future = bootstrap.bind(host: self.host, port: self.port).hop(to: loop).assumeIsolated().flatMapThrowing { channel in
+            future = bootstrap.bind(host: self.host, port: self.port).hop(to: loop).assumeIsolated().flatMapThrowing {
+                channel in
                 self.channel = channel
                 guard let address = channel.localAddress else { throw ChannelError.unknownLocalAddress }
                 return address

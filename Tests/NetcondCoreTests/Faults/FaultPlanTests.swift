@@ -22,7 +22,8 @@ import Testing
     }
 
     @Test func firstNThenThrough() {
-        var plan = FaultPlan(faults: [HTTPFault(action: .status(503, retryAfter: nil), select: FaultSelection(first: 2))], seed: 1)
+        var plan = FaultPlan(
+            faults: [HTTPFault(action: .status(503, retryAfter: nil), select: FaultSelection(first: 2))], seed: 1)
         let hits = (0..<4).map { _ in plan.decide(self.get, at: .zero) != nil }
         #expect(hits == [true, true, false, false])
         #expect(plan.rules[0].matched == 4 && plan.rules[0].applied == 2)
@@ -30,10 +31,13 @@ import Testing
 
     /// A fault numbers the requests it sees: those its match selects that no fault before it took.
     @Test func requestNumbersCountWhatTheFaultSees() {
-        var plan = FaultPlan(faults: [
-            HTTPFault(file: "big.bin", action: .status(503, retryAfter: nil), select: FaultSelection(first: 2)),
-            HTTPFault(file: "big.bin", action: .cut(after: ByteCount(bytes: 1), end: .fin), select: FaultSelection(requests: [1, 3])),
-        ], seed: 1)
+        var plan = FaultPlan(
+            faults: [
+                HTTPFault(file: "big.bin", action: .status(503, retryAfter: nil), select: FaultSelection(first: 2)),
+                HTTPFault(
+                    file: "big.bin", action: .cut(after: ByteCount(bytes: 1), end: .fin),
+                    select: FaultSelection(requests: [1, 3])),
+            ], seed: 1)
         let head = FaultRequest(method: "HEAD", host: "origin.netcond.test", path: "/files/big.bin")
         let actions = (0..<6).map { index in plan.decide(index == 2 ? head : self.get, at: .zero)?.fault.action }
         let cut = FaultAction.cut(after: ByteCount(bytes: 1), end: .fin)
@@ -44,15 +48,21 @@ import Testing
 
     @Test func aTimeWindowSinceTheStart() {
         var plan = FaultPlan(
-            faults: [HTTPFault(action: .dropResponse, select: FaultSelection(from: .seconds(10), until: .seconds(20)))], seed: 1
+            faults: [HTTPFault(action: .dropResponse, select: FaultSelection(from: .seconds(10), until: .seconds(20)))],
+            seed: 1
         )
-        let hits = [Span.seconds(9), .seconds(10), .milliseconds(19_999), .seconds(20)].map { plan.decide(self.get, at: $0) != nil }
+        let hits = [Span.seconds(9), .seconds(10), .milliseconds(19_999), .seconds(20)].map {
+            plan.decide(self.get, at: $0) != nil
+        }
         #expect(hits == [false, true, true, false])
     }
 
     @Test func aFractionIsSeededAndNearItsRate() {
         func pattern(seed: UInt64) -> [Bool] {
-            var plan = FaultPlan(faults: [HTTPFault(action: .status(500, retryAfter: nil), select: FaultSelection(fraction: Probability(0.2)))], seed: seed)
+            var plan = FaultPlan(
+                faults: [
+                    HTTPFault(action: .status(500, retryAfter: nil), select: FaultSelection(fraction: Probability(0.2)))
+                ], seed: seed)
             return (0..<1000).map { _ in plan.decide(self.get, at: .zero) != nil }
         }
         #expect(pattern(seed: 7) == pattern(seed: 7))

@@ -67,7 +67,8 @@ import Testing
             if case .connected(_, let outcome) = notice { return outcome }
             return nil
         }
-        #expect(outcomes == [.established(at: .ms(201), synRetransmits: 0), .established(at: .ms(501), synRetransmits: 0)])
+        #expect(
+            outcomes == [.established(at: .ms(201), synRetransmits: 0), .established(at: .ms(501), synRetransmits: 0)])
     }
 
     @Test func totalLossNeverConnectsAndNeverDelivers() {
@@ -137,7 +138,8 @@ import Testing
 
     @Test func everyByteArrivesOnceUnderHeavyLoss() {
         for tcp in CongestionControl.allCases {
-            var sim = LinkSimulation(.test(latency: .milliseconds(30), bandwidth: .mbit(2), loss: 0.1, tcp: tcp), seed: 3)
+            var sim = LinkSimulation(
+                .test(latency: .milliseconds(30), bandwidth: .mbit(2), loss: 0.1, tcp: tcp), seed: 3)
             let flow = sim.model.openFlow(at: .zero)
             let done = sim.bulk(flow, .down, total: 300_000, from: .zero, deadline: .s(600))
             #expect(done != nil)
@@ -184,7 +186,8 @@ import Testing
         let secondStarts = Instant.ms(Int64(startGapMilliseconds))
         var now = Instant.zero
         while now < .s(12) {
-            for flow in [first, second] where (flow == first || now >= secondStarts)
+            for flow in [first, second]
+            where (flow == first || now >= secondStarts)
                 && sim.model.unsent(flow, .down) < 64 * 1024
             {
                 sim.model.send(flow, .down, bytes: 16 * 1024, at: now)
@@ -195,7 +198,8 @@ import Testing
         }
         let byFirst = Double(sim.delivered(first, .down, by: .s(11)) - sim.delivered(first, .down, by: .s(1)))
         let bySecond = Double(sim.delivered(second, .down, by: .s(11)) - sim.delivered(second, .down, by: .s(1)))
-        #expect(abs(byFirst / (byFirst + bySecond) - 0.5) < 0.05, "first flow's share \(byFirst / (byFirst + bySecond))")
+        #expect(
+            abs(byFirst / (byFirst + bySecond) - 0.5) < 0.05, "first flow's share \(byFirst / (byFirst + bySecond))")
     }
 
     @Test func fullQueueAddsQueueingDelay() {

@@ -12,7 +12,8 @@ import Testing
         let series = try LinkSeries.parse("0, 8mbit, 20ms, 0%\n1.5, 1mbit, 80ms, 2%\n", source: "s.csv")
         let direction = LinkDirection(series: series)
         #expect(direction.moment(at: self.ms(1_499)) == LinkMoment(rate: .mbit(8), delay: .milliseconds(20), loss: 0))
-        #expect(direction.moment(at: self.ms(1_500)) == LinkMoment(rate: .mbit(1), delay: .milliseconds(80), loss: 0.02))
+        #expect(
+            direction.moment(at: self.ms(1_500)) == LinkMoment(rate: .mbit(1), delay: .milliseconds(80), loss: 0.02))
     }
 
     @Test func aTraceGivesTheRateOfTheNextHundredMilliseconds() throws {

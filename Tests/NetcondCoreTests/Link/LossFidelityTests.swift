@@ -72,7 +72,9 @@ import Testing
         return done.map { Double($0.nanoseconds) / 1e9 }
     }
 
-    @Test(arguments: [(100 as Int64, 1.19, CongestionControl.bbr), (100, 1.16, .cubic), (500, 4.27, .bbr), (500, 4.09, .cubic)])
+    @Test(arguments: [
+        (100 as Int64, 1.19, CongestionControl.bbr), (100, 1.16, .cubic), (500, 4.27, .bbr), (500, 4.09, .cubic),
+    ])
     func freshMegabyteWithoutLossMatchesRealTCP(rtt: Int64, reference: Double, tcp: CongestionControl) {
         let seconds = Self.freshMegabyte(Cell(rttMilliseconds: rtt, loss: 0, tcp: tcp, goodput: 0), seed: 1) ?? 999
         #expect(abs(seconds - reference) / reference <= 0.30, "\(seconds) s vs \(reference) s")

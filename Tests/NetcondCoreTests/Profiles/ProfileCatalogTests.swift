@@ -8,7 +8,8 @@ import Testing
 @Suite struct ProfileCatalogTests {
     static let expectedOrder = [
         "gprs", "edge", "3g", "hspa", "lte", "5g", "dsl", "cable", "wifi", "wifi-lossy",
-        "satellite-geo", "satellite-leo", "subway", "train-wifi", "captive-hotel", "very-bad", "high-latency-dns", "offline",
+        "satellite-geo", "satellite-leo", "subway", "train-wifi", "captive-hotel", "very-bad", "high-latency-dns",
+        "offline",
     ]
 
     @Test func builtinsInCatalogOrder() {
@@ -127,9 +128,10 @@ import Testing
 
     @Test func summaryTable() throws {
         let edge = try #require(ProfileCatalog.builtin(named: "edge"))
-        #expect(edge.summaryRow == [
-            "edge", "240kbit", "200kbit", "400ms/440ms", "0%/0%", "2.5G EDGE: 240/200 kbit/s, 400/440 ms one way",
-        ])
+        #expect(
+            edge.summaryRow == [
+                "edge", "240kbit", "200kbit", "400ms/440ms", "0%/0%", "2.5G EDGE: 240/200 kbit/s, 400/440 ms one way",
+            ])
         let table = Profile.summaryTable([edge, Profile.passThrough])
         let lines = table.split(separator: "\n")
         #expect(lines.count == 3)
@@ -141,30 +143,31 @@ import Testing
 
     @Test func yamlDescriptionOfEdge() throws {
         let edge = try #require(ProfileCatalog.builtin(named: "edge"))
-        #expect(edge.yamlDescription == """
-            name: "edge"
-            description: "2.5G EDGE: 240/200 kbit/s, 400/440 ms one way"
-            source: "Network Link Conditioner \\"Edge\\" preset (bandwidth and delays); queue chosen for cellular bufferbloat"
-            tcp: cubic
-            mss: 1460B
-            dns_delay: 0ms
-            connect_delay: 0ms
-            down:
-              bandwidth: 240kbit
-              latency: 400ms
-              jitter: 0ms
-              queue: 64KB
-              loss: 0%
-              connection_bandwidth: unlimited
-            up:
-              bandwidth: 200kbit
-              latency: 440ms
-              jitter: 0ms
-              queue: 64KB
-              loss: 0%
-              connection_bandwidth: unlimited
+        #expect(
+            edge.yamlDescription == """
+                name: "edge"
+                description: "2.5G EDGE: 240/200 kbit/s, 400/440 ms one way"
+                source: "Network Link Conditioner \\"Edge\\" preset (bandwidth and delays); queue chosen for cellular bufferbloat"
+                tcp: cubic
+                mss: 1460B
+                dns_delay: 0ms
+                connect_delay: 0ms
+                down:
+                  bandwidth: 240kbit
+                  latency: 400ms
+                  jitter: 0ms
+                  queue: 64KB
+                  loss: 0%
+                  connection_bandwidth: unlimited
+                up:
+                  bandwidth: 200kbit
+                  latency: 440ms
+                  jitter: 0ms
+                  queue: 64KB
+                  loss: 0%
+                  connection_bandwidth: unlimited
 
-            """)
+                """)
     }
 
     @Test func yamlDescriptionIsExactForOddValues() throws {
@@ -191,7 +194,9 @@ import Testing
                 reorder: Probability(0.02), reorderGap: .milliseconds(7), duplicate: Probability(0.01),
                 corrupt: Probability(0.005), aqm: .codel(target: .milliseconds(8), interval: .milliseconds(120))
             ),
-            down: LinkDirection(bandwidth: .mbit(20), queuePackets: 1, aqm: .codel(target: .milliseconds(5), interval: .milliseconds(100)))
+            down: LinkDirection(
+                bandwidth: .mbit(20), queuePackets: 1,
+                aqm: .codel(target: .milliseconds(5), interval: .milliseconds(100)))
         )
         for inline in [false, true] {
             let yaml = rich.yaml(inlineTraces: inline)

@@ -51,7 +51,8 @@ import Testing
             colour: blue
             """
         let error = try #require(self.decodeError(yaml))
-        #expect(error.all.map { "\($0.line):\($0.column)" } == ["1:6", "3:9", "4:3", "6:14", "7:6", "8:1"], "\(error.all)")
+        #expect(
+            error.all.map { "\($0.line):\($0.column)" } == ["1:6", "3:9", "4:3", "6:14", "7:6", "8:1"], "\(error.all)")
         #expect(error.all.map(\.keyPath) == ["tcp", "down.loss", "down.lantecy", "up.bandwidth", "mss", "colour"])
         // The first is the one every other command shows; the others ride with it.
         #expect(error.line == 1 && error.alsoFound.count == 5)
@@ -101,45 +102,48 @@ import Testing
               loss: {model: gilbert-elliott, p: 1%, r: 25%, loss_in_bad: 80%, loss_in_good: 0.1%}
             """
         let profile = try ProfileDecoder().decode(yaml: yaml, file: Self.file)
-        #expect(profile == Profile(
-            name: "edge-ish",
-            description: "An edge-like link",
-            source: "made up",
-            up: LinkDirection(
-                latency: .milliseconds(440),
-                loss: .gilbertElliott(
-                    p: Probability(0.01), r: Probability(0.25),
-                    lossInGood: Probability(0.001), lossInBad: Probability(0.8)
-                )
-            ),
-            down: LinkDirection(
-                latency: .milliseconds(400),
-                jitter: .milliseconds(20),
-                bandwidth: .kbit(240),
-                queue: ByteCount(bytes: 32 * 1024),
-                loss: .bernoulli(Probability(0.01)),
-                connectionBandwidth: .kbit(100)
-            ),
-            dnsDelay: .milliseconds(200),
-            connectDelay: .seconds(Int64(2)),
-            tcp: .bbr,
-            mss: ByteCount(bytes: 1400)
-        ))
+        #expect(
+            profile
+                == Profile(
+                    name: "edge-ish",
+                    description: "An edge-like link",
+                    source: "made up",
+                    up: LinkDirection(
+                        latency: .milliseconds(440),
+                        loss: .gilbertElliott(
+                            p: Probability(0.01), r: Probability(0.25),
+                            lossInGood: Probability(0.001), lossInBad: Probability(0.8)
+                        )
+                    ),
+                    down: LinkDirection(
+                        latency: .milliseconds(400),
+                        jitter: .milliseconds(20),
+                        bandwidth: .kbit(240),
+                        queue: ByteCount(bytes: 32 * 1024),
+                        loss: .bernoulli(Probability(0.01)),
+                        connectionBandwidth: .kbit(100)
+                    ),
+                    dnsDelay: .milliseconds(200),
+                    connectDelay: .seconds(Int64(2)),
+                    tcp: .bbr,
+                    mss: ByteCount(bytes: 1400)
+                ))
     }
 
     @Test func packetOnlyKeysDecodeAndAreNamedForTheStreamEngine() throws {
-        let profile = try ProfileDecoder().decode(yaml: """
-            name: p
-            down:
-              queue: 50 packets
-              reorder: {probability: 5%, gap: 15ms}
-            up:
-              reorder: 1%
-            schedule:
-              phases:
-                - {for: 1s}
-                - {for: 1s, link: {queue: 64KB}}
-            """, file: Self.file)
+        let profile = try ProfileDecoder().decode(
+            yaml: """
+                name: p
+                down:
+                  queue: 50 packets
+                  reorder: {probability: 5%, gap: 15ms}
+                up:
+                  reorder: 1%
+                schedule:
+                  phases:
+                    - {for: 1s}
+                    - {for: 1s, link: {queue: 64KB}}
+                """, file: Self.file)
         #expect(profile.down.queuePackets == 50)
         #expect(profile.down.reorder == Probability(0.05) && profile.down.reorderGap == .milliseconds(15))
         #expect(profile.up.reorder == Probability(0.01) && profile.up.reorderGap == LinkDirection.defaultReorderGap)
@@ -148,21 +152,24 @@ import Testing
         #expect(profile.packetOnlyFeatures == ["reorder (up)", "reorder (down)"])
         #expect(profile.streamEngineRefusal?.contains("--engine packet") == true)
         #expect(profile.down.queueLimit == .packets(50))
-        #expect(try ProfileDecoder().decode(yaml: "name: q\ndown: {queue: 64KB}", file: Self.file).streamEngineRefusal == nil)
+        #expect(
+            try ProfileDecoder().decode(yaml: "name: q\ndown: {queue: 64KB}", file: Self.file).streamEngineRefusal
+                == nil)
     }
 
     @Test func duplicateCorruptAndCoDelDecodeForBothEngines() throws {
-        let profile = try ProfileDecoder().decode(yaml: """
-            name: p
-            link:
-              bandwidth: 2Mbit
-              duplicate: 1%
-            down:
-              corrupt: 0.1%
-              aqm: codel
-            up:
-              aqm: {type: codel, target: 10ms, interval: 200ms}
-            """, file: Self.file)
+        let profile = try ProfileDecoder().decode(
+            yaml: """
+                name: p
+                link:
+                  bandwidth: 2Mbit
+                  duplicate: 1%
+                down:
+                  corrupt: 0.1%
+                  aqm: codel
+                up:
+                  aqm: {type: codel, target: 10ms, interval: 200ms}
+                """, file: Self.file)
         #expect(profile.down.duplicate == Probability(0.01) && profile.up.duplicate == Probability(0.01))
         #expect(profile.down.corrupt == Probability(0.001) && profile.up.corrupt == .zero)
         #expect(profile.down.aqm == .codel(target: .milliseconds(5), interval: .milliseconds(100)))
@@ -174,18 +181,26 @@ import Testing
     }
 
     @Test func packetOnlyKeysRefuseBadValues() {
-        self.expectError("down:\n  queue: 0 packets", at: 2, 10, keyPath: "down.queue", containing: ["1…100000 packets"])
+        self.expectError(
+            "down:\n  queue: 0 packets", at: 2, 10, keyPath: "down.queue", containing: ["1…100000 packets"])
         self.expectError("down:\n  queue: lots packets", at: 2, 10, keyPath: "down.queue", containing: ["packets"])
-        self.expectError("down:\n  reorder: {probability: 1%, gap: 0ms}", at: 2, 35, keyPath: "down.reorder.gap", containing: ["1ms…10s"])
-        self.expectError("down:\n  reorder: {gap: 5ms}", at: 2, 12, keyPath: "down.reorder.probability", containing: ["missing"])
+        self.expectError(
+            "down:\n  reorder: {probability: 1%, gap: 0ms}", at: 2, 35, keyPath: "down.reorder.gap",
+            containing: ["1ms…10s"])
+        self.expectError(
+            "down:\n  reorder: {gap: 5ms}", at: 2, 12, keyPath: "down.reorder.probability", containing: ["missing"])
         self.expectError("down:\n  reorder: 120%", at: 2, 12, keyPath: "down.reorder", containing: ["%"])
         self.expectError("down:\n  duplicate: lots", at: 2, 14, keyPath: "down.duplicate", containing: ["%"])
         self.expectError("down:\n  corrupt: 101%", at: 2, 12, keyPath: "down.corrupt", containing: ["%"])
         self.expectError("down:\n  aqm: red", at: 2, 8, keyPath: "down.aqm", containing: ["drop-tail, codel"])
         self.expectError("down:\n  aqm: {type: pie}", at: 2, 15, keyPath: "down.aqm.type", containing: ["codel"])
-        self.expectError("down:\n  aqm: {type: codel, target: 0ms}", at: 2, 30, keyPath: "down.aqm.target", containing: ["5ms"])
-        self.expectError("down:\n  aqm: {type: codel, interval: 1ms}", at: 2, 32, keyPath: "down.aqm.interval", containing: ["above the target"])
-        self.expectError("down:\n  aqm: {type: codel, depth: 3}", at: 2, 22, keyPath: "down.aqm.depth", containing: ["depth"])
+        self.expectError(
+            "down:\n  aqm: {type: codel, target: 0ms}", at: 2, 30, keyPath: "down.aqm.target", containing: ["5ms"])
+        self.expectError(
+            "down:\n  aqm: {type: codel, interval: 1ms}", at: 2, 32, keyPath: "down.aqm.interval",
+            containing: ["above the target"])
+        self.expectError(
+            "down:\n  aqm: {type: codel, depth: 3}", at: 2, 22, keyPath: "down.aqm.depth", containing: ["depth"])
     }
 
     @Test func defaultsAndNameFromFile() throws {
@@ -208,9 +223,11 @@ import Testing
             down: {loss: 0%}
             """
         let profile = try ProfileDecoder().decode(yaml: yaml, file: Self.file)
-        #expect(profile.up == LinkDirection(
-            latency: .milliseconds(20), bandwidth: .mbit(1), loss: .bernoulli(Probability(0.01))
-        ))
+        #expect(
+            profile.up
+                == LinkDirection(
+                    latency: .milliseconds(20), bandwidth: .mbit(1), loss: .bernoulli(Probability(0.01))
+                ))
         #expect(profile.down == LinkDirection(latency: .milliseconds(10), bandwidth: .mbit(1), loss: .none))
     }
 
@@ -223,10 +240,11 @@ import Testing
 
     @Test func lossOver100Percent() {
         let yaml = "name: x\ndown:\n  loss: 150%\n"
-        #expect(self.decodeError(yaml)?.description == """
-            Profiles/x.yaml:3:9: down.loss: 150% is more than 100%; \
-            allowed: a percentage 0%…100% (e.g. 1%) or a fraction 0…1 (e.g. 0.01)
-            """)
+        #expect(
+            self.decodeError(yaml)?.description == """
+                Profiles/x.yaml:3:9: down.loss: 150% is more than 100%; \
+                allowed: a percentage 0%…100% (e.g. 1%) or a fraction 0…1 (e.g. 0.01)
+                """)
     }
 
     @Test func unknownKeySuggestsTheNearest() {
@@ -234,7 +252,7 @@ import Testing
             "down:\n  lantecy: 400ms\n", at: 2, 3, keyPath: "down.lantecy",
             containing: [
                 "unknown key 'lantecy'; did you mean 'latency'? "
-                    + "allowed keys: bandwidth, latency, jitter, queue, loss, connection_bandwidth",
+                    + "allowed keys: bandwidth, latency, jitter, queue, loss, connection_bandwidth"
             ]
         )
         self.expectError(
@@ -362,9 +380,11 @@ import Testing
         let profile = try ProfileDecoder().decode(
             yaml: "down:\n  loss: {model: gilbert-elliott, p: 1%, r: 25%}\n", file: Self.file
         )
-        #expect(profile.down.loss == .gilbertElliott(
-            p: Probability(0.01), r: Probability(0.25), lossInGood: .zero, lossInBad: .one
-        ))
+        #expect(
+            profile.down.loss
+                == .gilbertElliott(
+                    p: Probability(0.01), r: Probability(0.25), lossInGood: .zero, lossInBad: .one
+                ))
     }
 
     @Test func unknownTCP() {
@@ -404,12 +424,15 @@ import Testing
 
     /// libyaml's own words that name its API or leave the reader guessing are said in the file's terms.
     @Test func syntaxErrorsSayWhatIsWrongInTheFilesTerms() {
-        let deep = self.decodeError("down: " + String(repeating: "[", count: 1_100) + String(repeating: "]", count: 1_100) + "\n")
+        let deep = self.decodeError(
+            "down: " + String(repeating: "[", count: 1_100) + String(repeating: "]", count: 1_100) + "\n")
         #expect(deep?.message.contains("nested too deep") == true, "\(String(describing: deep))")
         #expect(deep?.message.contains("yaml_set_max_nest_level") == false)
         let alias = self.decodeError("name: x\ndown: *nope\n")
         #expect(alias?.line == 2)
-        #expect(alias?.message.contains("a *name here refers to no &name anchor before it") == true, "\(String(describing: alias))")
+        #expect(
+            alias?.message.contains("a *name here refers to no &name anchor before it") == true,
+            "\(String(describing: alias))")
     }
 
     /// A folder, and a symbolic link that leads nowhere, each said as what it is.
@@ -418,8 +441,10 @@ import Testing
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let loop = folder.appendingPathComponent("a.yaml").path
-        try FileManager.default.createSymbolicLink(atPath: loop, withDestinationPath: folder.appendingPathComponent("b.yaml").path)
-        try FileManager.default.createSymbolicLink(atPath: folder.appendingPathComponent("b.yaml").path, withDestinationPath: loop)
+        try FileManager.default.createSymbolicLink(
+            atPath: loop, withDestinationPath: folder.appendingPathComponent("b.yaml").path)
+        try FileManager.default.createSymbolicLink(
+            atPath: folder.appendingPathComponent("b.yaml").path, withDestinationPath: loop)
         #expect {
             try ProfileDecoder().decodeFile(atPath: loop)
         } throws: { error in
@@ -431,7 +456,8 @@ import Testing
         #expect {
             try ProfileDecoder().decodeFile(atPath: sub.path)
         } throws: { error in
-            (error as? ConfigError)?.message.hasSuffix("is a folder; a profile is one .yaml file (netcond test takes a folder of scenarios)") == true
+            (error as? ConfigError)?.message.hasSuffix(
+                "is a folder; a profile is one .yaml file (netcond test takes a folder of scenarios)") == true
         }
     }
 
@@ -553,7 +579,7 @@ import Testing
 
     @Test func builtinsCannotExtendFiles() {
         let decoder = ProfileDecoder(builtins: [
-            (name: "a", yaml: "name: a\ndescription: d\nsource: s\nextends: ./x.yaml\n"),
+            (name: "a", yaml: "name: a\ndescription: d\nsource: s\nextends: ./x.yaml\n")
         ])
         #expect(throws: ConfigError.self) { try decoder.decodeBuiltin(named: "a") }
     }
@@ -664,7 +690,9 @@ final class ProfileTestDirectory {
             #expect(error.description.contains("'503' is quoted, so it is text"), "\(error)")
             #expect(error.description.hasPrefix("p.yaml:3:"), "\(error)")
         }
-        #expect(throws: Never.self) { try ProfileDecoder().decode(yaml: "extends: lte\nfaults:\n  - {status: 503}\n", file: "p.yaml") }
+        #expect(throws: Never.self) {
+            try ProfileDecoder().decode(yaml: "extends: lte\nfaults:\n  - {status: 503}\n", file: "p.yaml")
+        }
     }
 
     @Test func tagsOutsideTheCoreSchemaAreRefused() {
@@ -676,7 +704,9 @@ final class ProfileTestDirectory {
                 #expect(error.description.contains("means nothing here"), "\(error)")
             }
         }
-        #expect(throws: Never.self) { try ProfileDecoder().decode(yaml: "description: !!str 12\ndown: {latency: 10ms}\n", file: "t.yaml") }
+        #expect(throws: Never.self) {
+            try ProfileDecoder().decode(yaml: "description: !!str 12\ndown: {latency: 10ms}\n", file: "t.yaml")
+        }
     }
 
     /// Aliases of aliases ("billion laughs", 306 bytes standing for 9⁹ values) are refused at the
@@ -693,8 +723,10 @@ final class ProfileTestDirectory {
         #expect(error?.line == 6, "\(String(describing: error))")
         #expect(error?.message.contains("aliases") == true && error?.message.contains("allowed: up to 200000") == true)
         // As a mapping key too: hashing a key for the duplicate check walked it whole.
-        let key = ProfileDecoderTests().decodeError("a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
-            + "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n? *f\n: 1\n")
+        let key = ProfileDecoderTests().decodeError(
+            "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+                + "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n? *f\n: 1\n"
+        )
         #expect(key?.message.contains("aliases") == true, "\(String(describing: key))")
         #expect(YAMLExpansion.firstExcess(in: "base: &b {latency: 10ms}\nup: *b\ndown: *b\n") == nil)
         #expect(throws: Never.self) {

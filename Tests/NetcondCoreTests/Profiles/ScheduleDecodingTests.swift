@@ -63,7 +63,11 @@ import Testing
         let profile = try ProfileDecoder().decode(
             yaml: "stalls: {every: 15s..25s, for: 4s, direction: up}\n", file: "x.yaml"
         )
-        #expect(profile.stalls == StallSpec(every: SpanRange(.seconds(15), .seconds(25)), duration: .init(exactly: .seconds(4)), direction: .up))
+        #expect(
+            profile.stalls
+                == StallSpec(
+                    every: SpanRange(.seconds(15), .seconds(25)), duration: .init(exactly: .seconds(4)), direction: .up)
+        )
         #expect(!profile.isPassThrough)
     }
 
@@ -86,14 +90,16 @@ import Testing
 
     @Test func unknownPhaseKeySuggests() {
         self.errors.expectError(
-            "schedule:\n  phases:\n    - for: 1s\n      outgae: reset\n", at: 4, 7, keyPath: "schedule.phases[0].outgae",
+            "schedule:\n  phases:\n    - for: 1s\n      outgae: reset\n", at: 4, 7,
+            keyPath: "schedule.phases[0].outgae",
             containing: ["did you mean 'outage'"]
         )
     }
 
     @Test func unknownOutageKind() {
         self.errors.expectError(
-            "schedule:\n  phases:\n    - for: 1s\n      outage: drop\n", at: 4, 15, keyPath: "schedule.phases[0].outage",
+            "schedule:\n  phases:\n    - for: 1s\n      outage: drop\n", at: 4, 15,
+            keyPath: "schedule.phases[0].outage",
             containing: ["blackhole, refuse, reset"]
         )
     }

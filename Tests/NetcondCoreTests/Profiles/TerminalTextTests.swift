@@ -27,14 +27,15 @@ import Testing
         }
     }
 
-    @Test(arguments: [
-        // YAML escapes in double quotes: \e is ESC, \a BEL, \x7F DEL, \x9B the one-byte CSI.
-        ("\"ok\\e[2Jgone\"", "U+001B", 3),
-        ("\"title\\e]0;pwned\\a\"", "U+001B", 6),
-        ("\"a\\tb\"", "U+0009", 2),
-        ("\"del\\x7F\"", "U+007F", 4),
-        ("\"csi\\x9B31m\"", "U+009B", 4),
-    ] as [(String, String, Int)])
+    @Test(
+        arguments: [
+            // YAML escapes in double quotes: \e is ESC, \a BEL, \x7F DEL, \x9B the one-byte CSI.
+            ("\"ok\\e[2Jgone\"", "U+001B", 3),
+            ("\"title\\e]0;pwned\\a\"", "U+001B", 6),
+            ("\"a\\tb\"", "U+0009", 2),
+            ("\"del\\x7F\"", "U+007F", 4),
+            ("\"csi\\x9B31m\"", "U+009B", 4),
+        ] as [(String, String, Int)])
     func scenarioNamesRefuseControlCharacters(name: String, code: String, position: Int) throws {
         let error = try #require(self.scenarioError("name: \(name)\nprofile: edge\nchecks: {completes: {}}\n"))
         #expect(error.file == Self.scenarioFile && error.line == 1 && error.column == 7, "\(error)")
@@ -56,15 +57,18 @@ import Testing
     @Test func profileFaultAndPhaseNamesRefuseControlCharacters() throws {
         let profile = try #require(self.profileError("name: \"edge\\e[31m\"\n"))
         #expect(profile.line == 1 && profile.column == 7 && profile.keyPath == "name", "\(profile)")
-        #expect(profile.message.contains("the profile name \"edge\\u001B[31m\" has a control character (U+001B)"), "\(profile)")
+        #expect(
+            profile.message.contains("the profile name \"edge\\u001B[31m\" has a control character (U+001B)"),
+            "\(profile)")
 
         let fault = try #require(self.profileError("faults:\n  - {name: \"fl\\x7Fky\", status: 503}\n"))
         #expect(fault.line == 2 && fault.column == 12 && fault.keyPath == "faults[0].name", "\(fault)")
         #expect(fault.message.contains("the fault name \"fl\\u007Fky\" has a control character (U+007F)"), "\(fault)")
         #expect(fault.message.contains("e.g. flaky-api"), "\(fault)")
 
-        let phase = try #require(self.profileError(
-            "schedule:\n  phases:\n    - {name: \"tun\\rnel\", for: 10s, outage: blackhole}\n"))
+        let phase = try #require(
+            self.profileError(
+                "schedule:\n  phases:\n    - {name: \"tun\\rnel\", for: 10s, outage: blackhole}\n"))
         #expect(phase.line == 3 && phase.keyPath == "schedule.phases[0].name", "\(phase)")
         #expect(phase.message.contains("the phase name \"tun\\rnel\" has a control character (U+000D)"), "\(phase)")
 
@@ -72,19 +76,22 @@ import Testing
         #expect(named.message.contains("the file name, the profile's name without a name: key,"), "\(named)")
 
         // A fault added by a scenario's timeline.
-        let timeline = try #require(self.scenarioError("""
-            profile: edge
-            timeline:
-              - {at: 1s, fault: {name: "x\\ay", status: 503}}
-            checks: {completes: {}}
-            """))
+        let timeline = try #require(
+            self.scenarioError(
+                """
+                profile: edge
+                timeline:
+                  - {at: 1s, fault: {name: "x\\ay", status: 503}}
+                checks: {completes: {}}
+                """))
         #expect(timeline.line == 3, "\(timeline)")
         #expect(timeline.message.contains("control character (U+0007)"), "\(timeline)")
     }
 
     @Test func printableNamesInAnyScriptAreFine() throws {
         let scenario = try ScenarioDecoder.decode(
-            yaml: "name: \"café ☕ – 3g, day 2\"\nprofile: {name: \"réseau lent\", down: {latency: 1ms}}\nchecks: {completes: {}}\n",
+            yaml:
+                "name: \"café ☕ – 3g, day 2\"\nprofile: {name: \"réseau lent\", down: {latency: 1ms}}\nchecks: {completes: {}}\n",
             file: Self.scenarioFile)
         #expect(scenario.name == "café ☕ – 3g, day 2")
         #expect(scenario.profile.name == "réseau lent")
@@ -92,17 +99,20 @@ import Testing
 
     @Test func aScenariosDescriptionIsOneLineWithControlCharactersEscaped() throws {
         let scenario = try ScenarioDecoder.decode(
-            yaml: "name: d\ndescription: \"one\\ntwo\\tthree \\e]0;pwned\\a\"\nprofile: edge\nchecks: {completes: {}}\n",
+            yaml:
+                "name: d\ndescription: \"one\\ntwo\\tthree \\e]0;pwned\\a\"\nprofile: edge\nchecks: {completes: {}}\n",
             file: Self.scenarioFile)
         #expect(scenario.description == "one two three \\u001B]0;pwned\\u0007")
     }
 
     @Test func errorsEscapeWhatTheyQuote() {
-        let error = ConfigError(file: "x\u{1B}.yaml", line: 2, column: 3, keyPath: "down", message: "unknown key '\u{1B}[2J'")
+        let error = ConfigError(
+            file: "x\u{1B}.yaml", line: 2, column: 3, keyPath: "down", message: "unknown key '\u{1B}[2J'")
         #expect(error.description == "x\\u001B.yaml:2:3: down: unknown key '\\u001B[2J'")
         // An unknown key read from a file is quoted in the message: escaped too.
         let unknown = self.profileError("\"lat\\e[2Jency\": 1ms\n")
-        #expect(unknown?.description.contains("unknown key 'lat\\u001B[2Jency'") == true, "\(String(describing: unknown))")
+        #expect(
+            unknown?.description.contains("unknown key 'lat\\u001B[2Jency'") == true, "\(String(describing: unknown))")
         #expect(TerminalText.escaped("plain – text ☕") == "plain – text ☕")
     }
 }

@@ -52,17 +52,24 @@ import Testing
         #expect(scenario.name == "demo")
         #expect(scenario.profile.name == "3g")
         #expect(scenario.origin.files == [OriginFile(name: "big.bin", size: ByteCount(bytes: 2 << 20), seed: 7)])
-        #expect(scenario.origin.faults == [
-            HTTPFault(file: "big.bin", action: .cut(after: ByteCount(bytes: 600 * 1024), end: .fin), select: FaultSelection(first: 1)),
-            HTTPFault(file: "big.bin", action: .status(503, retryAfter: .seconds(2)), select: FaultSelection(requests: [2, 3])),
-            HTTPFault(file: "big.bin", action: .hang),
-        ])
+        #expect(
+            scenario.origin.faults == [
+                HTTPFault(
+                    file: "big.bin", action: .cut(after: ByteCount(bytes: 600 * 1024), end: .fin),
+                    select: FaultSelection(first: 1)),
+                HTTPFault(
+                    file: "big.bin", action: .status(503, retryAfter: .seconds(2)),
+                    select: FaultSelection(requests: [2, 3])),
+                HTTPFault(file: "big.bin", action: .hang),
+            ])
         // File order; each event waits for its own trigger.
-        #expect(scenario.timeline.map(\.trigger) == [
-            .at(.seconds(5)), .at(.seconds(2)), .at(.seconds(5)), .at(.seconds(1)), .at(.seconds(3)), .at(.seconds(4)), .at(.seconds(6)),
-            .afterRequests(1, of: .file("big.bin")), .afterBytes(ByteCount(bytes: 300 * 1024)),
-            .afterBytes(ByteCount(bytes: 600 * 1024)), .at(.seconds(7)),
-        ])
+        #expect(
+            scenario.timeline.map(\.trigger) == [
+                .at(.seconds(5)), .at(.seconds(2)), .at(.seconds(5)), .at(.seconds(1)), .at(.seconds(3)),
+                .at(.seconds(4)), .at(.seconds(6)),
+                .afterRequests(1, of: .file("big.bin")), .afterBytes(ByteCount(bytes: 300 * 1024)),
+                .afterBytes(ByteCount(bytes: 600 * 1024)), .at(.seconds(7)),
+            ])
         #expect(scenario.timeline[0].action == .outage(.refuse))
         #expect(scenario.timeline[2].action == .outage(nil))
         #expect(scenario.timeline[1].action == .stall(.down))
@@ -71,17 +78,23 @@ import Testing
         #expect(scenario.timeline[7].action == .captive(open: false))
         #expect(scenario.timeline[9].action == .cut(.reset))
         #expect(scenario.timeline[10].action == .cut(.close))
-        if case .switchProfile(let profile) = scenario.timeline[6].action { #expect(profile.name == "edge") } else { Issue.record("no profile switch") }
+        if case .switchProfile(let profile) = scenario.timeline[6].action {
+            #expect(profile.name == "edge")
+        } else {
+            Issue.record("no profile switch")
+        }
         #expect(scenario.client.command == ["/bin/sh", "-c", #"curl -o "$NETCOND_OUTPUT" "$NETCOND_URL""#])
         #expect(scenario.client.url == "/files/big.bin")
         #expect(scenario.client.output == "big.bin")
         #expect(scenario.client.environment == ["A": "b"])
         #expect(scenario.client.deadline == .seconds(30))
-        #expect(scenario.checks == [
-            .completes(CompletesCheck(exit: 0, files: [OutputFile(output: "big.bin", file: "big.bin")])),
-            .resumes(ResumesCheck(file: "big.bin", slack: ByteCount(bytes: 32 * 1024), tolerance: 0.1)),
-            .backsOff(BacksOffCheck(file: "big.bin", factor: 2, jitter: 0.2, maxPerMinute: 10, recovery: .seconds(5))),
-        ])
+        #expect(
+            scenario.checks == [
+                .completes(CompletesCheck(exit: 0, files: [OutputFile(output: "big.bin", file: "big.bin")])),
+                .resumes(ResumesCheck(file: "big.bin", slack: ByteCount(bytes: 32 * 1024), tolerance: 0.1)),
+                .backsOff(
+                    BacksOffCheck(file: "big.bin", factor: 2, jitter: 0.2, maxPerMinute: 10, recovery: .seconds(5))),
+            ])
     }
 
     @Test func inlineProfileKeepsThisFilesPositions() throws {
@@ -146,10 +159,13 @@ import Testing
             to: folder.appendingPathComponent("link.yaml"), atomically: true, encoding: .utf8)
         let scenario = folder.appendingPathComponent("s.yaml").path
         let error = #expect(throws: ConfigError.self) {
-            try ScenarioDecoder.decode(yaml: "colour: blue\nprofile: link.yaml\nengine: warp\nchecks: {completes: {}}\n", file: scenario)
+            try ScenarioDecoder.decode(
+                yaml: "colour: blue\nprofile: link.yaml\nengine: warp\nchecks: {completes: {}}\n", file: scenario)
         }
         let link = folder.appendingPathComponent("link.yaml").path
-        #expect(error?.all.map { "\($0.file):\($0.line)" } == ["\(scenario):1", "\(scenario):3", "\(link):2", "\(link):3"], "\(error?.all ?? [])")
+        #expect(
+            error?.all.map { "\($0.file):\($0.line)" } == ["\(scenario):1", "\(scenario):3", "\(link):2", "\(link):3"],
+            "\(error?.all ?? [])")
     }
 
     @Test func shippedScenariosAreValid() throws {
@@ -172,53 +188,173 @@ import Testing
         ("profile: edg\nchecks: {completes: {}}\n", 1, "profile", "did you mean 'edge'"),
         ("profile: edge\n", 1, "checks", "missing required key 'checks'"),
         ("profile: edge\nchecks: {}\n", 2, "checks", "no checks"),
-        ("profile: edge\norigin: {files: {big.bin: {size: 0B}}}\nchecks: {completes: {}}\n", 2, "origin.files.big.bin.size", "out of range"),
-        ("profile: edge\norigin: {files: {'../x': {size: 1KB}}}\nchecks: {completes: {}}\n", 2, "origin.files.../x", "not allowed"),
-        ("profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: b, hang: true}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].file", "unknown file 'b'"),
-        ("profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0]", "does nothing"),
-        ("profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a, hang: true, status: 503}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].status", "one fault does one thing"),
-        ("profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a, status: 200}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].status", "400…599"),
-        ("profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a, cut_after: 1KB, retry_after: 2s}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].retry_after", "goes with status"),
-        ("profile: edge\ntimeline: [{at: 5s, outage: sometimes}]\nchecks: {completes: {}}\n", 2, "timeline[0].outage", "allowed: blackhole, refuse, reset, end"),
-        ("profile: edge\ntimeline: [{outage: refuse}]\nchecks: {completes: {}}\n", 2, "timeline[0].at", "missing required key 'at'"),
-        ("profile: edge\ntimeline: [{at: 1s, cut: all}]\nchecks: {completes: {}}\n", 2, "timeline[0].cut", "allowed: reset, close"),
-        ("profile: edge\ntimeline: [{at: 1s, remove_fault: flaky}]\nchecks: {completes: {}}\n", 2, "timeline[0].remove_fault", "no fault named 'flaky'"),
-        ("profile: edge\ntimeline: [{at: 1s, fault: {name: all, status: 503}}]\nchecks: {completes: {}}\n", 2, "timeline[0].fault.name", "cannot name a fault"),
-        ("profile: edge\ntimeline: [{at: 1s, fault: {name: s, status: 503}}, {at: 2s, profile: lte}, {at: 3s, remove_fault: s}]\nchecks: {completes: {}}\n", 2, "timeline[2].remove_fault", "no fault named 's'"),
-        ("profile: edge\ntimeline: [{at: 1s, fault: {name: slow, status: 503}}, {at: 2s, remove_fault: flaky}]\nchecks: {completes: {}}\n", 2, "timeline[1].remove_fault", "allowed: slow"),
+        (
+            "profile: edge\norigin: {files: {big.bin: {size: 0B}}}\nchecks: {completes: {}}\n", 2,
+            "origin.files.big.bin.size", "out of range"
+        ),
+        (
+            "profile: edge\norigin: {files: {'../x': {size: 1KB}}}\nchecks: {completes: {}}\n", 2, "origin.files.../x",
+            "not allowed"
+        ),
+        (
+            "profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: b, hang: true}]}\nchecks: {completes: {}}\n",
+            2, "origin.faults[0].file", "unknown file 'b'"
+        ),
+        (
+            "profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a}]}\nchecks: {completes: {}}\n", 2,
+            "origin.faults[0]", "does nothing"
+        ),
+        (
+            "profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a, hang: true, status: 503}]}\nchecks: {completes: {}}\n",
+            2, "origin.faults[0].status", "one fault does one thing"
+        ),
+        (
+            "profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a, status: 200}]}\nchecks: {completes: {}}\n",
+            2, "origin.faults[0].status", "400…599"
+        ),
+        (
+            "profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a, cut_after: 1KB, retry_after: 2s}]}\nchecks: {completes: {}}\n",
+            2, "origin.faults[0].retry_after", "goes with status"
+        ),
+        (
+            "profile: edge\ntimeline: [{at: 5s, outage: sometimes}]\nchecks: {completes: {}}\n", 2,
+            "timeline[0].outage", "allowed: blackhole, refuse, reset, end"
+        ),
+        (
+            "profile: edge\ntimeline: [{outage: refuse}]\nchecks: {completes: {}}\n", 2, "timeline[0].at",
+            "missing required key 'at'"
+        ),
+        (
+            "profile: edge\ntimeline: [{at: 1s, cut: all}]\nchecks: {completes: {}}\n", 2, "timeline[0].cut",
+            "allowed: reset, close"
+        ),
+        (
+            "profile: edge\ntimeline: [{at: 1s, remove_fault: flaky}]\nchecks: {completes: {}}\n", 2,
+            "timeline[0].remove_fault", "no fault named 'flaky'"
+        ),
+        (
+            "profile: edge\ntimeline: [{at: 1s, fault: {name: all, status: 503}}]\nchecks: {completes: {}}\n", 2,
+            "timeline[0].fault.name", "cannot name a fault"
+        ),
+        (
+            "profile: edge\ntimeline: [{at: 1s, fault: {name: s, status: 503}}, {at: 2s, profile: lte}, {at: 3s, remove_fault: s}]\nchecks: {completes: {}}\n",
+            2, "timeline[2].remove_fault", "no fault named 's'"
+        ),
+        (
+            "profile: edge\ntimeline: [{at: 1s, fault: {name: slow, status: 503}}, {at: 2s, remove_fault: flaky}]\nchecks: {completes: {}}\n",
+            2, "timeline[1].remove_fault", "allowed: slow"
+        ),
         ("profile: edge\ntimeline: [{at: soon, outage: refuse}]\nchecks: {completes: {}}\n", 2, "timeline[0].at", ""),
-        ("profile: edge\ntimeline: [{at: 1s, outage: refuse, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].stall", "one event does one thing"),
-        ("profile: edge\ntimeline: [{at: 1s, after_request: 1, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].after_request", "exclude each other"),
-        ("profile: edge\ntimeline: [{after_request: 1, of: /files/x, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].of", "not a file or endpoint"),
-        ("profile: edge\ntimeline: [{at: 1s, of: /files/x, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].of", "goes with after_request"),
-        ("profile: edge\ntimeline: [{after_bytes: lots, stall: up}]\nchecks: {completes: {}}\n", 2, "timeline[0].after_bytes", ""),
-        ("profile: edge\nclient: {url: files/x}\nchecks: {completes: {}}\n", 2, "client.url", "neither a path nor a URL"),
-        ("profile: edge\nclient: {url: /files/x}\nchecks: {completes: {}}\n", 2, "client", "origin.files does not define"),
-        ("profile: edge\nclient: {output: ../x}\nchecks: {completes: {}}\n", 2, "client.output", "not a plain file name"),
-        ("profile: edge\nclient: {output: -1}\nchecks: {completes: {}}\n", 2, "client.output", "a number or a boolean in YAML"),
-        ("profile: edge\nclient: {output: true}\nchecks: {completes: {}}\n", 2, "client.output", "quoted if it looks like a number"),
+        (
+            "profile: edge\ntimeline: [{at: 1s, outage: refuse, stall: up}]\nchecks: {completes: {}}\n", 2,
+            "timeline[0].stall", "one event does one thing"
+        ),
+        (
+            "profile: edge\ntimeline: [{at: 1s, after_request: 1, stall: up}]\nchecks: {completes: {}}\n", 2,
+            "timeline[0].after_request", "exclude each other"
+        ),
+        (
+            "profile: edge\ntimeline: [{after_request: 1, of: /files/x, stall: up}]\nchecks: {completes: {}}\n", 2,
+            "timeline[0].of", "not a file or endpoint"
+        ),
+        (
+            "profile: edge\ntimeline: [{at: 1s, of: /files/x, stall: up}]\nchecks: {completes: {}}\n", 2,
+            "timeline[0].of", "goes with after_request"
+        ),
+        (
+            "profile: edge\ntimeline: [{after_bytes: lots, stall: up}]\nchecks: {completes: {}}\n", 2,
+            "timeline[0].after_bytes", ""
+        ),
+        (
+            "profile: edge\nclient: {url: files/x}\nchecks: {completes: {}}\n", 2, "client.url",
+            "neither a path nor a URL"
+        ),
+        (
+            "profile: edge\nclient: {url: /files/x}\nchecks: {completes: {}}\n", 2, "client",
+            "origin.files does not define"
+        ),
+        (
+            "profile: edge\nclient: {output: ../x}\nchecks: {completes: {}}\n", 2, "client.output",
+            "not a plain file name"
+        ),
+        (
+            "profile: edge\nclient: {output: -1}\nchecks: {completes: {}}\n", 2, "client.output",
+            "a number or a boolean in YAML"
+        ),
+        (
+            "profile: edge\nclient: {output: true}\nchecks: {completes: {}}\n", 2, "client.output",
+            "quoted if it looks like a number"
+        ),
         ("profile: edge\nclient: {deadline: 10ms}\nchecks: {completes: {}}\n", 2, "client.deadline", "100ms…1h"),
         ("profile: edge\nchecks: {resumes: {}}\n", 2, "checks.resumes", "which file?"),
-        ("profile: edge\norigin: {files: {a: {size: 1KB}}}\nchecks: {backs-off: {file: a, factor: 0.5}}\n", 3, "checks.backs-off.factor", "1…10"),
+        (
+            "profile: edge\norigin: {files: {a: {size: 1KB}}}\nchecks: {backs-off: {file: a, factor: 0.5}}\n", 3,
+            "checks.backs-off.factor", "1…10"
+        ),
         ("profile: edge\nchecks: {completes: {exit: 300}}\n", 2, "checks.completes.exit", "0…255"),
-        ("profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a, delay: 2h}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].delay", "1ms…1h"),
+        (
+            "profile: edge\norigin: {files: {a: {size: 1KB}}, faults: [{file: a, delay: 2h}]}\nchecks: {completes: {}}\n",
+            2, "origin.faults[0].delay", "1ms…1h"
+        ),
         ("profile: edge\nchecks: {stays-usable: {}}\n", 2, "checks.stays-usable", "nothing to judge"),
         ("profile: edge\nchecks: {stays-usable: {lines: '^ok'}}\n", 2, "checks.stays-usable", "steps without a budget"),
-        ("profile: edge\nchecks: {stays-usable: {lines: '(', budget: 1s}}\n", 2, "checks.stays-usable.lines", "not a regular expression"),
-        ("profile: edge\nchecks: {stays-usable: {lines: x, requests: /a, budget: 1s}}\n", 2, "checks.stays-usable.lines", "exclude each other"),
-        ("profile: edge\nchecks: {stays-usable: {requests: 'files/*', budget: 1s}}\n", 2, "checks.stays-usable.requests", "not a path"),
-        ("profile: edge\nchecks: {stays-usable: {gives_up_within: 10ms}}\n", 2, "checks.stays-usable.gives_up_within", "100ms…1h"),
-        ("profile: edge\nchecks: {stays-usable: {budget: 1s, gives_up_within: 5s}}\n", 2, "checks.stays-usable.budget", "budget without steps"),
-        ("profile: edge\nchecks: {stays-usable: {within: 1s, gives_up_within: 5s}}\n", 2, "checks.stays-usable.within", "within without steps"),
-        ("profile: edge\nchecks: {stays-usabel: {gives_up_within: 5s}}\n", 2, "checks.stays-usabel", "did you mean 'stays-usable'"),
-        ("profile: edge\norigin: {api: {orders: {method: PUT}}}\nchecks: {completes: {}}\n", 2, "origin.api.orders.method", "allowed"),
-        ("profile: edge\norigin: {api: {orders: {method: POST, json: '{}'}}}\nchecks: {completes: {}}\n", 2, "origin.api.orders.json", "with method: GET"),
-        ("profile: edge\norigin: {api: {p: {json: '{nope'}}}\nchecks: {completes: {}}\n", 2, "origin.api.p.json", "is not JSON"),
-        ("profile: edge\norigin: {api: {orders: {method: POST}}, faults: [{api: order, drop_response: true}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].api", "did you mean 'orders'"),
-        ("profile: edge\norigin: {files: {a: {size: 1KB}}, api: {o: {method: POST}}, faults: [{api: o, file: a, hang: true}]}\nchecks: {completes: {}}\n", 2, "origin.faults[0].file", "both say which requests"),
-        ("profile: edge\nclient: {url: /api/orders}\nchecks: {completes: {}}\n", 2, "client", "origin.api does not define"),
+        (
+            "profile: edge\nchecks: {stays-usable: {lines: '(', budget: 1s}}\n", 2, "checks.stays-usable.lines",
+            "not a regular expression"
+        ),
+        (
+            "profile: edge\nchecks: {stays-usable: {lines: x, requests: /a, budget: 1s}}\n", 2,
+            "checks.stays-usable.lines", "exclude each other"
+        ),
+        (
+            "profile: edge\nchecks: {stays-usable: {requests: 'files/*', budget: 1s}}\n", 2,
+            "checks.stays-usable.requests", "not a path"
+        ),
+        (
+            "profile: edge\nchecks: {stays-usable: {gives_up_within: 10ms}}\n", 2,
+            "checks.stays-usable.gives_up_within", "100ms…1h"
+        ),
+        (
+            "profile: edge\nchecks: {stays-usable: {budget: 1s, gives_up_within: 5s}}\n", 2,
+            "checks.stays-usable.budget", "budget without steps"
+        ),
+        (
+            "profile: edge\nchecks: {stays-usable: {within: 1s, gives_up_within: 5s}}\n", 2,
+            "checks.stays-usable.within", "within without steps"
+        ),
+        (
+            "profile: edge\nchecks: {stays-usabel: {gives_up_within: 5s}}\n", 2, "checks.stays-usabel",
+            "did you mean 'stays-usable'"
+        ),
+        (
+            "profile: edge\norigin: {api: {orders: {method: PUT}}}\nchecks: {completes: {}}\n", 2,
+            "origin.api.orders.method", "allowed"
+        ),
+        (
+            "profile: edge\norigin: {api: {orders: {method: POST, json: '{}'}}}\nchecks: {completes: {}}\n", 2,
+            "origin.api.orders.json", "with method: GET"
+        ),
+        (
+            "profile: edge\norigin: {api: {p: {json: '{nope'}}}\nchecks: {completes: {}}\n", 2, "origin.api.p.json",
+            "is not JSON"
+        ),
+        (
+            "profile: edge\norigin: {api: {orders: {method: POST}}, faults: [{api: order, drop_response: true}]}\nchecks: {completes: {}}\n",
+            2, "origin.faults[0].api", "did you mean 'orders'"
+        ),
+        (
+            "profile: edge\norigin: {files: {a: {size: 1KB}}, api: {o: {method: POST}}, faults: [{api: o, file: a, hang: true}]}\nchecks: {completes: {}}\n",
+            2, "origin.faults[0].file", "both say which requests"
+        ),
+        (
+            "profile: edge\nclient: {url: /api/orders}\nchecks: {completes: {}}\n", 2, "client",
+            "origin.api does not define"
+        ),
         ("profile: edge\nchecks: {idempotent: {}}\n", 2, "checks.idempotent", "which endpoint?"),
-        ("profile: edge\norigin: {api: {p: {}}}\nchecks: {idempotent: {api: p}}\n", 3, "checks.idempotent.api", "is a GET endpoint"),
+        (
+            "profile: edge\norigin: {api: {p: {}}}\nchecks: {idempotent: {api: p}}\n", 3, "checks.idempotent.api",
+            "is a GET endpoint"
+        ),
     ])
     func badInputNamesTheSpot(yaml: String, line: Int, keyPath: String, message: String) {
         let error = #expect(throws: ConfigError.self) { try self.decode(yaml) }
@@ -229,19 +365,26 @@ import Testing
     }
 
     @Test func staysUsableAndDelayDecode() throws {
-        let scenario = try self.decode("""
+        let scenario = try self.decode(
+            """
             profile: edge
             origin: {files: {a: {size: 1KB}}, faults: [{file: a, delay: 45s}]}
             checks:
               stays-usable: {lines: '^loaded ', budget: 3s, min_steps: 4, within: 20s, gives_up_within: 30s}
             """)
         #expect(scenario.origin.faults == [HTTPFault(file: "a", action: .delay(.seconds(Int64(45))))])
-        #expect(scenario.checks == [.staysUsable(StaysUsableCheck(
-            steps: .lines("^loaded "), budget: .seconds(Int64(3)), minSteps: 4, within: .seconds(Int64(20)), givesUpWithin: .seconds(Int64(30))))])
+        #expect(
+            scenario.checks == [
+                .staysUsable(
+                    StaysUsableCheck(
+                        steps: .lines("^loaded "), budget: .seconds(Int64(3)), minSteps: 4, within: .seconds(Int64(20)),
+                        givesUpWithin: .seconds(Int64(30))))
+            ])
     }
 
     @Test func apiEndpointsDropResponseAndIdempotentDecode() throws {
-        let scenario = try self.decode("""
+        let scenario = try self.decode(
+            """
             profile: edge
             origin:
               api:
@@ -251,21 +394,32 @@ import Testing
             client: {url: /api/orders}
             checks: {idempotent: {}}
             """)
-        #expect(scenario.origin.api == [OriginAPI(name: "orders", method: .post), OriginAPI(name: "profile", json: "{\"name\": \"Ada\"}")])
-        #expect(scenario.origin.faults == [HTTPFault(api: "orders", method: "POST", action: .dropResponse, select: FaultSelection(first: 1))])
+        #expect(
+            scenario.origin.api == [
+                OriginAPI(name: "orders", method: .post), OriginAPI(name: "profile", json: "{\"name\": \"Ada\"}"),
+            ])
+        #expect(
+            scenario.origin.faults == [
+                HTTPFault(api: "orders", method: "POST", action: .dropResponse, select: FaultSelection(first: 1))
+            ])
         #expect(scenario.checks == [.idempotent(IdempotentCheck(api: "orders"))])
     }
 
     @Test func theClientsDirectoryIsResolvedAgainstTheScenariosFolderAndMustExist() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-test-\(getpid())-directory")
-        try FileManager.default.createDirectory(at: folder.appendingPathComponent("client"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: folder.appendingPathComponent("client"), withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let file = folder.appendingPathComponent("s.yaml").path
-        let scenario = try ScenarioDecoder.decode(yaml: "profile: edge\nclient: {directory: client}\nchecks: {completes: {}}\n", file: file)
+        let scenario = try ScenarioDecoder.decode(
+            yaml: "profile: edge\nclient: {directory: client}\nchecks: {completes: {}}\n", file: file)
         #expect(scenario.client.directory == folder.appendingPathComponent("client").path)
-        #expect(try ScenarioDecoder.decode(yaml: "profile: edge\nchecks: {completes: {}}\n", file: file).client.directory == nil)
+        #expect(
+            try ScenarioDecoder.decode(yaml: "profile: edge\nchecks: {completes: {}}\n", file: file).client.directory
+                == nil)
         let error = #expect(throws: ConfigError.self) {
-            try ScenarioDecoder.decode(yaml: "profile: edge\nclient:\n  directory: nowhere\nchecks: {completes: {}}\n", file: file)
+            try ScenarioDecoder.decode(
+                yaml: "profile: edge\nclient:\n  directory: nowhere\nchecks: {completes: {}}\n", file: file)
         }
         let message = error.map { "\($0)" } ?? ""
         #expect(message.contains("s.yaml:3:"), "\(message)")
@@ -273,8 +427,11 @@ import Testing
     }
 
     @Test func anOutputThatLooksLikeANumberIsTakenOnlyInQuotes() throws {
-        #expect(try self.decode("profile: edge\nclient: {output: '-1'}\nchecks: {completes: {}}\n").client.output == "-1")
-        #expect(try self.decode("profile: edge\nclient: {output: v1.bin}\nchecks: {completes: {}}\n").client.output == "v1.bin")
+        #expect(
+            try self.decode("profile: edge\nclient: {output: '-1'}\nchecks: {completes: {}}\n").client.output == "-1")
+        #expect(
+            try self.decode("profile: edge\nclient: {output: v1.bin}\nchecks: {completes: {}}\n").client.output
+                == "v1.bin")
     }
 
     @Test func aNamedFaultCanBeRemovedLater() throws {
@@ -287,7 +444,8 @@ import Testing
             checks: {completes: {}}
             """
         let scenario = try self.decode(yaml)
-        #expect(scenario.timeline.map(\.action).suffix(2) == [.removeFault(named: "slow"), .removeFault(named: "flaky")])
+        #expect(
+            scenario.timeline.map(\.action).suffix(2) == [.removeFault(named: "slow"), .removeFault(named: "flaky")])
     }
 
     @Test func originPathsOfClientURLs() {
@@ -302,15 +460,30 @@ import Testing
 
     @Test func triggersFireAtTheirMoments() {
         let none: [OriginTarget: Int] = [:]
-        #expect(!ScenarioTrigger.at(.seconds(2)).isDue(elapsed: .milliseconds(1999), finished: 9, finishedFor: none, delivered: 9))
-        #expect(ScenarioTrigger.at(.seconds(2)).isDue(elapsed: .seconds(2), finished: 0, finishedFor: none, delivered: 0))
-        #expect(!ScenarioTrigger.afterRequests(2, of: nil).isDue(elapsed: .seconds(60), finished: 1, finishedFor: none, delivered: 0))
-        #expect(ScenarioTrigger.afterRequests(2, of: nil).isDue(elapsed: .zero, finished: 2, finishedFor: none, delivered: 0))
+        #expect(
+            !ScenarioTrigger.at(.seconds(2)).isDue(
+                elapsed: .milliseconds(1999), finished: 9, finishedFor: none, delivered: 9))
+        #expect(
+            ScenarioTrigger.at(.seconds(2)).isDue(elapsed: .seconds(2), finished: 0, finishedFor: none, delivered: 0))
+        #expect(
+            !ScenarioTrigger.afterRequests(2, of: nil).isDue(
+                elapsed: .seconds(60), finished: 1, finishedFor: none, delivered: 0))
+        #expect(
+            ScenarioTrigger.afterRequests(2, of: nil).isDue(
+                elapsed: .zero, finished: 2, finishedFor: none, delivered: 0))
         let one: [OriginTarget: Int] = [.file("a"): 1, .api("orders"): 3]
-        #expect(ScenarioTrigger.afterRequests(1, of: .file("a")).isDue(elapsed: .zero, finished: 4, finishedFor: one, delivered: 0))
-        #expect(!ScenarioTrigger.afterRequests(1, of: .file("b")).isDue(elapsed: .zero, finished: 4, finishedFor: one, delivered: 0))
-        #expect(ScenarioTrigger.afterBytes(ByteCount(bytes: 100)).isDue(elapsed: .zero, finished: 0, finishedFor: none, delivered: 100))
-        #expect(!ScenarioTrigger.afterBytes(ByteCount(bytes: 100)).isDue(elapsed: .zero, finished: 0, finishedFor: none, delivered: 99))
+        #expect(
+            ScenarioTrigger.afterRequests(1, of: .file("a")).isDue(
+                elapsed: .zero, finished: 4, finishedFor: one, delivered: 0))
+        #expect(
+            !ScenarioTrigger.afterRequests(1, of: .file("b")).isDue(
+                elapsed: .zero, finished: 4, finishedFor: one, delivered: 0))
+        #expect(
+            ScenarioTrigger.afterBytes(ByteCount(bytes: 100)).isDue(
+                elapsed: .zero, finished: 0, finishedFor: none, delivered: 100))
+        #expect(
+            !ScenarioTrigger.afterBytes(ByteCount(bytes: 100)).isDue(
+                elapsed: .zero, finished: 0, finishedFor: none, delivered: 99))
     }
 
     @Test func scenariosAreToldFromProfilesByTheirTopKeys() {

@@ -61,7 +61,8 @@ import Testing
 
     @Test func latenciesAddUpAndJitterStaysWithinItsRange() {
         let (chain, loop, out) = self.chain([
-            self.toxic(.latency(latency: 50, jitter: 0), name: "a"), self.toxic(.latency(latency: 100, jitter: 20), name: "b"),
+            self.toxic(.latency(latency: 50, jitter: 0), name: "a"),
+            self.toxic(.latency(latency: 100, jitter: 20), name: "b"),
         ])
         for _ in 0..<50 {
             self.push(chain, loop, "x")
@@ -184,7 +185,8 @@ import Testing
 
     @Test func toxicityPicksConnectionsBySeedAndAboutItsShare() {
         func picked(seed: UInt64) -> Bool {
-            let (chain, loop, out) = self.chain([self.toxic(.latency(latency: 100, jitter: 0), toxicity: 0.3)], seed: seed)
+            let (chain, loop, out) = self.chain(
+                [self.toxic(.latency(latency: 100, jitter: 0), toxicity: 0.3)], seed: seed)
             self.push(chain, loop, "x")
             return out.items.isEmpty
         }
@@ -200,7 +202,8 @@ import Testing
     @Test func takingSeveralToxicsAwayAtOnceKeepsTheBytesInOrder() {
         // A passed the first latency and waits in the second; B waits in the first. Both go: A first.
         let (chain, loop, out) = self.chain([
-            self.toxic(.latency(latency: 500, jitter: 0), name: "one"), self.toxic(.latency(latency: 500, jitter: 0), name: "two"),
+            self.toxic(.latency(latency: 500, jitter: 0), name: "one"),
+            self.toxic(.latency(latency: 500, jitter: 0), name: "two"),
         ])
         self.push(chain, loop, "A")
         loop.advanceTime(by: .milliseconds(600))
@@ -212,7 +215,8 @@ import Testing
         // taken away (POST /reset): X first, then the close the timeout's removal makes (Toxiproxy
         // closes every connection's stream, drawn or not).
         let (closing, closingLoop, closingOut) = self.chain([
-            self.toxic(.timeout(timeout: 0), name: "t", toxicity: 0), self.toxic(.latency(latency: 500, jitter: 0), name: "l"),
+            self.toxic(.timeout(timeout: 0), name: "t", toxicity: 0),
+            self.toxic(.latency(latency: 500, jitter: 0), name: "l"),
         ])
         self.push(closing, closingLoop, "X")
         closingLoop.advanceTime(by: .milliseconds(100))

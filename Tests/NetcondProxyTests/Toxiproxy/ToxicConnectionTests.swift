@@ -8,7 +8,9 @@ import Testing
 /// One connection's toxics in virtual time: the client's side of a forward, in an EmbeddedChannel
 /// (inbound: what the client sent, upstream; outbound: what reaches it, downstream).
 @Suite struct ToxicConnectionTests {
-    func channel(_ toxics: [Toxic], seed: UInt64 = 1, index: UInt64 = 1) throws -> (EmbeddedChannel, ToxicConnectionHandler) {
+    func channel(_ toxics: [Toxic], seed: UInt64 = 1, index: UInt64 = 1) throws -> (
+        EmbeddedChannel, ToxicConnectionHandler
+    ) {
         let handler = ToxicConnectionHandler(seed: SeedDeriver.derive(seed, index), wiring: .forward)
         let channel = EmbeddedChannel(handler: handler)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()

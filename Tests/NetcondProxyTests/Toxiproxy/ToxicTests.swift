@@ -23,8 +23,14 @@ import Testing
 
     @Test func defaultsAreToxiproxys() throws {
         let toxic = try self.decode(#"{"type": "latency", "attributes": {"latency": 100}}"#)
-        #expect(toxic == Toxic(name: "latency_downstream", stream: .downstream, toxicity: 1, kind: .latency(latency: 100, jitter: 0)))
-        let named = try self.decode(#"{"name": "slow", "type": "bandwidth", "stream": "upstream", "toxicity": 1.0, "attributes": {"rate": 64}}"#)
+        #expect(
+            toxic
+                == Toxic(
+                    name: "latency_downstream", stream: .downstream, toxicity: 1,
+                    kind: .latency(latency: 100, jitter: 0)))
+        let named = try self.decode(
+            #"{"name": "slow", "type": "bandwidth", "stream": "upstream", "toxicity": 1.0, "attributes": {"rate": 64}}"#
+        )
         #expect(named == Toxic(name: "slow", stream: .upstream, kind: .bandwidth(rate: 64)))
         // Attributes left out are 0 and shown, as Toxiproxy shows its struct's fields.
         let shown = try self.decode(#"{"type": "slicer", "attributes": {"average_size": 64}}"#).jsonObject
@@ -34,15 +40,22 @@ import Testing
 
     @Test func badToxicsGetToxiproxysStatusAndMessage() throws {
         let unknown = self.failure(#"{"type": "lag"}"#)
-        #expect(unknown?.status == 400 && unknown?.message.hasPrefix("invalid toxic type: 'lag'; allowed: latency") == true)
+        #expect(
+            unknown?.status == 400 && unknown?.message.hasPrefix("invalid toxic type: 'lag'; allowed: latency") == true)
         #expect(self.failure(#"{"attributes": {}}"#)?.message.hasPrefix("invalid toxic type") == true)
         #expect(self.failure(#"{"type": "latency", "stream": "sideways"}"#) == ToxiproxyError.invalidStream)
         let cases: [(String, String)] = [
-            (#"{"type": "latency", "attributes": {"latency": "100ms"}}"#, "'latency' must be a whole number (milliseconds)"),
+            (
+                #"{"type": "latency", "attributes": {"latency": "100ms"}}"#,
+                "'latency' must be a whole number (milliseconds)"
+            ),
             (#"{"type": "latency", "attributes": {"latency": 1.5}}"#, "'latency' must be a whole number"),
             (#"{"type": "latency", "attributes": {"latency": true}}"#, "'latency' must be a whole number"),
             (#"{"type": "latency", "attributes": {"latency": -5}}"#, "'latency' must be 0 or more"),
-            (#"{"type": "latency", "attributes": {"latency": 10000000000000}}"#, "'latency' must be at most 86400000 (milliseconds)"),
+            (
+                #"{"type": "latency", "attributes": {"latency": 10000000000000}}"#,
+                "'latency' must be at most 86400000 (milliseconds)"
+            ),
             (#"{"type": "bandwidth", "attributes": {"rate": 1e300}}"#, "'rate' must be a whole number"),
             (#"{"type": "reset_peer", "toxicity": 2}"#, "toxicity must be a number from 0 to 1"),
             (#"{"type": "latency", "attributes": [1]}"#, "attributes must be an object"),
@@ -50,7 +63,9 @@ import Testing
         for (json, expected) in cases {
             let error = self.failure(json)
             #expect(error?.status == 400, "\(json)")
-            #expect(error?.message.hasPrefix("bad request body: ") == true && error?.message.contains(expected) == true, "\(json): \(String(describing: error))")
+            #expect(
+                error?.message.hasPrefix("bad request body: ") == true && error?.message.contains(expected) == true,
+                "\(json): \(String(describing: error))")
         }
         // Per connection, a share of the connections is fine; under --netcond-link a latency is
         // the link's, which cannot pick connections.
@@ -65,8 +80,12 @@ import Testing
             #expect(error.status == 400 && error.message.contains("cannot pick some connections"), "\(error)")
         }
         // As Toxiproxy: attributes a type does not have are ignored, and null is left out.
-        #expect((try? self.decode(#"{"type": "latency", "attributes": {"rate": 5, "latency": 3}}"#))?.kind == .latency(latency: 3, jitter: 0))
-        #expect((try? self.decode(#"{"type": "latency", "name": null, "stream": null, "toxicity": null}"#))?.name == "latency_downstream")
+        #expect(
+            (try? self.decode(#"{"type": "latency", "attributes": {"rate": 5, "latency": 3}}"#))?.kind
+                == .latency(latency: 3, jitter: 0))
+        #expect(
+            (try? self.decode(#"{"type": "latency", "name": null, "stream": null, "toxicity": null}"#))?.name
+                == "latency_downstream")
     }
 
     @Test func anUpdateChangesWhatItSaysAndKeepsTheRest() throws {
@@ -104,9 +123,12 @@ import Testing
         #expect(ToxicConditions(toxics: [], name: "db").profile.isPassThrough)
         #expect(ToxicConditions(toxics: [], name: "db").stall == nil)
         // Jitter beyond the latency: from 0 to latency + jitter.
-        let wide = ToxicConditions(toxics: [Toxic(name: "w", stream: .upstream, kind: .latency(latency: 10, jitter: 30))], name: "db")
+        let wide = ToxicConditions(
+            toxics: [Toxic(name: "w", stream: .upstream, kind: .latency(latency: 10, jitter: 30))], name: "db")
         #expect(wide.profile.up.latency == .zero && wide.profile.up.jitter == .milliseconds(40))
         // Rate 0: no limit, as in Toxiproxy.
-        #expect(ToxicConditions(toxics: [Toxic(name: "b", stream: .downstream, kind: .bandwidth(rate: 0))], name: "db").profile.isPassThrough)
+        #expect(
+            ToxicConditions(toxics: [Toxic(name: "b", stream: .downstream, kind: .bandwidth(rate: 0))], name: "db")
+                .profile.isPassThrough)
     }
 }

@@ -7,8 +7,10 @@ import Testing
 /// The Toxiproxy API's routing and state, request by request (proxies listen on 127.0.0.1).
 @Suite struct ToxiproxyServerTests {
     func call(_ server: ToxiproxyServer, _ method: String, _ path: String, _ json: String? = nil) async -> (Int, Any?) {
-        let answer = await server.answer(JSONHTTPRequest(
-            method: method, target: path, headers: [("Host", "127.0.0.1:8474")], body: Array((json ?? "").utf8), tooLarge: false))
+        let answer = await server.answer(
+            JSONHTTPRequest(
+                method: method, target: path, headers: [("Host", "127.0.0.1:8474")], body: Array((json ?? "").utf8),
+                tooLarge: false))
         let object = answer.json.isEmpty ? nil : try? JSONSerialization.jsonObject(with: Data(answer.json))
         return (answer.status, object)
     }
@@ -17,7 +19,8 @@ import Testing
 
     @Test func proxiesAndToxicsAnswerAsToxiproxyDoes() async throws {
         let server = ToxiproxyServer(seed: 1)
-        let (created, proxy) = await self.call(server, "POST", "/proxies", #"{"name": "db", "upstream": "127.0.0.1:9"}"#)
+        let (created, proxy) = await self.call(
+            server, "POST", "/proxies", #"{"name": "db", "upstream": "127.0.0.1:9"}"#)
         #expect(created == 201)
         let listen = try #require((proxy as? [String: Any])?["listen"] as? String)
         #expect(listen.hasPrefix("127.0.0.1:") && !listen.hasSuffix(":0"))
@@ -30,10 +33,12 @@ import Testing
         let (missing, why) = await self.call(server, "POST", "/proxies", #"{"name": "x", "upstream": "127.0.0.1:0"}"#)
         #expect(missing == 400 && self.error(why)?.hasPrefix("bad request body: upstream '127.0.0.1:0'") == true)
 
-        let (added, toxic) = await self.call(server, "POST", "/proxies/db/toxics", #"{"type": "latency", "attributes": {"latency": 50}}"#)
+        let (added, toxic) = await self.call(
+            server, "POST", "/proxies/db/toxics", #"{"type": "latency", "attributes": {"latency": 50}}"#)
         #expect(added == 200 && (toxic as? [String: Any])?["name"] as? String == "latency_downstream")
         #expect(await self.call(server, "POST", "/proxies/db/toxics", #"{"type": "latency"}"#).0 == 409)
-        let (updated, changed) = await self.call(server, "POST", "/proxies/db/toxics/latency_downstream", #"{"attributes": {"jitter": 5}}"#)
+        let (updated, changed) = await self.call(
+            server, "POST", "/proxies/db/toxics/latency_downstream", #"{"attributes": {"jitter": 5}}"#)
         #expect(updated == 200)
         #expect(((changed as? [String: Any])?["attributes"] as? [String: Any])?["latency"] as? Int == 50)
         let (deleted, nothing) = await self.call(server, "DELETE", "/proxies/db/toxics/latency_downstream")
@@ -61,21 +66,26 @@ import Testing
         #expect((a as? [String: Any])?["upstream"] as? String == "127.0.0.1:9")
         #expect(await self.call(server, "GET", "/proxies/b").0 == 404)
         let (made, list) = await self.call(
-            server, "POST", "/populate", #"[{"name": "a", "upstream": "127.0.0.1:10"}, {"name": "b", "upstream": "127.0.0.1:11"}]"#)
+            server, "POST", "/populate",
+            #"[{"name": "a", "upstream": "127.0.0.1:10"}, {"name": "b", "upstream": "127.0.0.1:11"}]"#)
         #expect(made == 201 && ((list as? [String: Any])?["proxies"] as? [Any])?.count == 2)
         // The same proxy written with localhost is kept, toxics and all.
         let (_, bound) = await self.call(server, "GET", "/proxies/b")
         let port = try #require(((bound as? [String: Any])?["listen"] as? String)?.split(separator: ":").last)
         _ = await self.call(server, "POST", "/proxies/b/toxics", #"{"type": "latency", "attributes": {"latency": 5}}"#)
         _ = await self.call(
-            server, "POST", "/populate", #"[{"name": "b", "listen": "localhost:\#(port)", "upstream": "127.0.0.1:11"}]"#)
+            server, "POST", "/populate", #"[{"name": "b", "listen": "localhost:\#(port)", "upstream": "127.0.0.1:11"}]"#
+        )
         let (_, toxics) = await self.call(server, "GET", "/proxies/b/toxics")
         #expect((toxics as? [Any])?.count == 1)
         // One that cannot be made stops there: those before it stay, and the answer says what failed.
         let (failed, partial) = await self.call(
             server, "POST", "/populate",
-            #"[{"name": "c", "upstream": "127.0.0.1:12"}, {"name": "d", "listen": "127.0.0.1:\#(port)", "upstream": "127.0.0.1:13"}, {"name": "e", "upstream": "127.0.0.1:14"}]"#)
-        #expect(failed == 500 && ((partial as? [String: Any])?["proxies"] as? [Any])?.count == 1, "\(String(describing: partial))")
+            #"[{"name": "c", "upstream": "127.0.0.1:12"}, {"name": "d", "listen": "127.0.0.1:\#(port)", "upstream": "127.0.0.1:13"}, {"name": "e", "upstream": "127.0.0.1:14"}]"#
+        )
+        #expect(
+            failed == 500 && ((partial as? [String: Any])?["proxies"] as? [Any])?.count == 1,
+            "\(String(describing: partial))")
         #expect(self.error(partial)?.contains("address already in use") == true, "\(String(describing: partial))")
         #expect(await self.call(server, "GET", "/proxies/c").0 == 200)
         #expect(await self.call(server, "GET", "/proxies/e").0 == 404)
@@ -86,7 +96,9 @@ import Testing
         let server = ToxiproxyServer(seed: 1)
         let statuses = await withTaskGroup(of: Int.self) { group in
             for _ in 0..<4 {
-                group.addTask { await self.call(server, "POST", "/proxies", #"{"name": "same", "upstream": "127.0.0.1:9"}"#).0 }
+                group.addTask {
+                    await self.call(server, "POST", "/proxies", #"{"name": "same", "upstream": "127.0.0.1:9"}"#).0
+                }
             }
             return await group.reduce(into: []) { $0.append($1) }
         }
@@ -112,7 +124,9 @@ import Testing
         let access = ControlAccess()
         func refusal(_ headers: [(String, String)], anyHost: Bool = false) -> Int? {
             ToxiproxyServer.refusal(
-                JSONHTTPRequest(method: "POST", target: "/reset", headers: headers.map { (name: $0.0, value: $0.1) }, body: [], tooLarge: false),
+                JSONHTTPRequest(
+                    method: "POST", target: "/reset", headers: headers.map { (name: $0.0, value: $0.1) }, body: [],
+                    tooLarge: false),
                 access: access, anyHost: anyHost)?.status
         }
         #expect(refusal([("Host", "127.0.0.1:8474")]) == nil)
@@ -128,21 +142,28 @@ import Testing
         _ = await self.call(server, "POST", "/proxies", #"{"name": "db", "upstream": "127.0.0.1:9"}"#)
         for n in 0..<ToxiproxyServer.maxToxics {
             let (status, _) = await self.call(
-                server, "POST", "/proxies/db/toxics", #"{"name": "l\#(n)", "type": "latency", "attributes": {"latency": 86400000}}"#)
+                server, "POST", "/proxies/db/toxics",
+                #"{"name": "l\#(n)", "type": "latency", "attributes": {"latency": 86400000}}"#)
             #expect(status == 200)
         }
         // A thousand days of latency at most: no sum can overflow, and the next one is refused.
-        let (refused, error) = await self.call(server, "POST", "/proxies/db/toxics", #"{"name": "one-more", "type": "noop"}"#)
+        let (refused, error) = await self.call(
+            server, "POST", "/proxies/db/toxics", #"{"name": "one-more", "type": "noop"}"#)
         #expect(refused == 400 && self.error(error)?.contains("at most 1000 toxics") == true)
         // é precomposed and decomposed: two proxies, as in Toxiproxy; a name over 1,000 bytes is refused.
-        #expect(await self.call(server, "POST", "/proxies", #"{"name": "caf\#u{E9}", "upstream": "127.0.0.1:9"}"#).0 == 201)
-        #expect(await self.call(server, "POST", "/proxies", #"{"name": "cafe\#u{301}", "upstream": "127.0.0.1:9"}"#).0 == 201)
-        let listed = await server.answer(JSONHTTPRequest(
-            method: "GET", target: "/proxies", headers: [("Host", "127.0.0.1:8474")], body: [], tooLarge: false))
+        #expect(
+            await self.call(server, "POST", "/proxies", #"{"name": "caf\#u{E9}", "upstream": "127.0.0.1:9"}"#).0 == 201)
+        #expect(
+            await self.call(server, "POST", "/proxies", #"{"name": "cafe\#u{301}", "upstream": "127.0.0.1:9"}"#).0
+                == 201)
+        let listed = await server.answer(
+            JSONHTTPRequest(
+                method: "GET", target: "/proxies", headers: [("Host", "127.0.0.1:8474")], body: [], tooLarge: false))
         let text = String(decoding: listed.json, as: UTF8.self)
         #expect(text.contains("\"caf\u{E9}\":") && text.contains("\"cafe\u{301}\":"), "\(text.prefix(300))")
         let long = String(repeating: "n", count: 1_001)
-        #expect(await self.call(server, "POST", "/proxies", #"{"name": "\#(long)", "upstream": "127.0.0.1:9"}"#).0 == 400)
+        #expect(
+            await self.call(server, "POST", "/proxies", #"{"name": "\#(long)", "upstream": "127.0.0.1:9"}"#).0 == 400)
         await server.stop()
     }
 }

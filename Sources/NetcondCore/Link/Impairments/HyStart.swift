@@ -40,7 +40,9 @@ struct HyStart {
             self.samples += 1
             return false
         }
-        guard segments >= Self.lowWindow, let current = self.roundMinimum, let least = self.minimum else { return false }
+        guard segments >= Self.lowWindow, let current = self.roundMinimum, let least = self.minimum else {
+            return false
+        }
         let threshold = min(max(Span(nanoseconds: least.nanoseconds / 8), .milliseconds(4)), .milliseconds(16))
         return current > least + threshold
     }

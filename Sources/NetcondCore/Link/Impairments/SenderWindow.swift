@@ -71,7 +71,8 @@ struct SenderWindow {
     /// `bytes` newly acknowledged at `now`; `rtt` is the sender's smoothed round trip. For
     /// HyStart: the segment acknowledged (`seq`), the next one to be sent, and the RTT sample the
     /// acknowledgement gave (nil for a retransmitted segment's).
-    mutating func onAck(bytes: Int, now: Instant, rtt: Span, seq: UInt64 = 0, nextSeq: UInt64 = 0, sample: Span? = nil) {
+    mutating func onAck(bytes: Int, now: Instant, rtt: Span, seq: UInt64 = 0, nextSeq: UInt64 = 0, sample: Span? = nil)
+    {
         let acked = Double(bytes)
         switch self.algorithm {
         case .bbr:

@@ -41,7 +41,10 @@ struct BottleneckQueue {
     private(set) var pausedAt: Instant?
     private var held = (bytes: 0, packets: 0)
 
-    init(rate: Bandwidth?, trace: LinkTrace? = nil, series: LinkSeries? = nil, limit: QueueLimit, discipline: QueueDiscipline = .dropTail) {
+    init(
+        rate: Bandwidth?, trace: LinkTrace? = nil, series: LinkSeries? = nil, limit: QueueLimit,
+        discipline: QueueDiscipline = .dropTail
+    ) {
         self.rate = rate
         self.trace = trace
         self.series = series
@@ -52,7 +55,8 @@ struct BottleneckQueue {
     /// A new rate and limit for packets that arrive from now on (those already queued leave as
     /// they were scheduled).
     mutating func reconfigure(
-        rate: Bandwidth?, trace: LinkTrace? = nil, series: LinkSeries? = nil, limit: QueueLimit, discipline: QueueDiscipline = .dropTail
+        rate: Bandwidth?, trace: LinkTrace? = nil, series: LinkSeries? = nil, limit: QueueLimit,
+        discipline: QueueDiscipline = .dropTail
     ) {
         self.rate = rate
         self.series = series
@@ -101,7 +105,9 @@ struct BottleneckQueue {
 
     /// When a packet of `bytes` arriving at `now` has left the link, or why it was dropped.
     mutating func admit(bytes: Int, at now: Instant) -> Admission {
-        guard self.rate != nil || self.trace != nil || self.series != nil || self.pausedAt != nil else { return .departs(now) }
+        guard self.rate != nil || self.trace != nil || self.series != nil || self.pausedAt != nil else {
+            return .departs(now)
+        }
         let (queuedBytes, queuedPackets) = self.occupancy(at: now)
         switch self.limit {
         case .bytes(let limit):
@@ -119,7 +125,9 @@ struct BottleneckQueue {
 
     /// The packet reaches the head of the queue no earlier than `earliest`, having arrived at
     /// `arrival`: it starts onto the wire behind the one before it, or CoDel drops it there.
-    private mutating func serve(bytes: Int, arrivedAt arrival: Instant, earliest: Instant, queuedBytes: Int) -> Admission {
+    private mutating func serve(bytes: Int, arrivedAt arrival: Instant, earliest: Instant, queuedBytes: Int)
+        -> Admission
+    {
         guard self.rate != nil || self.trace != nil || self.series != nil else { return .departs(earliest) }
         let head = max(earliest, self.lastDeparture)
         if self.codel?.shouldDrop(at: head, sojourn: head - arrival, bytesAhead: queuedBytes) == true {

@@ -15,7 +15,9 @@ public struct ConnectionPacer<Key: Hashable> {
     /// When a packet of `bytes` of connection `key`, delivered by the shared link at `delivered`,
     /// arrives at the rate `rate`; nil when the connection's backlog would exceed `limit`.
     @inlinable
-    public mutating func pace(_ key: Key, bytes: Int, deliveredAt delivered: Instant, rate: Bandwidth, limit: QueueLimit) -> Instant? {
+    public mutating func pace(
+        _ key: Key, bytes: Int, deliveredAt delivered: Instant, rate: Bandwidth, limit: QueueLimit
+    ) -> Instant? {
         let next = max(delivered, (self.last[key] ?? delivered) + rate.transmissionTime(bytes: Int64(bytes)))
         let waiting = next - delivered
         let backlogBytes = Double(waiting.nanoseconds) / 1e9 * Double(rate.bitsPerSecond) / 8

@@ -61,9 +61,11 @@ public struct LinkPath<Unit, Connection: Hashable> {
         case .dropped(let why):
             return .dropped(why)
         case .departs(let departure):
-            return self.afterQueue(unit, bytes: bytes, connection: connection, extraDelay: extraDelay, departure: departure)
+            return self.afterQueue(
+                unit, bytes: bytes, connection: connection, extraDelay: extraDelay, departure: departure)
         case .held:
-            self.held.append(HeldUnit(unit: unit, bytes: bytes, connection: connection, extraDelay: extraDelay, arrival: now))
+            self.held.append(
+                HeldUnit(unit: unit, bytes: bytes, connection: connection, extraDelay: extraDelay, arrival: now))
             return .held
         }
     }
@@ -76,7 +78,10 @@ public struct LinkPath<Unit, Connection: Hashable> {
     ) -> PathAdmission {
         var arrival = self.stages.arrival(departingAt: departure)
         if let connection, let rate = self.stages.conditions.connectionBandwidth {
-            guard let paced = self.pacer.pace(connection, bytes: bytes, deliveredAt: arrival, rate: rate, limit: self.stages.conditions.queueLimit)
+            guard
+                let paced = self.pacer.pace(
+                    connection, bytes: bytes, deliveredAt: arrival, rate: rate, limit: self.stages.conditions.queueLimit
+                )
             else {
                 self.stages.counters.queueDrops += 1
                 return .dropped(.connectionQueueFull)
@@ -158,7 +163,9 @@ public struct LinkPath<Unit, Connection: Hashable> {
         self.held = []
         for unit in waiting {
             if let departure = self.stages.enterHeld(bytes: unit.bytes, arrivedAt: unit.arrival, at: now) {
-                _ = self.afterQueue(unit.unit, bytes: unit.bytes, connection: unit.connection, extraDelay: unit.extraDelay, departure: departure)
+                _ = self.afterQueue(
+                    unit.unit, bytes: unit.bytes, connection: unit.connection, extraDelay: unit.extraDelay,
+                    departure: departure)
             }
         }
     }

@@ -15,7 +15,9 @@ struct PathStages {
     init(_ conditions: LinkDirection, seed: UInt64) {
         self.conditions = conditions
         self.loss = LossProcess(spec: conditions.loss, seed: seed &+ 1)
-        self.queue = BottleneckQueue(rate: conditions.bandwidth, trace: conditions.trace, series: conditions.series, limit: conditions.queueLimit, discipline: conditions.aqm)
+        self.queue = BottleneckQueue(
+            rate: conditions.bandwidth, trace: conditions.trace, series: conditions.series,
+            limit: conditions.queueLimit, discipline: conditions.aqm)
         self.delay = DelayLine(latency: conditions.latency, jitter: conditions.jitter, seed: seed &+ 2)
         self.random = SeededRandom(seed: seed &+ 3)
     }
@@ -23,7 +25,9 @@ struct PathStages {
     mutating func reconfigure(_ conditions: LinkDirection) {
         self.conditions = conditions
         self.loss.reconfigure(conditions.loss)
-        self.queue.reconfigure(rate: conditions.bandwidth, trace: conditions.trace, series: conditions.series, limit: conditions.queueLimit, discipline: conditions.aqm)
+        self.queue.reconfigure(
+            rate: conditions.bandwidth, trace: conditions.trace, series: conditions.series,
+            limit: conditions.queueLimit, discipline: conditions.aqm)
         self.delay.reconfigure(latency: conditions.latency, jitter: conditions.jitter)
     }
 
@@ -82,7 +86,9 @@ struct PathStages {
     @usableFromInline
     mutating func arrival(departingAt departure: Instant) -> Instant {
         let c = self.conditions
-        if let late = Reordering(chance: c.reorder, gap: c.reorderGap).heldBack(departingAt: departure, latency: c.latency, random: &self.random) {
+        if let late = Reordering(chance: c.reorder, gap: c.reorderGap).heldBack(
+            departingAt: departure, latency: c.latency, random: &self.random)
+        {
             self.counters.reordered += 1
             return late
         }

@@ -225,7 +225,8 @@ public struct CapturedSegment: Sendable, Equatable {
             payloadLength: left - headerLength,
             ipLength: ipLength,
             window: bytes.count >= at + 16 ? self.uint16(bytes, at + 14) : nil,
-            windowScale: flags.contains(.syn) ? self.windowScale(bytes, from: at + 20, to: min(at + headerLength, bytes.count)) : nil)
+            windowScale: flags.contains(.syn)
+                ? self.windowScale(bytes, from: at + 20, to: min(at + headerLength, bytes.count)) : nil)
     }
 
     /// The window scale option (kind 3) among a SYN's options, if captured.

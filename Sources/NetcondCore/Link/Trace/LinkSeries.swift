@@ -59,7 +59,9 @@ public struct LinkSeries: Sendable, Equatable, CustomStringConvertible {
     /// The time-weighted mean rate over one period (or over the rows, the last counting as long as the one before it).
     public var meanRate: Bandwidth {
         let steps = self.steps
-        let end = self.period ?? (steps.count > 1 ? steps.last!.at + (steps.last!.at - steps[steps.count - 2].at) : .seconds(1))
+        let end =
+            self.period
+            ?? (steps.count > 1 ? steps.last!.at + (steps.last!.at - steps[steps.count - 2].at) : .seconds(1))
         var bits = 0.0
         for (index, step) in steps.enumerated() where step.at < end {
             let next = index + 1 < steps.count ? min(steps[index + 1].at, end) : end
@@ -95,7 +97,8 @@ public struct LinkSeries: Sendable, Equatable, CustomStringConvertible {
         let fraction = nextAt > step.at ? (t - step.at).seconds / (nextAt - step.at).seconds : 0
         func mix(_ a: Double, _ b: Double) -> Double { a + (b - a) * fraction }
         return (
-            Bandwidth(bitsPerSecond: Int64(mix(Double(step.rate.bitsPerSecond), Double(next.rate.bitsPerSecond)).rounded())),
+            Bandwidth(
+                bitsPerSecond: Int64(mix(Double(step.rate.bitsPerSecond), Double(next.rate.bitsPerSecond)).rounded())),
             Span(nanoseconds: Int64(mix(Double(step.delay.nanoseconds), Double(next.delay.nanoseconds)).rounded())),
             Probability(mix(step.loss.value, next.loss.value))
         )
@@ -126,7 +129,8 @@ public struct LinkSeries: Sendable, Equatable, CustomStringConvertible {
     private func pieceEnd(after t: Instant) -> Instant? {
         let steps = self.steps
         let since = Span(nanoseconds: max(0, t.nanoseconds))
-        let cycleStart = self.period.map { Span(nanoseconds: since.nanoseconds / $0.nanoseconds * $0.nanoseconds) } ?? .zero
+        let cycleStart =
+            self.period.map { Span(nanoseconds: since.nanoseconds / $0.nanoseconds * $0.nanoseconds) } ?? .zero
         let within = since - cycleStart
         var low = 0
         var high = steps.count
@@ -166,12 +170,14 @@ public struct LinkSeries: Sendable, Equatable, CustomStringConvertible {
     /// The text form, one row per line (or rows separated by `;`, the inline form, whose
     /// directives come as `period` and `interpolates`).
     public static func parse(
-        _ text: String, source: String, path: String = "", period givenPeriod: Span? = nil, interpolates givenInterpolates: Bool? = nil
+        _ text: String, source: String, path: String = "", period givenPeriod: Span? = nil,
+        interpolates givenInterpolates: Bool? = nil
     ) throws(LinkTrace.ReadError) -> LinkSeries {
         // Before the work: reading a million rows takes a while, and a file past the limit is refused at once.
         let counted = Self.rowCount(text, stoppingAfter: Self.maximumRows + 1)
         guard counted <= Self.maximumRows + 1 else {  // + 1: a header row
-            throw LinkTrace.ReadError(line: 0, message: "more than \(Self.maximumRows) rows; allowed: up to \(Self.maximumRows)")
+            throw LinkTrace.ReadError(
+                line: 0, message: "more than \(Self.maximumRows) rows; allowed: up to \(Self.maximumRows)")
         }
         var steps: [Step] = []
         var period = givenPeriod
@@ -181,27 +187,37 @@ public struct LinkSeries: Sendable, Equatable, CustomStringConvertible {
             lineNumber += 1
             var rows = Substring(line)
             if let hash = line.firstIndex(of: "#") {
-                try Self.directive(line[line.index(after: hash)...], line: lineNumber, period: &period, interpolates: &interpolates)
+                try Self.directive(
+                    line[line.index(after: hash)...], line: lineNumber, period: &period, interpolates: &interpolates)
                 rows = line[..<hash]
             }
             for content in rows.split(separator: ";", omittingEmptySubsequences: false) {
-                let fields = content.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+                let fields = content.split(separator: ",", omittingEmptySubsequences: false).map {
+                    $0.trimmingCharacters(in: .whitespaces)
+                }
                 if fields.count == 1 && fields[0].isEmpty { continue }
                 if steps.isEmpty && fields.first?.lowercased() == "t" { continue }  // a header row
                 guard steps.count < Self.maximumRows else {
-                    throw LinkTrace.ReadError(line: lineNumber, message: "more than \(Self.maximumRows) rows; allowed: up to \(Self.maximumRows)")
+                    throw LinkTrace.ReadError(
+                        line: lineNumber,
+                        message: "more than \(Self.maximumRows) rows; allowed: up to \(Self.maximumRows)")
                 }
                 steps.append(try Self.step(fields, line: lineNumber, after: steps.last))
             }
         }
         guard let first = steps.first else {
-            throw LinkTrace.ReadError(line: 0, message: "no row in the series; a row is t, rate, delay, loss (e.g. 0, 8mbit, 20ms, 0%)")
+            throw LinkTrace.ReadError(
+                line: 0, message: "no row in the series; a row is t, rate, delay, loss (e.g. 0, 8mbit, 20ms, 0%)")
         }
         guard first.at == .zero else {
             throw LinkTrace.ReadError(line: 0, message: "the first row is at \(first.at); a series starts at t = 0")
         }
         if let period, let last = steps.last, period <= last.at {
-            throw LinkTrace.ReadError(line: 0, message: "repeat: \(period) is not after the last row (\(last.at)); it is how long the series lasts before it starts over")
+            throw LinkTrace.ReadError(
+                line: 0,
+                message:
+                    "repeat: \(period) is not after the last row (\(last.at)); it is how long the series lasts before it starts over"
+            )
         }
         return LinkSeries(steps: steps, period: period, interpolates: interpolates, source: source, path: path)
     }
@@ -233,13 +249,18 @@ public struct LinkSeries: Sendable, Equatable, CustomStringConvertible {
         return rows + (comma ? 1 : 0)
     }
 
-    private static func directive(_ comment: Substring, line: Int, period: inout Span?, interpolates: inout Bool) throws(LinkTrace.ReadError) {
-        let parts = comment.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+    private static func directive(_ comment: Substring, line: Int, period: inout Span?, interpolates: inout Bool)
+        throws(LinkTrace.ReadError)
+    {
+        let parts = comment.split(separator: ":", maxSplits: 1).map {
+            $0.trimmingCharacters(in: .whitespaces).lowercased()
+        }
         guard parts.count == 2 else { return }  // a plain comment
         switch parts[0] {
         case "repeat":
             guard let value = try? Span.parse(parts[1]), value > .zero, value <= .seconds(Int64(86_400)) else {
-                throw LinkTrace.ReadError(line: line, message: "repeat: '\(parts[1])' is not a duration from 1ms to 24h (e.g. repeat: 60s)")
+                throw LinkTrace.ReadError(
+                    line: line, message: "repeat: '\(parts[1])' is not a duration from 1ms to 24h (e.g. repeat: 60s)")
             }
             period = value
         case "interpolate":
@@ -254,23 +275,34 @@ public struct LinkSeries: Sendable, Equatable, CustomStringConvertible {
 
     private static func step(_ fields: [String], line: Int, after previous: Step?) throws(LinkTrace.ReadError) -> Step {
         guard fields.count == 4 else {
-            throw LinkTrace.ReadError(line: line, message: "\(fields.count) fields; a row is t, rate, delay, loss (e.g. 1.5, 2mbit, 40ms, 1%)")
+            throw LinkTrace.ReadError(
+                line: line, message: "\(fields.count) fields; a row is t, rate, delay, loss (e.g. 1.5, 2mbit, 40ms, 1%)"
+            )
         }
         let at: Span
         let week = Span.seconds(Int64(7 * 86_400))
         if let seconds = Double(fields[0]) {
             // Checked before it becomes nanoseconds: 1e10 s does not fit in them.
             guard seconds.isFinite, seconds >= 0, let span = Span.seconds(exactly: seconds), span <= week else {
-                throw LinkTrace.ReadError(line: line, message: "t '\(TerminalText.quoted(fields[0]))' is out of range; allowed: seconds since the start, 0 up to 604800 (7 days)")
+                throw LinkTrace.ReadError(
+                    line: line,
+                    message:
+                        "t '\(TerminalText.quoted(fields[0]))' is out of range; allowed: seconds since the start, 0 up to 604800 (7 days)"
+                )
             }
             at = span
         } else if let span = try? Span.parse(fields[0]) {
             at = span
         } else {
-            throw LinkTrace.ReadError(line: line, message: "t '\(TerminalText.quoted(fields[0]))' is not a time; allowed: seconds since the start (e.g. 1.5) or a duration (e.g. 1500ms)")
+            throw LinkTrace.ReadError(
+                line: line,
+                message:
+                    "t '\(TerminalText.quoted(fields[0]))' is not a time; allowed: seconds since the start (e.g. 1.5) or a duration (e.g. 1500ms)"
+            )
         }
         if let previous, at <= previous.at {
-            throw LinkTrace.ReadError(line: line, message: "t \(at) is not after the row before (\(previous.at)); rows go forward in time")
+            throw LinkTrace.ReadError(
+                line: line, message: "t \(at) is not after the row before (\(previous.at)); rows go forward in time")
         }
         guard at <= week else {
             throw LinkTrace.ReadError(line: line, message: "t \(at) is more than a week; allowed: up to 7 days")
@@ -279,25 +311,38 @@ public struct LinkSeries: Sendable, Equatable, CustomStringConvertible {
         do {
             rate = try Bandwidth.parse(fields[1])
         } catch {
-            throw LinkTrace.ReadError(line: line, message: "rate '\(TerminalText.quoted(fields[1]))': \(error); allowed: 1bit…100Gbit (e.g. 2mbit; for no delivery use loss 100%)")
+            throw LinkTrace.ReadError(
+                line: line,
+                message:
+                    "rate '\(TerminalText.quoted(fields[1]))': \(error); allowed: 1bit…100Gbit (e.g. 2mbit; for no delivery use loss 100%)"
+            )
         }
         guard rate.bitsPerSecond > 0, rate.bitsPerSecond <= 100_000_000_000 else {
-            throw LinkTrace.ReadError(line: line, message: "rate '\(TerminalText.quoted(fields[1]))' is out of range; allowed: above 0 up to 100Gbit (for an outage use loss 100%)")
+            throw LinkTrace.ReadError(
+                line: line,
+                message:
+                    "rate '\(TerminalText.quoted(fields[1]))' is out of range; allowed: above 0 up to 100Gbit (for an outage use loss 100%)"
+            )
         }
         let delay: Span
         do {
             delay = try Span.parse(fields[2])
         } catch {
-            throw LinkTrace.ReadError(line: line, message: "delay '\(TerminalText.quoted(fields[2]))': \(error); allowed: a one-way delay 0…1h (e.g. 40ms)")
+            throw LinkTrace.ReadError(
+                line: line,
+                message:
+                    "delay '\(TerminalText.quoted(fields[2]))': \(error); allowed: a one-way delay 0…1h (e.g. 40ms)")
         }
         guard delay <= .seconds(Int64(3600)) else {
-            throw LinkTrace.ReadError(line: line, message: "delay '\(TerminalText.quoted(fields[2]))' is more than 1 hour; allowed: 0…1h")
+            throw LinkTrace.ReadError(
+                line: line, message: "delay '\(TerminalText.quoted(fields[2]))' is more than 1 hour; allowed: 0…1h")
         }
         let loss: Probability
         do {
             loss = try Probability.parse(fields[3])
         } catch {
-            throw LinkTrace.ReadError(line: line, message: "loss '\(TerminalText.quoted(fields[3]))': \(error); allowed: 0%…100% (e.g. 1%)")
+            throw LinkTrace.ReadError(
+                line: line, message: "loss '\(TerminalText.quoted(fields[3]))': \(error); allowed: 0%…100% (e.g. 1%)")
         }
         return Step(at: at, rate: rate, delay: delay, loss: loss)
     }

@@ -13,14 +13,20 @@ public enum TraceFile: Sendable, Equatable {
             throw LinkTrace.ReadError(line: 0, message: "cannot read the trace file")
         }
         guard size <= LinkTrace.maximumFileBytes else {
-            throw LinkTrace.ReadError(line: 0, message: "the file is \(size >> 20) MB; allowed: trace files up to \(LinkTrace.maximumFileBytes >> 20) MB")
+            throw LinkTrace.ReadError(
+                line: 0,
+                message:
+                    "the file is \(size >> 20) MB; allowed: trace files up to \(LinkTrace.maximumFileBytes >> 20) MB")
         }
-        let absolute = ((path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path) as NSString).standardizingPath
+        let absolute =
+            ((path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path) as NSString)
+            .standardizingPath
         // Most traces are plain: read without holding their text (a 5-million-line trace is 40 MB of it).
         if let trace = try LinkTrace.readPlain(path: path, source: source, absolute: absolute) {
             return .opportunities(trace)
         }
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
+        else {
             throw LinkTrace.ReadError(line: 0, message: "cannot read the trace file as text")
         }
         if LinkSeries.looksLikeSeries(text) {
@@ -158,7 +164,8 @@ public struct LinkTrace: Sendable, Equatable, CustomStringConvertible {
             return Opportunity(cycle: cycle - 1, index: self.firstIndex(atOrAfter: period))
         }
         let index = self.firstIndex(atOrAfter: within)
-        return index < self.opportunityCount ? Opportunity(cycle: cycle, index: index) : Opportunity(cycle: cycle + 1, index: 0)
+        return index < self.opportunityCount
+            ? Opportunity(cycle: cycle, index: index) : Opportunity(cycle: cycle + 1, index: 0)
     }
 
     /// The first line whose time is at least `ms` (the count when none is).
@@ -222,23 +229,38 @@ public struct LinkTrace: Sendable, Equatable, CustomStringConvertible {
 
         mutating func add(_ field: String, line lineNumber: Int) throws(ReadError) {
             guard let value = Int64(field), value >= 0 else {
-                throw ReadError(line: lineNumber, message: "'\(TerminalText.quoted(field))' is not a time; allowed: one whole number of milliseconds (0 or more) per line, as mahimahi's traces")
+                throw ReadError(
+                    line: lineNumber,
+                    message:
+                        "'\(TerminalText.quoted(field))' is not a time; allowed: one whole number of milliseconds (0 or more) per line, as mahimahi's traces"
+                )
             }
             guard value <= 365 * 86_400_000 else {
-                throw ReadError(line: lineNumber, message: "\(value) ms is more than a year; allowed: times up to 31536000000 ms")
+                throw ReadError(
+                    line: lineNumber, message: "\(value) ms is more than a year; allowed: times up to 31536000000 ms")
             }
             if let last = self.times.last, value < last {
-                throw ReadError(line: lineNumber, message: "\(value) comes after \(last): a trace's times never go back; sort the file (sort -n)")
+                throw ReadError(
+                    line: lineNumber,
+                    message: "\(value) comes after \(last): a trace's times never go back; sort the file (sort -n)")
             }
             // Opportunities at one moment that would carry an absurd rate are a mistake (a trace
             // in microseconds, say): more than 100 Gbit/s over a millisecond (12.5 MB, 8,333
             // opportunities) is refused.
             self.burst = value == self.times.last ? self.burst + 1 : 1
             guard self.burst <= 8_333 else {
-                throw ReadError(line: lineNumber, message: "more than 8333 opportunities at \(value) ms carry over 100 Gbit/s; is the file in milliseconds?")
+                throw ReadError(
+                    line: lineNumber,
+                    message:
+                        "more than 8333 opportunities at \(value) ms carry over 100 Gbit/s; is the file in milliseconds?"
+                )
             }
             guard self.times.count < LinkTrace.maximumLines else {
-                throw ReadError(line: lineNumber, message: "more than \(LinkTrace.maximumLines) opportunities; allowed: up to \(LinkTrace.maximumLines) lines")
+                throw ReadError(
+                    line: lineNumber,
+                    message:
+                        "more than \(LinkTrace.maximumLines) opportunities; allowed: up to \(LinkTrace.maximumLines) lines"
+                )
             }
             self.times.append(value)
         }
@@ -247,10 +269,17 @@ public struct LinkTrace: Sendable, Equatable, CustomStringConvertible {
         func trace(lines lineNumber: Int, source: String, path: String) throws(ReadError) -> LinkTrace {
             let times = self.times
             guard let last = times.last else {
-                throw ReadError(line: 0, message: "no opportunity in the file; a trace holds one time in milliseconds per line (e.g. 1, 1, 2, 5)")
+                throw ReadError(
+                    line: 0,
+                    message:
+                        "no opportunity in the file; a trace holds one time in milliseconds per line (e.g. 1, 1, 2, 5)")
             }
             guard last > 0 else {
-                throw ReadError(line: lineNumber, message: "every time is 0, so the trace has no period; its last line's time is how long it lasts before it repeats")
+                throw ReadError(
+                    line: lineNumber,
+                    message:
+                        "every time is 0, so the trace has no period; its last line's time is how long it lasts before it repeats"
+                )
             }
             return LinkTrace(times: times, source: source, path: path)
         }

@@ -75,7 +75,9 @@ public struct TimeSequence: Sendable, Equatable {
         /// Segments and acknowledgements left out past ``maxPoints``.
         public var leftOut = 0
 
-        public init(sender: CapturedSegment.Endpoint, receiver: CapturedSegment.Endpoint, startedAt: Int64, duration: Double) {
+        public init(
+            sender: CapturedSegment.Endpoint, receiver: CapturedSegment.Endpoint, startedAt: Int64, duration: Double
+        ) {
             self.sender = sender
             self.receiver = receiver
             self.startedAt = startedAt
@@ -113,12 +115,15 @@ public struct TimeSequence: Sendable, Equatable {
     }
 
     /// The graphs of the packets of a capture (and of a capture of drops).
-    public static func build(_ records: [PacketCaptureFile.Record], dropped: [PacketCaptureFile.Record] = []) -> TimeSequence {
+    public static func build(_ records: [PacketCaptureFile.Record], dropped: [PacketCaptureFile.Record] = [])
+        -> TimeSequence
+    {
         struct Key: Hashable {
             var a: CapturedSegment.Endpoint
             var b: CapturedSegment.Endpoint
             init(_ segment: CapturedSegment) {
-                (self.a, self.b) = segment.source < segment.destination
+                (self.a, self.b) =
+                    segment.source < segment.destination
                     ? (segment.source, segment.destination) : (segment.destination, segment.source)
             }
         }
@@ -126,7 +131,9 @@ public struct TimeSequence: Sendable, Equatable {
         var order: [Key] = []
         var other = 0
         for record in records {
-            guard let segment = CapturedSegment.decode(linkType: record.linkType, bytes: record.bytes, originalLength: record.originalLength)
+            guard
+                let segment = CapturedSegment.decode(
+                    linkType: record.linkType, bytes: record.bytes, originalLength: record.originalLength)
             else {
                 other += 1
                 continue
@@ -137,7 +144,9 @@ public struct TimeSequence: Sendable, Equatable {
         }
         var drops: [Key: [(at: Int64, segment: CapturedSegment)]] = [:]
         for record in dropped {
-            guard let segment = CapturedSegment.decode(linkType: record.linkType, bytes: record.bytes, originalLength: record.originalLength)
+            guard
+                let segment = CapturedSegment.decode(
+                    linkType: record.linkType, bytes: record.bytes, originalLength: record.originalLength)
             else { continue }
             drops[Key(segment), default: []].append((record.timestamp, segment))
         }
@@ -159,7 +168,9 @@ public struct TimeSequence: Sendable, Equatable {
         }
     }
 
-    static func connection(_ packets: [(at: Int64, segment: CapturedSegment)], dropped: [(at: Int64, segment: CapturedSegment)])
+    static func connection(
+        _ packets: [(at: Int64, segment: CapturedSegment)], dropped: [(at: Int64, segment: CapturedSegment)]
+    )
         -> Connection?
     {
         guard let first = packets.first else { return nil }
@@ -191,7 +202,8 @@ public struct TimeSequence: Sendable, Equatable {
             let segment = packet.segment
             let at = seconds(packet.at)
             let fromSender = segment.source == sender
-            for (flag, name) in [(CapturedSegment.Flags.syn, "SYN"), (.fin, "FIN"), (.rst, "RST")] where segment.flags.contains(flag) {
+            for (flag, name) in [(CapturedSegment.Flags.syn, "SYN"), (.fin, "FIN"), (.rst, "RST")]
+            where segment.flags.contains(flag) {
                 connection.flags.append(Flag(at: at, kind: name, fromSender: fromSender))
             }
             if fromSender {
@@ -212,7 +224,8 @@ public struct TimeSequence: Sendable, Equatable {
                 let ack = acknowledged.relative(segment.acknowledgement)
                 let window = segment.window.map { Int64($0) << Int64(segment.flags.contains(.syn) ? 0 : scale ?? 0) }
                 // Nothing before the first byte: a SYN-ACK acknowledges the SYN, which takes 1.
-                connection.acknowledgements.append(Acknowledgement(at: at, ack: max(0, ack), window: window.map { max(0, ack) + $0 }))
+                connection.acknowledgements.append(
+                    Acknowledgement(at: at, ack: max(0, ack), window: window.map { max(0, ack) + $0 }))
             }
         }
         var droppedSequence = Unwrapper(base: base)
@@ -220,7 +233,9 @@ public struct TimeSequence: Sendable, Equatable {
             guard connection.dropped.count < Self.maxPoints else { break }
             let from = droppedSequence.relative(packet.segment.sequence)
             connection.dropped.append(
-                Segment(at: seconds(packet.at), start: from, end: from + Int64(packet.segment.payloadLength), retransmission: false))
+                Segment(
+                    at: seconds(packet.at), start: from, end: from + Int64(packet.segment.payloadLength),
+                    retransmission: false))
         }
         return connection
     }

@@ -9,14 +9,18 @@ public enum TracePicture {
         if let trace = direction.trace {
             return (0..<seconds).map { second in
                 let start = Instant(nanoseconds: Int64(second) * 1_000_000_000)
-                return Double(trace.count(from: start, to: start + .seconds(Int64(1))) * Int64(LinkTrace.opportunityBytes) * 8)
+                return Double(
+                    trace.count(from: start, to: start + .seconds(Int64(1))) * Int64(LinkTrace.opportunityBytes) * 8)
             }
         }
         if let series = direction.series {
             // Ten samples a second: the mean rate of the second.
             return (0..<seconds).map { second in
                 (0..<10).map { tenth in
-                    Double(series.conditions(at: Instant(nanoseconds: Int64(second) * 1_000_000_000 + Int64(tenth) * 100_000_000)).rate.bitsPerSecond)
+                    Double(
+                        series.conditions(
+                            at: Instant(nanoseconds: Int64(second) * 1_000_000_000 + Int64(tenth) * 100_000_000)
+                        ).rate.bitsPerSecond)
                 }.reduce(0, +) / 10
             }
         }
@@ -29,7 +33,10 @@ public enum TracePicture {
         guard let series = direction.series else { return nil }
         return (0..<seconds).map { second in
             (0..<10).map { tenth in
-                Double(series.conditions(at: Instant(nanoseconds: Int64(second) * 1_000_000_000 + Int64(tenth) * 100_000_000)).delay.nanoseconds) / 1e6
+                Double(
+                    series.conditions(
+                        at: Instant(nanoseconds: Int64(second) * 1_000_000_000 + Int64(tenth) * 100_000_000)
+                    ).delay.nanoseconds) / 1e6
             }.reduce(0, +) / 10
         }
     }
@@ -41,7 +48,8 @@ public enum TracePicture {
         if let trace = direction.trace {
             seconds = Int((trace.periodMilliseconds + 999) / 1000)
         } else if let series = direction.series {
-            seconds = series.period.map { Int(($0.nanoseconds + 999_999_999) / 1_000_000_000) }
+            seconds =
+                series.period.map { Int(($0.nanoseconds + 999_999_999) / 1_000_000_000) }
                 ?? Int(series.steps.last!.at.nanoseconds / 1_000_000_000) + 60
         }
         return min(max(seconds, 60), limit)
@@ -56,14 +64,19 @@ public enum TracePicture {
     /// ```
     public static func lines(_ name: String, _ direction: LinkDirection, seconds: Int? = nil) -> [String] {
         let seconds = seconds ?? self.span(direction)
-        guard let rates = self.ratePerSecond(direction, seconds: seconds), let top = rates.max(), top > 0 else { return [] }
+        guard let rates = self.ratePerSecond(direction, seconds: seconds), let top = rates.max(), top > 0 else {
+            return []
+        }
         let delays = self.delayPerSecond(direction, seconds: seconds)
         let peak = Bandwidth(bitsPerSecond: Int64(top))
         let slowest = delays?.max() ?? 0
         func bars(_ values: ArraySlice<Double>, _ most: Double) -> String {
-            String(values.map { value in
-                self.blocks[most > 0 ? min(self.blocks.count - 1, Int(value / most * Double(self.blocks.count - 1) + 0.5)) : 0]
-            })
+            String(
+                values.map { value in
+                    self.blocks[
+                        most > 0
+                            ? min(self.blocks.count - 1, Int(value / most * Double(self.blocks.count - 1) + 0.5)) : 0]
+                })
         }
         var lines: [String] = []
         for from in stride(from: 0, to: seconds, by: 60) {

@@ -154,7 +154,9 @@ extension TraceRecorder {
                 meanRate: Bandwidth(bitsPerSecond: mean < 9.2e18 ? Int64(mean) : .max),
                 perSecondRates: TraceRecording.PerSecondRates(
                     wholeSeconds: self.wholeSeconds,
-                    busy: self.bins.values.map { Bandwidth(bitsPerSecond: $0.multipliedReportingOverflow(by: 8).overflow ? .max : $0 * 8) }),
+                    busy: self.bins.values.map {
+                        Bandwidth(bitsPerSecond: $0.multipliedReportingOverflow(by: 8).overflow ? .max : $0 * 8)
+                    }),
                 delay: self.delay(), loss: self.loss.result(typical: typical),
                 idle: self.idle.result(start: self.start), records: records, tcpPackets: tcpPackets,
                 connections: connections)

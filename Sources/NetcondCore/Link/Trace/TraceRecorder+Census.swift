@@ -107,7 +107,11 @@ extension TraceRecorder {
                     self.synFromA = packet.fromA
                 }
             }
-            if packet.fromA { Self.count(packet, into: &self.fromA, low, high) } else { Self.count(packet, into: &self.fromB, low, high) }
+            if packet.fromA {
+                Self.count(packet, into: &self.fromA, low, high)
+            } else {
+                Self.count(packet, into: &self.fromB, low, high)
+            }
         }
 
         private static func count(_ packet: FlowPacket, into side: inout SideSummary, _ low: Int64, _ high: Int64) {

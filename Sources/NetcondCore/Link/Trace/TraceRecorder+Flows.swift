@@ -128,10 +128,14 @@ public struct FlowListing: Sendable, Equatable {
     public static func table(_ flows: [FlowListing], limit: Int = .max) -> String {
         let shown =
             flows.count <= limit
-            ? flows : flows.sorted { $0.bytesDown.addingSaturating($0.bytesUp) > $1.bytesDown.addingSaturating($1.bytesUp) }.prefix(limit).sorted { $0.number < $1.number }
+            ? flows
+            : flows.sorted { $0.bytesDown.addingSaturating($0.bytesUp) > $1.bytesDown.addingSaturating($1.bytesUp) }
+                .prefix(limit).sorted { $0.number < $1.number }
         var lines = shown.map { "  " + $0.line }
         if shown.count < flows.count {
-            lines.append("  (\(flows.count - shown.count) more, with less data: netcond trace record --list-flows CAPTURE lists all)")
+            lines.append(
+                "  (\(flows.count - shown.count) more, with less data: netcond trace record --list-flows CAPTURE lists all)"
+            )
         }
         return lines.joined(separator: "\n")
     }

@@ -131,11 +131,13 @@ extension TraceRecorder {
             // Before the first arrival (a --from ahead of the data) replays as no capacity too.
             if let first = self.first, first - start > threshold {
                 stretches.append(
-                    TraceRecording.IdleStretch(start: Span(nanoseconds: start), length: Span(nanoseconds: first - start)))
+                    TraceRecording.IdleStretch(
+                        start: Span(nanoseconds: start), length: Span(nanoseconds: first - start)))
             }
             for gap in self.large where gap.length > threshold {
                 stretches.append(
-                    TraceRecording.IdleStretch(start: Span(nanoseconds: gap.start), length: Span(nanoseconds: gap.length)))
+                    TraceRecording.IdleStretch(
+                        start: Span(nanoseconds: gap.start), length: Span(nanoseconds: gap.length)))
             }
             return TraceRecording.Idle(threshold: Span(nanoseconds: threshold), stretches: stretches)
         }

@@ -93,7 +93,8 @@ public struct TraceRecorder {
             throw .capture(error)
         }
         let counts = census.census
-        return try analysis.recording(records: counts.records, tcpPackets: counts.tcpPackets, connections: counts.flows.count)
+        return try analysis.recording(
+            records: counts.records, tcpPackets: counts.tcpPackets, connections: counts.flows.count)
     }
 
     /// The connections in the capture, as `--list-flows` shows them.

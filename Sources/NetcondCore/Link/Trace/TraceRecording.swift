@@ -183,7 +183,8 @@ public struct TraceRecording: Sendable, Equatable {
         var rate = "rate:        mean \(self.meanRate)"
         let rates = self.perSecondRates
         if rates.wholeSeconds > 0 {
-            rate += "; per second p10 \(rates.percentile(10)), p50 \(rates.percentile(50)), p90 \(rates.percentile(90)) "
+            rate +=
+                "; per second p10 \(rates.percentile(10)), p50 \(rates.percentile(50)), p90 \(rates.percentile(90)) "
             rate += "(\(rates.wholeSeconds) whole seconds)"
         }
         lines.append(rate)
@@ -206,7 +207,8 @@ public struct TraceRecording: Sendable, Equatable {
         }
         lines.append(
             "wrote:       \(traceFile) (\(loaded.opportunityCount) opportunities, period "
-                + "\(Self.seconds(.milliseconds(loaded.periodMilliseconds))) s, mean \(loaded.meanRate)), \(profileFile)")
+                + "\(Self.seconds(.milliseconds(loaded.periodMilliseconds))) s, mean \(loaded.meanRate)), \(profileFile)"
+        )
         lines.append("run it:      netcond run \(profileFile) -- ./client")
         return lines
     }

@@ -4,8 +4,10 @@ import Testing
 
 /// The timeline both engines read their conditions from, alone, in virtual time.
 @Suite struct ConditionTimelineTests {
-    static let fast = LinkConditions(up: LinkDirection(latency: .milliseconds(20)), down: LinkDirection(latency: .milliseconds(20)))
-    static let slow = LinkConditions(up: LinkDirection(latency: .milliseconds(400)), down: LinkDirection(latency: .milliseconds(400)))
+    static let fast = LinkConditions(
+        up: LinkDirection(latency: .milliseconds(20)), down: LinkDirection(latency: .milliseconds(20)))
+    static let slow = LinkConditions(
+        up: LinkDirection(latency: .milliseconds(400)), down: LinkDirection(latency: .milliseconds(400)))
 
     static func commute(repeats: Bool = true, tunnel: SpanRange = SpanRange(exactly: .seconds(2))) -> Profile {
         var profile = Profile.test(latency: .milliseconds(5))
@@ -43,7 +45,8 @@ import Testing
 
     @Test func drawnDurationsRepeatWithTheSeedAndDifferWithAnother() {
         func changes(seed: UInt64) -> [Instant] {
-            var timeline = ConditionTimeline(profile: Self.commute(tunnel: SpanRange(.seconds(1), .seconds(9))), seed: seed)
+            var timeline = ConditionTimeline(
+                profile: Self.commute(tunnel: SpanRange(.seconds(1), .seconds(9))), seed: seed)
             var moments: [Instant] = []
             timeline.advance(to: .s(100)) { moments.append($0.now) }
             return moments
@@ -76,7 +79,8 @@ import Testing
 
     @Test func periodicStallsComeAndGoOnTheirDirection() {
         var profile = Profile.test()
-        profile.stalls = StallSpec(every: SpanRange(exactly: .seconds(5)), duration: SpanRange(exactly: .seconds(1)), direction: .down)
+        profile.stalls = StallSpec(
+            every: SpanRange(exactly: .seconds(5)), duration: SpanRange(exactly: .seconds(1)), direction: .down)
         var timeline = ConditionTimeline(profile: profile, seed: 3)
         #expect(!timeline.isStalled(.down))
         timeline.advance(to: .ms(5500))

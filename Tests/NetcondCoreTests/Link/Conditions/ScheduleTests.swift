@@ -59,9 +59,10 @@ import Testing
         )
         var sim = LinkSimulation(profile)
         sim.run(until: .s(10))
-        #expect(sim.stateChanges.map(\.0.description) == [
-            "on", "off, outage (blackhole)", "on", "off, outage (blackhole)", "on",
-        ])
+        #expect(
+            sim.stateChanges.map(\.0.description) == [
+                "on", "off, outage (blackhole)", "on", "off, outage (blackhole)", "on",
+            ])
         #expect(sim.stateChanges.map(\.1) == [.zero, .s(3), .s(4), .s(7), .s(8)])
     }
 
@@ -122,8 +123,10 @@ import Testing
         var profile = Profile.test(latency: .milliseconds(50), bandwidth: .mbit(2))
         profile.schedule = ConditionSchedule(
             phases: [
-                SchedulePhase(label: "slow", duration: .init(exactly: .seconds(2)), conditions: .init(up: slow, down: slow)),
-                SchedulePhase(label: "fast", duration: .init(exactly: .seconds(2)), conditions: .init(up: fast, down: fast)),
+                SchedulePhase(
+                    label: "slow", duration: .init(exactly: .seconds(2)), conditions: .init(up: slow, down: slow)),
+                SchedulePhase(
+                    label: "fast", duration: .init(exactly: .seconds(2)), conditions: .init(up: fast, down: fast)),
             ],
             repeats: true
         )

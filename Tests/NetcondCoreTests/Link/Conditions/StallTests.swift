@@ -11,7 +11,8 @@ import Testing
         direction: StallDirection = .both
     ) -> Profile {
         var profile = profile
-        profile.stalls = StallSpec(every: .init(exactly: every), duration: .init(exactly: duration), direction: direction)
+        profile.stalls = StallSpec(
+            every: .init(exactly: every), duration: .init(exactly: duration), direction: direction)
         return profile
     }
 

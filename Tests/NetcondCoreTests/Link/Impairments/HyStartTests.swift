@@ -10,7 +10,8 @@ import Testing
         _ hystart: inout HyStart, first: UInt64, count: Int, rtt: Span, segments: Double = 32
     ) -> [Bool] {
         (0..<count).map { index in
-            hystart.shouldExit(seq: first + UInt64(index), nextSeq: first + UInt64(count), sample: rtt, segments: segments)
+            hystart.shouldExit(
+                seq: first + UInt64(index), nextSeq: first + UInt64(count), sample: rtt, segments: segments)
         }
     }
 

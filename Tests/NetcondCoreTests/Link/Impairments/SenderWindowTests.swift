@@ -6,7 +6,9 @@ import Testing
     let mss = 1000
 
     func window(_ algorithm: CongestionControl, bandwidth: Bandwidth? = .mbit(8)) -> SenderWindow {
-        SenderWindow(algorithm: algorithm, mss: self.mss, receiveWindow: 1 << 22, bandwidth: bandwidth, baseRTT: .milliseconds(100))
+        SenderWindow(
+            algorithm: algorithm, mss: self.mss, receiveWindow: 1 << 22, bandwidth: bandwidth,
+            baseRTT: .milliseconds(100))
     }
 
     @Test func startsAtTenSegmentsAndDoublesPerRoundTrip() {
@@ -40,7 +42,8 @@ import Testing
     }
 
     @Test func receiveWindowBoundsTheAllowance() {
-        var window = SenderWindow(algorithm: .cubic, mss: 1000, receiveWindow: 50_000, bandwidth: nil, baseRTT: .milliseconds(10))
+        var window = SenderWindow(
+            algorithm: .cubic, mss: 1000, receiveWindow: 50_000, bandwidth: nil, baseRTT: .milliseconds(10))
         for step in 1...10 { window.onAck(bytes: 40_000, now: .ms(Int64(step * 10)), rtt: .milliseconds(10)) }
         #expect(window.allowance == 50_000)
     }

@@ -66,7 +66,9 @@ import Testing
 
     /// Offers 1,500-byte packets every `gap` to a 1 Mbit/s link (12 ms each) with a deep queue
     /// under CoDel for `seconds`; returns each delivered packet's wait, and how many CoDel dropped.
-    static func overload(gap: Span, seconds: Int64, discipline: QueueDiscipline) -> (waits: [Span], drops: Int, full: Int) {
+    static func overload(gap: Span, seconds: Int64, discipline: QueueDiscipline) -> (
+        waits: [Span], drops: Int, full: Int
+    ) {
         var queue = BottleneckQueue(rate: .mbit(1), limit: .packets(1000), discipline: discipline)
         var waits: [Span] = []
         var drops = 0
@@ -89,7 +91,9 @@ import Testing
         let tail = Self.overload(gap: .milliseconds(10), seconds: 20, discipline: .dropTail)
         #expect(tail.drops == 0 && tail.full == 0)
         #expect(tail.waits.last! > .seconds(Int64(3)), "drop-tail: the queue grows by 2 ms a packet, to seconds")
-        let codel = Self.overload(gap: .milliseconds(10), seconds: 20, discipline: .codel(target: .milliseconds(5), interval: .milliseconds(100)))
+        let codel = Self.overload(
+            gap: .milliseconds(10), seconds: 20,
+            discipline: .codel(target: .milliseconds(5), interval: .milliseconds(100)))
         #expect(codel.full == 0 && codel.drops > 100)
         // After the first intervals the wait stays within a few packet times of the target.
         let late = codel.waits.suffix(codel.waits.count / 2)
@@ -100,7 +104,9 @@ import Testing
 
     @Test func codelDropsNothingWhileTheLinkKeepsUp() {
         // Offered 0.8 Mbit/s: nothing waits more than a packet, CoDel never acts.
-        let light = Self.overload(gap: .milliseconds(15), seconds: 10, discipline: .codel(target: .milliseconds(5), interval: .milliseconds(100)))
+        let light = Self.overload(
+            gap: .milliseconds(15), seconds: 10,
+            discipline: .codel(target: .milliseconds(5), interval: .milliseconds(100)))
         #expect(light.drops == 0 && light.full == 0)
     }
 

@@ -63,7 +63,8 @@ import Testing
         let inOrder = Self.drain(&steady, until: .s(10))
         #expect(inOrder.map(\.unit) == Array(0..<500))
         var shuffled = Path(
-            LinkDirection(latency: .milliseconds(20), reorder: Probability(0.25), reorderGap: .milliseconds(10)), seed: 7)
+            LinkDirection(latency: .milliseconds(20), reorder: Probability(0.25), reorderGap: .milliseconds(10)),
+            seed: 7)
         for index in 0..<500 { _ = shuffled.offer(index, bytes: 1200, connection: nil, at: .ms(Int64(index))) }
         let sent = Self.drain(&shuffled, until: .s(10))
         #expect(sent.map(\.unit) != Array(0..<500), "some units were overtaken")
@@ -78,7 +79,8 @@ import Testing
         var doubled = Path(LinkDirection(latency: .milliseconds(5), duplicate: .one), seed: 1)
         #expect(doubled.offer(9, bytes: 100, connection: nil, at: .zero) == Self.delivers(.ms(5), copy: true))
         let both = Self.drain(&doubled, until: .ms(5))
-        #expect(both.map(\.unit) == [9, 9] && both.map(\.copy) == [false, true] && both.allSatisfy { $0.at == .ms(5) })
+        #expect(
+            both.map(\.unit) == [9, 9] && both.map(\.copy) == [false, true] && both.allSatisfy { $0.at == .ms(5) })
         var broken = Path(LinkDirection(corrupt: .one), seed: 1)
         for index in 0..<200 {
             guard case .delivers(_, let byte?, _) = broken.offer(index, bytes: 60, connection: nil, at: .zero) else {
@@ -93,7 +95,8 @@ import Testing
     @Test func theSameSeedGivesTheSameFatesUnitForUnit() {
         let conditions = LinkDirection(
             latency: .milliseconds(40), jitter: .milliseconds(8), bandwidth: .mbit(2),
-            loss: .gilbertElliott(p: Probability(0.01), r: Probability(0.3), lossInGood: .zero, lossInBad: Probability(0.5)),
+            loss: .gilbertElliott(
+                p: Probability(0.01), r: Probability(0.3), lossInGood: .zero, lossInBad: Probability(0.5)),
             queuePackets: 30, reorder: Probability(0.02), duplicate: Probability(0.01), corrupt: Probability(0.01))
         func run(_ seed: UInt64) -> [PathAdmission] {
             var path = Path(conditions, seed: seed)
@@ -104,7 +107,8 @@ import Testing
     }
 
     @Test func burstyLossLosesItsMeanRate() {
-        let spec = LossSpec.gilbertElliott(p: Probability(0.02), r: Probability(0.25), lossInGood: .zero, lossInBad: Probability(0.6))
+        let spec = LossSpec.gilbertElliott(
+            p: Probability(0.02), r: Probability(0.25), lossInGood: .zero, lossInBad: Probability(0.6))
         var path = Path(LinkDirection(loss: spec), seed: 3)
         let total = 100_000
         for i in 0..<total { _ = path.offer(i, bytes: 100, connection: nil, at: .ms(Int64(i))) }
@@ -146,7 +150,8 @@ import Testing
         var path = Self.stalled()
         path.setStalled(true, at: .ms(100))
         for index in 0..<4 { #expect(path.offer(index, bytes: 1500, connection: nil, at: .ms(200)) == .held) }
-        #expect(path.offer(4, bytes: 1500, connection: nil, at: .ms(250)) == .dropped(.queueFull), "four packets fill it")
+        #expect(
+            path.offer(4, bytes: 1500, connection: nil, at: .ms(250)) == .dropped(.queueFull), "four packets fill it")
         path.setStalled(false, at: .ms(400))
         #expect(Self.drain(&path, until: .s(1)).map(\.at) == [.ms(422), .ms(434), .ms(446), .ms(458)])
         #expect(path.counters.queueDrops == 1)

@@ -29,7 +29,8 @@ import Testing
     }
 
     @Test func gilbertElliottHitsItsMeanRateInLongBursts() {
-        let spec = LossSpec.gilbertElliott(p: Probability(0.01), r: Probability(0.25), lossInGood: .zero, lossInBad: .one)
+        let spec = LossSpec.gilbertElliott(
+            p: Probability(0.01), r: Probability(0.25), lossInGood: .zero, lossInBad: .one)
         let measured = self.rate(spec)
         #expect(abs(measured.rate - spec.meanRate) < 0.004)
         // Mean burst length 1/r = 4 segments.

@@ -83,8 +83,9 @@ import Testing
         sim.model.setOutage(nil, at: .s(2))
         sim.run(until: .s(4))
         // The SYNs at 0 and 1 s were lost in the blackhole: no word before the one at 3 s.
-        #expect(sim.notices.filter { if case .handshakeUnderWay = $0 { return true } else { return false } }
-            == [.handshakeUnderWay(flow, at: .s(3))])
+        #expect(
+            sim.notices.filter { if case .handshakeUnderWay = $0 { return true } else { return false } }
+                == [.handshakeUnderWay(flow, at: .s(3))])
         #expect(sim.notices.contains(.connected(flow, .established(at: .ms(3_100), synRetransmits: 2))))
     }
 }

@@ -50,11 +50,17 @@ import Testing
     @Test func listedNamesFailAfterTheDNSDelayButAddressesDoNot() {
         var sim = LinkSimulation(self.profile(SetupRules(dnsFail: ["*.tracker.example", "API.example.com"])))
         let named = sim.model.openFlow(at: .zero)
-        #expect(sim.connect(named, at: .zero, host: "cdn.tracker.example", resolvesName: true) == .nameNotResolved(at: .ms(200)))
+        #expect(
+            sim.connect(named, at: .zero, host: "cdn.tracker.example", resolvesName: true)
+                == .nameNotResolved(at: .ms(200)))
         let caseless = sim.model.openFlow(at: .s(1))
-        #expect(sim.connect(caseless, at: .s(1), host: "api.EXAMPLE.com", resolvesName: true) == .nameNotResolved(at: .ms(1200)))
+        #expect(
+            sim.connect(caseless, at: .s(1), host: "api.EXAMPLE.com", resolvesName: true)
+                == .nameNotResolved(at: .ms(1200)))
         let other = sim.model.openFlow(at: .s(2))
-        #expect(sim.connect(other, at: .s(2), host: "www.example.com", resolvesName: true) == .established(at: .ms(2300), synRetransmits: 0))
+        #expect(
+            sim.connect(other, at: .s(2), host: "www.example.com", resolvesName: true)
+                == .established(at: .ms(2300), synRetransmits: 0))
     }
 
     @Test func decodedPrintedAndReadBack() throws {
@@ -65,8 +71,11 @@ import Testing
             dns_fail: [api.example.com, "*.tracker.example"]
             """
         let profile = try ProfileDecoder().decode(yaml: yaml, file: "f.yaml")
-        #expect(profile.setup == SetupRules(allowPorts: [80, 443], otherwise: .blackhole, hold: .seconds(60), holdFirst: 1,
-                                            dnsFail: ["api.example.com", "*.tracker.example"]))
+        #expect(
+            profile.setup
+                == SetupRules(
+                    allowPorts: [80, 443], otherwise: .blackhole, hold: .seconds(60), holdFirst: 1,
+                    dnsFail: ["api.example.com", "*.tracker.example"]))
         #expect(!profile.isPassThrough)
         #expect(try ProfileDecoder().decode(yaml: profile.yamlDescription, file: "again.yaml") == profile)
         let hold = try ProfileDecoder().decode(yaml: "connect_hold: {for: 5s, first: 3}\n", file: "h.yaml")
@@ -74,15 +83,21 @@ import Testing
     }
 
     @Test func badValues() {
-        self.errors.expectError("firewall: {allow_ports: [80, 70000]}\n", at: 1, 30, keyPath: "firewall.allow_ports[1]",
-                                containing: ["not a port", "1…65535"])
-        self.errors.expectError("firewall: {ports: [80]}\n", at: 1, 12, keyPath: "firewall.ports",
-                                containing: ["allow_ports"])
-        self.errors.expectError("firewall: {allow_ports: [80], otherwise: drop}\n", at: 1, 42, keyPath: "firewall.otherwise",
-                                containing: ["refuse, blackhole"])
-        self.errors.expectError("connect_hold: 0s\n", at: 1, 15, keyPath: "connect_hold", containing: ["above 0 up to 1h"])
-        self.errors.expectError("connect_hold: {for: 5s, first: 0}\n", at: 1, 32, keyPath: "connect_hold.first",
-                                containing: ["1 or more"])
-        self.errors.expectError("dns_fail: [\"http://x\"]\n", at: 1, 12, keyPath: "dns_fail[0]", containing: ["not a host name"])
+        self.errors.expectError(
+            "firewall: {allow_ports: [80, 70000]}\n", at: 1, 30, keyPath: "firewall.allow_ports[1]",
+            containing: ["not a port", "1…65535"])
+        self.errors.expectError(
+            "firewall: {ports: [80]}\n", at: 1, 12, keyPath: "firewall.ports",
+            containing: ["allow_ports"])
+        self.errors.expectError(
+            "firewall: {allow_ports: [80], otherwise: drop}\n", at: 1, 42, keyPath: "firewall.otherwise",
+            containing: ["refuse, blackhole"])
+        self.errors.expectError(
+            "connect_hold: 0s\n", at: 1, 15, keyPath: "connect_hold", containing: ["above 0 up to 1h"])
+        self.errors.expectError(
+            "connect_hold: {for: 5s, first: 0}\n", at: 1, 32, keyPath: "connect_hold.first",
+            containing: ["1 or more"])
+        self.errors.expectError(
+            "dns_fail: [\"http://x\"]\n", at: 1, 12, keyPath: "dns_fail[0]", containing: ["not a host name"])
     }
 }

@@ -34,7 +34,8 @@ import Testing
     }
 
     @Test func repeatStartsItOverAndLinearMovesBetweenRows() throws {
-        let series = try LinkSeries.parse("# repeat: 4s\n# interpolate: linear\n0, 8mbit, 20ms, 0%\n2, 4mbit, 60ms, 10%\n", source: "s.csv")
+        let series = try LinkSeries.parse(
+            "# repeat: 4s\n# interpolate: linear\n0, 8mbit, 20ms, 0%\n2, 4mbit, 60ms, 10%\n", source: "s.csv")
         #expect(series.period == .seconds(4))
         #expect(series.conditions(at: self.ms(1_000)) == (.mbit(6), .milliseconds(40), Probability(0.05)))
         // From the last row back to the first over the rest of the period.
@@ -58,19 +59,24 @@ import Testing
         #expect(self.readError("0, 1MB, 10ms, 0%\n")?.message.contains("rate '1MB'") == true)
         #expect(self.readError("0, 1mbit, 10ms, 150%\n")?.line == 1)
         #expect(self.readError("0, 1mbit, ten, 0%\n")?.message.contains("delay 'ten'") == true)
-        #expect(self.readError("# repeat: 1s\n0, 1mbit, 10ms, 0%\n2, 1mbit, 10ms, 0%\n")?.message.contains("not after the last row") == true)
+        #expect(
+            self.readError("# repeat: 1s\n0, 1mbit, 10ms, 0%\n2, 1mbit, 10ms, 0%\n")?.message.contains(
+                "not after the last row") == true)
         #expect(self.readError("# interpolate: cubic\n0, 1mbit, 10ms, 0%\n")?.line == 1)
     }
 
     @Test func theInlineFormReadsBackTheSameSeries() throws {
-        let series = try LinkSeries.parse("# repeat: 4s\n# interpolate: linear\n0, 8mbit, 20ms, 0.5%\n2, 4mbit, 60ms, 10%\n", source: "s.csv")
-        let back = try LinkSeries.parse(series.inlineText, source: "s.csv", period: series.period, interpolates: series.interpolates)
+        let series = try LinkSeries.parse(
+            "# repeat: 4s\n# interpolate: linear\n0, 8mbit, 20ms, 0.5%\n2, 4mbit, 60ms, 10%\n", source: "s.csv")
+        let back = try LinkSeries.parse(
+            series.inlineText, source: "s.csv", period: series.period, interpolates: series.interpolates)
         #expect(back == series)
     }
 
     @Test func thePathTakesEachMomentsRateDelayAndLoss() throws {
         // 12 kbit/s: 1,500 bytes take 1 s on the wire; then 120 kbit/s (0.1 s), with 100 ms more delay; then an outage.
-        let series = try LinkSeries.parse("0, 12kbit, 10ms, 0%\n2, 120kbit, 110ms, 0%\n4, 120kbit, 110ms, 100%\n", source: "s.csv")
+        let series = try LinkSeries.parse(
+            "0, 12kbit, 10ms, 0%\n2, 120kbit, 110ms, 0%\n4, 120kbit, 110ms, 100%\n", source: "s.csv")
         var path = LinkPath<Int, Int>(LinkDirection(queue: ByteCount(bytes: 1 << 20), series: series), seed: 1)
         let observed1 = path.offer(1, bytes: 1_500, connection: nil, at: .zero)
         #expect(observed1 == .delivers(at: self.ms(1_010), corruptByte: nil, duplicated: false))
@@ -94,11 +100,13 @@ import Testing
         #expect(series.departure(bytes: 1_500, startingAt: self.ms(1_500)) == self.ms(2_050))
         #expect(series.departure(bytes: 1_500, startingAt: self.ms(3_000)) == self.ms(3_100))
         // A row of a few bits per second between fast ones holds a packet only while it lasts.
-        let dip = try LinkSeries.parse("# repeat: 210ms\n0, 12mbit, 0ms, 0%\n0.07, 100bit, 0ms, 0%\n0.14, 12mbit, 0ms, 0%\n", source: "s.csv")
+        let dip = try LinkSeries.parse(
+            "# repeat: 210ms\n0, 12mbit, 0ms, 0%\n0.07, 100bit, 0ms, 0%\n0.14, 12mbit, 0ms, 0%\n", source: "s.csv")
         let leaves = dip.departure(bytes: 1_500, startingAt: Instant(nanoseconds: 69_500_000))
         #expect(leaves > self.ms(140) && leaves <= self.ms(141))
         // Interpolated, the rate rises along the way: sooner than at the starting rate, later than at the next.
-        let ramp = try LinkSeries.parse("# interpolate: linear\n0, 12kbit, 0ms, 0%\n1, 120kbit, 0ms, 0%\n", source: "s.csv")
+        let ramp = try LinkSeries.parse(
+            "# interpolate: linear\n0, 12kbit, 0ms, 0%\n1, 120kbit, 0ms, 0%\n", source: "s.csv")
         let ramped = ramp.departure(bytes: 1_500, startingAt: .zero)
         #expect(ramped < self.ms(1_000) && ramped > self.ms(100))
     }
@@ -118,7 +126,8 @@ import Testing
         // profiles show reads back; ctl's inline form reads back where no file may be read.
         let shown = try ProfileDecoder().decode(yaml: decoded.yamlDescription, file: "/elsewhere/x.yaml")
         #expect(shown.down.series?.steps == decoded.down.series?.steps)
-        let sent = try ProfileDecoder(fileReferences: .refused(reason: "no files")).decode(yaml: decoded.yaml(inlineTraces: true), file: "request")
+        let sent = try ProfileDecoder(fileReferences: .refused(reason: "no files")).decode(
+            yaml: decoded.yaml(inlineTraces: true), file: "request")
         #expect(sent.down.series?.steps == decoded.down.series?.steps)
 
         try "down:\n  trace: train.csv\n  latency: 10ms\n".write(toFile: profile, atomically: true, encoding: .utf8)
@@ -139,7 +148,8 @@ import Testing
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent()
         let directory = root.appendingPathComponent("Profiles/measured")
-        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".yaml") }.sorted()
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".yaml") }
+            .sorted()
         #expect(files.filter { $0.hasPrefix("akamai-") }.count == 9)
         #expect(files.filter { $0.hasPrefix("pantheon-") }.count == 5)
         #expect(files.contains("starlink.yaml"))
@@ -186,14 +196,17 @@ import Testing
 
     /// CRLF (and a lone CR) end lines as LF does; an error quotes one line, never the file.
     @Test func crlfLinesReadAsLinesAndAnErrorQuotesOneLine() throws {
-        let crlf = try LinkSeries.parse("t, rate, delay, loss\r\n0, 8mbit, 20ms, 0%\r\n1.5, 1mbit, 80ms, 2%\r\n", source: "s.csv")
-        let lf = try LinkSeries.parse("t, rate, delay, loss\n0, 8mbit, 20ms, 0%\n1.5, 1mbit, 80ms, 2%\n", source: "s.csv")
+        let crlf = try LinkSeries.parse(
+            "t, rate, delay, loss\r\n0, 8mbit, 20ms, 0%\r\n1.5, 1mbit, 80ms, 2%\r\n", source: "s.csv")
+        let lf = try LinkSeries.parse(
+            "t, rate, delay, loss\n0, 8mbit, 20ms, 0%\n1.5, 1mbit, 80ms, 2%\n", source: "s.csv")
         #expect(crlf.steps == lf.steps)
         #expect(try LinkSeries.parse("0, 8mbit, 20ms, 0%\r1.5, 1mbit, 80ms, 2%\r", source: "s.csv").steps == lf.steps)
         let trace = try LinkTrace.parse("1\r\n1\r\n2\r\n5\r\n", source: "t")
         #expect(trace == (try LinkTrace.parse("1\n1\n2\n5\n", source: "t")))
         let long = String(repeating: "x", count: 100_000)
-        let error = self.readError("0, 1mbit, 20ms, 0%\r\n1, \(long), 20ms, 0%\r\n" + String(repeating: "2, 1mbit, 1ms, 0%\r\n", count: 1_000))
+        let error = self.readError(
+            "0, 1mbit, 20ms, 0%\r\n1, \(long), 20ms, 0%\r\n" + String(repeating: "2, 1mbit, 1ms, 0%\r\n", count: 1_000))
         #expect(error?.line == 2)
         #expect((error?.message.count ?? .max) < 1_000, "\(error?.message.count ?? -1) characters")
         #expect(error?.message.contains(String(repeating: "x", count: 201)) == false)
@@ -208,9 +221,14 @@ import Testing
 
     /// The row limit is checked before the rows are read (a file past it was refused after reading them all).
     @Test func theRowLimitIsCheckedBeforeTheRowsAreRead() {
-        let rows = "t, rate, delay, loss\n" + String(repeating: "1, 1mbit, 1ms, 0%\n", count: LinkSeries.maximumRows + 1)
+        let rows =
+            "t, rate, delay, loss\n" + String(repeating: "1, 1mbit, 1ms, 0%\n", count: LinkSeries.maximumRows + 1)
         let error = self.readError(rows)
-        #expect(error?.line == 0 && error?.message.contains("more than 1000000 rows") == true, "\(String(describing: error))")
-        #expect(LinkSeries.rowCount("t,r\n# a, comment\n0, 1mbit, 1ms, 0%; 1, 2mbit, 1ms, 0% # x, y\r\n\n", stoppingAfter: 10) == 3)
+        #expect(
+            error?.line == 0 && error?.message.contains("more than 1000000 rows") == true,
+            "\(String(describing: error))")
+        #expect(
+            LinkSeries.rowCount(
+                "t,r\n# a, comment\n0, 1mbit, 1ms, 0%; 1, 2mbit, 1ms, 0% # x, y\r\n\n", stoppingAfter: 10) == 3)
     }
 }

@@ -25,7 +25,9 @@ import Testing
     @Test(arguments: Array(LinkTraceFileTests.texts.indices))
     func aFileReadInPiecesReadsAsItsText(index: Int) throws {
         let text = Self.texts[index]
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-trace-\(getpid())-\(index).trace").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "netcond-trace-\(getpid())-\(index).trace"
+        ).path
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: path) }
         let read: Result<LinkTrace, LinkTrace.ReadError>

@@ -117,11 +117,14 @@ import Testing
 
     @Test func aSavedTraceProfileReadsItsFileRelativeToIt() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("netcond-trace-\(getpid())")
-        try FileManager.default.createDirectory(at: folder.appendingPathComponent("traces"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: folder.appendingPathComponent("traces"), withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        try "1\n2\n3\n4\n".write(to: folder.appendingPathComponent("traces/cell.trace"), atomically: true, encoding: .utf8)
+        try "1\n2\n3\n4\n".write(
+            to: folder.appendingPathComponent("traces/cell.trace"), atomically: true, encoding: .utf8)
         let profile = folder.appendingPathComponent("cell.yaml").path
-        try "down:\n  trace: traces/cell.trace\n  latency: 20ms\nup:\n  bandwidth: 1mbit\n".write(toFile: profile, atomically: true, encoding: .utf8)
+        try "down:\n  trace: traces/cell.trace\n  latency: 20ms\nup:\n  bandwidth: 1mbit\n".write(
+            toFile: profile, atomically: true, encoding: .utf8)
         let decoded = try ProfileDecoder().decodeFile(atPath: profile)
         #expect(decoded.down.trace?.opportunityCount == 4)
         #expect(decoded.down.bandwidth == nil)
@@ -130,7 +133,8 @@ import Testing
         #expect(!decoded.down.isPassThrough)
 
         // Both rate keys in one direction, a missing file, a bad line: each says where.
-        try "down:\n  trace: traces/cell.trace\n  bandwidth: 1mbit\n".write(toFile: profile, atomically: true, encoding: .utf8)
+        try "down:\n  trace: traces/cell.trace\n  bandwidth: 1mbit\n".write(
+            toFile: profile, atomically: true, encoding: .utf8)
         #expect(throws: ConfigError.self) { try ProfileDecoder().decodeFile(atPath: profile) }
         try "down:\n  trace: traces/none.trace\n".write(toFile: profile, atomically: true, encoding: .utf8)
         do {
@@ -145,7 +149,8 @@ import Testing
         let traced = try ProfileDecoder().decodeFile(atPath: profile)
         let sent = traced.yaml(inlineTraces: true)
         #expect(sent.contains("milliseconds: \"1 2 3 4\""))
-        let received = try ProfileDecoder(fileReferences: .refused(reason: "no files")).decode(yaml: sent, file: "request")
+        let received = try ProfileDecoder(fileReferences: .refused(reason: "no files")).decode(
+            yaml: sent, file: "request")
         #expect(received.down.trace?.millisecondsText == "1 2 3 4")
         #expect(received.down.trace?.periodMilliseconds == 4)
         // Named by its path, it reads back from anywhere else.
@@ -180,7 +185,10 @@ import Testing
         // Second 0 has 10…990 ms (99), second 1 has 1,000…1,990 ms (100), seconds 2 and 3 ten each,
         // second 4 the period's end (4,000 ms) and the next cycle's first 99.
         #expect(rates == [99, 100, 10, 10, 100].map { Double($0 * 12_000) })
-        #expect(TracePicture.lines("down", LinkDirection(trace: trace), seconds: 5) == ["# down: rate, 0–5 s (▁ 0 … █ 1.2Mbit): ██▂▂█"])
+        #expect(
+            TracePicture.lines("down", LinkDirection(trace: trace), seconds: 5) == [
+                "# down: rate, 0–5 s (▁ 0 … █ 1.2Mbit): ██▂▂█"
+            ])
         #expect(TracePicture.lines("down", LinkDirection(bandwidth: .mbit(1))).isEmpty, "a fixed rate has no picture")
         // A 4 s period is drawn over a minute (the shortest picture); a step series' delay has its line.
         #expect(TracePicture.span(LinkDirection(trace: trace)) == 60)

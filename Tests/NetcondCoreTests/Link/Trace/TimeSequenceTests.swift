@@ -19,8 +19,10 @@ import Testing
     /// A SYN (the client's, or the server's SYN-ACK) with a window scale option (`1, 3, 3, shift`:
     /// NOP, then kind 3).
     func scaledSYN(shift: UInt8, server: Bool = false) -> [UInt8] {
-        var bytes = server
-            ? TestCapture.tcp(from: TestCapture.server, to: TestCapture.client, seq: 1_000_000, ack: 5_001, flags: TestCapture.synAck)
+        var bytes =
+            server
+            ? TestCapture.tcp(
+                from: TestCapture.server, to: TestCapture.client, seq: 1_000_000, ack: 5_001, flags: TestCapture.synAck)
             : TestCapture.tcp(from: TestCapture.client, to: TestCapture.server, seq: 5_000, flags: TestCapture.syn)
         // IPv4 header 20 bytes: TCP's data offset 5 → 6, four bytes of options, the IP length + 4.
         bytes[20 + 12] = 0x60
@@ -34,7 +36,8 @@ import Testing
     /// The client acknowledging `ack` of the server's data (relative to its ISN + 1) with `window`.
     func ack(_ ack: UInt32, at ms: Double, window: UInt16, serverISN: UInt32 = 1_000_000) -> Packet {
         var bytes = TestCapture.tcp(
-            from: TestCapture.client, to: TestCapture.server, seq: 5_001, ack: serverISN &+ 1 &+ ack, flags: TestCapture.ack)
+            from: TestCapture.client, to: TestCapture.server, seq: 5_001, ack: serverISN &+ 1 &+ ack,
+            flags: TestCapture.ack)
         bytes[20 + 14] = UInt8(window >> 8)
         bytes[20 + 15] = UInt8(window & 0xFF)
         return Packet(nanoseconds: Int64(ms * 1_000_000), bytes: bytes)
@@ -42,20 +45,27 @@ import Testing
 
     @Test func aDownloadWithALossAndItsRetransmission() throws {
         // Five segments of 1,000 bytes from 30 ms; the third is lost and comes again at 100 ms.
-        var packets = TestCapture.download(data: [(30, 1000), (31, 1000), (32, 1000), (33, 1000), (34, 1000)], skipping: [2])
+        var packets = TestCapture.download(
+            data: [(30, 1000), (31, 1000), (32, 1000), (33, 1000), (34, 1000)], skipping: [2])
         packets[0] = Packet(nanoseconds: 0, bytes: self.scaledSYN(shift: 7))
         packets[1] = Packet(nanoseconds: packets[1].nanoseconds, bytes: self.scaledSYN(shift: 2, server: true))
-        packets.append(Packet(
-            nanoseconds: 100_000_000,
-            bytes: TestCapture.tcp(from: TestCapture.server, to: TestCapture.client, seq: 1_002_001, ack: 5_001,
-                                   flags: TestCapture.ack, payload: 1000)))
+        packets.append(
+            Packet(
+                nanoseconds: 100_000_000,
+                bytes: TestCapture.tcp(
+                    from: TestCapture.server, to: TestCapture.client, seq: 1_002_001, ack: 5_001,
+                    flags: TestCapture.ack, payload: 1000)))
         packets.append(self.ack(2000, at: 60, window: 512))
         packets.append(self.ack(5000, at: 130, window: 512))
-        let dropped = [Packet(
-            nanoseconds: 32_000_000,
-            bytes: TestCapture.tcp(from: TestCapture.server, to: TestCapture.client, seq: 1_002_001, ack: 5_001,
-                                   flags: TestCapture.ack, payload: 1000))]
-        let graph = TimeSequence.build(self.records(packets.sorted { $0.nanoseconds < $1.nanoseconds }), dropped: self.records(dropped))
+        let dropped = [
+            Packet(
+                nanoseconds: 32_000_000,
+                bytes: TestCapture.tcp(
+                    from: TestCapture.server, to: TestCapture.client, seq: 1_002_001, ack: 5_001,
+                    flags: TestCapture.ack, payload: 1000))
+        ]
+        let graph = TimeSequence.build(
+            self.records(packets.sorted { $0.nanoseconds < $1.nanoseconds }), dropped: self.records(dropped))
         let connection = try #require(graph.connections.first)
         #expect(graph.connections.count == 1 && graph.otherPackets == 0)
         #expect(connection.sender == CapturedSegment.Endpoint(address: TestCapture.server.address, port: 443))
@@ -74,8 +84,11 @@ import Testing
         // Only the client offered the option: no scaling either way (RFC 7323), and the page says so.
         packets[1] = Packet(
             nanoseconds: packets[1].nanoseconds,
-            bytes: TestCapture.tcp(from: TestCapture.server, to: TestCapture.client, seq: 1_000_000, ack: 5_001, flags: TestCapture.synAck))
-        let unscaled = try #require(TimeSequence.build(self.records(packets.sorted { $0.nanoseconds < $1.nanoseconds })).connections.first)
+            bytes: TestCapture.tcp(
+                from: TestCapture.server, to: TestCapture.client, seq: 1_000_000, ack: 5_001, flags: TestCapture.synAck)
+        )
+        let unscaled = try #require(
+            TimeSequence.build(self.records(packets.sorted { $0.nanoseconds < $1.nanoseconds })).connections.first)
         #expect(unscaled.acknowledgements.last?.window == Int64(5000 + 512))
     }
 

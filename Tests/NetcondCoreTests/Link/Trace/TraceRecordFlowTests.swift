@@ -10,12 +10,17 @@ import Testing
         #expect(FlowChoice.parse("3") == .number(3))
         #expect(FlowChoice.parse("192.0.2.1:443-10.0.0.2:51234") == .endpoints(a, b))
         let v6 = FlowChoice.parse("[2001:db8::1]:443-[::ffff:0:2]:1")
-        #expect(v6 == .endpoints(
-            CapturedSegment.Endpoint(address: [0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 0, count: 11) + [1], port: 443),
-            CapturedSegment.Endpoint(address: [UInt8](repeating: 0, count: 10) + [0xff, 0xff, 0, 0, 0, 2], port: 1)))
-        for bad in ["0", "-1", "", "1.2.3.4:5", "1.2.3.4:5-6.7.8.9", "1.2.3.256:1-1.2.3.4:2", "[1::2::3]:1-[::1]:2",
-            "[12345::1]:1-[::1]:2", "1.2.3.4:70000-1.2.3.5:1", "a-b", "[::1]:1-[::1]:2-[::1]:3", "٣"]
-        {
+        #expect(
+            v6
+                == .endpoints(
+                    CapturedSegment.Endpoint(
+                        address: [0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 0, count: 11) + [1], port: 443),
+                    CapturedSegment.Endpoint(
+                        address: [UInt8](repeating: 0, count: 10) + [0xff, 0xff, 0, 0, 0, 2], port: 1)))
+        for bad in [
+            "0", "-1", "", "1.2.3.4:5", "1.2.3.4:5-6.7.8.9", "1.2.3.256:1-1.2.3.4:2", "[1::2::3]:1-[::1]:2",
+            "[12345::1]:1-[::1]:2", "1.2.3.4:70000-1.2.3.5:1", "a-b", "[::1]:1-[::1]:2-[::1]:3", "٣",
+        ] {
             #expect(FlowChoice.parse(bad) == nil, "\(bad)")
         }
     }
