@@ -66,8 +66,8 @@ public final class OriginRequestLog: Sendable {
         public var connectionBytesAtEnd: Int64?
         /// A POST's side effect (set when the origin did the work, answered or not).
         public var effect: OriginEffect?
-        /// The origin fault that hit it (`cut after 600 KB`), when one did.
-        public var fault: String?
+        /// The origin fault that acted on it (a cut only when the body was longer), when one did.
+        public var fault: FaultAction?
 
         /// The target's path, without query, as the router reads it (`/files/big.bin` also for the absolute form).
         public var path: String {
@@ -162,7 +162,7 @@ public final class OriginRequestLog: Sendable {
     func recordFault(_ fault: FaultAction, id: Int) {
         self.box.withLock { entries in
             guard entries.indices.contains(id) else { return }
-            entries[id].fault = fault.description
+            entries[id].fault = fault
         }
     }
 

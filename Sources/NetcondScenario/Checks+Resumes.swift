@@ -25,7 +25,7 @@ extension Checks {
             // else a proxy fault or the client leaving look alike from here.
             let cutter =
                 request.linkCut.map { "the link \($0.pastTense) it" }
-                ?? request.originFault.map { "the origin's fault: \($0)" }
+                ?? Self.originCut(request).map { "the origin's fault: \($0)" }
             guard index + 1 < gets.count else {
                 return CheckResult(
                     name: name, passed: false,
@@ -76,5 +76,11 @@ extension Checks {
         }
         return CheckResult(
             name: name, passed: true, evidence: details.joined(separator: "; ") + "; \(servedText)", details: details)
+    }
+
+    /// The origin's own cut of this request (`cut after 600 KB`), when that is what ended it.
+    private static func originCut(_ request: RunEvidence.Request) -> String? {
+        guard case .cut = request.originFault, !request.completed else { return nil }
+        return request.originFault?.description
     }
 }

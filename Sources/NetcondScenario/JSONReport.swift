@@ -285,7 +285,7 @@ extension ScenarioSuite.JSONReport.Scenario.Request {
             bodyBytesReceived: request.undelivered > 0 ? request.bodyBytesReceived : nil,
             stoppedByRunEnd: request.stoppedByRunEnd && request.undelivered > 0 ? true : nil,
             linkCut: request.linkCut.flatMap { ScenarioSuite.JSONReport.Scenario.LinkCut(rawValue: $0.rawValue) },
-            originFault: request.originFault)
+            originFault: request.originFault?.description)
     }
 }
 

@@ -24,8 +24,8 @@ public struct RunEvidence: Sendable {
         public var responded: Double?
         /// A POST's side effect at the origin.
         public var effect: OriginEffect?
-        /// The origin fault that hit it (`cut after 600 KB`), when one did.
-        public var originFault: String?
+        /// The origin fault that acted on it, when one did.
+        public var originFault: FaultAction?
         /// For an attempt that never reached the origin: how it ended.
         public var connectFailure: AttemptOutcome?
         /// Body bytes the origin sent that never reached the client: the connection ended (the link

@@ -56,6 +56,20 @@ struct OriginFaultsTests {
         #expect(json.log.entries.first?.effect == .created(1) && json.log.entries.first?.completed == false)
     }
 
+    @Test("the log names a fault that acted; a cut with nothing to cut (a short body, a HEAD) is not logged")
+    func loggedWhenItActs() throws {
+        let origin = try self.origin([
+            HTTPFault(match: RequestMatch(path: "/bytes/*"), action: .cut(after: ByteCount(bytes: 100), end: .fin))
+        ])
+        try origin.channel.sendRequest(.HEAD, "/bytes/1000")
+        _ = try origin.channel.readResponse()
+        try origin.channel.sendRequest(.GET, "/bytes/50")
+        #expect(try origin.channel.readResponse().body.count == 50)
+        try origin.channel.sendRequest(.GET, "/bytes/1000")
+        #expect(try origin.channel.readResponse().body.count == 100)
+        #expect(origin.log.entries.map(\.fault) == [nil, nil, .cut(after: ByteCount(bytes: 100), end: .fin)])
+    }
+
     @Test("a delay holds the answer exactly that long")
     func delay() throws {
         let origin = try self.origin([HTTPFault(file: "big.bin", action: .delay(.seconds(45)))])
@@ -102,5 +116,8 @@ struct OriginFaultsTests {
         #expect(OriginFaults.originForm("http://a.test/x?y=1") == "/x?y=1")
         #expect(OriginFaults.originForm("http://a.test") == "/")
         #expect(OriginFaults.originForm("/files/a") == "/files/a")
+        #expect(OriginFaults.originForm("http://a.test?x=1") == "/?x=1")
+        #expect(OriginFaults.absoluteHost("http://user@CDN.netcond.test:8080/x") == "cdn.netcond.test")
+        #expect(OriginFaults.absoluteHost("/x") == nil)
     }
 }

@@ -317,6 +317,40 @@ import Testing
             machine.upstreamClosed(reset: false) == [.closeClient(CloseWhenDrained(reset: false, crossesLink: true))])
     }
 
+    /// The server said it closes, and then: bytes it may not send, or the client's FIN. Either
+    /// way the wait for its close ends, as it would without netcond.
+    @Test func aWaitForTheServersCloseEndsOnStrayBytesOrTheClientsFIN() {
+        var head = HTTPResponseHead(version: .http1_1, status: .ok)
+        head.headers.add(name: "Connection", value: "close")
+        for ending in ["stray bytes", "client FIN"] {
+            var machine = self.forwarding(Policy())
+            _ = machine.responsePart(.head(head), now: self.now)
+            _ = machine.responsePart(.end(nil), now: self.now)
+            if ending == "stray bytes" {
+                let observed = machine.upstreamMalformed("Data after Connection: close")
+                #expect(observed == [.closeClient(CloseWhenDrained(reset: false, crossesLink: true))])
+            } else {
+                let observed = machine.clientInputClosed(leftBeforeConnecting: false)
+                #expect(observed == [.closeUpstream, .closeClient(CloseWhenDrained())])
+            }
+            #expect(machine.upstreamClosed(reset: false).isEmpty)
+        }
+    }
+
+    /// netcond's own answer to a request that asked to close (a status fault) closes at once: the
+    /// kept-alive server connection behind it says nothing and does not close for it.
+    @Test func aStatusFaultAnswerToAClosingRequestClosesAtOnce() {
+        let policy = Policy()
+        var machine = self.forwarding(policy)
+        _ = machine.responsePart(self.response(), now: self.now)
+        _ = machine.responsePart(.body(self.body("hello")), now: self.now)
+        _ = machine.responsePart(.end(nil), now: self.now)
+        policy.fault = .status(503, retryAfter: nil)
+        _ = machine.requestPart(self.get("http://origin.test/b", keepAlive: false), now: self.now)
+        let observed = machine.requestPart(.end(nil), now: self.now)
+        #expect(observed.contains(.closeUpstream) && observed.last == .closeClient(CloseWhenDrained()), "\(observed)")
+    }
+
     @Test func hangForwardsTheRequestAndNeverAnswersNorCloses() {
         let policy = Policy()
         policy.fault = .hang

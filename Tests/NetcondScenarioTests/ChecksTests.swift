@@ -95,12 +95,13 @@ import Testing
     @Test func anOriginFaultsCutIsNamedInTheEvidence() {
         var cut = Request(
             at: 0.1, path: "/files/big.bin", status: 200, bodyBytesSent: 600_000, completed: false, ended: 0.5)
-        cut.originFault = "cut after 600000 B"
+        cut.originFault = .cut(after: ByteCount(bytes: 600_000), end: .fin)
         let result = Checks.resumes(ResumesCheck(file: "big.bin"), self.evidence([cut]))
         #expect(!result.passed)
         #expect(
             result.evidence.contains(
-                "(+0.10s; the origin's fault: cut after 600000 B), and the client never asked again"),
+                "(+0.10s; the origin's fault: \(FaultAction.cut(after: ByteCount(bytes: 600_000), end: .fin))), and the client never asked again"
+            ),
             "\(result.evidence)")
     }
 

@@ -1,7 +1,7 @@
 /// What a fault does to a request it hits: one vocabulary for the proxy (`faults:` in a profile,
 /// `netcond ctl fault add`, a scenario's timeline) and the built-in origin (`origin.faults` in a
 /// scenario). Each end carries out every action; ``FaultEnd`` says how each one's reading differs.
-public enum FaultAction: Sendable, Equatable, CustomStringConvertible {
+public enum FaultAction: Sendable, Hashable, CustomStringConvertible {
     /// This status (with `Retry-After` when given) is answered instead: the request is not
     /// processed (the proxy does not forward it; the origin does not call its endpoint).
     case status(Int, retryAfter: RetryAfter?)
@@ -20,7 +20,7 @@ public enum FaultAction: Sendable, Equatable, CustomStringConvertible {
     case slowClose(Span)
 
     /// How a cut response's connection ends.
-    public enum CutEnd: String, Sendable, Equatable, CaseIterable {
+    public enum CutEnd: String, Sendable, Hashable, CaseIterable {
         /// An orderly close: the client reads a short body, then end of stream.
         case fin
         /// A TCP reset: the client's read fails (`ECONNRESET`).
@@ -45,7 +45,7 @@ public enum FaultAction: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// `Retry-After`: delay-seconds or an HTTP date, sent as written.
-public enum RetryAfter: Sendable, Equatable {
+public enum RetryAfter: Sendable, Hashable {
     case seconds(Int)
     case date(String)
 

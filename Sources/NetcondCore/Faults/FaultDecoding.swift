@@ -19,15 +19,13 @@ extension HTTPFault {
     static let targetKeys = ["match", "file", "api"]
     static let selectionKeys = ["first", "requests", "fraction", "from", "until"]
     /// Older spellings that still read: each with what it now is.
-    static let oldSpellings = [
+    static let oldSpellings: KeyValuePairs = [
         "first_byte": "delay: (the response starts no earlier than this)",
         "truncate_after": "cut_after: (ends with a FIN, as end: fin)",
         "reset_after": "cut_after: with end: reset",
     ]
-    static let keys =
-        ["name"] + Self.targetKeys + FaultAction.kinds + ["retry_after", "end"] + Self.selectionKeys
-        + ["first_byte", "truncate_after", "reset_after"]
-    static let actionKeys = FaultAction.kinds + ["first_byte", "truncate_after", "reset_after"]
+    static let actionKeys = FaultAction.kinds + Self.oldSpellings.map(\.key)
+    static let keys = ["name"] + Self.targetKeys + Self.actionKeys + ["retry_after", "end"] + Self.selectionKeys
     public static let example = "{match: {path: /api/*}, status: 503, retry_after: 5s, first: 3}"
 
     /// One fault from its own text (the control API's `POST /faults`; JSON is YAML too).
@@ -88,16 +86,16 @@ extension HTTPFault {
                     Suggestion.unknown("file", name, among: origin.files.map(\.name), listedAs: "files in origin.files")
                 )
             }
-            return HTTPFault(file: name, action: .hang).match
+            return RequestMatch.file(name)
         case "api":
             let name = try node.string(expecting: "an endpoint name from origin.api")
-            guard let origin = context.origin else { return HTTPFault(api: name, method: nil, action: .hang).match }
+            guard let origin = context.origin else { return RequestMatch.api(name, method: nil) }
             guard let api = origin.api(named: name) else {
                 throw node.error(
                     Suggestion.unknown(
                         "endpoint", name, among: origin.api.map(\.name), listedAs: "endpoints in origin.api"))
             }
-            return HTTPFault(api: name, method: api.method.rawValue, action: .hang).match
+            return RequestMatch.api(name, method: api.method.rawValue)
         default:
             return try RequestMatch(node: node)
         }
@@ -106,7 +104,7 @@ extension HTTPFault {
     private static func action(_ kind: String, _ node: ConfigNode, map: ConfigMapping) throws(ConfigError)
         -> FaultAction
     {
-        if let spelling = Self.oldSpellings[kind] {
+        if let spelling = Self.oldSpellings.first(where: { $0.key == kind })?.value {
             ConfigNotices.note(node, "'\(kind)' is the old spelling; it reads as \(spelling)")
         }
         let retryAfter = try Self.retryAfter(map["retry_after"], kind: kind)

@@ -29,13 +29,13 @@ public struct HTTPFault: Sendable, Equatable {
 
     /// A fault on the origin's file `/files/NAME` (its GETs): what `{file: NAME, …}` reads as.
     public init(file: String, action: FaultAction, select: FaultSelection = FaultSelection()) {
-        self.init(match: RequestMatch(path: OriginFile.path(of: file), method: "GET"), action: action, select: select)
+        self.init(match: .file(file), action: action, select: select)
     }
 
     /// A fault on the origin's endpoint `/api/NAME` (calls with its method, any when nil): what
     /// `{api: NAME, …}` reads as.
     public init(api: String, method: String?, action: FaultAction, select: FaultSelection = FaultSelection()) {
-        self.init(match: RequestMatch(path: OriginAPI.path(of: api), method: method), action: action, select: select)
+        self.init(match: .api(api, method: method), action: action, select: select)
     }
 
     /// What logs and `ctl fault list` call it: its name, else the action.
@@ -56,6 +56,16 @@ public struct RequestMatch: Sendable, Equatable {
         self.host = host?.lowercased()
         self.path = path
         self.method = method?.uppercased()
+    }
+
+    /// The GETs of the origin's `/files/NAME` (`file: NAME`).
+    public static func file(_ name: String) -> RequestMatch {
+        RequestMatch(path: OriginFile.path(of: name), method: "GET")
+    }
+
+    /// The calls of the origin's `/api/NAME` with `method` (any when nil) (`api: NAME`).
+    public static func api(_ name: String, method: String?) -> RequestMatch {
+        RequestMatch(path: OriginAPI.path(of: name), method: method)
     }
 
     public func matches(_ request: FaultRequest) -> Bool {

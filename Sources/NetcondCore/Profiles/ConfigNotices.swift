@@ -39,11 +39,13 @@ public final class ConfigNotices: Sendable {
         }
     }
 
+    /// Each file's notices together, files in the order first noted, each in line order.
     private static func ordered(_ notices: [ConfigNotice]) -> [ConfigNotice] {
-        notices.enumerated().sorted { a, b in
+        var files: [String: Int] = [:]
+        for notice in notices where files[notice.file] == nil { files[notice.file] = files.count }
+        return notices.enumerated().sorted { a, b in
             let (x, y) = (a.element, b.element)
-            if x.file != y.file { return a.offset < b.offset }
-            return (x.line, x.column, a.offset) < (y.line, y.column, b.offset)
+            return (files[x.file]!, x.line, x.column, a.offset) < (files[y.file]!, y.line, y.column, b.offset)
         }.map(\.element)
     }
 }

@@ -9,7 +9,8 @@ final class OriginFaults: Sendable {
     private let started: Instant
 
     init(faults: [HTTPFault], seed: UInt64, clock: OriginClock) {
-        self.plan = LockedBox(FaultPlan(faults: faults, seed: seed))
+        // Its own stream: the proxy's plan draws from the run's seed as it is.
+        self.plan = LockedBox(FaultPlan(faults: faults, seed: SeedDeriver.derive(seed, 0x0816)))
         self.clock = clock
         self.started = clock.now()
     }
@@ -17,7 +18,10 @@ final class OriginFaults: Sendable {
     /// The action of the fault that hits `request`, if any (counted).
     func decide(_ request: OriginRequest) -> FaultAction? {
         let elapsed = self.clock.now() - self.started
-        let host = request.headers.first(name: "host").map(Self.hostWithoutPort) ?? OriginHost.name
+        // An absolute-form target names the host itself (RFC 9112 §3.2.2); else the Host header.
+        let host =
+            Self.absoluteHost(request.target)
+            ?? request.headers.first(name: "host").map(Self.hostWithoutPort) ?? OriginHost.name
         let path = Self.originForm(request.target)
         let faultRequest = FaultRequest(method: request.method.rawValue, host: host, path: path)
         return self.plan.withLock { $0.decide(faultRequest, at: elapsed)?.fault.action }
@@ -35,7 +39,16 @@ final class OriginFaults: Sendable {
     static func originForm(_ target: String) -> String {
         guard let scheme = target.range(of: "://") else { return target }
         let rest = target[scheme.upperBound...]
-        return rest.firstIndex(where: { $0 == "/" || $0 == "?" }).map { String(rest[$0...]) } ?? "/"
+        guard let start = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) else { return "/" }
+        return rest[start] == "?" ? "/" + rest[start...] : String(rest[start...])
+    }
+
+    /// The host of an absolute-form target (`http://cdn.netcond.test:8080/x` → `cdn.netcond.test`).
+    static func absoluteHost(_ target: String) -> String? {
+        guard let scheme = target.range(of: "://") else { return nil }
+        let authority = target[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" }
+        let host = Self.hostWithoutPort(String(authority.split(separator: "@").last ?? ""))
+        return host.isEmpty ? nil : host.lowercased()
     }
 }
 
@@ -53,7 +66,7 @@ extension OriginResponse {
     mutating func apply(_ action: FaultAction) {
         switch action {
         case .status:
-            break
+            preconditionFailure("a status fault answers instead of the endpoint")
         case .cut(let bytes, let end):
             self.cut = OriginResponse.Cut(after: bytes.bytes, end: end)
         case .hang:

@@ -236,7 +236,6 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             let promise = self.countingPromise(bytes: buffer.readableBytes, exchange: exchange, context: context)
             context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: promise)
             if let cut {
-                self.state = .closing
                 return self.cut(exchange, after: promise.futureResult, end: cut.end, context: context)
             }
             self.finishResponse(exchange, closingAfter: response.slowClose, context: context)

@@ -162,6 +162,12 @@ extension HTTPProxyStateMachine {
     /// pass on what it could not parse: before a response began, the client gets a 502 saying so,
     /// as a forward proxy answers; after, its response ends cut short. Either way the event is noted.
     mutating func upstreamMalformed(_ reason: String) -> [Action] {
+        if self.awaitingServerClose {
+            // Bytes after a whole response that said it closes: the connection ends there.
+            self.awaitingServerClose = false
+            self.upstream = nil
+            return [.closeClient(CloseWhenDrained(reset: false, crossesLink: true))]
+        }
         var actions: [Action] = []
         let target = self.upstream
         self.upstream = nil

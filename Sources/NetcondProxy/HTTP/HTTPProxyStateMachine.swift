@@ -129,6 +129,12 @@ struct HTTPProxyStateMachine {
             return [.abandonConnect, .closeClientNow]
         }
         self.clientInputClosed = true
+        if self.awaitingServerClose {
+            // The client's FIN would reach the server, which then closes: both end now.
+            self.awaitingServerClose = false
+            self.upstream = nil
+            return [.closeUpstream, .closeClient(CloseWhenDrained())]
+        }
         return self.state == .idle ? [.closeClient(CloseWhenDrained())] : []
     }
 
@@ -351,6 +357,8 @@ struct HTTPProxyStateMachine {
         self.state = .forwarding
         self.exchange.requestEnded = true
         self.respond(.head(response.head(keepAlive: self.exchange.keepAlive)), now: now, into: &actions)
+        // netcond's own answer: the server behind it said nothing, and does not close for it.
+        self.exchange.serverCloses = false
         if !response.body.isEmpty && !self.exchange.isHead {
             self.respond(.body(ByteBuffer(bytes: response.body)), now: now, into: &actions)
         }
