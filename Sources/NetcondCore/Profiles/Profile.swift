@@ -33,6 +33,9 @@ public struct Profile: Sendable, Equatable {
     public var setup: SetupRules
     /// A captive portal in front of the link (nil: none).
     public var captivePortal: CaptivePortalSpec?
+    /// The paths beyond the access link to some destinations, in series with it; first match wins
+    /// (none: the access link alone).
+    public var routes: [Route]
 
     public init(
         name: String,
@@ -48,8 +51,10 @@ public struct Profile: Sendable, Equatable {
         stalls: StallSpec? = nil,
         faults: [HTTPFault] = [],
         setup: SetupRules = SetupRules(),
-        captivePortal: CaptivePortalSpec? = nil
+        captivePortal: CaptivePortalSpec? = nil,
+        routes: [Route] = []
     ) {
+        self.routes = routes
         self.name = name
         self.description = description
         self.source = source
@@ -114,6 +119,9 @@ public struct Profile: Sendable, Equatable {
                 }
             }
         }
+        for route in self.routes {
+            features += route.profile.packetOnlyFeatures.map { "\($0) on route \(route.name)" }
+        }
         return features
     }
 
@@ -129,7 +137,12 @@ public struct Profile: Sendable, Equatable {
     /// True when the profile changes nothing, so a driver may relay without the model.
     public var isPassThrough: Bool {
         self.conditions.isPassThrough && self.schedule == nil && self.stalls == nil && self.setup.isEmpty
-            && self.captivePortal == nil
+            && self.captivePortal == nil && self.routes.isEmpty
+    }
+
+    /// Whether a lookup of `host` fails: the profile's `dns_fail`, or a route's.
+    public func nameFails(_ host: String) -> Bool {
+        self.setup.nameFails(host) || self.routes.contains { $0.profile.setup.nameFails(host) }
     }
 }
 

@@ -276,9 +276,12 @@ struct EffectiveLayer {
     var faults: [HTTPFault]?
     var setup = SetupRules()
     var captivePortal: CaptivePortalSpec?
+    /// A file's `routes:` replace the ones it extends (first match wins, so the order is the file's).
+    var routes: [RouteLayer]?
 
     func overlaid(by layer: ProfileLayer) -> EffectiveLayer {
         var result = self
+        if let routes = layer.routes { result.routes = routes }
         if let portal = layer.captivePortal { result.captivePortal = portal }
         if let faults = layer.faults { result.faults = faults }
         if let firewall = layer.firewall {
@@ -336,7 +339,38 @@ struct EffectiveLayer {
             }
             profile.schedule = ConditionSchedule(phases: phases, repeats: schedule.repeats)
         }
+        profile.routes = try Self.routes(self.routes ?? [], conditionsOf: conditionsOf)
         return profile
+    }
+
+    /// Each route resolved as a profile of its own keys; names are unique (a route without a
+    /// `name:` is called after its first host, numbered when two would be called the same).
+    private static func routes(
+        _ layers: [RouteLayer], conditionsOf: (Located<String>, String) throws(ConfigError) -> LinkConditions
+    ) throws(ConfigError) -> [Route] {
+        var routes: [Route] = []
+        var taken: [String: ConfigNode] = [:]
+        for layer in layers where layer.name != nil {
+            if let earlier = taken[layer.name!] {
+                throw (layer.body.name?.node ?? layer.node).error(
+                    "a route named '\(layer.name!)' is already at line \(earlier.line); allowed: a name of its own for each route"
+                )
+            }
+            taken[layer.name!] = layer.body.name?.node ?? layer.node
+        }
+        for layer in layers {
+            var name = layer.displayName
+            if layer.name == nil, taken[name] != nil {
+                var number = 2
+                while taken["\(name)#\(number)"] != nil { number += 1 }
+                name = "\(name)#\(number)"
+            }
+            taken[name] = layer.node
+            let profile = try EffectiveLayer().overlaid(by: layer.body).resolve(
+                name: name, own: layer.body, conditionsOf: conditionsOf)
+            routes.append(Route(name: name, match: layer.match, profile: profile, outage: layer.outage))
+        }
+        return routes
     }
 
     private static func direction(_ layer: DirectionLayer, mss: ByteCount) throws(ConfigError) -> LinkDirection {

@@ -12,7 +12,7 @@ struct Located<Value> {
 struct ProfileLayer {
     static let topKeys = [
         "name", "description", "source", "extends", "tcp", "mss", "dns_delay", "connect_delay", "link", "up", "down",
-        "schedule", "stalls", "faults", "firewall", "connect_hold", "dns_fail", "captive_portal",
+        "schedule", "stalls", "faults", "firewall", "connect_hold", "dns_fail", "captive_portal", "routes",
     ]
 
     var root: ConfigNode
@@ -34,22 +34,25 @@ struct ProfileLayer {
     var connectHold: (hold: Span, first: Int)?
     var dnsFail: [String]?
     var captivePortal: CaptivePortalSpec?
+    var routes: [RouteLayer]?
 
     /// Reads every key; a wrong one does not stop the others being read, and all that were wrong
     /// are thrown together (``ConfigError/alsoFound``).
     /// With `problems`, the errors are noted there for the caller to throw with its own.
+    /// `keys`: the keys allowed (a route's are fewer), with `hints` for keys put in the wrong place.
     init(
         root: ConfigNode, isBuiltin: Bool, files: ProfileDecoder.FileReferences,
-        problems external: ConfigProblems? = nil
+        problems external: ConfigProblems? = nil, keys: [String] = Self.topKeys,
+        hints extraHints: [String: String] = [:],
+        expecting: String = "a mapping of profile keys"
     ) throws(ConfigError) {
         self.root = root
-        var hints: [String: String] = [:]
+        var hints: [String: String] = extraHints
         for key in DirectionLayer.keys {
             hints[key] = "'\(key)' belongs under down:, up: or link: (both directions)"
         }
         let problems = external ?? ConfigProblems(file: root.file)
-        let map = try root.mapping(
-            allowedKeys: Self.topKeys, expecting: "a mapping of profile keys", hints: hints, problems: problems)
+        let map = try root.mapping(allowedKeys: keys, expecting: expecting, hints: hints, problems: problems)
         self.readIdentity(map, isBuiltin: isBuiltin, problems: problems)
         if let node = map["tcp"] {
             self.tcp =
@@ -87,7 +90,7 @@ struct ProfileLayer {
         if let node = map["stalls"] {
             self.stalls = problems.attempt { () throws(ConfigError) in try StallLayer(node: node) }
         }
-        self.readRules(map, problems: problems)
+        self.readRules(map, files: files, problems: problems)
         if external == nil { try problems.check() }
     }
 
@@ -125,7 +128,9 @@ struct ProfileLayer {
 
     /// What happens to a request or a connection beyond the link: faults, the firewall, held
     /// connects, names that do not resolve, the captive portal.
-    private mutating func readRules(_ map: ConfigMapping, problems: ConfigProblems) {
+    private mutating func readRules(
+        _ map: ConfigMapping, files: ProfileDecoder.FileReferences, problems: ConfigProblems
+    ) {
         if let node = map["faults"] {
             self.faults = problems.attempt { () throws(ConfigError) in try HTTPFault.decodeList(node, context: .proxy) }
         }
@@ -140,6 +145,9 @@ struct ProfileLayer {
         }
         if let node = map["captive_portal"] {
             self.captivePortal = problems.attempt { () throws(ConfigError) in try CaptivePortalSpec(node: node) }
+        }
+        if let node = map["routes"] {
+            self.routes = RouteLayer.decodeList(node, files: files, problems: problems)
         }
     }
 

@@ -1,0 +1,260 @@
+import DequeModule
+
+/// The whole network both engines drive: the access link every connection shares (``LinkPaths``,
+/// kept in line with the profile's timeline by the engine) and, per ``Route``, a link of its own in
+/// series behind it, with the route's own timeline (its schedule, stalls and outages).
+///
+/// ```
+///  up:    offer ─▶ access path (up) ─▶ route's path (up) ─▶ deliver to the server's side
+///  down:  offer ─▶ route's path (down) ─▶ access path (down) ─▶ deliver to the client's side
+///         (no route: the access path alone)
+/// ```
+/// A unit that leaves its first path reaches the second at the moment it arrived; what it met on
+/// the first (a changed byte, being a copy) stays with it. A unit the second path drops comes back
+/// from ``popEvent(upTo:)`` as ``NetworkEvent/dropped(_:_:_:)``, when it happens: the engine then
+/// treats it as lost (the stream engine's sender repairs it; the packet engine drops the packet).
+///
+/// Pure and in virtual time, as ``LinkPath``: every path sees its moments in order, because units
+/// due to move on by a moment move before anything is offered at that moment.
+public struct LinkNetwork<Unit, Connection: Hashable> {
+    public typealias Carried = Hop<Unit, Connection>
+
+    /// The access link: the profile's conditions, followed by the engine.
+    public var access: LinkPaths<Carried, Connection>
+    public let table: RouteTable
+    /// Each route's paths and timeline, by the route's index in ``table``.
+    @usableFromInline var routePaths: [LinkPaths<Carried, Connection>]
+    public private(set) var routeTimelines: [ConditionTimeline]
+    /// Routes whose paths hold units (only they can deliver).
+    @usableFromInline var busy: Set<Int> = []
+    /// Routes whose timeline has changes of its own to come (a schedule, stalls).
+    private var timed: [Int] = []
+    /// What reached its end (or was dropped on a second path) while units were moved on before an
+    /// offer, in order; every one is due no later than anything still on a path.
+    @usableFromInline var ready: Deque<(Instant, NetworkEvent<Unit>)> = []
+
+    public init(access timeline: ConditionTimeline, routes: [Route], seed: UInt64) {
+        self.access = LinkPaths(timeline, seed: seed)
+        self.table = RouteTable(routes)
+        self.routeTimelines = routes.enumerated().map { $1.timeline(seed: SeedDeriver.route(seed, $0)) }
+        self.routePaths = self.routeTimelines.enumerated().map { index, timeline in
+            LinkPaths(timeline, seed: SeedDeriver.route(seed, index))
+        }
+        self.timed = routes.indices.filter { self.routeTimelines[$0].nextChange != nil }
+    }
+
+    public var routes: [Route] { self.table.routes }
+
+    /// Route `index`'s paths (its conditions, outage, counters).
+    public func route(_ index: Int) -> LinkPaths<Carried, Connection> { self.routePaths[index] }
+
+    // MARK: - Offer
+
+    /// A unit reaches the network at `now` in `direction`, on `route` (nil: none). Returns what
+    /// its first path decided: a drop there, or `.held` when it has a second path to cross (its
+    /// fate is known when it reaches the end) or waits for a stall.
+    public mutating func offer(
+        _ unit: Unit, _ direction: Direction, route: Int?, bytes: Int, connection: Connection?,
+        extraDelay: Span = .zero, at now: Instant
+    ) -> PathAdmission {
+        self.moveOn(upTo: now)
+        let hop = Hop(
+            unit: unit, route: route.map { Int32($0) } ?? -1, final: route == nil, bytes: Int32(clamping: bytes),
+            connection: connection, corruptByte: nil, isCopy: false)
+        guard let route else {
+            return self.access[direction].offer(
+                hop, bytes: bytes, connection: connection, extraDelay: extraDelay, at: now)
+        }
+        let admission: PathAdmission
+        if direction == .up {
+            admission = self.access[.up].offer(
+                hop, bytes: bytes, connection: connection, extraDelay: extraDelay, at: now)
+        } else {
+            admission = self.routePaths[route][.down].offer(
+                hop, bytes: bytes, connection: connection, extraDelay: extraDelay, at: now)
+            self.busy.insert(route)
+        }
+        if case .dropped = admission { return admission }
+        return .held
+    }
+
+    // MARK: - Delivery
+
+    /// When the next event is due (nil: none, or every unit held by a stall).
+    public var nextDelivery: Instant? {
+        if let first = self.ready.first { return first.0 }
+        var next = self.access.nextDelivery
+        for route in self.busy { next = Instant.earliest(next, self.routePaths[route].nextDelivery) }
+        return next
+    }
+
+    /// The next unit that reached its end (or was dropped on its second path) by `now`, in time order.
+    public mutating func popEvent(upTo now: Instant) -> NetworkEvent<Unit>? {
+        if let first = self.ready.popFirst() { return first.1 }
+        while let (at, event) = self.step(upTo: now) {
+            if let event { return event }
+            _ = at
+        }
+        return nil
+    }
+
+    /// Moves every unit due by `now` on to its second path; what reaches its end meanwhile waits in
+    /// ``ready``.
+    @usableFromInline
+    mutating func moveOn(upTo now: Instant) {
+        while let (at, event) = self.step(upTo: now) {
+            if let event { self.ready.append((at, event)) }
+        }
+    }
+
+    /// Takes the earliest unit due by `now` off its path: a unit at its end is returned as an
+    /// event; one with a second path to cross is offered there (nil event). Nil: nothing due.
+    private mutating func step(upTo now: Instant) -> (Instant, NetworkEvent<Unit>?)? {
+        var source: Int? = nil  // nil: the access link; else a route
+        var earliest = self.access.nextDelivery
+        // Ties go to the access link, then to the lower route: the same seed gives the same order.
+        for route in self.busy {
+            guard let next = self.routePaths[route].nextDelivery else { continue }
+            if earliest.map({ next < $0 || (next == $0 && source.map { route < $0 } ?? false) }) ?? true {
+                earliest = next
+                source = route
+            }
+        }
+        guard let at = earliest, at <= now else { return nil }
+        let popped: (Direction, PathDelivery<Carried>)?
+        if let source {
+            popped = self.routePaths[source].popDelivery(upTo: at)
+            if self.routePaths[source][.up].unitsOnPath == 0, self.routePaths[source][.down].unitsOnPath == 0 {
+                self.busy.remove(source)
+            }
+        } else {
+            popped = self.access.popDelivery(upTo: at)
+        }
+        guard let (direction, delivery) = popped else { return (at, nil) }
+        var hop = delivery.unit
+        hop.corruptByte = hop.corruptByte ?? delivery.corruptByte
+        hop.isCopy = hop.isCopy || delivery.isCopy
+        if hop.final {
+            let out = PathDelivery(unit: hop.unit, at: delivery.at, corruptByte: hop.corruptByte, isCopy: hop.isCopy)
+            return (at, .delivered(direction, out))
+        }
+        hop.final = true
+        let route = Int(hop.route)
+        let admission: PathAdmission
+        if direction == .up {
+            admission = self.routePaths[route][.up].offer(
+                hop, bytes: Int(hop.bytes), connection: hop.connection, at: delivery.at)
+            self.busy.insert(route)
+        } else {
+            admission = self.access[.down].offer(
+                hop, bytes: Int(hop.bytes), connection: hop.connection, at: delivery.at)
+        }
+        if case .dropped(let why) = admission { return (at, .dropped(direction, hop.unit, why)) }
+        return (at, nil)
+    }
+
+    // MARK: - Routes' timelines
+
+    /// When a route's timeline next changes by itself (nil: none does).
+    public var nextRouteChange: Instant? {
+        var next: Instant? = nil
+        for route in self.timed { next = Instant.earliest(next, self.routeTimelines[route].nextChange) }
+        return next
+    }
+
+    /// Applies every route's change due by `moment` (the caller took what was due before it).
+    /// Returns the routes whose outage became `reset` (their connections are to be cut).
+    public mutating func followRoutes(at moment: Instant) -> [Int] {
+        var cut: [Int] = []
+        for route in self.timed where (self.routeTimelines[route].nextChange.map { $0 <= moment } ?? false) {
+            self.routeTimelines[route].advance(to: moment)
+            if self.apply(route, at: moment) { cut.append(route) }
+        }
+        return cut
+    }
+
+    /// Starts (or with nil ends) an outage on one route from `now`. Returns whether it is a reset
+    /// that starts now (the route's connections are to be cut).
+    public mutating func setOutage(_ outage: OutageBehaviour?, route: Int, at now: Instant) -> Bool {
+        self.moveOn(upTo: now)
+        self.routeTimelines[route].setOutage(outage, at: now)
+        return self.apply(route, at: now)
+    }
+
+    /// Stalls one route (or with nil ends its live stall) from `now`.
+    public mutating func setStall(_ stall: StallDirection?, route: Int, at now: Instant) {
+        self.moveOn(upTo: now)
+        self.routeTimelines[route].setStall(stall, at: now)
+        _ = self.apply(route, at: now)
+    }
+
+    /// New conditions for one route from `now` (its link, schedule and stalls: `profile`'s).
+    public mutating func switchRoute(_ route: Int, to profile: Profile, at now: Instant) -> Bool {
+        self.moveOn(upTo: now)
+        self.routeTimelines[route].switchProfile(to: profile, at: now)
+        if self.routeTimelines[route].nextChange != nil, !self.timed.contains(route) { self.timed.append(route) }
+        return self.apply(route, at: now)
+    }
+
+    private mutating func apply(_ route: Int, at moment: Instant) -> Bool {
+        let before = self.routePaths[route].outage
+        self.routePaths[route].follow(self.routeTimelines[route], at: moment)
+        let after = self.routePaths[route].outage
+        return after != before && after == .reset
+    }
+
+    /// The outage in force on route `index` (nil: none, or no route).
+    public func outage(route index: Int?) -> OutageBehaviour? {
+        guard let index else { return nil }
+        return self.routePaths[index].outage
+    }
+
+    /// The round trip a connection on `route` meets from `now`: the access link's and the route's.
+    public func roundTrip(route: Int?, from now: Instant) -> Span {
+        let access = self.access.conditions.roundTrip(from: now)
+        guard let route else { return access }
+        return access + self.routePaths[route].conditions.roundTrip(from: now)
+    }
+
+    /// One direction's delay in force at `now` for a connection on `route`.
+    public func delay(_ direction: Direction, route: Int?, at now: Instant) -> Span {
+        let access = self.access.conditions.direction(direction).delay(at: now)
+        guard let route else { return access }
+        return access + self.routePaths[route].conditions.direction(direction).delay(at: now)
+    }
+}
+
+/// A unit as the network carries it: on which route, whether the path it is on is its last, and
+/// what it met on the way so far.
+public struct Hop<Unit, Connection> {
+    public var unit: Unit
+    /// The route's index (-1: none).
+    @usableFromInline var route: Int32
+    /// On its last path.
+    @usableFromInline var final: Bool
+    @usableFromInline var bytes: Int32
+    @usableFromInline var connection: Connection?
+    @usableFromInline var corruptByte: Int?
+    @usableFromInline var isCopy: Bool
+
+    @inlinable
+    init(
+        unit: Unit, route: Int32, final: Bool, bytes: Int32, connection: Connection?, corruptByte: Int?, isCopy: Bool
+    ) {
+        self.unit = unit
+        self.route = route
+        self.final = final
+        self.bytes = bytes
+        self.connection = connection
+        self.corruptByte = corruptByte
+        self.isCopy = isCopy
+    }
+}
+
+/// What the network did with a unit, when it happened.
+public enum NetworkEvent<Unit> {
+    /// It reached its end.
+    case delivered(Direction, PathDelivery<Unit>)
+    /// Its second path dropped it (the first path's drops are the offer's answer).
+    case dropped(Direction, Unit, PathDrop)
+}
