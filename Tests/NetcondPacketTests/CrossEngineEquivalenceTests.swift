@@ -94,14 +94,14 @@ import Testing
             _ = model.advance(to: offer.at)
             let unit = SegmentRef(
                 flow: FlowID(rawValue: UInt64(offer.connection)), seq: UInt64(offer.index), generation: 0)
-            if case .dropped = model.links[offer.direction].offer(
-                unit, bytes: offer.bytes, connection: unit.flow, at: offer.at)
+            if case .dropped = model.links.offer(
+                unit, offer.direction, route: nil, bytes: offer.bytes, connection: unit.flow, at: offer.at)
             {
                 fates[offer.index] = .dropped
             }
         }
         _ = model.advance(to: Self.end)
-        return (fates, [model.links[.up].counters, model.links[.down].counters])
+        return (fates, [model.links.access[.up].counters, model.links.access[.down].counters])
     }
 
     /// The same packets through the packet engine's driver.

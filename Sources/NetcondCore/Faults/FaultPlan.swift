@@ -11,6 +11,8 @@ public struct FaultPlan: Sendable {
         public var matched: Int
         /// Requests it hit.
         public var applied: Int
+        /// The route whose requests alone it sees (a route's `faults:`); nil: every request.
+        public var route: Int? = nil
     }
 
     /// A decision: the rule that hit, and the fault to apply.
@@ -23,8 +25,22 @@ public struct FaultPlan: Sendable {
     private var nextID = 1
     private var random: SeededRandom
 
-    public init(faults: [HTTPFault] = [], seed: UInt64) {
+    /// `routes`: their faults come first, each seeing only its route's requests (a destination's
+    /// own fault is nearer the request than the profile's, which sees every request).
+    public init(faults: [HTTPFault] = [], routes: [Route] = [], seed: UInt64) {
         self.random = SeededRandom(seed: seed ^ 0xFA17_FA17_FA17_FA17)
+        self.addAll(faults, routes: routes)
+    }
+
+    /// A profile's faults and its routes'.
+    public init(profile: Profile, seed: UInt64) {
+        self.init(faults: profile.faults, routes: profile.routes, seed: seed)
+    }
+
+    private mutating func addAll(_ faults: [HTTPFault], routes: [Route]) {
+        for (index, route) in routes.enumerated() {
+            for fault in route.profile.faults { self.add(fault, route: index) }
+        }
         for fault in faults { self.add(fault) }
     }
 
@@ -32,10 +48,10 @@ public struct FaultPlan: Sendable {
 
     /// Adds a fault after the others; returns its id.
     @discardableResult
-    public mutating func add(_ fault: HTTPFault) -> Int {
+    public mutating func add(_ fault: HTTPFault, route: Int? = nil) -> Int {
         let id = self.nextID
         self.nextID += 1
-        self.rules.append(Rule(id: id, fault: fault, matched: 0, applied: 0))
+        self.rules.append(Rule(id: id, fault: fault, matched: 0, applied: 0, route: route))
         return id
     }
 
@@ -59,15 +75,16 @@ public struct FaultPlan: Sendable {
     }
 
     /// Replaces the faults (a profile switch): counts start over, ids go on.
-    public mutating func replace(with faults: [HTTPFault]) {
+    public mutating func replace(with faults: [HTTPFault], routes: [Route] = []) {
         self.rules.removeAll()
-        for fault in faults { self.add(fault) }
+        self.addAll(faults, routes: routes)
     }
 
     /// The fault that hits `request` at `elapsed` since the run started, if any; counts it.
     public mutating func decide(_ request: FaultRequest, at elapsed: Span) -> Hit? {
         for index in self.rules.indices {
             let fault = self.rules[index].fault
+            if let route = self.rules[index].route, route != request.route { continue }
             guard fault.match.matches(request) else { continue }
             let select = fault.select
             if let from = select.from, elapsed < from { continue }

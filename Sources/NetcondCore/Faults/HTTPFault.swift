@@ -110,11 +110,17 @@ public struct FaultRequest: Sendable, Equatable {
     public var host: String
     /// Origin-form: `/path?query`.
     public var path: String
+    /// The port it goes to (nil: not known; a route matched by port then does not take it).
+    public var port: Int?
+    /// The route the request's connection took (nil: none): a route's faults see only its own.
+    public var route: Int?
 
-    public init(method: String, host: String, path: String) {
+    public init(method: String, host: String, path: String, port: Int? = nil, route: Int? = nil) {
         self.method = method
         self.host = host
         self.path = path
+        self.port = port
+        self.route = route
     }
 
     var pathWithoutQuery: Substring {

@@ -18,6 +18,7 @@ extension LinkModel {
         self.timeline.switchProfile(to: profile, at: self.now)
         self.refresh()
         self.scheduleTimelineTick()
+        self.replaceRoutes(with: profile.routes)
     }
 
     /// Starts (or, with nil, ends) an outage from `now`, whatever the schedule says.
@@ -49,7 +50,7 @@ extension LinkModel {
         LinkState(
             phase: self.timeline.state.phase,
             outage: self.outageInForce,
-            stalled: self.links.stalled
+            stalled: self.links.access.stalled
         )
     }
 
@@ -72,16 +73,18 @@ extension LinkModel {
 
     /// Brings conditions, outage and stalls in line with the timeline, and reports a change of state.
     func refresh() {
-        self.links.follow(self.timeline, at: self.now)
-        if self.links.conditions != self.conditions { self.apply(self.links.conditions) }
+        self.links.access.follow(self.timeline, at: self.now)
+        if self.links.access.conditions != self.conditions { self.apply(self.links.access.conditions) }
 
-        let outage = self.links.outage
+        let outage = self.links.access.outage
         if outage != self.outageInForce {
             self.outageInForce = outage
             if outage == .reset { self.cutAllConnections(.reset) }
         }
 
-        self.isTransparent = self.conditions.isPassThrough && self.outageInForce == nil && self.links.stalled.isEmpty
+        self.isTransparent =
+            self.conditions.isPassThrough && self.outageInForce == nil && self.links.access.stalled.isEmpty
+            && self.links.routes.isEmpty
 
         let state = self.state
         if state != self.lastState {
@@ -96,27 +99,39 @@ extension LinkModel {
         for (index, direction) in Direction.allCases.enumerated() {
             self.shapes[index] = SegmentShape(conditions.direction(direction), mss: self.shapes[index].mss)
         }
-        for flow in self.flows.values {
-            for side in [flow.up, flow.down] {
-                let spec = conditions.direction(side.direction)
-                side.capRate = self.capRate(for: spec, tcp: side.tcp)
-                side.window.retarget(
-                    mss: self.shapes[self.index(side.direction)].mss,
-                    bandwidth: spec.pathRate,
-                    baseRTT: conditions.roundTrip(from: self.now)
-                )
-            }
+        for flow in self.flows.values { self.retarget(flow) }
+    }
+
+    /// The flow's senders aim at the path it takes now: the access link's rate and round trip, and
+    /// its route's.
+    func retarget(_ flow: Flow) {
+        for side in [flow.up, flow.down] {
+            let rate = self.pathRate(side.direction, route: flow.route)
+            side.capRate = side.tcp == .bbr ? rate : nil
+            side.window.retarget(
+                mss: self.shapes[self.index(side.direction)].mss, bandwidth: rate,
+                baseRTT: self.links.roundTrip(route: flow.route, from: self.now))
         }
     }
 
-    private func cutAllConnections(_ mode: CutMode) {
-        for id in self.flows.keys.sorted() {
+    /// The rate one connection on `route` can reach alone in `direction`: the lower of the access
+    /// link's and the route's.
+    func pathRate(_ direction: Direction, route: Int?) -> Bandwidth? {
+        let access = self.conditions.direction(direction).pathRate
+        guard let route, let beyond = self.links.route(route).conditions.direction(direction).pathRate else {
+            return access
+        }
+        return access.map { min($0, beyond) } ?? beyond
+    }
+
+    func cutAllConnections(_ mode: CutMode, route: Int? = nil) {
+        for id in self.flows.keys.sorted() where route == nil || self.flows[id]?.route == route {
             switch mode {
             case .reset: self.counters.resets += 1
             case .close: self.counters.closes += 1
             }
             self.pendingNotices.append(.cut(id, mode, at: self.now))
+            self.flows[id] = nil
         }
-        self.flows.removeAll()
     }
 }

@@ -40,21 +40,34 @@ extension LinkModel {
         self.catchUp(to: now)
         let index = self.connectAttempts
         self.connectAttempts += 1
+        let route = intercept == nil ? self.links.route(for: RouteTarget(named: host, port: port)) : nil
         let verdict =
-            intercept ?? self.profile.setup.verdict(host: host, port: port, isName: resolvesName, index: index)
+            intercept ?? self.setupVerdict(host: host, port: port, isName: resolvesName, index: index, route: route)
         guard let flow = self.flows[id] else { return verdict }
+        if let route {
+            flow.route = route
+            self.retarget(flow)
+        }
         flow.up.readyAt = .distantFuture
         flow.down.readyAt = .distantFuture
         flow.settingUp = true
-        let resolved = resolvesName ? self.now + self.conditions.dnsDelay : self.now
-        let synLeaves = resolved + self.conditions.connectDelay
+        let beyond = route.map { self.links.route($0).conditions }
+        let dnsDelay = self.conditions.dnsDelay + (beyond?.dnsDelay ?? .zero)
+        let resolved = resolvesName ? self.now + dnsDelay : self.now
+        var synLeaves = resolved + self.conditions.connectDelay + (beyond?.connectDelay ?? .zero)
+        if let route, flow.up.nextSeq > 0 {
+            // The client's bytes that named the destination (a proxy request's head, a CONNECT, a
+            // SOCKS5 request) crossed the access link before the route was known: the route's
+            // share of their way is taken here, before the handshake.
+            synLeaves = synLeaves + self.links.route(route).conditions.up.delay(at: self.now)
+        }
         switch verdict {
         case .nameFails:
             self.counters.setupFailures += 1
             self.schedule(.connectResult(id, .nameNotResolved(at: .zero)), at: resolved)
         case .refused:
             self.counters.setupFailures += 1
-            let refusedAt = synLeaves + self.conditions.roundTrip(from: synLeaves)
+            let refusedAt = synLeaves + self.links.roundTrip(route: route, from: synLeaves)
             self.schedule(.connectResult(id, .refusedByFirewall(at: .zero)), at: refusedAt)
         case .blackholed:
             self.counters.setupFailures += 1
@@ -72,10 +85,11 @@ extension LinkModel {
         guard flow.settingUp else { return }
         flow.synAttempt = attempt
         if flow.firewalled { return self.armSYNTimer(flow, after: attempt) }
-        switch self.outageInForce {
+        // The access link's outage decides first (the SYN meets it first), then the route's.
+        switch self.outageInForce ?? self.links.outage(route: flow.route) {
         case .refuse, .reset:
             // The far end turns it away: a reset one round trip (the one in force now) later.
-            let refusedAt = self.now + self.conditions.roundTrip(from: self.now)
+            let refusedAt = self.now + self.links.roundTrip(route: flow.route, from: self.now)
             self.schedule(.connectResult(flow.id, .refused(at: .zero)), at: refusedAt)
         case .blackhole, nil:
             // A blackhole is the path's gate: the SYN is offered, and dropped there.
@@ -100,7 +114,8 @@ extension LinkModel {
     /// sends the SYN again.
     func sendHandshake(_ flow: Flow, _ direction: Direction, attempt: Int) {
         let unit = SegmentRef(flow: flow.id, seq: 0, generation: attempt, isHandshake: true)
-        let admission = self.links[direction].offer(unit, bytes: Self.handshakeBytes, connection: flow.id, at: self.now)
+        let admission = self.links.offer(
+            unit, direction, route: flow.route, bytes: Self.handshakeBytes, connection: flow.id, at: self.now)
         // The path decided at once that this SYN reaches the server: it learns of the connection
         // from now (the real one has the round trip to be made in). A SYN a stall holds tells it
         // when it arrives.

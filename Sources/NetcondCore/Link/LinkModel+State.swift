@@ -42,6 +42,8 @@ final class Flow {
     var synAttempt = 0
     /// A SYN of this connection reached (or is sure to reach) the server: the driver was told.
     var serverReached = false
+    /// The route it takes beyond the access link (nil: none), decided when it connects.
+    var route: Int?
 
     init(id: FlowID, model: LinkModel, now: Instant) {
         self.id = id

@@ -56,8 +56,9 @@ public final class LinkModel {
     /// Connection attempts so far (for `connect_hold`'s first N).
     var connectAttempts = 0
     private var nextFlowIndex: UInt64 = 0
-    /// Both directions' link paths, shared by every connection, as the packet engine's.
-    var links: LinkPaths<SegmentRef, FlowID>
+    /// The access link's paths, shared by every connection, and each route's behind them, as the
+    /// packet engine's.
+    var links: LinkNetwork<SegmentRef, FlowID>
     /// How each direction's senders cut bytes into segments (up, down).
     var shapes: [SegmentShape]
     /// Told of every unit a path delivers, before the receiver takes it (the cross-engine test
@@ -72,17 +73,22 @@ public final class LinkModel {
     var lastState: LinkState?
     /// When the timeline tick already scheduled fires (nil: none).
     var scheduledTimelineTick: Instant?
+    /// When the routes' tick already scheduled fires (nil: none).
+    var scheduledRouteTick: Instant?
+    /// Connection attempts so far per route (for a route's `connect_hold`).
+    var routeAttempts: [Int: Int] = [:]
 
     public init(profile: Profile, seed: UInt64) {
         self.profile = profile
         self.conditions = profile.conditions
         self.seed = seed
         self.timeline = ConditionTimeline(profile: profile, seed: seed)
-        self.links = LinkPaths(self.timeline, seed: seed)
+        self.links = LinkNetwork(access: self.timeline, routes: profile.routes, seed: seed)
         let conditions = self.conditions
         self.shapes = Direction.allCases.map { SegmentShape(conditions.direction($0), mss: Int(profile.mss.bytes)) }
         self.refresh()
         self.scheduleTimelineTick()
+        self.scheduleRouteTick()
     }
 
     // MARK: - Driver interface
@@ -194,8 +200,10 @@ public final class LinkModel {
             let event = self.events.min?.time
             if let arrival = self.links.nextDelivery, arrival <= target, event.map({ arrival <= $0 }) ?? true {
                 if arrival > self.now { self.now = arrival }
-                if let (direction, delivery) = self.links.popDelivery(upTo: arrival) {
-                    self.segmentArrived(delivery, direction)
+                switch self.links.popEvent(upTo: arrival) {
+                case .delivered(let direction, let delivery): self.segmentArrived(delivery, direction)
+                case .dropped(let direction, let segment, let why): self.droppedBeyond(segment, direction, why)
+                case nil: break
                 }
                 continue
             }
@@ -236,6 +244,8 @@ public final class LinkModel {
             self.connectResult(flow, outcome)
         case .timelineTick:
             self.timelineTick()
+        case .routeTick:
+            self.routeTick()
         }
     }
 
@@ -250,7 +260,7 @@ public final class LinkModel {
     /// How long a byte queued at `now` would wait at the direction's bottleneck before it goes:
     /// what is being sent, then every byte queued ahead of it, at the link rate (zero without one).
     public func queueingDelay(_ direction: Direction) -> Span {
-        self.links[direction].queueingDelay(at: self.now)
+        self.links.access[direction].queueingDelay(at: self.now)
     }
 
     // MARK: - Sender
@@ -310,15 +320,31 @@ public final class LinkModel {
         let unit = SegmentRef(flow: flow.id, seq: seq, generation: record.generation)
         let wireBytes = record.size + self.shapes[index].overhead
         guard
-            case .dropped(let why) = self.links[side.direction].offer(
-                unit, bytes: wireBytes, connection: flow.id, at: self.now)
+            case .dropped(let why) = self.links.offer(
+                unit, side.direction, route: flow.route, bytes: wireBytes, connection: flow.id, at: self.now)
         else { return }
-        switch why {
+        self.count(why)
+        self.markLost(flow, side, seq: seq)
+    }
+
+    private func count(_ drop: PathDrop) {
+        switch drop {
         case .outage: self.counters.outageDrops += 1
         case .lost: self.counters.segmentsLost += 1
         case .queueFull, .aqm, .connectionQueueFull: self.counters.queueDrops += 1
         }
-        self.markLost(flow, side, seq: seq)
+    }
+
+    /// A route's path dropped a segment after the access link carried it (or before the access
+    /// link took it, down): lost, as a drop on the access link is, unless it was sent again since.
+    private func droppedBeyond(_ segment: SegmentRef, _ direction: Direction, _ why: PathDrop) {
+        self.count(why)
+        guard !segment.isHandshake, let flow = self.flows[segment.flow] else { return }
+        let side = flow.side(direction)
+        guard side.hasRecord(segment.seq), side.record(segment.seq).state == .inFlight,
+            side.record(segment.seq).generation == segment.generation
+        else { return }
+        self.markLost(flow, side, seq: segment.seq)
     }
 
     /// A segment reached the far end of its path: the receiver takes it, unless it is a copy
@@ -392,4 +418,6 @@ enum EventKind {
     case synAttempt(FlowID, attempt: Int)
     case connectResult(FlowID, ConnectOutcome)
     case timelineTick
+    /// A route's timeline changes now.
+    case routeTick
 }

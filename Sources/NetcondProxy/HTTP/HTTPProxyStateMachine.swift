@@ -215,7 +215,7 @@ struct HTTPProxyStateMachine {
             return
         }
         self.exchange.fault = self.policy?.decide(
-            FaultRequest(method: head.method.rawValue, host: target.host, path: path), now: now)
+            FaultRequest(method: head.method.rawValue, host: target.host, path: path, port: target.port), now: now)
         switch self.exchange.fault {
         case .status(let status, let retryAfter)?:
             let code = HTTPResponseStatus(statusCode: status)

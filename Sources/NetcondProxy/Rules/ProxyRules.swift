@@ -13,6 +13,8 @@ import Darwin
 /// state is recorded with its time since the start, for `GET /events` (and the scenario checks).
 final class ProxyRules {
     private(set) var plan: FaultPlan
+    /// The profile's routes: a request meets its route's faults (matched by the host it names).
+    private(set) var routes: RouteTable
     private(set) var captive: CaptivePortal
     /// The portal's TLS side (`https: wrong-certificate`), started on first use; nil without a
     /// TLS library (such a profile is refused then: ``Profile/tlsRefusal``).
@@ -25,7 +27,8 @@ final class ProxyRules {
     static let maxEvents = 100_000
 
     init(profile: Profile, seed: UInt64, startedAt: NIODeadline, eventLoop: EventLoop, tls: (any TLSProvider)?) {
-        self.plan = FaultPlan(faults: profile.faults, seed: seed)
+        self.plan = FaultPlan(profile: profile, seed: seed)
+        self.routes = RouteTable(profile.routes)
         self.captive = CaptivePortal(spec: profile.captivePortal)
         self.portalTLS = tls.map { PortalTLSServer(eventLoop: eventLoop, tls: $0) }
         self.startedAt = startedAt
@@ -33,7 +36,8 @@ final class ProxyRules {
 
     /// A profile switch: its faults and portal replace the current ones.
     func switchProfile(to profile: Profile) {
-        self.plan.replace(with: profile.faults)
+        self.plan.replace(with: profile.faults, routes: profile.routes)
+        self.routes = RouteTable(profile.routes)
         self.captive.replace(with: profile.captivePortal)
     }
 
@@ -94,6 +98,10 @@ final class ProxyRules {
     /// The fault that hits this request, if any (recorded).
     func decide(_ request: FaultRequest, now: NIODeadline) -> FaultAction? {
         guard !self.plan.isEmpty else { return nil }
+        var request = request
+        if !self.routes.isEmpty {
+            request.route = self.routes.route(for: RouteTarget(named: request.host, port: request.port ?? 80))
+        }
         let elapsed = self.elapsed(at: now)
         guard let hit = self.plan.decide(request, at: elapsed) else { return nil }
         self.record(

@@ -21,8 +21,8 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
 
     /// The access link: the profile's conditions, followed by the engine.
     public var access: LinkPaths<Carried, Connection>
-    public let table: RouteTable
-    /// Each route's paths and timeline, by the route's index in ``table``.
+    public private(set) var table: RouteTable
+    /// Each route's paths and timeline, by path index (``pathOfRoute``).
     @usableFromInline var routePaths: [LinkPaths<Carried, Connection>]
     public private(set) var routeTimelines: [ConditionTimeline]
     /// Routes whose paths hold units (only they can deliver).
@@ -34,8 +34,11 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
     @usableFromInline var ready: Deque<(Instant, NetworkEvent<Unit>)> = []
 
     public init(access timeline: ConditionTimeline, routes: [Route], seed: UInt64) {
+        self.seed = seed
         self.access = LinkPaths(timeline, seed: seed)
         self.table = RouteTable(routes)
+        self.pathOfRoute = Array(routes.indices)
+        self.pathRoutes = routes
         self.routeTimelines = routes.enumerated().map { $1.timeline(seed: SeedDeriver.route(seed, $0)) }
         self.routePaths = self.routeTimelines.enumerated().map { index, timeline in
             LinkPaths(timeline, seed: SeedDeriver.route(seed, index))
@@ -43,10 +46,58 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
         self.timed = routes.indices.filter { self.routeTimelines[$0].nextChange != nil }
     }
 
+    private let seed: UInt64
+    /// The path of each route of ``table`` (a route's path index: what ``offer`` takes). A path
+    /// outlives a profile switch that drops its route: what is on it still arrives.
+    private var pathOfRoute: [Int]
+    /// The route each path was made for (its latest conditions are its timeline's).
+    public private(set) var pathRoutes: [Route]
+
+    /// The routes in force, in the profile's order.
     public var routes: [Route] { self.table.routes }
 
-    /// Route `index`'s paths (its conditions, outage, counters).
+    /// The path of the first route in force whose match holds for `target` (nil: none).
+    public func route(for target: RouteTarget) -> Int? {
+        self.table.route(for: target).map { self.pathOfRoute[$0] }
+    }
+
+    /// The path of the route in force called `name` (nil: none).
+    public func route(named name: String) -> Int? {
+        self.table.routes.firstIndex { $0.name == name }.map { self.pathOfRoute[$0] }
+    }
+
+    /// A route's paths by path index (its conditions, outage, counters).
     public func route(_ index: Int) -> LinkPaths<Carried, Connection> { self.routePaths[index] }
+
+    /// The routes of a profile switched to, from `now`: a route of the same name keeps its path
+    /// (and what is on it) under the new route's conditions; a new one gets a path of its own; a
+    /// path whose route is gone carries what it holds to the end and takes no new connection.
+    /// Returns the paths whose `reset` outage begins now (their connections are to be cut).
+    public mutating func replaceRoutes(with routes: [Route], at now: Instant) -> [Int] {
+        self.moveOn(upTo: now)
+        var cut: [Int] = []
+        var paths: [Int] = []
+        for route in routes {
+            if let index = self.route(named: route.name) {
+                self.pathRoutes[index] = route
+                self.routeTimelines[index].switchProfile(to: route.profile, at: now)
+                self.routeTimelines[index].setOutage(route.outage, at: now)
+                if self.apply(index, at: now) { cut.append(index) }
+                paths.append(index)
+            } else {
+                let index = self.routePaths.count
+                let timeline = route.timeline(seed: SeedDeriver.route(self.seed, index))
+                self.routeTimelines.append(timeline)
+                self.routePaths.append(LinkPaths(timeline, seed: SeedDeriver.route(self.seed, index)))
+                self.pathRoutes.append(route)
+                paths.append(index)
+            }
+        }
+        self.table = RouteTable(routes)
+        self.pathOfRoute = paths
+        self.timed = self.routeTimelines.indices.filter { self.routeTimelines[$0].nextChange != nil }
+        return cut
+    }
 
     // MARK: - Offer
 

@@ -35,8 +35,8 @@ import Testing
             p: Probability(0.0005), r: Probability(0.01), lossInGood: .zero, lossInBad: Probability(1))
         var sim = LinkSimulation(profile, seed: 3)
         let upload = sim.model.openFlow(at: .zero)
-        let burst = Self.upload(&sim, upload, until: .s(120)) { $0.model.links[.up].counters.lost > 0 }
-        #expect(sim.model.links[.up].counters.lost == 1 && burst < .s(120))
+        let burst = Self.upload(&sim, upload, until: .s(120)) { $0.model.links.access[.up].counters.lost > 0 }
+        #expect(sim.model.links.access[.up].counters.lost == 1 && burst < .s(120))
         let flow = sim.model.openFlow(at: burst)
         sim.model.connect(flow, at: burst, resolvesName: false)
         _ = Self.upload(&sim, upload, until: burst + .seconds(130)) { Self.outcome($0, flow) != nil }

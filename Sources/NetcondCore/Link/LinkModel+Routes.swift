@@ -1,0 +1,87 @@
+/// The routes beyond the access link in the stream engine: each connection takes the first route
+/// whose match holds for the name (or address) and port it asked for, when it connects; its
+/// segments cross the access link and the route's link in series (``LinkNetwork``), its set-up
+/// meets the access link's rules and then the route's, and its sender aims at the slower of the
+/// two links and their summed round trip.
+extension LinkModel {
+    /// The routes in force, in the order the profile gives them.
+    public var routes: [Route] { self.links.routes }
+
+    /// The path index of the route in force called `name` (nil: none): what the route's live
+    /// changes take.
+    public func routeIndex(named name: String) -> Int? {
+        self.links.route(named: name)
+    }
+
+    /// The path index of the route a connection takes (nil: none, or unknown connection).
+    public func route(of id: FlowID) -> Int? {
+        self.flows[id]?.route
+    }
+
+    /// The set-up verdict of the access link's rules, then, when they let the connection go on,
+    /// the route's (its `firewall`, its `connect_hold` counted over its own attempts, its
+    /// `dns_fail`); holds add up.
+    func setupVerdict(host: String, port: Int, isName: Bool, index: Int, route: Int?) -> SetupVerdict {
+        let access = self.profile.setup.verdict(host: host, port: port, isName: isName, index: index)
+        guard let route, case .proceed(let hold) = access else { return access }
+        let attempt = self.routeAttempts[route, default: 0]
+        self.routeAttempts[route] = attempt + 1
+        let beyond = self.links.routeTimelines[route].profile.setup.verdict(
+            host: host, port: port, isName: isName, index: attempt)
+        guard case .proceed(let more) = beyond else { return beyond }
+        return .proceed(hold: hold + more)
+    }
+
+    // MARK: - Live control
+
+    /// Starts (or, with nil, ends) an outage on one route from `now`; a `reset` cuts its connections.
+    public func setOutage(_ outage: OutageBehaviour?, route: Int, at now: Instant) {
+        self.catchUp(to: now)
+        if self.links.setOutage(outage, route: route, at: self.now) { self.cutAllConnections(.reset, route: route) }
+    }
+
+    /// Stalls one route (or, with nil, ends its live stall) from `now`.
+    public func setStall(_ stall: StallDirection?, route: Int, at now: Instant) {
+        self.catchUp(to: now)
+        self.links.setStall(stall, route: route, at: self.now)
+    }
+
+    /// New conditions for one route from `now`: `profile`'s link, schedule and stalls.
+    public func switchRoute(_ route: Int, to profile: Profile, at now: Instant) {
+        self.catchUp(to: now)
+        if self.links.switchRoute(route, to: profile, at: self.now) { self.cutAllConnections(.reset, route: route) }
+        self.retargetRoutedFlows()
+        self.scheduleRouteTick()
+    }
+
+    // MARK: - Routes' timelines
+
+    /// Makes sure an event wakes the model when a route's timeline next changes.
+    func scheduleRouteTick() {
+        guard let next = self.links.nextRouteChange, next != self.scheduledRouteTick else { return }
+        self.scheduledRouteTick = next
+        self.schedule(.routeTick, at: next)
+    }
+
+    /// The routes' changes due now: a `reset` outage that begins cuts the route's connections.
+    func routeTick() {
+        if self.scheduledRouteTick == self.now { self.scheduledRouteTick = nil }
+        for route in self.links.followRoutes(at: self.now) { self.cutAllConnections(.reset, route: route) }
+        self.retargetRoutedFlows()
+        self.scheduleRouteTick()
+    }
+
+    /// A profile switch's routes (see ``LinkNetwork/replaceRoutes(with:at:)``); open connections
+    /// keep the path they took.
+    func replaceRoutes(with routes: [Route]) {
+        for route in self.links.replaceRoutes(with: routes, at: self.now) {
+            self.cutAllConnections(.reset, route: route)
+        }
+        self.retargetRoutedFlows()
+        self.scheduleRouteTick()
+    }
+
+    private func retargetRoutedFlows() {
+        for flow in self.flows.values where flow.route != nil { self.retarget(flow) }
+    }
+}

@@ -1,0 +1,82 @@
+import Testing
+
+@testable import NetcondCore
+
+/// The access link and a route's link in series: delays add up each way, a drop on the second
+/// path comes back as an event when it happens, and a route's outage is its own.
+@Suite struct LinkNetworkTests {
+    static func network(route: LinkDirection, outage: OutageBehaviour? = nil) -> LinkNetwork<Int, Int> {
+        let access = Profile(
+            name: "access", up: LinkDirection(latency: .milliseconds(20)),
+            down: LinkDirection(latency: .milliseconds(20)))
+        let beyond = Route(
+            name: "far", match: RouteMatch(hosts: ["far.test"]),
+            profile: Profile(name: "far", up: route, down: route), outage: outage)
+        return LinkNetwork(access: ConditionTimeline(profile: access, seed: 1), routes: [beyond], seed: 1)
+    }
+
+    static func drain(_ network: inout LinkNetwork<Int, Int>, until end: Instant) -> [NetworkEvent<Int>] {
+        var events: [NetworkEvent<Int>] = []
+        // A unit moving on to its second path is no event: the next one comes later.
+        while let next = network.nextDelivery, next <= end {
+            if let event = network.popEvent(upTo: next) { events.append(event) }
+        }
+        return events
+    }
+
+    @Test func delaysAddUpEachWayAndUnroutedUnitsMeetTheAccessLinkAlone() {
+        var network = Self.network(route: LinkDirection(latency: .milliseconds(300)))
+        #expect(network.offer(1, .up, route: 0, bytes: 100, connection: 1, at: .zero) == .held)
+        _ = network.offer(2, .down, route: 0, bytes: 100, connection: 1, at: .zero)
+        _ = network.offer(3, .up, route: nil, bytes: 100, connection: 2, at: .zero)
+        var arrivals: [Int: Instant] = [:]
+        for case .delivered(_, let delivery) in Self.drain(&network, until: Instant(nanoseconds: 2_000_000_000)) {
+            arrivals[delivery.unit] = delivery.at
+        }
+        #expect(arrivals[1] == Instant(nanoseconds: 320_000_000))
+        #expect(arrivals[2] == Instant(nanoseconds: 320_000_000))
+        #expect(arrivals[3] == Instant(nanoseconds: 20_000_000))
+        #expect(network.roundTrip(route: 0, from: .zero) == .milliseconds(640))
+    }
+
+    @Test func aSecondPathDropIsAnEventWhenItHappens() {
+        var network = Self.network(route: LinkDirection(latency: .milliseconds(5)), outage: .blackhole)
+        // Up: the access link carries it, the route's blackhole drops it when it gets there.
+        #expect(network.offer(1, .up, route: 0, bytes: 100, connection: 1, at: .zero) == .held)
+        let events = Self.drain(&network, until: Instant(nanoseconds: 1_000_000_000))
+        guard case .dropped(.up, 1, .outage)? = events.first else {
+            Issue.record("expected the route's outage to drop it: \(events)")
+            return
+        }
+        // Down: dropped at once, by the route's path, which it meets first.
+        #expect(
+            network.offer(2, .down, route: 0, bytes: 100, connection: 1, at: .zero + .milliseconds(30))
+                == .dropped(.outage))
+        // Unrouted units do not see the route's outage.
+        _ = network.offer(3, .up, route: nil, bytes: 100, connection: 2, at: .zero + .milliseconds(30))
+        #expect(Self.drain(&network, until: Instant(nanoseconds: 1_000_000_000)).count == 1)
+    }
+
+    @Test func aResetOutageOnARouteIsReportedOnce() {
+        var network = Self.network(route: LinkDirection())
+        let begins = network.setOutage(.reset, route: 0, at: .zero + .milliseconds(10))
+        let again = network.setOutage(.reset, route: 0, at: .zero + .milliseconds(20))
+        #expect(begins && !again)
+        #expect(network.outage(route: 0) == .reset && network.outage(route: nil) == nil)
+        let ends = network.setOutage(nil, route: 0, at: .zero + .milliseconds(30))
+        #expect(!ends)
+        #expect(network.outage(route: 0) == nil)
+    }
+
+    @Test func aSwitchKeepsARouteOfTheSameNameAndAddsNewOnes() {
+        var network = Self.network(route: LinkDirection(latency: .milliseconds(300)))
+        let faster = Route(
+            name: "far", match: RouteMatch(hosts: ["far.test"]),
+            profile: Profile(name: "far", up: LinkDirection(latency: .milliseconds(1))))
+        let other = Route(name: "near", match: RouteMatch(hosts: ["near.test"]), profile: Profile(name: "near"))
+        _ = network.replaceRoutes(with: [other, faster], at: .zero)
+        #expect(network.route(for: RouteTarget(host: "far.test", port: 80)) == 0)
+        #expect(network.route(for: RouteTarget(host: "near.test", port: 80)) == 1)
+        #expect(network.route(0).conditions.up.latency == .milliseconds(1))
+    }
+}
