@@ -114,6 +114,20 @@ final class LinkDriver {
         self.pump()
     }
 
+    /// Changes the route called `name` (nothing when there is none).
+    func changeRoute(named name: String, _ change: RouteChange) {
+        guard let route = self.model.routeIndex(named: name) else { return }
+        self.model.change(route: route, change, at: self.now)
+        self.pump()
+    }
+
+    /// Each route in force as it stands now.
+    func routeStatuses() -> [ControlRoute] {
+        self.model.routePaths.map {
+            ControlRoute(self.model.routeView($0), connections: self.model.routeConnections[$0] ?? 0)
+        }
+    }
+
     /// Cuts every connection open now; returns how many.
     @discardableResult
     func cutConnections(_ mode: CutMode) -> Int {

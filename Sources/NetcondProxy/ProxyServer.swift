@@ -297,7 +297,8 @@ public final class ProxyServer: Sendable {
             },
             link: [Direction.down, .up].map { ControlLinkNow($0, self.linkMomentOnLoop($0)) },
             // Delivered, and what arrived but waits behind a hole: at the link's rate while it is busy.
-            linkBytesDown: s.stats.bytesDelivered + max(0, counters.bytesArrivedDown - counters.bytesDown)
+            linkBytesDown: s.stats.bytesDelivered + max(0, counters.bytesArrivedDown - counters.bytesDown),
+            routes: s.driver.flatMap { $0.model.routes.isEmpty ? nil : $0.routeStatuses() }
         )
     }
 
@@ -326,6 +327,8 @@ public final class ProxyServer: Sendable {
             return (200, self.faultsOnLoop(added: nil).controlJSON())
         case .events:
             return (200, ControlEvents(events: rules.events, dropped: rules.eventsDropped).controlJSON())
+        case .routes:
+            return (200, ControlRoutes(routes: self.state.value.driver?.routeStatuses() ?? []).controlJSON())
         case .command(let command):
             if let rejection = self.rejectionOnLoop(command) {
                 return (rejection.status, ControlError(error: rejection.message).controlJSON())
@@ -343,6 +346,8 @@ public final class ProxyServer: Sendable {
     private func rejectionOnLoop(_ command: ControlCommand) -> ControlAPI.Rejection? {
         let s = self.state.value
         switch command {
+        case .route(let name, _) where s.driver?.model.routeIndex(named: name) == nil:
+            return ControlAPI.unknownRoute(name, among: s.profile.routes.map(\.name))
         case .removeFault(let id?) where !s.rules.plan.rules.contains(where: { $0.id == id }):
             let ids = s.rules.plan.rules.map { String($0.id) }.joined(separator: ", ")
             return ControlAPI.Rejection(
@@ -404,6 +409,11 @@ public final class ProxyServer: Sendable {
             s.rules.remove(named: name)
         case .captive(let open):
             s.rules.setPortal(open: open, now: self.loop.now)
+        case .route(let name, let change):
+            s.driver?.changeRoute(named: name, change)
+            s.rules.record(
+                ProxyEvent(
+                    at: s.rules.elapsed(at: self.loop.now).seconds, kind: .link, detail: "route \(name): \(change)"))
         case .cut(let mode):
             let count = s.driver?.cutConnections(mode) ?? 0
             s.rules.record(

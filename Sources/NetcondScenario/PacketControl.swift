@@ -30,6 +30,8 @@ public struct PacketControl: ControlTarget {
             }
             await self.session.portal.set(open: open)
             command = nil
+        case .routes, .command(.route):
+            return Self.refused("routes are changed live through the proxy engine only, so far")
         case .command(.cut(.close)):
             return Self.refused(
                 "the packet engine cuts connections with resets only (a close needs the proxy's side of the connection); allowed: {\"mode\": \"reset\"}"

@@ -115,7 +115,7 @@ extension PacketSession: RunSession {
         case .captive(let open):
             await self.portal.set(open: open)
             return nil
-        case .cut(.close), .addFault, .clearFaults, .removeFault:
+        case .cut(.close), .addFault, .clearFaults, .removeFault, .route:
             // Refused before the run (ScenarioRunner.packetProblems).
             return "the packet engine cannot do this"
         }

@@ -232,6 +232,10 @@ public enum ScenarioRunner {
                 )
             case .cut(.close):
                 problems.append("its timeline cuts with close (the packet engine cuts with resets)")
+            case .route:
+                problems.append(
+                    "its timeline changes a route (the packet engine takes route changes from the control API only, so far)"
+                )
             case .switchProfile(let profile):
                 problems += PacketEngine.unsupportedFeatures(profile).map {
                     "a profile its timeline switches to uses \($0)"
@@ -254,6 +258,7 @@ public enum ScenarioRunner {
         case .removeFault(let name): return .removeFaultsNamed(name)
         case .captive(let open): return .captive(open: open)
         case .cut(let mode): return .cut(mode)
+        case .route(let name, let change): return .route(name, change)
         }
     }
 

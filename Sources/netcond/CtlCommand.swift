@@ -25,12 +25,15 @@ struct CtlCommand: AsyncParsableCommand {
               netcond ctl captive open   log in to the portal (`captive close`)
               netcond ctl cut            reset every open connection (`cut close`)
               netcond ctl events         the event log (faults hit, link changes)
+              netcond ctl routes         the routes beyond the access link, each with its link now
+              netcond ctl route cdn.example.com outage refuse   one route: outage, stall or profile
               netcond ctl fault add \\
                 '{match: {path: /api/*}, status: 503, retry_after: 5s, first: 3}'
             Exit status: 0 done, 2 the request was refused (bad value; nothing changed), 3 no proxy answered.
             """,
         subcommands: [
             Status.self, SwitchProfile.self, Outage.self, Stall.self, Fault.self, Captive.self, Cut.self, Events.self,
+            Routes.self, RouteCommand.self,
         ]
     )
 

@@ -1,9 +1,12 @@
 """Routes: conditions and faults per destination, behind the access link every connection shares.
 Real curl meets the issue's own example under `netcond run`: the API as fast as under plain lte
 (but its first two answers 503), the CDN a long, narrow path away, the ads host silent."""
+import json
+import os
+
 import pytest
 
-from conftest import run, write_profile
+from conftest import NETCOND, run, write_profile
 
 EXAMPLE = """\
 extends: lte
@@ -25,6 +28,11 @@ fetch cdn http://cdn.netcond.test/bytes/1KB 30
 fetch bulk http://cdn.netcond.test/bytes/600KB 60
 fetch ads http://ads.netcond.test/bytes/1KB 3
 """
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def fetches(output):
@@ -67,3 +75,63 @@ def test_the_issue_example_per_destination(tmp, engine):
     assert total - first_byte >= 600 * 1024 / 250_000 * 0.95, result.stdout
     # The ads host is blackholed: curl's own time-out (28), nothing received.
     assert rows["ads rc"] == [28] and rows["ads"][0][0] == "000", result.stdout
+
+
+ROUTED = """\
+extends: none
+routes:
+  - match: {host: "cdn.netcond.test"}
+    link: {latency: 100ms}
+"""
+
+
+def test_ctl_lists_and_changes_one_route(tmp):
+    profile = write_profile(tmp, "routed", ROUTED)
+    netcond_dir = os.path.dirname(os.path.abspath(NETCOND))
+    script = r"""
+netcond ctl routes
+code() { curl -s -m 10 -o /dev/null -w "$1 %{http_code}\n" "$2"; }
+netcond ctl route cdn.netcond.test outage refuse >/dev/null
+code cdn-refused http://cdn.netcond.test/bytes/1KB
+code api-meanwhile http://api.netcond.test/bytes/1KB
+netcond ctl route cdn.netcond.test outage end >/dev/null
+code cdn-back http://cdn.netcond.test/bytes/1KB
+netcond ctl route nowhere.test outage refuse; echo "unknown rc $?"
+netcond ctl route cdn.netcond.test profile 3g >/dev/null
+netcond ctl --json routes
+"""
+    result = run(["run", profile, "--", "sh", "-c", script], env={"PATH": netcond_dir + ":" + os.environ["PATH"]})
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert out.splitlines()[0].startswith("cdn.netcond.test [host cdn.netcond.test]: "), out
+    assert "down unlimited, 100 ms" in out.splitlines()[0], out
+    assert "cdn-refused 000" in out or "cdn-refused 502" in out, out
+    assert "api-meanwhile 200" in out and "cdn-back 200" in out, out
+    assert "unknown rc 2" in out and "unknown route 'nowhere.test'; routes: cdn.netcond.test" in result.stderr, result.stderr
+    routes = json.loads(out[out.index('{"routes"'):])["routes"]
+    assert routes[0]["phase"] == "3g" and routes[0]["connections"] == 2, routes
+
+
+def test_a_scenario_timeline_takes_one_route_down(tmp):
+    scenario = os.path.join(tmp, "cdn-down.yaml")
+    write(scenario, """\
+name: cdn-down
+profile:
+  extends: none
+  routes:
+    - match: {host: "cdn.netcond.test"}
+      link: {latency: 50ms}
+timeline:
+  - {at: 1s, route: cdn.netcond.test, outage: refuse}
+client:
+  command: sh -c 'sleep 2; ! curl -sf -m 5 -o /dev/null http://cdn.netcond.test/bytes/1KB && curl -sf -m 5 -o /dev/null http://api.netcond.test/bytes/1KB'
+  deadline: 30s
+checks:
+  completes: {}
+""")
+    result = run(["run", scenario])
+    assert result.returncode == 0, result.stdout + result.stderr
+    bad = os.path.join(tmp, "bad.yaml")
+    write(bad, open(scenario).read().replace("route: cdn.netcond.test", "route: cnd.netcond.test"))
+    refused = run(["validate", bad])
+    assert refused.returncode != 0 and "did you mean 'cdn.netcond.test'" in refused.stderr + refused.stdout

@@ -7,6 +7,14 @@ extension LinkModel {
     /// The routes in force, in the order the profile gives them.
     public var routes: [Route] { self.links.routes }
 
+    /// The path index of each route in force, in the profile's order.
+    public var routePaths: [Int] { self.links.routes.compactMap { self.links.route(named: $0.name) } }
+
+    /// Route `path` as it stands now (for status).
+    public func routeView(_ path: Int) -> RouteView {
+        self.links.view(ofRoute: path, at: self.now)
+    }
+
     /// The path index of the route in force called `name` (nil: none): what the route's live
     /// changes take.
     public func routeIndex(named name: String) -> Int? {
@@ -52,6 +60,16 @@ extension LinkModel {
         if self.links.switchRoute(route, to: profile, at: self.now) { self.cutAllConnections(.reset, route: route) }
         self.retargetRoutedFlows()
         self.scheduleRouteTick()
+    }
+
+    /// Applies a live change to route `route` (a path index) from `now`.
+    public func change(route: Int, _ change: RouteChange, at now: Instant) {
+        switch change {
+        case .outage(let outage): self.setOutage(outage, route: route, at: now)
+        case .stall(let stall): self.setStall(stall, route: route, at: now)
+        case .link(let profile):
+            self.switchRoute(route, to: self.links.pathRoutes[route].withLink(of: profile), at: now)
+        }
     }
 
     // MARK: - Routes' timelines

@@ -46,6 +46,7 @@ extension LinkModel {
         guard let flow = self.flows[id] else { return verdict }
         if let route {
             flow.route = route
+            self.routeConnections[route, default: 0] += 1
             self.retarget(flow)
         }
         flow.up.readyAt = .distantFuture

@@ -77,6 +77,8 @@ public final class LinkModel {
     var scheduledRouteTick: Instant?
     /// Connection attempts so far per route (for a route's `connect_hold`).
     var routeAttempts: [Int: Int] = [:]
+    /// Connections that took each route so far (by path index).
+    public internal(set) var routeConnections: [Int: Int] = [:]
 
     public init(profile: Profile, seed: UInt64) {
         self.profile = profile

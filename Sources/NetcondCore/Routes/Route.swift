@@ -126,3 +126,35 @@ public struct RouteTable: Sendable {
         return best
     }
 }
+
+/// A live change to one route (`netcond ctl route`, `POST /routes/NAME`, a scenario timeline's
+/// `route:` event).
+public enum RouteChange: Sendable, Equatable, CustomStringConvertible {
+    /// Start an outage on the route, or end its live one (nil).
+    case outage(OutageBehaviour?)
+    /// Stall the route, or end its live stall (nil).
+    case stall(StallDirection?)
+    /// The route's link becomes `profile`'s (its directions, set-up delays, schedule and stalls);
+    /// the route keeps its match, faults and set-up rules.
+    case link(Profile)
+
+    public var description: String {
+        switch self {
+        case .outage(let outage): return outage.map { "outage (\($0))" } ?? "outage ends"
+        case .stall(let stall): return stall.map { "stall (\($0))" } ?? "stall ends"
+        case .link(let profile): return "link → \(profile.name)"
+        }
+    }
+}
+
+extension Route {
+    /// The route's own profile with `profile`'s link in place of its own (see ``RouteChange/link(_:)``).
+    public func withLink(of profile: Profile) -> Profile {
+        var own = self.profile
+        own.conditions = profile.conditions
+        own.schedule = profile.schedule
+        own.stalls = profile.stalls
+        own.name = profile.name
+        return own
+    }
+}

@@ -106,6 +106,8 @@ public enum ScenarioAction: Sendable, Equatable, CustomStringConvertible {
     case captive(open: Bool)
     /// Cut every connection open at that moment (the link stays up).
     case cut(CutMode)
+    /// Change one of the profile's routes (by name).
+    case route(String, RouteChange)
 
     public var description: String {
         switch self {
@@ -117,6 +119,7 @@ public enum ScenarioAction: Sendable, Equatable, CustomStringConvertible {
         case .removeFault(let name): return "fault '\(name)' removed"
         case .captive(let open): return open ? "captive portal opens" : "captive portal closes"
         case .cut(let mode): return "connections \(mode.pastTense)"
+        case .route(let name, let change): return "route \(name): \(change)"
         }
     }
 }

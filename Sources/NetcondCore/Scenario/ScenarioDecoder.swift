@@ -263,11 +263,18 @@ public enum ScenarioDecoder {
         var events: [ScenarioEvent] = []
         // Names `remove_fault` may use: the profile's faults and those added before it in the file.
         var faultNames = Set(profile.faults.compactMap(\.name))
+        // Routes a `route:` event may name: the profile's and those of profiles switched to before it.
+        var routeNames = profile.routes.map(\.name)
         for element in try node.list() {
             let map = try element.mapping(
-                allowedKeys: Self.timelineTriggers + ["of"] + Self.timelineActions,
+                allowedKeys: Self.timelineTriggers + ["of", "route"] + Self.timelineActions,
                 expecting: "an event (e.g. \(example))")
             let trigger = try Self.timelineTrigger(map, origin: origin)
+            if let routeNode = map["route"] {
+                let action = try Self.routeEvent(map, routeNode, routeNames: routeNames)
+                events.append(ScenarioEvent(trigger: trigger, action: action))
+                continue
+            }
             let (kind, value) = try map.single(of: Self.timelineActions, thing: "event", example: example)
             let action: ScenarioAction
             switch kind {
@@ -275,6 +282,7 @@ public enum ScenarioDecoder {
                 let switched = try Self.profile(value, scenarioName: "timeline")
                 // A switch replaces every fault in force with the new profile's.
                 faultNames = Set(switched.faults.compactMap(\.name))
+                routeNames += switched.routes.map(\.name)
                 action = .switchProfile(switched)
             case "outage":
                 let word = try value.choice(OutageBehaviour.allCases.map(\.rawValue) + ["end"])
@@ -309,6 +317,37 @@ public enum ScenarioDecoder {
             events.append(ScenarioEvent(trigger: trigger, action: action))
         }
         return events
+    }
+
+    /// `{at: 5s, route: NAME, outage: refuse}` (or `stall:`, or `profile:` for the route's link).
+    private static func routeEvent(_ map: ConfigMapping, _ routeNode: ConfigNode, routeNames: [String])
+        throws(ConfigError) -> ScenarioAction
+    {
+        let name = try routeNode.string(expecting: "a route's name (its name:, else its first host)")
+        guard routeNames.contains(name) else {
+            throw routeNode.error(
+                routeNames.isEmpty
+                    ? "no route '\(name)': the scenario's profile has no routes: (add them to its profile)"
+                    : Suggestion.unknown("route", name, among: routeNames, listedAs: "routes"))
+        }
+        let example = "{at: 5s, route: \(name), outage: refuse}"
+        let (kind, value) = try map.single(of: ["outage", "stall", "profile"], thing: "route change", example: example)
+        for other in Self.timelineActions where !["outage", "stall", "profile"].contains(other) {
+            if let node = map[other] {
+                throw node.error(
+                    "a route event changes the route's outage, stall or profile; '\(other)' is the whole link's")
+            }
+        }
+        switch kind {
+        case "outage":
+            let word = try value.choice(OutageBehaviour.allCases.map(\.rawValue) + ["end"])
+            return .route(name, .outage(OutageBehaviour(rawValue: word)))
+        case "stall":
+            let word = try value.choice(StallDirection.allCases.map(\.rawValue) + ["end"])
+            return .route(name, .stall(StallDirection(rawValue: word)))
+        default:
+            return .route(name, .link(try Self.profile(value, scenarioName: "timeline")))
+        }
     }
 
     /// An event's one trigger: `at`, `after_request` (with an optional `of`) or `after_bytes`.

@@ -40,6 +40,8 @@ public enum ControlAPI {
         case history(since: Double?)
         case faults
         case events
+        /// `GET /routes`: the routes beyond the access link, each with its link now.
+        case routes
         case command(ControlCommand)
     }
 
@@ -50,7 +52,7 @@ public enum ControlAPI {
 
     static let paths = [
         "/status", "/history", "/profile", "/outage", "/stall", "/faults", "/events", "/captive", "/cut",
-        "/ (the dashboard)",
+        "/routes", "/ (the dashboard)",
     ]
 
     /// What a request asks for. `target` may be origin-form (`/status`) or absolute-form
@@ -85,6 +87,7 @@ public enum ControlAPI {
         case "/faults":
             return Self.faults(method: method, body: body) ?? wrongMethod("GET, POST or DELETE")
         default:
+            if let destinations = Self.destinations(method: method, path: path, body: body) { return destinations }
             if path.hasPrefix("/faults/") {
                 guard method == "DELETE" else { return wrongMethod("DELETE") }
                 return Self.removeFault(path)
@@ -214,6 +217,8 @@ public enum ControlCommand: Equatable, Sendable {
     case captive(open: Bool)
     /// Cut every connection open now (the link stays up).
     case cut(CutMode)
+    /// Change one route (by name) beyond the access link.
+    case route(String, RouteChange)
 }
 
 /// One fault in force, as `GET /faults` lists it.
@@ -300,6 +305,8 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     /// arrived but wait behind a lost segment until its repair (a receiver passes bytes on in
     /// order). What the link carried: the dashboard's throughput (nil where the engine does not say).
     public var linkBytesDown: Int64?
+    /// The routes beyond the access link, each with its link now (nil: the profile has none).
+    public var routes: [ControlRoute]?
     /// Segments the emulated senders put on the link, retransmissions included (both directions).
     public var segmentsSent: Int
     public var segmentsLost: Int
@@ -334,8 +341,10 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         segmentsSent: Int, segmentsLost: Int, queueDrops: Int, outageDrops: Int, retransmissions: Int, resets: Int,
         closes: Int, refusedConnections: Int, upstreamFailures: Int, faults: Int, faultsApplied: Int,
         captivePortal: String?, timerWakeups: Int, timerLateUs: [Double], engine: String = "proxy",
-        queueDelayMs: [Double]? = nil, link: [ControlLinkNow]? = nil, linkBytesDown: Int64? = nil
+        queueDelayMs: [Double]? = nil, link: [ControlLinkNow]? = nil, linkBytesDown: Int64? = nil,
+        routes: [ControlRoute]? = nil
     ) {
+        self.routes = routes
         self.linkBytesDown = linkBytesDown
         self.queueDelayMs = queueDelayMs
         self.link = link
@@ -368,7 +377,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case profile, phase, outage, stalled, seed, engine, link
+        case profile, phase, outage, stalled, seed, engine, link, routes
         case elapsedSeconds = "elapsed_seconds"
         case connectionsTotal = "connections_total"
         case connectionsOpen = "connections_open"
@@ -424,6 +433,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         try container.encodeIfPresent(self.queueDelayMs, forKey: .queueDelayMs)
         try container.encodeIfPresent(self.link, forKey: .link)
         try container.encodeIfPresent(self.linkBytesDown, forKey: .linkBytesDown)
+        try container.encodeIfPresent(self.routes, forKey: .routes)
     }
 
     public func json() -> [UInt8] { self.controlJSON() }

@@ -254,6 +254,14 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
         return after != before && after == .reset
     }
 
+    /// Route `path` as it stands at `now`: the route, its state, each direction's link now.
+    public func view(ofRoute path: Int, at now: Instant) -> RouteView {
+        let timeline = self.routeTimelines[path]
+        return RouteView(
+            route: self.pathRoutes[path], state: timeline.state, down: timeline.moment(.down, at: now),
+            up: timeline.moment(.up, at: now))
+    }
+
     /// The outage in force on route `index` (nil: none, or no route).
     public func outage(route index: Int?) -> OutageBehaviour? {
         guard let index else { return nil }
@@ -273,6 +281,15 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
         guard let route else { return access }
         return access + self.routePaths[route].conditions.direction(direction).delay(at: now)
     }
+}
+
+/// One route as it stands at a moment, for status and reports.
+public struct RouteView: Sendable {
+    public var route: Route
+    /// Its link's phase (its profile's name, or its schedule phase's), outage and stalls.
+    public var state: LinkState
+    public var down: LinkMoment
+    public var up: LinkMoment
 }
 
 /// A unit as the network carries it: on which route, whether the path it is on is its last, and

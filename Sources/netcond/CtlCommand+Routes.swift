@@ -1,0 +1,78 @@
+import ArgumentParser
+import Foundation
+import NetcondCore
+import NetcondProxy
+
+/// `netcond ctl routes` and `netcond ctl route NAME …`: the routes beyond the access link.
+extension CtlCommand {
+    struct Routes: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the routes beyond the access link, each with its link now.")
+        @OptionGroup var target: Target
+
+        func run() async throws {
+            try await self.target.send("GET", "/routes") { data in
+                (try? JSONDecoder().decode(ControlRoutes.self, from: data)).map(Self.summary)
+            }
+        }
+
+        static func summary(_ answer: ControlRoutes) -> String {
+            guard !answer.routes.isEmpty else { return "no routes: every connection meets the access link alone" }
+            return answer.routes.map { route in
+                var parts = [route.phase]
+                for link in route.link {
+                    let rate = link.rateBps.map { Bandwidth(bitsPerSecond: $0).description } ?? "unlimited"
+                    parts.append("\(link.direction) \(rate), \(Self.milliseconds(link.delayMs))")
+                }
+                if let outage = route.outage { parts.append("outage (\(outage))") }
+                if !route.stalled.isEmpty { parts.append("stalled \(route.stalled.joined(separator: "+"))") }
+                parts.append("\(route.connections) connection\(route.connections == 1 ? "" : "s")")
+                return "\(route.name) [\(route.match)]: " + parts.joined(separator: "; ")
+            }.joined(separator: "\n")
+        }
+
+        static func milliseconds(_ value: Double) -> String {
+            value == value.rounded() ? "\(Int(value)) ms" : String(format: "%.1f ms", value)
+        }
+    }
+
+    struct RouteCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "route",
+            abstract: "Change one route live: an outage, a stall, or another link.",
+            discussion: """
+                  netcond ctl route cdn.example.com outage refuse   blackhole | refuse | reset | end
+                  netcond ctl route cdn.example.com stall down      up | down | both | end
+                  netcond ctl route cdn.example.com profile 3g      the route's link becomes 3g's
+                """)
+        @Argument(help: "The route's name (netcond ctl routes lists them).")
+        var name: String
+        @Argument(help: "outage, stall or profile.")
+        var change: String
+        @Argument(help: "The outage, the stall's direction, or a built-in profile's name.")
+        var value: String
+        @OptionGroup var target: Target
+
+        func validate() throws {
+            switch self.change {
+            case "outage":
+                try Target.checkStartOrEnd(self.value, among: OutageBehaviour.allCases.map(\.rawValue), what: "outage")
+            case "stall":
+                try Target.checkStartOrEnd(
+                    self.value, among: StallDirection.allCases.map(\.rawValue), what: "stall direction")
+            case "profile":
+                guard !ProfileCatalog.looksLikePath(self.value) else {
+                    throw ValidationError("'\(self.value)' is a path; a route's link takes a built-in profile's name")
+                }
+            default:
+                throw ValidationError("unknown change '\(self.change)'; allowed: outage, stall, profile")
+            }
+        }
+
+        func run() async throws {
+            let path =
+                "/routes/" + (self.name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? self.name)
+            try await self.target.send("POST", path, body: [self.change: self.value])
+        }
+    }
+}
