@@ -81,6 +81,7 @@ struct EvidenceAssembler {
                 ended: entry.finishedAt.map { self.seconds(uptime: $0.nanoseconds) },
                 effect: entry.effect
             )
+            request.host = entry.host
             request.responded = entry.respondedAt.map { self.seconds(uptime: $0.nanoseconds) }
             request.originFault = entry.fault
             request.afterClientFIN = late[entry.id].map { Double($0.nanoseconds) / 1e9 }
