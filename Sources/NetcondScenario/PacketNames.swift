@@ -28,9 +28,12 @@ final class PacketNames: Sendable {
 
     private struct State {
         var known: [(name: String, address: String)]
+        /// The names the responder gave addresses, with them (the origin listens on each).
+        var given: [(name: String, address: String)] = []
         /// Lookups under way (their listeners binding), so that a second query waits for the first.
         var pending: [String: EventLoopFuture<Lookup>] = [:]
-        var given = 0
+        /// Names given an address or being given one: what counts against ``PacketNames/limit``.
+        var reserved = 0
         var next: Int
         var limitNoted = false
     }
@@ -56,6 +59,11 @@ final class PacketNames: Sendable {
         self.state.withLockedValue { $0.known }
     }
 
+    /// The names the responder gave addresses of their own, with them: each reaches the origin.
+    func givenNames() -> [(name: String, address: String)] {
+        self.state.withLockedValue { $0.given }
+    }
+
     /// The address of `name` (lower case, no final dot), given on its first lookup.
     func lookup(_ name: String) -> EventLoopFuture<Lookup> {
         let (future, promise) = self.state.withLockedValue {
@@ -75,11 +83,11 @@ final class PacketNames: Sendable {
     /// Finds `name` a free address and starts the origin's listeners on it.
     private func give(_ name: String) async -> Lookup {
         let taken = self.state.withLockedValue { state -> Set<String>? in
-            guard state.given < Self.limit else {
+            guard state.reserved < Self.limit else {
                 state.pending[name] = nil
                 return nil
             }
-            state.given += 1
+            state.reserved += 1
             return Set(state.known.map(\.address))
         }
         guard let taken else {
@@ -95,12 +103,13 @@ final class PacketNames: Sendable {
             }
             self.state.withLockedValue {
                 $0.known.append((name, address))
+                $0.given.append((name, address))
                 $0.pending[name] = nil
             }
             return .address(address)
         }
         self.state.withLockedValue {
-            $0.given -= 1
+            $0.reserved -= 1
             $0.pending[name] = nil
         }
         return .failed
