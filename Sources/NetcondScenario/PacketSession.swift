@@ -239,18 +239,19 @@ public final class PacketSession: Sendable {
     static func writeHosts(_ file: String, origin: String, portal: String, setup: SetupRules) throws {
         let system = (try? String(contentsOfFile: "/etc/hosts", encoding: .utf8)) ?? "127.0.0.1\tlocalhost\n"
         var text = system + (system.hasSuffix("\n") ? "" : "\n")
-        for (address, names) in [
-            (origin, [Session.originHost]), (portal, [CaptivePortal.host] + CaptivePortal.probeHosts),
-        ] {
+        for (address, names) in [(origin, [Session.originHost]), (portal, Self.portalNames)] {
             let kept = names.filter { !setup.nameFails($0) }
             if !kept.isEmpty { text += "\(address)\t\(kept.joined(separator: " "))\n" }
         }
         try text.write(toFile: file, atomically: false, encoding: .utf8)
     }
 
+    /// The names that lead to the portal: its own and the OS connectivity probes' hosts.
+    static let portalNames = [CaptivePortal.host] + CaptivePortal.probeHosts
+
     /// The names the hosts file gives (before `dns_fail` leaves some out), with their addresses.
     static func hostsNames(origin: String, portal: String) -> [(name: String, address: String)] {
-        [(Session.originHost, origin)] + ([CaptivePortal.host] + CaptivePortal.probeHosts).map { ($0, portal) }
+        [(Session.originHost, origin)] + Self.portalNames.map { ($0, portal) }
     }
 
     /// Every name the run mapped to an address of its own, with it: the origin's and the portal's
