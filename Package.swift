@@ -136,6 +136,7 @@ let package = Package(
             name: "NetcondFuzzTargets",
             dependencies: [
                 "NetcondCore",
+                "NetcondPacket",
                 "NetcondProxy",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -62,7 +62,7 @@ static void close_descriptors(int lowest, int keep, long limit) {
 }
 
 int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int stdout_fd,
-                  int stderr_fd, int terminal_fd, int cgroup_fd, const char *hosts_file,
+                  int stderr_fd, int terminal_fd, int cgroup_fd, const char *hosts_file, const char *resolv_file,
                   const struct netcond_identity *identity, pid_t *pid, int *failed_step) {
     int report[2];
     if (pipe2(report, O_CLOEXEC) != 0) return errno;
@@ -103,16 +103,20 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
         /* Into the cgroup before anything runs, so that its first packet is already the cgroup's. */
         if (error == 0 && cgroup_fd >= 0 && write(cgroup_fd, "0", 1) != 1) error = errno;
 #ifdef __linux__
-        /* Names of netcond's own (the built-in origin): a mount namespace of the child's own in which
-           /etc/hosts is netcond's copy. Nothing of it is visible outside, and it ends with the child's
-           last process. */
-        if (error == 0 && hosts_file != NULL) {
+        /* Names of netcond's own (the built-in origin, its DNS responder): a mount namespace of the
+           child's own in which /etc/hosts and /etc/resolv.conf are netcond's copies. Nothing of it is
+           visible outside, and it ends with the child's last process. */
+        if (error == 0 && (hosts_file != NULL || resolv_file != NULL)) {
             if (unshare(CLONE_NEWNS) != 0) error = errno;
             if (error == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) error = errno;
-            if (error == 0 && mount(hosts_file, "/etc/hosts", NULL, MS_BIND, NULL) != 0) error = errno;
+            if (error == 0 && hosts_file != NULL && mount(hosts_file, "/etc/hosts", NULL, MS_BIND, NULL) != 0)
+                error = errno;
+            if (error == 0 && resolv_file != NULL && mount(resolv_file, "/etc/resolv.conf", NULL, MS_BIND, NULL) != 0)
+                error = errno;
         }
 #else
         (void)hosts_file;
+        (void)resolv_file;
 #endif
         if (error == 0 && identity != NULL) {
             /* Captured output goes to pipes netcond made (its own, mode 0600): the user's program must be

@@ -3,6 +3,7 @@ import NIOCore
 import NIOEmbedded
 import NIOHTTP1
 import NetcondCore
+import NetcondPacket
 import NetcondProxy
 
 /// Everything netcond parses from outside, as functions of one input's bytes: what libFuzzer drives
@@ -19,6 +20,7 @@ public enum FuzzTargets {
         ("socks5", socks5),
         ("control-api", controlAPI),
         ("toxiproxy-api", toxiproxyAPI),
+        ("dns-answers", dnsAnswers),
     ]
 
     public static func named(_ name: String) -> (@Sendable ([UInt8]) -> Void)? {
@@ -116,6 +118,11 @@ public enum FuzzTargets {
             _ = try? Toxic.decode(object, updating: toxic, onLink: onLink)
             _ = ToxicConditions(toxics: [toxic, toxic], name: "fuzz")
         }
+    }
+
+    /// A DNS response's UDP payload, as the packet engine reads the answers its command receives.
+    static func dnsAnswers(_ bytes: [UInt8]) {
+        _ = DNSAnswers.parse(bytes)
     }
 
     /// `METHOD TARGET\nBODY`.

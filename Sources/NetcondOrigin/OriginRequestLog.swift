@@ -44,6 +44,10 @@ public final class OriginRequestLog: Sendable {
         public var method: String
         /// The request target exactly as sent (`/bytes/1MB?seed=3`).
         public var target: String
+        /// The host the request asked for (`cdn.netcond.test`: an absolute-form target's, else
+        /// `Host:`), lower case, without the port; nil when it named none. Every name under
+        /// `netcond.test` reaches this origin, so this tells them apart.
+        public var host: String? = nil
         public var headers: Headers
         /// Status code of the response head, or `nil` if none was sent.
         public var status: Int?
@@ -138,13 +142,16 @@ public final class OriginRequestLog: Sendable {
     }
 
     /// Adds an entry for a request whose head just arrived; returns its id.
-    func begin(connection: Int, timestamp: Instant, method: String, target: String, headers: Headers) -> Int {
+    func begin(
+        connection: Int, timestamp: Instant, method: String, target: String, host: String? = nil, headers: Headers
+    ) -> Int {
         self.box.withLock { entries in
             let id = entries.count
             entries.append(
                 Entry(
                     id: id, connection: connection, timestamp: timestamp, method: method,
-                    target: target, headers: headers, status: nil, respondedAt: nil, retryAfter: nil, bodyBytesSent: 0,
+                    target: target, host: host, headers: headers, status: nil, respondedAt: nil, retryAfter: nil,
+                    bodyBytesSent: 0,
                     completed: false, isFinished: false, finishedAt: nil, connectionBytesAtEnd: nil, effect: nil))
             return id
         }

@@ -119,13 +119,14 @@ struct HostOverrides: Sendable {
     var exact: [String: SocketAddress] = [:]
     /// Any other `*.netcond.test` name goes here (the built-in origin).
     var netcondTest: SocketAddress?
-    /// Where port 443 of `origin.netcond.test` goes: the origin's HTTPS listener (nil: not served).
+    /// Where port 443 of a name under `netcond.test` goes: the origin's HTTPS listener (nil: not
+    /// served).
     var originTLS: SocketAddress?
 
     func lookup(_ host: String) -> SocketAddress?? {
         let name = host.lowercased().trimmingSuffix(".")
         if let address = self.exact[name] { return .some(address) }
-        if name == "netcond.test" || name.hasSuffix(".netcond.test") { return .some(self.netcondTest) }
+        if OriginHost.isOwn(name) { return .some(self.netcondTest) }
         if name == "invalid" || name.hasSuffix(".invalid") { return .some(nil) }
         return nil
     }
@@ -328,7 +329,7 @@ struct UpstreamConnector {
         switch self.overrides.lookup(target.host) {
         case .some(.some(var address)):
             attempt.routedToOrigin = true
-            if target.port == 443, target.host.lowercased().trimmingSuffix(".") == OriginHost.name {
+            if target.port == 443, OriginHost.isOwn(target.host) {
                 // Served where there is a TLS library; else the port is closed.
                 guard let tls = self.overrides.originTLS else {
                     return loop.makeFailedFuture(UpstreamError.refused(target, "connection refused"))

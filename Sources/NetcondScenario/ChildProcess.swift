@@ -46,8 +46,8 @@ public final class ChildProcess: Sendable {
     /// and stderr go to those descriptors and its stdin is /dev/null; without, it shares netcond's
     /// and, when netcond is in the foreground of a terminal, is given the terminal (see above). With
     /// `cgroup` (an open `cgroup.procs`), the child enters that cgroup before it executes; with
-    /// `hostsFile`, it sees that file as /etc/hosts (a mount namespace of its own); with `identity`, it
-    /// runs as that user (netcond is root). `onExit` is called once it has ended, while it and its
+    /// `hostsFile` (`resolvFile`), it sees that file as /etc/hosts (/etc/resolv.conf: a mount namespace
+    /// of its own); with `identity`, it runs as that user (netcond is root). `onExit` is called once it has ended, while it and its
     /// group are still as it left them (unreaped, not yet killed).
     public static func spawn(
         _ command: [String],
@@ -56,6 +56,7 @@ public final class ChildProcess: Sendable {
         output: (stdout: Int32, stderr: Int32)? = nil,
         cgroup: Int32? = nil,
         hostsFile: String? = nil,
+        resolvFile: String? = nil,
         identity: ChildIdentity? = nil,
         onExit: (@Sendable (pid_t) -> Void)? = nil
     ) throws(ChildProcessError) -> ChildProcess {
@@ -67,7 +68,7 @@ public final class ChildProcess: Sendable {
         // thread of its own that lives exactly as long as the child (it waits for it).
         let reaper = Reaper(
             path: resolved, arguments: command, environment: environmentLines, directory: workingDirectory,
-            output: output, cgroup: cgroup ?? -1, hostsFile: hostsFile, identity: identity, onExit: onExit)
+            output: output, cgroup: cgroup ?? -1, names: (hostsFile, resolvFile), identity: identity, onExit: onExit)
         let (result, step) = reaper.start()
         guard result == 0 else {
             let reason = String(cString: strerror(result))
@@ -181,7 +182,8 @@ private final class Reaper: @unchecked Sendable {
     private let directory: String?
     private let output: (stdout: Int32, stderr: Int32)?
     private let cgroup: Int32
-    private let hostsFile: String?
+    /// The files the child sees as /etc/hosts and /etc/resolv.conf (nil: the machine's).
+    private let names: (hosts: String?, resolv: String?)
     private let identity: ChildIdentity?
     private let onExit: (@Sendable (pid_t) -> Void)?
     private let started = DispatchSemaphore(value: 0)
@@ -198,7 +200,8 @@ private final class Reaper: @unchecked Sendable {
 
     init(
         path: String, arguments: [String], environment: [String], directory: String?,
-        output: (stdout: Int32, stderr: Int32)?, cgroup: Int32, hostsFile: String?, identity: ChildIdentity?,
+        output: (stdout: Int32, stderr: Int32)?, cgroup: Int32, names: (hosts: String?, resolv: String?),
+        identity: ChildIdentity?,
         onExit: (@Sendable (pid_t) -> Void)?
     ) {
         self.onExit = onExit
@@ -208,7 +211,7 @@ private final class Reaper: @unchecked Sendable {
         self.directory = directory
         self.output = output
         self.cgroup = cgroup
-        self.hostsFile = hostsFile
+        self.names = names
         self.identity = identity
     }
 
@@ -277,7 +280,7 @@ private final class Reaper: @unchecked Sendable {
             return withUnsafePointer(to: &identity) { identityPointer in
                 netcond_spawn(
                     self.path, argv, envp, self.directory, self.output?.stdout ?? -1, self.output?.stderr ?? -1,
-                    foreground ? self.terminal : -1, self.cgroup, self.hostsFile,
+                    foreground ? self.terminal : -1, self.cgroup, self.names.hosts, self.names.resolv,
                     self.identity == nil ? nil : identityPointer, &pid, &step)
             }
         }

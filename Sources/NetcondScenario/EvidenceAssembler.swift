@@ -81,6 +81,7 @@ struct EvidenceAssembler {
                 ended: entry.finishedAt.map { self.seconds(uptime: $0.nanoseconds) },
                 effect: entry.effect
             )
+            request.host = entry.host
             request.responded = entry.respondedAt.map { self.seconds(uptime: $0.nanoseconds) }
             request.originFault = entry.fault
             request.afterClientFIN = late[entry.id].map { Double($0.nanoseconds) / 1e9 }
@@ -97,14 +98,15 @@ struct EvidenceAssembler {
         }
     }
 
-    /// Attempts that never reached the origin: connections to it that failed, and client
-    /// connections whose request the link swallowed (no host known: nothing was read).
+    /// Attempts that never reached the origin: connections to it (by any name under
+    /// `netcond.test`) that failed, and client connections whose request the link swallowed (no
+    /// host known: nothing was read).
     func failedConnects(_ events: [ProxyEvent]) -> [RunEvidence.FailedConnect] {
         events.compactMap { event in
             guard let outcome = event.attempt else { return nil }
             switch event.kind {
             case .connect:
-                guard let host = event.host, host.lowercased() == Session.originHost else { return nil }
+                guard let host = event.host, OriginHost.isOwn(host) else { return nil }
                 return RunEvidence.FailedConnect(
                     at: self.seconds(logged: event.at), host: host, port: event.port ?? 0, outcome: outcome)
             case .client:
@@ -119,8 +121,7 @@ struct EvidenceAssembler {
     /// Connections to the origin made only after the link held them (see ``RunEvidence/HeldConnect``).
     func heldConnects(_ events: [ProxyEvent]) -> [RunEvidence.HeldConnect] {
         events.compactMap { event in
-            guard event.kind == .held, let held = event.heldFor, let host = event.host,
-                host.lowercased() == Session.originHost
+            guard event.kind == .held, let held = event.heldFor, let host = event.host, OriginHost.isOwn(host)
             else { return nil }
             return RunEvidence.HeldConnect(at: self.seconds(logged: event.at), heldFor: held)
         }

@@ -8,12 +8,16 @@ extension HTMLReport {
     /// Requests' rows: one labelled row each, or packed (a row takes a request once its last one ended).
     struct RequestRows {
         var labelled: Bool
+        /// The origin's requests asked for more than one host: each label names its own.
+        var showsHosts: Bool
         var rowOf: [Int] = []
         var count: Int { max(1, (self.rowOf.max() ?? 0) + 1) }
         var height: Double { self.labelled ? 14 : 8 }
 
         init(_ requests: [DrawnRequest], end: Double) {
             self.labelled = requests.count <= HTMLReport.labelledRequests
+            let hosts = Set(requests.compactMap { if case .origin(let request) = $0 { request.host } else { nil } })
+            self.showsHosts = hosts.count > 1
             if self.labelled {
                 self.rowOf = Array(requests.indices)
                 return
@@ -90,15 +94,18 @@ extension HTMLReport {
         }
     }
 
-    /// One request: its label in the left column when rows are labelled; its bar.
+    /// One request: its label in the left column when rows are labelled (with its host when
+    /// `hosts`); its bar.
     static func requestRow(
-        _ request: DrawnRequest, top: Double, height: Double, labelled: Bool, end: Double, position: (Double) -> Double
+        _ request: DrawnRequest, top: Double, height: Double, labelled: Bool, hosts: Bool, end: Double,
+        position: (Double) -> Double
     ) -> (bar: String, label: String) {
         switch request {
         case .portal(let answer):
             return Self.portalRow(answer, top: top, height: height, labelled: labelled, position: position)
         case .origin(let request):
-            return Self.originRow(request, top: top, height: height, labelled: labelled, end: end, position: position)
+            return Self.originRow(
+                request, top: top, height: height, labelled: (labelled, hosts), end: end, position: position)
         }
     }
 
@@ -124,11 +131,12 @@ extension HTMLReport {
         return (bar, label)
     }
 
-    /// A request the origin saw: its label (method, path, status, `Range`, bytes); its bar from
-    /// arrival to the end of its response, the part before the response head (waiting on the
-    /// server) lighter, coloured by outcome.
+    /// A request the origin saw: its label (host when `labelled.hosts`, method, path, status,
+    /// `Range`, bytes); its bar from arrival to the end of its response, the part before the
+    /// response head (waiting on the server) lighter, coloured by outcome.
     static func originRow(
-        _ request: ReportScenario.Request, top: Double, height: Double, labelled: Bool, end: Double,
+        _ request: ReportScenario.Request, top: Double, height: Double, labelled: (rows: Bool, hosts: Bool),
+        end: Double,
         position: (Double) -> Double
     ) -> (bar: String, label: String) {
         let at = Self.finite(request.at) ?? 0
@@ -162,10 +170,10 @@ extension HTMLReport {
             }
         }
         var text = ""
-        if labelled {
+        if labelled.rows {
             text =
                 "<text class=\"request-label\(broken ? " broken" : "")\" x=\"4\" y=\"\(Int(top + height - 1))\">"
-                + "\(Self.escape(Self.requestLabel(request)))</text>\n"
+                + "\(Self.escape(Self.requestLabel(request, host: labelled.hosts)))</text>\n"
         }
         return (svg + "</g>\n", text)
     }
@@ -174,7 +182,7 @@ extension HTMLReport {
     static func requestTitle(_ request: ReportScenario.Request, ended: Double?) -> String {
         let at = Self.finite(request.at) ?? 0
         let status = request.status.map(String.init) ?? "no answer"
-        var title = "+\(Self.number(at))s \(request.method) \(request.path) → \(status)"
+        var title = "+\(Self.number(at))s \(request.method) \(request.host ?? "")\(request.path) → \(status)"
         if let range = request.range { title += ", Range: \(range)" }
         if let key = request.idempotencyKey { title += ", Idempotency-Key: \(key)" }
         title += ", \(request.bodyBytes) bytes"
@@ -198,9 +206,11 @@ extension HTMLReport {
         return title
     }
 
-    /// `GET /files/big.bin 206 614400- · 600 KB · cut`, at most 40 characters.
-    static func requestLabel(_ request: ReportScenario.Request) -> String {
-        var label = "\(request.method) \(request.path) " + (request.status.map(String.init) ?? "no answer")
+    /// `GET /files/big.bin 206 614400- · 600 KB · cut` (with `host`, `cdn.netcond.test GET …`), at
+    /// most 40 characters.
+    static func requestLabel(_ request: ReportScenario.Request, host: Bool = false) -> String {
+        var label = host ? (request.host.map { $0 + " " } ?? "") : ""
+        label += "\(request.method) \(request.path) " + (request.status.map(String.init) ?? "no answer")
         if let range = request.range { label += " " + range.replacingOccurrences(of: "bytes=", with: "") }
         label += " · " + Self.bytesText(Double(request.bodyBytesReceived ?? request.bodyBytes))
         if request.stoppedByRunEnd == true {

@@ -84,7 +84,7 @@ extension HTMLReport {
         for (number, request) in requests.enumerated() {
             let row = Self.requestRow(
                 request, top: lanes.requests + rows.height * Double(rows.rowOf[number]), height: rows.height - 3,
-                labelled: rows.labelled, end: scale.end, position: scale.position)
+                labelled: rows.labelled, hosts: rows.showsHosts, end: scale.end, position: scale.position)
             drawing.svg += row.bar
             drawing.fixed += row.label
         }

@@ -113,6 +113,8 @@ extension ScenarioSuite.JSONReport.Scenario {
     struct Request: Codable, Equatable, Sendable {
         var at: Double
         var method: String
+        /// The host the request asked for, when it named one.
+        var host: String?
         var path: String
         var range: String?
         var idempotencyKey: String?
@@ -277,7 +279,7 @@ extension ScenarioSuite.JSONReport.Scenario.Request {
     init(_ request: RunEvidence.Request) {
         func ms(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
         self.init(
-            at: ms(request.at), method: request.method, path: request.path, range: request.range,
+            at: ms(request.at), method: request.method, host: request.host, path: request.path, range: request.range,
             idempotencyKey: request.idempotencyKey, status: request.status, retryAfter: request.retryAfter,
             bodyBytes: request.bodyBytesSent, completed: request.completed,
             responded: request.responded.map(ms), ended: request.ended.map(ms), received: request.received.map(ms),

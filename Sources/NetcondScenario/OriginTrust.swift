@@ -1,13 +1,14 @@
 import Foundation
 import NIOCore
+import NetcondCore
 import NetcondProxy
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// HTTPS for the built-in origin: a CA made for this run, a certificate for `origin.netcond.test`
-/// it signs, and the files a client is pointed at so that it trusts them — a bundle of the
+/// HTTPS for the built-in origin: a CA made for this run, a certificate it signs for
+/// `origin.netcond.test` and `*.netcond.test` (every name under `netcond.test` reaches the origin), and the files a client is pointed at so that it trusts them — a bundle of the
 /// system's CAs plus this one (`SSL_CERT_FILE`, `CURL_CA_BUNDLE`, `REQUESTS_CA_BUNDLE`: the
 /// system CAs stay trusted) and the CA alone (`NODE_EXTRA_CA_CERTS`, which Node adds to its own).
 /// The files live in a private temporary folder removed by ``remove()``.
@@ -37,7 +38,8 @@ public final class OriginTrust: Sendable {
     /// Makes the CA and the certificate (with `tls`) and writes the files; `environment` is the one
     /// the client would otherwise get (its CA variables are kept in the bundles).
     public init(host: String, environment: [String: String], tls: any TLSProvider) throws {
-        self.identity = try tls.makeServerIdentity(authority: "netcond origin CA (this run only)", names: [host])
+        self.identity = try tls.makeServerIdentity(
+            authority: "netcond origin CA (this run only)", names: [host, "*." + OriginHost.domain])
 
         self.directory = try TemporaryFiles.makeDirectory(kind: "tls")
         self.caPath = self.directory + "/ca.pem"

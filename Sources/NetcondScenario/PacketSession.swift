@@ -17,8 +17,10 @@ import Glibc
 ///
 /// The origin listens on an address of its own in 127.0.0.0/8 (127.110.X.Y, from netcond's process
 /// id), so runs side by side do not collide on ports 80 and 443; the command sees the name in an
-/// /etc/hosts of its own (a mount namespace: nothing changes for the rest of the machine). Its
-/// packets to the origin cross the link like any others.
+/// /etc/hosts of its own (a mount namespace: nothing changes for the rest of the machine). Every
+/// other name under `netcond.test` it resolves through the run's DNS responder (``PacketNaming``,
+/// first in a resolv.conf of its own), which gives each an address of its own where the origin
+/// listens too. Its packets to the origin, and its DNS queries, cross the link like any others.
 public final class PacketSession: Sendable {
     public let profile: Profile
     public let seed: UInt64
@@ -28,6 +30,8 @@ public final class PacketSession: Sendable {
     public let trust: OriginTrust
     /// The /etc/hosts the command sees (the machine's, and the origin's name).
     public let hostsFile: String
+    /// The names under `netcond.test` beyond the hosts file, their responder and resolv.conf.
+    let naming: PacketNaming
     /// The user the command runs as (`--user`); nil: netcond's own.
     public let identity: ChildIdentity?
     /// Which TCP sender the run's servers used (the origin's, as the kernel reports it).
@@ -47,7 +51,8 @@ public final class PacketSession: Sendable {
 
     private init(
         profile: Profile, seed: UInt64, engine: PacketEngine, origin: OriginServer, originAddress: SocketAddress,
-        trust: OriginTrust, hostsFile: String, portal: PacketPortal, originGroup: MultiThreadedEventLoopGroup,
+        trust: OriginTrust, hostsFile: String, naming: PacketNaming, portal: PacketPortal,
+        originGroup: MultiThreadedEventLoopGroup,
         stateChanges: NIOLockedValueBox<[(state: LinkState, at: Span)]>, identity: ChildIdentity?, sender: SenderReport
     ) {
         self.sender = sender
@@ -61,6 +66,7 @@ public final class PacketSession: Sendable {
         self.originAddress = originAddress
         self.trust = trust
         self.hostsFile = hostsFile
+        self.naming = naming
         self.originGroup = originGroup
     }
 
@@ -108,21 +114,13 @@ public final class PacketSession: Sendable {
                 content: originContent, faultSeed: seed, congestionControl: profile.tcp.rawValue))
         var trust: OriginTrust?
         var hostsFile: String?
+        var naming: PacketNaming?
         var portal: PacketPortal?
         do {
-            let address = try await Self.freeAddress(offset: 0) { host in
-                try await origin.start(group: originGroup, host: host, port: 80)
-            }
-            let originTrust = try OriginTrust(
-                host: Session.originHost, environment: ProcessInfo.processInfo.environment, tls: tls)
+            let (address, originTrust) = try await Self.startOrigin(
+                origin, group: originGroup, tls: tls, identity: identity)
             trust = originTrust
-            if identity != nil, let problem = ChildIdentity.openForReading(originTrust.directory) {
-                throw ChildIdentity.Failure(description: problem)
-            }
             let host = address.ipAddress ?? "127.0.0.1"
-            _ = try await origin.addListener(group: originGroup, host: host, port: 443) { channel in
-                try originTrust.prepare(channel)
-            }
             let (started, portalAddress) = try await Self.startPortal(
                 spec: profile.captivePortal, engine: engine, loop: originGroup.next(), tls: tls)
             portal = started
@@ -130,9 +128,13 @@ public final class PacketSession: Sendable {
             hostsFile = file
             try Self.writeHosts(file, origin: host, portal: portalAddress, setup: profile.setup)
             chmod(file, 0o644)
+            let named = try await PacketNaming.start(
+                origin: origin, group: originGroup, host: host, trust: originTrust,
+                fixed: Self.hostsNames(origin: host, portal: portalAddress))
+            naming = named
             let session = PacketSession(
                 profile: profile, seed: seed, engine: engine, origin: origin, originAddress: address,
-                trust: originTrust, hostsFile: file, portal: started, originGroup: originGroup,
+                trust: originTrust, hostsFile: file, naming: named, portal: started, originGroup: originGroup,
                 stateChanges: stateChanges,
                 identity: identity,
                 sender: SenderReport(
@@ -151,6 +153,7 @@ public final class PacketSession: Sendable {
             throw failure
         } catch {
             await portal?.stop()
+            await naming?.stop()
             trust?.remove()
             if let hostsFile { unlink(hostsFile) }
             try? await origin.stop()
@@ -158,6 +161,30 @@ public final class PacketSession: Sendable {
             engine.stop()
             throw .origin(String(describing: error))
         }
+    }
+
+    /// Starts the origin on an address of its own: HTTP on port 80, HTTPS on 443 with the run's CA
+    /// (which the command's user, with `identity`, must be able to read).
+    private static func startOrigin(
+        _ origin: OriginServer, group: EventLoopGroup, tls: any TLSProvider, identity: ChildIdentity?
+    ) async throws -> (address: SocketAddress, trust: OriginTrust) {
+        let address = try await Self.freeAddress(offset: 0) { host in
+            try await origin.start(group: group, host: host, port: 80)
+        }
+        let trust = try OriginTrust(
+            host: Session.originHost, environment: ProcessInfo.processInfo.environment, tls: tls)
+        do {
+            if identity != nil, let problem = ChildIdentity.openForReading(trust.directory) {
+                throw ChildIdentity.Failure(description: problem)
+            }
+            _ = try await origin.addListener(group: group, host: address.ipAddress ?? "127.0.0.1", port: 443) {
+                try trust.prepare($0)
+            }
+        } catch {
+            trust.remove()
+            throw error
+        }
+        return (address, trust)
     }
 
     /// Starts the engine, checking the privilege first: nothing (not even a capture file) is made
@@ -212,13 +239,26 @@ public final class PacketSession: Sendable {
     static func writeHosts(_ file: String, origin: String, portal: String, setup: SetupRules) throws {
         let system = (try? String(contentsOfFile: "/etc/hosts", encoding: .utf8)) ?? "127.0.0.1\tlocalhost\n"
         var text = system + (system.hasSuffix("\n") ? "" : "\n")
-        for (address, names) in [
-            (origin, [Session.originHost]), (portal, [CaptivePortal.host] + CaptivePortal.probeHosts),
-        ] {
+        for (address, names) in [(origin, [Session.originHost]), (portal, Self.portalNames)] {
             let kept = names.filter { !setup.nameFails($0) }
             if !kept.isEmpty { text += "\(address)\t\(kept.joined(separator: " "))\n" }
         }
         try text.write(toFile: file, atomically: false, encoding: .utf8)
+    }
+
+    /// The names that lead to the portal: its own and the OS connectivity probes' hosts.
+    static let portalNames = [CaptivePortal.host] + CaptivePortal.probeHosts
+
+    /// The names the hosts file gives (before `dns_fail` leaves some out), with their addresses.
+    static func hostsNames(origin: String, portal: String) -> [(name: String, address: String)] {
+        [(Session.originHost, origin)] + Self.portalNames.map { ($0, portal) }
+    }
+
+    /// Every name the run mapped to an address of its own, with it: the origin's and the portal's
+    /// (the hosts file), then each name under `netcond.test` the responder answered, in the order
+    /// given. The packet engine tells destinations apart by these addresses. Safe from any thread.
+    public func knownNames() -> [(name: String, address: String)] {
+        self.naming.names.knownNames()
     }
 
     /// A profile switch: the names `dns_fail` makes fail change with it, and its captive portal.
@@ -304,7 +344,7 @@ public final class PacketSession: Sendable {
         if let watch { onExit = { pid in watch.ended(pid) } }
         let child = try ChildProcess.spawn(
             command, environment: environment, workingDirectory: workingDirectory, output: output, cgroup: procs,
-            hostsFile: self.hostsFile, identity: self.identity, onExit: onExit)
+            hostsFile: self.hostsFile, resolvFile: self.naming.resolvFile, identity: self.identity, onExit: onExit)
         watch?.follow(child.pid)
         return child
     }
@@ -348,6 +388,7 @@ public final class PacketSession: Sendable {
             watch.killEscaped()
         }
         self.engine.stop()
+        await self.naming.stop()
         try? await self.origin.stop()
         try? await self.originGroup.shutdownGracefully()
         self.trust.remove()

@@ -9,6 +9,9 @@ public struct RunEvidence: Sendable {
         /// Seconds since the client started.
         public var at: Double
         public var method: String
+        /// The host it asked for (`cdn.netcond.test`), lower case, without the port; nil when
+        /// it named none.
+        public var host: String?
         /// Path without the query (`/files/big.bin`).
         public var path: String
         public var range: String?

@@ -132,9 +132,14 @@ extension PacketSession: RunSession {
         evidence.engine = .packet
         evidence.sender = self.sender.description
         let records = await self.engine.flowRecords()
-        let originBytes = self.originAddress.ipAddress.flatMap(ipAddressBytes)
+        var origins: [[UInt8]: String] = [:]
+        for (name, address) in [(Session.originHost, self.originAddress.ipAddress ?? "")]
+            + self.naming.names.givenNames()
+        {
+            if let bytes = ipAddressBytes(address) { origins[bytes] = name }
+        }
         let assembled = PacketEvidence(
-            clientStart: clientStart, engineStart: self.engine.clockOrigin, originAddress: originBytes)
+            clientStart: clientStart, engineStart: self.engine.clockOrigin, origins: origins)
         let deliveries = assembled.deliveries(records)
         let entries = self.origin.requestLog.entries
         let connections = self.origin.requestLog.connections
@@ -176,11 +181,13 @@ struct PacketEvidence {
     /// The client's start and the engine's clock origin, in monotonic (uptime) nanoseconds.
     var clientStart: Int64
     var engineStart: Int64
-    /// The origin's address bytes (its connections are told apart by it).
-    var originAddress: [UInt8]?
+    /// The addresses the origin listens on (its connections are told apart by them), each with
+    /// the name that leads there: `origin.netcond.test`'s, and one per other name under
+    /// `netcond.test` the command resolved.
+    var origins: [[UInt8]: String]
 
     func isOrigin(_ record: PacketFlowRecord) -> Bool {
-        record.fromCage && record.farAddress == self.originAddress && (record.farPort == 80 || record.farPort == 443)
+        record.fromCage && self.origins[record.farAddress] != nil && (record.farPort == 80 || record.farPort == 443)
     }
 
     func deliveries(_ records: [PacketFlowRecord]) -> [DeliveryEvidence.Delivery] {
@@ -217,7 +224,8 @@ struct PacketEvidence {
                 record.refused ? .refused : record.syns > 6 ? .timedOut : .unanswered
             return RunEvidence.FailedConnect(
                 at: Double(self.engineStart + record.startedAt.nanoseconds - self.clientStart) / 1e9,
-                host: Session.originHost, port: Int(record.farPort), outcome: outcome)
+                host: self.origins[record.farAddress] ?? Session.originHost, port: Int(record.farPort),
+                outcome: outcome)
         }
     }
 }

@@ -120,4 +120,16 @@ struct OriginFaultsTests {
         #expect(OriginFaults.absoluteHost("http://user@CDN.netcond.test:8080/x") == "cdn.netcond.test")
         #expect(OriginFaults.absoluteHost("/x") == nil)
     }
+
+    @Test("the log names the host each request asked for: the absolute target's, else Host's, without port")
+    func loggedHost() throws {
+        let origin = try self.origin([])
+        try origin.channel.sendRequest(.GET, "/bytes/10", headers: [("Host", "CDN.netcond.test:8080")])
+        _ = try origin.channel.readResponse()
+        try origin.channel.sendRequest(.GET, "http://api.netcond.test/bytes/10", headers: [("Host", "x.test")])
+        _ = try origin.channel.readResponse()
+        try origin.channel.sendRequest(.GET, "/bytes/10", version: .http1_0)
+        _ = try origin.channel.readResponse()
+        #expect(origin.log.entries.map(\.host) == ["cdn.netcond.test", "api.netcond.test", nil])
+    }
 }

@@ -78,6 +78,7 @@ import Testing
         #expect(overrides.lookup("other.netcond.test") == .some(origin))
         #expect(overrides.lookup("nothing.invalid") == .some(nil))
         #expect(overrides.lookup("example.com") == nil)
+        #expect(overrides.lookup("netcond.test.example.com") == nil && overrides.lookup("xnetcond.test") == nil)
     }
 }
 

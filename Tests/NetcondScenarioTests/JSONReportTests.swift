@@ -90,6 +90,25 @@ import Testing
         #expect(merged.contains("\"merged\" : [\n    \"1/1\"\n  ],\n  \"passed\" : false"))
     }
 
+    /// The host each request asked for is in the report, and the page names it in the request's
+    /// label once the run's requests went to more than one host (with one, the label is as before).
+    @Test func theHostsTheRequestsAskedForAreInTheReportAndThePage() throws {
+        var outcome = ReportFixture.outcome()
+        for index in outcome.evidence.requests.indices {
+            outcome.evidence.requests[index].host = index == 1 ? "cdn.netcond.test" : "origin.netcond.test"
+        }
+        let json = ScenarioSuite.json([.ran(outcome)], seconds: 4.5)
+        let report = try Report.read(Data(json.utf8))
+        #expect(report.scenarios.first?.requests?.map(\.host) == outcome.evidence.requests.map(\.host))
+        #expect(json.contains("\"host\" : \"cdn.netcond.test\""))
+        let html = try HTMLReport.render(json: Data(json.utf8), source: "r.json")
+        #expect(html.contains(">cdn.netcond.test GET /files/big.bin 206"))
+        #expect(html.contains("GET cdn.netcond.test/files/big.bin → 206"))
+        for index in outcome.evidence.requests.indices { outcome.evidence.requests[index].host = "origin.netcond.test" }
+        let one = try HTMLReport.render(json: Data(ScenarioSuite.json([.ran(outcome)], seconds: 4.5).utf8), source: "r")
+        #expect(!one.contains(">origin.netcond.test GET") && one.contains(">GET /files/big.bin 206"))
+    }
+
     /// What a hand-made or trimmed report may leave out: a scenario's file and profile, a check's
     /// details and marks, a link row's loss.
     @Test func aTrimmedReportReads() throws {

@@ -13,8 +13,8 @@
 /// - writes its stdout to `stdout_fd` and its stderr to `stderr_fd` when they are not -1 (and then reads
 ///   stdin from /dev/null);
 /// - when `cgroup_fd` is not -1 (an open `cgroup.procs`), moves itself into that cgroup before the exec;
-/// - when `hosts_file` is not NULL (Linux, root), runs in a mount namespace of its own where that file is
-///   bind-mounted on /etc/hosts;
+/// - when `hosts_file` or `resolv_file` is not NULL (Linux, root), runs in a mount namespace of its own
+///   where that file is bind-mounted on /etc/hosts, and this one on /etc/resolv.conf;
 /// - when `identity` is not NULL (netcond runs as root), takes that user's groups, group and user id after
 ///   the cgroup and the mount namespace and before the directory and the exec, so that the program cannot
 ///   leave the cgroup or change the firewall (and sets the parent-death signal again: a change of
@@ -34,7 +34,7 @@ struct netcond_identity {
     const gid_t *groups;
 };
 int netcond_spawn(const char *path, char *const argv[], char *const envp[], const char *directory, int stdout_fd,
-                  int stderr_fd, int terminal_fd, int cgroup_fd, const char *hosts_file,
+                  int stderr_fd, int terminal_fd, int cgroup_fd, const char *hosts_file, const char *resolv_file,
                   const struct netcond_identity *identity, pid_t *pid, int *failed_step);
 
 enum {

@@ -151,6 +151,15 @@ public struct OriginContent: Sendable, Equatable {
 /// The built-in origin's name: `http://origin.netcond.test` and `https://origin.netcond.test`.
 public enum OriginHost {
     public static let name = "origin.netcond.test"
+    /// Every name under it reaches the built-in origin, in both engines.
+    public static let domain = "netcond.test"
+
+    /// `name` (any case, a final dot allowed) is `netcond.test` or a name under it.
+    public static func isOwn(_ name: String) -> Bool {
+        var lower = name.lowercased()
+        if lower.hasSuffix(".") { lower.removeLast() }
+        return lower == Self.domain || lower.hasSuffix("." + Self.domain)
+    }
 }
 
 /// A JSON endpoint at `/api/{name}`. A `POST` one creates something each time it is called (a side

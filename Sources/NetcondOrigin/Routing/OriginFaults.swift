@@ -18,10 +18,7 @@ final class OriginFaults: Sendable {
     /// The action of the fault that hits `request`, if any (counted).
     func decide(_ request: OriginRequest) -> FaultAction? {
         let elapsed = self.clock.now() - self.started
-        // An absolute-form target names the host itself (RFC 9112 §3.2.2); else the Host header.
-        let host =
-            Self.absoluteHost(request.target)
-            ?? request.headers.first(name: "host").map(Self.hostWithoutPort) ?? OriginHost.name
+        let host = request.host ?? OriginHost.name
         let path = Self.originForm(request.target)
         let faultRequest = FaultRequest(method: request.method.rawValue, host: host, path: path)
         return self.plan.withLock { $0.decide(faultRequest, at: elapsed)?.fault.action }

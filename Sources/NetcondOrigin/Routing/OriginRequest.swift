@@ -58,3 +58,14 @@ struct OriginRequest: Sendable {
         self.query.first(where: { $0.name == name })?.value
     }
 }
+
+extension OriginRequest {
+    /// The host the request asked for: an absolute-form target's (RFC 9112 §3.2.2), else the `Host`
+    /// header's; lower case, without the port. Nil when it named none.
+    var host: String? {
+        if let host = OriginFaults.absoluteHost(self.target) { return host }
+        guard let header = self.headers.first(name: "host") else { return nil }
+        let host = OriginFaults.hostWithoutPort(header).lowercased()
+        return host.isEmpty ? nil : host
+    }
+}

@@ -117,14 +117,15 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
             self.idleTimer?.cancel()
             self.idleTimer = nil
+            let request = OriginRequest(method: head.method, target: head.uri, headers: head.headers)
             let id = self.log.begin(
                 connection: self.connectionID,
                 timestamp: self.clock.now(),
                 method: head.method.rawValue,
                 target: head.uri,
+                host: request.host,
                 headers: OriginRequestLog.Headers(head.headers)
             )
-            let request = OriginRequest(method: head.method, target: head.uri, headers: head.headers)
             self.state = .receivingBody(
                 Exchange(logID: id, request: request, version: head.version, keepAlive: head.isKeepAlive))
             if (head.version.major, head.version.minor) >= (1, 1),

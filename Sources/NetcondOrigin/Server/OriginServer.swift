@@ -79,11 +79,11 @@ public final class OriginServer: Sendable {
     }
 
     /// Binds one more listener for the same origin while it runs — the same endpoints and request
-    /// log — whose connections first go through `prepare` (which adds, say, a TLS handler in front of
-    /// HTTP). Returns the bound address; ``stop()`` closes it with the rest.
+    /// log — whose connections first go through `prepare` when there is one (which adds, say, a TLS
+    /// handler in front of HTTP). Returns the bound address; ``stop()`` closes it with the rest.
     public func addListener(
         group: EventLoopGroup, host: String = "127.0.0.1", port: Int = 0,
-        prepare: @escaping @Sendable (Channel) throws -> Void
+        prepare: (@Sendable (Channel) throws -> Void)?
     ) async throws -> SocketAddress {
         let listener = try await self.bootstrap(group: group, prepare: prepare).bind(host: host, port: port).get()
         await self.setCongestionControl(listener)

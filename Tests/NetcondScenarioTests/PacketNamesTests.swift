@@ -1,0 +1,97 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import NetcondPacket
+@testable import NetcondScenario
+
+/// The packet engine's own names: an address each, the responder's answers, the resolv.conf the
+/// command sees.
+@Suite struct PacketNamesTests {
+    /// An A (or `type`) query for `name`, id 0x4242, RD set.
+    static func query(_ name: String, type: UInt8 = 1) -> [UInt8] {
+        [0x42, 0x42, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]
+            + name.split(separator: ".").flatMap { [UInt8($0.utf8.count)] + Array($0.utf8) } + [0, 0, type, 0, 1]
+    }
+
+    /// Names whose listeners "bind" except on the addresses `taken` says another run holds.
+    static func names(
+        taken: @escaping @Sendable (String) -> Bool = { _ in false }, loop: EventLoop
+    ) -> (PacketNames, NIOLockedValueBox<[String]>) {
+        let bound = NIOLockedValueBox<[String]>([])
+        let names = PacketNames(fixed: [("origin.netcond.test", "127.110.0.1")], loop: loop) { address in
+            if taken(address) { throw TemporaryFiles.Failure(description: "taken") }
+            bound.withLockedValue { $0.append(address) }
+        }
+        return (names, bound)
+    }
+
+    @Test func eachNameGetsAnAddressOfItsOwnAndKeepsIt() async throws {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let (names, bound) = Self.names(loop: group.next())
+        let cdn = try await names.lookup("cdn.netcond.test").get()
+        let api = try await names.lookup("api.netcond.test").get()
+        #expect(cdn != api && cdn != .address("127.110.0.1"))
+        #expect(try await names.lookup("cdn.netcond.test").get() == cdn)
+        #expect(try await names.lookup("origin.netcond.test").get() == .address("127.110.0.1"))
+        #expect(names.knownNames().map(\.name) == ["origin.netcond.test", "cdn.netcond.test", "api.netcond.test"])
+        #expect(bound.withLockedValue { $0.count } == 2, "the origin's own address is not bound again")
+    }
+
+    @Test func anAddressAnotherRunHoldsIsPassedOverAndTheLimitFailsTheRest() async throws {
+        let group = MultiThreadedEventLoopGroup.singleton
+        // Another run holds every address ending in an odd number.
+        let (shared, _) = Self.names(taken: { Int($0.split(separator: ".").last ?? "")! % 2 == 1 }, loop: group.next())
+        for index in 0..<5 {
+            guard case .address(let address) = try await shared.lookup("n\(index).netcond.test").get() else {
+                Issue.record("n\(index) got no address")
+                continue
+            }
+            #expect(Int(address.split(separator: ".").last ?? "")! % 2 == 0, "\(address)")
+        }
+        let (names, _) = Self.names(loop: group.next())
+        var results: [PacketNames.Lookup] = []
+        for index in 0...PacketNames.limit {
+            results.append(try await names.lookup("n\(index).netcond.test").get())
+        }
+        #expect(Set(results).count == PacketNames.limit + 1, "64 addresses, all different, then a failure")
+        #expect(results.last == .failed)
+        #expect(names.knownNames().count == 1 + PacketNames.limit)
+    }
+
+    @Test func theResponderAnswersItsNamesAndRefusesTheRest() async throws {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let loop = group.next()
+        let (names, _) = Self.names(loop: loop)
+        func ask(_ query: [UInt8]) async throws -> DNSAnswers? {
+            let reply = try #require(PacketDNSResponder.answer(query, names: names, loop: loop))
+            return DNSAnswers.parse(try await reply.get())
+        }
+        let origin = try await ask(Self.query("Origin.netcond.test"))
+        #expect(origin?.mappings == [.init(name: "origin.netcond.test", address: "127.110.0.1")])
+        let cdn = try #require(try await ask(Self.query("cdn.netcond.test"))?.mappings.first)
+        #expect(cdn.address.hasPrefix("127.110.") && cdn.address != "127.110.0.1")
+        // AAAA: no error, no answer; another name: refused (rcode 5), so the resolver asks the next.
+        let aaaa = try #require(
+            PacketDNSResponder.answer(Self.query("cdn.netcond.test", type: 28), names: names, loop: loop))
+        let noAnswer = try await aaaa.get()
+        #expect(noAnswer[3] & 0x0f == 0 && noAnswer[7] == 0 && noAnswer[2] & 0x80 != 0)
+        let refused = try #require(PacketDNSResponder.answer(Self.query("example.com"), names: names, loop: loop))
+        #expect(try await refused.get()[3] & 0x0f == 5)
+        // Not a query: no reply at all.
+        var response = Self.query("cdn.netcond.test")
+        response[2] |= 0x80
+        #expect(PacketDNSResponder.answer(response, names: names, loop: loop) == nil)
+        #expect(PacketDNSResponder.answer([1, 2, 3], names: names, loop: loop) == nil)
+    }
+
+    @Test func theResolvConfNamesTheResponderFirstAndKeepsTheMachinesLines() {
+        let machine = "# comment\nsearch corp.example\nnameserver 10.0.0.53\noptions ndots:2 rotate\n"
+        let text = PacketNames.resolvConf(responder: "127.110.3.4", machine: machine)
+        let lines = text.split(separator: "\n").filter { !$0.hasPrefix("#") }
+        #expect(lines == ["nameserver 127.110.3.4", "search corp.example", "nameserver 10.0.0.53", "options ndots:2"])
+        // No nameserver on the machine: glibc's default, 127.0.0.1, after the responder.
+        #expect(PacketNames.resolvConf(responder: "127.110.3.4", machine: "").hasSuffix("nameserver 127.0.0.1\n"))
+    }
+}
