@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from conftest import Proxy, browser, screenshot, stop_process, wait_until, write_profile  # noqa: F401  (browser: a fixture)
+from conftest import Proxy, browser, screenshot, stop_process, tmp, wait_until, write_profile  # noqa: F401  (fixtures)
 
 pytest.importorskip("selenium", reason="selenium is not installed (scripts/test installs it)")
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -222,5 +222,27 @@ def test_the_marks_labels_never_overlap(browser):
             "return [].map.call(document.querySelectorAll(arguments[0] + ' title'),"
             " function(t){return t.textContent;});", marks)
         assert len(titles) >= 8 and all(" s " in t for t in titles), titles
+    finally:
+        proxy.stop()
+
+
+def test_the_dashboard_lists_each_destination_and_changes_one(browser, tmp):
+    profile = write_profile(tmp, "routed", "extends: lte\nroutes:\n  - match: {host: cdn.netcond.test}\n"
+                                           "    link: {latency: 120ms, bandwidth: 2Mbit}\n")
+    proxy = Proxy(profile)
+    try:
+        browser.get(proxy.control_url + "/")
+        row = '#routes tr[data-route="cdn.netcond.test"]'
+        assert wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, row), seconds=10)
+        cells = browser.execute_script(
+            "return Array.from(document.querySelectorAll(arguments[0] + ' td')).map(c => c.textContent)", row)
+        assert cells[:4] == ["cdn.netcond.test", "host cdn.netcond.test", "2000 kbit/s, 120 ms", "2000 kbit/s, 120 ms"], cells
+        browser.find_element(By.CSS_SELECTOR, row + " .route-refuse").click()
+        routes = lambda: json.loads(proxy.ctl("routes", "--json").stdout)["routes"]  # noqa: E731
+        assert wait_until(lambda: routes()[0]["outage"] == "refuse", seconds=10)
+        assert wait_until(lambda: "outage (refuse)" in browser.execute_script(
+            "return document.querySelector(arguments[0]).textContent", row), seconds=10)
+        browser.find_element(By.CSS_SELECTOR, row + " .route-end").click()
+        assert wait_until(lambda: routes()[0]["outage"] is None, seconds=10)
     finally:
         proxy.stop()

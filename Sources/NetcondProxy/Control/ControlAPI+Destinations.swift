@@ -98,6 +98,22 @@ public struct ControlRoute: Codable, Equatable, Sendable {
         self.connections = connections
     }
 
+    enum CodingKeys: String, CodingKey {
+        case name, match, phase, outage, stalled, link, connections
+    }
+
+    /// `outage` is `null` when there is none: every key always there.
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(self.name, forKey: .name)
+        try container.encode(self.match, forKey: .match)
+        try container.encode(self.phase, forKey: .phase)
+        try container.encode(self.outage, forKey: .outage)
+        try container.encode(self.stalled, forKey: .stalled)
+        try container.encode(self.link, forKey: .link)
+        try container.encode(self.connections, forKey: .connections)
+    }
+
     /// A route as it stands (`view`), with the connections that took it.
     public init(_ view: RouteView, connections: Int) {
         self.init(

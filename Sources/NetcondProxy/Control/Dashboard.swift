@@ -83,6 +83,9 @@ enum Dashboard {
         <fieldset><legend>Cut every open connection</legend><button id="cut-reset">reset</button><button id="cut-close">close</button></fieldset>
         <fieldset><legend>Faults</legend><input id="fault" size="50" placeholder='{"status": 503, "retry_after": 5, "first": 3}'>
         <button id="fault-add">add</button><button id="faults-clear">remove all</button> <span id="faults">0 in force</span></fieldset>
+        <table id="routes" hidden><caption>Destinations: each route beyond the access link, its link now</caption>
+        <thead><tr><th>route</th><th>match</th><th>↓ rate, delay</th><th>↑ rate, delay</th><th>state</th><th>connections</th><th></th></tr></thead>
+        <tbody></tbody></table>
         <p id="said"></p>
         <script>
         (function(){
@@ -171,8 +174,36 @@ enum Dashboard {
         text('stalled', s.stalled.length ? s.stalled.join(', ') : 'no'); text('portal', s.captive_portal || 'none');
         text('engine', s.engine || 'proxy'); text('seed', s.seed); text('elapsed', s.elapsed_seconds.toFixed(1));
         text('open-connections', s.connections_open); text('faults', s.faults + ' in force');
+        routes(s.routes || []);
         // The profile control follows the profile in force, unless the user has just picked another.
         if (Date.now() - chosenAt > 10000 && profiles.indexOf(s.profile) >= 0 && document.activeElement !== choice) choice.value = s.profile;
+        }
+        // One row per route, made once and updated in place from /status (its buttons stay where
+        // they are under the pointer); its buttons change that route alone.
+        function routes(list){
+          var table = document.getElementById('routes'), body = table.tBodies[0];
+          table.hidden = list.length === 0;
+          var link = function(r, d){var l = r.link.filter(function(x){return x.direction === d;})[0];
+            return l ? (l.rate_bps === null ? 'unlimited' : (l.rate_bps / 1000).toFixed(0) + ' kbit/s') + ', ' + l.delay_ms.toFixed(0) + ' ms' : '';};
+          Array.prototype.slice.call(body.rows).forEach(function(row){
+            if (!list.some(function(r){return r.name === row.getAttribute('data-route');})) body.removeChild(row);});
+          list.forEach(function(r){
+            var row = Array.prototype.slice.call(body.rows).filter(function(x){return x.getAttribute('data-route') === r.name;})[0];
+            if (!row) {
+              row = body.insertRow(); row.setAttribute('data-route', r.name);
+              for (var i = 0; i < 6; i++) row.insertCell();
+              var actions = row.insertCell();
+              ['blackhole', 'refuse', 'end'].forEach(function(b){
+                var button = document.createElement('button'); button.textContent = b === 'end' ? 'end outage' : b;
+                button.className = 'route-' + b;
+                button.addEventListener('click', function(){send('POST', '/routes/' + encodeURIComponent(r.name), {outage: b});});
+                actions.appendChild(button);
+              });
+            }
+            var values = [r.name, r.match, link(r, 'down'), link(r, 'up'),
+              r.outage ? 'outage (' + r.outage + ')' : r.stalled.length ? 'stalled ' + r.stalled.join('+') : r.phase, r.connections];
+            values.forEach(function(v, i){if (row.cells[i].textContent !== String(v)) row.cells[i].textContent = v;});
+          });
         }
         function history(){return fetch('/history' + (lastT === null ? '' : '?since=' + lastT), {cache:'no-store'}).then(function(r){return r.json();})
         .then(function(h){
