@@ -298,7 +298,7 @@ public final class ProxyServer: Sendable {
             link: [Direction.down, .up].map { ControlLinkNow($0, self.linkMomentOnLoop($0)) },
             // Delivered, and what arrived but waits behind a hole: at the link's rate while it is busy.
             linkBytesDown: s.stats.bytesDelivered + max(0, counters.bytesArrivedDown - counters.bytesDown),
-            routes: s.driver.flatMap { $0.model.routes.isEmpty ? nil : $0.routeStatuses() }
+            routes: s.driver.flatMap { $0.model.routes.isEmpty ? nil : $0.model.routes.count }
         )
     }
 

@@ -8,7 +8,7 @@ extension LinkModel {
     public var routes: [Route] { self.links.routes }
 
     /// The path index of each route in force, in the profile's order.
-    public var routePaths: [Int] { self.links.routes.compactMap { self.links.route(named: $0.name) } }
+    public var routePaths: [Int] { self.links.routesInForce }
 
     /// Route `path` as it stands now (for status).
     public func routeView(_ path: Int) -> RouteView {

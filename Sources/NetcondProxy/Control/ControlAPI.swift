@@ -305,8 +305,8 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     /// arrived but wait behind a lost segment until its repair (a receiver passes bytes on in
     /// order). What the link carried: the dashboard's throughput (nil where the engine does not say).
     public var linkBytesDown: Int64?
-    /// The routes beyond the access link, each with its link now (nil: the profile has none).
-    public var routes: [ControlRoute]?
+    /// How many routes beyond the access link are in force (nil: none); `GET /routes` lists them.
+    public var routes: Int?
     /// Segments the emulated senders put on the link, retransmissions included (both directions).
     public var segmentsSent: Int
     public var segmentsLost: Int
@@ -342,7 +342,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         closes: Int, refusedConnections: Int, upstreamFailures: Int, faults: Int, faultsApplied: Int,
         captivePortal: String?, timerWakeups: Int, timerLateUs: [Double], engine: String = "proxy",
         queueDelayMs: [Double]? = nil, link: [ControlLinkNow]? = nil, linkBytesDown: Int64? = nil,
-        routes: [ControlRoute]? = nil
+        routes: Int? = nil
     ) {
         self.routes = routes
         self.linkBytesDown = linkBytesDown

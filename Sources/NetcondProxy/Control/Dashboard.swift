@@ -174,7 +174,8 @@ enum Dashboard {
         text('stalled', s.stalled.length ? s.stalled.join(', ') : 'no'); text('portal', s.captive_portal || 'none');
         text('engine', s.engine || 'proxy'); text('seed', s.seed); text('elapsed', s.elapsed_seconds.toFixed(1));
         text('open-connections', s.connections_open); text('faults', s.faults + ' in force');
-        routes(s.routes || []);
+        if (s.routes) fetch('/routes', {cache: 'no-store'}).then(function(r){return r.json();}).then(function(j){routes(j.routes);});
+        else routes([]);
         // The profile control follows the profile in force, unless the user has just picked another.
         if (Date.now() - chosenAt > 10000 && profiles.indexOf(s.profile) >= 0 && document.activeElement !== choice) choice.value = s.profile;
         }

@@ -56,6 +56,9 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
     /// The routes in force, in the profile's order.
     public var routes: [Route] { self.table.routes }
 
+    /// The path of each route in force, in the profile's order.
+    public var routesInForce: [Int] { self.pathOfRoute }
+
     /// The path of the first route in force whose match holds for `target` (nil: none).
     public func route(for target: RouteTarget) -> Int? {
         self.table.route(for: target).map { self.pathOfRoute[$0] }
