@@ -182,7 +182,7 @@ struct UpstreamConnector {
         let rules = self.rules
         let attemptID = rules?.beginConnect(to: target.host, port: target.port, at: loop.now)
         let interception = self.interception(of: target)
-        let deadlines = self.setUpDeadlines(target, connectedSince: connectedSince)
+        let deadlines = self.setUpDeadlines(target, flow: flow, connectedSince: connectedSince)
         let attempt = ConnectAttempt(
             target: target, refusal: interception.refusal, refusalIsReset: interception.refusalIsReset,
             unimpededBy: deadlines.unimpededBy, completion: self.reporting(completion, attemptID: attemptID))
@@ -247,13 +247,13 @@ struct UpstreamConnector {
     /// (its request crossing the link first), else from this attempt. Without a link model
     /// nothing is ever held, and a FIN is always a half-close.
     private func setUpDeadlines(
-        _ target: UpstreamTarget, connectedSince: NIODeadline?
+        _ target: UpstreamTarget, flow: FlowID?, connectedSince: NIODeadline?
     ) -> (unimpededBy: NIODeadline, doneBy: NIODeadline) {
         let now = self.eventLoop.now
         guard let driver = self.driver else { return (.distantFuture, now) }
-        let conditions = driver.model.conditions
-        let beforeSYN = (target.isName ? conditions.dnsDelay : .zero) + conditions.connectDelay
-        let setUp = beforeSYN + driver.roundTrip(from: driver.now + beforeSYN)
+        // The access link's and, for a destination on a route, the route's: its far end is no hold.
+        let setUp = driver.model.unimpededSetUp(
+            flow, host: target.host, port: target.port, resolvesName: target.isName)
         let unimpededBy = now + .nanoseconds(max(setUp, Self.halfCloseGrace).nanoseconds)
         let doneBy =
             connectedSince.map { $0 + .nanoseconds((driver.delay(.up) + setUp).nanoseconds) }

@@ -46,7 +46,7 @@ extension Checks {
                     regex?.firstMatch(in: line.text, range: NSRange(line.text.startIndex..., in: line.text)) != nil
                 }.map(\.at)
             case .requests(let glob)?:
-                marks = evidence.requests.filter { fnmatch(glob, $0.path, 0) == 0 }.flatMap {
+                marks = evidence.requests.filter { Checks.isStep($0, glob: glob, host: check.host) }.flatMap {
                     [$0.at] + ($0.ended.map { [$0] } ?? [])
                 }
             case nil:

@@ -38,7 +38,7 @@ extension Checks {
     static func stepsJudged(
         _ steps: StaysUsableCheck.Steps, _ check: StaysUsableCheck, _ evidence: RunEvidence
     ) -> (seen: [String], problems: [String]) {
-        let found = Self.steps(steps, evidence)
+        let found = Self.steps(steps, host: check.host, evidence)
         let durations = found.steps
         var seen: [String] = []
         var problems = found.problems
@@ -76,7 +76,7 @@ extension Checks {
     /// The client's steps: its lines matching a pattern (each from the one before), or its requests
     /// for a glob (each from its arrival to its end); a request that failed is a problem.
     static func steps(
-        _ steps: StaysUsableCheck.Steps, _ evidence: RunEvidence
+        _ steps: StaysUsableCheck.Steps, host: String?, _ evidence: RunEvidence
     ) -> (steps: [Step], described: String, problems: [String]) {
         var durations: [Step] = []
         var problems: [String] = []
@@ -92,7 +92,7 @@ extension Checks {
             }
             return (durations, "lines matching '\(pattern)'", problems)
         case .requests(let glob):
-            for request in evidence.requests where fnmatch(glob, request.path, 0) == 0 {
+            for request in evidence.requests where Self.isStep(request, glob: glob, host: host) {
                 guard let ended = request.ended else {
                     let what = "\(request.method) \(request.path) never answered"
                     durations.append((.infinity, request.at, .infinity, what))
@@ -105,8 +105,16 @@ extension Checks {
                     problems.append("\(request.method) \(request.path) at +\(Self.seconds(request.at)) failed\(cause)")
                 }
             }
-            return (durations, "requests for \(glob)", problems)
+            return (durations, "requests for \(glob)" + (host.map { " to \($0)" } ?? ""), problems)
         }
+    }
+
+    /// Whether an origin request is a step: its path matches `glob` and, when `host` is given, its
+    /// host (as the origin logged it) matches that.
+    static func isStep(_ request: RunEvidence.Request, glob: String, host: String?) -> Bool {
+        guard fnmatch(glob, request.path, 0) == 0 else { return false }
+        guard let host else { return true }
+        return fnmatch(host, request.host?.lowercased() ?? "", 0) == 0
     }
 
     /// Without a network the client ends by itself within `within`, saying why on stderr (not

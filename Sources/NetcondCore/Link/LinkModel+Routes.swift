@@ -40,6 +40,21 @@ extension LinkModel {
         return .proceed(hold: hold + more)
     }
 
+    /// How long an unimpeded set-up of connection `id` to `host:port` takes from `now`: the DNS and
+    /// connect delays and the handshake's round trip, of the access link and of the route it would
+    /// take (and that route's share of the way of bytes the client sent before it was known, as
+    /// ``connect(_:at:host:port:resolvesName:intercept:)`` charges it).
+    public func unimpededSetUp(_ id: FlowID?, host: String, port: Int, resolvesName: Bool) -> Span {
+        let route = self.links.route(for: RouteTarget(named: host, port: port))
+        let beyond = route.map { self.links.route($0).conditions }
+        var before = self.conditions.connectDelay + (beyond?.connectDelay ?? .zero)
+        if resolvesName { before = before + self.conditions.dnsDelay + (beyond?.dnsDelay ?? .zero) }
+        if let beyond, let id, let flow = self.flows[id], flow.up.nextSeq > 0 {
+            before = before + beyond.up.delay(at: self.now)
+        }
+        return before + self.links.roundTrip(route: route, from: self.now + before)
+    }
+
     // MARK: - Live control
 
     /// Starts (or, with nil, ends) an outage on one route from `now`; a `reset` cuts its connections.

@@ -378,6 +378,9 @@ public struct StaysUsableCheck: Sendable, Equatable {
     }
 
     public var steps: Steps?
+    /// With `requests`: only the requests to this host (a glob, as the origin logged it) are steps,
+    /// so one destination is judged apart from the others.
+    public var host: String?
     public var budget: Span
     public var minSteps: Int
     /// The last step comes within this long of the client's start (a whole page load).

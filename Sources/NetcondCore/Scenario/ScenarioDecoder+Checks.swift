@@ -136,7 +136,7 @@ extension ScenarioDecoder {
 
     private static func staysUsable(_ node: ConfigNode) throws(ConfigError) -> StaysUsableCheck {
         let spec = try node.mapping(allowedKeys: [
-            "lines", "requests", "budget", "min_steps", "within", "gives_up_within",
+            "lines", "requests", "host", "budget", "min_steps", "within", "gives_up_within",
         ])
         var check = StaysUsableCheck()
         if let lines = spec["lines"] {
@@ -160,6 +160,17 @@ extension ScenarioDecoder {
                 throw requests.error("'\(glob)' is not a path; allowed: a glob starting with / (e.g. /files/*)")
             }
             check.steps = .requests(glob)
+        }
+        if let host = spec["host"] {
+            guard case .requests = check.steps else {
+                throw host.error(
+                    "host picks which origin requests are steps; allowed: with requests: (e.g. requests: /files/*)")
+            }
+            let name = try host.string(expecting: "a host name or glob (e.g. static.example.com)")
+            guard !name.isEmpty, !name.contains(" "), !name.contains("/"), !name.contains(":") else {
+                throw host.error("'\(name)' is not a host name; allowed: a name or glob such as static.netcond.test")
+            }
+            check.host = name.lowercased()
         }
         if let budget = spec["budget"] {
             guard check.steps != nil else {
