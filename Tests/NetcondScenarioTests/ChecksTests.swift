@@ -472,6 +472,23 @@ import Testing
         #expect(broken.evidence.contains("GET /files/a.css at +0.50s failed (503)"), "\(broken.evidence)")
     }
 
+    /// `host:` judges one destination: the slow API's request is no step of the static host's.
+    @Test func stepsByRequestsToOneHost() {
+        var requests = [
+            Request(at: 0.5, path: "/files/a.jpg", status: 200, bodyBytesSent: 10, ended: 0.9),
+            Request(at: 0.6, path: "/files/profile.json", status: 200, bodyBytesSent: 10, ended: 8.0),
+        ]
+        requests[0].host = "static.netcond.test"
+        requests[1].host = "api.netcond.test"
+        var check = StaysUsableCheck(steps: .requests("/files/*"), budget: .seconds(Int64(2)))
+        check.host = "static.*"
+        let result = Checks.staysUsable(check, self.evidence(requests))
+        #expect(result.passed, "\(result.evidence)")
+        #expect(result.evidence.hasPrefix("1 step (requests for /files/* to static.*)"), "\(result.evidence)")
+        check.host = nil
+        #expect(!Checks.staysUsable(check, self.evidence(requests)).passed)
+    }
+
     // MARK: completes
 
     @Test func completesComparesTheFileByteForByte() throws {
