@@ -149,7 +149,9 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
             admission = self.access[.down].offer(
                 hop, bytes: Int(hop.bytes), connection: hop.connection, at: delivery.at)
         }
-        if case .dropped(let why) = admission { return (at, .dropped(direction, hop.unit, why)) }
+        // A copy (the first path's duplicate) the second drops is nothing to report: its original
+        // has a fate of its own, and an engine would drop (or repair) the original's unit.
+        if case .dropped(let why) = admission, !hop.isCopy { return (at, .dropped(direction, hop.unit, why)) }
         return (at, nil)
     }
 
