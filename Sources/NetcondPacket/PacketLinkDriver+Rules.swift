@@ -115,6 +115,9 @@ extension PacketLinkDriver {
         return true
     }
 
+    /// Whether `dns_fail` of the profile or of a route names any name (queries are read then).
+    var failsNames: Bool { !self.setup.dnsFail.isEmpty || self.routesFailNames }
+
     /// Whether `dns_fail` of the profile or of a route names `name`.
     private func nameFails(_ name: String) -> Bool {
         if self.setup.nameFails(name) { return true }

@@ -97,8 +97,7 @@ struct PacketLinkDriver {
         if up, self.stoppedLeaving(tcp, route: route, payload: payload, copied: copied, segments: segments, at: now) {
             return false
         }
-        if up, tcp == nil, self.setup.dnsFail.isEmpty == false || self.routesFailNames, copied == Int(packet.length),
-            let payload,
+        if up, tcp == nil, self.failsNames, copied == Int(packet.length), let payload,
             self.answerFailingLookup(Array(UnsafeBufferPointer(start: payload, count: copied)), route: route, at: now)
         {
             return false
