@@ -57,6 +57,7 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
     /// A unit reaches the network at `now` in `direction`, on `route` (nil: none). Returns what
     /// its first path decided: a drop there, or `.held` when it has a second path to cross (its
     /// fate is known when it reaches the end) or waits for a stall.
+    @inlinable
     public mutating func offer(
         _ unit: Unit, _ direction: Direction, route: Int?, bytes: Int, connection: Connection?,
         extraDelay: Span = .zero, at now: Instant
@@ -86,12 +87,14 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
     // MARK: - Delivery
 
     /// When the next event is due (nil: none, or every unit held by a stall).
+    @inlinable
     public var nextDelivery: Instant? {
         if let first = self.ready.first { return first.0 }
         return Instant.earliest(self.access.nextDelivery, self.dueRoutes.min?.at)
     }
 
     /// The next unit that reached its end (or was dropped on its second path) by `now`, in time order.
+    @inlinable
     public mutating func popEvent(upTo now: Instant) -> NetworkEvent<Unit>? {
         if let first = self.ready.popFirst() { return first.1 }
         while let (at, event) = self.step(upTo: now) {
@@ -103,7 +106,7 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
 
     /// Moves every unit due by `now` on to its second path; what reaches its end meanwhile waits in
     /// ``ready``.
-    @usableFromInline
+    @inlinable
     mutating func moveOn(upTo now: Instant) {
         while let (at, event) = self.step(upTo: now) {
             if let event { self.ready.append((at, event)) }
@@ -112,7 +115,8 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
 
     /// Takes the earliest unit due by `now` off its path: a unit at its end is returned as an
     /// event; one with a second path to cross is offered there (nil event). Nil: nothing due.
-    private mutating func step(upTo now: Instant) -> (Instant, NetworkEvent<Unit>?)? {
+    @inlinable
+    mutating func step(upTo now: Instant) -> (Instant, NetworkEvent<Unit>?)? {
         var source: Int? = nil  // nil: the access link; else a route
         var earliest = self.access.nextDelivery
         // Ties go to the access link, then to the lower route: the same seed gives the same order.
@@ -210,7 +214,7 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
 
     /// Route `route`'s paths changed (`before`: when they next delivered then, nil when no entry
     /// says so any more): a fresh entry when that moment moved, and none stale at the top.
-    @usableFromInline
+    @inlinable
     mutating func noteRoute(_ route: Int, before: Instant?) {
         if let next = self.routePaths[route].nextDelivery, next != before {
             self.dueRoutes.insert(RouteDue(at: next, route: Int32(route)))
