@@ -21,16 +21,23 @@ extension PacketEngine {
         let queue = try NetfilterQueue()
         // From a random pair on: runs in PID namespaces of their own may all have the same PID.
         let start = UInt16(truncatingIfNeeded: 1000 + Int.random(in: 0..<30_000) * 2)
-        // A capture needs whole packets, and the packets of the wire (GSO ones segmented).
-        let first = ConditionTimeline(profile: profile, seed: seed).conditions
-        let whole = capture != nil || Self.needsWholePackets(first, profile.setup)
+        // A capture needs whole packets, and the packets of the wire (GSO ones segmented). The
+        // access link's conditions at the start, and each route's.
+        let first =
+            [(ConditionTimeline(profile: profile, seed: seed).conditions, profile.setup)]
+            + profile.routes.map { ($0.timeline(seed: seed).conditions, $0.profile.setup) }
+        let whole = capture != nil || first.contains { Self.needsWholePackets($0.0, $0.1) }
         let up = try queue.bindPair(from: start, copyRange: whole ? Self.wholePacket : Self.headOnly)
-        let wholeGSO =
-            capture != nil
-            ? [false, false]
-            : [Self.decidesNothingPerPacket(first.up), Self.decidesNothingPerPacket(first.down)]
+        let wholeGSO = Direction.allCases.map { direction in
+            capture == nil && first.allSatisfy { Self.decidesNothingPerPacket($0.0.direction(direction)) }
+        }
         for (whole, number) in zip(wholeGSO, [up, up &+ 1]) {
             try queue.setWholeGSO(whole, queue: number, waiting: true)
+        }
+        // Routes that match names read the DNS answers going down to the cage, whole.
+        if !whole, profile.routes.contains(where: { !$0.match.hosts.isEmpty }) {
+            let result = ncq_set_copy(queue.descriptor, up &+ 1, Self.wholePacket)
+            guard result == 0 else { throw .system("cannot configure netfilter queue \(up &+ 1)", -result) }
         }
         let wake = ncq_wake_open()
         guard wake >= 0 else { throw .system("cannot make an eventfd", -wake) }

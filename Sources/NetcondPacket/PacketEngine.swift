@@ -47,8 +47,6 @@ public final class PacketEngine: @unchecked Sendable {
     private let raw6: Int32
     /// Copies and answers to send once the verdicts before them are out.
     private var copies: [[UInt8]] = []
-    /// The conditions the queues were last set up for (whole packets, GSO).
-    private var queuedFor: LinkConditions
     /// Whether the queues hand over whole packets (a capture, a duplicate or a corruption needs them).
     private var copyingWhole: Bool
     private var wholeGSO: [Bool]
@@ -61,6 +59,8 @@ public final class PacketEngine: @unchecked Sendable {
 
     // Under the lock: what the summary reads, and commands waiting for the engine thread.
     private var published = PacketSummary()
+    /// The routes' timelines as the engine last published them (nil: no routes).
+    private var publishedRoutes: PublishedRoutes?
     private var recordsAtStop: [PacketFlowRecord] = []
     private var lookupsAtStop: [PacketLookupFailure] = []
     /// Work for the engine's thread (live commands, reads of its state), in order.
@@ -86,9 +86,8 @@ public final class PacketEngine: @unchecked Sendable {
         self.driver = PacketLinkDriver(profile: profile, seed: seed) { state, moment in
             onStateChange?(state, Span(nanoseconds: moment.nanoseconds))
         }
-        self.queuedFor = self.driver.conditions
         self.wholeGSO = wholeGSO
-        self.copyingWhole = capture != nil || Self.needsWholePackets(self.driver.conditions, profile.setup)
+        self.copyingWhole = capture != nil || self.driver.needsWholePackets
         self.driver.summary.pathMSSProblem = cage.pathMSSProblem
         // Until the thread first publishes, a summary says what the link starts as.
         self.published.profile = profile.name
@@ -142,6 +141,18 @@ public final class PacketEngine: @unchecked Sendable {
         if !stopped { ncq_wake(self.wake) }
     }
 
+    /// Names the command resolves without DNS (the session's hosts file: the origin's, the
+    /// portal's) to `address` (as text): connections to it match routes by those names, as those to
+    /// an address a DNS answer gave do. Returns at once; applied in order with the packets.
+    public func learn(address: String, names: [String]) {
+        guard let bytes = AddressBlock.parseAddress(address) else { return }
+        self.lock.lock()
+        let stopped = self.stopRequested
+        if !stopped { self.commands.append { for name in names { self.driver.learn(name: name, addresses: [bytes]) } } }
+        self.lock.unlock()
+        if !stopped { ncq_wake(self.wake) }
+    }
+
     /// What the link saw of every TCP connection so far (for a scenario's evidence).
     public func flowRecords() async -> [PacketFlowRecord] {
         await self.onEngineThread { self.driver.flows.records } ?? self.atStop(\.recordsAtStop)
@@ -183,6 +194,12 @@ public final class PacketEngine: @unchecked Sendable {
     }
 
     /// What crossed the link so far.
+    func routesSnapshot() -> PublishedRoutes? {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        return self.publishedRoutes
+    }
+
     public func summary() -> PacketSummary {
         self.lock.lock()
         defer { self.lock.unlock() }
@@ -274,19 +291,32 @@ public final class PacketEngine: @unchecked Sendable {
 
     // MARK: - Carrying out
 
-    /// Applies the timeline's changes due by `now` (letting go, before each, what came before it).
+    /// Applies the timelines' changes due by `now` (the access link's, the routes'), carrying out
+    /// before each what came before it.
     private func follow(to now: Instant) {
-        guard let next = self.driver.timeline.nextChange, next <= now else { return }
-        var delivered: [(Direction, PathDelivery<HeldPacket>)] = []
-        self.driver.follow(to: now) { delivered.append(($0, $1)) }
-        for (direction, delivery) in delivered { self.accept(delivery, direction, at: now) }
+        guard let next = self.driver.nextChange, next <= now else { return }
+        var events: [NetworkEvent<HeldPacket>] = []
+        self.driver.follow(to: now) { events.append($0) }
+        for event in events { self.carryOut(event, at: now) }
         self.setUpQueues()
     }
 
-    /// Lets go every packet the link has delivered by `now`.
+    /// Carries out everything the network delivered, or dropped on a route's path, by `now`.
     private func release(upTo now: Instant) {
-        while let (direction, delivery) = self.driver.popDelivery(upTo: now) {
+        while let event = self.driver.popEvent(upTo: now) { self.carryOut(event, at: now) }
+    }
+
+    /// A delivered packet goes on; one a route's path dropped after the access link took it is
+    /// dropped now (the driver counted it).
+    private func carryOut(_ event: NetworkEvent<HeldPacket>, at now: Instant) {
+        switch event {
+        case .delivered(let direction, let delivery):
             self.accept(delivery, direction, at: now)
+        case .dropped(_, let packet, _):
+            self.queue.verdict(queue: packet.queue, id: packet.id, accept: false, mark: 0)
+            if let capture = self.capture, capture.wantsDrops, let bytes = packet.bytes {
+                capture.write(bytes, length: packet.length, delivered: false, atMonotonic: ncq_now())
+            }
         }
     }
 
@@ -364,20 +394,18 @@ public final class PacketEngine: @unchecked Sendable {
         }
     }
 
-    /// Sets the queues up for the conditions in force: whole packets when a duplicate, a
-    /// corruption or `dns_fail` needs them; GSO packets whole where the link decides nothing per packet.
+    /// Sets the queues up for the conditions in force (the access link's and the routes'): whole
+    /// packets when a duplicate, a corruption or `dns_fail` needs them; GSO packets whole where no
+    /// path decides anything per packet.
     private func setUpQueues() {
-        let conditions = self.driver.conditions
-        if !self.copyingWhole && Self.needsWholePackets(conditions, self.driver.timeline.profile.setup) {
+        if !self.copyingWhole && self.driver.needsWholePackets {
             self.copyingWhole = true
             for number in [self.upQueue, self.upQueue &+ 1] {
                 _ = ncq_set_copy(self.queue.descriptor, number, Self.wholePacket)
             }
         }
-        guard conditions != self.queuedFor else { return }
-        self.queuedFor = conditions
-        for (index, direction) in [conditions.up, conditions.down].enumerated() {
-            let whole = self.capture == nil && Self.decidesNothingPerPacket(direction)
+        for (index, direction) in Direction.allCases.enumerated() {
+            let whole = self.capture == nil && self.driver.decidesNothingPerPacket(direction)
             if whole != self.wholeGSO[index] {
                 self.wholeGSO[index] = whole
                 try? self.queue.setWholeGSO(whole, queue: self.upQueue &+ UInt16(index), waiting: false)
@@ -393,8 +421,16 @@ public final class PacketEngine: @unchecked Sendable {
         summary.state = self.driver.timeline.state
         summary.conditions = self.driver.timeline.conditions
         summary.profile = self.driver.timeline.profile.name
+        let routes =
+            self.driver.network.pathRoutes.isEmpty
+            ? nil
+            // Copies of arrays the driver holds: shared until it changes one.
+            : PublishedRoutes(
+                timelines: self.driver.network.routeTimelines, routes: self.driver.network.pathRoutes,
+                inForce: self.driver.network.routesInForce)
         self.lock.lock()
         self.published = summary
+        self.publishedRoutes = routes
         self.lock.unlock()
     }
 }

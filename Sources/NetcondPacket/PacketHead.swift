@@ -1,14 +1,16 @@
-/// What the engine reads of any packet's head besides TCP's: its protocol, its destination, and
-/// the destination port (UDP) or message type (ICMP), from the copied head (IPv4, or IPv6 without
-/// extension headers).
+/// What the engine reads of any packet's head besides TCP's: its protocol, its addresses, and
+/// the ports (UDP) or message type (ICMP), from the copied head (IPv4, or IPv6 without extension
+/// headers).
 struct PacketHead {
     var version: UInt8
     /// 6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6, …
     var proto: UInt8
+    var source: PacketAddress
     var destination: PacketAddress
     /// The IP header's length: the transport header starts here.
     var headerLength: Int
-    /// UDP's (and TCP's) destination port, when the head holds it.
+    /// UDP's (and TCP's) ports, when the head holds them.
+    var sourcePort: UInt16?
     var destinationPort: UInt16?
     /// ICMP's (and ICMPv6's) message type.
     var icmpType: UInt8?
@@ -23,10 +25,12 @@ struct PacketHead {
         if self.version == 4 {
             self.headerLength = Int(bytes[0] & 0x0f) * 4
             self.proto = bytes[9]
+            self.source = PacketAddress(bytes + 12, count: 4)
             self.destination = PacketAddress(bytes + 16, count: 4)
         } else if self.version == 6, copied >= 40 {
             self.headerLength = 40
             self.proto = bytes[6]
+            self.source = PacketAddress(bytes + 8, count: 16)
             self.destination = PacketAddress(bytes + 24, count: 16)
         } else {
             return nil
@@ -34,7 +38,9 @@ struct PacketHead {
         guard copied >= self.headerLength + 4 else { return }
         let transport = bytes + self.headerLength
         switch self.proto {
-        case Self.tcp, Self.udp: self.destinationPort = UInt16(transport[2]) << 8 | UInt16(transport[3])
+        case Self.tcp, Self.udp:
+            self.sourcePort = UInt16(transport[0]) << 8 | UInt16(transport[1])
+            self.destinationPort = UInt16(transport[2]) << 8 | UInt16(transport[3])
         case 1, 58: self.icmpType = transport[0]
         default: break
         }

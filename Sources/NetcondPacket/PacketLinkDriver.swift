@@ -2,368 +2,278 @@ import HeapModule
 import NetcondCore
 
 /// Everything the packet engine decides about a packet, without the kernel: the closed portal's
-/// gate, the profile's set-up rules (firewall, `connect_hold`, `dns_fail`, DNS and connect
-/// delays), an outage's refusals, the flow table, and the ``LinkPaths`` both engines drive. Pure
-/// and in virtual time: the engine (``PacketEngine``) reads packets and carries out what this
-/// says; a test drives it with packets it makes up, without root.
+/// gate, the set-up rules (firewall, `connect_hold`, `dns_fail`, DNS and connect delays) of the
+/// profile and of the packet's route, an outage's refusals, the flow table, each connection's
+/// route, and the ``LinkNetwork`` both engines drive (the access link, and each route's link behind
+/// it). Pure and in virtual time: the engine (``PacketEngine``) reads packets and carries out what
+/// this says; a test drives it with packets it makes up, without root.
 ///
 /// ```
-///  packet read at t ─▶ blackhole? ─▶ portal's gate ─▶ firewall ─▶ dns_fail ─▶ refuse/reset outage (SYN)
-///                       (dropped)    (reset / lost)   (refuse /   (NXDOMAIN   (reset one round trip later)
-///                                                      lost)       answered)
-///                  ─▶ flow table, connect_hold, set-up delays ─▶ LinkPaths.offer ─▶ held until delivered, or dropped
+///  packet read at t ─▶ its connection's route (decided on its first packet: address, port, name from DNS)
+///                  ─▶ blackhole? ─▶ portal's gate ─▶ firewall ─▶ dns_fail ─▶ refuse/reset outage (SYN)
+///                      (access:     (reset / lost)   (refuse /   (NXDOMAIN   (reset one round trip later:
+///                       dropped)                      lost)       answered)   the access link's, + the route's)
+///                  ─▶ flow table, connect_hold, set-up delays ─▶ LinkNetwork.offer(route:)
+///                  ─▶ held until delivered, or dropped (now by the first path, or later by the route's)
 /// ```
+/// The access link's rules and the route's both hold: a firewall or an outage of either stops a
+/// connection, the route's set-up delays add to the access link's, and `connect_hold` counts the
+/// attempts of each (the longer hold wins).
 struct PacketLinkDriver {
-    private(set) var links: LinkPaths<HeldPacket, FlowKey>
+    /// The access link (the profile's, every connection's) and the routes' links behind it.
+    var network: LinkNetwork<HeldPacket, FlowKey>
+    /// The access link's timeline (each route's is the network's).
     private(set) var timeline: ConditionTimeline
     /// What crossed the link, for the summary (the engine adds what only it knows).
     var summary = PacketSummary()
-    private(set) var flows = TCPFlowTable()
+    var flows = TCPFlowTable()
     /// A closed captive portal's gate on what leaves the cage (nil: no portal, or open).
     var captiveGate: PacketCaptiveGate?
     /// The lookups `dns_fail` failed, in order (for a scenario's evidence).
-    private(set) var lookups: [PacketLookupFailure] = []
-    private var connectAttempts = 0
-    private var holdUntil: [FlowKey: Instant] = [:]
-    private var resets = Heap<ScheduledReset>()
+    var lookups: [PacketLookupFailure] = []
+    /// Connection attempts from the cage so far: on the access link, and per route (`connect_hold`).
+    var connectAttempts = 0
+    var routeAttempts: [Int]
+    var holdUntil: [FlowKey: Instant] = [:]
+    var resets = Heap<ScheduledReset>()
     /// Packets netcond sends in a server's place (a DNS failure's answer), due at their moments.
-    private var injected = Heap<InjectedPacket>()
-    private var sequence: UInt64 = 0
+    var injected = Heap<InjectedPacket>()
+    var sequence: UInt64 = 0
+    /// Each connection's route (TCP by its flow, UDP by its addresses and ports), and the names
+    /// learnt for far addresses.
+    var tcpRoutes = ConnectionRoutes()
+    var udpRoutes = ConnectionRoutes()
+    var names = RouteNames()
+    /// Some route matches host names (DNS answers are read only then).
+    let routesByName: Bool
+    /// Some route has `dns_fail` names (its timeline's profile, which a live switch changes).
+    var routesFailNames: Bool
     private var lastState: LinkState
     /// Told of every change of the link's state, with its moment.
     private let onStateChange: ((LinkState, Instant) -> Void)?
 
     init(profile: Profile, seed: UInt64, onStateChange: ((LinkState, Instant) -> Void)? = nil) {
         self.timeline = ConditionTimeline(profile: profile, seed: seed)
-        self.links = LinkPaths(self.timeline, seed: seed)
+        self.network = LinkNetwork(access: self.timeline, routes: profile.routes, seed: seed)
         self.lastState = self.timeline.state
         self.onStateChange = onStateChange
+        self.routeAttempts = Array(repeating: 0, count: profile.routes.count)
+        self.routesByName = profile.routes.contains { !$0.match.hosts.isEmpty }
+        self.routesFailNames = profile.routes.contains { !$0.profile.setup.dnsFail.isEmpty }
+        self.summary.lanes = profile.routes.map { PacketSummary.Lane(name: $0.name, match: $0.match.description) }
     }
 
-    var conditions: LinkConditions { self.links.conditions }
-    private var setup: SetupRules { self.timeline.profile.setup }
+    /// The access link's conditions.
+    var conditions: LinkConditions { self.network.access.conditions }
+    var setup: SetupRules { self.timeline.profile.setup }
 
     // MARK: - Admission
 
     /// A packet read from the queue at `now`: true when the link took it (it is held until
-    /// ``popDelivery(upTo:)`` gives it back), false when it is to be dropped now. `bytes`: its
-    /// bytes when the engine keeps them (a capture); `payload`: what the queue handed over.
+    /// ``popEvent(upTo:)`` gives it back, delivered or dropped), false when it is to be dropped
+    /// now. `bytes`: its bytes when the engine keeps them (a capture); `payload`: what the queue
+    /// handed over.
     mutating func admit(
         _ packet: HeldPacket, up: Bool, wireLength: Int, segments: Int, payload: UnsafePointer<UInt8>?, copied: Int,
         bytes: [UInt8]?, at now: Instant
     ) -> Bool {
-        let direction: Direction = up ? .up : .down
         let index = up ? 0 : 1
         let tcp = packet.tcp
-        self.summary.directions[index].packets += segments
-        if self.links[direction].blackholed {
-            // Followed all the same: an attempt the blackhole swallows is evidence too.
-            if let tcp, self.flows.offered(tcp, up: up, at: now) { self.summary.connections += 1 }
-            _ = self.links[direction].offer(packet, bytes: wireLength, connection: nil, at: now)
-            self.summary.directions[index].outageDrops += segments
-            return false
-        }
-        if up, let gate = self.captiveGate, let payload, let stop = gate.decide(payload, copied: copied, tcp: tcp) {
-            self.summary.portalStopped += segments
-            if self.stopAttempt(tcp, reset: stop == .reset, at: now) {
-                gate.onStop(stop, PacketCaptiveGate.target(payload, copied: copied, tcp: tcp))
+        if !up, tcp == nil, self.routesByName, let payload {
+            for (name, addresses) in dnsAnswerAddresses(UnsafeBufferPointer(start: payload, count: copied)) {
+                self.learn(name: name, addresses: addresses)
             }
+        }
+        let route = self.route(tcp, up: up, payload: payload, copied: copied)
+        self.summary.directions[index].packets += segments
+        if let route { self.summary.lanes[route].directions[index].packets += segments }
+        if self.network.access[up ? .up : .down].blackholed {
+            // Followed all the same: an attempt the blackhole swallows is evidence too.
+            if let tcp, self.flows.offered(tcp, up: up, at: now) { self.countConnection(route) }
+            _ = self.network.offer(packet, up ? .up : .down, route: nil, bytes: wireLength, connection: nil, at: now)
+            self.countDrop(.outage, up ? .up : .down, route: route, segments: segments)
             return false
         }
-        if up, let action = self.firewall(tcp, payload: payload, copied: copied) {
-            self.summary.firewallStopped += segments
-            self.stopAttempt(tcp, reset: action == .refuse, at: now)
+        if up, self.stoppedLeaving(tcp, route: route, payload: payload, copied: copied, segments: segments, at: now) {
             return false
         }
-        if up, tcp == nil, !self.setup.dnsFail.isEmpty, copied == Int(packet.length), let payload,
-            self.answerFailingLookup(Array(UnsafeBufferPointer(start: payload, count: copied)), at: now)
+        if up, tcp == nil, self.failsNames, copied == Int(packet.length), let payload,
+            self.answerFailingLookup(Array(UnsafeBufferPointer(start: payload, count: copied)), route: route, at: now)
         {
             return false
         }
         if let tcp {
-            if up && tcp.isSYN && (self.links.outage == .refuse || self.links.outage == .reset) {
+            if up && tcp.isSYN, let refusing = self.refusingOutage(route) {
                 // The far end turns the connection away: a reset one round trip (in force) after the SYN.
                 self.summary.refusedConnections += 1
+                if let route { self.summary.lanes[route].refusedConnections += 1 }
                 self.flows.refusedByLink(tcp, at: now)
-                self.refuse(tcp, at: now)
+                self.refuse(tcp, route: refusing, at: now)
                 return false
             }
             if self.flows.offered(tcp, up: up, at: now) {
-                self.summary.connections += 1
-                if up { self.countAttempt(tcp, at: now) }
+                self.countConnection(route)
+                if up { self.countAttempt(tcp, route: route, at: now) }
             }
         }
-        let extra = up ? self.setupDelay(tcp, payload: payload, copied: copied, at: now) : .zero
         var held = packet
         held.bytes = bytes
+        held.wireLength = UInt32(clamping: wireLength)
+        held.segments = UInt32(clamping: segments)
+        held.route = route.map { Int32($0) } ?? -1
         // A copy or a changed byte needs the whole packet (the queue hands it over whole then).
-        let c = self.links[direction].conditions
-        if held.bytes == nil, c.duplicate > .zero || c.corrupt > .zero, copied == Int(packet.length), let payload {
+        if held.bytes == nil, copied == Int(packet.length), let payload, self.damages(up ? .up : .down, route: route) {
             held.bytes = Array(UnsafeBufferPointer(start: payload, count: copied))
         }
-        switch self.links[direction].offer(
-            held, bytes: wireLength, connection: tcp.map { FlowKey($0, up: up) }, extraDelay: extra, at: now)
+        return self.offer(held, up: up, tcp: tcp, payload: payload, copied: copied, route: route, at: now)
+    }
+
+    /// Offers a packet the rules let through to the network, with its set-up delay.
+    private mutating func offer(
+        _ held: HeldPacket, up: Bool, tcp: TCPHeader?, payload: UnsafePointer<UInt8>?, copied: Int, route: Int?,
+        at now: Instant
+    ) -> Bool {
+        let extra = up ? self.setupDelay(tcp, payload: payload, copied: copied, route: route, at: now) : .zero
+        let direction: Direction = up ? .up : .down
+        switch self.network.offer(
+            held, direction, route: route, bytes: Int(held.wireLength), connection: tcp.map { FlowKey($0, up: up) },
+            extraDelay: extra, at: now)
         {
         case .dropped(let why):
-            switch why {
-            case .lost: self.summary.directions[index].lost += segments
-            case .queueFull, .connectionQueueFull: self.summary.directions[index].queueDrops += segments
-            case .aqm: self.summary.directions[index].aqmDrops += segments
-            case .outage: self.summary.directions[index].outageDrops += segments
-            }
+            self.countDrop(why, direction, route: route, segments: Int(held.segments))
             return false
         case .delivers, .held:
-            self.summary.directions[index].bytes += Int64(wireLength)
+            self.summary.directions[up ? 0 : 1].bytes += Int64(held.wireLength)
+            if let route { self.summary.lanes[route].directions[up ? 0 : 1].bytes += Int64(held.wireLength) }
             return true
         }
     }
 
-    /// The reset that answers a SYN sent at `now`, one round trip later: the one in force then (a
-    /// step series' delays of the moment, not its first row's).
-    private mutating func refuse(_ tcp: TCPHeader, at now: Instant) {
-        let at = now + self.conditions.roundTrip(from: now)
-        self.scheduleReset(FlowKey(tcp, up: true), towardCage: true, at: at, answering: tcp.seq &+ 1)
+    /// Whether either path of a packet in `direction` on `route` may duplicate or corrupt it.
+    private func damages(_ direction: Direction, route: Int?) -> Bool {
+        let access = self.network.access[direction].conditions
+        if access.duplicate > .zero || access.corrupt > .zero { return true }
+        guard let route else { return false }
+        let own = self.network.route(route)[direction].conditions
+        return own.duplicate > .zero || own.corrupt > .zero
     }
 
-    /// A closed portal or the firewall stops a packet leaving the cage: a new connection's SYN is
-    /// reset one round trip later (as a refusal) or lost; anything else is lost. Returns whether
-    /// this was a new attempt (a swallowed SYN's retransmissions are the same one).
-    @discardableResult
-    private mutating func stopAttempt(_ tcp: TCPHeader?, reset: Bool, at now: Instant) -> Bool {
-        guard let tcp else { return false }
-        if reset {
-            self.flows.refusedByLink(tcp, at: now)
-            self.refuse(tcp, at: now)
-            return true
-        }
-        guard self.flows.offered(tcp, up: true, at: now) else { return false }
+    private mutating func countConnection(_ route: Int?) {
         self.summary.connections += 1
-        return true
+        if let route { self.summary.lanes[route].connections += 1 }
     }
 
-    // MARK: - Set-up rules
+    /// A drop, by cause, in the summary and in the route's lane.
+    mutating func countDrop(_ why: PathDrop, _ direction: Direction, route: Int?, segments: Int) {
+        let index = direction == .up ? 0 : 1
+        Self.add(why, segments, to: &self.summary.directions[index])
+        if let route { Self.add(why, segments, to: &self.summary.lanes[route].directions[index]) }
+    }
 
-    /// What the profile's firewall does to a packet leaving the cage (nil: it passes). It decides
-    /// new TCP connections by their port (`refuse` or `blackhole`) and loses UDP to other ports;
-    /// DNS (53) passes, as the proxy's own lookups do.
-    private func firewall(_ tcp: TCPHeader?, payload: UnsafePointer<UInt8>?, copied: Int) -> FirewallAction? {
-        guard let allowed = self.setup.allowPorts else { return nil }
-        if let tcp {
-            guard tcp.isSYN, tcp.destinationPort != 53, !allowed.contains(Int(tcp.destinationPort)) else { return nil }
-            return self.setup.otherwise
+    private static func add(_ why: PathDrop, _ segments: Int, to counts: inout PacketSummary.Direction) {
+        switch why {
+        case .lost: counts.lost += segments
+        case .queueFull, .connectionQueueFull: counts.queueDrops += segments
+        case .aqm: counts.aqmDrops += segments
+        case .outage: counts.outageDrops += segments
         }
-        guard let payload, let head = PacketHead(payload, copied: copied),
-            head.isUDP, let port = head.destinationPort, port != 53, !allowed.contains(Int(port))
-        else { return nil }
-        return .blackhole
-    }
-
-    /// A new connection from the cage: the first `connect_hold` ones wait before their handshake
-    /// starts (every SYN of theirs arrives when the hold ends).
-    private mutating func countAttempt(_ tcp: TCPHeader, at now: Instant) {
-        let index = self.connectAttempts
-        self.connectAttempts += 1
-        if self.setup.hold > .zero && index < self.setup.holdFirst {
-            self.holdUntil[FlowKey(tcp, up: true)] = now + self.setup.hold
-            self.summary.connectsHeld += 1
-        }
-    }
-
-    /// A DNS query for a name `dns_fail` names: answered NXDOMAIN in the server's place, a round
-    /// trip (the one in force) and the profile's DNS delay later. Returns whether it was (then the
-    /// query goes no further).
-    private mutating func answerFailingLookup(_ bytes: [UInt8], at now: Instant) -> Bool {
-        guard let question = DNSFailure.question(bytes), self.setup.nameFails(question.name) else { return false }
-        self.summary.lookupsFailed += 1
-        self.sequence += 1
-        self.injected.insert(
-            InjectedPacket(
-                at: now + self.conditions.roundTrip(from: now) + self.conditions.dnsDelay, sequence: self.sequence,
-                bytes: DNSFailure.reply(to: bytes, question: question)))
-        self.lookups.append(PacketLookupFailure(name: question.name, at: now))
-        return true
-    }
-
-    /// The profile's extra set-up delays: `connect_delay` on a connection's first SYN, `dns_delay`
-    /// on a query to port 53 (UDP or TCP).
-    private mutating func setupDelay(_ tcp: TCPHeader?, payload: UnsafePointer<UInt8>?, copied: Int, at now: Instant)
-        -> Span
-    {
-        if let tcp {
-            if tcp.destinationPort == 53 && self.conditions.dnsDelay > .zero { return self.conditions.dnsDelay }
-            guard tcp.isSYN else { return .zero }
-            var delay = self.conditions.connectDelay
-            if !self.holdUntil.isEmpty, let until = self.holdUntil[FlowKey(tcp, up: true)] {
-                if until > now { delay = max(delay, until - now) } else { self.holdUntil[FlowKey(tcp, up: true)] = nil }
-            }
-            return delay
-        }
-        guard self.conditions.dnsDelay > .zero, let payload, let head = PacketHead(payload, copied: copied), head.isUDP
-        else { return .zero }
-        return head.destinationPort == 53 ? self.conditions.dnsDelay : .zero
     }
 
     // MARK: - Delivery
 
-    /// The next packet the link delivered by `now`, with its direction.
-    mutating func popDelivery(upTo now: Instant) -> (Direction, PathDelivery<HeldPacket>)? {
-        self.links.popDelivery(upTo: now)
+    /// The next packet the network delivered by `now`, or dropped on its route's path (counted
+    /// here; the engine drops it), in time order.
+    mutating func popEvent(upTo now: Instant) -> NetworkEvent<HeldPacket>? {
+        let event = self.network.popEvent(upTo: now)
+        if case .dropped(let direction, let packet, let why)? = event {
+            let route = packet.route < 0 ? nil : Int(packet.route)
+            self.countDrop(why, direction, route: route, segments: Int(packet.segments))
+            // Counted as delivered bytes when its first path took it.
+            let index = direction == .up ? 0 : 1
+            self.summary.directions[index].bytes -= Int64(packet.wireLength)
+            if let route { self.summary.lanes[route].directions[index].bytes -= Int64(packet.wireLength) }
+        }
+        return event
     }
 
     /// The engine let a delivered packet go (`corrupted`: with a byte changed, which its receiver's
     /// checksum discards, so the flow table does not count it).
     mutating func delivered(_ delivery: PathDelivery<HeldPacket>, _ direction: Direction, corrupted: Bool) {
         let index = direction == .up ? 0 : 1
+        let route = delivery.unit.route < 0 ? nil : Int(delivery.unit.route)
         if delivery.isCopy {
             self.summary.directions[index].duplicated += 1
+            if let route { self.summary.lanes[route].directions[index].duplicated += 1 }
             return
         }
         // Counted here, not when decided: a packet still held when the run ends never reaches its
         // receiver corrupted, and the summary says what receivers' checksums discarded.
-        if corrupted { self.summary.directions[index].corrupted += 1 }
+        if corrupted {
+            self.summary.directions[index].corrupted += 1
+            if let route { self.summary.lanes[route].directions[index].corrupted += 1 }
+        }
         if let tcp = delivery.unit.tcp, !corrupted { self.flows.delivered(tcp, up: direction == .up) }
     }
 
-    /// When something is next due: a delivery, a change of conditions, a reset, an injected answer.
+    /// When something is next due: a delivery, a change of conditions (the access link's or a
+    /// route's), a reset, an injected answer.
     var nextMoment: Instant? {
         // No array: the engine asks once per turn of its loop.
         Instant.earliest(
-            Instant.earliest(self.links.nextDelivery, self.timeline.nextChange),
+            Instant.earliest(self.network.nextDelivery, self.nextChange),
             Instant.earliest(self.resets.min?.at, self.injected.min?.at))
     }
 
     // MARK: - Conditions
 
-    /// Applies the timeline's changes due by `now`, one moment at a time; what the link delivered
-    /// before each change goes to `deliver` first (it arrived under the old conditions).
-    mutating func follow(to now: Instant, deliver: (Direction, PathDelivery<HeldPacket>) -> Void) {
-        while let next = self.timeline.nextChange, next <= now {
-            while let (direction, delivery) = self.links.popDelivery(upTo: next) { deliver(direction, delivery) }
-            self.timeline.advance(to: next)
-            self.apply(at: next)
+    /// When the access link's timeline or a route's next changes by itself.
+    var nextChange: Instant? { Instant.earliest(self.timeline.nextChange, self.network.nextRouteChange) }
+
+    /// Applies the timelines' changes due by `now`, one moment at a time; what the network
+    /// delivered or dropped before each change goes to `deliver` first (it met the old conditions).
+    mutating func follow(to now: Instant, deliver: (NetworkEvent<HeldPacket>) -> Void) {
+        while let next = self.nextChange, next <= now {
+            while let event = self.popEvent(upTo: next) { deliver(event) }
+            if let change = self.timeline.nextChange, change <= next {
+                self.timeline.advance(to: next)
+                self.apply(at: next)
+            }
+            if let change = self.network.nextRouteChange, change <= next {
+                for route in self.network.followRoutes(at: next) { self.cutConnections(route: route, at: next) }
+            }
         }
     }
 
     /// A change from `netcond ctl` at `now` (after ``follow(to:deliver:)`` up to `now`).
     mutating func control(_ command: PacketCommand, at now: Instant) {
         switch command {
-        case .switchProfile(let profile): self.timeline.switchProfile(to: profile, at: now)
+        case .switchProfile(let profile):
+            self.timeline.switchProfile(to: profile, at: now)
+            self.replaceRoutes(with: profile.routes, at: now)
         case .outage(let outage): self.timeline.setOutage(outage, at: now)
         case .stall(let stall): self.timeline.setStall(stall, at: now)
         case .cut:
             self.cutConnections(at: now)
             return
+        case .routeOutage, .routeStall, .switchRoute:
+            self.controlRoute(command, at: now)
+            return
         }
         self.apply(at: now)
     }
 
-    /// Brings the paths in line with the timeline; a reset outage cuts what is open; reports a new state.
+    /// Brings the access paths in line with the timeline; a reset outage cuts what is open; reports
+    /// a new state.
     private mutating func apply(at moment: Instant) {
-        let outage = self.links.outage
-        self.links.follow(self.timeline, at: moment)
-        if self.links.outage != outage, self.links.outage == .reset { self.cutConnections(at: moment) }
+        let outage = self.network.access.outage
+        self.network.access.follow(self.timeline, at: moment)
+        if self.network.access.outage != outage, self.network.access.outage == .reset {
+            self.cutConnections(at: moment)
+        }
         let state = self.timeline.state
         if state != self.lastState {
             self.lastState = state
             self.onStateChange?(state, moment)
         }
     }
-
-    // MARK: - Resets and answers
-
-    /// Cuts every TCP connection on the link with a reset to each end, as a middlebox that drops the
-    /// connections would: each reset reaches its end after that direction's delay in force, with the
-    /// sequence number the end expects then. Returns how many connections.
-    @discardableResult
-    mutating func cutConnections(at now: Instant) -> Int {
-        let keys = self.flows.keys
-        for key in keys {
-            self.flows.markCut(key)
-            self.scheduleReset(key, towardCage: true, at: now + self.conditions.down.delay(at: now))
-            self.scheduleReset(key, towardCage: false, at: now + self.conditions.up.delay(at: now))
-        }
-        self.summary.connectionsCut += keys.count
-        return keys.count
-    }
-
-    /// `answering`: the reset answers a SYN (RST|ACK acknowledging it, sequence 0).
-    private mutating func scheduleReset(
-        _ key: FlowKey, towardCage: Bool, at moment: Instant, answering syn: UInt32? = nil
-    ) {
-        self.sequence += 1
-        self.resets.insert(
-            ScheduledReset(at: moment, sequence: self.sequence, key: key, towardCage: towardCage, answering: syn))
-    }
-
-    /// The next reset due by `now`, addressed, with the sequence number its end expects (a cut
-    /// connection's end that has gone quiet since is skipped).
-    mutating func dueReset(upTo now: Instant) -> ResetToSend? {
-        while let next = self.resets.min, next.at <= now {
-            _ = self.resets.removeMin()
-            let key = next.key
-            var seq: UInt32 = 0
-            var ack: UInt32 = 0
-            if let syn = next.answering {
-                ack = syn
-            } else {
-                let expected = self.flows.resetSequence(key, towardCage: next.towardCage)
-                self.flows.resetSent(key, towardCage: next.towardCage)
-                guard let expected else { continue }
-                seq = expected
-            }
-            let length = key.version == 6 ? 16 : 4
-            let cage = key.cage.bytes(count: length)
-            let far = key.far.bytes(count: length)
-            return next.towardCage
-                ? ResetToSend(
-                    version: key.version, source: far, sourcePort: key.farPort, destination: cage,
-                    destinationPort: key.cagePort, seq: seq, ack: ack, answersSYN: next.answering != nil)
-                : ResetToSend(
-                    version: key.version, source: cage, sourcePort: key.cagePort, destination: far,
-                    destinationPort: key.farPort, seq: seq, ack: ack, answersSYN: next.answering != nil)
-        }
-        return nil
-    }
-
-    /// The next packet due by `now` that netcond sends in a server's place.
-    mutating func dueInjected(upTo now: Instant) -> [UInt8]? {
-        guard let next = self.injected.min, next.at <= now else { return nil }
-        return self.injected.removeMin().bytes
-    }
-}
-
-/// A reset for the engine to send.
-struct ResetToSend: Equatable {
-    var version: UInt8
-    var source: [UInt8]
-    var sourcePort: UInt16
-    var destination: [UInt8]
-    var destinationPort: UInt16
-    var seq: UInt32
-    var ack: UInt32
-    /// It answers a SYN (RST|ACK).
-    var answersSYN: Bool
-}
-
-/// A packet netcond sends in a server's place at a moment.
-struct InjectedPacket: Comparable {
-    var at: Instant
-    var sequence: UInt64
-    var bytes: [UInt8]
-
-    static func < (a: InjectedPacket, b: InjectedPacket) -> Bool { (a.at, a.sequence) < (b.at, b.sequence) }
-    static func == (a: InjectedPacket, b: InjectedPacket) -> Bool { a.sequence == b.sequence }
-}
-
-/// A reset netcond sends to one end of a connection at a moment.
-struct ScheduledReset: Comparable {
-    var at: Instant
-    var sequence: UInt64
-    var key: FlowKey
-    var towardCage: Bool
-    /// The acknowledgement of a refused SYN (the reset answers it), or nil for a cut.
-    var answering: UInt32?
-
-    static func < (a: ScheduledReset, b: ScheduledReset) -> Bool { (a.at, a.sequence) < (b.at, b.sequence) }
-    static func == (a: ScheduledReset, b: ScheduledReset) -> Bool { a.sequence == b.sequence }
 }

@@ -11,6 +11,11 @@ struct HeldPacket {
     /// Its bytes, when a capture is written or the link changes or copies it.
     var bytes: [UInt8]? = nil
     var length: UInt32 = 0
+    /// What the driver counts it as when a route's path drops it later: its bytes on the wire, its
+    /// segments (a GSO packet taken whole), and its connection's route (-1: none).
+    var wireLength: UInt32 = 0
+    var segments: UInt32 = 1
+    var route: Int32 = -1
 
     init(queue: UInt16, id: UInt32, mark: UInt32, tcp: TCPHeader?, length: UInt32) {
         self.queue = queue
@@ -90,6 +95,30 @@ public struct PacketSummary: Sendable, Equatable {
     public var profile = ""
     /// The conditions in force when the summary was published (a schedule's phase, a live switch).
     public var conditions = LinkConditions()
+    /// Each route's lane, in the order of the profile's `routes:` (empty: no routes). The fields
+    /// above count every packet; a lane counts those of the connections on its route.
+    public var lanes: [Lane] = []
+    /// What crossed the link to one destination (a ``Route``): its packets, whatever path of the two
+    /// (the access link, the route's own) dropped them, and its connections.
+    public struct Lane: Sendable, Equatable {
+        /// The route's name and its match, as a profile writes it.
+        public var name: String
+        public var match: String
+        /// As the summary's: offered, delivered bytes, and drops by cause, on either path.
+        public var directions = [Direction(), Direction()]
+        public var up: Direction { self.directions[0] }
+        public var down: Direction { self.directions[1] }
+        public var connections = 0
+        public var refusedConnections = 0
+        public var connectionsCut = 0
+        public var firewallStopped = 0
+        public var connectsHeld = 0
+
+        public init(name: String, match: String) {
+            self.name = name
+            self.match = match
+        }
+    }
 
     /// One direction's rate, delay and loss in force at the summary's moment (a trace's or a step
     /// series' value then), with the outage or stall.
@@ -108,4 +137,10 @@ public enum PacketCommand: Sendable {
     case stall(StallDirection?)
     /// Reset every TCP connection on the link, once.
     case cut
+    /// An outage on one route (nil ends it), a stall of one route, new conditions for one route's
+    /// link (its link, schedule and stalls: the profile's). `route`: its index in the profile's
+    /// paths, as ``PacketSummary/lanes`` lists them (``PacketEngine/route(named:)``); an index out of range changes nothing.
+    case routeOutage(route: Int, OutageBehaviour?)
+    case routeStall(route: Int, StallDirection?)
+    case switchRoute(route: Int, Profile)
 }

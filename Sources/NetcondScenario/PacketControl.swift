@@ -30,8 +30,14 @@ public struct PacketControl: ControlTarget {
             }
             await self.session.portal.set(open: open)
             command = nil
-        case .routes, .command(.route):
-            return Self.refused("routes are changed live through the proxy engine only, so far")
+        case .routes:
+            return (200, ControlRoutes(routes: self.routeStatuses()).controlJSON())
+        case .command(.route(let name, let change)):
+            guard let found = self.engine.route(named: name) else {
+                let rejection = ControlAPI.unknownRoute(name, among: self.engine.routeNames)
+                return (rejection.status, ControlError(error: rejection.message).controlJSON())
+            }
+            command = Self.command(change, path: found.path, route: found.route)
         case .command(.cut(.close)):
             return Self.refused(
                 "the packet engine cuts connections with resets only (a close needs the proxy's side of the connection); allowed: {\"mode\": \"reset\"}"
@@ -56,6 +62,23 @@ public struct PacketControl: ControlTarget {
         var status = Self.status(summary, seed: self.engine.seed)
         status.captivePortal = self.session.portal.stateText
         return (200, status.controlJSON())
+    }
+
+    /// A route's live change as the engine takes it (`path`: the route's path index).
+    static func command(_ change: RouteChange, path: Int, route: Route) -> PacketCommand {
+        switch change {
+        case .outage(let outage): return .routeOutage(route: path, outage)
+        case .stall(let stall): return .routeStall(route: path, stall)
+        case .link(let profile): return .switchRoute(route: path, route.withLink(of: profile))
+        }
+    }
+
+    /// Each route in force with its link now and its connections (the engine's lanes).
+    func routeStatuses() -> [ControlRoute] {
+        let lanes = self.engine.summary().lanes
+        return self.engine.routeViews().map { path, view in
+            ControlRoute(view, connections: path < lanes.count ? lanes[path].connections : 0)
+        }
     }
 
     static func refused(_ message: String) -> (status: Int, json: [UInt8]) {
@@ -92,7 +115,8 @@ public struct PacketControl: ControlTarget {
             timerLateUs: [],
             engine: "packet",
             link: [Direction.down, .up].map { ControlLinkNow($0, summary.moment($0)) },
-            linkBytesDown: summary.down.bytes
+            linkBytesDown: summary.down.bytes,
+            routes: summary.lanes.isEmpty ? nil : summary.lanes.count
         )
     }
 }

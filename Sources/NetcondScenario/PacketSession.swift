@@ -127,6 +127,8 @@ public final class PacketSession: Sendable {
             let file = try TemporaryFiles.makeFile(kind: "hosts")
             hostsFile = file
             try Self.writeHosts(file, origin: host, portal: portalAddress, setup: profile.setup)
+            engine.learn(address: host, names: [Session.originHost])
+            engine.learn(address: portalAddress, names: [CaptivePortal.host] + CaptivePortal.probeHosts)
             chmod(file, 0o644)
             let named = try await PacketNaming.start(
                 origin: origin, group: originGroup, host: host, trust: originTrust,

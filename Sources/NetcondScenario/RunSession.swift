@@ -115,7 +115,10 @@ extension PacketSession: RunSession {
         case .captive(let open):
             await self.portal.set(open: open)
             return nil
-        case .cut(.close), .addFault, .clearFaults, .removeFault, .route:
+        case .route(let name, let change):
+            guard let found = self.engine.route(named: name) else { return "no route '\(name)' in force" }
+            command = PacketControl.command(change, path: found.path, route: found.route)
+        case .cut(.close), .addFault, .clearFaults, .removeFault:
             // Refused before the run (ScenarioRunner.packetProblems).
             return "the packet engine cannot do this"
         }

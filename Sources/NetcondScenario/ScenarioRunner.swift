@@ -232,15 +232,11 @@ public enum ScenarioRunner {
                 )
             case .cut(.close):
                 problems.append("its timeline cuts with close (the packet engine cuts with resets)")
-            case .route:
-                problems.append(
-                    "its timeline changes a route (the packet engine takes route changes from the control API only, so far)"
-                )
             case .switchProfile(let profile):
                 problems += PacketEngine.unsupportedFeatures(profile).map {
                     "a profile its timeline switches to uses \($0)"
                 }
-            case .outage, .stall, .cut(.reset), .captive:
+            case .outage, .stall, .cut(.reset), .captive, .route:
                 break
             }
         }

@@ -114,7 +114,7 @@ import Testing
             if !delivery.isCopy { fates[Int(delivery.unit.id)] = .delivered(delivery.at) }
         }
         for offer in offers {
-            driver.follow(to: offer.at) { _, delivery in take(delivery) }
+            driver.follow(to: offer.at) { if case .delivered(_, let delivery) = $0 { take(delivery) } }
             while let (_, delivery) = driver.popDelivery(upTo: offer.at) { take(delivery) }
             let bytes = Self.tcpPacket(offer)
             let taken = bytes.withUnsafeBufferPointer { buffer -> Bool in
@@ -129,9 +129,9 @@ import Testing
             }
             if !taken { fates[offer.index] = .dropped }
         }
-        driver.follow(to: Self.end) { _, delivery in take(delivery) }
+        driver.follow(to: Self.end) { if case .delivered(_, let delivery) = $0 { take(delivery) } }
         while let (_, delivery) = driver.popDelivery(upTo: Self.end) { take(delivery) }
-        return (fates, [driver.links[.up].counters, driver.links[.down].counters])
+        return (fates, [driver.network.access[.up].counters, driver.network.access[.down].counters])
     }
 
     @Test(arguments: [UInt64(1), 2, 3])

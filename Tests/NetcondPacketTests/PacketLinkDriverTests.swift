@@ -32,7 +32,7 @@ import Testing
     /// Offers `bytes` at `at` (in milliseconds); true when the link took it.
     static func admit(_ driver: inout PacketLinkDriver, _ bytes: [UInt8], up: Bool, id: UInt32 = 1, at: Int64) -> Bool {
         let now = Instant(nanoseconds: at * 1_000_000)
-        driver.follow(to: now) { _, _ in }
+        driver.follow(to: now) { _ in }
         return bytes.withUnsafeBufferPointer { buffer in
             let tcp = TCPHeader(buffer.baseAddress!, copied: buffer.count, length: buffer.count)
             return driver.admit(
@@ -146,5 +146,16 @@ import Testing
         #expect(taken12 == nil)
         let taken13 = driver.dueReset(upTo: Self.ms(140))
         #expect(try #require(taken13).destination == [127, 0, 0, 1])
+    }
+}
+
+extension PacketLinkDriver {
+    /// The next packet the network delivered by `now` (one dropped on a route's path is counted and
+    /// passed over), as the engine takes them.
+    mutating func popDelivery(upTo now: Instant) -> (Direction, PathDelivery<HeldPacket>)? {
+        while let event = self.popEvent(upTo: now) {
+            if case .delivered(let direction, let delivery) = event { return (direction, delivery) }
+        }
+        return nil
     }
 }

@@ -16,7 +16,7 @@ import HeapModule
 ///
 /// Pure: it reads no clock. The driver asks for ``nextChange`` and calls ``advance(to:)`` then
 /// (or at any later moment: every change due by then is applied in order, each at its own time).
-public struct ConditionTimeline {
+public struct ConditionTimeline: Sendable {
     public private(set) var profile: Profile
     public let seed: UInt64
     /// Profiles started so far: each draws its durations from a stream of its own.

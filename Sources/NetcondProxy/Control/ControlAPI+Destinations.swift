@@ -62,7 +62,7 @@ extension ControlAPI {
     }
 
     /// Why a change names a route the run does not have.
-    static func unknownRoute(_ name: String, among routes: [String]) -> Rejection {
+    public static func unknownRoute(_ name: String, among routes: [String]) -> Rejection {
         Rejection(
             status: 404,
             message: routes.isEmpty

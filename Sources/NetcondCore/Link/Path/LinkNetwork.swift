@@ -1,4 +1,5 @@
 import DequeModule
+import HeapModule
 
 /// The whole network both engines drive: the access link every connection shares (``LinkPaths``,
 /// kept in line with the profile's timeline by the engine) and, per ``Route``, a link of its own in
@@ -25,8 +26,11 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
     /// Each route's paths and timeline, by path index (``pathOfRoute``).
     @usableFromInline var routePaths: [LinkPaths<Carried, Connection>]
     public private(set) var routeTimelines: [ConditionTimeline]
-    /// Routes whose paths hold units (only they can deliver).
-    @usableFromInline var busy: Set<Int> = []
+    /// When each route whose paths hold a unit due next delivers it, earliest first (ties: the
+    /// lower route): finding the next event costs the same with one busy route or thousands. An
+    /// entry whose route's next delivery has changed since is stale: it is dropped when it comes
+    /// to the top (every mutating step leaves a fresh one there).
+    @usableFromInline var dueRoutes = Heap<RouteDue>()
     /// Routes whose timeline has changes of its own to come (a schedule, stalls).
     private var timed: [Int] = []
     /// What reached its end (or was dropped on a second path) while units were moved on before an
@@ -107,6 +111,7 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
     /// A unit reaches the network at `now` in `direction`, on `route` (nil: none). Returns what
     /// its first path decided: a drop there, or `.held` when it has a second path to cross (its
     /// fate is known when it reaches the end) or waits for a stall.
+    @inlinable
     public mutating func offer(
         _ unit: Unit, _ direction: Direction, route: Int?, bytes: Int, connection: Connection?,
         extraDelay: Span = .zero, at now: Instant
@@ -124,9 +129,10 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
             admission = self.access[.up].offer(
                 hop, bytes: bytes, connection: connection, extraDelay: extraDelay, at: now)
         } else {
+            let before = self.routePaths[route].nextDelivery
             admission = self.routePaths[route][.down].offer(
                 hop, bytes: bytes, connection: connection, extraDelay: extraDelay, at: now)
-            self.busy.insert(route)
+            self.noteRoute(route, before: before)
         }
         if case .dropped = admission { return admission }
         return .held
@@ -135,14 +141,14 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
     // MARK: - Delivery
 
     /// When the next event is due (nil: none, or every unit held by a stall).
+    @inlinable
     public var nextDelivery: Instant? {
         if let first = self.ready.first { return first.0 }
-        var next = self.access.nextDelivery
-        for route in self.busy { next = Instant.earliest(next, self.routePaths[route].nextDelivery) }
-        return next
+        return Instant.earliest(self.access.nextDelivery, self.dueRoutes.min?.at)
     }
 
     /// The next unit that reached its end (or was dropped on its second path) by `now`, in time order.
+    @inlinable
     public mutating func popEvent(upTo now: Instant) -> NetworkEvent<Unit>? {
         if let first = self.ready.popFirst() { return first.1 }
         while let (at, event) = self.step(upTo: now) {
@@ -154,7 +160,7 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
 
     /// Moves every unit due by `now` on to its second path; what reaches its end meanwhile waits in
     /// ``ready``.
-    @usableFromInline
+    @inlinable
     mutating func moveOn(upTo now: Instant) {
         while let (at, event) = self.step(upTo: now) {
             if let event { self.ready.append((at, event)) }
@@ -163,24 +169,21 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
 
     /// Takes the earliest unit due by `now` off its path: a unit at its end is returned as an
     /// event; one with a second path to cross is offered there (nil event). Nil: nothing due.
-    private mutating func step(upTo now: Instant) -> (Instant, NetworkEvent<Unit>?)? {
+    @inlinable
+    mutating func step(upTo now: Instant) -> (Instant, NetworkEvent<Unit>?)? {
         var source: Int? = nil  // nil: the access link; else a route
         var earliest = self.access.nextDelivery
         // Ties go to the access link, then to the lower route: the same seed gives the same order.
-        for route in self.busy {
-            guard let next = self.routePaths[route].nextDelivery else { continue }
-            if earliest.map({ next < $0 || (next == $0 && source.map { route < $0 } ?? false) }) ?? true {
-                earliest = next
-                source = route
-            }
+        if let due = self.dueRoutes.min, earliest.map({ due.at < $0 }) ?? true {
+            earliest = due.at
+            source = Int(due.route)
         }
         guard let at = earliest, at <= now else { return nil }
         let popped: (Direction, PathDelivery<Carried>)?
         if let source {
+            _ = self.dueRoutes.removeMin()
             popped = self.routePaths[source].popDelivery(upTo: at)
-            if self.routePaths[source][.up].unitsOnPath == 0, self.routePaths[source][.down].unitsOnPath == 0 {
-                self.busy.remove(source)
-            }
+            self.noteRoute(source, before: nil)
         } else {
             popped = self.access.popDelivery(upTo: at)
         }
@@ -196,14 +199,17 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
         let route = Int(hop.route)
         let admission: PathAdmission
         if direction == .up {
+            let before = self.routePaths[route].nextDelivery
             admission = self.routePaths[route][.up].offer(
                 hop, bytes: Int(hop.bytes), connection: hop.connection, at: delivery.at)
-            self.busy.insert(route)
+            self.noteRoute(route, before: before)
         } else {
             admission = self.access[.down].offer(
                 hop, bytes: Int(hop.bytes), connection: hop.connection, at: delivery.at)
         }
-        if case .dropped(let why) = admission { return (at, .dropped(direction, hop.unit, why)) }
+        // A copy (the first path's duplicate) the second drops is nothing to report: its original
+        // has a fate of its own, and an engine would drop (or repair) the original's unit.
+        if case .dropped(let why) = admission, !hop.isCopy { return (at, .dropped(direction, hop.unit, why)) }
         return (at, nil)
     }
 
@@ -252,7 +258,10 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
 
     private mutating func apply(_ route: Int, at moment: Instant) -> Bool {
         let before = self.routePaths[route].outage
+        let due = self.routePaths[route].nextDelivery
         self.routePaths[route].follow(self.routeTimelines[route], at: moment)
+        // A stall's start or end changes when the route next delivers.
+        self.noteRoute(route, before: due)
         let after = self.routePaths[route].outage
         return after != before && after == .reset
     }
@@ -263,6 +272,18 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
         return RouteView(
             route: self.pathRoutes[path], state: timeline.state, down: timeline.moment(.down, at: now),
             up: timeline.moment(.up, at: now))
+    }
+
+    /// Route `route`'s paths changed (`before`: when they next delivered then, nil when no entry
+    /// says so any more): a fresh entry when that moment moved, and none stale at the top.
+    @inlinable
+    mutating func noteRoute(_ route: Int, before: Instant?) {
+        if let next = self.routePaths[route].nextDelivery, next != before {
+            self.dueRoutes.insert(RouteDue(at: next, route: Int32(route)))
+        }
+        while let top = self.dueRoutes.min, self.routePaths[Int(top.route)].nextDelivery != top.at {
+            _ = self.dueRoutes.removeMin()
+        }
     }
 
     /// The outage in force on route `index` (nil: none, or no route).
@@ -288,11 +309,34 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
 
 /// One route as it stands at a moment, for status and reports.
 public struct RouteView: Sendable {
+    public init(route: Route, state: LinkState, down: LinkMoment, up: LinkMoment) {
+        self.route = route
+        self.state = state
+        self.down = down
+        self.up = up
+    }
+
     public var route: Route
     /// Its link's phase (its profile's name, or its schedule phase's), outage and stalls.
     public var state: LinkState
     public var down: LinkMoment
     public var up: LinkMoment
+}
+
+/// When a route next delivers (an entry of ``LinkNetwork/dueRoutes``), earliest first, then the lower route.
+@usableFromInline
+struct RouteDue: Comparable {
+    @usableFromInline var at: Instant
+    @usableFromInline var route: Int32
+
+    @usableFromInline
+    init(at: Instant, route: Int32) {
+        self.at = at
+        self.route = route
+    }
+
+    @usableFromInline
+    static func < (a: RouteDue, b: RouteDue) -> Bool { (a.at, a.route) < (b.at, b.route) }
 }
 
 /// A unit as the network carries it: on which route, whether the path it is on is its last, and
