@@ -40,6 +40,10 @@ public struct OriginConfiguration: Sendable {
     /// nil: the host's default. Under the packet engine the profile's `tcp:`, so the kernel's
     /// sender is the one the stream engine models.
     public var congestionControl: String?
+    /// Routes whose `faults:` the origin carries out, on the requests whose host (and port, from
+    /// `Host:`) take the route: under the packet engine, which reads no HTTP, the route's faults
+    /// happen here (under the proxy the proxy does them, and the origin is given none).
+    public var routes: [Route]
 
     public init(
         clock: OriginClock = .monotonic,
@@ -49,8 +53,10 @@ public struct OriginConfiguration: Sendable {
         lastModified: String = "Mon, 01 Jan 2024 00:00:00 GMT",
         content: OriginContent = OriginContent(),
         faultSeed: UInt64 = 0,
-        congestionControl: String? = nil
+        congestionControl: String? = nil,
+        routes: [Route] = []
     ) {
+        self.routes = routes
         precondition(chunkSize > 0, "chunk size must be positive")
         self.clock = clock
         self.chunkSize = chunkSize

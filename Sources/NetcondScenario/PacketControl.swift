@@ -77,7 +77,9 @@ public struct PacketControl: ControlTarget {
     func routeStatuses() -> [ControlRoute] {
         let lanes = self.engine.summary().lanes
         return self.engine.routeViews().map { path, view in
-            ControlRoute(view, connections: path < lanes.count ? lanes[path].connections : 0)
+            // Attempts the route refused are connections that took it too, as the stream engine counts them.
+            let lane = path < lanes.count ? lanes[path] : nil
+            return ControlRoute(view, connections: (lane?.connections ?? 0) + (lane?.refusedConnections ?? 0))
         }
     }
 

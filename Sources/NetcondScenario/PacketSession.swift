@@ -111,7 +111,8 @@ public final class PacketSession: Sendable {
         // The origin sends with the profile's congestion control: the sender the stream engine models.
         let origin = OriginServer(
             configuration: OriginConfiguration(
-                content: originContent, faultSeed: seed, congestionControl: profile.tcp.rawValue))
+                content: originContent, faultSeed: seed, congestionControl: profile.tcp.rawValue,
+                routes: profile.routes))
         var trust: OriginTrust?
         var hostsFile: String?
         var naming: PacketNaming?

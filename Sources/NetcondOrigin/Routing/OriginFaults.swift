@@ -8,9 +8,14 @@ final class OriginFaults: Sendable {
     private let clock: OriginClock
     private let started: Instant
 
-    init(faults: [HTTPFault], seed: UInt64, clock: OriginClock) {
+    /// The routes whose requests a route's faults see (empty: none).
+    private let routes: RouteTable
+
+    /// `routes`: their faults come first, each seeing the requests whose host takes the route.
+    init(faults: [HTTPFault], routes: [Route] = [], seed: UInt64, clock: OriginClock) {
         // Its own stream: the proxy's plan draws from the run's seed as it is.
-        self.plan = LockedBox(FaultPlan(faults: faults, seed: SeedDeriver.derive(seed, 0x0816)))
+        self.plan = LockedBox(FaultPlan(faults: faults, routes: routes, seed: SeedDeriver.derive(seed, 0x0816)))
+        self.routes = RouteTable(routes)
         self.clock = clock
         self.started = clock.now()
     }
@@ -20,7 +25,11 @@ final class OriginFaults: Sendable {
         let elapsed = self.clock.now() - self.started
         let host = request.host ?? OriginHost.name
         let path = Self.originForm(request.target)
-        let faultRequest = FaultRequest(method: request.method.rawValue, host: host, path: path)
+        var faultRequest = FaultRequest(method: request.method.rawValue, host: host, path: path)
+        if !self.routes.isEmpty {
+            faultRequest.port = request.port
+            faultRequest.route = self.routes.route(for: RouteTarget(named: host, port: request.port ?? 80))
+        }
         return self.plan.withLock { $0.decide(faultRequest, at: elapsed)?.fault.action }
     }
 

@@ -62,6 +62,18 @@ struct OriginRequest: Sendable {
 extension OriginRequest {
     /// The host the request asked for: an absolute-form target's (RFC 9112 §3.2.2), else the `Host`
     /// header's; lower case, without the port. Nil when it named none.
+    /// The port the request names (an absolute-form target's, else `Host:`'s), nil when it names
+    /// none (80 or 443 then, by the connection).
+    var port: Int? {
+        var authority = Substring(self.headers.first(name: "host") ?? "")
+        if let scheme = self.target.range(of: "://") {
+            authority = self.target[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" }
+        }
+        if let close = authority.lastIndex(of: "]") { authority = authority[authority.index(after: close)...] }
+        guard let colon = authority.lastIndex(of: ":") else { return nil }
+        return Int(authority[authority.index(after: colon)...])
+    }
+
     var host: String? {
         if let host = OriginFaults.absoluteHost(self.target) { return host }
         guard let header = self.headers.first(name: "host") else { return nil }

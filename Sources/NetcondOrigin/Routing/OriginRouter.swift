@@ -37,9 +37,11 @@ struct OriginRouter: Sendable {
                 APIEndpoint(content: configuration.content),
             ],
             faults: configuration.content.faults.isEmpty
+                && !configuration.routes.contains { !$0.profile.faults.isEmpty }
                 ? nil
                 : OriginFaults(
-                    faults: configuration.content.faults, seed: configuration.faultSeed, clock: configuration.clock))
+                    faults: configuration.content.faults, routes: configuration.routes, seed: configuration.faultSeed,
+                    clock: configuration.clock))
     }
 
     /// The answer to `request`, with the origin fault that hits it (if any) applied.
