@@ -64,6 +64,9 @@ public final class LinkModel {
     /// Told of every unit a path delivers, before the receiver takes it (the cross-engine test
     /// watches the paths through it).
     var onPathDelivery: ((Direction, PathDelivery<SegmentRef>) -> Void)?
+    /// Told of every unit a route's path dropped after its first path carried it (the cross-engine
+    /// test watches them).
+    var onDropBeyond: ((Direction, SegmentRef) -> Void)?
     var pendingDeliveries: [Delivery] = []
     var pendingNotices: [LinkNotice] = []
     /// Time-varying conditions: schedule phase, outages and stalls (see `LinkModel+Conditions.swift`).
@@ -340,6 +343,7 @@ public final class LinkModel {
     /// A route's path dropped a segment after the access link carried it (or before the access
     /// link took it, down): lost, as a drop on the access link is, unless it was sent again since.
     private func droppedBeyond(_ segment: SegmentRef, _ direction: Direction, _ why: PathDrop) {
+        self.onDropBeyond?(direction, segment)
         self.count(why)
         guard !segment.isHandshake, let flow = self.flows[segment.flow] else { return }
         let side = flow.side(direction)

@@ -4,7 +4,7 @@ import Testing
 
 /// The access link and the routes' links in series: events in time order across many routes (ties
 /// to the lower route), a stalled route holding only its units.
-@Suite struct LinkNetworkTests {
+@Suite struct LinkNetworkOrderTests {
     static func route(_ index: Int, latency: Int) throws -> Route {
         let profile = try ProfileDecoder().decode(
             yaml: "name: r\(index)\nlink: {latency: \(latency)ms}", file: "Profiles/r\(index).yaml")
