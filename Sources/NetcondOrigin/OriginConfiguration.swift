@@ -40,10 +40,11 @@ public struct OriginConfiguration: Sendable {
     /// nil: the host's default. Under the packet engine the profile's `tcp:`, so the kernel's
     /// sender is the one the stream engine models.
     public var congestionControl: String?
-    /// Routes whose `faults:` the origin carries out, on the requests whose host (and port, from
-    /// `Host:`) take the route: under the packet engine, which reads no HTTP, the route's faults
-    /// happen here (under the proxy the proxy does them, and the origin is given none).
-    public var routes: [Route]
+    /// Routes whose `faults:` the origin carries out, on the requests whose host (and port) take
+    /// the route: under the packet engine, which reads no HTTP, the route's faults happen here
+    /// (``OriginServer/replaceRoutes(with:)`` on a profile switch). Nil: none, ever (under the proxy
+    /// the proxy does them).
+    public var routes: [Route]?
 
     public init(
         clock: OriginClock = .monotonic,
@@ -54,7 +55,7 @@ public struct OriginConfiguration: Sendable {
         content: OriginContent = OriginContent(),
         faultSeed: UInt64 = 0,
         congestionControl: String? = nil,
-        routes: [Route] = []
+        routes: [Route]? = nil
     ) {
         self.routes = routes
         precondition(chunkSize > 0, "chunk size must be positive")

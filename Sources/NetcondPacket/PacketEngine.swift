@@ -122,6 +122,8 @@ public final class PacketEngine: @unchecked Sendable {
         await self.onEngineThread { () -> PacketSummary in
             let now = self.now
             self.follow(to: now)
+            // What was due before the change goes first (it met the old conditions).
+            self.release(upTo: now)
             if let command {
                 self.driver.control(command, at: now)
                 self.setUpQueues()

@@ -8,7 +8,8 @@ extension PacketLinkDriver {
     /// The route of the connection a packet belongs to (nil: none matched, no routes, or neither
     /// TCP nor UDP: a ping meets the access link alone).
     mutating func route(_ tcp: TCPHeader?, up: Bool, payload: UnsafePointer<UInt8>?, copied: Int) -> Int? {
-        guard !self.network.table.isEmpty else { return nil }
+        // A connection on a path whose route a profile switch took away keeps that path.
+        guard !self.network.pathRoutes.isEmpty else { return nil }
         if let tcp {
             let key = FlowKey(tcp, up: up)
             if let known = self.tcpRoutes.lookUp(key) { return known < 0 ? nil : Int(known) }
@@ -54,6 +55,7 @@ extension PacketLinkDriver {
             self.summary.lanes.append(PacketSummary.Lane(name: route.name, match: route.match.description))
         }
         self.routesFailNames = self.network.routeTimelines.contains { !$0.profile.setup.dnsFail.isEmpty }
+        self.routesByName = self.routesByName || routes.contains { !$0.match.hosts.isEmpty }
     }
 
     /// A live change of one route (``PacketCommand/routeOutage(route:_:)``, ``PacketCommand/routeStall(route:_:)``,
@@ -74,9 +76,10 @@ extension PacketLinkDriver {
     }
 
     /// Whether any path needs each packet's whole bytes now: a duplicate or a corruption on the
-    /// access link or a route, `dns_fail` of the profile or a route (a query is answered whole).
+    /// access link or a route, `dns_fail` of the profile or a route (a query is answered whole), a
+    /// route matching names (the DNS answers are read whole).
     var needsWholePackets: Bool {
-        PacketEngine.needsWholePackets(self.conditions, self.setup) || self.routesFailNames
+        PacketEngine.needsWholePackets(self.conditions, self.setup) || self.routesFailNames || self.routesByName
             || self.network.routeTimelines.indices.contains {
                 PacketEngine.needsWholePackets(self.network.route($0).conditions, SetupRules())
             }

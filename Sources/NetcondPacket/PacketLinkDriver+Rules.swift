@@ -92,8 +92,8 @@ extension PacketLinkDriver {
         self.connectAttempts += 1
         if let route {
             let rules = self.routeSetup(route)
-            if self.routeAttempts[route] < rules.holdFirst { hold = max(hold, rules.hold) }
-            self.routeAttempts[route] += 1
+            if self.routeAttempts[route, default: 0] < rules.holdFirst { hold = max(hold, rules.hold) }
+            self.routeAttempts[route, default: 0] += 1
         }
         guard hold > .zero else { return }
         self.holdUntil[FlowKey(tcp, up: true)] = now + hold

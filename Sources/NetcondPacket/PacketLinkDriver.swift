@@ -33,7 +33,7 @@ struct PacketLinkDriver {
     var lookups: [PacketLookupFailure] = []
     /// Connection attempts from the cage so far: on the access link, and per route (`connect_hold`).
     var connectAttempts = 0
-    var routeAttempts: [Int]
+    var routeAttempts: [Int: Int] = [:]
     var holdUntil: [FlowKey: Instant] = [:]
     var resets = Heap<ScheduledReset>()
     /// Packets netcond sends in a server's place (a DNS failure's answer), due at their moments.
@@ -45,7 +45,7 @@ struct PacketLinkDriver {
     var udpRoutes = ConnectionRoutes()
     var names = RouteNames()
     /// Some route matches host names (DNS answers are read only then).
-    let routesByName: Bool
+    var routesByName: Bool
     /// Some route has `dns_fail` names (its timeline's profile, which a live switch changes).
     var routesFailNames: Bool
     private var lastState: LinkState
@@ -57,7 +57,6 @@ struct PacketLinkDriver {
         self.network = LinkNetwork(access: self.timeline, routes: profile.routes, seed: seed)
         self.lastState = self.timeline.state
         self.onStateChange = onStateChange
-        self.routeAttempts = Array(repeating: 0, count: profile.routes.count)
         self.routesByName = profile.routes.contains { !$0.match.hosts.isEmpty }
         self.routesFailNames = profile.routes.contains { !$0.profile.setup.dnsFail.isEmpty }
         self.summary.lanes = profile.routes.map { PacketSummary.Lane(name: $0.name, match: $0.match.description) }

@@ -182,8 +182,14 @@ struct PacketNaming: Sendable {
         fixed: [(name: String, address: String)]
     ) async throws -> PacketNaming {
         let names = PacketNames(fixed: fixed, loop: group.next()) { address in
-            _ = try await origin.addListener(group: group, host: address, port: 80, prepare: nil)
-            _ = try await origin.addListener(group: group, host: address, port: 443) { try trust.prepare($0) }
+            let http = try await origin.addListener(group: group, host: address, port: 80, prepare: nil)
+            do {
+                _ = try await origin.addListener(group: group, host: address, port: 443) { try trust.prepare($0) }
+            } catch {
+                // The address is given up: its HTTP listener goes too.
+                await origin.removeListener(at: http)
+                throw error
+            }
         }
         let responder: PacketDNSResponder
         do {

@@ -270,6 +270,7 @@ public final class PacketSession: Sendable {
             self.hostsFile, origin: self.originAddress.ipAddress ?? "127.0.0.1", portal: self.portal.address,
             setup: profile.setup)
         await self.portal.replace(with: profile.captivePortal)
+        self.origin.replaceRoutes(with: profile.routes)
         // The origin's new connections send with the new profile's tcp, as the stream engine's do.
         await self.origin.setCongestionControl(profile.tcp.rawValue)
     }

@@ -87,6 +87,26 @@ import Testing
         #expect(driver.summary.up.packets == 2 && driver.summary.lanes[0].up.bytes == 40)
     }
 
+    /// A switch to a profile with routes gives the new route a path and a lane (its `connect_hold`
+    /// counted from the switch); a switch to one without keeps the connections already on it there.
+    @Test func aProfileSwitchAddsRoutesAndKeepsTheConnectionsOfOnesItTakesAway() throws {
+        var driver = PacketLinkDriver(profile: try PacketLinkDriverTests.profile("link: {latency: 20ms}"), seed: 1)
+        let routed = try PacketLinkDriverTests.profile(
+            "link: {latency: 20ms}\nroutes: [{match: {address: 127.0.0.2/32}, link: {latency: 150ms}, connect_hold: 1s}]"
+        )
+        driver.control(.switchProfile(routed), at: PacketLinkDriverTests.ms(100))
+        #expect(Self.admit(&driver, Self.packet(up: true, far: Self.routed), up: true, id: 1, at: 100))
+        // The hold, then both links.
+        #expect(Self.fates(&driver, upTo: 2000) == [1: 1270])
+        #expect(driver.summary.lanes.count == 1 && driver.summary.lanes[0].connectsHeld == 1)
+        driver.control(
+            .switchProfile(try PacketLinkDriverTests.profile("link: {latency: 20ms}")),
+            at: PacketLinkDriverTests.ms(2000))
+        let data = Self.packet(up: true, far: Self.routed, flags: TCPHeader.ackFlag, seq: 1001)
+        #expect(Self.admit(&driver, data, up: true, id: 2, at: 2000))
+        #expect(Self.fates(&driver, upTo: 3000) == [2: 2170])
+    }
+
     @Test func theFirstMatchingRouteWins() throws {
         var driver = try Self.driver(
             """

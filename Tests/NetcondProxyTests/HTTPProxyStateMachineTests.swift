@@ -214,7 +214,7 @@ import Testing
         var machine = HTTPProxyStateMachine(policy: policy)
         let observed20 = machine.requestPart(self.get("http://origin.test/api"), now: self.now)
         #expect(observed20 == [.cancelIdleTimer])
-        #expect(policy.asked == [FaultRequest(method: "GET", host: "origin.test", path: "/api")])
+        #expect(policy.asked == [FaultRequest(method: "GET", host: "origin.test", path: "/api", port: 80)])
         let observed21 = machine.requestPart(.body(self.body("ignored")), now: self.now)
         #expect(observed21 == [])
         let actions = machine.requestPart(.end(nil), now: self.now)

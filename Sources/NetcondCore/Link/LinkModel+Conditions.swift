@@ -16,9 +16,10 @@ extension LinkModel {
         self.catchUp(to: now)
         self.profile = profile
         self.timeline.switchProfile(to: profile, at: self.now)
+        // The routes first: whether the link may be bypassed depends on them.
+        self.replaceRoutes(with: profile.routes)
         self.refresh()
         self.scheduleTimelineTick()
-        self.replaceRoutes(with: profile.routes)
     }
 
     /// Starts (or, with nil, ends) an outage from `now`, whatever the schedule says.
@@ -84,7 +85,7 @@ extension LinkModel {
 
         self.isTransparent =
             self.conditions.isPassThrough && self.outageInForce == nil && self.links.access.stalled.isEmpty
-            && self.links.routes.isEmpty
+            && self.links.pathRoutes.isEmpty
 
         let state = self.state
         if state != self.lastState {

@@ -27,9 +27,10 @@ public struct Route: Sendable, Equatable {
     }
 
     /// The route's timeline at the start of a run: its schedule, its stalls, its standing outage.
-    public func timeline(seed: UInt64) -> ConditionTimeline {
-        var timeline = ConditionTimeline(profile: self.profile, seed: seed)
-        if let outage = self.outage { timeline.setOutage(outage, at: .zero) }
+    /// `now`: when it starts (a route a profile switch adds starts its schedule then).
+    public func timeline(seed: UInt64, at now: Instant = .zero) -> ConditionTimeline {
+        var timeline = ConditionTimeline(profile: self.profile, seed: seed, at: now)
+        if let outage = self.outage { timeline.setOutage(outage, at: now) }
         return timeline
     }
 }

@@ -4,20 +4,29 @@ import NetcondCore
 /// The origin's own faults (`origin.faults` in a scenario): the same ``FaultPlan`` the proxy
 /// decides with, over every request that reaches the origin, numbered per fault from the first.
 final class OriginFaults: Sendable {
-    private let plan: LockedBox<FaultPlan>
+    /// The plan, and the routes whose requests a route's faults see (empty: none).
+    private let plan: LockedBox<(plan: FaultPlan, routes: RouteTable)>
+    private let faults: [HTTPFault]
     private let clock: OriginClock
     private let started: Instant
-
-    /// The routes whose requests a route's faults see (empty: none).
-    private let routes: RouteTable
 
     /// `routes`: their faults come first, each seeing the requests whose host takes the route.
     init(faults: [HTTPFault], routes: [Route] = [], seed: UInt64, clock: OriginClock) {
         // Its own stream: the proxy's plan draws from the run's seed as it is.
-        self.plan = LockedBox(FaultPlan(faults: faults, routes: routes, seed: SeedDeriver.derive(seed, 0x0816)))
-        self.routes = RouteTable(routes)
+        let plan = FaultPlan(faults: faults, routes: routes, seed: SeedDeriver.derive(seed, 0x0816))
+        self.plan = LockedBox((plan, RouteTable(routes)))
+        self.faults = faults
         self.clock = clock
         self.started = clock.now()
+    }
+
+    /// A profile switch's routes: their faults replace the old routes' (counts start over; the
+    /// origin's own faults start over too, as a proxy's plan does on a switch).
+    func replaceRoutes(with routes: [Route]) {
+        self.plan.withLock { state in
+            state.plan.replace(with: self.faults, routes: routes)
+            state.routes = RouteTable(routes)
+        }
     }
 
     /// The action of the fault that hits `request`, if any (counted).
@@ -26,11 +35,14 @@ final class OriginFaults: Sendable {
         let host = request.host ?? OriginHost.name
         let path = Self.originForm(request.target)
         var faultRequest = FaultRequest(method: request.method.rawValue, host: host, path: path)
-        if !self.routes.isEmpty {
-            faultRequest.port = request.port
-            faultRequest.route = self.routes.route(for: RouteTarget(named: host, port: request.port ?? 80))
+        return self.plan.withLock { state in
+            if !state.routes.isEmpty {
+                let port = request.port ?? request.listenerPort
+                faultRequest.port = port
+                faultRequest.route = state.routes.route(for: RouteTarget(named: host, port: port))
+            }
+            return state.plan.decide(faultRequest, at: elapsed)?.fault.action
         }
-        return self.plan.withLock { $0.decide(faultRequest, at: elapsed)?.fault.action }
     }
 
     /// `origin.netcond.test:8080` → `origin.netcond.test`; `[::1]:80` → `::1`.

@@ -11,8 +11,11 @@ struct OriginRequest: Sendable {
     /// Query parameters in order of appearance (not percent-decoded: every value the origin reads is ASCII).
     var query: [(name: Substring, value: Substring)]
     var headers: HTTPHeaders
+    /// The port of the listener it came on when the request names none: 443 over TLS, else 80.
+    var listenerPort = 80
 
-    init(method: HTTPMethod, target: String, headers: HTTPHeaders = [:]) {
+    init(method: HTTPMethod, target: String, headers: HTTPHeaders = [:], listenerPort: Int = 80) {
+        self.listenerPort = listenerPort
         self.method = method
         self.target = target
         self.headers = headers

@@ -36,12 +36,11 @@ struct OriginRouter: Sendable {
                 FilesEndpoint(content: configuration.content, lastModified: configuration.lastModified),
                 APIEndpoint(content: configuration.content),
             ],
-            faults: configuration.content.faults.isEmpty
-                && !configuration.routes.contains { !$0.profile.faults.isEmpty }
+            faults: configuration.content.faults.isEmpty && configuration.routes == nil
                 ? nil
                 : OriginFaults(
-                    faults: configuration.content.faults, routes: configuration.routes, seed: configuration.faultSeed,
-                    clock: configuration.clock))
+                    faults: configuration.content.faults, routes: configuration.routes ?? [],
+                    seed: configuration.faultSeed, clock: configuration.clock))
     }
 
     /// The answer to `request`, with the origin fault that hits it (if any) applied.

@@ -61,6 +61,8 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let clock: OriginClock
     private let connectionID: Int
     private let chunkSize: Int
+    /// 443 on the TLS listener, else 80: the port a request that names none went to.
+    private let listenerPort: Int
     /// Chunks written per event-loop turn before yielding to other connections on the same loop.
     private let chunksPerTurn: Int
     private var state = State.idle
@@ -77,8 +79,10 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         clock: OriginClock,
         connectionID: Int,
         chunkSize: Int,
+        listenerPort: Int = 80,
         chunksPerTurn: Int = 16
     ) {
+        self.listenerPort = listenerPort
         precondition(chunkSize > 0 && chunksPerTurn > 0, "chunk size and chunks per turn must be positive")
         self.router = router
         self.log = log
@@ -117,7 +121,8 @@ final class OriginHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
             self.idleTimer?.cancel()
             self.idleTimer = nil
-            let request = OriginRequest(method: head.method, target: head.uri, headers: head.headers)
+            let request = OriginRequest(
+                method: head.method, target: head.uri, headers: head.headers, listenerPort: self.listenerPort)
             let id = self.log.begin(
                 connection: self.connectionID,
                 timestamp: self.clock.now(),

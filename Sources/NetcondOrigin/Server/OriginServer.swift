@@ -99,12 +99,27 @@ public final class OriginServer: Sendable {
         return address
     }
 
+    /// Closes the extra listener bound to `address` (one ``addListener(group:host:port:prepare:)``
+    /// made), as when its partner could not be bound.
+    public func removeListener(at address: SocketAddress) async {
+        let listener = self.state.withLock { state -> Channel? in
+            guard let index = state.extraListeners.firstIndex(where: { $0.localAddress == address }) else { return nil }
+            return state.extraListeners.remove(at: index)
+        }
+        try? await listener?.close()
+    }
+
     /// Gives a new listener the configured congestion control, before any connection can arrive.
     /// Not fatal: an algorithm this kernel lacks leaves the host's default, and
     /// ``congestionControl()`` reads back what the connections are born with.
     private func setCongestionControl(_ listener: Channel) async {
         guard let name = self.configuration.congestionControl else { return }
         try? await SenderCongestionControl.set(name, on: listener).get()
+    }
+
+    /// A profile switch's routes: their faults from now on (only when made with `routes`).
+    public func replaceRoutes(with routes: [Route]) {
+        self.router.faults?.replaceRoutes(with: routes)
     }
 
     /// From now on the origin's new connections send with `name` (open ones keep theirs).
@@ -184,7 +199,8 @@ public final class OriginServer: Sendable {
             log: self.requestLog,
             clock: self.configuration.clock,
             connectionID: connectionID,
-            chunkSize: self.configuration.chunkSize
+            chunkSize: self.configuration.chunkSize,
+            listenerPort: prepare != nil ? 443 : 80
         )
         self.requestLog.openConnection(
             id: connectionID, peerPort: channel.remoteAddress?.port, tls: prepare != nil,

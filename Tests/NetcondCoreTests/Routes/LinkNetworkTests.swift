@@ -80,3 +80,34 @@ import Testing
         #expect(network.route(0).conditions.up.latency == .milliseconds(1))
     }
 }
+
+/// A path fed by two sources (an engine's offers, units moving on from their first path) never
+/// sees time go back: an offer earlier than the path's latest is taken at that latest moment.
+@Suite struct LinkNetworkClockTests {
+    @Test func anOfferEarlierThanAMovedUnitIsTakenAtTheMovedUnitsMoment() {
+        var network = LinkNetworkTests.network(route: LinkDirection(latency: .milliseconds(10)))
+        // Routed down: the route's path (10 ms), then the access link's down path from 10 ms.
+        _ = network.offer(1, .down, route: 0, bytes: 100, connection: 1, at: .zero)
+        #expect(network.popEvent(upTo: .zero + .milliseconds(12)) == nil)
+        // An unrouted packet read late, stamped 9 ms: the access link's down path is at 10 ms.
+        _ = network.offer(2, .down, route: nil, bytes: 100, connection: 2, at: .zero + .milliseconds(9))
+        var arrivals: [Int: Instant] = [:]
+        for case .delivered(_, let delivery) in LinkNetworkTests.drain(&network, until: .zero + .seconds(1)) {
+            arrivals[delivery.unit] = delivery.at
+        }
+        #expect(arrivals[1] == .zero + .milliseconds(30))
+        #expect(arrivals[2] == .zero + .milliseconds(30))
+    }
+
+    @Test func aRouteAddedByASwitchStartsItsScheduleThen() throws {
+        var network = LinkNetworkTests.network(route: LinkDirection())
+        let scheduled = try ProfileDecoder().decode(
+            yaml:
+                "routes: [{name: new, match: {host: new.test}, schedule: {phases: [{for: 10s}, {for: 10s, outage: refuse}]}}]",
+            file: "p.yaml")
+        _ = network.replaceRoutes(with: scheduled.routes, at: .zero + .seconds(60))
+        let path = network.route(named: "new")!
+        #expect(network.outage(route: path) == nil)
+        #expect(network.nextRouteChange == .zero + .seconds(70))
+    }
+}

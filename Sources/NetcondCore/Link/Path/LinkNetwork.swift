@@ -48,9 +48,28 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
             LinkPaths(timeline, seed: SeedDeriver.route(seed, index))
         }
         self.timed = routes.indices.filter { self.routeTimelines[$0].nextChange != nil }
+        self.offeredAt += [Instant](repeating: .zero, count: 2 * routes.count)
+    }
+
+    /// `at`, or the latest moment path `slot` was offered a unit at if that is later; noted.
+    @inlinable
+    mutating func moment(_ at: Instant, slot: Int) -> Instant {
+        let moment = max(at, self.offeredAt[slot])
+        self.offeredAt[slot] = moment
+        return moment
+    }
+
+    /// The slot of a path in ``offeredAt``: the access link's (route nil) or a route's, one way.
+    @inlinable
+    static func slot(route: Int?, _ direction: Direction) -> Int {
+        (route.map { 2 + 2 * $0 } ?? 0) + (direction == .up ? 0 : 1)
     }
 
     private let seed: UInt64
+    /// The latest moment each path (access up, access down, then each route's up and down) was
+    /// offered a unit at: a path's `now` never goes back, and two sources feed some paths (an
+    /// engine's offers, and units moving on from their first path), so an offer is never earlier.
+    @usableFromInline var offeredAt: [Instant] = [.zero, .zero]
     /// The path of each route of ``table`` (a route's path index: what ``offer`` takes). A path
     /// outlives a profile switch that drops its route: what is on it still arrives.
     private var pathOfRoute: [Int]
@@ -93,10 +112,11 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
                 paths.append(index)
             } else {
                 let index = self.routePaths.count
-                let timeline = route.timeline(seed: SeedDeriver.route(self.seed, index))
+                let timeline = route.timeline(seed: SeedDeriver.route(self.seed, index), at: now)
                 self.routeTimelines.append(timeline)
                 self.routePaths.append(LinkPaths(timeline, seed: SeedDeriver.route(self.seed, index)))
                 self.pathRoutes.append(route)
+                self.offeredAt += [now, now]
                 paths.append(index)
             }
         }
@@ -120,18 +140,21 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
         let hop = Hop(
             unit: unit, route: route.map { Int32($0) } ?? -1, final: route == nil, bytes: Int32(clamping: bytes),
             connection: connection, corruptByte: nil, isCopy: false)
+        // The first path: the access link's, or (down) the route's.
+        let first = direction == .up ? nil : route
+        let at = self.moment(now, slot: Self.slot(route: first, direction))
         guard let route else {
             return self.access[direction].offer(
-                hop, bytes: bytes, connection: connection, extraDelay: extraDelay, at: now)
+                hop, bytes: bytes, connection: connection, extraDelay: extraDelay, at: at)
         }
         let admission: PathAdmission
         if direction == .up {
             admission = self.access[.up].offer(
-                hop, bytes: bytes, connection: connection, extraDelay: extraDelay, at: now)
+                hop, bytes: bytes, connection: connection, extraDelay: extraDelay, at: at)
         } else {
             let before = self.routePaths[route].nextDelivery
             admission = self.routePaths[route][.down].offer(
-                hop, bytes: bytes, connection: connection, extraDelay: extraDelay, at: now)
+                hop, bytes: bytes, connection: connection, extraDelay: extraDelay, at: at)
             self.noteRoute(route, before: before)
         }
         if case .dropped = admission { return admission }
@@ -198,14 +221,15 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
         hop.final = true
         let route = Int(hop.route)
         let admission: PathAdmission
+        let second = self.moment(delivery.at, slot: Self.slot(route: direction == .up ? route : nil, direction))
         if direction == .up {
             let before = self.routePaths[route].nextDelivery
             admission = self.routePaths[route][.up].offer(
-                hop, bytes: Int(hop.bytes), connection: hop.connection, at: delivery.at)
+                hop, bytes: Int(hop.bytes), connection: hop.connection, at: second)
             self.noteRoute(route, before: before)
         } else {
             admission = self.access[.down].offer(
-                hop, bytes: Int(hop.bytes), connection: hop.connection, at: delivery.at)
+                hop, bytes: Int(hop.bytes), connection: hop.connection, at: second)
         }
         // A copy (the first path's duplicate) the second drops is nothing to report: its original
         // has a fate of its own, and an engine would drop (or repair) the original's unit.
