@@ -25,8 +25,8 @@ struct CtlCommand: AsyncParsableCommand {
               netcond ctl captive open   log in to the portal (`captive close`)
               netcond ctl cut            reset every open connection (`cut close`)
               netcond ctl events         the event log (faults hit, link changes)
-              netcond ctl routes         the routes beyond the access link, each with its link now
-              netcond ctl route cdn.example.com outage refuse   one route: outage, stall or profile
+              netcond ctl routes         the routes beyond the access link, each one's link
+              netcond ctl route NAME outage refuse   one route: outage, stall or profile
               netcond ctl fault add \\
                 '{match: {path: /api/*}, status: 503, retry_after: 5s, first: 3}'
             Exit status: 0 done, 2 the request was refused (bad value; nothing changed), 3 no proxy answered.
