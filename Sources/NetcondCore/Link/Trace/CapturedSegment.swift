@@ -52,31 +52,12 @@ public struct CapturedSegment: Sendable, Equatable {
             (a.high, a.low, a.port) < (b.high, b.low, b.port)
         }
 
-        /// The address as written: `10.0.0.1`, `2001:db8::1`.
+        /// The address as written: `10.0.0.1`, `2001:db8::1` (RFC 5952, as ``AddressBlock/format(_:)``).
         public var address: String {
-            if self.isIPv4 {
-                return (0..<4).map { String((self.low >> UInt64(24 - 8 * $0)) & 0xFF) }.joined(separator: ".")
+            let bytes = (0..<16).map {
+                UInt8(truncatingIfNeeded: ($0 < 8 ? self.high : self.low) >> UInt64(56 - 8 * ($0 % 8)))
             }
-            let groups = (0..<8).map { i -> UInt16 in
-                let word = i < 4 ? self.high : self.low
-                return UInt16(truncatingIfNeeded: word >> UInt64(48 - 16 * (i % 4)))
-            }
-            // The longest run of two or more zero groups becomes `::` (RFC 5952).
-            var best = (start: -1, length: 0)
-            var run = (start: -1, length: 0)
-            for (i, group) in groups.enumerated() {
-                if group == 0 {
-                    run = run.start < 0 ? (i, 1) : (run.start, run.length + 1)
-                    if run.length > best.length { best = run }
-                } else {
-                    run = (-1, 0)
-                }
-            }
-            let hex = groups.map { String($0, radix: 16) }
-            guard best.length >= 2 else { return hex.joined(separator: ":") }
-            let head = hex[..<best.start].joined(separator: ":")
-            let tail = hex[(best.start + best.length)...].joined(separator: ":")
-            return head + "::" + tail
+            return AddressBlock.format(self.isIPv4 ? Array(bytes[12...]) : bytes)
         }
 
         /// `10.0.0.1:443`, `[2001:db8::1]:443`.
