@@ -315,6 +315,11 @@ public final class ProxyServer: Sendable {
         try? await self.loop.submit { self.linkMomentOnLoop(direction) }.get()
     }
 
+    /// Each route in force as it stands now (a scenario's report samples them); empty without routes.
+    public func routeStatuses() async -> [ControlRoute] {
+        (try? await self.loop.submit { self.state.value.driver?.routeStatuses() ?? [] }.get()) ?? []
+    }
+
     /// The answer to a control request (status code and JSON); call on `eventLoop`. Every change
     /// goes through `applyOnLoop`; fault commands answer with the fault list, the others with the
     /// status.

@@ -79,7 +79,10 @@ public struct PacketControl: ControlTarget {
         return self.engine.routeViews().map { path, view in
             // Attempts the route refused are connections that took it too, as the stream engine counts them.
             let lane = path < lanes.count ? lanes[path] : nil
-            return ControlRoute(view, connections: (lane?.connections ?? 0) + (lane?.refusedConnections ?? 0))
+            var status = ControlRoute(view, connections: (lane?.connections ?? 0) + (lane?.refusedConnections ?? 0))
+            status.bytesDown = lane?.down.bytes ?? 0
+            status.bytesUp = lane?.up.bytes ?? 0
+            return status
         }
     }
 

@@ -22,6 +22,8 @@ protocol RunSession: Sendable {
     func deliveredBytes() async -> Int64
     /// The down direction's rate, delay and loss in force now (nil: the engine cannot say).
     func linkMoment() async -> LinkMoment?
+    /// Each route in force as it stands now, in the profile's order (empty: none).
+    func routeStatuses() async -> [ControlRoute]
     /// Applies a timeline action; returns a note when it changed nothing.
     func apply(_ action: ScenarioAction) async -> String?
     /// The phase (or outage) and the bytes delivered, for the live status line.
@@ -55,6 +57,10 @@ extension Session: RunSession {
 
     func linkMoment() async -> LinkMoment? {
         await self.proxy.linkMoment(.down)
+    }
+
+    func routeStatuses() async -> [ControlRoute] {
+        await self.proxy.routeStatuses()
     }
 
     /// A process the client left behind outside its process group (setsid) is not in any cage the
@@ -101,6 +107,10 @@ extension PacketSession: RunSession {
 
     func linkMoment() async -> LinkMoment? {
         self.summary().moment(.down)
+    }
+
+    func routeStatuses() async -> [ControlRoute] {
+        PacketControl(session: self).routeStatuses()
     }
 
     func apply(_ action: ScenarioAction) async -> String? {

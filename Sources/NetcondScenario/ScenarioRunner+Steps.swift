@@ -286,8 +286,9 @@ struct RunWatchers {
             while !Task.isCancelled && samples.withLockedValue({ $0.count }) < ScenarioRunner.maxDeliverySamples {
                 let bytes = await session.deliveredBytes()
                 let link = await session.linkMoment()
+                let routes = await session.routeStatuses()
                 let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-                let sample = DeliverySample(at: (at * 1000).rounded() / 1000, bytes: bytes, link: link)
+                let sample = DeliverySample(at: (at * 1000).rounded() / 1000, bytes: bytes, link: link, routes: routes)
                 samples.withLockedValue { $0.append(sample) }
                 try? await Task.sleep(nanoseconds: 100_000_000)
             }

@@ -41,11 +41,14 @@ public struct DeliverySample: Sendable, Equatable {
     public var bytes: Int64
     /// The down direction's rate, delay and loss in force then (nil: the engine did not say).
     public var link: LinkMoment?
+    /// Each route in force then, with what it had carried (empty: none).
+    public var routes: [ControlRoute]
 
-    public init(at: Double, bytes: Int64, link: LinkMoment? = nil) {
+    public init(at: Double, bytes: Int64, link: LinkMoment? = nil, routes: [ControlRoute] = []) {
         self.at = at
         self.bytes = bytes
         self.link = link
+        self.routes = routes
     }
 }
 
@@ -188,7 +191,11 @@ public enum ScenarioRunner {
         let duration = (evidence.duration * 1000).rounded() / 1000
         let delivered =
             watched.delivered
-            + [DeliverySample(at: duration, bytes: await session.deliveredBytes(), link: await session.linkMoment())]
+            + [
+                DeliverySample(
+                    at: duration, bytes: await session.deliveredBytes(), link: await session.linkMoment(),
+                    routes: await session.routeStatuses())
+            ]
         let linkSummary = await session.summaryText()
         await session.stop()
         if !keepWorkingDirectory { Self.remove(setup.workdir) }

@@ -27,6 +27,7 @@ extension CtlCommand {
                 if let outage = route.outage { parts.append("outage (\(outage))") }
                 if !route.stalled.isEmpty { parts.append("stalled \(route.stalled.joined(separator: "+"))") }
                 parts.append("\(route.connections) connection\(route.connections == 1 ? "" : "s")")
+                parts.append("carried \(ByteCount(bytes: route.bytesDown)) down, \(ByteCount(bytes: route.bytesUp)) up")
                 return "\(route.name) [\(route.match)]: " + parts.joined(separator: "; ")
             }.joined(separator: "\n")
         }
