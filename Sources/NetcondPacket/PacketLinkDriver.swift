@@ -78,7 +78,7 @@ struct PacketLinkDriver {
     ) -> Bool {
         let index = up ? 0 : 1
         let tcp = packet.tcp
-        if !up, tcp == nil, self.routesByName, let payload {
+        if !up, self.routesByName, let payload, tcp.map({ $0.sourcePort == 53 }) ?? true {
             for (name, addresses) in dnsAnswerAddresses(UnsafeBufferPointer(start: payload, count: copied)) {
                 self.learn(name: name, addresses: addresses)
             }

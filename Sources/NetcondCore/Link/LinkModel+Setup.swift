@@ -53,7 +53,9 @@ extension LinkModel {
         flow.down.readyAt = .distantFuture
         flow.settingUp = true
         let beyond = route.map { self.links.route($0).conditions }
-        let dnsDelay = self.conditions.dnsDelay + (beyond?.dnsDelay ?? .zero)
+        // The look-up meets the DNS delay of the route whose hosts name it (its port not known yet).
+        let lookedUp = resolvesName && intercept == nil ? self.links.route(lookingUp: host) : nil
+        let dnsDelay = self.conditions.dnsDelay + (lookedUp.map { self.links.route($0).conditions.dnsDelay } ?? .zero)
         let resolved = resolvesName ? self.now + dnsDelay : self.now
         var synLeaves = resolved + self.conditions.connectDelay + (beyond?.connectDelay ?? .zero)
         if let route, flow.up.nextSeq > 0 {

@@ -91,6 +91,12 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
         self.table.route(for: target).map { self.pathOfRoute[$0] }
     }
 
+    /// The path of the route in force whose hosts name `name` (``RouteTable/route(lookingUp:)``):
+    /// the route a look-up of `name` meets.
+    public func route(lookingUp name: String) -> Int? {
+        self.table.route(lookingUp: name).map { self.pathOfRoute[$0] }
+    }
+
     /// The path of the route in force called `name` (nil: none).
     public func route(named name: String) -> Int? {
         self.table.routes.firstIndex { $0.name == name }.map { self.pathOfRoute[$0] }
