@@ -365,6 +365,16 @@ public final class ProxyServer: Sendable {
             return profile.proxyRefusal(hasTLS: self.configuration.tls != nil).map {
                 ControlAPI.Rejection(status: 400, message: $0)
             }
+        case .handover where s.driver == nil:
+            return ControlAPI.Rejection(
+                status: 400,
+                message:
+                    "this run has no emulated link (a pass-through profile without live control): there are no connections to strand"
+            )
+        case .handover(let profile, _):
+            return profile.proxyRefusal(hasTLS: self.configuration.tls != nil).map {
+                ControlAPI.Rejection(status: 400, message: $0)
+            }
         case .captive where s.rules.captive.spec == nil:
             return ControlAPI.Rejection(
                 status: 400,
@@ -419,6 +429,16 @@ public final class ProxyServer: Sendable {
             s.rules.record(
                 ProxyEvent(
                     at: s.rules.elapsed(at: self.loop.now).seconds, kind: .link, detail: "route \(name): \(change)"))
+        case .handover(let profile, let gap):
+            s.profile = profile
+            let count = s.driver?.handover(to: profile, gap: gap) ?? 0
+            s.rules.switchProfile(to: profile)
+            s.rules.record(
+                ProxyEvent(
+                    at: s.rules.elapsed(at: self.loop.now).seconds, kind: .link,
+                    detail:
+                        "link: handover to \(profile.name) after \(gap): \(count) connection\(count == 1 ? "" : "s") stranded"
+                ))
         case .cut(let mode):
             let count = s.driver?.cutConnections(mode) ?? 0
             s.rules.record(

@@ -48,14 +48,20 @@ public struct PacketControl: ControlTarget {
             command = .outage(outage)
         case .command(.stall(let stall)):
             command = .stall(stall)
-        case .command(.switchProfile(let profile)):
+        case .command(.switchProfile(let profile)), .command(.handover(let profile, _)):
             let unsupported = PacketEngine.unsupportedFeatures(profile)
             guard unsupported.isEmpty else {
                 return Self.refused(
                     "profile \(profile.name) uses " + unsupported.joined(separator: ", ")
                         + ", which the packet engine does not emulate yet")
             }
-            command = .switchProfile(profile)
+            if case .command(.handover(_, let gap)) = route {
+                command = .handover(profile, gap: gap)
+            } else {
+                command = .switchProfile(profile)
+            }
+            // A handover's gap carries nothing: the session's side (hosts file, portal, origin) may
+            // change at its start.
             await self.session.switched(to: profile)
         }
         let summary = await self.engine.control(command)

@@ -28,7 +28,7 @@ enum ProxyFidelity {
     static func caveat(for spec: CheckSpec, _ evidence: RunEvidence) -> String? {
         guard evidence.engine == .stream else { return nil }
         switch spec {
-        case .backsOff, .completes, .staysUsable, .captiveSafe: break
+        case .backsOff, .completes, .staysUsable, .captiveSafe, .reconnects: break
         case .resumes, .idempotent: return nil
         }
         var refused = 0, silent = 0, timedOut = 0, names = 0

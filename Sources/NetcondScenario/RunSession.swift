@@ -119,6 +119,9 @@ extension PacketSession: RunSession {
         case .switchProfile(let profile):
             command = .switchProfile(profile)
             await self.switched(to: profile)
+        case .handover(let profile, let gap):
+            command = .handover(profile, gap: gap)
+            await self.switched(to: profile)  // nothing is carried in the gap: the session's side changes now
         case .outage(let outage): command = .outage(outage)
         case .stall(let stall): command = .stall(stall)
         case .cut(.reset): command = .cut

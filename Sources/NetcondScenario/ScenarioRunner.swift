@@ -186,6 +186,7 @@ public enum ScenarioRunner {
             stderrTail: captured.stderrTail
         )
         evidence.clientUser = user?.uid
+        evidence.handovers = watched.handovers
         await Self.addSessionEvidence(session, to: &evidence, clientStart: clientStart, guarding: guarding)
         let results = scenario.checks.map { Checks.evaluate($0, evidence) }
         let duration = (evidence.duration * 1000).rounded() / 1000
@@ -221,7 +222,7 @@ public enum ScenarioRunner {
     public static func proxyProblem(_ scenario: Scenario, hasTLS: Bool = true) -> String? {
         if let refusal = scenario.profile.proxyRefusal(hasTLS: hasTLS) { return refusal }
         for event in scenario.timeline {
-            if case .switchProfile(let profile) = event.action, let refusal = profile.proxyRefusal(hasTLS: hasTLS) {
+            if let profile = event.action.profileSwitchedTo, let refusal = profile.proxyRefusal(hasTLS: hasTLS) {
                 return refusal
             }
         }
@@ -239,7 +240,7 @@ public enum ScenarioRunner {
                 )
             case .cut(.close):
                 problems.append("its timeline cuts with close (the packet engine cuts with resets)")
-            case .switchProfile(let profile):
+            case .switchProfile(let profile), .handover(let profile, _):
                 problems += PacketEngine.unsupportedFeatures(profile).map {
                     "a profile its timeline switches to uses \($0)"
                 }
@@ -262,6 +263,7 @@ public enum ScenarioRunner {
         case .captive(let open): return .captive(open: open)
         case .cut(let mode): return .cut(mode)
         case .route(let name, let change): return .route(name, change)
+        case .handover(let profile, let gap): return .handover(profile, gap: gap)
         }
     }
 
