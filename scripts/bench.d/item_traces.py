@@ -245,8 +245,9 @@ def serve_bulk(port, seconds, ready):
 
 def run_mm_link(h, mm_link, times_ms, log):
     """The mahimahi-format trace through mm-link (as the user nobody: mm-link refuses a real uid
-    of 0), the same client and the same comparison; the host forwards IPv4 meanwhile, as mm-link
-    needs, and is put back as it was."""
+    of 0), the same client and the same comparison. mm-link needs the host to forward IPv4: when it
+    does not, this runs only with NETCOND_BENCH_MM_FORWARD=1 (the caller checks), which turns
+    forwarding on for the run and puts it back as it was."""
     folder = tempfile.mkdtemp(prefix="netcond-bench-mm-")
     forwarding = open("/proc/sys/net/ipv4/ip_forward").read().strip()
     port = 47000 + os.getpid() % 1000
@@ -398,6 +399,12 @@ def item_traces(h, t, log):
               "mm-link on PATH, or set NETCOND_BENCH_MM_LINK)", "-", "SKIP")
     elif os.geteuid() != 0 or not shutil.which("runuser"):
         t.add(f"{name}: {label}, mahimahi's mm-link", "skipped: needs root and runuser (mm-link runs as nobody)", "-", "SKIP")
+    elif open("/proc/sys/net/ipv4/ip_forward").read().strip() != "1" and os.environ.get("NETCOND_BENCH_MM_FORWARD") != "1":
+        # mm-link refuses to start unless the host forwards IPv4: a host setting the bench does not change unasked.
+        t.add(f"{name}: {label}, mahimahi's mm-link",
+              "skipped: mm-link needs the host's IPv4 forwarding on (net.ipv4.ip_forward is 0), and the bench changes "
+              "no host setting unasked; NETCOND_BENCH_MM_FORWARD=1 lets it turn forwarding on for mm-link's run and "
+              "back off after", "-", "SKIP")
     elif h.remaining() >= 60:
         try:
             offset, s = run_mm_link(h, mm_link, times, log)
