@@ -91,10 +91,15 @@ struct PacketLinkDriver {
         }
         let route = self.route(tcp, up: up, payload: payload, copied: copied)
         if let tcp, !self.stranded.isEmpty, self.stranded.contains(FlowKey(tcp, up: up)) {
-            // On the network the device left: gone, and neither end is told.
-            self.summary.directions[index].packets += segments
-            self.countDrop(.outage, up ? .up : .down, route: route, segments: segments)
-            return false
+            if up && tcp.isSYN {
+                // A new connection from the same port (the stranded one long gone): a network's own.
+                self.stranded.remove(FlowKey(tcp, up: up))
+            } else {
+                // On the network the device left: gone, and neither end is told.
+                self.summary.directions[index].packets += segments
+                self.countDrop(.outage, up ? .up : .down, route: route, segments: segments)
+                return false
+            }
         }
         self.summary.directions[index].packets += segments
         if let route { self.summary.lanes[route].directions[index].packets += segments }
