@@ -287,6 +287,9 @@ public enum CheckSpec: Sendable, Equatable {
     case staysUsable(StaysUsableCheck)
     case idempotent(IdempotentCheck)
     case captiveSafe(CaptiveSafeCheck)
+    case revalidates(RevalidatesCheck)
+    case overlaps(OverlapsCheck)
+    case delivers(DeliversCheck)
 
     public var name: String {
         switch self {
@@ -296,10 +299,16 @@ public enum CheckSpec: Sendable, Equatable {
         case .staysUsable: return "stays-usable"
         case .idempotent: return "idempotent"
         case .captiveSafe: return "captive-safe"
+        case .revalidates: return "revalidates"
+        case .overlaps: return "overlaps"
+        case .delivers: return "delivers"
         }
     }
 
-    public static let names = ["completes", "resumes", "backs-off", "stays-usable", "idempotent", "captive-safe"]
+    public static let names = [
+        "completes", "resumes", "backs-off", "stays-usable", "idempotent", "captive-safe", "revalidates", "overlaps",
+        "delivers",
+    ]
 }
 
 /// The client exits with `exit` before its deadline, and each output file equals its origin file.
@@ -421,5 +430,63 @@ public struct CaptiveSafeCheck: Sendable, Equatable {
     public init(exit: Int32 = 0, files: [OutputFile] = []) {
         self.exit = exit
         self.files = files
+    }
+}
+
+/// The client asks whether a resource changed instead of downloading it again: after its first
+/// whole copy, every later GET of the (unchanged) resource is conditional (`If-None-Match`,
+/// `If-Modified-Since`) and answered 304. At least `minFetches` GETs in all.
+public struct RevalidatesCheck: Sendable, Equatable {
+    /// The file or GET endpoint whose fetches are judged.
+    public var target: OriginTarget
+    public var minFetches: Int
+
+    public init(target: OriginTarget, minFetches: Int = 2) {
+        self.target = target
+        self.minFetches = minFetches
+    }
+
+    /// The origin path of the resource (`/files/NAME`, `/api/NAME`).
+    public var path: String { self.target.description }
+}
+
+/// The client sends independent requests together instead of one after the other: among the origin
+/// requests whose path matches `requests` (and host `host`), at least `minInFlight` were in flight
+/// at once, and at least `minRequests` reached the origin. In flight, as the origin can tell in
+/// either engine: from its arrival until its answer could have crossed the link back and a request
+/// sent upon it have come up again (the origin's end plus the link's least round trip).
+public struct OverlapsCheck: Sendable, Equatable {
+    /// A glob on the path of origin requests (`/files/*`).
+    public var requests: String
+    /// A glob on the host the requests asked for (nil: any).
+    public var host: String?
+    public var minInFlight: Int
+    public var minRequests: Int
+
+    public init(requests: String, host: String? = nil, minInFlight: Int = 2, minRequests: Int? = nil) {
+        self.requests = requests
+        self.host = host
+        self.minInFlight = minInFlight
+        self.minRequests = minRequests ?? minInFlight
+    }
+}
+
+/// Changes the client made while the network was down reach the origin once it is back: calls to a
+/// POST endpoint, each change once (by its `Idempotency-Key`, whose last number is the change's:
+/// `change-3`), all `count` of them, in order, the last within `within` of the network's return.
+public struct DeliversCheck: Sendable, Equatable {
+    /// The POST endpoint (`/api/NAME`).
+    public var api: String
+    public var count: Int
+    public var within: Span
+    /// When the network came back: the timeline's last `{at: T, outage: end}` (set with the
+    /// timeline, after the checks are read).
+    public var returnsAt: Span
+
+    public init(api: String, count: Int, within: Span = .seconds(Int64(10)), returnsAt: Span = .zero) {
+        self.api = api
+        self.count = count
+        self.within = within
+        self.returnsAt = returnsAt
     }
 }

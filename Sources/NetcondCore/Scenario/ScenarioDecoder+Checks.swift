@@ -56,6 +56,12 @@ extension ScenarioDecoder {
                 checks.append(.staysUsable(try Self.staysUsable(value)))
             case "idempotent":
                 checks.append(.idempotent(try Self.idempotent(value, context: context)))
+            case "revalidates":
+                checks.append(.revalidates(try Self.revalidates(value, context: context)))
+            case "overlaps":
+                checks.append(.overlaps(try Self.overlaps(value)))
+            case "delivers":
+                checks.append(.delivers(try Self.delivers(value, context: context)))
             default:
                 checks.append(.backsOff(try Self.backsOff(value, context: context)))
             }
