@@ -86,11 +86,8 @@ def test_a_page_of_images_in_parallel_or_in_turn(engine):
 
 # MARK: delivers
 
-QUEUE = 'python3 "$CLIENTS/offline_queue.py" '
-
-
 def queue_client(mode):
-    return 'CLIENTS="%s" %s%s' % (CLIENTS, QUEUE, mode)
+    return 'python3 "%s" %s' % (os.path.join(CLIENTS, "offline_queue.py"), mode)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
