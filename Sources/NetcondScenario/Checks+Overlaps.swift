@@ -39,7 +39,11 @@ extension Checks {
         // a little after its last byte left): a client that waits for each answer never shows 2.
         let reach = rtt * Self.roundTripCounted
         let windows = requests.map { request in (request.at, max(request.at, request.ended ?? end) + reach) }
-        let inFlight = Self.mostAtOnce(windows)
+        // Different resources (host and path): the same one asked for twice at once is no page
+        // loaded in parallel.
+        let resources = requests.map { "\($0.host ?? "")\($0.path)" }
+        let inFlight = Self.mostAtOnce(windows, of: resources)
+        let different = Set(resources).count
         let first = windows.map(\.0).min() ?? 0
         let last = (windows.map(\.1).max() ?? 0) + (rtt - reach)
         let sequential = windows.reduce(0) { $0 + ($1.1 - $1.0) + (rtt - reach) }
@@ -51,11 +55,11 @@ extension Checks {
         let timing =
             "\(Self.seconds(last - first)) from the first's arrival to the last's answer and a round trip, one after another at least \(Self.seconds(sequential)) (each its own time at the origin and the link's \(Self.milliseconds(rtt)) round trip)"
         let count = "\(Self.count(requests.count, "request", "requests")) of \(what)"
-        guard requests.count >= check.minRequests else {
+        guard different >= check.minRequests else {
             return CheckResult(
                 name: name, passed: false,
                 evidence:
-                    "only \(count) reached the origin (min_requests: \(check.minRequests)); up to \(inFlight) in flight at once",
+                    "\(count), only \(different) different (min_requests: \(check.minRequests)); up to \(inFlight) in flight at once",
                 details: details)
         }
         guard inFlight >= check.minInFlight else {
@@ -82,17 +86,18 @@ extension Checks {
         evidence.requests.filter { Self.isStep($0, glob: check.requests, host: check.host) }
     }
 
-    /// The most half-open windows `[from, to)` that hold one moment.
-    static func mostAtOnce(_ windows: [(Double, Double)]) -> Int {
+    /// The most different resources whose half-open windows `[from, to)` hold one moment.
+    static func mostAtOnce(_ windows: [(Double, Double)], of resources: [String]) -> Int {
         // Ends before starts at the same moment: a window that closes as another opens never overlaps it.
-        let opens: [(at: Double, step: Int)] = windows.map { ($0.0, 1) }
-        let closes: [(at: Double, step: Int)] = windows.map { ($0.1, -1) }
+        let opens: [(at: Double, step: Int, resource: String)] = zip(windows, resources).map { ($0.0.0, 1, $0.1) }
+        let closes: [(at: Double, step: Int, resource: String)] = zip(windows, resources).map { ($0.0.1, -1, $0.1) }
         let edges = (opens + closes).sorted { a, b in a.at < b.at || (a.at == b.at && a.step < b.step) }
-        var open = 0
+        var open: [String: Int] = [:]
         var most = 0
         for edge in edges {
-            open += edge.step
-            most = max(most, open)
+            open[edge.resource, default: 0] += edge.step
+            if open[edge.resource] == 0 { open[edge.resource] = nil }
+            most = max(most, open.count)
         }
         return most
     }

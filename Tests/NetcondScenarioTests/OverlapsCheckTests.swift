@@ -76,8 +76,22 @@ import Testing
         let result = Checks.overlaps(Self.page, self.evidence(requests))
         #expect(!result.passed)
         #expect(
-            result.evidence
-                == "only 4 requests of /files/* reached the origin (min_requests: 8); up to 4 in flight at once")
+            result.evidence == "4 requests of /files/*, only 4 different (min_requests: 8); up to 4 in flight at once")
+    }
+
+    @Test func theSameResourceAskedForTwiceAtOnceIsOneInFlight() {
+        // Eight different images one after another, and one of them asked for four times at once:
+        // no page loaded in parallel.
+        var requests: [Request] = []
+        var at = 0.9
+        for index in 0..<8 {
+            requests.append(self.get(index, at: at))
+            at += 0.65
+        }
+        requests += (0..<3).map { _ in self.get(0, at: 0.9) }
+        let result = Checks.overlaps(Self.page, self.evidence(requests.sorted { $0.at < $1.at }))
+        #expect(!result.passed)
+        #expect(result.evidence.hasPrefix("11 requests of /files/*: at most 1 in flight at once"), "\(result.evidence)")
     }
 
     @Test func aRequestCutByTheLinkOrNeverAnsweredIsInFlightUntilItsEnd() {
