@@ -451,8 +451,9 @@ public struct RevalidatesCheck: Sendable, Equatable {
 }
 
 /// The client sends independent requests together instead of one after the other: among the origin
-/// requests whose path matches `requests` (and host `host`), at least `minInFlight` were in flight
-/// at once, and at least `minRequests` reached the origin. In flight, as the origin can tell in
+/// requests whose path matches `requests` (and host `host`), at least `minInFlight` different ones
+/// (by host and path) were in flight at once, and at least `minRequests` different ones reached the
+/// origin. In flight, as the origin can tell in
 /// either engine: from its arrival until its answer could have crossed the link back and a request
 /// sent upon it have come up again (the origin's end plus the link's least round trip).
 public struct OverlapsCheck: Sendable, Equatable {
