@@ -59,8 +59,10 @@ extension Checks {
             marks = Checks.overlapping(check, evidence).flatMap { [$0.at, $0.ended ?? end] }
         case .delivers(let check):
             let path = OriginAPI.path(of: check.api)
+            // The network's return, when the client was still there to meet it, and each call.
+            let back = check.returnsAt.seconds
             marks =
-                [check.returnsAt.seconds]
+                (back <= end ? [back] : [])
                 + evidence.requests.filter { $0.method == "POST" && $0.path == path }.map(\.at)
         case .captiveSafe:
             marks = evidence.portal.filter { $0.kind == .answered || $0.kind == .intercepted || $0.kind == .opened }

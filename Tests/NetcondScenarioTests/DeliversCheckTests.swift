@@ -118,4 +118,20 @@ import Testing
         #expect(Checks.changeNumber("none") == nil)
         #expect(Checks.changeNumber("n-12345678901") == nil)
     }
+
+    @Test func theMarksAreTheReturnAndEachCall() {
+        #expect(Checks.marks(.delivers(Self.five), self.evidence(self.queued)) == [0.3, 6, 6.2, 6.3, 6.8, 6.9, 7])
+        // A client gone before the network came back: no mark past its end.
+        let gone = Checks.marks(
+            .delivers(Self.five), self.evidence([self.post(0.3, key: "change-1", .created(1))]).ending(at: 5.8))
+        #expect(gone == [0.3])
+    }
+}
+
+extension RunEvidence {
+    func ending(at seconds: Double) -> RunEvidence {
+        var evidence = self
+        evidence.duration = seconds
+        return evidence
+    }
 }

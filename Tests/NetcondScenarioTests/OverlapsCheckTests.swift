@@ -141,4 +141,9 @@ import Testing
         scenario.timeline = [ScenarioEvent(trigger: .at(.seconds(Int64(5))), action: .switchProfile(quick))]
         #expect(scenario.leastRoundTrip == 0.05)
     }
+
+    @Test func theMarksAreEachRequestsArrivalAndEnd() {
+        let requests = [self.get(0, at: 0.9), self.get(1, at: 1.6)]
+        #expect(Checks.marks(.overlaps(Self.page), self.evidence(requests)) == [0.9, 0.95, 1.6, 1.65])
+    }
 }

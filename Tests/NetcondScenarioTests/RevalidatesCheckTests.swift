@@ -132,4 +132,9 @@ import Testing
         #expect(!result.passed)
         #expect(result.evidence.hasPrefix("1 fetch of /api/feed:"))
     }
+
+    @Test func theMarksAreEachFetch() {
+        let evidence = self.evidence([self.fetch(0.2, 200), self.fetch(3.1, 304, condition: Self.tag)])
+        #expect(Checks.marks(.revalidates(Self.feed), evidence) == [0.2, 3.1])
+    }
 }
