@@ -12,10 +12,10 @@ import Darwin
 /// Judged from the origin's log, the same in both engines (the link lies between the client and
 /// the origin in each): a request is in flight from its arrival at the origin until its answer
 /// could have crossed the link back and a request sent upon it have come up again: its end at the
-/// origin plus the link's least round trip (nine tenths of it, for the stamps' own delays). A request that arrives within that window was sent
-/// before the client could have had the other's answer, so the two were outstanding at once at the
-/// client too: the count never claims more overlap than the client had. A client that waits for
-/// each answer shows 1.
+/// origin plus the link's least round trip (three quarters of it, for the stamps' own delays on a
+/// loaded machine). A request that arrives within that window was sent before the client could
+/// have had the other's answer, so the two were outstanding at once at the client too: the count
+/// never claims more overlap than the client had. A client that waits for each answer shows 1.
 ///
 /// ```
 ///  origin   a ├──┤·······rtt·······│            sequential: b arrives after a's window
@@ -35,8 +35,9 @@ extension Checks {
         }
         let rtt = max(0, evidence.linkRoundTrip)
         let end = evidence.timedOut ? evidence.deadline.seconds : evidence.duration
-        // A tenth of the round trip is left out for the moments the origin stamps (its end is noted
-        // a little after its last byte left): a client that waits for each answer never shows 2.
+        // A quarter of the round trip is left out for the moments the origin stamps (its end is noted
+        // a little after its last byte left, later on a loaded machine): a client that waits for
+        // each answer never shows 2.
         let reach = rtt * Self.roundTripCounted
         let windows = requests.map { request in (request.at, max(request.at, request.ended ?? end) + reach) }
         // Different resources (host and path): the same one asked for twice at once is no page
@@ -79,7 +80,7 @@ extension Checks {
     }
 
     /// The share of the link's round trip a request's window reaches past its end at the origin.
-    static let roundTripCounted = 0.9
+    static let roundTripCounted = 0.75
 
     /// The requests the check judges, in arrival order.
     static func overlapping(_ check: OverlapsCheck, _ evidence: RunEvidence) -> [RunEvidence.Request] {
