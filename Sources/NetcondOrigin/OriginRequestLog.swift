@@ -14,15 +14,23 @@ public final class OriginRequestLog: Sendable {
         public var ifNoneMatch: String?
         public var ifRange: String?
         public var idempotencyKey: String?
+        public var ifModifiedSince: String? = nil
 
         public init(
             range: String? = nil, ifNoneMatch: String? = nil, ifRange: String? = nil,
-            idempotencyKey: String? = nil
+            idempotencyKey: String? = nil, ifModifiedSince: String? = nil
         ) {
             self.range = range
             self.ifNoneMatch = ifNoneMatch
             self.ifRange = ifRange
             self.idempotencyKey = idempotencyKey
+            self.ifModifiedSince = ifModifiedSince
+        }
+
+        /// A conditional GET: it names the copy the client has (`If-None-Match` or
+        /// `If-Modified-Since`), so the origin may answer 304.
+        public var isConditional: Bool {
+            self.ifNoneMatch != nil || self.ifModifiedSince != nil
         }
 
         public init(_ headers: HTTPHeaders) {
@@ -30,6 +38,7 @@ public final class OriginRequestLog: Sendable {
             self.ifNoneMatch = headers.first(name: "if-none-match")
             self.ifRange = headers.first(name: "if-range")
             self.idempotencyKey = headers.first(name: "idempotency-key")
+            self.ifModifiedSince = headers.first(name: "if-modified-since")
         }
     }
 

@@ -175,9 +175,14 @@ struct UpstreamConnector {
         let loop = self.eventLoop
         // Every attempt goes into the event log with its outcome (the scenario checks count a
         // client's attempts during an outage from it: those never reach the server).
-        // The first attempt of a client connection: on a network the client's own connect would
-        // have waited for it, from the moment the client connected to netcond.
-        let connectedSince = self.client.flatMap { $0.upstreamAttempted ? nil : $0.acceptedAt }
+        // The first attempt of a client connection, for its first request: on a network the
+        // client's own connect would have waited for it, from the moment that request left (its
+        // first bytes, else its connect to netcond). Once netcond has answered the connection
+        // itself (a captive portal's page, a fault's status), the client's connect was long over:
+        // the time it spent with those answers is no hold of the link's.
+        let connectedSince = self.client.flatMap { record in
+            record.upstreamAttempted || record.answered ? nil : (record.firstBytesAt ?? record.acceptedAt)
+        }
         self.client?.upstreamAttempted = true
         let rules = self.rules
         let attemptID = rules?.beginConnect(to: target.host, port: target.port, at: loop.now)

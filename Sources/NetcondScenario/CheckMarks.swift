@@ -57,6 +57,17 @@ extension Checks {
                 marks = []
             }
             marks.append(end)
+        case .revalidates(let check):
+            marks = evidence.requests.filter { $0.method == "GET" && $0.path == check.path }.map(\.at)
+        case .overlaps(let check):
+            marks = Checks.overlapping(check, evidence).flatMap { [$0.at, $0.ended ?? end] }
+        case .delivers(let check):
+            let path = OriginAPI.path(of: check.api)
+            // The network's return, when the client was still there to meet it, and each call.
+            let back = check.returnsAt.seconds
+            marks =
+                (back <= end ? [back] : [])
+                + evidence.requests.filter { $0.method == "POST" && $0.path == path }.map(\.at)
         case .captiveSafe:
             marks = evidence.portal.filter { $0.kind == .answered || $0.kind == .intercepted || $0.kind == .opened }
                 .map(\.at)

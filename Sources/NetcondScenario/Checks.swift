@@ -59,6 +59,9 @@ public enum Checks {
         case .idempotent(let check): return self.idempotent(check, evidence)
         case .captiveSafe(let check): return self.captiveSafe(check, evidence)
         case .reconnects(let check): return self.reconnects(check, evidence)
+        case .revalidates(let check): return self.revalidates(check, evidence)
+        case .overlaps(let check): return self.overlaps(check, evidence)
+        case .delivers(let check): return self.delivers(check, evidence)
         }
     }
 

@@ -82,6 +82,9 @@ struct EvidenceAssembler {
                 effect: entry.effect
             )
             request.host = entry.host
+            request.condition =
+                entry.headers.ifNoneMatch.map { "If-None-Match: \($0)" }
+                ?? entry.headers.ifModifiedSince.map { "If-Modified-Since: \($0)" }
             request.responded = entry.respondedAt.map { self.seconds(uptime: $0.nanoseconds) }
             request.originFault = entry.fault
             request.afterClientFIN = late[entry.id].map { Double($0.nanoseconds) / 1e9 }

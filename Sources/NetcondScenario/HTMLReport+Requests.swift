@@ -185,6 +185,7 @@ extension HTMLReport {
         var title = "+\(Self.number(at))s \(request.method) \(request.host ?? "")\(request.path) → \(status)"
         if let range = request.range { title += ", Range: \(range)" }
         if let key = request.idempotencyKey { title += ", Idempotency-Key: \(key)" }
+        if let condition = request.condition { title += ", \(condition)" }
         title += ", \(request.bodyBytes) bytes"
         if let received = request.bodyBytesReceived { title += " (\(received) reached the client)" }
         if let cut = request.linkCut { title += ", the link \(cut == .reset ? "reset" : "closed") it" }

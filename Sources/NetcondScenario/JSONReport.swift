@@ -122,6 +122,8 @@ extension ScenarioSuite.JSONReport.Scenario {
         var path: String
         var range: String?
         var idempotencyKey: String?
+        /// A conditional GET's validator, as sent (`If-None-Match: "abc"`); absent otherwise.
+        var condition: String? = nil
         var status: Int?
         var retryAfter: String?
         var bodyBytes: Int64
@@ -285,7 +287,8 @@ extension ScenarioSuite.JSONReport.Scenario.Request {
         func ms(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
         self.init(
             at: ms(request.at), method: request.method, host: request.host, path: request.path, range: request.range,
-            idempotencyKey: request.idempotencyKey, status: request.status, retryAfter: request.retryAfter,
+            idempotencyKey: request.idempotencyKey, condition: request.condition, status: request.status,
+            retryAfter: request.retryAfter,
             bodyBytes: request.bodyBytesSent, completed: request.completed,
             responded: request.responded.map(ms), ended: request.ended.map(ms), received: request.received.map(ms),
             cutShort: request.cutShort ? true : nil,

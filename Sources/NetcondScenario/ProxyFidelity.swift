@@ -28,8 +28,15 @@ enum ProxyFidelity {
     static func caveat(for spec: CheckSpec, _ evidence: RunEvidence) -> String? {
         guard evidence.engine == .stream else { return nil }
         switch spec {
-        case .backsOff, .completes, .staysUsable, .captiveSafe, .reconnects: break
+        // `delivers`: how the client met the outage decides whether it queued and retried.
+        case .backsOff, .completes, .staysUsable, .captiveSafe, .reconnects, .delivers: break
         case .resumes, .idempotent: return nil
+        // What the origin's log says of each request (its validator, the origin's 304): nothing
+        // the way the proxy shows connections can change.
+        case .revalidates: return nil
+        // When each request reached the origin and its answer left it: the same link lies between
+        // the client and the origin in both engines.
+        case .overlaps: return nil
         }
         var refused = 0, silent = 0, timedOut = 0, names = 0
         for attempt in evidence.failedConnects {

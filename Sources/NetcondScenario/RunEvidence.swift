@@ -16,6 +16,10 @@ public struct RunEvidence: Sendable {
         public var path: String
         public var range: String?
         public var idempotencyKey: String?
+        /// What made it a conditional GET, as sent (`If-None-Match: "abc"`, `If-Modified-Since: …`);
+        /// nil for a request that named no copy of the client's. Whether it was answered 304 is
+        /// the origin's decision (``status``): a validator that does not match gets the whole answer.
+        public var condition: String? = nil
         public var status: Int?
         public var retryAfter: String?
         public var bodyBytesSent: Int64
@@ -194,6 +198,10 @@ public struct RunEvidence: Sendable {
     }
 
     public var engine: Engine = .stream
+    /// The least round trip the link could give a request (seconds): the latencies of the
+    /// scenario's profile, or of the quickest it switches to; 0 when unknown. No answer can leave
+    /// the origin, reach the client and bring a request sent upon it back sooner.
+    public var linkRoundTrip: Double = 0
     /// Which TCP sender the run's servers used: under the stream engine the model of the profile's
     /// `tcp:`; under the packet engine the origin's kernel sender (``SenderReport``).
     public var sender: String?

@@ -187,6 +187,7 @@ public enum ScenarioRunner {
         )
         evidence.clientUser = user?.uid
         evidence.handovers = watched.handovers
+        evidence.linkRoundTrip = scenario.leastRoundTrip
         await Self.addSessionEvidence(session, to: &evidence, clientStart: clientStart, guarding: guarding)
         let results = scenario.checks.map { Checks.evaluate($0, evidence) }
         let duration = (evidence.duration * 1000).rounded() / 1000

@@ -124,6 +124,39 @@ import Testing
         #expect(!clear.rules.eventsWithPending.contains { $0.kind == .held })
     }
 
+    @Test func aConnectionTheCaptivePortalAnsweredIsNotNotedAsHeldWhenItGoesOnToTheServer() throws {
+        // captive-then-login through a client that keeps its connection (URLSession, Node's http):
+        // the portal answers its first request itself; 6 s later, logged in, the next request on
+        // the same connection goes to the origin at once. Nothing held it: no mark.
+        let profile = Profile(
+            name: "t", up: LinkDirection(latency: .milliseconds(50)), down: LinkDirection(latency: .milliseconds(50)),
+            captivePortal: CaptivePortalSpec())
+        let rig = try ProxyRig(profile: profile, shaped: true)
+        try rig.request("GET", "/file")
+        rig.advance(200)
+        #expect(try rig.received().contains("200"), "the portal's page")
+        #expect(rig.connectsAttempted == 0)
+        rig.advance(5800)
+        rig.rules.setPortal(open: true, now: rig.loop.now)
+        try rig.request("GET", "/file")
+        rig.advance(1000)
+        #expect(rig.connectsAttempted == 1)
+        #expect(try rig.sentUpstream().hasPrefix("GET /file HTTP/1.1\r\n"))
+        let held = rig.rules.eventsWithPending.filter { $0.kind == .held }
+        #expect(held.isEmpty, "\(held.map(\.detail))")
+    }
+
+    @Test func aConnectionOpenedAheadOfItsFirstRequestIsNotNotedAsHeld() throws {
+        // A client that connects, then sends its request 5 s later (a connection opened ahead of
+        // need): its connect was over on any network long before.
+        let rig = try self.makeRig()
+        rig.advance(5000)
+        try rig.request("GET", "/file")
+        rig.advance(1000)
+        #expect(rig.connectsAttempted == 1)
+        #expect(!rig.rules.eventsWithPending.contains { $0.kind == .held })
+    }
+
     @Test func aClientThatHalfClosesRightAfterItsRequestStillGetsItsAnswer() throws {
         let rig = try self.makeRig()
         try rig.request("GET", "/file")

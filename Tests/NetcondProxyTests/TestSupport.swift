@@ -34,9 +34,10 @@ final class ProxyRig {
         self.rules = ProxyRules(profile: profile, seed: 1, startedAt: loop.now, eventLoop: loop, tls: nil)
         let driver = shaped ? LinkDriver(profile: profile, seed: 1, eventLoop: loop, epoch: loop.now) : nil
         self.driver = driver
+        let record = self.rules.beginClient(at: loop.now)
         var connector = UpstreamConnector(
             eventLoop: loop, driver: driver, overrides: HostOverrides(), stats: stats, rules: self.rules,
-            client: self.rules.beginClient(at: loop.now))
+            client: record)
         self.client = EmbeddedChannel(loop: loop)
         connector.connectOverride = { [unowned self] _ in
             self.connectsAttempted += 1
@@ -47,7 +48,8 @@ final class ProxyRig {
         }
         let shaper = LinkShaper(driver: driver, stats: stats)
         let sniffer = ProtocolSniffer(shaper: shaper, connector: connector)
-        try self.client.pipeline.syncOperations.addHandlers([shaper, sniffer])
+        // As the proxy's listener builds it: the byte counter at the socket's end.
+        try self.client.pipeline.syncOperations.addHandlers([ClientByteCounter(record: record), shaper, sniffer])
         try self.client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50000)).wait()
         precondition(self.client.isActive)
     }

@@ -64,6 +64,12 @@ extension ScenarioDecoder {
                     try spec["resume"].map { node throws(ConfigError) in try node.choice(["true", "false"]) == "true" }
                     ?? true
                 checks.append(.reconnects(ReconnectsCheck(within: within ?? .seconds(10), resume: resume)))
+            case "revalidates":
+                checks.append(.revalidates(try Self.revalidates(value, context: context)))
+            case "overlaps":
+                checks.append(.overlaps(try Self.overlaps(value)))
+            case "delivers":
+                checks.append(.delivers(try Self.delivers(value, context: context)))
             default:
                 checks.append(.backsOff(try Self.backsOff(value, context: context)))
             }

@@ -101,6 +101,11 @@ public enum ScenarioDecoder {
             checks = problems.attempt { () throws(ConfigError) in
                 try Self.checks(checksNode, origin: origin, client: client)
             }
+            if let decoded = checks, let timeline {
+                checks = problems.attempt { () throws(ConfigError) in
+                    try Self.placeNetworkReturn(decoded, timeline: timeline, checksNode: checksNode)
+                }
+            }
             problems.attempt { () throws(ConfigError) in
                 try Self.checkReferences(origin: origin, client: client, node: map["client"] ?? root)
             }

@@ -6,8 +6,13 @@ import NetcondCore
 /// a call whose `Idempotency-Key` was seen before creates nothing and answers the first call's
 /// object again (200, `Idempotent-Replayed: true`). The scenario's origin faults (`{api: NAME, …}`)
 /// are the router's: `drop_response` does the work and then loses the answer.
+///
+/// A GET endpoint's answer carries validators (``Validators``: an `ETag` from its JSON, the
+/// origin's `Last-Modified`) and `Cache-Control: no-cache`, as a feed's API does: a client asks
+/// each time whether it changed, and a conditional GET of an unchanged endpoint is answered 304.
 struct APIEndpoint: OriginEndpoint {
     let content: OriginContent
+    var lastModified = "Mon, 01 Jan 2024 00:00:00 GMT"
 
     private struct State {
         var created: [String: Int] = [:]
@@ -37,10 +42,13 @@ struct APIEndpoint: OriginEndpoint {
                 "no such endpoint: \(request.target)\nendpoints in this run: \(known.isEmpty ? "none" : known)\n")
         }
         switch (api.method, request.method) {
-        case (.get, .HEAD):
-            return .json(.ok, Self.body(of: api))
-        case (.get, .GET):
-            return .json(.ok, Self.body(of: api))
+        case (.get, .HEAD), (.get, .GET):
+            let body = Self.body(of: api)
+            let validators = Validators(etag: Self.etag(of: body), lastModified: self.lastModified)
+            var headers = validators.headers
+            headers.add(name: "Cache-Control", value: "no-cache")
+            if validators.notModified(request) { return .empty(.notModified, headers: headers) }
+            return .json(.ok, body, headers: headers)
         case (.post, .POST):
             break
         case (.post, .GET), (.post, .HEAD):
@@ -68,6 +76,17 @@ struct APIEndpoint: OriginEndpoint {
         }
         response.effect = effect
         return response
+    }
+
+    /// A strong tag of the answer's bytes (FNV-1a, 64 bits): the same JSON, the same tag.
+    static func etag(of body: String) -> EntityTag {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in body.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let hex = String(hash, radix: 16)
+        return EntityTag(opaque: Substring("api-" + String(repeating: "0", count: 16 - hex.count) + hex))
     }
 
     /// What a GET endpoint answers: its JSON, or a small default naming it.

@@ -2,8 +2,8 @@ import NIOHTTP1
 import NetcondCore
 
 /// `GET /bytes/{size}?seed=N` — a deterministic file of `size` bytes (``DeterministicBytes`` stream `N`), served like
-/// a static file: strong ETag `"<size>-<seed>"`, fixed `Last-Modified`, `Range` (206/416), `If-None-Match` (304) and
-/// `If-Range`. The body is only described here; the handler generates it chunk by chunk.
+/// a static file: strong ETag `"<size>-<seed>"`, fixed `Last-Modified`, `Range` (206/416), `If-None-Match` and
+/// `If-Modified-Since` (304, ``Validators``) and `If-Range`. The body is only described here; the handler generates it chunk by chunk.
 ///
 /// Precedence follows RFC 9110 §13.2.2: If-None-Match, then Range (guarded by If-Range).
 struct BytesEndpoint: OriginEndpoint {
@@ -48,14 +48,10 @@ struct BytesEndpoint: OriginEndpoint {
     /// A deterministic file served like a static one (shared with `/files/{name}`).
     static func serveFile(_ request: OriginRequest, size: Int64, seed: UInt64, lastModified: String) -> OriginResponse {
         let etag = EntityTag(opaque: "\(size)-\(seed)")
-        var headers: HTTPHeaders = [
-            "ETag": etag.headerValue,
-            "Last-Modified": lastModified,
-            "Accept-Ranges": "bytes",
-        ]
-        if let ifNoneMatch = request.headers.first(name: "if-none-match"),
-            EntityTag.ifNoneMatch(ifNoneMatch, matches: etag)
-        {
+        let validators = Validators(etag: etag, lastModified: lastModified)
+        var headers = validators.headers
+        headers.add(name: "Accept-Ranges", value: "bytes")
+        if validators.notModified(request) {
             return .empty(.notModified, headers: headers)
         }
 

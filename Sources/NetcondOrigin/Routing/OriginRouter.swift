@@ -34,7 +34,7 @@ struct OriginRouter: Sendable {
                 StatusEndpoint(),
                 DelayEndpoint(maximumDelay: configuration.maximumDelay),
                 FilesEndpoint(content: configuration.content, lastModified: configuration.lastModified),
-                APIEndpoint(content: configuration.content),
+                APIEndpoint(content: configuration.content, lastModified: configuration.lastModified),
             ],
             faults: configuration.content.faults.isEmpty && configuration.routes == nil
                 ? nil

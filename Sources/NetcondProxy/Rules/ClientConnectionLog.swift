@@ -15,6 +15,10 @@ final class ClientConnectionRecord {
     let acceptedAt: NIODeadline
     var upstreamAttempted = false
     var bytesFromClient: Int64 = 0
+    /// When the client's first bytes reached netcond's socket (nil before, or when not counted): the
+    /// moment its first request left, which may be long after it connected (a connection opened
+    /// ahead of need).
+    var firstBytesAt: NIODeadline?
     /// Something went back to the client.
     var answered = false
     /// Bytes written toward the client (into its link), and how many of them the link delivered
@@ -97,7 +101,9 @@ final class ClientByteCounter: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        self.record.bytesFromClient += Int64(self.unwrapInboundIn(data).readableBytes)
+        let count = self.unwrapInboundIn(data).readableBytes
+        if count > 0 && self.record.firstBytesAt == nil { self.record.firstBytesAt = context.eventLoop.now }
+        self.record.bytesFromClient += Int64(count)
         context.fireChannelRead(data)
     }
 
