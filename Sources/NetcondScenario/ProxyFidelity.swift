@@ -54,8 +54,10 @@ enum ProxyFidelity {
             )
         }
         if silent > 0 {
+            // Named as what happened: a blackhole only when the link recorded one.
+            let blackholed = evidence.linkEvents.contains { $0.detail.contains("blackhole") }
             parts.append(
-                "\(Self.count(silent, "attempt")) into a blackhole met a connection netcond accepted at once and never answered (on a network the connect itself hangs, and a connect time-out such as curl's --connect-timeout fires; here only a read time-out can)"
+                "\(Self.count(silent, "attempt")) \(blackholed ? "into a blackhole" : "the link held without an answer") met a connection netcond accepted at once and never answered (on a network the connect itself hangs, and a connect time-out such as curl's --connect-timeout fires; here only a read time-out can)"
             )
         }
         if timedOut > 0 {

@@ -673,6 +673,11 @@ enum DeterministicBytesReference {
         }
         let swallowed = [RunEvidence.FailedConnect(at: 4, host: "", port: 0, outcome: .noAnswer)]
         var evidence = self.evidence([Request(at: 7, path: "/files/x")], failedConnects: refused + swallowed)
+        // Without a blackhole the link recorded, a swallowed attempt is not said to be one.
+        #expect(
+            Checks.evaluate(.backsOff(BacksOffCheck()), evidence).caveat?.contains(
+                "1 attempt the link held without an answer met a connection netcond accepted at once") == true)
+        evidence.linkEvents = [RunEvidence.LinkEvent(at: 3.5, kind: .link, detail: "link: lte, outage (blackhole)")]
         let backsOff = Checks.evaluate(.backsOff(BacksOffCheck()), evidence)
         #expect(
             backsOff.caveat?.hasPrefix("through the proxy, 3 refused connections reached the client as a reset")
