@@ -445,6 +445,17 @@ public final class ProxyServer: Sendable {
         return log ?? (.now(), [])
     }
 
+    /// The device's radio as the access link's units drove it, and the moment its times count
+    /// from (nil: the profile has no `radio:`, or the run has no link model).
+    public func radio() async -> (model: RadioModel, startedAt: NIODeadline)? {
+        let state = self.state
+        let radio = try? await self.loop.submit { () -> (RadioModel, NIODeadline)? in
+            guard let model = state.value.driver?.model.radio else { return nil }
+            return (model, state.value.rules.startedAt)
+        }.get()
+        return radio.flatMap { $0 }
+    }
+
     /// Counters so far.
     public func summary() async -> ProxySummary {
         let state = self.state

@@ -64,6 +64,8 @@ extension ScenarioSuite {
             var attempts: [Attempt]?
             /// What the link recorded of itself (state changes, faults applied, the portal), at most 2,000.
             var events: [Event]?
+            /// The device's radio (the profile's `radio:`): its model, constants, totals and lane.
+            var radio: Radio?
         }
     }
 }
@@ -255,6 +257,7 @@ extension ScenarioSuite.JSONReport.Scenario {
             self.attempts = outcome.evidence.failedConnects.map {
                 Attempt(at: Self.ms($0.at), host: $0.host, port: $0.port, outcome: $0.outcome)
             }
+            self.radio = outcome.evidence.radio.map(Radio.init)
         }
     }
 

@@ -287,6 +287,7 @@ public enum CheckSpec: Sendable, Equatable {
     case staysUsable(StaysUsableCheck)
     case idempotent(IdempotentCheck)
     case captiveSafe(CaptiveSafeCheck)
+    case radio(RadioCheck)
 
     public var name: String {
         switch self {
@@ -296,10 +297,14 @@ public enum CheckSpec: Sendable, Equatable {
         case .staysUsable: return "stays-usable"
         case .idempotent: return "idempotent"
         case .captiveSafe: return "captive-safe"
+        case .radio: return "radio"
         }
     }
 
-    public static let names = ["completes", "resumes", "backs-off", "stays-usable", "idempotent", "captive-safe"]
+    public static let names = [
+        "completes", "resumes", "backs-off", "stays-usable", "idempotent", "captive-safe",
+        "radio",
+    ]
 }
 
 /// The client exits with `exit` before its deadline, and each output file equals its origin file.
@@ -421,5 +426,19 @@ public struct CaptiveSafeCheck: Sendable, Equatable {
     public init(exit: Int32 = 0, files: [OutputFile] = []) {
         self.exit = exit
         self.files = files
+    }
+}
+
+/// The device's radio (the profile's `radio:`) was powered for at most `maxOnShare` of the run and
+/// woke at most `maxPromotionsPerMinute` times a minute: a client that batches its transfers and
+/// lets the radio sleep passes, one that polls every few seconds keeps it on and fails.
+public struct RadioCheck: Sendable, Equatable {
+    /// Largest share of the run the radio may be on (promotion, active, tails).
+    public var maxOnShare: Probability?
+    public var maxPromotionsPerMinute: Double?
+
+    public init(maxOnShare: Probability? = nil, maxPromotionsPerMinute: Double? = nil) {
+        self.maxOnShare = maxOnShare
+        self.maxPromotionsPerMinute = maxPromotionsPerMinute
     }
 }
