@@ -1,3 +1,4 @@
+import Foundation
 import NetcondCore
 
 /// What the proxy could not show a client as a real network would, and which verdicts rest on it.
@@ -94,7 +95,8 @@ extension ProxyFidelity {
     /// stand; one within 5 points of the on-share limit, or within one promotion of the
     /// promotions' limit, says so.
     static func radioCaveat(_ check: RadioCheck, _ evidence: RunEvidence) -> String? {
-        guard let radio = evidence.radio else { return nil }
+        // A radio that never woke saw no traffic: the client sent nothing the proxy could miss.
+        guard let radio = evidence.radio, radio.promotions > 0 else { return nil }
         var near: [String] = []
         if let share = check.maxOnShare, abs(radio.onShare - share.value) < Self.radioShareMargin {
             near.append("on \(Checks.percent(radio.onShare)) against \(Checks.percent(share.value))")
@@ -102,7 +104,9 @@ extension ProxyFidelity {
         if let rate = check.maxPromotionsPerMinute, radio.window > 0 {
             let allowed = rate * radio.window / 60
             if abs(Double(radio.promotions) - allowed) < 1 {
-                near.append("\(radio.promotions) promotions against \(Checks.factor(allowed)) allowed in the run")
+                near.append(
+                    "\(radio.promotions) promotion\(radio.promotions == 1 ? "" : "s") against "
+                        + "\(String(format: "%.1f", allowed)) allowed in the run")
             }
         }
         guard !near.isEmpty else { return nil }

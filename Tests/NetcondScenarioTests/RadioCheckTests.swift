@@ -76,6 +76,13 @@ import Testing
         let packet = Checks.evaluate(
             .radio(RadioCheck(maxOnShare: Probability(0.4))), self.evidence([0, 0.05], seconds: 27, engine: .packet))
         #expect(packet.caveat == nil)
+        // A client that sent nothing: nothing the proxy could have missed.
+        let idle = Checks.evaluate(.radio(Self.check), self.evidence([], seconds: 0.01, engine: .stream))
+        #expect(idle.passed && idle.caveat == nil, "\(idle.caveat ?? "")")
+        // One promotion in 30 s against 2 a minute (1 allowed in the run): one more would fail it.
+        let limit = Checks.evaluate(
+            .radio(RadioCheck(maxPromotionsPerMinute: 2)), self.evidence([0], seconds: 30, engine: .stream))
+        #expect(limit.caveat?.contains("(1 promotion against 1.0 allowed in the run)") == true, "\(limit.caveat ?? "")")
         let far = Checks.evaluate(
             .radio(RadioCheck(maxOnShare: Probability(0.4))), self.evidence([0, 0.05], seconds: 60, engine: .stream))
         #expect(far.caveat == nil)
