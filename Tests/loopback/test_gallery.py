@@ -50,6 +50,7 @@ CLIENTS = {
     "cdn-refuses-fallback": ('curl -fsS --retry 3 --retry-all-errors -o "$NETCOND_OUTPUT" "$PRIMARY"', None),
     "api-slow-static-fast": ('curl -fsS -o "$NETCOND_OUTPUT" "$API" && for u in $IMAGES; do curl -fsS -o /dev/null "$u" || exit 1; done',
                              None),
+    "radio-polling": ('sh "$CLIENTS/feed.sh" poll 3', None),
 }
 
 

@@ -30,7 +30,7 @@ def check_poll_fails_and_batch_passes(tmp_path, engine):
     poll, poll_report, _ = radio_run(POLL, tmp_path, engine, "poll")
     assert poll.returncode == 1, poll.stdout + poll.stderr
     radio = line(poll, "radio")
-    assert radio.startswith("✗") and "allowed ≤ 55%, ≤ 6/min" in radio, radio
+    assert radio.startswith("✗") and "allowed ≤ 55%, ≤ 10/min" in radio, radio
     on = poll_report["radio"]
     # On from the first fetch to the end: the 10 s tail outlasts every 3 s gap.
     assert on["onShare"] >= 0.95 and on["promotions"] == 1, on
