@@ -67,7 +67,7 @@ extension HTMLReport {
             "radio (\(Self.escape(radio.model))): on \(String(format: "%.1f", radio.onSeconds)) s of "
             + "\(String(format: "%.1f", radio.windowSeconds)) s (\(share)%), \(radio.promotions) "
             + "promotion\(radio.promotions == 1 ? "" : "s") (\(String(format: "%.1f", radio.promotionsPerMinute))/min), "
-            + "≈ \(String(format: "%.1f", radio.joules)) J"
+            + "≈ \(RadioReport.energyText(radio.joules))"
         return "<p class=\"legend radio-totals\">\(totals) · \(keys)(idle: blank) · \(Self.escape(radio.source))</p>\n"
     }
 

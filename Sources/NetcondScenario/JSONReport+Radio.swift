@@ -58,7 +58,7 @@ extension ScenarioSuite.JSONReport.Scenario.Radio {
                 secondTailPower: spec.secondTailPower.watts, idlePower: spec.idlePower.watts),
             windowSeconds: ms(report.window), onSeconds: ms(report.onSeconds),
             onShare: (report.onShare * 10_000).rounded() / 10_000, promotions: report.promotions,
-            promotionsPerMinute: (report.promotionsPerMinute * 100).rounded() / 100,
+            promotionsPerMinute: (report.promotionsPerMinute * 10_000).rounded() / 10_000,
             joules: (report.joules * 100).rounded() / 100,
             stateSeconds: Dictionary(
                 uniqueKeysWithValues: RadioState.allCases.map { ($0.rawValue, ms(report.seconds[$0] ?? 0)) }),
