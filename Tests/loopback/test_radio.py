@@ -74,6 +74,11 @@ def test_run_prints_the_radio_line(tmp_path):
     assert r.returncode == 0, r.stderr
     # One request: the radio woke once and was on from then to the end (its tail outlasts the run).
     assert "netcond: radio (lte): on " in r.stderr and " 1 promotion (" in r.stderr, r.stderr
+    if packet_engine_missing() is None:
+        packet = run(["run", "--engine", "packet", str(profile), "--", "sh", "-c",
+                      'curl -s -o /dev/null "$NETCOND_ORIGIN/"; sleep 1'], timeout=60)
+        assert packet.returncode == 0, packet.stderr
+        assert "netcond: radio (lte): on " in packet.stderr and " 1 promotion (" in packet.stderr, packet.stderr
     plain = run(["run", "lte", "--", "true"], timeout=60)
     assert "radio" not in plain.stderr, plain.stderr
 

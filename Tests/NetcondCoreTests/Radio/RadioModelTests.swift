@@ -172,4 +172,21 @@ import Testing
         profile.radio = nil
         #expect(LinkModel(profile: profile, seed: 1).radio == nil)
     }
+
+    /// A profile switch with a radio changes its constants and keeps its state; one without keeps
+    /// the radio in force.
+    @Test func aProfileSwitchChangesTheConstantsAndKeepsTheState() throws {
+        let model = LinkModel(profile: Profile(name: "a", radio: .defaults(.lte)), seed: 1)
+        let flow = model.openFlow(at: Self.ms(0))
+        model.send(flow, .down, bytes: 1000, at: Self.ms(0))
+        _ = model.advance(to: Self.ms(2000))
+        model.switchProfile(to: Profile(name: "b", radio: .defaults(.threeG)), at: Self.ms(2000))
+        #expect(model.radio?.spec == .defaults(.threeG))
+        model.switchProfile(to: Profile(name: "c"), at: Self.ms(3000))
+        let radio = try #require(model.radio)
+        #expect(radio.spec == .defaults(.threeG) && radio.promotions == 1)
+        // LTE's tail until the switch, 3G's (4.9 s from 0.36 s, then 12 s of FACH) after it.
+        let tails = radio.intervals(upTo: Self.ms(30_000)).filter { $0.state == .tail }
+        #expect(tails.map(\.power) == [Power(milliwatts: 1060), Power(milliwatts: 700)])
+    }
 }
