@@ -52,6 +52,8 @@ extension ScenarioSuite {
             var timeline: [Applied]?
             var requests: [Request]?
             var clientOutput: String?
+            /// The device's radio (the profile's `radio:`): its model, constants, totals and lane.
+            var radio: Radio?
             /// The client's deadline, seconds.
             var deadline: Double?
             /// Bytes delivered to the client, every 100 ms.
@@ -64,8 +66,6 @@ extension ScenarioSuite {
             var attempts: [Attempt]?
             /// What the link recorded of itself (state changes, faults applied, the portal), at most 2,000.
             var events: [Event]?
-            /// The device's radio (the profile's `radio:`): its model, constants, totals and lane.
-            var radio: Radio?
         }
     }
 }
@@ -245,6 +245,7 @@ extension ScenarioSuite.JSONReport.Scenario {
             self.timeline = outcome.applied.map { Applied(at: Self.ms($0.at), what: $0.what) }
             self.requests = outcome.evidence.requests.map(Request.init)
             self.clientOutput = outcome.clientOutput.tail
+            self.radio = outcome.evidence.radio.map(Radio.init)
             self.deadline = outcome.evidence.deadline.seconds
             self.delivered = outcome.delivered.map { Delivered(at: $0.at, bytes: Double($0.bytes)) }
             self.link = Self.linkSamples(outcome.delivered)
@@ -257,7 +258,6 @@ extension ScenarioSuite.JSONReport.Scenario {
             self.attempts = outcome.evidence.failedConnects.map {
                 Attempt(at: Self.ms($0.at), host: $0.host, port: $0.port, outcome: $0.outcome)
             }
-            self.radio = outcome.evidence.radio.map(Radio.init)
         }
     }
 
