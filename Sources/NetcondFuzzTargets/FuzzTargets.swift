@@ -120,9 +120,12 @@ public enum FuzzTargets {
         }
     }
 
-    /// A DNS response's UDP payload, as the packet engine reads the answers its command receives.
+    /// A DNS response's payload, as the packet engine reads the answers its command receives; and
+    /// the same bytes as a whole IP packet, whose DNS (UDP or one TCP segment, an answer or a
+    /// question) the engine reads for its routes.
     static func dnsAnswers(_ bytes: [UInt8]) {
         _ = DNSAnswers.parse(bytes)
+        _ = readPacketDNS(bytes)
     }
 
     /// `METHOD TARGET\nBODY`.

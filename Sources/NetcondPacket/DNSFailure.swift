@@ -11,22 +11,28 @@ enum DNSFailure {
             head.isUDP, head.destinationPort == 53
         else { return nil }
         let dns = head.headerLength + 8
-        // A query (QR 0, opcode 0) with one question.
-        guard bytes.count >= dns + 12, bytes[dns + 2] & 0xf8 == 0, bytes[dns + 4] == 0, bytes[dns + 5] == 1 else {
+        return Self.question(bytes[...], at: dns).map { ($0.name, $0.end, dns) }
+    }
+
+    /// The question of the DNS query that starts at `dns` in `bytes`: its name (lower case, no
+    /// final dot) and where the question ends. Nil for anything but a standard query (QR 0, opcode
+    /// 0) with one question, whole in `bytes`.
+    static func question(_ bytes: ArraySlice<UInt8>, at dns: Int) -> (name: String, end: Int)? {
+        guard bytes.endIndex >= dns + 12, bytes[dns + 2] & 0xf8 == 0, bytes[dns + 4] == 0, bytes[dns + 5] == 1 else {
             return nil
         }
         var labels: [String] = []
         var at = dns + 12
-        while at < bytes.count, labels.count < 128 {
+        while at < bytes.endIndex, labels.count < 128 {
             let length = Int(bytes[at])
             if length == 0 { break }
             // A compressed name has no place in a question.
-            guard length < 64, at + 1 + length <= bytes.count else { return nil }
+            guard length < 64, at + 1 + length <= bytes.endIndex else { return nil }
             labels.append(String(decoding: bytes[(at + 1)..<(at + 1 + length)], as: UTF8.self))
             at += 1 + length
         }
-        guard at < bytes.count, bytes[at] == 0, at + 5 <= bytes.count else { return nil }
-        return (labels.joined(separator: ".").lowercased(), at + 5, dns)
+        guard at < bytes.endIndex, bytes[at] == 0, at + 5 <= bytes.endIndex else { return nil }
+        return (labels.joined(separator: ".").lowercased(), at + 5)
     }
 
     /// The NXDOMAIN answer to the query in `bytes` (a whole packet), from the server's address and

@@ -50,6 +50,24 @@ struct PacketHead {
     var isEchoRequest: Bool { (self.proto == 1 && self.icmpType == 8) || (self.proto == 58 && self.icmpType == 128) }
     var isUDP: Bool { self.proto == Self.udp }
 
+    /// Where the DNS message this packet carries starts and ends in its `copied` bytes, when it is
+    /// one to or from port 53 (`server`: the port on the server's side, `destinationPort` for a
+    /// query, `sourcePort` for an answer): after UDP's header; over TCP, after the segment's header
+    /// and the message's two-byte length, and only when the segment holds the whole message (a
+    /// message split over segments is not read). Nil otherwise.
+    func dnsMessage(_ bytes: UnsafePointer<UInt8>, copied: Int, serverPort: UInt16?) -> Range<Int>? {
+        guard serverPort == 53 else { return nil }
+        if self.isUDP {
+            let start = self.headerLength + 8
+            return start < copied ? start..<copied : nil
+        }
+        guard self.proto == Self.tcp, copied >= self.headerLength + 20 else { return nil }
+        let start = self.headerLength + Int(bytes[self.headerLength + 12] >> 4) * 4 + 2
+        guard start <= copied else { return nil }
+        let length = Int(bytes[start - 2]) << 8 | Int(bytes[start - 1])
+        return length > 0 && start + length <= copied ? start..<(start + length) : nil
+    }
+
     /// The destination as text (dotted IPv4, or bracketed IPv6).
     var destinationText: String { PacketAddress.text(self.destination.bytes(count: self.version == 6 ? 16 : 4)) }
 }

@@ -108,7 +108,7 @@ extension PacketLinkDriver {
         guard let question = DNSFailure.question(bytes), self.nameFails(question.name) else { return false }
         self.summary.lookupsFailed += 1
         self.sequence += 1
-        let at = now + self.network.roundTrip(route: route, from: now) + self.dnsDelay(route)
+        let at = now + self.network.roundTrip(route: route, from: now) + self.dnsDelay(lookingUp: question.name)
         self.injected.insert(
             InjectedPacket(at: at, sequence: self.sequence, bytes: DNSFailure.reply(to: bytes, question: question)))
         self.lookups.append(PacketLookupFailure(name: question.name, at: now))
@@ -125,18 +125,36 @@ extension PacketLinkDriver {
         return self.network.routeTimelines.contains { $0.profile.setup.nameFails(name) }
     }
 
-    /// The DNS delay a query on `route` meets: the access link's and the route's.
-    private func dnsDelay(_ route: Int?) -> Span {
-        self.conditions.dnsDelay + (route.map { self.network.route($0).conditions.dnsDelay } ?? .zero)
+    /// The DNS delay a look-up of `name` meets (nil: a packet of a query whose name is not in it):
+    /// the access link's, and that of the route whose hosts name it, as in the stream engine.
+    private func dnsDelay(lookingUp name: String?) -> Span {
+        guard let name, self.routesByName, let route = self.network.route(lookingUp: name) else {
+            return self.conditions.dnsDelay
+        }
+        return self.conditions.dnsDelay + self.network.route(route).conditions.dnsDelay
+    }
+
+    /// The name a DNS query to port 53 (UDP, or one TCP segment holding it whole) asks for.
+    private func lookedUpName(_ payload: UnsafePointer<UInt8>?, copied: Int) -> String? {
+        guard self.routesByName, let payload, let head = PacketHead(payload, copied: copied),
+            let message = head.dnsMessage(payload, copied: copied, serverPort: head.destinationPort)
+        else { return nil }
+        let bytes = Array(UnsafeBufferPointer(start: payload, count: message.upperBound))
+        return DNSFailure.question(bytes[...], at: message.lowerBound)?.name
     }
 
     /// The extra set-up delays (the access link's and the route's): `connect_delay` on a
-    /// connection's first SYN (or its hold), `dns_delay` on a query to port 53 (UDP or TCP).
+    /// connection's first SYN (or its hold), `dns_delay` on a query to port 53 (UDP or TCP; the
+    /// route's share on the packet that holds the query's name).
     mutating func setupDelay(
         _ tcp: TCPHeader?, payload: UnsafePointer<UInt8>?, copied: Int, route: Int?, at now: Instant
     ) -> Span {
         if let tcp {
-            if tcp.destinationPort == 53, case let delay = self.dnsDelay(route), delay > .zero { return delay }
+            if tcp.destinationPort == 53,
+                case let delay = self.dnsDelay(lookingUp: self.lookedUpName(payload, copied: copied)), delay > .zero
+            {
+                return delay
+            }
             guard tcp.isSYN else { return .zero }
             var delay = self.conditions.connectDelay
             if let route { delay = delay + self.network.route(route).conditions.connectDelay }
@@ -145,10 +163,9 @@ extension PacketLinkDriver {
             }
             return delay
         }
-        let delay = self.dnsDelay(route)
-        guard delay > .zero, let payload, let head = PacketHead(payload, copied: copied), head.isUDP,
-            head.destinationPort == 53
-        else { return .zero }
-        return delay
+        guard let payload, let head = PacketHead(payload, copied: copied), head.isUDP, head.destinationPort == 53 else {
+            return .zero
+        }
+        return self.dnsDelay(lookingUp: self.lookedUpName(payload, copied: copied))
     }
 }

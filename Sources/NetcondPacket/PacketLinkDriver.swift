@@ -48,6 +48,12 @@ struct PacketLinkDriver {
     var routesByName: Bool
     /// Some route has `dns_fail` names (its timeline's profile, which a live switch changes).
     var routesFailNames: Bool
+    /// The TCP connections a handover left on the network the device left:
+    /// nothing of them is carried again. UDP is not: a datagram sent after it leaves from the new
+    /// network, as a real device's socket would send it.
+    var stranded: Set<FlowKey> = []
+    /// A handover under way: when its gap ends, and the profile the device is then on.
+    var handoverEnds: (at: Instant, profile: Profile)?
     private var lastState: LinkState
     /// Told of every change of the link's state, with its moment.
     private let onStateChange: ((LinkState, Instant) -> Void)?
@@ -78,12 +84,18 @@ struct PacketLinkDriver {
     ) -> Bool {
         let index = up ? 0 : 1
         let tcp = packet.tcp
-        if !up, tcp == nil, self.routesByName, let payload {
+        if !up, self.routesByName, let payload, tcp.map({ $0.sourcePort == 53 }) ?? true {
             for (name, addresses) in dnsAnswerAddresses(UnsafeBufferPointer(start: payload, count: copied)) {
                 self.learn(name: name, addresses: addresses)
             }
         }
         let route = self.route(tcp, up: up, payload: payload, copied: copied)
+        if let tcp, !self.stranded.isEmpty, self.stranded.contains(FlowKey(tcp, up: up)) {
+            // On the network the device left: gone, and neither end is told.
+            self.summary.directions[index].packets += segments
+            self.countDrop(.outage, up ? .up : .down, route: route, segments: segments)
+            return false
+        }
         self.summary.directions[index].packets += segments
         if let route { self.summary.lanes[route].directions[index].packets += segments }
         if self.network.access[up ? .up : .down].blackholed {
@@ -226,7 +238,10 @@ struct PacketLinkDriver {
     // MARK: - Conditions
 
     /// When the access link's timeline or a route's next changes by itself.
-    var nextChange: Instant? { Instant.earliest(self.timeline.nextChange, self.network.nextRouteChange) }
+    var nextChange: Instant? {
+        Instant.earliest(
+            Instant.earliest(self.timeline.nextChange, self.network.nextRouteChange), self.handoverEnds?.at)
+    }
 
     /// Applies the timelines' changes due by `now`, one moment at a time; what the network
     /// delivered or dropped before each change goes to `deliver` first (it met the old conditions).
@@ -240,6 +255,7 @@ struct PacketLinkDriver {
             if let change = self.network.nextRouteChange, change <= next {
                 for route in self.network.followRoutes(at: next) { self.cutConnections(route: route, at: next) }
             }
+            if let ends = self.handoverEnds, ends.at <= next { self.endHandover(at: next) }
         }
     }
 
@@ -258,6 +274,9 @@ struct PacketLinkDriver {
         case .routeOutage, .routeStall, .switchRoute:
             self.controlRoute(command, at: now)
             return
+        case .handover(let profile, let gap):
+            self.handover(to: profile, gap: gap, at: now)
+            return
         }
         self.apply(at: now)
     }
@@ -275,5 +294,35 @@ struct PacketLinkDriver {
             self.lastState = state
             self.onStateChange?(state, moment)
         }
+    }
+
+    // MARK: - Handover
+
+    /// A handover, as in the stream engine (``LinkModel/handover(to:gap:at:)``): the TCP
+    /// connections open at the moment are stranded — their packets, either way, go nowhere and no
+    /// reset is sent, so both ends' kernels retransmit into the void until they give up — the link
+    /// carries nothing during the gap (a blackhole), then the device is on the new profile's link.
+    /// Starts one at `now`; returns how many connections it stranded. One under way is
+    /// replaced (its gap restarts, towards the new profile).
+    @discardableResult
+    mutating func handover(to profile: Profile, gap: Span, at now: Instant) -> Int {
+        var stranded = 0
+        for key in self.flows.keys where self.stranded.insert(key).inserted { stranded += 1 }
+        self.summary.connectionsStranded += stranded
+        self.timeline.setOutage(.blackhole, at: now)
+        self.apply(at: now)
+        self.handoverEnds = (now + gap, profile)
+        if gap == .zero { self.endHandover(at: now) }
+        return stranded
+    }
+
+    /// The handover's gap is over: the new profile (its routes too), and the outage ends.
+    mutating func endHandover(at now: Instant) {
+        guard let ends = self.handoverEnds, ends.at <= now else { return }
+        self.handoverEnds = nil
+        self.timeline.switchProfile(to: ends.profile, at: now)
+        self.replaceRoutes(with: ends.profile.routes, at: now)
+        self.timeline.setOutage(nil, at: now)
+        self.apply(at: now)
     }
 }

@@ -73,6 +73,8 @@ public struct PacketSummary: Sendable, Equatable {
     public var refusedConnections = 0
     /// Connections cut by a `reset` outage or `netcond ctl cut`: a reset sent to each end.
     public var connectionsCut = 0
+    /// TCP connections a handover left on the network the device left.
+    public var connectionsStranded = 0
     /// Packets a closed captive portal stopped (connections it reset or swallowed, UDP, pings).
     public var portalStopped = 0
     /// Packets the profile's firewall stopped; connections `connect_hold` held; DNS queries
@@ -143,4 +145,8 @@ public enum PacketCommand: Sendable {
     case routeOutage(route: Int, OutageBehaviour?)
     case routeStall(route: Int, StallDirection?)
     case switchRoute(route: Int, Profile)
+    /// The device leaves its network for another: every TCP connection open now is stranded
+    /// (nothing of it carried again, no reset), nothing is carried for `gap`, then the link is the
+    /// profile's.
+    case handover(Profile, gap: Span)
 }

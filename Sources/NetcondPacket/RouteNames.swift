@@ -37,14 +37,29 @@ struct RouteNames {
     var isEmpty: Bool { self.current.isEmpty && self.previous.isEmpty }
 }
 
+/// What the engine reads of the DNS a packet carries, for a fuzzer: `packet` as a whole IP packet,
+/// the answers it may hold (going down) and the question it may ask (going up). Returns how many
+/// names it found, so that nothing is optimised away.
+public func readPacketDNS(_ packet: [UInt8]) -> Int {
+    let answers = packet.withUnsafeBufferPointer { dnsAnswerAddresses($0) }
+    guard packet.count >= 20,
+        let head = packet.withUnsafeBufferPointer({ PacketHead($0.baseAddress!, copied: $0.count) }),
+        let message = packet.withUnsafeBufferPointer({
+            head.dnsMessage($0.baseAddress!, copied: $0.count, serverPort: head.destinationPort)
+        })
+    else { return answers.count }
+    let question = DNSFailure.question(packet[..<message.upperBound], at: message.lowerBound)
+    return answers.count + (question == nil ? 0 : 1) + (DNSFailure.question(packet) == nil ? 0 : 1)
+}
+
 /// The names and addresses a DNS response answers (``DNSAnswers``): each name the client may
 /// connect by (the question's, and every name of a CNAME chain) with the A and AAAA addresses it
 /// leads to, the question's name last. `packet`: a whole IP packet, or as much of it as the queue copied (a record cut short
-/// is left out). Empty for anything but a response over UDP from port 53.
+/// is left out). Empty for anything but a response from port 53, over UDP or in one TCP segment.
 func dnsAnswerAddresses(_ packet: UnsafeBufferPointer<UInt8>) -> [(name: String, addresses: [[UInt8]])] {
-    guard let base = packet.baseAddress, let head = PacketHead(base, copied: packet.count), head.isUDP,
-        head.sourcePort == 53, packet.count > head.headerLength + 8,
-        let answers = DNSAnswers.parse(Array(packet[(head.headerLength + 8)...]))
+    guard let base = packet.baseAddress, let head = PacketHead(base, copied: packet.count),
+        let message = head.dnsMessage(base, copied: packet.count, serverPort: head.sourcePort),
+        let answers = DNSAnswers.parse(Array(packet[message]))
     else { return [] }
     var names: [String] = []
     var addresses: [String: [[UInt8]]] = [:]

@@ -128,6 +128,13 @@ final class LinkDriver {
         }
     }
 
+    /// A handover (``LinkModel/handover(to:gap:at:)``); returns how many connections it stranded.
+    func handover(to profile: Profile, gap: Span) -> Int {
+        let count = self.model.handover(to: profile, gap: gap, at: self.now)
+        self.pump()
+        return count
+    }
+
     /// Cuts every connection open now; returns how many.
     @discardableResult
     func cutConnections(_ mode: CutMode) -> Int {

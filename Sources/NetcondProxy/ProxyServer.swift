@@ -315,6 +315,11 @@ public final class ProxyServer: Sendable {
         try? await self.loop.submit { self.linkMomentOnLoop(direction) }.get()
     }
 
+    /// Each route in force as it stands now (a scenario's report samples them); empty without routes.
+    public func routeStatuses() async -> [ControlRoute] {
+        (try? await self.loop.submit { self.state.value.driver?.routeStatuses() ?? [] }.get()) ?? []
+    }
+
     /// The answer to a control request (status code and JSON); call on `eventLoop`. Every change
     /// goes through `applyOnLoop`; fault commands answer with the fault list, the others with the
     /// status.
@@ -357,6 +362,16 @@ public final class ProxyServer: Sendable {
             return ControlAPI.Rejection(
                 status: 404, message: "no fault named '\(name)'; names in force: \(names.isEmpty ? "none" : names)")
         case .switchProfile(let profile):
+            return profile.proxyRefusal(hasTLS: self.configuration.tls != nil).map {
+                ControlAPI.Rejection(status: 400, message: $0)
+            }
+        case .handover where s.driver == nil:
+            return ControlAPI.Rejection(
+                status: 400,
+                message:
+                    "this run has no emulated link (a pass-through profile without live control): there are no connections to strand"
+            )
+        case .handover(let profile, _):
             return profile.proxyRefusal(hasTLS: self.configuration.tls != nil).map {
                 ControlAPI.Rejection(status: 400, message: $0)
             }
@@ -414,6 +429,16 @@ public final class ProxyServer: Sendable {
             s.rules.record(
                 ProxyEvent(
                     at: s.rules.elapsed(at: self.loop.now).seconds, kind: .link, detail: "route \(name): \(change)"))
+        case .handover(let profile, let gap):
+            s.profile = profile
+            let count = s.driver?.handover(to: profile, gap: gap) ?? 0
+            s.rules.switchProfile(to: profile)
+            s.rules.record(
+                ProxyEvent(
+                    at: s.rules.elapsed(at: self.loop.now).seconds, kind: .link,
+                    detail:
+                        "link: handover to \(profile.name) after \(gap): \(count) connection\(count == 1 ? "" : "s") stranded"
+                ))
         case .cut(let mode):
             let count = s.driver?.cutConnections(mode) ?? 0
             s.rules.record(
@@ -449,11 +474,8 @@ public final class ProxyServer: Sendable {
     /// from (nil: the profile has no `radio:`, or the run has no link model).
     public func radio() async -> (model: RadioModel, startedAt: NIODeadline)? {
         let state = self.state
-        let radio = try? await self.loop.submit { () -> (RadioModel, NIODeadline)? in
-            guard let model = state.value.driver?.model.radio else { return nil }
-            return (model, state.value.rules.startedAt)
-        }.get()
-        return radio.flatMap { $0 }
+        return try? await self.loop.submit { state.value.driver?.model.radio.map { ($0, state.value.rules.startedAt) } }
+            .get()
     }
 
     /// Counters so far.

@@ -35,6 +35,10 @@ extension Checks {
             } else {
                 marks = attempts.map(\.0)
             }
+        case .reconnects:
+            marks = evidence.handovers.flatMap { handover in
+                [handover.at, handover.back] + (evidence.requests.first { $0.at > handover.at }.map { [$0.at] } ?? [])
+            }
         case .idempotent(let check):
             let path = OriginAPI.path(of: check.api)
             marks = evidence.requests.filter { $0.method == "POST" && $0.path == path }.map(\.at)

@@ -58,6 +58,7 @@ public enum Checks {
         case .staysUsable(let check): return self.staysUsable(check, evidence)
         case .idempotent(let check): return self.idempotent(check, evidence)
         case .captiveSafe(let check): return self.captiveSafe(check, evidence)
+        case .reconnects(let check): return self.reconnects(check, evidence)
         case .radio(let check): return self.radio(check, evidence)
         }
     }

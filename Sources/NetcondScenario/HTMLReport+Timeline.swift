@@ -12,6 +12,7 @@ import NetcondCore
 ///                     coloured by outcome; with many requests, rows packed, labels in titles
 ///  no server  ●─1.2s─●─2.4s─●  attempts that reached no server, and the gaps between attempts
 ///  bytes      ╱  bytes delivered to the client, with its scale
+///  cdn 1.2 MB ▬▬╱ one lane per destination (a route): its state, and the bytes it carried down
 ///  output     │ the client's lines (stderr red)
 ///             0s   1s   2s …
 /// ```
@@ -43,16 +44,17 @@ extension HTMLReport {
     /// Each lane's top, from the rows the timeline's labels and the requests take.
     struct Lanes {
         var timeline = 8.0, link = 0.0, rate = 0.0, requests = 0.0
-        var attempts = 0.0, bytes = 0.0, output = 0.0, axis = 0.0
+        var attempts = 0.0, bytes = 0.0, routes = 0.0, output = 0.0, axis = 0.0
         var height: Double { self.axis + 22 }
 
-        init(timelineRows: Int, requestRows: Int, rowHeight: Double) {
+        init(timelineRows: Int, requestRows: Int, rowHeight: Double, routeLanes: Int = 0) {
             self.link = self.timeline + 14 * Double(timelineRows) + 8
             self.rate = self.link + 34
             self.requests = self.rate + 44
             self.attempts = self.requests + rowHeight * Double(requestRows) + 8
             self.bytes = self.attempts + 46
-            self.output = self.bytes + 70
+            self.routes = self.bytes + 70
+            self.output = self.routes + HTMLReport.routeLaneHeight * Double(routeLanes)
             self.axis = self.output + 28
         }
     }
@@ -70,8 +72,10 @@ extension HTMLReport {
         let scale = TimeScale(end: Self.timelineEnd(scenario, requests: requests))
         let labels = Self.placedLabels(scenario.timeline ?? [], scale: scale)
         let rows = RequestRows(requests, end: scale.end)
+        let routes = Self.drawnRoutes(scenario)
         let lanes = Lanes(
-            timelineRows: max(1, (labels.map(\.row).max() ?? 0) + 1), requestRows: rows.count, rowHeight: rows.height)
+            timelineRows: max(1, (labels.map(\.row).max() ?? 0) + 1), requestRows: rows.count, rowHeight: rows.height,
+            routeLanes: routes.count)
         var drawing = Drawing()
         drawing.fixed += Self.laneNames(lanes, requests: requests.count, labelled: rows.labelled)
         drawing.ticks += Self.timeAxis(
@@ -96,6 +100,9 @@ extension HTMLReport {
         let bytes = Self.bytesLane(delivered, top: lanes.bytes, x: scale.x)
         drawing.svg += bytes.line
         drawing.fixed += bytes.scale
+        let destinations = Self.routeLanes(routes, top: lanes.routes, end: scale.end, position: scale.position)
+        drawing.svg += destinations.svg
+        drawing.fixed += destinations.names
         let lines = (scenario.output ?? []).suffix(Self.maxLinesDrawn)
         drawing.svg += Self.outputLines(lines, top: lanes.output, x: scale.x)
         drawing.svg += Self.checkMarks(scenario.checks ?? [], lanes: lanes, x: scale.x)

@@ -66,6 +66,10 @@ extension ScenarioSuite {
             var attempts: [Attempt]?
             /// What the link recorded of itself (state changes, faults applied, the portal), at most 2,000.
             var events: [Event]?
+            /// Each destination's lane (a route of the profile): its state and what it carried, as
+            /// they moved; at most ``RouteLane/maxLanes``, the rest counted in ``routesLeftOut``.
+            var routes: [RouteLane]?
+            var routesLeftOut: Int?
         }
     }
 }
@@ -249,6 +253,7 @@ extension ScenarioSuite.JSONReport.Scenario {
             self.deadline = outcome.evidence.deadline.seconds
             self.delivered = outcome.delivered.map { Delivered(at: $0.at, bytes: Double($0.bytes)) }
             self.link = Self.linkSamples(outcome.delivered)
+            (self.routes, self.routesLeftOut) = RouteLane.lanes(outcome.delivered)
             self.output = outcome.evidence.lines.suffix(2_000).map {
                 Line(at: Self.ms($0.at), stderr: $0.stderr, text: String($0.text.prefix(500)))
             }

@@ -48,14 +48,20 @@ public struct PacketControl: ControlTarget {
             command = .outage(outage)
         case .command(.stall(let stall)):
             command = .stall(stall)
-        case .command(.switchProfile(let profile)):
+        case .command(.switchProfile(let profile)), .command(.handover(let profile, _)):
             let unsupported = PacketEngine.unsupportedFeatures(profile)
             guard unsupported.isEmpty else {
                 return Self.refused(
                     "profile \(profile.name) uses " + unsupported.joined(separator: ", ")
                         + ", which the packet engine does not emulate yet")
             }
-            command = .switchProfile(profile)
+            if case .command(.handover(_, let gap)) = route {
+                command = .handover(profile, gap: gap)
+            } else {
+                command = .switchProfile(profile)
+            }
+            // A handover's gap carries nothing: the session's side (hosts file, portal, origin) may
+            // change at its start.
             await self.session.switched(to: profile)
         }
         let summary = await self.engine.control(command)
@@ -79,7 +85,10 @@ public struct PacketControl: ControlTarget {
         return self.engine.routeViews().map { path, view in
             // Attempts the route refused are connections that took it too, as the stream engine counts them.
             let lane = path < lanes.count ? lanes[path] : nil
-            return ControlRoute(view, connections: (lane?.connections ?? 0) + (lane?.refusedConnections ?? 0))
+            var status = ControlRoute(view, connections: (lane?.connections ?? 0) + (lane?.refusedConnections ?? 0))
+            status.bytesDown = lane?.down.bytes ?? 0
+            status.bytesUp = lane?.up.bytes ?? 0
+            return status
         }
     }
 

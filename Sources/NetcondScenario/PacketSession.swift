@@ -127,7 +127,7 @@ public final class PacketSession: Sendable {
             portal = started
             let file = try TemporaryFiles.makeFile(kind: "hosts")
             hostsFile = file
-            try Self.writeHosts(file, origin: host, portal: portalAddress, setup: profile.setup)
+            try Self.writeHosts(file, origin: host, portal: portalAddress, profile: profile)
             engine.learn(address: host, names: [Session.originHost])
             engine.learn(address: portalAddress, names: [CaptivePortal.host] + CaptivePortal.probeHosts)
             chmod(file, 0o644)
@@ -237,13 +237,14 @@ public final class PacketSession: Sendable {
     }
 
     /// The command's /etc/hosts: the machine's, the origin's name and the portal's names, less any
-    /// name the profile's `dns_fail` makes fail (its lookup then goes to DNS, which the engine
-    /// answers "no such name"). Written in place: the command's mount sees every rewrite.
-    static func writeHosts(_ file: String, origin: String, portal: String, setup: SetupRules) throws {
+    /// name the profile's `dns_fail` or a route's makes fail (its lookup then goes to DNS, which
+    /// the engine answers "no such name"). Written in place: the command's mount sees every rewrite.
+    static func writeHosts(_ file: String, origin: String, portal: String, profile: Profile) throws {
         let system = (try? String(contentsOfFile: "/etc/hosts", encoding: .utf8)) ?? "127.0.0.1\tlocalhost\n"
         var text = system + (system.hasSuffix("\n") ? "" : "\n")
+        let setups = [profile.setup] + profile.routes.map(\.profile.setup)
         for (address, names) in [(origin, [Session.originHost]), (portal, Self.portalNames)] {
-            let kept = names.filter { !setup.nameFails($0) }
+            let kept = names.filter { name in !setups.contains { $0.nameFails(name) } }
             if !kept.isEmpty { text += "\(address)\t\(kept.joined(separator: " "))\n" }
         }
         try text.write(toFile: file, atomically: false, encoding: .utf8)
@@ -268,7 +269,7 @@ public final class PacketSession: Sendable {
     func switched(to profile: Profile) async {
         try? Self.writeHosts(
             self.hostsFile, origin: self.originAddress.ipAddress ?? "127.0.0.1", portal: self.portal.address,
-            setup: profile.setup)
+            profile: profile)
         await self.portal.replace(with: profile.captivePortal)
         self.origin.replaceRoutes(with: profile.routes)
         // The origin's new connections send with the new profile's tcp, as the stream engine's do.

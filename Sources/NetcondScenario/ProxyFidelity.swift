@@ -29,7 +29,7 @@ enum ProxyFidelity {
     static func caveat(for spec: CheckSpec, _ evidence: RunEvidence) -> String? {
         guard evidence.engine == .stream else { return nil }
         switch spec {
-        case .backsOff, .completes, .staysUsable, .captiveSafe: break
+        case .backsOff, .completes, .staysUsable, .captiveSafe, .reconnects: break
         case .resumes, .idempotent: return nil
         case .radio(let check): return Self.radioCaveat(check, evidence)
         }

@@ -219,6 +219,25 @@ public struct RunEvidence: Sendable {
     public var stderrTail: String
     public var portal: [PortalEvent]
     public var linkEvents: [LinkEvent] = []
+    /// The handovers the timeline made, in order.
+    public var handovers: [Handover] = []
+
+    /// A handover: when (seconds since the client started), how long the link carried nothing,
+    /// and the profile the device moved to.
+    public struct Handover: Sendable, Equatable {
+        public var at: Double
+        public var gap: Double
+        public var to: String
+
+        public init(at: Double, gap: Double, to: String) {
+            self.at = at
+            self.gap = gap
+            self.to = to
+        }
+
+        /// When the new network was up.
+        public var back: Double { self.at + self.gap }
+    }
     /// How the client's traffic slipped past the link (a command run as root that left its cgroup or
     /// changed the rules; connections that reached the origin without crossing the link): the
     /// profile's conditions did not hold for it, and every verdict says so.

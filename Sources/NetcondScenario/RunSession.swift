@@ -22,6 +22,8 @@ protocol RunSession: Sendable {
     func deliveredBytes() async -> Int64
     /// The down direction's rate, delay and loss in force now (nil: the engine cannot say).
     func linkMoment() async -> LinkMoment?
+    /// Each route in force as it stands now, in the profile's order (empty: none).
+    func routeStatuses() async -> [ControlRoute]
     /// Applies a timeline action; returns a note when it changed nothing.
     func apply(_ action: ScenarioAction) async -> String?
     /// The phase (or outage) and the bytes delivered, for the live status line.
@@ -55,6 +57,10 @@ extension Session: RunSession {
 
     func linkMoment() async -> LinkMoment? {
         await self.proxy.linkMoment(.down)
+    }
+
+    func routeStatuses() async -> [ControlRoute] {
+        await self.proxy.routeStatuses()
     }
 
     /// A process the client left behind outside its process group (setsid) is not in any cage the
@@ -121,12 +127,19 @@ extension PacketSession: RunSession {
         self.summary().moment(.down)
     }
 
+    func routeStatuses() async -> [ControlRoute] {
+        PacketControl(session: self).routeStatuses()
+    }
+
     func apply(_ action: ScenarioAction) async -> String? {
         let command: PacketCommand
         switch action {
         case .switchProfile(let profile):
             command = .switchProfile(profile)
             await self.switched(to: profile)
+        case .handover(let profile, let gap):
+            command = .handover(profile, gap: gap)
+            await self.switched(to: profile)  // nothing is carried in the gap: the session's side changes now
         case .outage(let outage): command = .outage(outage)
         case .stall(let stall): command = .stall(stall)
         case .cut(.reset): command = .cut

@@ -218,6 +218,7 @@ struct RunWatchers {
     let progress: Task<Void, Never>?
     let timedOut: NIOLockedValueBox<Bool>
     let samples: NIOLockedValueBox<[DeliverySample]>
+    let handovers: NIOLockedValueBox<[RunEvidence.Handover]>
 
     /// What they saw: the timeline as applied, whether the deadline stopped the client, and the
     /// bytes delivered over time.
@@ -225,19 +226,31 @@ struct RunWatchers {
         var applied: [(at: Double, what: String)]
         var timedOut: Bool
         var delivered: [DeliverySample]
+        var handovers: [RunEvidence.Handover] = []
     }
 
     init(
         _ scenario: Scenario, session: any RunSession, child: any RunningClient, started: NIODeadline,
         onEvent: (@Sendable (String) -> Void)?, onProgress: (@Sendable (ScenarioProgress) -> Void)?
     ) {
+        let handovers = NIOLockedValueBox<[RunEvidence.Handover]>([])
         let driver = TimelineDriver(
             clock: WallClock(started: started),
             marks: { watchesOrigin, watchesLink in
                 await Self.marks(session: session, watchesOrigin: watchesOrigin, watchesLink: watchesLink)
             },
-            apply: { action in await session.apply(action) },
+            apply: { action in
+                let note = await session.apply(action)
+                if case .handover(let profile, let gap) = action {
+                    let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+                    handovers.withLockedValue {
+                        $0.append(RunEvidence.Handover(at: at, gap: Double(gap.nanoseconds) / 1e9, to: profile.name))
+                    }
+                }
+                return note
+            },
             onEvent: onEvent)
+        self.handovers = handovers
         let timedOut = NIOLockedValueBox(false)
         let samples = NIOLockedValueBox<[DeliverySample]>([])
         self.timedOut = timedOut
@@ -286,8 +299,9 @@ struct RunWatchers {
             while !Task.isCancelled && samples.withLockedValue({ $0.count }) < ScenarioRunner.maxDeliverySamples {
                 let bytes = await session.deliveredBytes()
                 let link = await session.linkMoment()
+                let routes = await session.routeStatuses()
                 let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-                let sample = DeliverySample(at: (at * 1000).rounded() / 1000, bytes: bytes, link: link)
+                let sample = DeliverySample(at: (at * 1000).rounded() / 1000, bytes: bytes, link: link, routes: routes)
                 samples.withLockedValue { $0.append(sample) }
                 try? await Task.sleep(nanoseconds: 100_000_000)
             }
@@ -320,6 +334,8 @@ struct RunWatchers {
         let applied = await self.timeline.value
         _ = await self.progress?.value
         let timedOut = self.timedOut.withLockedValue { $0 }
-        return Watched(applied: applied, timedOut: timedOut, delivered: self.samples.withLockedValue { $0 })
+        return Watched(
+            applied: applied, timedOut: timedOut, delivered: self.samples.withLockedValue { $0 },
+            handovers: self.handovers.withLockedValue { $0 })
     }
 }

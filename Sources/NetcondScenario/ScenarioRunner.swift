@@ -41,11 +41,14 @@ public struct DeliverySample: Sendable, Equatable {
     public var bytes: Int64
     /// The down direction's rate, delay and loss in force then (nil: the engine did not say).
     public var link: LinkMoment?
+    /// Each route in force then, with what it had carried (empty: none).
+    public var routes: [ControlRoute]
 
-    public init(at: Double, bytes: Int64, link: LinkMoment? = nil) {
+    public init(at: Double, bytes: Int64, link: LinkMoment? = nil, routes: [ControlRoute] = []) {
         self.at = at
         self.bytes = bytes
         self.link = link
+        self.routes = routes
     }
 }
 
@@ -183,12 +186,17 @@ public enum ScenarioRunner {
             stderrTail: captured.stderrTail
         )
         evidence.clientUser = user?.uid
+        evidence.handovers = watched.handovers
         await Self.addSessionEvidence(session, to: &evidence, clientStart: clientStart, guarding: guarding)
         let results = scenario.checks.map { Checks.evaluate($0, evidence) }
         let duration = (evidence.duration * 1000).rounded() / 1000
         let delivered =
             watched.delivered
-            + [DeliverySample(at: duration, bytes: await session.deliveredBytes(), link: await session.linkMoment())]
+            + [
+                DeliverySample(
+                    at: duration, bytes: await session.deliveredBytes(), link: await session.linkMoment(),
+                    routes: await session.routeStatuses())
+            ]
         let linkSummary = await session.summaryText()
         await session.stop()
         if !keepWorkingDirectory { Self.remove(setup.workdir) }
@@ -214,7 +222,7 @@ public enum ScenarioRunner {
     public static func proxyProblem(_ scenario: Scenario, hasTLS: Bool = true) -> String? {
         if let refusal = scenario.profile.proxyRefusal(hasTLS: hasTLS) { return refusal }
         for event in scenario.timeline {
-            if case .switchProfile(let profile) = event.action, let refusal = profile.proxyRefusal(hasTLS: hasTLS) {
+            if let profile = event.action.profileSwitchedTo, let refusal = profile.proxyRefusal(hasTLS: hasTLS) {
                 return refusal
             }
         }
@@ -232,7 +240,7 @@ public enum ScenarioRunner {
                 )
             case .cut(.close):
                 problems.append("its timeline cuts with close (the packet engine cuts with resets)")
-            case .switchProfile(let profile):
+            case .switchProfile(let profile), .handover(let profile, _):
                 problems += PacketEngine.unsupportedFeatures(profile).map {
                     "a profile its timeline switches to uses \($0)"
                 }
@@ -255,6 +263,7 @@ public enum ScenarioRunner {
         case .captive(let open): return .captive(open: open)
         case .cut(let mode): return .cut(mode)
         case .route(let name, let change): return .route(name, change)
+        case .handover(let profile, let gap): return .handover(profile, gap: gap)
         }
     }
 

@@ -27,6 +27,7 @@ extension CtlCommand {
                 if let outage = route.outage { parts.append("outage (\(outage))") }
                 if !route.stalled.isEmpty { parts.append("stalled \(route.stalled.joined(separator: "+"))") }
                 parts.append("\(route.connections) connection\(route.connections == 1 ? "" : "s")")
+                parts.append("carried \(ByteCount(bytes: route.bytesDown)) down, \(ByteCount(bytes: route.bytesUp)) up")
                 return "\(route.name) [\(route.match)]: " + parts.joined(separator: "; ")
             }.joined(separator: "\n")
         }
@@ -73,6 +74,36 @@ extension CtlCommand {
             let path =
                 "/routes/" + (self.name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? self.name)
             try await self.target.send("POST", path, body: [self.change: self.value])
+        }
+    }
+
+    struct Handover: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Move the device to another network (Wi-Fi to cellular): open connections are stranded.",
+            discussion:
+                "Every connection open now is stranded: nothing of it is carried again, either way, and neither end is told (no reset: the address it used is gone). Nothing is carried for --gap, then the link is the profile's."
+        )
+        @Argument(
+            help: "The new network's profile: a built-in name or a profile YAML file (read and checked here).",
+            completion: profileCompletion)
+        var profile: String
+        @Option(name: .long, help: "How long nothing is carried before the new network is up (e.g. 2s; default 0s).")
+        var gap = "0s"
+        @OptionGroup var target: Target
+
+        func validate() throws {
+            guard let gap = try? Span.parse(self.gap), gap <= .seconds(3600) else {
+                throw ValidationError("'\(self.gap)' is not a gap; allowed: a duration 0s…1h, e.g. 2s")
+            }
+        }
+
+        func run() async throws {
+            let profile = resolveProfile(self.profile)
+            var body =
+                ProfileCatalog.looksLikePath(self.profile)
+                ? ["yaml": profile.yaml(inlineTraces: true), "file": self.profile] : ["name": self.profile]
+            body["gap"] = self.gap
+            try await self.target.send("POST", "/handover", body: body)
         }
     }
 }

@@ -24,6 +24,7 @@ struct CtlCommand: AsyncParsableCommand {
               netcond ctl fault remove 2 by id, by name, or `fault remove all`
               netcond ctl captive open   log in to the portal (`captive close`)
               netcond ctl cut            reset every open connection (`cut close`)
+              netcond ctl handover lte --gap 2s  to another network; open ones stranded
               netcond ctl events         the event log (faults hit, link changes)
               netcond ctl routes         the routes beyond the access link, each one's link
               netcond ctl route NAME outage refuse   one route: outage, stall or profile
@@ -33,7 +34,7 @@ struct CtlCommand: AsyncParsableCommand {
             """,
         subcommands: [
             Status.self, SwitchProfile.self, Outage.self, Stall.self, Fault.self, Captive.self, Cut.self, Events.self,
-            Routes.self, RouteCommand.self,
+            Routes.self, RouteCommand.self, Handover.self,
         ]
     )
 

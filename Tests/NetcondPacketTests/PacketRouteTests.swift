@@ -275,6 +275,13 @@ import Testing
 
     /// A DNS response from 127.0.0.53:53 to the cage: `name` is a CNAME of `cname`, which has `address`.
     static func dnsAnswer(_ name: String, cname: String, address: [UInt8]) -> [UInt8] {
+        Self.packet(
+            up: false, far: [127, 0, 0, 53], farPort: 53, flags: nil,
+            payload: Self.dnsMessage(name, cname: cname, address: address))
+    }
+
+    /// The DNS message of ``dnsAnswer(_:cname:address:)``.
+    static func dnsMessage(_ name: String, cname: String, address: [UInt8]) -> [UInt8] {
         func labels(_ text: String) -> [UInt8] {
             text.split(separator: ".").flatMap { [UInt8($0.utf8.count)] + Array($0.utf8) } + [0]
         }
@@ -283,7 +290,7 @@ import Testing
         let cnameAt = dns.count + 12
         dns += [0xc0, 12, 0, 5, 0, 1, 0, 0, 0, 60, 0, UInt8(target.count)] + target
         dns += [0xc0, UInt8(cnameAt), 0, 1, 0, 1, 0, 0, 0, 60, 0, 4] + address
-        return Self.packet(up: false, far: [127, 0, 0, 53], farPort: 53, flags: nil, payload: dns)
+        return dns
     }
 
     @Test func aDNSAnswersAddressesAreReadThroughCompressionAndCutShort() {

@@ -1,5 +1,6 @@
 import Foundation
 import NetcondCore
+import NetcondProxy
 import Testing
 
 @testable import NetcondScenario
@@ -102,6 +103,51 @@ import Testing
         // A run whose engine said nothing of its link draws no rate and keeps the report readable.
         let plain = try self.page([.ran(self.outcome("plain", passed: true))])
         #expect(!plain.contains(#"<polyline class="link-rate""#))
+    }
+
+    /// Two destinations: the CDN's lane goes into a blackhole at 1 s and comes back at 1.5 s, the
+    /// API's carries bytes throughout. The JSON keeps each lane's rows where something changed and
+    /// the last; the HTML draws a lane per route with its states, its bytes and its total.
+    @Test func eachDestinationHasALaneWithItsStateAndBytes() throws {
+        var outcome = self.outcome("destinations", passed: true)
+        func route(_ name: String, outage: String? = nil, down: Int64) -> ControlRoute {
+            var route = ControlRoute(
+                name: name, match: "host \(name)", state: LinkState(phase: name), link: [], connections: 1,
+                bytesDown: down)
+            route.outage = outage
+            return route
+        }
+        outcome.delivered = [
+            DeliverySample(at: 0, bytes: 0, routes: [route("cdn", down: 0), route("api", down: 0)]),
+            DeliverySample(at: 0.5, bytes: 100, routes: [route("cdn", down: 2_048), route("api", down: 50)]),
+            DeliverySample(
+                at: 1, bytes: 200, routes: [route("cdn", outage: "blackhole", down: 2_048), route("api", down: 80)]),
+            DeliverySample(
+                at: 1.2, bytes: 300, routes: [route("cdn", outage: "blackhole", down: 2_048), route("api", down: 80)]),
+            DeliverySample(at: 1.5, bytes: 400, routes: [route("cdn", down: 2_048), route("api", down: 90)]),
+            DeliverySample(at: 2, bytes: 500, routes: [route("cdn", down: 4_096), route("api", down: 90)]),
+        ]
+        let json = ScenarioSuite.json([.ran(outcome)], seconds: 4)
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        let scenario = try #require((report["scenarios"] as? [[String: Any]])?.first)
+        let lanes = try #require(scenario["routes"] as? [[String: Any]])
+        #expect(lanes.map { $0["name"] as? String } == ["cdn", "api"])
+        let cdn = try #require(lanes[0]["rows"] as? [[Any]])
+        // 1.2 s repeats 1 s: left out.
+        #expect(cdn.map { $0[0] as? Double } == [0, 0.5, 1, 1.5, 2])
+        #expect(cdn[2][1] as? String == "cdn, outage (blackhole)" && cdn[4][2] as? Double == 4_096)
+        let html = try HTMLReport.render(json: Data(json.utf8), source: "r.json")
+        #expect(html.contains(#"<g class="route-lane" data-route="cdn">"#))
+        #expect(html.contains(#"<g class="route-lane" data-route="api">"#))
+        #expect(
+            html.contains(
+                #"<g class="mark link-state route-state" data-at="1"><title>+1s cdn, outage (blackhole)</title><rect class="span outage""#
+            ))
+        #expect(html.contains("4 KB down</text>") && html.contains("90 B down</text>"))
+        #expect(html.components(separatedBy: #"class="delivered route-bytes""#).count - 1 == 2)
+        // A run without routes has no such lane.
+        let plain = try self.page([.ran(self.outcome("plain", passed: true))])
+        #expect(!plain.contains("route-lane") && !plain.contains(#""routes""#))
     }
 
     /// The waterfall: a labelled row per request with its waiting part, the link's phases as named

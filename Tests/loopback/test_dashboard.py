@@ -237,6 +237,13 @@ def test_the_dashboard_lists_each_destination_and_changes_one(browser, tmp):
         cells = browser.execute_script(
             "return Array.from(document.querySelectorAll(arguments[0] + ' td')).map(c => c.textContent)", row)
         assert cells[:4] == ["cdn.netcond.test", "host cdn.netcond.test", "2000 kbit/s, 120 ms", "2000 kbit/s, 120 ms"], cells
+        # A download from the CDN: its row counts the connection and what the route carried down.
+        subprocess.run(["curl", "-fsS", "-o", "/dev/null", "-x", proxy.url, "http://cdn.netcond.test/bytes/100KB"],
+                       check=True, timeout=60)
+        carried = lambda: browser.execute_script(  # noqa: E731
+            "return Array.from(document.querySelectorAll(arguments[0] + ' td')).map(c => c.textContent)", row)[5:7]
+        assert wait_until(lambda: carried()[0] == "1" and carried()[1].endswith(" KB")
+                          and int(carried()[1].split()[0]) >= 100, seconds=10), carried()
         browser.find_element(By.CSS_SELECTOR, row + " .route-refuse").click()
         routes = lambda: json.loads(proxy.ctl("routes", "--json").stdout)["routes"]  # noqa: E731
         assert wait_until(lambda: routes()[0]["outage"] == "refuse", seconds=10)

@@ -48,6 +48,7 @@ CLIENTS = {
     "third-party-blackholed": ('curl -sS -o /dev/null "$ANALYTICS"; curl -fsS -o "$NETCOND_OUTPUT" "$FEED" && echo "shown feed" >&2',
                                None),
     "cdn-refuses-fallback": ('curl -fsS --retry 3 --retry-all-errors -o "$NETCOND_OUTPUT" "$PRIMARY"', None),
+    "handover-wifi-to-cellular": (CURL, None),
     "api-slow-static-fast": ('curl -fsS -o "$NETCOND_OUTPUT" "$API" && for u in $IMAGES; do curl -fsS -o /dev/null "$u" || exit 1; done',
                              None),
     "radio-polling": ('sh "$CLIENTS/feed.sh" poll 3', None),

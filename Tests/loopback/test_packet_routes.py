@@ -102,3 +102,20 @@ routes:
         assert 0.68 <= times[routed] < 3.0, times
         assert 0.08 <= times[plain] < 0.5, times
         assert times[plain] < times[routed] - 0.4, times
+
+
+def test_a_routes_dns_fail_holds_for_a_name_the_hosts_file_would_give(tmp):
+    """The origin's name is in the command's hosts file; a route that makes its look-up fail takes
+    it out, so the look-up goes to DNS and the engine answers "no such name", as the profile's own
+    dns_fail does. Another name under netcond.test still resolves."""
+    profile = write_profile(tmp, "failing", """
+name: failing
+routes:
+  - match: {host: origin.netcond.test}
+    dns_fail: [origin.netcond.test]
+""")
+    script = ("getent hosts origin.netcond.test; echo \"origin rc $?\"; "
+              "getent hosts api.netcond.test >/dev/null; echo \"api rc $?\"")
+    result = packet_run(profile, ["sh", "-c", script])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "origin rc 2" in result.stdout and "api rc 0" in result.stdout, result.stdout + result.stderr

@@ -113,6 +113,8 @@ netcond ctl --json routes
     assert "unknown rc 2" in out and "unknown route 'nowhere.test'; routes: cdn.netcond.test" in result.stderr, result.stderr
     routes = json.loads(out[out.index('{"routes"'):])["routes"]
     assert routes[0]["phase"] == "3g" and routes[0]["connections"] == 2, routes
+    assert routes[0]["bytes_down"] >= 1024 and routes[0]["bytes_up"] > 0, routes  # cdn-back's 1 KB
+    assert "carried 0B down, 0B up" in out.splitlines()[0], out  # before any connection
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -152,10 +154,19 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name", sorted(ROUTE_SCENARIOS))
-def test_per_destination_scenarios_pass_and_fail_the_right_clients(engine, name):
+def test_per_destination_scenarios_pass_and_fail_the_right_clients(engine, name, tmp_path):
     scenario = os.path.join(ROOT, "Scenarios", name + ".yaml")
-    good = run(["run", *engine, scenario, "--seed", "3"], timeout=120)
+    report = str(tmp_path / "report.json")
+    good = run(["run", *engine, scenario, "--seed", "3", "--json", report], timeout=120)
     assert good.returncode == 0, good.stdout + good.stderr
+    # The report has a lane per destination: its state and what it carried down.
+    with open(report) as f:
+        lanes = {lane["name"]: lane["rows"] for lane in json.load(f)["scenarios"][0]["routes"]}
+    if name == "third-party-blackholed":
+        assert all(row[1].endswith("outage (blackhole)") for row in lanes["analytics.netcond.test"]), lanes
+        assert lanes["analytics.netcond.test"][-1][2] == 0, lanes
+    if name == "api-slow-static-fast":
+        assert lanes["api.netcond.test"][-1][2] >= 4096, lanes  # profile.json's 4 KB, and more on the wire
     bad = run(["run", *engine, scenario, "--seed", "3", "--", "sh", "-c", ROUTE_SCENARIOS[name]], timeout=120)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     if engine:  # the client's own connections met the routes: nothing for a caveat

@@ -43,7 +43,7 @@ from item_latency import item_latency  # noqa: E402
 from item_loss import item_kernel_reference, item_loss_curl, item_loss_steady  # noqa: E402
 from item_memory import item_memory  # noqa: E402
 from item_overhead import item_overhead  # noqa: E402
-from item_routes import item_routes  # noqa: E402
+from item_routes import item_routes, item_routes_packet  # noqa: E402
 from item_packet import item_packet  # noqa: E402
 from item_packet_udp import udp_echo  # noqa: E402
 from item_startup import item_scenario_startup  # noqa: E402
@@ -96,6 +96,7 @@ def run(args):
             ("14. cold build", lambda: item_cold_build(h, t)),
             ("15. fuzzing", lambda: item_fuzz(h, t)),
             ("16. routes", lambda: item_routes(h, t, srv)),
+            ("16b. routes, packet engine", lambda: item_routes_packet(h, t)),
         ]
         only = set(args.only.split(",")) if args.only else None
         h.only = only

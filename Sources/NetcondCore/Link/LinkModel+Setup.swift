@@ -53,7 +53,9 @@ extension LinkModel {
         flow.down.readyAt = .distantFuture
         flow.settingUp = true
         let beyond = route.map { self.links.route($0).conditions }
-        let dnsDelay = self.conditions.dnsDelay + (beyond?.dnsDelay ?? .zero)
+        // The look-up meets the DNS delay of the route whose hosts name it (its port not known yet).
+        let lookedUp = resolvesName && intercept == nil ? self.links.route(lookingUp: host) : nil
+        let dnsDelay = self.conditions.dnsDelay + (lookedUp.map { self.links.route($0).conditions.dnsDelay } ?? .zero)
         let resolved = resolvesName ? self.now + dnsDelay : self.now
         var synLeaves = resolved + self.conditions.connectDelay + (beyond?.connectDelay ?? .zero)
         if let route, flow.up.nextSeq > 0 {
@@ -114,6 +116,7 @@ extension LinkModel {
     /// path, as a packet of ``handshakeBytes``. A drop needs nothing more: the client's timer
     /// sends the SYN again.
     func sendHandshake(_ flow: Flow, _ direction: Direction, attempt: Int) {
+        if flow.stranded { return }  // on the network the device left
         let unit = SegmentRef(flow: flow.id, seq: 0, generation: attempt, isHandshake: true)
         let admission = self.links.offer(
             unit, direction, route: flow.route, bytes: Self.handshakeBytes, connection: flow.id, at: self.now)
@@ -127,7 +130,8 @@ extension LinkModel {
     /// reaches it; the first SYN-ACK to reach the client establishes the connection. A copy is
     /// ignored, a corrupted one discarded (its checksum fails).
     func handshakeArrived(_ delivery: PathDelivery<SegmentRef>, _ direction: Direction) {
-        guard !delivery.isCopy, delivery.corruptByte == nil, let flow = self.flows[delivery.unit.flow], flow.settingUp
+        guard !delivery.isCopy, delivery.corruptByte == nil, let flow = self.flows[delivery.unit.flow], flow.settingUp,
+            !flow.stranded
         else { return }
         switch direction {
         case .up:

@@ -44,6 +44,9 @@ final class Flow {
     var serverReached = false
     /// The route it takes beyond the access link (nil: none), decided when it connects.
     var route: Int?
+    /// A handover left it on the network the device left: nothing of it is carried any more,
+    /// either way, and neither end is told.
+    var stranded = false
 
     init(id: FlowID, model: LinkModel, now: Instant) {
         self.id = id

@@ -82,6 +82,8 @@ public final class LinkModel {
     var scheduledRouteTick: Instant?
     /// Connection attempts so far per route (for a route's `connect_hold`).
     var routeAttempts: [Int: Int] = [:]
+    /// A handover under way: when its gap ends, and the profile the device is then on.
+    var handoverEnds: (at: Instant, profile: Profile)?
     /// Connections that took each route so far (by path index).
     public internal(set) var routeConnections: [Int: Int] = [:]
 
@@ -253,6 +255,8 @@ public final class LinkModel {
             self.timelineTick()
         case .routeTick:
             self.routeTick()
+        case .handoverEnds:
+            self.endHandover()
         }
     }
 
@@ -326,6 +330,10 @@ public final class LinkModel {
         let record = side.record(seq)
         let unit = SegmentRef(flow: flow.id, seq: seq, generation: record.generation)
         let wireBytes = record.size + self.shapes[index].overhead
+        if flow.stranded {  // the network it was on is gone: nothing of it is carried
+            self.counters.outageDrops += 1
+            return self.markLost(flow, side, seq: seq)
+        }
         guard
             case .dropped(let why) = self.links.offer(
                 unit, side.direction, route: flow.route, bytes: wireBytes, connection: flow.id, at: self.now)
@@ -361,7 +369,7 @@ public final class LinkModel {
         self.onPathDelivery?(direction, delivery)
         let segment = delivery.unit
         if segment.isHandshake { return self.handshakeArrived(delivery, direction) }
-        guard !delivery.isCopy, let flow = self.flows[segment.flow] else { return }
+        guard !delivery.isCopy, let flow = self.flows[segment.flow], !flow.stranded else { return }
         let side = flow.side(direction)
         guard delivery.corruptByte != nil else {
             return self.arrive(flow, side, seq: segment.seq, generation: segment.generation)
@@ -428,4 +436,6 @@ enum EventKind {
     case timelineTick
     /// A route's timeline changes now.
     case routeTick
+    /// A handover's gap ends now: the new network is up.
+    case handoverEnds
 }

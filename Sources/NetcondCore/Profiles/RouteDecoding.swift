@@ -77,6 +77,12 @@ struct RouteLayer {
         }
         guard let match = problems.attempt({ () throws(ConfigError) in try Self.match(matchNode) }) else { return nil }
         self.match = match
+        if match.hosts.isEmpty, let delay = own.first(where: { $0.key == "dns_delay" }) {
+            problems.note(
+                delay.value.error(
+                    "dns_delay: this route matches no host, and a look-up meets the DNS delay of the route whose host: names the name looked up; add host: to match:, or write dns_delay: at the profile's top level"
+                ))
+        }
         if let outage = own.first(where: { $0.key == "outage" })?.value {
             self.outage = problems.attempt { () throws(ConfigError) in try outage.choice(OutageBehaviour.self) }
         }

@@ -105,16 +105,7 @@ public struct RouteTable: Sendable {
     public func route(for target: RouteTarget) -> Int? {
         guard !self.routes.isEmpty else { return nil }
         var candidates = self.unindexed
-        if let host = target.host?.lowercased() {
-            if let hits = self.exactHosts[host] { candidates += hits }
-            if !self.hostSuffixes.isEmpty {
-                var index = host.startIndex
-                while let dot = host[index...].firstIndex(of: ".") {
-                    if let hits = self.hostSuffixes[String(host[dot...])] { candidates += hits }
-                    index = host.index(after: dot)
-                }
-            }
-        }
+        if let host = target.host?.lowercased() { candidates += self.indexed(host: host) }
         if let address = target.address {
             for key in self.blockKeys where key.length == address.count {
                 if let hits = self.blocks[key]?[AddressBlock.masked(address, prefix: key.prefix)] { candidates += hits }
@@ -125,6 +116,28 @@ public struct RouteTable: Sendable {
             if self.routes[index].match.matches(target) { best = index }
         }
         return best
+    }
+
+    /// The index of the first route whose `host` patterns name `name`, whatever its other keys say
+    /// (a look-up has no port yet): the route whose `dns_delay` a look-up of `name` meets. Routes
+    /// that match addresses alone name no host.
+    public func route(lookingUp name: String) -> Int? {
+        guard !self.routes.isEmpty else { return nil }
+        let host = name.lowercased()
+        let candidates = (self.unindexed + self.indexed(host: host)).sorted()
+        return candidates.first { self.routes[$0].match.hosts.contains { Glob.matches($0, host) } }
+    }
+
+    /// The routes the host indexes hold for `host` (lower case): its exact name, its suffixes.
+    private func indexed(host: String) -> [Int] {
+        var found = self.exactHosts[host] ?? []
+        guard !self.hostSuffixes.isEmpty else { return found }
+        var index = host.startIndex
+        while let dot = host[index...].firstIndex(of: ".") {
+            if let hits = self.hostSuffixes[String(host[dot...])] { found += hits }
+            index = host.index(after: dot)
+        }
+        return found
     }
 }
 

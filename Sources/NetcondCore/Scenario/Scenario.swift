@@ -108,6 +108,10 @@ public enum ScenarioAction: Sendable, Equatable, CustomStringConvertible {
     case cut(CutMode)
     /// Change one of the profile's routes (by name).
     case route(String, RouteChange)
+    /// The device leaves its network for the profile's (Wi-Fi to cellular): every connection open
+    /// then is stranded — nothing of it is carried again, either way, and neither end is told — the
+    /// link carries nothing for `gap`, then it is the profile's.
+    case handover(Profile, gap: Span)
 
     public var description: String {
         switch self {
@@ -120,6 +124,15 @@ public enum ScenarioAction: Sendable, Equatable, CustomStringConvertible {
         case .captive(let open): return open ? "captive portal opens" : "captive portal closes"
         case .cut(let mode): return "connections \(mode.pastTense)"
         case .route(let name, let change): return "route \(name): \(change)"
+        case .handover(let profile, let gap): return "handover → \(profile.name) after \(gap)"
+        }
+    }
+
+    /// The profile the link is on after it, when it changes the profile (a switch, a handover).
+    public var profileSwitchedTo: Profile? {
+        switch self {
+        case .switchProfile(let profile), .handover(let profile, _): return profile
+        default: return nil
         }
     }
 }
@@ -287,6 +300,7 @@ public enum CheckSpec: Sendable, Equatable {
     case staysUsable(StaysUsableCheck)
     case idempotent(IdempotentCheck)
     case captiveSafe(CaptiveSafeCheck)
+    case reconnects(ReconnectsCheck)
     case radio(RadioCheck)
 
     public var name: String {
@@ -297,12 +311,13 @@ public enum CheckSpec: Sendable, Equatable {
         case .staysUsable: return "stays-usable"
         case .idempotent: return "idempotent"
         case .captiveSafe: return "captive-safe"
+        case .reconnects: return "reconnects"
         case .radio: return "radio"
         }
     }
 
     public static let names = [
-        "completes", "resumes", "backs-off", "stays-usable", "idempotent", "captive-safe",
+        "completes", "resumes", "backs-off", "stays-usable", "idempotent", "captive-safe", "reconnects",
         "radio",
     ]
 }
@@ -407,6 +422,20 @@ public struct StaysUsableCheck: Sendable, Equatable {
 /// Calls to a POST endpoint create at most one object: after a lost response the client either
 /// does not repeat the call, or repeats it with the same `Idempotency-Key` (which the origin
 /// honours). A response must have been lost for there to be anything to judge.
+/// After each handover of the timeline, the client noticed that its connection was gone and went
+/// on from where it was: its first request after the new network was up reached the origin within
+/// `within`, and every request in flight at the handover was asked again and answered whole — a
+/// file it had part of, for the rest (`Range`), unless `resume` is false.
+public struct ReconnectsCheck: Sendable, Equatable {
+    public var within: Span
+    public var resume: Bool
+
+    public init(within: Span = .seconds(10), resume: Bool = true) {
+        self.within = within
+        self.resume = resume
+    }
+}
+
 public struct IdempotentCheck: Sendable, Equatable {
     /// The endpoint name (`/api/NAME`).
     public var api: String

@@ -56,6 +56,14 @@ extension ScenarioDecoder {
                 checks.append(.staysUsable(try Self.staysUsable(value)))
             case "idempotent":
                 checks.append(.idempotent(try Self.idempotent(value, context: context)))
+            case "reconnects":
+                let spec = try value.mapping(allowedKeys: ["within", "resume"])
+                let within = try spec["within"]?.span(
+                    in: .milliseconds(1)...(.seconds(3600)), allowed: "1ms…1h", example: "within: 10s")
+                let resume =
+                    try spec["resume"].map { node throws(ConfigError) in try node.choice(["true", "false"]) == "true" }
+                    ?? true
+                checks.append(.reconnects(ReconnectsCheck(within: within ?? .seconds(10), resume: resume)))
             case "radio":
                 checks.append(.radio(try Self.radio(value)))
             default:

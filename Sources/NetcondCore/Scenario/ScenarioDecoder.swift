@@ -161,7 +161,7 @@ public enum ScenarioDecoder {
 
     // MARK: - Profile
 
-    private static func profile(_ node: ConfigNode, scenarioName: String) throws(ConfigError) -> Profile {
+    static func profile(_ node: ConfigNode, scenarioName: String) throws(ConfigError) -> Profile {
         if case .mapping = node.node {
             return try ProfileDecoder().decode(node: node, defaultName: scenarioName)
         }
@@ -253,7 +253,9 @@ public enum ScenarioDecoder {
 
     // MARK: - Timeline
 
-    static let timelineActions = ["profile", "outage", "stall", "fault", "remove_fault", "faults", "captive", "cut"]
+    static let timelineActions = [
+        "profile", "handover", "outage", "stall", "fault", "remove_fault", "faults", "captive", "cut",
+    ]
 
     static let timelineTriggers = ["at", "after_request", "after_bytes"]
 
@@ -285,6 +287,10 @@ public enum ScenarioDecoder {
                 faultNames = Set(switched.faults.compactMap(\.name))
                 routeNames += switched.routes.map(\.name)
                 action = .switchProfile(switched)
+            case "handover":
+                action = try Self.handover(value)
+                faultNames = Set((action.profileSwitchedTo?.faults ?? []).compactMap(\.name))
+                routeNames += (action.profileSwitchedTo?.routes ?? []).map(\.name)
             case "outage":
                 let word = try value.choice(OutageBehaviour.allCases.map(\.rawValue) + ["end"])
                 action = .outage(OutageBehaviour(rawValue: word))

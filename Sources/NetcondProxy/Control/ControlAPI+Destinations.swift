@@ -85,9 +85,13 @@ public struct ControlRoute: Codable, Equatable, Sendable {
     /// Connections that took it so far (the stream engine counts connections; the packet engine
     /// counts flows it saw).
     public var connections: Int
+    /// Bytes its connections' units carried to their end so far, each way (`bytes_down`, `bytes_up`).
+    public var bytesDown: Int64
+    public var bytesUp: Int64
 
     public init(
-        name: String, match: String, state: LinkState, link: [ControlLinkNow], connections: Int
+        name: String, match: String, state: LinkState, link: [ControlLinkNow], connections: Int,
+        bytesDown: Int64 = 0, bytesUp: Int64 = 0
     ) {
         self.name = name
         self.match = match
@@ -96,10 +100,14 @@ public struct ControlRoute: Codable, Equatable, Sendable {
         self.stalled = state.stalled.map(\.rawValue)
         self.link = link
         self.connections = connections
+        self.bytesDown = bytesDown
+        self.bytesUp = bytesUp
     }
 
     enum CodingKeys: String, CodingKey {
         case name, match, phase, outage, stalled, link, connections
+        case bytesDown = "bytes_down"
+        case bytesUp = "bytes_up"
     }
 
     /// `outage` is `null` when there is none: every key always there.
@@ -112,13 +120,16 @@ public struct ControlRoute: Codable, Equatable, Sendable {
         try container.encode(self.stalled, forKey: .stalled)
         try container.encode(self.link, forKey: .link)
         try container.encode(self.connections, forKey: .connections)
+        try container.encode(self.bytesDown, forKey: .bytesDown)
+        try container.encode(self.bytesUp, forKey: .bytesUp)
     }
 
     /// A route as it stands (`view`), with the connections that took it.
     public init(_ view: RouteView, connections: Int) {
         self.init(
             name: view.route.name, match: view.route.match.description, state: view.state,
-            link: [ControlLinkNow(.down, view.down), ControlLinkNow(.up, view.up)], connections: connections)
+            link: [ControlLinkNow(.down, view.down), ControlLinkNow(.up, view.up)], connections: connections,
+            bytesDown: view.delivered.down, bytesUp: view.delivered.up)
     }
 }
 

@@ -56,6 +56,28 @@ extension ControlAPI {
         }
     }
 
+    /// `POST /handover` with the profile as `POST /profile` takes it and `gap` (`"2s"`; default none).
+    static func handover(_ body: [UInt8]) -> Result<Route, Rejection> {
+        let example = #"{"name": "lte", "gap": "2s"} or {"yaml": "…", "gap": "2s"}"#
+        return Self.object(body, example: example).flatMap { object in
+            var gap = Span.zero
+            if let value = object["gap"] {
+                guard let text = value as? String, let span = try? Span.parse(text), span <= .seconds(3600)
+                else {
+                    return .failure(
+                        Rejection(status: 400, message: "'gap' must be a duration such as \"2s\" (0…1h); \(example)"))
+                }
+                gap = span
+            }
+            var profile = object
+            profile["gap"] = nil
+            return Self.profile(profile).map { route in
+                guard case .command(.switchProfile(let switched)) = route else { return route }
+                return .command(.handover(switched, gap: gap))
+            }
+        }
+    }
+
     /// `GET /faults`, `POST /faults` (with a fault) or `DELETE /faults`; nil for another method.
     static func faults(method: String, body: [UInt8]) -> Result<Route, Rejection>? {
         switch method {

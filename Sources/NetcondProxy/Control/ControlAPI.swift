@@ -52,7 +52,7 @@ public enum ControlAPI {
 
     static let paths = [
         "/status", "/history", "/profile", "/outage", "/stall", "/faults", "/events", "/captive", "/cut",
-        "/routes", "/ (the dashboard)",
+        "/handover", "/routes", "/ (the dashboard)",
     ]
 
     /// What a request asks for. `target` may be origin-form (`/status`) or absolute-form
@@ -84,6 +84,9 @@ public enum ControlAPI {
         case "/cut":
             guard method == "POST" else { return wrongMethod("POST") }
             return Self.cut(body)
+        case "/handover":
+            guard method == "POST" else { return wrongMethod("POST") }
+            return Self.handover(body)
         case "/faults":
             return Self.faults(method: method, body: body) ?? wrongMethod("GET, POST or DELETE")
         default:
@@ -219,6 +222,9 @@ public enum ControlCommand: Equatable, Sendable {
     case cut(CutMode)
     /// Change one route (by name) beyond the access link.
     case route(String, RouteChange)
+    /// The device leaves its network for the profile's: every connection open now is stranded
+    /// (nothing of it carried again, no reset), nothing is carried for `gap`, then the profile's link.
+    case handover(Profile, gap: Span)
 }
 
 /// One fault in force, as `GET /faults` lists it.

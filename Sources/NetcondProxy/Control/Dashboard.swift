@@ -84,7 +84,7 @@ enum Dashboard {
         <fieldset><legend>Faults</legend><input id="fault" size="50" placeholder='{"status": 503, "retry_after": 5, "first": 3}'>
         <button id="fault-add">add</button><button id="faults-clear">remove all</button> <span id="faults">0 in force</span></fieldset>
         <table id="routes" hidden><caption>Destinations: each route beyond the access link, its link now</caption>
-        <thead><tr><th>route</th><th>match</th><th>↓ rate, delay</th><th>↑ rate, delay</th><th>state</th><th>connections</th><th></th></tr></thead>
+        <thead><tr><th>route</th><th>match</th><th>↓ rate, delay</th><th>↑ rate, delay</th><th>state</th><th>connections</th><th>↓ carried</th><th></th></tr></thead>
         <tbody></tbody></table>
         <p id="said"></p>
         <script>
@@ -192,7 +192,7 @@ enum Dashboard {
             var row = Array.prototype.slice.call(body.rows).filter(function(x){return x.getAttribute('data-route') === r.name;})[0];
             if (!row) {
               row = body.insertRow(); row.setAttribute('data-route', r.name);
-              for (var i = 0; i < 6; i++) row.insertCell();
+              for (var i = 0; i < 7; i++) row.insertCell();
               var actions = row.insertCell();
               ['blackhole', 'refuse', 'end'].forEach(function(b){
                 var button = document.createElement('button'); button.textContent = b === 'end' ? 'end outage' : b;
@@ -202,7 +202,8 @@ enum Dashboard {
               });
             }
             var values = [r.name, r.match, link(r, 'down'), link(r, 'up'),
-              r.outage ? 'outage (' + r.outage + ')' : r.stalled.length ? 'stalled ' + r.stalled.join('+') : r.phase, r.connections];
+              r.outage ? 'outage (' + r.outage + ')' : r.stalled.length ? 'stalled ' + r.stalled.join('+') : r.phase, r.connections,
+              r.bytes_down < 1024 ? r.bytes_down + ' B' : (r.bytes_down / 1024).toFixed(0) + ' KB'];
             values.forEach(function(v, i){if (row.cells[i].textContent !== String(v)) row.cells[i].textContent = v;});
           });
         }

@@ -37,6 +37,9 @@ import Testing
         #expect(arrivals[2] == Instant(nanoseconds: 320_000_000))
         #expect(arrivals[3] == Instant(nanoseconds: 20_000_000))
         #expect(network.roundTrip(route: 0, from: .zero) == .milliseconds(640))
+        // The route counts what its units carried to the end, each way; the unrouted unit is not its.
+        let view = network.view(ofRoute: 0, at: Instant(nanoseconds: 2_000_000_000))
+        #expect(view.delivered.up == 100 && view.delivered.down == 100)
     }
 
     @Test func aSecondPathDropIsAnEventWhenItHappens() {
@@ -55,6 +58,9 @@ import Testing
         // Unrouted units do not see the route's outage.
         _ = network.offer(3, .up, route: nil, bytes: 100, connection: 2, at: .zero + .milliseconds(30))
         #expect(Self.drain(&network, until: Instant(nanoseconds: 1_000_000_000)).count == 1)
+        // What the route dropped it did not carry.
+        let view = network.view(ofRoute: 0, at: Instant(nanoseconds: 1_000_000_000))
+        #expect(view.delivered.up == 0 && view.delivered.down == 0)
     }
 
     @Test func aResetOutageOnARouteIsReportedOnce() {

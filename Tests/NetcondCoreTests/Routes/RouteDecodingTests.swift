@@ -51,6 +51,7 @@ import Testing
             ("routes: [{match: {host: a.test}, outage: off}]", "allowed: blackhole, refuse, reset"),
             ("routes: [{name: x, match: {}}, {name: x, match: {}}]", "a route named 'x' is already"),
             ("routes: [{match: {host: a.test}, routes: []}]", "routes do not nest"),
+            ("routes: [{match: {address: 10.0.0.0/8}, dns_delay: 1s}]", "dns_delay: this route matches no host"),
         ] as [(String, String)])
     func aWrongRouteSaysWhatAndWhere(yaml: String, expected: String) {
         #expect {
@@ -97,6 +98,21 @@ import Testing
         #expect(table.route(for: RouteTarget(named: "11.1.2.3", port: 80)) == nil)
         #expect(table.route(for: RouteTarget(host: "cdn2.test", port: 80)) == 4)
         #expect(table.route(for: RouteTarget(host: "other.test", port: 80)) == nil)
+    }
+
+    /// A look-up has no port or address yet: the first route whose hosts name the name.
+    @Test func aLookUpFindsTheRouteWhoseHostsNameIt() {
+        let table = RouteTable([
+            Self.route("net", RouteMatch(addresses: [AddressBlock("10.0.0.0/8")!])),
+            Self.route("tls", RouteMatch(hosts: ["cdn.example.test"], ports: [443...443])),
+            Self.route("any", RouteMatch(hosts: ["*.example.test"])),
+            Self.route("glob", RouteMatch(hosts: ["img*.test"])),
+        ])
+        #expect(table.route(lookingUp: "CDN.example.test") == 1)
+        #expect(table.route(lookingUp: "www.example.test") == 2)
+        #expect(table.route(lookingUp: "img7.test") == 3)
+        #expect(table.route(lookingUp: "10.1.2.3") == nil)
+        #expect(table.route(lookingUp: "other.test") == nil)
     }
 
     @Test func aThousandAddressRoutesFindTheirOwn() {

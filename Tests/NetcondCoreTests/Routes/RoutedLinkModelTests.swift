@@ -24,6 +24,24 @@ import Testing
         #expect(sim.model.route(of: flow) == (host.hasPrefix("cdn") ? 0 : nil))
     }
 
+    /// A look-up meets the DNS delay of the route whose hosts name the name, whichever port the
+    /// connection then takes (the route itself only on 443), as in the packet engine.
+    @Test(arguments: [(443, 640 + 300), (80, 40 + 300)])
+    func aLookUpMeetsTheDNSDelayOfTheRouteNamingIt(port: Int, milliseconds: Int64) throws {
+        let route = "  - match: {host: cdn.example.test, port: 443}\n    link: {latency: 300ms}\n    dns_delay: 300ms\n"
+        var sim = LinkSimulation(try Self.profile(route))
+        let flow = sim.model.openFlow(at: .zero)
+        guard
+            case .established(let at, _) = sim.connect(
+                flow, at: .zero, host: "cdn.example.test", port: port,
+                resolvesName: true)
+        else {
+            Issue.record("not established: \(sim.notices)")
+            return
+        }
+        #expect(at == .ms(milliseconds))
+    }
+
     /// A request written while the connection is being set up leaves when it is established, and
     /// crosses both links.
     @Test func bytesWrittenDuringTheSetUpCrossBothLinks() throws {

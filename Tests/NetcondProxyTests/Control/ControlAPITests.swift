@@ -64,6 +64,19 @@ import Testing
         #expect(self.rejection(self.route("GET", "/cut"))?.message == "GET /cut is not supported; allowed: POST /cut")
     }
 
+    @Test func aHandoverTakesAProfileAndAGap() throws {
+        let lte = try ProfileCatalog.resolve("lte")
+        #expect(
+            self.route("POST", "/handover", #"{"name": "lte", "gap": "2s"}"#)
+                == .success(.command(.handover(lte, gap: .seconds(2)))))
+        #expect(self.route("POST", "/handover", #"{"name": "lte"}"#) == .success(.command(.handover(lte, gap: .zero))))
+        #expect(
+            self.rejection(self.route("POST", "/handover", #"{"name": "lte", "gap": "soon"}"#))?.message.hasPrefix(
+                "'gap' must be a duration") == true)
+        #expect(self.rejection(self.route("POST", "/handover", #"{"gap": "2s"}"#))?.status == 400)
+        #expect(self.rejection(self.route("GET", "/handover"))?.status == 405)
+    }
+
     @Test func profileByNameAndByText() throws {
         let builtin = try ProfileCatalog.resolve("3g")
         #expect(self.route("POST", "/profile", #"{"name": "3g"}"#) == .success(.command(.switchProfile(builtin))))

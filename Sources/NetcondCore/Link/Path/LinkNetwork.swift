@@ -54,6 +54,7 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
         }
         self.timed = routes.indices.filter { self.routeTimelines[$0].nextChange != nil }
         self.offeredAt += [Instant](repeating: .zero, count: 2 * routes.count)
+        self.routeBytes += [Int64](repeating: 0, count: 2 * routes.count)
     }
 
     /// `at`, or the latest moment path `slot` was offered a unit at if that is later; noted.
@@ -75,6 +76,9 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
     /// offered a unit at: a path's `now` never goes back, and two sources feed some paths (an
     /// engine's offers, and units moving on from their first path), so an offer is never earlier.
     @usableFromInline var offeredAt: [Instant] = [.zero, .zero]
+    /// Bytes each route's units carried to their end, by slot as ``offeredAt`` (the access link's
+    /// two slots unused): copies are not counted, nor units dropped on the way.
+    @usableFromInline var routeBytes: [Int64] = [0, 0]
     /// The path of each route of ``table`` (a route's path index: what ``offer`` takes). A path
     /// outlives a profile switch that drops its route: what is on it still arrives.
     private var pathOfRoute: [Int]
@@ -90,6 +94,12 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
     /// The path of the first route in force whose match holds for `target` (nil: none).
     public func route(for target: RouteTarget) -> Int? {
         self.table.route(for: target).map { self.pathOfRoute[$0] }
+    }
+
+    /// The path of the route in force whose hosts name `name` (``RouteTable/route(lookingUp:)``):
+    /// the route a look-up of `name` meets.
+    public func route(lookingUp name: String) -> Int? {
+        self.table.route(lookingUp: name).map { self.pathOfRoute[$0] }
     }
 
     /// The path of the route in force called `name` (nil: none).
@@ -122,6 +132,7 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
                 self.routePaths.append(LinkPaths(timeline, seed: SeedDeriver.route(self.seed, index)))
                 self.pathRoutes.append(route)
                 self.offeredAt += [now, now]
+                self.routeBytes += [0, 0]
                 paths.append(index)
             }
         }
@@ -223,6 +234,9 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
         hop.corruptByte = hop.corruptByte ?? delivery.corruptByte
         hop.isCopy = hop.isCopy || delivery.isCopy
         if hop.final {
+            if hop.route >= 0 && !hop.isCopy {
+                self.routeBytes[Self.slot(route: Int(hop.route), direction)] += Int64(hop.bytes)
+            }
             let out = PathDelivery(unit: hop.unit, at: delivery.at, corruptByte: hop.corruptByte, isCopy: hop.isCopy)
             return (at, .delivered(direction, out))
         }
@@ -311,7 +325,10 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
         let timeline = self.routeTimelines[path]
         return RouteView(
             route: self.pathRoutes[path], state: timeline.state, down: timeline.moment(.down, at: now),
-            up: timeline.moment(.up, at: now))
+            up: timeline.moment(.up, at: now),
+            delivered: (
+                up: self.routeBytes[Self.slot(route: path, .up)], down: self.routeBytes[Self.slot(route: path, .down)]
+            ))
     }
 
     /// Route `route`'s paths changed (`before`: when they next delivered then, nil when no entry
@@ -349,11 +366,14 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
 
 /// One route as it stands at a moment, for status and reports.
 public struct RouteView: Sendable {
-    public init(route: Route, state: LinkState, down: LinkMoment, up: LinkMoment) {
+    public init(
+        route: Route, state: LinkState, down: LinkMoment, up: LinkMoment, delivered: (up: Int64, down: Int64) = (0, 0)
+    ) {
         self.route = route
         self.state = state
         self.down = down
         self.up = up
+        self.delivered = delivered
     }
 
     public var route: Route
@@ -361,6 +381,9 @@ public struct RouteView: Sendable {
     public var state: LinkState
     public var down: LinkMoment
     public var up: LinkMoment
+    /// Bytes the route's units carried to their end so far, each way (the engine's units: a
+    /// packet's bytes on the wire in the packet engine, segments' payload in the stream engine).
+    public var delivered: (up: Int64, down: Int64)
 }
 
 /// When a route next delivers (an entry of ``LinkNetwork/dueRoutes``), earliest first, then the lower route.
