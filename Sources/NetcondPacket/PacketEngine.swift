@@ -63,6 +63,7 @@ public final class PacketEngine: @unchecked Sendable {
     private var publishedRoutes: PublishedRoutes?
     private var recordsAtStop: [PacketFlowRecord] = []
     private var lookupsAtStop: [PacketLookupFailure] = []
+    private var radioAtStop: RadioModel?
     /// Work for the engine's thread (live commands, reads of its state), in order.
     private var commands: [() -> Void] = []
 
@@ -165,6 +166,12 @@ public final class PacketEngine: @unchecked Sendable {
         await self.onEngineThread({ self.driver.lookups }) ?? self.atStop(\.lookupsAtStop)
     }
 
+    /// The device's radio as the access link's packets drove it (nil: the profile has no `radio:`).
+    /// Its moments count from ``clockOrigin``.
+    public func radio() async -> RadioModel? {
+        await self.onEngineThread({ self.driver.network.radio }) ?? self.atStop(\.radioAtStop)
+    }
+
     /// What was kept when the engine stopped.
     private func atStop<T>(_ field: KeyPath<PacketEngine, T>) -> T {
         self.lock.lock()
@@ -252,6 +259,7 @@ public final class PacketEngine: @unchecked Sendable {
         self.lock.lock()
         self.recordsAtStop = records
         self.lookupsAtStop = self.driver.lookups
+        self.radioAtStop = self.driver.network.radio
         self.lock.unlock()
     }
 

@@ -270,6 +270,7 @@ struct PacketLinkDriver {
         case .switchProfile(let profile):
             self.timeline.switchProfile(to: profile, at: now)
             self.replaceRoutes(with: profile.routes, at: now)
+            self.network.switchRadio(to: profile.radio, at: now)
         case .outage(let outage): self.timeline.setOutage(outage, at: now)
         case .stall(let stall): self.timeline.setStall(stall, at: now)
         case .cut:

@@ -470,6 +470,14 @@ public final class ProxyServer: Sendable {
         return log ?? (.now(), [])
     }
 
+    /// The device's radio as the access link's units drove it, and the moment its times count
+    /// from (nil: the profile has no `radio:`, or the run has no link model).
+    public func radio() async -> (model: RadioModel, startedAt: NIODeadline)? {
+        let state = self.state
+        return try? await self.loop.submit { state.value.driver?.model.radio.map { ($0, state.value.rules.startedAt) } }
+            .get()
+    }
+
     /// Counters so far.
     public func summary() async -> ProxySummary {
         let state = self.state

@@ -68,6 +68,13 @@ extension Checks {
             marks =
                 (back <= end ? [back] : [])
                 + evidence.requests.filter { $0.method == "POST" && $0.path == path }.map(\.at)
+        case .radio:
+            // Where the radio woke.
+            let lane = evidence.radio?.intervals ?? []
+            marks = lane.indices.filter { lane[$0].state.isOn && ($0 == 0 || lane[$0 - 1].state == .idle) }.map {
+                lane[$0].start
+            }
+            marks.append(end)
         case .captiveSafe:
             marks = evidence.portal.filter { $0.kind == .answered || $0.kind == .intercepted || $0.kind == .opened }
                 .map(\.at)

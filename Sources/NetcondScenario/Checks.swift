@@ -62,6 +62,7 @@ public enum Checks {
         case .revalidates(let check): return self.revalidates(check, evidence)
         case .overlaps(let check): return self.overlaps(check, evidence)
         case .delivers(let check): return self.delivers(check, evidence)
+        case .radio(let check): return self.radio(check, evidence)
         }
     }
 

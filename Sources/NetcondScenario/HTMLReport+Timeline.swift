@@ -109,7 +109,8 @@ extension HTMLReport {
         if let deadline = Self.finite(scenario.deadline), deadline <= scale.end {
             drawing.svg += Self.deadlineMark(deadline, lanes: lanes, x: scale.x)
         }
-        return Self.svg(drawing, index: index, lanes: lanes, end: scale.end) + Self.legend
+        return Self.svg(drawing, index: index, lanes: lanes, end: scale.end)
+            + Self.radioLane(scenario, index: index, end: scale.end) + Self.legend
     }
 
     /// A value that is a time (NaN and the infinities are not).

@@ -52,6 +52,8 @@ extension ScenarioSuite {
             var timeline: [Applied]?
             var requests: [Request]?
             var clientOutput: String?
+            /// The device's radio (the profile's `radio:`): its model, constants, totals and lane.
+            var radio: Radio?
             /// The client's deadline, seconds.
             var deadline: Double?
             /// Bytes delivered to the client, every 100 ms.
@@ -249,6 +251,7 @@ extension ScenarioSuite.JSONReport.Scenario {
             self.timeline = outcome.applied.map { Applied(at: Self.ms($0.at), what: $0.what) }
             self.requests = outcome.evidence.requests.map(Request.init)
             self.clientOutput = outcome.clientOutput.tail
+            self.radio = outcome.evidence.radio.map(Radio.init)
             self.deadline = outcome.evidence.deadline.seconds
             self.delivered = outcome.delivered.map { Delivered(at: $0.at, bytes: Double($0.bytes)) }
             self.link = Self.linkSamples(outcome.delivered)

@@ -401,4 +401,11 @@ public final class PacketSession: Sendable {
     }
 
     public func summary() -> PacketSummary { self.engine.summary() }
+
+    /// `netcond: radio (lte): on 12.3 s of 30.1 s (41%), …` over the run so far, or to its stop
+    /// (nil: the profile has no `radio:`).
+    public func radioLine() async -> String? {
+        guard let radio = await self.engine.radio() else { return nil }
+        return "netcond: " + radioSummary(radio, upTo: .zero + self.summary().elapsed)
+    }
 }

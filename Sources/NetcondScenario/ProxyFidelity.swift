@@ -1,3 +1,4 @@
+import Foundation
 import NetcondCore
 
 /// What the proxy could not show a client as a real network would, and which verdicts rest on it.
@@ -37,6 +38,7 @@ enum ProxyFidelity {
         // When each request reached the origin and its answer left it: the same link lies between
         // the client and the origin in both engines.
         case .overlaps: return nil
+        case .radio(let check): return Self.radioCaveat(check, evidence)
         }
         var refused = 0, silent = 0, timedOut = 0, names = 0
         for attempt in evidence.failedConnects {
@@ -87,5 +89,39 @@ enum ProxyFidelity {
 
     private static func count(_ n: Int, _ noun: String) -> String {
         "\(n) \(noun)\(n == 1 ? "" : "s")"
+    }
+}
+
+extension ProxyFidelity {
+    /// How near a limit a radio verdict may be before the proxy's view could have decided it.
+    static let radioShareMargin = 0.05
+
+    /// The proxy engine's radio sees the emulated connections' segments and handshakes to the
+    /// servers, not the client's own packets: no acknowledgements, no closing handshakes, no DNS.
+    /// Those come within milliseconds of a segment it does see, so the radio's on time differs by
+    /// a few milliseconds a transfer, unless a connection closed while the radio slept (a
+    /// server's idle time-out): that wakes a real radio once more. Verdicts far from their limits
+    /// stand; one within 5 points of the on-share limit, or within one promotion of the
+    /// promotions' limit, says so.
+    static func radioCaveat(_ check: RadioCheck, _ evidence: RunEvidence) -> String? {
+        // A radio that never woke saw no traffic: the client sent nothing the proxy could miss.
+        guard let radio = evidence.radio, radio.promotions > 0 else { return nil }
+        var near: [String] = []
+        if let share = check.maxOnShare, abs(radio.onShare - share.value) < Self.radioShareMargin {
+            near.append("on \(Checks.percent(radio.onShare)) against \(Checks.percent(share.value))")
+        }
+        if let rate = check.maxPromotionsPerMinute, radio.window > 0 {
+            let allowed = rate * radio.window / 60
+            if abs(Double(radio.promotions) - allowed) < 1 {
+                near.append(
+                    "\(radio.promotions) promotion\(radio.promotions == 1 ? "" : "s") against "
+                        + "\(String(format: "%.1f", allowed)) allowed in the run")
+            }
+        }
+        guard !near.isEmpty else { return nil }
+        return "through the proxy, the radio saw the segments the link carried to the servers, not the client's own "
+            + "packets (its acknowledgements, connection closes and DNS), and this verdict is close to its limit ("
+            + near.joined(separator: "; ")
+            + "): a few packets more or less could change it; --engine packet (root) follows the client's own packets"
     }
 }

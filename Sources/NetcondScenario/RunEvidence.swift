@@ -253,6 +253,8 @@ public struct RunEvidence: Sendable {
     /// Changes made to the conditions from outside the scenario while it ran (through the control
     /// API, with the run's token): the verdicts rest on conditions the scenario did not set, and say so.
     public var interventions: [String] = []
+    /// What the device's radio did over the client's run (nil: the profile has no `radio:`).
+    public var radio: RadioReport?
 
     public init(
         exit: ExitStatus?, timedOut: Bool, deadline: Span, duration: Double, requests: [Request],

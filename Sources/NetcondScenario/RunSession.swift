@@ -88,7 +88,25 @@ extension Session: RunSession {
         EvidenceAssembler(clientStart: clientStart, logStart: Int64(log.startedAt.uptimeNanoseconds)).add(
             events: log.events, entries: self.origin.requestLog.entries,
             connections: self.origin.requestLog.connections, to: &evidence)
+        if let radio = await self.proxy.radio() {
+            evidence.radio = radioReport(
+                radio.model, clockOrigin: Int64(radio.startedAt.uptimeNanoseconds), clientStart: clientStart,
+                duration: evidence.duration)
+        }
     }
+}
+
+/// What `model` did from its start up to `end`, in one line (``RadioReport/summary``).
+func radioSummary(_ model: RadioModel, upTo end: Instant) -> String {
+    RadioReport(spec: model.spec, intervals: model.intervals(upTo: end), from: .zero, to: end).summary
+}
+
+/// What `model` (whose moments count from `clockOrigin`, uptime nanoseconds) did over the client's
+/// run: from its start for `duration` seconds.
+func radioReport(_ model: RadioModel, clockOrigin: Int64, clientStart: Int64, duration: Double) -> RadioReport {
+    let from = Instant(nanoseconds: clientStart - clockOrigin)
+    let to = from + Span.seconds(double: max(0, duration))
+    return RadioReport(spec: model.spec, intervals: model.intervals(upTo: to), from: from, to: to)
 }
 
 extension PacketSession: RunSession {
@@ -179,6 +197,10 @@ extension PacketSession: RunSession {
             )
         }
         let engineStart = self.engine.clockOrigin
+        if let radio = await self.engine.radio() {
+            evidence.radio = radioReport(
+                radio, clockOrigin: engineStart, clientStart: clientStart, duration: evidence.duration)
+        }
         evidence.linkEvents = self.stateChanges.withLockedValue { $0 }.map { change in
             RunEvidence.LinkEvent(
                 at: Double(engineStart + change.at.nanoseconds - clientStart) / 1e9, kind: .link,

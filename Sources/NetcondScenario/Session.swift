@@ -197,13 +197,22 @@ public final class Session: Sendable {
     }
 
     /// The summary line; `named` is how the profile is named in it (its file's path with its name,
-    /// when one was given).
+    /// when one was given). With a radio, its line follows (``radioLine()``).
     public func summaryLine(named: String? = nil) async -> String {
-        "netcond: " + (await self.summaryText(named: named))
+        "netcond: " + (await self.summaryText(named: named)) + ((await self.radioLine()).map { "\n" + $0 } ?? "")
     }
 
     public func summaryText() async -> String {
         await self.summaryText(named: nil)
+    }
+
+    /// `netcond: radio (lte): on 12.3 s of 30.1 s (41%), 2 promotions (4.0/min), ≈ 14 J` over the
+    /// run so far (nil: the profile has no `radio:`).
+    public func radioLine() async -> String? {
+        guard let radio = await self.proxy.radio() else { return nil }
+        let now = Instant(
+            nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds) - Int64(radio.startedAt.uptimeNanoseconds))
+        return "netcond: " + radioSummary(radio.model, upTo: now)
     }
 
     /// `lte: 3.2 s, up 616 B, down 20.7 KB, 4 connections, no segment lost (seed 5)`.

@@ -255,6 +255,7 @@ extension RunCommand {
                     + packetSummaryText(
                         profile: profileLabel(self.profile, profile), seed: seed, session.summary(),
                         sender: session.sender))
+            if let radio = await session.radioLine() { printError(radio) }
         }
         // Said even with --quiet: the conditions did not hold, whatever the command's exit says.
         for breach in breaches {

@@ -56,6 +56,7 @@ CLIENTS = {
     "revalidate-unchanged": ('for i in 1 2 3; do curl -fsS -o "$NETCOND_OUTPUT" "$NETCOND_URL" || exit; sleep 1; done', None),
     "parallel-page-load": ('for u in $IMAGES; do curl -fsS -o /dev/null "$u" || exit 1; done', None),
     "offline-queue": ('python3 "$CLIENTS/offline_queue.py" drop', 'python3 "$CLIENTS/offline_queue.py" queue'),
+    "radio-polling": ('sh "$CLIENTS/feed.sh" poll 3', None),
 }
 
 

@@ -18,6 +18,7 @@ extension LinkModel {
         self.timeline.switchProfile(to: profile, at: self.now)
         // The routes first: whether the link may be bypassed depends on them.
         self.replaceRoutes(with: profile.routes)
+        self.links.switchRadio(to: profile.radio, at: self.now)
         self.refresh()
         self.scheduleTimelineTick()
     }
@@ -85,7 +86,7 @@ extension LinkModel {
 
         self.isTransparent =
             self.conditions.isPassThrough && self.outageInForce == nil && self.links.access.stalled.isEmpty
-            && self.links.pathRoutes.isEmpty
+            && self.links.pathRoutes.isEmpty && self.links.radio == nil
 
         let state = self.state
         if state != self.lastState {

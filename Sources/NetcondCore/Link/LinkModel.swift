@@ -49,6 +49,8 @@ public final class LinkModel {
 
     public private(set) var now: Instant = .zero
     public internal(set) var counters = LinkCounters()
+    /// The device's radio as the access link's units drove it (nil: the profile has no `radio:`).
+    public var radio: RadioModel? { self.links.radio }
 
     private var events = Heap<ScheduledEvent>()
     private var eventOrder: UInt64 = 0

@@ -36,6 +36,9 @@ public struct Profile: Sendable, Equatable {
     /// The paths beyond the access link to some destinations, in series with it; first match wins
     /// (none: the access link alone).
     public var routes: [Route]
+    /// The device's radio on the access link, followed for its energy (nil: none). An observer:
+    /// it changes nothing the link does (``RadioModel``).
+    public var radio: RadioSpec?
 
     public init(
         name: String,
@@ -52,8 +55,10 @@ public struct Profile: Sendable, Equatable {
         faults: [HTTPFault] = [],
         setup: SetupRules = SetupRules(),
         captivePortal: CaptivePortalSpec? = nil,
-        routes: [Route] = []
+        routes: [Route] = [],
+        radio: RadioSpec? = nil
     ) {
+        self.radio = radio
         self.routes = routes
         self.name = name
         self.description = description
@@ -137,7 +142,7 @@ public struct Profile: Sendable, Equatable {
     /// True when the profile changes nothing, so a driver may relay without the model.
     public var isPassThrough: Bool {
         self.conditions.isPassThrough && self.schedule == nil && self.stalls == nil && self.setup.isEmpty
-            && self.captivePortal == nil && self.routes.isEmpty
+            && self.captivePortal == nil && self.routes.isEmpty && self.radio == nil
     }
 
     /// Whether a lookup of `host` fails: the profile's `dns_fail`, or a route's.

@@ -278,9 +278,12 @@ struct EffectiveLayer {
     var captivePortal: CaptivePortalSpec?
     /// A file's `routes:` replace the ones it extends (first match wins, so the order is the file's).
     var routes: [RouteLayer]?
+    /// Inherited as a whole: a file's `radio:` replaces the one it extends.
+    var radio: RadioSpec?
 
     func overlaid(by layer: ProfileLayer) -> EffectiveLayer {
         var result = self
+        if let radio = layer.radio { result.radio = radio.value }
         if let routes = layer.routes { result.routes = routes }
         if let portal = layer.captivePortal { result.captivePortal = portal }
         if let faults = layer.faults { result.faults = faults }
@@ -327,7 +330,8 @@ struct EffectiveLayer {
             stalls: self.stalls?.spec,
             faults: self.faults ?? [],
             setup: self.setup,
-            captivePortal: self.captivePortal
+            captivePortal: self.captivePortal,
+            radio: self.radio
         )
         if let schedule = self.schedule {
             var phases: [SchedulePhase] = []

@@ -108,6 +108,16 @@ extension Profile {
             if let session = portal.session { keys.append("session: \(Self.exact(session))") }
             lines.append("captive_portal: {\(keys.joined(separator: ", "))}")
         }
+        if let radio = self.radio {
+            let keys = [
+                "model: \(radio.model.rawValue)", "promotion: \(Self.exact(radio.promotion))",
+                "promotion_power: \(radio.promotionPower)", "active_power: \(radio.activePower)",
+                "inactivity: \(Self.exact(radio.inactivity))", "tail: \(Self.exact(radio.tail))",
+                "tail_power: \(radio.tailPower)", "second_tail: \(Self.exact(radio.secondTail))",
+                "second_tail_power: \(radio.secondTailPower)", "idle_power: \(radio.idlePower)",
+            ]
+            lines.append("radio: {\(keys.joined(separator: ", "))}")
+        }
         if !self.faults.isEmpty {
             lines.append("faults:")
             lines += self.faults.map { "  - " + $0.yamlDescription }

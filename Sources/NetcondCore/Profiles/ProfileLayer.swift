@@ -13,6 +13,7 @@ struct ProfileLayer {
     static let topKeys = [
         "name", "description", "source", "extends", "tcp", "mss", "dns_delay", "connect_delay", "link", "up", "down",
         "schedule", "stalls", "faults", "firewall", "connect_hold", "dns_fail", "captive_portal", "routes",
+        "radio",
     ]
 
     var root: ConfigNode
@@ -35,6 +36,7 @@ struct ProfileLayer {
     var dnsFail: [String]?
     var captivePortal: CaptivePortalSpec?
     var routes: [RouteLayer]?
+    var radio: Located<RadioSpec>?
 
     /// Reads every key; a wrong one does not stop the others being read, and all that were wrong
     /// are thrown together (``ConfigError/alsoFound``).
@@ -148,6 +150,11 @@ struct ProfileLayer {
         }
         if let node = map["routes"] {
             self.routes = RouteLayer.decodeList(node, files: files, problems: problems)
+        }
+        if let node = map["radio"] {
+            self.radio = problems.attempt { () throws(ConfigError) in
+                Located(value: try RadioSpec(node: node), node: node)
+            }
         }
     }
 

@@ -10,6 +10,7 @@ public enum CheckSpec: Sendable, Equatable {
     case revalidates(RevalidatesCheck)
     case overlaps(OverlapsCheck)
     case delivers(DeliversCheck)
+    case radio(RadioCheck)
 
     public var name: String {
         switch self {
@@ -23,12 +24,13 @@ public enum CheckSpec: Sendable, Equatable {
         case .revalidates: return "revalidates"
         case .overlaps: return "overlaps"
         case .delivers: return "delivers"
+        case .radio: return "radio"
         }
     }
 
     public static let names = [
         "completes", "resumes", "backs-off", "stays-usable", "idempotent", "captive-safe", "reconnects",
-        "revalidates", "overlaps", "delivers",
+        "revalidates", "overlaps", "delivers", "radio",
     ]
 }
 
@@ -224,5 +226,19 @@ public struct DeliversCheck: Sendable, Equatable {
         self.count = count
         self.within = within
         self.returnsAt = returnsAt
+    }
+}
+
+/// The device's radio (the profile's `radio:`) was powered for at most `maxOnShare` of the run and
+/// woke at most `maxPromotionsPerMinute` times a minute: a client that batches its transfers and
+/// lets the radio sleep passes, one that polls every few seconds keeps it on and fails.
+public struct RadioCheck: Sendable, Equatable {
+    /// Largest share of the run the radio may be on (promotion, active, tails).
+    public var maxOnShare: Probability?
+    public var maxPromotionsPerMinute: Double?
+
+    public init(maxOnShare: Probability? = nil, maxPromotionsPerMinute: Double? = nil) {
+        self.maxOnShare = maxOnShare
+        self.maxPromotionsPerMinute = maxPromotionsPerMinute
     }
 }

@@ -70,6 +70,8 @@ extension ScenarioDecoder {
                 checks.append(.overlaps(try Self.overlaps(value)))
             case "delivers":
                 checks.append(.delivers(try Self.delivers(value, context: context)))
+            case "radio":
+                checks.append(.radio(try Self.radio(value)))
             default:
                 checks.append(.backsOff(try Self.backsOff(value, context: context)))
             }
@@ -217,5 +219,51 @@ extension ScenarioDecoder {
             throw node.error("nothing to judge; allowed: lines: or requests: with budget:, and/or gives_up_within:")
         }
         return check
+    }
+}
+
+extension ScenarioDecoder {
+    /// `radio: {max_on_share: 40%, max_promotions_per_minute: 2}` (at least one of them).
+    static func radio(_ node: ConfigNode) throws(ConfigError) -> RadioCheck {
+        let map = try node.mapping(
+            allowedKeys: ["max_on_share", "max_promotions_per_minute"],
+            expecting: "a mapping such as {max_on_share: 40%, max_promotions_per_minute: 2}")
+        var check = RadioCheck()
+        if let share = map["max_on_share"] { check.maxOnShare = try share.unit(Probability.parse) }
+        if let rate = map["max_promotions_per_minute"] {
+            let text = try rate.numberText(expecting: "a number of promotions a minute")
+            guard let value = Double(text), value.isFinite, value >= 0, value <= 10_000 else {
+                throw rate.error(
+                    "'\(text)' is not a number of promotions a minute; allowed: a number 0…10000 (e.g. 2 or 0.5)")
+            }
+            check.maxPromotionsPerMinute = value
+        }
+        guard check.maxOnShare != nil || check.maxPromotionsPerMinute != nil else {
+            throw node.error(
+                "the radio check needs a limit; allowed: max_on_share (e.g. 40%), max_promotions_per_minute (e.g. 2), or both"
+            )
+        }
+        return check
+    }
+}
+
+extension ScenarioDecoder {
+    /// A `radio` check judges the profile's radio: a scenario whose profile (and every profile its
+    /// timeline switches to) has none cannot pass it, and is an error.
+    static func checkRadio(
+        _ checks: [CheckSpec], profile: Profile, timeline: [ScenarioEvent], node: ConfigNode?
+    ) throws(ConfigError) {
+        guard checks.contains(where: { if case .radio = $0 { true } else { false } }), profile.radio == nil else {
+            return
+        }
+        let switched = timeline.contains { event in
+            if case .switchProfile(let other) = event.action { other.radio != nil } else { false }
+        }
+        guard !switched else { return }
+        let at = (try? node?.mapping(allowedKeys: CheckSpec.names)["radio"]) ?? node
+        let message =
+            "the radio check judges the profile's radio, and profile \(profile.name) has none; allowed: a profile with radio: (e.g. profile: {extends: lte, radio: lte})"
+        guard let at else { throw ConfigError(file: "", message: message) }
+        throw at.error(message)
     }
 }

@@ -121,6 +121,7 @@ public enum ScenarioDecoder {
         guard let profile, let origin, let timeline, let client, let checks else {
             preconditionFailure("a scenario key failed to decode without an error")
         }
+        try Self.checkRadio(checks, profile: profile, timeline: timeline, node: checksNode)
         return Scenario(
             name: name, description: description, file: file, profile: profile, timeline: timeline,
             origin: origin, client: client, checks: checks, engine: engine
@@ -328,37 +329,6 @@ public enum ScenarioDecoder {
             events.append(ScenarioEvent(trigger: trigger, action: action))
         }
         return events
-    }
-
-    /// `{at: 5s, route: NAME, outage: refuse}` (or `stall:`, or `profile:` for the route's link).
-    private static func routeEvent(_ map: ConfigMapping, _ routeNode: ConfigNode, routeNames: [String])
-        throws(ConfigError) -> ScenarioAction
-    {
-        let name = try routeNode.string(expecting: "a route's name (its name:, else its first host)")
-        guard routeNames.contains(name) else {
-            throw routeNode.error(
-                routeNames.isEmpty
-                    ? "no route '\(name)': the scenario's profile has no routes: (add them to its profile)"
-                    : Suggestion.unknown("route", name, among: routeNames, listedAs: "routes"))
-        }
-        let example = "{at: 5s, route: \(name), outage: refuse}"
-        let (kind, value) = try map.single(of: ["outage", "stall", "profile"], thing: "route change", example: example)
-        for other in Self.timelineActions where !["outage", "stall", "profile"].contains(other) {
-            if let node = map[other] {
-                throw node.error(
-                    "a route event changes the route's outage, stall or profile; '\(other)' is the whole link's")
-            }
-        }
-        switch kind {
-        case "outage":
-            let word = try value.choice(OutageBehaviour.allCases.map(\.rawValue) + ["end"])
-            return .route(name, .outage(OutageBehaviour(rawValue: word)))
-        case "stall":
-            let word = try value.choice(StallDirection.allCases.map(\.rawValue) + ["end"])
-            return .route(name, .stall(StallDirection(rawValue: word)))
-        default:
-            return .route(name, .link(try Self.profile(value, scenarioName: "timeline")))
-        }
     }
 
     /// An event's one trigger: `at`, `after_request` (with an optional `of`) or `after_bytes`.

@@ -36,9 +36,14 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
     /// What reached its end (or was dropped on a second path) while units were moved on before an
     /// offer, in order; every one is due no later than anything still on a path.
     @usableFromInline var ready: Deque<(Instant, NetworkEvent<Unit>)> = []
+    /// The device's radio (the profile's `radio:`), told of every unit that crosses the access
+    /// link at the device's end: an up unit when it is offered, whatever its fate; a down unit when
+    /// the access link delivers it. Nil: no radio. It observes; it decides nothing.
+    public var radio: RadioModel?
 
     public init(access timeline: ConditionTimeline, routes: [Route], seed: UInt64) {
         self.seed = seed
+        self.radio = timeline.profile.radio.map { RadioModel(spec: $0) }
         self.access = LinkPaths(timeline, seed: seed)
         self.table = RouteTable(routes)
         self.pathOfRoute = Array(routes.indices)
@@ -154,6 +159,7 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
         // The first path: the access link's, or (down) the route's.
         let first = direction == .up ? nil : route
         let at = self.moment(now, slot: Self.slot(route: first, direction))
+        if direction == .up { self.radio?.note(at: at) }
         guard let route else {
             return self.access[direction].offer(
                 hop, bytes: bytes, connection: connection, extraDelay: extraDelay, at: at)
@@ -222,6 +228,8 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
             popped = self.access.popDelivery(upTo: at)
         }
         guard let (direction, delivery) = popped else { return (at, nil) }
+        // Down, the access link is the last path: the unit reaches the device.
+        if source == nil, direction == .down { self.radio?.note(at: delivery.at) }
         var hop = delivery.unit
         hop.corruptByte = hop.corruptByte ?? delivery.corruptByte
         hop.isCopy = hop.isCopy || delivery.isCopy
@@ -249,6 +257,14 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
         // has a fate of its own, and an engine would drop (or repair) the original's unit.
         if case .dropped(let why) = admission, !hop.isCopy { return (at, .dropped(direction, hop.unit, why)) }
         return (at, nil)
+    }
+
+    /// A profile switch's radio from `now`: new constants, the state kept (nil: the radio in
+    /// force stays; a run without one gets one, idle until then).
+    public mutating func switchRadio(to spec: RadioSpec?, at now: Instant) {
+        guard let spec else { return }
+        if self.radio == nil { self.radio = RadioModel(spec: spec) }
+        self.radio?.switchSpec(to: spec, at: now)
     }
 
     // MARK: - Routes' timelines
