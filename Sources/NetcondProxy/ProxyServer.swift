@@ -437,7 +437,7 @@ public final class ProxyServer: Sendable {
                 ProxyEvent(
                     at: s.rules.elapsed(at: self.loop.now).seconds, kind: .link,
                     detail:
-                        "link: handover to \(profile.name) after \(gap): \(count) connection\(count == 1 ? "" : "s") stranded"
+                        "link: handover to \(profile.name), outage (blackhole) for \(gap): \(count) connection\(count == 1 ? "" : "s") stranded"
                 ))
         case .cut(let mode):
             let count = s.driver?.cutConnections(mode) ?? 0
