@@ -326,6 +326,7 @@ struct PacketLinkDriver {
         guard let ends = self.handoverEnds, ends.at <= now else { return }
         self.handoverEnds = nil
         self.timeline.switchProfile(to: ends.profile, at: now)
+        self.network.switchRadio(to: ends.profile.radio, at: now)
         self.replaceRoutes(with: ends.profile.routes, at: now)
         self.timeline.setOutage(nil, at: now)
         self.apply(at: now)

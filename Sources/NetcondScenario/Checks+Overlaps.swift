@@ -111,12 +111,16 @@ extension Checks {
 
 extension Scenario {
     /// The least round trip the link gives in this scenario (seconds): the base latencies of its
-    /// profile or of the quickest profile its timeline switches to (jitter only adds delay).
+    /// profile, of its schedule's phases, or of the quickest profile its timeline switches or hands
+    /// over to, or of a phase of theirs (jitter only adds delay).
     public var leastRoundTrip: Double {
         var profiles = [self.profile]
         for event in self.timeline {
-            if case .switchProfile(let profile) = event.action { profiles.append(profile) }
+            if let profile = event.action.profileSwitchedTo { profiles.append(profile) }
         }
-        return profiles.map(\.baseRTT.seconds).min() ?? 0
+        let phases = profiles.flatMap { profile in
+            (profile.schedule?.phases ?? []).map { ($0.conditions.up.latency + $0.conditions.down.latency).seconds }
+        }
+        return (profiles.map(\.baseRTT.seconds) + phases).min() ?? 0
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import NetcondCore
 
 /// `radio`: the device's radio (the profile's `radio:`, followed by ``RadioModel`` from what crossed
-/// the access link) was on for at most `max_on_share` of the client's run and woke at most
+/// the access link) was on for at most `max_on_share` of the client's deadline (``RunEvidence/radioWindow``) and woke at most
 /// `max_promotions_per_minute` times a minute.
 ///
 /// ```

@@ -36,8 +36,14 @@ extension Checks {
         for index in fetches.indices where index > first {
             let fetch = fetches[index]
             let which = "\(Self.ordinal(index + 1)) fetch at \(Self.seconds(fetch.at))"
-            if fetch.status == 304 {
+            if fetch.status == 304, Self.namesItsCopy(fetch.condition) {
                 revalidated += 1
+            } else if fetch.status == 304 {
+                // `If-None-Match: *` is answered 304 whatever the copy: it asks whether anything
+                // exists, not whether the client's own copy changed.
+                failures.append(
+                    "\(which) asked with \(Self.clip(fetch.condition ?? "", to: 60)), which names no copy of its own (a 304 to it says nothing of what the client holds)"
+                )
             } else if fetch.condition == nil {
                 failures.append("\(which) was unconditional: \(Self.downloaded(fetch))")
             } else if fetch.status == 200 || fetch.status == 206 {
@@ -100,5 +106,12 @@ extension Checks {
     /// `1 fetch`, `3 fetches`.
     static func count(_ n: Int, _ one: String, _ many: String) -> String {
         "\(n) \(n == 1 ? one : many)"
+    }
+
+    /// A condition that names the client's own copy: an entity tag, or a date (not `*`).
+    static func namesItsCopy(_ condition: String?) -> Bool {
+        guard let condition else { return false }
+        let value = condition.drop { $0 != ":" }.dropFirst().trimmingCharacters(in: .whitespaces)
+        return !(condition.lowercased().hasPrefix("if-none-match") && value == "*")
     }
 }

@@ -62,10 +62,10 @@ extension HTMLReport {
             keys +=
                 "<span class=\"key\" style=\"background:\(colour)\"></span>\(state == .secondTail ? "second tail" : state.rawValue) "
         }
-        let share = Int((radio.onShare * 100).rounded())
+        let share = RadioReport.percentText(radio.onShare)
         let totals =
             "radio (\(Self.escape(radio.model))): on \(String(format: "%.1f", radio.onSeconds)) s of "
-            + "\(String(format: "%.1f", radio.windowSeconds)) s (\(share)%), \(radio.promotions) "
+            + "\(String(format: "%.1f", radio.windowSeconds)) s (\(share)), \(radio.promotions) "
             + "promotion\(radio.promotions == 1 ? "" : "s") (\(String(format: "%.1f", radio.promotionsPerMinute))/min), "
             + "≈ \(RadioReport.energyText(radio.joules))"
         return "<p class=\"legend radio-totals\">\(totals) · \(keys)(idle: blank) · \(Self.escape(radio.source))</p>\n"

@@ -73,6 +73,11 @@ enum ProxyFidelity {
                 "\(Self.count(n, "connection")) to the origin \(n == 1 ? "was" : "were") held up to \(Self.seconds(longest)) by the link (its request or SYNs swallowed by a blackhole or lost, or a held connect) while the client's connect to netcond had already succeeded (on a network the connect itself waits, and a connect time-out shorter than that, such as curl's --connect-timeout, fires; here it cannot)"
             )
         }
+        if case .reconnects(let check) = spec, !evidence.handovers.isEmpty, !Checks.reconnects(check, evidence).passed {
+            parts.append(
+                "a connection a handover stranded was the client's own to netcond, on loopback, which took all it sent: TCP keepalive or a TCP_USER_TIMEOUT, which notice a path that is gone on a network, cannot fire here (a read time-out can)"
+            )
+        }
         if names > 0 {
             parts.append(
                 "\(Self.count(names, "name")) that did not resolve reached the client as a 502 from netcond (on a network the client's own lookup fails)"

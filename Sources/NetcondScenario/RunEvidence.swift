@@ -104,6 +104,14 @@ public struct RunEvidence: Sendable {
             guard let dash = spec.firstIndex(of: "-"), !spec.contains(",") else { return nil }
             return Int64(spec[..<dash].trimmingCharacters(in: .whitespaces))
         }
+
+        /// The `N` of `Range: bytes=M-N` (nil when open-ended, without a Range header or for another form).
+        var rangeEnd: Int64? {
+            guard self.rangeStart != nil, let range = self.range, let dash = range.lastIndex(of: "-") else {
+                return nil
+            }
+            return Int64(range[range.index(after: dash)...].trimmingCharacters(in: .whitespaces))
+        }
     }
 
     /// A connection the proxy tried to open for the client and that failed (an outage refused or
@@ -227,6 +235,11 @@ public struct RunEvidence: Sendable {
     public var stderrTail: String
     public var portal: [PortalEvent]
     public var linkEvents: [LinkEvent] = []
+    /// The span the radio is judged over: the client's deadline, its time budget (or the run, when
+    /// it ran past it). Not the client's own run: a client could lower its share by staying alive
+    /// longer, or raise it by quitting early, without sending a byte more or less.
+    public var radioWindow: Double { max(self.duration, self.deadline.seconds) }
+
     /// The handovers the timeline made, in order.
     public var handovers: [Handover] = []
 

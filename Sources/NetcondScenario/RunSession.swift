@@ -91,7 +91,7 @@ extension Session: RunSession {
         if let radio = await self.proxy.radio() {
             evidence.radio = radioReport(
                 radio.model, clockOrigin: Int64(radio.startedAt.uptimeNanoseconds), clientStart: clientStart,
-                duration: evidence.duration)
+                duration: evidence.radioWindow)
         }
     }
 }
@@ -101,8 +101,9 @@ func radioSummary(_ model: RadioModel, upTo end: Instant) -> String {
     RadioReport(spec: model.spec, intervals: model.intervals(upTo: end), from: .zero, to: end).summary
 }
 
-/// What `model` (whose moments count from `clockOrigin`, uptime nanoseconds) did over the client's
-/// run: from its start for `duration` seconds.
+/// What `model` (whose moments count from `clockOrigin`, uptime nanoseconds) did from the client's
+/// start for `duration` seconds (``RunEvidence/radioWindow``): the radio's tail after the client's
+/// last packet counts, whenever the client ended.
 func radioReport(_ model: RadioModel, clockOrigin: Int64, clientStart: Int64, duration: Double) -> RadioReport {
     let from = Instant(nanoseconds: clientStart - clockOrigin)
     let to = from + Span.seconds(double: max(0, duration))
@@ -199,7 +200,7 @@ extension PacketSession: RunSession {
         let engineStart = self.engine.clockOrigin
         if let radio = await self.engine.radio() {
             evidence.radio = radioReport(
-                radio, clockOrigin: engineStart, clientStart: clientStart, duration: evidence.duration)
+                radio, clockOrigin: engineStart, clientStart: clientStart, duration: evidence.radioWindow)
         }
         evidence.linkEvents = self.stateChanges.withLockedValue { $0 }.map { change in
             RunEvidence.LinkEvent(

@@ -46,6 +46,30 @@ import Testing
             "\(html.components(separatedBy: "radio-totals").dropFirst().first?.prefix(200) ?? "")")
     }
 
+    /// A report edited by hand may hold any number: the page is drawn, nothing traps.
+    @Test func hugeOrOddTotalsAreDrawnWithoutATrap() throws {
+        var outcome = ReportFixture.outcome()
+        var model = RadioModel(spec: .defaults(.lte))
+        model.note(at: Instant(nanoseconds: 1_000_000_000))
+        let end = Instant.zero + .seconds(double: outcome.evidence.duration)
+        outcome.evidence.radio = RadioReport(
+            spec: model.spec, intervals: model.intervals(upTo: end), from: .zero, to: end)
+        let json = ScenarioSuite.json([.ran(outcome)], seconds: 4)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        var scenarios = try #require(object["scenarios"] as? [[String: Any]])
+        var radio = try #require(scenarios[0]["radio"] as? [String: Any])
+        for (share, joules) in [(1e300, 1e300), (-1e300, -1e300), (1e20, 12.5)] {
+            radio["onShare"] = share
+            radio["joules"] = joules
+            scenarios[0]["radio"] = radio
+            var edited = object
+            edited["scenarios"] = scenarios
+            let html = try HTMLReport.render(
+                json: try JSONSerialization.data(withJSONObject: edited), source: "edited.json")
+            #expect(html.contains("radio-totals"))
+        }
+    }
+
     @Test func aRunWithoutARadioHasNoLane() throws {
         let html = try self.page(radio: false)
         #expect(!html.contains("radio-lane") && !html.contains("radio-totals"))

@@ -27,6 +27,18 @@ import Testing
 
     static let tag = "If-None-Match: \"api-0123456789abcdef\""
 
+    /// `If-None-Match: *` is answered 304 whatever the client holds: no revalidation of its copy.
+    @Test func aWildcardIsNoRevalidation() {
+        let result = Checks.revalidates(
+            Self.feed,
+            self.evidence([
+                self.fetch(0.2, 200), self.fetch(3.1, 304, condition: "If-None-Match: *"),
+                self.fetch(6.0, 304, condition: Self.tag),
+            ]))
+        #expect(!result.passed)
+        #expect(result.evidence.contains("asked with If-None-Match: *, which names no copy of its own"))
+    }
+
     @Test func aClientThatRevalidatesPassesWithTheBytesSaved() {
         let result = Checks.revalidates(
             Self.feed,

@@ -32,12 +32,16 @@ def check_poll_fails_and_batch_passes(tmp_path, engine):
     radio = line(poll, "radio")
     assert radio.startswith("✗") and "allowed ≤ 55%, ≤ 10/min" in radio, radio
     on = poll_report["radio"]
-    # On from the first fetch to the end: the 10 s tail outlasts every 3 s gap.
-    assert on["onShare"] >= 0.95 and on["promotions"] == 1, on
+    # On from the first fetch to the last one's tail, after the client has gone (about 40 s of the
+    # 45 s deadline the share is of): the 10 s tail outlasts every 3 s gap.
+    assert 0.8 <= on["onShare"] <= 0.95 and on["promotions"] == 1, on
     # (After the few milliseconds before the client's first connection.)
     awake = [i for i in on["intervals"] if not (i["state"] == "idle" and i["end"] < 1)]
     assert [i["state"] for i in awake][:3] == ["promotion", "active", "tail"], on["intervals"][:3]
-    assert "idle" not in [i["state"] for i in awake], on["intervals"]
+    # Never idle while the client polls: only once the last poll's tail is over.
+    states = [i["state"] for i in awake]
+    last_active = max(n for n, state in enumerate(states) if state == "active")
+    assert "idle" not in states[:last_active], on["intervals"]
     assert line(poll, "stays-usable").startswith("✓") and line(poll, "completes").startswith("✓")
 
     batch, batch_report, page = radio_run(BATCH, tmp_path, engine, "batch")
@@ -46,8 +50,9 @@ def check_poll_fails_and_batch_passes(tmp_path, engine):
     assert radio.startswith("✓") and "2 promotions" in radio, radio
     on = batch_report["radio"]
     # Idle for the first 14 s, then one fetch's promotion, active and 10 s tail, idle again, and the
-    # second fetch at about 28 s, just before the run ends: on about 40% of the run.
-    assert 0.3 < on["onShare"] < 0.5 and on["promotions"] == 2, on
+    # second fetch at about 28 s, its tail going on after the client has gone: about 21 s of the
+    # 45 s deadline (the share's span, which the client's own run cannot move).
+    assert 0.4 < on["onShare"] < 0.52 and on["promotions"] == 2, on
     states = [i["state"] for i in on["intervals"]]
     assert states[0] == "idle" and states.count("promotion") == 2 and "idle" in states[1:], states
     assert 13.5 < on["intervals"][1]["start"] < 15.5, on["intervals"][:2]
@@ -95,8 +100,11 @@ def test_the_radio_lane_in_a_browser(tmp_path, browser):  # noqa: F811  (browser
     assert states == expected, (states, expected)
     colours = {g.get_attribute("class").split()[-1]: g.find_element(By.TAG_NAME, "rect").get_attribute("fill") for g in drawn}
     assert colours["radio-promotion"] != colours["radio-tail"], colours
-    # The tail is wide (10 s of a ~28 s run), the promotion narrow (0.26 s), on the same axis as the timeline.
-    widths = {s: float(g.find_element(By.TAG_NAME, "rect").get_attribute("width")) for s, g in zip(states, drawn)}
+    # The first tail is wide (10 s of a ~28 s run), the promotions narrow (0.26 s), on the same axis as the
+    # timeline (the second tail runs past the run's end, where the axis stops).
+    widths = {}
+    for s, g in zip(states, drawn):
+        widths[s] = max(widths.get(s, 0.0), float(g.find_element(By.TAG_NAME, "rect").get_attribute("width")))
     assert widths["radio-tail"] > 20 * widths["radio-promotion"], widths
     first = drawn[0].find_element(By.TAG_NAME, "rect")
     assert lane.size["width"] > 0 and first.size["width"] > 0

@@ -87,6 +87,8 @@ extension LinkModel {
         self.isTransparent =
             self.conditions.isPassThrough && self.outageInForce == nil && self.links.access.stalled.isEmpty
             && self.links.pathRoutes.isEmpty && self.links.radio == nil
+            // A connection a handover stranded stays dead on a link that imposes nothing.
+            && !self.flows.values.contains(where: \.stranded)
 
         let state = self.state
         if state != self.lastState {

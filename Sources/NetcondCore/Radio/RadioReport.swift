@@ -82,14 +82,21 @@ public struct RadioReport: Sendable, Equatable {
     /// `radio (lte): on 58.2 s of 60.1 s (97%), 12 promotions (12.0/min), ≈ 61 J`.
     public var summary: String {
         "radio (\(self.spec.model.rawValue)): on \(Self.secondsText(self.onSeconds)) of \(Self.secondsText(self.window)) "
-            + "(\(Int((self.onShare * 100).rounded()))%), \(self.promotions) promotion\(self.promotions == 1 ? "" : "s") "
+            + "(\(Self.percentText(self.onShare))), \(self.promotions) promotion\(self.promotions == 1 ? "" : "s") "
             + "(\(String(format: "%.1f", self.promotionsPerMinute))/min), ≈ \(Self.energyText(self.joules))"
     }
 
     static func secondsText(_ value: Double) -> String { String(format: "%.1f s", value) }
 
-    /// `61 J`, `4.2 J` under 10.
+    /// `61 J`, `4.2 J` under 10 (a report read back may hold any number: no trap on one).
     public static func energyText(_ value: Double) -> String {
-        value >= 10 ? "\(Int(value.rounded())) J" : String(format: "%.1f J", value)
+        guard value.isFinite, abs(value) < 1e15 else { return String(format: "%g J", value) }
+        return value >= 10 ? "\(Int(value.rounded())) J" : String(format: "%.1f J", value)
+    }
+
+    /// `97%` of a share (`0.97`); any number a report read back holds, without a trap.
+    public static func percentText(_ share: Double) -> String {
+        guard share.isFinite, abs(share) < 1e12 else { return String(format: "%g%%", share * 100) }
+        return "\(Int((share * 100).rounded()))%"
     }
 }

@@ -250,15 +250,29 @@ extension ScenarioDecoder {
 extension ScenarioDecoder {
     /// A `radio` check judges the profile's radio: a scenario whose profile (and every profile its
     /// timeline switches to) has none cannot pass it, and is an error.
+    /// Checks that judge something the profile or the timeline must bring: a `radio` check needs a
+    /// radio, a `reconnects` check a handover.
+    static func checkAgainstTimeline(
+        _ checks: [CheckSpec], profile: Profile, timeline: [ScenarioEvent], node: ConfigNode?
+    ) throws(ConfigError) {
+        let handsOver = timeline.contains { if case .handover = $0.action { true } else { false } }
+        if !handsOver, checks.contains(where: { if case .reconnects = $0 { true } else { false } }) {
+            let message =
+                "the reconnects check judges what the client does after a handover, and the timeline has none; allowed: a timeline event such as {at: 5s, handover: {to: lte, gap: 2s}}"
+            let at = (try? node?.mapping(allowedKeys: CheckSpec.names)["reconnects"]) ?? node
+            guard let at else { throw ConfigError(file: "", message: message) }
+            throw at.error(message)
+        }
+        try Self.checkRadio(checks, profile: profile, timeline: timeline, node: node)
+    }
+
     static func checkRadio(
         _ checks: [CheckSpec], profile: Profile, timeline: [ScenarioEvent], node: ConfigNode?
     ) throws(ConfigError) {
         guard checks.contains(where: { if case .radio = $0 { true } else { false } }), profile.radio == nil else {
             return
         }
-        let switched = timeline.contains { event in
-            if case .switchProfile(let other) = event.action { other.radio != nil } else { false }
-        }
+        let switched = timeline.contains { $0.action.profileSwitchedTo?.radio != nil }
         guard !switched else { return }
         let at = (try? node?.mapping(allowedKeys: CheckSpec.names)["radio"]) ?? node
         let message =

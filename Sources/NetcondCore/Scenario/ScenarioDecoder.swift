@@ -121,7 +121,7 @@ public enum ScenarioDecoder {
         guard let profile, let origin, let timeline, let client, let checks else {
             preconditionFailure("a scenario key failed to decode without an error")
         }
-        try Self.checkRadio(checks, profile: profile, timeline: timeline, node: checksNode)
+        try Self.checkAgainstTimeline(checks, profile: profile, timeline: timeline, node: checksNode)
         return Scenario(
             name: name, description: description, file: file, profile: profile, timeline: timeline,
             origin: origin, client: client, checks: checks, engine: engine

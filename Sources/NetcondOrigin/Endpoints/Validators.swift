@@ -1,3 +1,4 @@
+import Foundation
 import NIOHTTP1
 
 /// A representation's validators (RFC 9110 §8.8): its entity tag and its `Last-Modified` date, and
@@ -26,8 +27,11 @@ struct Validators: Sendable {
         if let ifNoneMatch = request.headers.first(name: "if-none-match") {
             return EntityTag.ifNoneMatch(ifNoneMatch, matches: self.etag)
         }
+        // A date later than the origin's clock is no date the client had from it: ignored (RFC 9110
+        // §13.1.3), so a client cannot claim any copy is current by writing the far future.
         guard let ifModifiedSince = request.headers.first(name: "if-modified-since"),
-            let since = HTTPDate.seconds(ifModifiedSince), let modified = HTTPDate.seconds(self.lastModified)
+            let since = HTTPDate.seconds(ifModifiedSince), let modified = HTTPDate.seconds(self.lastModified),
+            since <= Int64(Date().timeIntervalSince1970)
         else { return false }
         return modified <= since
     }

@@ -35,7 +35,7 @@ import Testing
         #expect(threeG.name == "3g" && none == .zero)
         #expect(scenario.checks.first == .reconnects(ReconnectsCheck(within: .seconds(5), resume: false)))
         // The default: 10 s, resuming.
-        let plain = try self.decode("profile: wifi\nchecks: {reconnects: {}}\n")
+        let plain = try self.decode("profile: wifi\ntimeline: [{at: 1s, handover: lte}]\nchecks: {reconnects: {}}\n")
         #expect(plain.checks == [.reconnects(ReconnectsCheck(within: .seconds(10), resume: true))])
     }
 
@@ -53,6 +53,14 @@ import Testing
         #expect(error?.file == Self.file)
         #expect(error?.line == line, "\(error?.description ?? "")")
         #expect(error?.description.contains(message) == true, "\(error?.description ?? "")")
+    }
+
+    @Test func aReconnectsCheckWithoutAHandoverIsRefused() {
+        let error = #expect(throws: ConfigError.self) {
+            try self.decode("profile: wifi\nchecks: {completes: {}, reconnects: {}}\n")
+        }
+        #expect(error?.line == 2, "\(error?.description ?? "")")
+        #expect(error?.description.contains("the timeline has none") == true, "\(error?.description ?? "")")
     }
 
     @Test func aWrongCheckSaysWhatIsAllowed() {
