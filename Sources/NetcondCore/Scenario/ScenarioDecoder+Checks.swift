@@ -108,23 +108,7 @@ extension ScenarioDecoder {
 
     private static func idempotent(_ value: ConfigNode, context: CheckContext) throws(ConfigError) -> IdempotentCheck {
         let spec = try value.mapping(allowedKeys: ["api"])
-        guard let node = spec["api"] else {
-            guard let name = Self.urlAPI(context.client), context.origin.api(named: name)?.method == .post else {
-                throw value.error(
-                    "which endpoint? the client's url is not a POST endpoint of origin.api; allowed: api: NAME")
-            }
-            return IdempotentCheck(api: name)
-        }
-        let api = try node.string(expecting: "an endpoint name from origin.api")
-        guard let endpoint = context.origin.api(named: api) else {
-            throw node.error(
-                Suggestion.unknown(
-                    "endpoint", api, among: context.origin.api.map(\.name), listedAs: "endpoints in origin.api"))
-        }
-        guard endpoint.method == .post else {
-            throw node.error("\(endpoint.path) is a GET endpoint; allowed: a POST endpoint from origin.api")
-        }
-        return IdempotentCheck(api: api)
+        return IdempotentCheck(api: try Self.postEndpoint(spec["api"], in: value, context: context))
     }
 
     private static func backsOff(_ value: ConfigNode, context: CheckContext) throws(ConfigError) -> BacksOffCheck {

@@ -29,7 +29,7 @@ extension ScenarioDecoder {
     }
 
     /// `api: NAME` naming a POST endpoint of origin.api, or (absent) the client's url's.
-    private static func postEndpoint(_ node: ConfigNode?, in check: ConfigNode, context: CheckContext)
+    static func postEndpoint(_ node: ConfigNode?, in check: ConfigNode, context: CheckContext)
         throws(ConfigError) -> String
     {
         guard let node else {
