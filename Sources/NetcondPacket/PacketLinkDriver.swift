@@ -51,7 +51,9 @@ struct PacketLinkDriver {
     /// The TCP connections a handover left on the network the device left:
     /// nothing of them is carried again. UDP is not: a datagram sent after it leaves from the new
     /// network, as a real device's socket would send it.
-    var stranded: Set<FlowKey> = []
+    /// Each with the sequence number just past the cage's SYN when the handover came (nil: not
+    /// seen), so that the connection's own SYN sent again is told from a new one from that port.
+    var stranded: [FlowKey: UInt32?] = [:]
     /// A handover under way: when its gap ends, and the profile the device is then on.
     var handoverEnds: (at: Instant, profile: Profile)?
     private var lastState: LinkState
@@ -90,10 +92,10 @@ struct PacketLinkDriver {
             }
         }
         let route = self.route(tcp, up: up, payload: payload, copied: copied)
-        if let tcp, !self.stranded.isEmpty, self.stranded.contains(FlowKey(tcp, up: up)) {
-            if up && tcp.isSYN {
+        if let tcp, !self.stranded.isEmpty, let synEnd = self.stranded[FlowKey(tcp, up: up)] {
+            if up && tcp.isSYN && synEnd != tcp.seq &+ 1 {
                 // A new connection from the same port (the stranded one long gone): a network's own.
-                self.stranded.remove(FlowKey(tcp, up: up))
+                self.stranded[FlowKey(tcp, up: up)] = nil
             } else {
                 // On the network the device left: gone, and neither end is told.
                 self.summary.directions[index].packets += segments
@@ -312,7 +314,10 @@ struct PacketLinkDriver {
     @discardableResult
     mutating func handover(to profile: Profile, gap: Span, at now: Instant) -> Int {
         var stranded = 0
-        for key in self.flows.keys where self.stranded.insert(key).inserted { stranded += 1 }
+        for key in self.flows.keys where self.stranded[key] == nil {
+            self.stranded[key] = .some(self.flows.synEnd(of: key))
+            stranded += 1
+        }
         self.summary.connectionsStranded += stranded
         self.timeline.setOutage(.blackhole, at: now)
         self.apply(at: now)

@@ -291,6 +291,13 @@ struct TCPFlowTable {
     /// The connections open now (not already being cut).
     var keys: [FlowKey] { self.flows.filter { $0.value.resetsPending == 0 }.map(\.key) }
 
+    /// The sequence number just past the cage's SYN of connection `key` (its initial sequence
+    /// number + 1), when the connection's first delivered bytes from the cage say it; else nil.
+    func synEnd(of key: FlowKey) -> UInt32? {
+        guard let flow = self.flows[key], flow.record.syns > 0, !flow.record.established else { return nil }
+        return flow.cageDelivered
+    }
+
     /// A connection being cut: a reset goes to each end, then it is forgotten.
     mutating func markCut(_ key: FlowKey) {
         self.flows[key]?.resetsPending = 2

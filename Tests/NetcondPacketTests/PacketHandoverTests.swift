@@ -42,3 +42,21 @@ import Testing
         #expect(driver.timeline.profile.name == "cellular" && driver.timeline.state.outage == nil)
     }
 }
+
+/// A connection still in its handshake at the handover: its SYN sent again stays stranded (the
+/// stream engine keeps it so too); a new connection from that port, with a SYN of its own, goes.
+@Suite struct PacketHandoverHandshakeTests {
+    typealias Routes = PacketRouteTests
+
+    @Test func aStrandedHandshakesOwnSYNStaysStrandedAndANewOneGoes() throws {
+        var driver = PacketLinkDriver(profile: try PacketLinkDriverTests.profile("link: {latency: 10ms}"), seed: 1)
+        let far = Routes.other
+        #expect(Routes.admit(&driver, Routes.packet(up: true, far: far, seq: 5000), up: true, id: 1, at: 0))
+        #expect(Routes.fates(&driver, upTo: 100) == [1: 10])
+        driver.control(.handover(driver.timeline.profile, gap: .zero), at: PacketLinkDriverTests.ms(200))
+        #expect(driver.summary.connectionsStranded == 1)
+        #expect(!Routes.admit(&driver, Routes.packet(up: true, far: far, seq: 5000), up: true, id: 2, at: 1000))
+        #expect(Routes.admit(&driver, Routes.packet(up: true, far: far, seq: 9000), up: true, id: 3, at: 1500))
+        #expect(Routes.fates(&driver, upTo: 3000) == [3: 1510])
+    }
+}
