@@ -105,12 +105,13 @@ public struct RunEvidence: Sendable {
             return Int64(spec[..<dash].trimmingCharacters(in: .whitespaces))
         }
 
-        /// The `N` of `Range: bytes=M-N` (nil when open-ended, without a Range header or for another form).
+        /// The `N` of `Range: bytes=M-N`, read as the origin reads it (nil when open-ended, without
+        /// a Range header or for another form).
         var rangeEnd: Int64? {
-            guard self.rangeStart != nil, let range = self.range, let dash = range.lastIndex(of: "-") else {
+            guard let range = self.range, case .closed(_, let last) = ByteRangeRequest(header: range) else {
                 return nil
             }
-            return Int64(range[range.index(after: dash)...].trimmingCharacters(in: .whitespaces))
+            return last
         }
     }
 

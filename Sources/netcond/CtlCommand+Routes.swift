@@ -98,10 +98,7 @@ extension CtlCommand {
         }
 
         func run() async throws {
-            let profile = resolveProfile(self.profile)
-            var body =
-                ProfileCatalog.looksLikePath(self.profile)
-                ? ["yaml": profile.yaml(inlineTraces: true), "file": self.profile] : ["name": self.profile]
+            var body = SwitchProfile.body(self.profile)
             body["gap"] = self.gap
             try await self.target.send("POST", "/handover", body: body)
         }

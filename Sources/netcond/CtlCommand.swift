@@ -153,13 +153,16 @@ struct CtlCommand: AsyncParsableCommand {
         @OptionGroup var target: Target
 
         func run() async throws {
-            // Checked here; a file is resolved here too (with `extends:` and `use:` files relative
-            // to it) and sent self-contained, a built-in goes by name.
-            let profile = resolveProfile(self.profile)
-            let body =
-                ProfileCatalog.looksLikePath(self.profile)
-                ? ["yaml": profile.yaml(inlineTraces: true), "file": self.profile] : ["name": self.profile]
-            try await self.target.send("POST", "/profile", body: body)
+            try await self.target.send("POST", "/profile", body: Self.body(self.profile))
+        }
+
+        /// `argument` as the control API takes a profile: checked here; a file is resolved here
+        /// too (with `extends:` and `use:` files relative to it) and sent self-contained, a
+        /// built-in goes by name.
+        static func body(_ argument: String) -> [String: String] {
+            let profile = resolveProfile(argument)
+            return ProfileCatalog.looksLikePath(argument)
+                ? ["yaml": profile.yaml(inlineTraces: true), "file": argument] : ["name": argument]
         }
     }
 

@@ -7,14 +7,14 @@
 /// bytes=0-1,5-9  → .multiple           200, full body (a server may ignore multi-range)
 /// items=0-1, junk, 9-3 → .ignored      200, full body (an invalid Range is ignored)
 /// ```
-enum ByteRangeRequest: Equatable, Sendable {
+public enum ByteRangeRequest: Equatable, Sendable {
     case closed(first: Int64, last: Int64)
     case from(first: Int64)
     case suffix(length: Int64)
     case multiple
     case ignored
 
-    init(header: String) {
+    public init(header: String) {
         let value = header.trimmingWhitespace
         guard let equals = value.firstIndex(of: "="),
             value[..<equals].trimmingWhitespace.lowercased() == "bytes"
