@@ -702,6 +702,94 @@ int ncq_cage_path_mss(const char *cgroup_directory, uint16_t mss4, uint16_t mss6
     return result;
 }
 
+/* Loads `program` as a cgroup sock_addr program for `attach_type` and attaches it to the cgroup. */
+static int attach_sock_addr(const char *cgroup_directory, struct bpf_insn *program, uint32_t count,
+                            enum bpf_attach_type attach_type, char *log, size_t log_length) {
+    union bpf_attr load;
+    memset(&load, 0, sizeof load);
+    load.prog_type = BPF_PROG_TYPE_CGROUP_SOCK_ADDR;
+    load.expected_attach_type = attach_type;
+    load.insn_cnt = count;
+    load.insns = (uint64_t)(uintptr_t)program;
+    load.license = (uint64_t)(uintptr_t)"GPL";
+    load.log_level = log_length > 0 ? 1 : 0;
+    load.log_size = (uint32_t)log_length;
+    load.log_buf = (uint64_t)(uintptr_t)log;
+    memcpy(load.prog_name, "netcond_no_ipv4", sizeof "netcond_no_ipv4");
+    int program_fd = (int)bpf_call(BPF_PROG_LOAD, &load);
+    if (program_fd < 0) return -errno;
+    int cgroup_fd = open(cgroup_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (cgroup_fd < 0) {
+        int error = errno;
+        close(program_fd);
+        return -error;
+    }
+    union bpf_attr attach;
+    memset(&attach, 0, sizeof attach);
+    attach.target_fd = (uint32_t)cgroup_fd;
+    attach.attach_bpf_fd = (uint32_t)program_fd;
+    attach.attach_type = attach_type;
+    attach.attach_flags = BPF_F_ALLOW_MULTI;
+    int result = bpf_call(BPF_PROG_ATTACH, &attach) == 0 ? 0 : -errno;
+    close(cgroup_fd);
+    close(program_fd);
+    return result;
+}
+
+int ncq_cage_refuse_ipv4(const char *cgroup_directory, uint16_t exempt_port, char *log, size_t log_length) {
+    if (log_length > 0) log[0] = 0;
+    const uint8_t ld_w = BPF_LDX | BPF_MEM | BPF_W, mov_k = BPF_ALU64 | BPF_MOV | BPF_K;
+    const uint8_t mov_x = BPF_ALU64 | BPF_MOV | BPF_X;
+    const int32_t loopback = (int32_t)htonl(0x7f000001), mapped = (int32_t)htonl(0x0000ffff);
+    /* Port 0 is no port: nothing is exempt then. */
+    const int32_t port = exempt_port == 0 ? -1 : (int32_t)htons(exempt_port);
+    /* An IPv4 destination: 127.0.0.1 at the exempt port goes on; any other is refused with
+       ENETUNREACH, as a device with no IPv4 route refuses it. */
+    struct bpf_insn ipv4[] = {
+        instruction(mov_x, 6, 1, 0, 0),                                            /* 0: r6 = ctx */
+        instruction(ld_w, 2, 6, offsetof(struct bpf_sock_addr, user_ip4), 0),     /* 1 */
+        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 4, loopback),               /* 2: -> 7 */
+        instruction(ld_w, 2, 6, offsetof(struct bpf_sock_addr, user_port), 0),     /* 3 */
+        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 2, port),                   /* 4: -> 7 */
+        instruction(mov_k, 0, 0, 0, 1),                                            /* 5: r0 = 1 */
+        instruction(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),                               /* 6 */
+        instruction(mov_k, 1, 0, 0, -ENETUNREACH),                                 /* 7 */
+        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_set_retval),             /* 8 */
+        instruction(mov_k, 0, 0, 0, 0),                                            /* 9: r0 = 0 */
+        instruction(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),                               /* 10 */
+    };
+    /* An IPv6 socket to an IPv4-mapped address (::ffff:a.b.c.d) is IPv4 on the wire: the same. */
+    struct bpf_insn ipv6[] = {
+        instruction(mov_x, 6, 1, 0, 0),                                            /* 0: r6 = ctx */
+        instruction(ld_w, 2, 6, offsetof(struct bpf_sock_addr, user_ip6[0]), 0),  /* 1 */
+        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 9, 0),                      /* 2: -> 12 */
+        instruction(ld_w, 2, 6, offsetof(struct bpf_sock_addr, user_ip6[1]), 0),  /* 3 */
+        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 7, 0),                      /* 4: -> 12 */
+        instruction(ld_w, 2, 6, offsetof(struct bpf_sock_addr, user_ip6[2]), 0),  /* 5 */
+        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 5, mapped),                 /* 6: -> 12 */
+        instruction(ld_w, 2, 6, offsetof(struct bpf_sock_addr, user_ip6[3]), 0),  /* 7 */
+        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 5, loopback),               /* 8: -> 14 */
+        instruction(ld_w, 2, 6, offsetof(struct bpf_sock_addr, user_port), 0),     /* 9 */
+        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 3, port),                   /* 10: -> 14 */
+        instruction(BPF_JMP | BPF_JA, 0, 0, 0, 0),                                 /* 11: -> 12 (exempt) */
+        instruction(mov_k, 0, 0, 0, 1),                                            /* 12: r0 = 1 */
+        instruction(BPF_JMP | BPF_JA, 0, 0, 3, 0),                                 /* 13: -> 17 */
+        instruction(mov_k, 1, 0, 0, -ENETUNREACH),                                 /* 14 */
+        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_set_retval),             /* 15 */
+        instruction(mov_k, 0, 0, 0, 0),                                            /* 16: r0 = 0 */
+        instruction(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),                               /* 17 */
+    };
+    const enum bpf_attach_type four[] = {BPF_CGROUP_INET4_CONNECT, BPF_CGROUP_UDP4_SENDMSG};
+    const enum bpf_attach_type six[] = {BPF_CGROUP_INET6_CONNECT, BPF_CGROUP_UDP6_SENDMSG};
+    for (int i = 0; i < 2; i++) {
+        int result = attach_sock_addr(cgroup_directory, ipv4, sizeof ipv4 / sizeof ipv4[0], four[i], log, log_length);
+        if (result != 0) return result;
+        result = attach_sock_addr(cgroup_directory, ipv6, sizeof ipv6 / sizeof ipv6[0], six[i], log, log_length);
+        if (result != 0) return result;
+    }
+    return 0;
+}
+
 #else
 
 int ncq_open(void) { return -ENOSYS; }
@@ -756,6 +844,10 @@ int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_por
 
 int ncq_cage_path_mss(const char *cgroup_directory, uint16_t mss4, uint16_t mss6, char *log, size_t log_length) {
     (void)cgroup_directory; (void)mss4; (void)mss6; (void)log; (void)log_length;
+    return -ENOSYS;
+}
+int ncq_cage_refuse_ipv4(const char *cgroup_directory, uint16_t exempt_port, char *log, size_t log_length) {
+    (void)cgroup_directory; (void)exempt_port; (void)log; (void)log_length;
     return -ENOSYS;
 }
 #endif

@@ -21,6 +21,7 @@ public enum FuzzTargets {
         ("control-api", controlAPI),
         ("toxiproxy-api", toxiproxyAPI),
         ("dns-answers", dnsAnswers),
+        ("nat64", nat64),
     ]
 
     public static func named(_ name: String) -> (@Sendable ([UInt8]) -> Void)? {
@@ -126,6 +127,11 @@ public enum FuzzTargets {
     static func dnsAnswers(_ bytes: [UInt8]) {
         _ = DNSAnswers.parse(bytes)
         _ = readPacketDNS(bytes)
+    }
+
+    /// A packet an IPv6-only run's NAT64 translates: either way, and back.
+    static func nat64(_ bytes: [UInt8]) {
+        _ = translateNAT64(bytes)
     }
 
     /// `METHOD TARGET\nBODY`.

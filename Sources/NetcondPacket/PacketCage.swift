@@ -1,5 +1,6 @@
 import CNetcondPacket
 import Foundation
+import NetcondCore
 
 #if canImport(Glibc)
 import Glibc
@@ -73,8 +74,19 @@ public final class PacketCage: @unchecked Sendable {
 
     static let prefix = "netcond-"
 
+    /// An IPv6-only run's cage (``IPv6OnlySpec``): IPv4 from its sockets is refused, and the
+    /// servers' IPv4 answers to its NAT64 pool go down the link.
+    public let ipv6Only: Bool
+    /// 127.0.0.1's port the cage may reach whatever the link does (netcond's control API; 0: none).
+    private var exemptPort: UInt16 = 0
+    private var refusingIPv4 = false
+
+    /// The slot of the run's firewall mark (bits 8–23), unique among live runs.
+    public var slot: UInt16 { UInt16(truncatingIfNeeded: self.mark >> 8) }
+
     /// Creates the cgroup and the rules sending its packets to queues `up` and `up + 1`.
-    public init(queue up: UInt16) throws(PacketEngineError) {
+    public init(queue up: UInt16, ipv6Only: Bool = false) throws(PacketEngineError) {
+        self.ipv6Only = ipv6Only
         guard let root = Self.cgroup2Root() else {
             throw .unsupported(
                 "this system has no cgroup2 hierarchy mounted (the packet engine puts the command in a cgroup of its own)"
@@ -231,6 +243,13 @@ public final class PacketCage: @unchecked Sendable {
             """
         let t = Self.table
         let p = self.chainPrefix
+        // IPv6-only: what slips past the sockets' refusal (``refuseIPv4()``: a ping, a raw
+        // socket) meets no route; a server's answer to the run's NAT64 pool goes down the link.
+        let ipv4Refused =
+            self.ipv6Only ? "    \(cgroup) meta nfproto ipv4 reject with icmp type net-unreachable" : ""
+        let poolDown =
+            self.ipv6Only
+            ? "    ip daddr \(AddressBlock.format(NAT64.pool(slot: self.slot)))/26 goto \(self.chainPrefix)_down" : ""
         let comment = "comment \"\(self.name)\""
         let ruleset =
             Self.baseChains + """
@@ -246,12 +265,14 @@ public final class PacketCage: @unchecked Sendable {
                     meta mark set \(down)
                   }
                   chain \(p)_output {
+                \(ipv4Refused)
                     \(cgroup) ct mark set \(mark)
                     \(cgroup) fib daddr type local return
                     \(cgroup) goto \(p)_up
                     ct mark \(mark) meta l4proto { icmp, ipv6-icmp } goto \(p)_down
                   }
                   chain \(p)_input {
+                \(poolDown)
                     \(cgroup) goto \(p)_down
                     ct mark \(mark) goto \(p)_up
                   }
@@ -269,6 +290,7 @@ public final class PacketCage: @unchecked Sendable {
     /// Lets TCP to and from `127.0.0.1:port` bypass the link: netcond's own control API, which a
     /// command must reach to end the very outage it started.
     public func exempt(loopbackPort port: Int) throws(PacketEngineError) {
+        self.exemptPort = UInt16(clamping: port)
         for chain in ["output", "input"] {
             for side in ["dport", "sport"] {
                 try Self.run(
@@ -328,6 +350,24 @@ public final class PacketCage: @unchecked Sendable {
             }
         }
         try Self.run("nft", ["-f", "-"], input: script)
+    }
+
+    /// An IPv6-only cage's sockets get ENETUNREACH for any IPv4 destination (and an IPv4-mapped
+    /// IPv6 one), as on a device with no IPv4 route: a BPF program on the cgroup, at connect and
+    /// at a UDP send. 127.0.0.1 at the exempt port (the control API) stays reachable. Once, before
+    /// the first command runs; nothing for a cage that is not IPv6-only.
+    public func refuseIPv4() throws(PacketEngineError) {
+        guard self.ipv6Only, !self.refusingIPv4 else { return }
+        var log = [CChar](repeating: 0, count: 4096)
+        let result = ncq_cage_refuse_ipv4(self.cgroupDirectory, self.exemptPort, &log, log.count)
+        guard result == 0 else {
+            let text = String(decoding: log.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let verifier = text.split(separator: "\n").last.map { ": \($0)" } ?? ""
+            throw .unsupported(
+                "ipv6_only needs a BPF program on the command's cgroup that refuses IPv4, and the kernel refused it: \(PacketEngineError.system("bpf", -result).description)\(verifier)"
+            )
+        }
+        self.refusingIPv4 = true
     }
 
     /// Opens the cgroup's `cgroup.procs` for a child to write itself into before it executes.

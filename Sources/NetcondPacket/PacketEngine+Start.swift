@@ -26,10 +26,12 @@ extension PacketEngine {
         let first =
             [(ConditionTimeline(profile: profile, seed: seed).conditions, profile.setup)]
             + profile.routes.map { ($0.timeline(seed: seed).conditions, $0.profile.setup) }
-        let whole = capture != nil || first.contains { Self.needsWholePackets($0.0, $0.1) }
+        // NAT64 translates whole packets, one segment at a time.
+        let whole = capture != nil || profile.ipv6Only != nil || first.contains { Self.needsWholePackets($0.0, $0.1) }
         let up = try queue.bindPair(from: start, copyRange: whole ? Self.wholePacket : Self.headOnly)
         let wholeGSO = Direction.allCases.map { direction in
-            capture == nil && first.allSatisfy { Self.decidesNothingPerPacket($0.0.direction(direction)) }
+            capture == nil && profile.ipv6Only == nil
+                && first.allSatisfy { Self.decidesNothingPerPacket($0.0.direction(direction)) }
         }
         for (whole, number) in zip(wholeGSO, [up, up &+ 1]) {
             try queue.setWholeGSO(whole, queue: number, waiting: true)
@@ -43,7 +45,7 @@ extension PacketEngine {
         guard wake >= 0 else { throw .system("cannot make an eventfd", -wake) }
         let cage: PacketCage
         do {
-            cage = try PacketCage(queue: up)
+            cage = try PacketCage(queue: up, ipv6Only: profile.ipv6Only != nil)
         } catch {
             close(wake)
             throw error

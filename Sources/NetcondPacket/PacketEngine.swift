@@ -28,8 +28,8 @@ public final class PacketEngine: @unchecked Sendable {
     public let profile: Profile
     public let seed: UInt64
     public let cage: PacketCage
-    private let queue: NetfilterQueue
-    private let upQueue: UInt16
+    let queue: NetfilterQueue
+    let upQueue: UInt16
     private let wake: Int32
     private let startedAt: Int64
     /// The engine clock's zero, in CLOCK_MONOTONIC (uptime) nanoseconds: its instants plus this are
@@ -41,21 +41,23 @@ public final class PacketEngine: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
 
     // Engine thread only.
-    private var driver: PacketLinkDriver
+    var driver: PacketLinkDriver
     /// Raw sockets the resets and copies go out on (marked as having crossed the link).
-    private let raw4: Int32
-    private let raw6: Int32
+    let raw4: Int32
+    let raw6: Int32
     /// Copies and answers to send once the verdicts before them are out.
-    private var copies: [[UInt8]] = []
+    var copies: [[UInt8]] = []
     /// Whether the queues hand over whole packets (a capture, a duplicate or a corruption needs them).
     private var copyingWhole: Bool
     private var wholeGSO: [Bool]
-    private let capture: PacketCapture?
+    let capture: PacketCapture?
     /// Poll instead of sleeping in the last ``spinWindow`` before a verdict is due.
     private let precise: Bool
     static let spinWindow: Int64 = 300_000
     /// When each packet reached the link (the kernel's stamps, on the engine's clock).
     private var arrivals: PacketArrivals
+    /// An IPv6-only run's translator (nil: the device has IPv4).
+    var nat64: NAT64?
 
     // Under the lock: what the summary reads, and commands waiting for the engine thread.
     private var published = PacketSummary()
@@ -88,8 +90,10 @@ public final class PacketEngine: @unchecked Sendable {
             onStateChange?(state, Span(nanoseconds: moment.nanoseconds))
         }
         self.wholeGSO = wholeGSO
-        self.copyingWhole = capture != nil || self.driver.needsWholePackets
+        self.copyingWhole = capture != nil || profile.ipv6Only != nil || self.driver.needsWholePackets
         self.driver.summary.pathMSSProblem = cage.pathMSSProblem
+        self.nat64 = profile.ipv6Only.map { NAT64(spec: $0, slot: cage.slot) }
+        self.driver.nat64 = profile.ipv6Only
         // Until the thread first publishes, a summary says what the link starts as.
         self.published.profile = profile.name
         self.published.state = self.driver.timeline.state
@@ -284,6 +288,10 @@ public final class PacketEngine: @unchecked Sendable {
     private func admit(_ packet: ncq_packet, readAt: Instant, offset: Int64?) {
         let up = packet.queue == self.upQueue
         let now = self.arrivals.arrival(direction: up ? 0 : 1, stamp: packet.stamp, readAt: readAt, offset: offset)
+        if self.nat64 != nil, let translated = self.translating(packet, up: up) {
+            self.admitTranslated(packet, translated, up: up, at: now)
+            return
+        }
         let copied = Int(packet.payload_length)
         let tcp = packet.payload.flatMap { TCPHeader($0, copied: copied, length: Int(packet.length)) }
         let bytes =
@@ -337,6 +345,10 @@ public final class PacketEngine: @unchecked Sendable {
         if late > self.driver.summary.maximumLateness { self.driver.summary.maximumLateness = late }
         if late > .milliseconds(1) { self.driver.summary.lateOverMillisecond += 1 }
         let packet = delivery.unit
+        if packet.nat64 != 0 {
+            self.deliverTranslated(delivery, direction)
+            return
+        }
         if delivery.isCopy {
             // The copy goes once the originals' verdicts are out (``sendCopies``): it arrives second.
             guard let bytes = packet.bytes else { return }
@@ -388,7 +400,8 @@ public final class PacketEngine: @unchecked Sendable {
     }
 
     private func sendResets(upTo now: Instant) {
-        while let reset = self.driver.dueReset(upTo: now) {
+        while var reset = self.driver.dueReset(upTo: now) {
+            if self.nat64 != nil { reset = self.translated(reset) }
             var copy = [UInt8](repeating: 0, count: 60)
             var copied: UInt32 = 0
             let result = ncq_send_rst(
@@ -415,7 +428,7 @@ public final class PacketEngine: @unchecked Sendable {
             }
         }
         for (index, direction) in Direction.allCases.enumerated() {
-            let whole = self.capture == nil && self.driver.decidesNothingPerPacket(direction)
+            let whole = self.capture == nil && self.nat64 == nil && self.driver.decidesNothingPerPacket(direction)
             if whole != self.wholeGSO[index] {
                 self.wholeGSO[index] = whole
                 try? self.queue.setWholeGSO(whole, queue: self.upQueue &+ UInt16(index), waiting: false)

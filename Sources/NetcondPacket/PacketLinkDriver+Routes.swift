@@ -33,7 +33,9 @@ extension PacketLinkDriver {
     /// The first route whose match holds for the connection `key` (the name last learnt for its far
     /// address, if any).
     private func decideRoute(_ key: FlowKey, transport: RouteMatch.Transport) -> Int? {
-        let address = key.far.bytes(count: key.version == 6 ? 16 : 4)
+        var address = key.far.bytes(count: key.version == 6 ? 16 : 4)
+        // Behind a NAT64, the server's own address.
+        if let server = self.nat64?.embedded(address) { address = server }
         let target = RouteTarget(
             host: self.names.isEmpty ? nil : self.names.name(for: address), address: address, port: Int(key.farPort),
             transport: transport)
@@ -44,7 +46,7 @@ extension PacketLinkDriver {
     /// wrote to the command's hosts file): a later connection to one of them matches routes by
     /// that name. The last answer for an address wins.
     mutating func learn(name: String, addresses: [[UInt8]]) {
-        self.names.learn(name: name, addresses: addresses)
+        self.names.learn(name: name, addresses: addresses.map { self.nat64?.embedded($0) ?? $0 })
     }
 
     /// A profile switch's routes: a route of the same name keeps its path, a new one gets a lane of

@@ -56,6 +56,9 @@ struct PacketLinkDriver {
     var stranded: [FlowKey: UInt32?] = [:]
     /// A handover under way: when its gap ends, and the profile the device is then on.
     var handoverEnds: (at: Instant, profile: Profile)?
+    /// An IPv6-only run's NAT64: a connection to an address of its prefix matches routes by the
+    /// IPv4 address inside (nil: not IPv6-only).
+    var nat64: IPv6OnlySpec?
     private var lastState: LinkState
     /// Told of every change of the link's state, with its moment.
     private let onStateChange: ((LinkState, Instant) -> Void)?

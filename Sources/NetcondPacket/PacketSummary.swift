@@ -16,6 +16,12 @@ struct HeldPacket {
     var wireLength: UInt32 = 0
     var segments: UInt32 = 1
     var route: Int32 = -1
+    /// An IPv6-only run's NAT64 (``NAT64``): 0 none; ``translateOut``: the cage's packet to the
+    /// prefix, sent on as IPv4 when delivered; ``translatedIn``: a server's IPv4 packet, already
+    /// IPv6 in `bytes`, which go to the cage when delivered. The original is dropped either way.
+    var nat64: UInt8 = 0
+    static let translateOut: UInt8 = 1
+    static let translatedIn: UInt8 = 2
 
     init(queue: UInt16, id: UInt32, mark: UInt32, tcp: TCPHeader?, length: UInt32) {
         self.queue = queue
@@ -69,6 +75,9 @@ public struct PacketSummary: Sendable, Equatable {
     public var connectionsOpen = 0
     /// Packets the kernel dropped because netcond could not read them fast enough.
     public var kernelDrops = 0
+    /// An IPv6-only run's packets its NAT64 could not translate or send on (an IPv4 fragment, an
+    /// ICMP error, an IPv6 extension header), dropped.
+    public var untranslated = 0
     /// Connections refused by a `refuse` or `reset` outage (their SYN answered with a reset).
     public var refusedConnections = 0
     /// Connections cut by a `reset` outage or `netcond ctl cut`: a reset sent to each end.

@@ -16,12 +16,14 @@ final class PacketDNSResponder: Sendable {
     }
 
     /// Listens on `host` port 53 (UDP and TCP) on `loop`.
-    static func start(host: String, names: PacketNames, loop: EventLoop) async throws -> PacketDNSResponder {
+    static func start(
+        host: String, names: PacketNames, loop: EventLoop, dns64: IPv6OnlySpec? = nil
+    ) async throws -> PacketDNSResponder {
         let udp = try await DatagramBootstrap(group: loop)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(UDPHandler(names: names))
+                    try channel.pipeline.syncOperations.addHandler(UDPHandler(names: names, dns64: dns64))
                 }
             }
             .bind(host: host, port: 53).get()
@@ -31,7 +33,7 @@ final class PacketDNSResponder: Sendable {
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(TCPFrames()))
-                        try channel.pipeline.syncOperations.addHandler(TCPHandler(names: names))
+                        try channel.pipeline.syncOperations.addHandler(TCPHandler(names: names, dns64: dns64))
                     }
                 }
                 .bind(host: host, port: 53).get()
@@ -47,20 +49,40 @@ final class PacketDNSResponder: Sendable {
     }
 
     /// The answer to `query` (a DNS message): nil when it is no query to answer (too short, a
-    /// response), or when it waits on a name's listeners.
-    static func answer(_ query: [UInt8], names: PacketNames, loop: EventLoop) -> EventLoopFuture<[UInt8]>? {
+    /// response), or when it waits on a name's listeners. With `dns64` (an IPv6-only run) it is the
+    /// network's DNS64: a name's AAAA record is its IPv4 address in the NAT64 prefix, and it has no
+    /// A record (the device, with no IPv4 address, would not ask for one: glibc's AI_ADDRCONFIG);
+    /// `ipv4only.arpa` gives the prefix away as RFC 7050 says, for clients that look for it.
+    static func answer(
+        _ query: [UInt8], names: PacketNames, loop: EventLoop, dns64: IPv6OnlySpec? = nil
+    ) -> EventLoopFuture<[UInt8]>? {
         guard let question = Query(query) else { return nil }
+        let wanted = dns64 == nil ? Self.a : Self.aaaa
+        if let dns64, question.class == 1, question.name == "ipv4only.arpa" {
+            let records = Self.ipv4OnlyArpa.map { question.type == Self.a ? $0 : dns64.synthesized($0) }
+            return loop.makeSucceededFuture(
+                question.reply(rcode: 0, records: [Self.a, Self.aaaa].contains(question.type) ? records : []))
+        }
         guard question.class == 1, OriginHost.isOwn(question.name) else {
             return loop.makeSucceededFuture(question.reply(rcode: 5))
         }
-        guard question.type == 1 else { return loop.makeSucceededFuture(question.reply(rcode: 0)) }
+        guard question.type == wanted else { return loop.makeSucceededFuture(question.reply(rcode: 0)) }
         return names.lookup(question.name).map { lookup in
             switch lookup {
-            case .address(let address): return question.reply(rcode: 0, address: address)
+            case .address(let address):
+                guard let bytes = AddressBlock.parseAddress(address), bytes.count == 4 else {
+                    return question.reply(rcode: 2)
+                }
+                return question.reply(rcode: 0, records: [dns64?.synthesized(bytes) ?? bytes])
             case .failed: return question.reply(rcode: 2)
             }
         }
     }
+
+    static let a = 1
+    static let aaaa = 28
+    /// RFC 7050's well-known IPv4-only name's two addresses.
+    static let ipv4OnlyArpa: [[UInt8]] = [[192, 0, 0, 170], [192, 0, 0, 171]]
 
     /// A standard query with one question: what the reply repeats of it.
     struct Query {
@@ -90,16 +112,19 @@ final class PacketDNSResponder: Sendable {
             self.end = at + 5
         }
 
-        /// The reply: the query's id, its RD; authoritative, `rcode`; its question; with `address`
-        /// (dotted IPv4) one A record for it, 60 seconds.
-        func reply(rcode: UInt8, address: String? = nil) -> [UInt8] {
-            let octets = address?.split(separator: ".").compactMap { UInt8($0) } ?? []
-            let answers: UInt8 = octets.count == 4 ? 1 : 0
+        /// The reply: the query's id, its RD; authoritative, `rcode`; its question; one record of
+        /// 60 seconds per address in `records` (4 bytes: A; 16: AAAA).
+        func reply(rcode: UInt8, records: [[UInt8]] = []) -> [UInt8] {
+            let answers = records.filter { $0.count == 4 || $0.count == 16 }
             var reply: [UInt8] = [
-                self.bytes[0], self.bytes[1], 0x84 | (self.bytes[2] & 0x01), 0x80 | rcode, 0, 1, 0, answers, 0, 0, 0, 0,
+                self.bytes[0], self.bytes[1], 0x84 | (self.bytes[2] & 0x01), 0x80 | rcode, 0, 1, 0,
+                UInt8(answers.count), 0, 0, 0, 0,
             ]
             reply += self.bytes[12..<self.end]
-            if answers == 1 { reply += [0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4] + octets }
+            for address in answers {
+                let type: UInt8 = address.count == 4 ? 1 : 28
+                reply += [0xc0, 12, 0, type, 0, 1, 0, 0, 0, 60, 0, UInt8(address.count)] + address
+            }
             return reply
         }
     }
@@ -108,15 +133,20 @@ final class PacketDNSResponder: Sendable {
         typealias InboundIn = AddressedEnvelope<ByteBuffer>
         typealias OutboundOut = AddressedEnvelope<ByteBuffer>
         let names: PacketNames
+        let dns64: IPv6OnlySpec?
 
-        init(names: PacketNames) {
+        init(names: PacketNames, dns64: IPv6OnlySpec?) {
             self.names = names
+            self.dns64 = dns64
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let envelope = self.unwrapInboundIn(data)
             let query = Array(envelope.data.readableBytesView)
-            guard let answer = PacketDNSResponder.answer(query, names: self.names, loop: context.eventLoop) else {
+            guard
+                let answer = PacketDNSResponder.answer(
+                    query, names: self.names, loop: context.eventLoop, dns64: self.dns64)
+            else {
                 return
             }
             let channel = context.channel
@@ -145,14 +175,19 @@ final class PacketDNSResponder: Sendable {
         typealias InboundIn = [UInt8]
         typealias OutboundOut = ByteBuffer
         let names: PacketNames
+        let dns64: IPv6OnlySpec?
 
-        init(names: PacketNames) {
+        init(names: PacketNames, dns64: IPv6OnlySpec?) {
             self.names = names
+            self.dns64 = dns64
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let query = self.unwrapInboundIn(data)
-            guard let answer = PacketDNSResponder.answer(query, names: self.names, loop: context.eventLoop) else {
+            guard
+                let answer = PacketDNSResponder.answer(
+                    query, names: self.names, loop: context.eventLoop, dns64: self.dns64)
+            else {
                 context.close(promise: nil)
                 return
             }

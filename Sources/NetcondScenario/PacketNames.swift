@@ -144,21 +144,28 @@ final class PacketNames: Sendable {
     /// The command's /etc/resolv.conf: this run's responder first, then the machine's file as it is
     /// (its nameservers, `search` and `options`, less `rotate`, which would send queries for
     /// netcond's names elsewhere), or `nameserver 127.0.0.1` (glibc's default) when it names none.
-    static func resolvConf(responder: String, machine: String) -> String {
+    /// An IPv6-only run's (`ipv6Only`): the responder alone, at its NAT64 address (`responder`
+    /// is that), the network's DNS64; the machine's nameservers are left out (IPv4 ones are out of
+    /// reach on that network), its `search` and `options` kept.
+    static func resolvConf(responder: String, machine: String, ipv6Only: Bool = false) -> String {
         var text =
-            "# netcond: names under \(OriginHost.domain) are answered by this run's own DNS responder; "
-            + "it refuses the rest, which go to the machine's nameservers below\nnameserver \(responder)\n"
+            ipv6Only
+            ? "# netcond: an IPv6-only network: this run's DNS64 answers names under \(OriginHost.domain) "
+                + "with addresses in its NAT64 prefix\nnameserver \(responder)\n"
+            : "# netcond: names under \(OriginHost.domain) are answered by this run's own DNS responder; "
+                + "it refuses the rest, which go to the machine's nameservers below\nnameserver \(responder)\n"
         var nameservers = 0
         for line in machine.split(separator: "\n") {
             let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
             if words.first == "nameserver" { nameservers += 1 }
+            if ipv6Only && words.first == "nameserver" { continue }
             if words.first == "options", words.contains("rotate") {
                 text += words.filter { $0 != "rotate" }.joined(separator: " ") + "\n"
             } else {
                 text += line + "\n"
             }
         }
-        if nameservers == 0 { text += "nameserver 127.0.0.1\n" }
+        if nameservers == 0 && !ipv6Only { text += "nameserver 127.0.0.1\n" }
         return text
     }
 }
@@ -179,7 +186,7 @@ struct PacketNaming: Sendable {
     /// gives.
     static func start(
         origin: OriginServer, group: EventLoopGroup, host: String, trust: OriginTrust,
-        fixed: [(name: String, address: String)]
+        fixed: [(name: String, address: String)], dns64: IPv6OnlySpec? = nil
     ) async throws -> PacketNaming {
         let names = PacketNames(fixed: fixed, loop: group.next()) { address in
             let http = try await origin.addListener(group: group, host: address, port: 80, prepare: nil)
@@ -193,7 +200,7 @@ struct PacketNaming: Sendable {
         }
         let responder: PacketDNSResponder
         do {
-            responder = try await PacketDNSResponder.start(host: host, names: names, loop: group.next())
+            responder = try await PacketDNSResponder.start(host: host, names: names, loop: group.next(), dns64: dns64)
         } catch {
             FileHandle.standardError.write(
                 Data(
@@ -209,7 +216,8 @@ struct PacketNaming: Sendable {
             let file = try TemporaryFiles.makeFile(kind: "resolv")
             do {
                 let machine = (try? String(contentsOfFile: "/etc/resolv.conf", encoding: .utf8)) ?? ""
-                try PacketNames.resolvConf(responder: host, machine: machine).write(
+                let address = dns64?.synthesized(text: host) ?? host
+                try PacketNames.resolvConf(responder: address, machine: machine, ipv6Only: dns64 != nil).write(
                     toFile: file, atomically: false, encoding: .utf8)
                 chmod(file, 0o644)
             } catch {

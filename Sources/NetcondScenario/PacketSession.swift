@@ -133,7 +133,7 @@ public final class PacketSession: Sendable {
             chmod(file, 0o644)
             let named = try await PacketNaming.start(
                 origin: origin, group: originGroup, host: host, trust: originTrust,
-                fixed: Self.hostsNames(origin: host, portal: portalAddress))
+                fixed: Self.hostsNames(origin: host, portal: portalAddress), dns64: profile.ipv6Only)
             naming = named
             let session = PacketSession(
                 profile: profile, seed: seed, engine: engine, origin: origin, originAddress: address,
@@ -245,7 +245,9 @@ public final class PacketSession: Sendable {
         let setups = [profile.setup] + profile.routes.map(\.profile.setup)
         for (address, names) in [(origin, [Session.originHost]), (portal, Self.portalNames)] {
             let kept = names.filter { name in !setups.contains { $0.nameFails(name) } }
-            if !kept.isEmpty { text += "\(address)\t\(kept.joined(separator: " "))\n" }
+            // IPv6-only: the address DNS64 gives, in the NAT64 prefix.
+            let given = profile.ipv6Only?.synthesized(text: address) ?? address
+            if !kept.isEmpty { text += "\(given)\t\(kept.joined(separator: " "))\n" }
         }
         try text.write(toFile: file, atomically: false, encoding: .utf8)
     }
@@ -267,6 +269,9 @@ public final class PacketSession: Sendable {
 
     /// A profile switch: the names `dns_fail` makes fail change with it, and its captive portal.
     func switched(to profile: Profile) async {
+        // The run's addressing holds throughout: an IPv6-only run stays one (its cage refuses IPv4).
+        var profile = profile
+        profile.ipv6Only = self.profile.ipv6Only
         try? Self.writeHosts(
             self.hostsFile, origin: self.originAddress.ipAddress ?? "127.0.0.1", portal: self.portal.address,
             profile: profile)
@@ -338,6 +343,11 @@ public final class PacketSession: Sendable {
             throw .spawnFailed(command.first ?? "", error.description)
         }
         defer { close(procs) }
+        do {
+            try self.engine.cage.refuseIPv4()
+        } catch {
+            throw .spawnFailed(command.first ?? "", error.description)
+        }
         // The rules as they are before the command runs are the run's own.
         let watch =
             self.commandIsUncaged

@@ -171,7 +171,10 @@ extension PacketSession: RunSession {
         for (name, address) in [(Session.originHost, self.originAddress.ipAddress ?? "")]
             + self.naming.names.givenNames()
         {
-            if let bytes = ipAddressBytes(address) { origins[bytes] = name }
+            guard let bytes = ipAddressBytes(address) else { continue }
+            origins[bytes] = name
+            // An IPv6-only run's cage reaches it at its NAT64 address (from the same port).
+            if let nat64 = self.profile.ipv6Only, bytes.count == 4 { origins[nat64.synthesized(bytes)] = name }
         }
         let assembled = PacketEvidence(
             clientStart: clientStart, engineStart: self.engine.clockOrigin, origins: origins)

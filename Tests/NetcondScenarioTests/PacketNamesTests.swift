@@ -1,6 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import NetcondCore
 import Testing
 
 @testable import NetcondPacket
@@ -93,5 +94,34 @@ import Testing
         #expect(lines == ["nameserver 127.110.3.4", "search corp.example", "nameserver 10.0.0.53", "options ndots:2"])
         // No nameserver on the machine: glibc's default, 127.0.0.1, after the responder.
         #expect(PacketNames.resolvConf(responder: "127.110.3.4", machine: "").hasSuffix("nameserver 127.0.0.1\n"))
+    }
+
+    @Test func anIPv6OnlyRunsResponderIsTheNetworksDNS64() async throws {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let loop = group.next()
+        let (names, _) = Self.names(loop: loop)
+        let dns64 = IPv6OnlySpec()
+        func ask(_ name: String, type: UInt8) async throws -> [UInt8] {
+            let reply = try #require(
+                PacketDNSResponder.answer(Self.query(name, type: type), names: names, loop: loop, dns64: dns64))
+            return try await reply.get()
+        }
+        // AAAA: the IPv4 address in 64:ff9b::/96; A: no error, no answer.
+        let aaaa = DNSAnswers.parse(try await ask("origin.netcond.test", type: 28))
+        #expect(aaaa?.mappings == [.init(name: "origin.netcond.test", address: "64:ff9b::7f6e:1")])
+        let a = try await ask("origin.netcond.test", type: 1)
+        #expect(a[3] & 0x0f == 0 && a[7] == 0)
+        // RFC 7050: ipv4only.arpa gives the prefix away.
+        let arpa = DNSAnswers.parse(try await ask("ipv4only.arpa", type: 28))
+        #expect(arpa?.mappings.map(\.address) == ["64:ff9b::c000:aa", "64:ff9b::c000:ab"])
+        #expect(try await ask("example.com", type: 28)[3] & 0x0f == 5)
+    }
+
+    @Test func anIPv6OnlyRunsResolvConfNamesTheDNS64AloneAndKeepsSearchAndOptions() {
+        let machine = "search corp.example\nnameserver 10.0.0.53\nnameserver fd00::53\noptions ndots:2\n"
+        let text = PacketNames.resolvConf(responder: "64:ff9b::7f6e:304", machine: machine, ipv6Only: true)
+        let lines = text.split(separator: "\n").filter { !$0.hasPrefix("#") }
+        #expect(lines == ["nameserver 64:ff9b::7f6e:304", "search corp.example", "options ndots:2"])
+        #expect(!PacketNames.resolvConf(responder: "64:ff9b::1", machine: "", ipv6Only: true).contains("127.0.0.1"))
     }
 }

@@ -49,6 +49,7 @@ CLIENTS = {
                                None),
     "cdn-refuses-fallback": ('curl -fsS --retry 3 --retry-all-errors -o "$NETCOND_OUTPUT" "$PRIMARY"', None),
     "handover-wifi-to-cellular": (CURL, None),
+    "ipv6-only-nat64": ('curl -4 -sS -o "$NETCOND_OUTPUT" "$NETCOND_URL"', None),
     "dns-fails-then-recovers": (CURL, None),
     "firewall-holds-first-connection": (CURL, None),
     "api-slow-static-fast": ('curl -fsS -o "$NETCOND_OUTPUT" "$API" && for u in $IMAGES; do curl -fsS -o /dev/null "$u" || exit 1; done',

@@ -137,6 +137,11 @@ void ncq_capture_close(ncq_capture *capture);
 /// if any, in `log`.
 int ncq_cage_path_mss(const char *cgroup_directory, uint16_t mss4, uint16_t mss6, char *log, size_t log_length);
 
+/* Refuses the cgroup's sockets every IPv4 destination (connect, and a UDP send without one), an
+ * IPv4-mapped IPv6 one too, with ENETUNREACH, but 127.0.0.1 at `exempt_port` (0: none): an
+ * IPv6-only device's. Returns 0, or -errno (the verifier's words in `log`). */
+int ncq_cage_refuse_ipv4(const char *cgroup_directory, uint16_t exempt_port, char *log, size_t log_length);
+
 /// CLOCK_REALTIME in nanoseconds.
 int64_t ncq_wall_now(void);
 

@@ -39,6 +39,9 @@ public struct Profile: Sendable, Equatable {
     /// The device's radio on the access link, followed for its energy (nil: none). An observer:
     /// it changes nothing the link does (``RadioModel``).
     public var radio: RadioSpec?
+    /// An IPv6-only access network with NAT64 and DNS64 (nil: the device has IPv4 as well).
+    /// The packet engine's alone.
+    public var ipv6Only: IPv6OnlySpec?
 
     public init(
         name: String,
@@ -56,9 +59,11 @@ public struct Profile: Sendable, Equatable {
         setup: SetupRules = SetupRules(),
         captivePortal: CaptivePortalSpec? = nil,
         routes: [Route] = [],
-        radio: RadioSpec? = nil
+        radio: RadioSpec? = nil,
+        ipv6Only: IPv6OnlySpec? = nil
     ) {
         self.radio = radio
+        self.ipv6Only = ipv6Only
         self.routes = routes
         self.name = name
         self.description = description
@@ -124,6 +129,9 @@ public struct Profile: Sendable, Equatable {
                 }
             }
         }
+        if let ipv6Only = self.ipv6Only {
+            features.append("ipv6_only (NAT64 at \(ipv6Only.prefixDescription))")
+        }
         for route in self.routes {
             features += route.profile.packetOnlyFeatures.map { "\($0) on route \(route.name)" }
         }
@@ -142,7 +150,7 @@ public struct Profile: Sendable, Equatable {
     /// True when the profile changes nothing, so a driver may relay without the model.
     public var isPassThrough: Bool {
         self.conditions.isPassThrough && self.schedule == nil && self.stalls == nil && self.setup.isEmpty
-            && self.captivePortal == nil && self.routes.isEmpty && self.radio == nil
+            && self.captivePortal == nil && self.routes.isEmpty && self.radio == nil && self.ipv6Only == nil
     }
 
     /// Whether a lookup of `host` fails: the profile's `dns_fail`, or a route's.

@@ -280,10 +280,12 @@ struct EffectiveLayer {
     var routes: [RouteLayer]?
     /// Inherited as a whole: a file's `radio:` replaces the one it extends.
     var radio: RadioSpec?
+    var ipv6Only: Located<IPv6OnlySpec?>?
 
     func overlaid(by layer: ProfileLayer) -> EffectiveLayer {
         var result = self
         if let radio = layer.radio { result.radio = radio.value }
+        if let ipv6Only = layer.ipv6Only { result.ipv6Only = ipv6Only }
         if let routes = layer.routes { result.routes = routes }
         if let portal = layer.captivePortal { result.captivePortal = portal }
         if let faults = layer.faults { result.faults = faults }
@@ -331,8 +333,14 @@ struct EffectiveLayer {
             faults: self.faults ?? [],
             setup: self.setup,
             captivePortal: self.captivePortal,
-            radio: self.radio
+            radio: self.radio,
+            ipv6Only: self.ipv6Only?.value
         )
+        if let ipv6Only = self.ipv6Only, ipv6Only.value != nil, self.captivePortal != nil {
+            throw ipv6Only.node.error(
+                "ipv6_only and captive_portal together are not built yet (the portal catches IPv4 and ::1 connections, not NAT64's); allowed: one of them"
+            )
+        }
         if let schedule = self.schedule {
             var phases: [SchedulePhase] = []
             for phase in schedule.phases {

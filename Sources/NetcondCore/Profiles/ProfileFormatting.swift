@@ -108,6 +108,9 @@ extension Profile {
             if let session = portal.session { keys.append("session: \(Self.exact(session))") }
             lines.append("captive_portal: {\(keys.joined(separator: ", "))}")
         }
+        if let ipv6Only = self.ipv6Only {
+            lines.append("ipv6_only: {nat64_prefix: \(ipv6Only.prefixDescription)}")
+        }
         if let radio = self.radio {
             let keys = [
                 "model: \(radio.model.rawValue)", "promotion: \(Self.exact(radio.promotion))",

@@ -13,7 +13,7 @@ struct ProfileLayer {
     static let topKeys = [
         "name", "description", "source", "extends", "tcp", "mss", "dns_delay", "connect_delay", "link", "up", "down",
         "schedule", "stalls", "faults", "firewall", "connect_hold", "dns_fail", "captive_portal", "routes",
-        "radio",
+        "radio", "ipv6_only",
     ]
 
     var root: ConfigNode
@@ -37,6 +37,8 @@ struct ProfileLayer {
     var captivePortal: CaptivePortalSpec?
     var routes: [RouteLayer]?
     var radio: Located<RadioSpec>?
+    /// `ipv6_only:` as written: nil inside when it says `false`.
+    var ipv6Only: Located<IPv6OnlySpec?>?
 
     /// Reads every key; a wrong one does not stop the others being read, and all that were wrong
     /// are thrown together (``ConfigError/alsoFound``).
@@ -154,6 +156,11 @@ struct ProfileLayer {
         if let node = map["radio"] {
             self.radio = problems.attempt { () throws(ConfigError) in
                 Located(value: try RadioSpec(node: node), node: node)
+            }
+        }
+        if let node = map["ipv6_only"] {
+            self.ipv6Only = problems.attempt { () throws(ConfigError) in
+                Located(value: try IPv6OnlySpec.decode(node), node: node)
             }
         }
     }

@@ -26,6 +26,8 @@ struct RouteLayer {
         "routes": "routes do not nest; list every route under the profile's own routes:",
         "description": "describe the profile at its top level; a route has a name:",
         "source": "say where the numbers come from at the profile's top level",
+        "ipv6_only":
+            "an IPv6-only network is the device's access network, in front of every destination; write ipv6_only: at the profile's top level",
         "radio":
             "the radio is the device's, on the access link every destination shares; write radio: at the profile's top level",
     ]
