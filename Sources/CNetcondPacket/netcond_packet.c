@@ -736,16 +736,70 @@ static int attach_sock_addr(const char *cgroup_directory, struct bpf_insn *progr
     return result;
 }
 
-int ncq_cage_refuse_ipv4(const char *cgroup_directory, uint16_t exempt_port, char *log, size_t log_length) {
+/* The refusal's tail, at the end of each program: notes the refusal in the map (entry 0 counts
+   them; entries 1–32 hold the last 32 as {u64 CLOCK_MONOTONIC ns, u32 IPv4 address, u32 port},
+   both as the socket gave them, network order), then refuses with ENETUNREACH. r6 is the context;
+   `address` the context offset of the IPv4 address. Returns the instructions written (29). */
+static uint32_t refusal_tail(struct bpf_insn *out, int map_fd, int16_t address) {
+    const uint8_t ld_w = BPF_LDX | BPF_MEM | BPF_W, mov_k = BPF_ALU64 | BPF_MOV | BPF_K;
+    const uint8_t mov_x = BPF_ALU64 | BPF_MOV | BPF_X, add_k = BPF_ALU64 | BPF_ADD | BPF_K;
+    const uint8_t ld_map = BPF_LD | BPF_DW | BPF_IMM;
+    struct bpf_insn tail[] = {
+        instruction(BPF_ST | BPF_MEM | BPF_W, 10, 0, -4, 0),                         /* 0: key = 0 */
+        instruction(ld_map, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),                        /* 1: r1 = map */
+        instruction(0, 0, 0, 0, 0),                                                  /* 2 */
+        instruction(mov_x, 2, 10, 0, 0),                                             /* 3: r2 = fp */
+        instruction(add_k, 2, 0, 0, -4),                                             /* 4: r2 = &key */
+        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_map_lookup_elem),          /* 5 */
+        instruction(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 18, 0),                         /* 6: -> 25 */
+        instruction(mov_k, 1, 0, 0, 1),                                              /* 7 */
+        instruction(BPF_STX | BPF_ATOMIC | BPF_DW, 0, 1, 0, BPF_ADD | BPF_FETCH),    /* 8: r1 = count++ */
+        instruction(BPF_ALU64 | BPF_AND | BPF_K, 1, 0, 0, 31),                       /* 9 */
+        instruction(add_k, 1, 0, 0, 1),                                              /* 10: slot 1–32 */
+        instruction(BPF_STX | BPF_MEM | BPF_W, 10, 1, -4, 0),                        /* 11: key = slot */
+        instruction(ld_map, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),                        /* 12: r1 = map */
+        instruction(0, 0, 0, 0, 0),                                                  /* 13 */
+        instruction(mov_x, 2, 10, 0, 0),                                             /* 14 */
+        instruction(add_k, 2, 0, 0, -4),                                             /* 15 */
+        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_map_lookup_elem),          /* 16 */
+        instruction(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 7, 0),                          /* 17: -> 25 */
+        instruction(mov_x, 7, 0, 0, 0),                                              /* 18: r7 = slot */
+        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_ktime_get_ns),             /* 19 */
+        instruction(BPF_STX | BPF_MEM | BPF_DW, 7, 0, 0, 0),                         /* 20: its moment */
+        instruction(ld_w, 2, 6, address, 0),                                         /* 21 */
+        instruction(BPF_STX | BPF_MEM | BPF_W, 7, 2, 8, 0),                          /* 22: its address */
+        instruction(ld_w, 2, 6, offsetof(struct bpf_sock_addr, user_port), 0),       /* 23 */
+        instruction(BPF_STX | BPF_MEM | BPF_W, 7, 2, 12, 0),                         /* 24: its port */
+        instruction(mov_k, 1, 0, 0, -ENETUNREACH),                                   /* 25 */
+        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_set_retval),               /* 26 */
+        instruction(mov_k, 0, 0, 0, 0),                                              /* 27: r0 = 0 */
+        instruction(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),                                 /* 28 */
+    };
+    memcpy(out, tail, sizeof tail);
+    return sizeof tail / sizeof tail[0];
+}
+
+int ncq_cage_refuse_ipv4(const char *cgroup_directory, uint16_t exempt_port, int *map, char *log,
+                         size_t log_length) {
     if (log_length > 0) log[0] = 0;
+    *map = -1;
+    union bpf_attr create;
+    memset(&create, 0, sizeof create);
+    create.map_type = BPF_MAP_TYPE_ARRAY;
+    create.key_size = 4;
+    create.value_size = 16;
+    create.max_entries = 33;
+    memcpy(create.map_name, "netcond_no_ipv4", sizeof "netcond_no_ipv4");
+    int map_fd = (int)bpf_call(BPF_MAP_CREATE, &create);
+    if (map_fd < 0) return -errno;
     const uint8_t ld_w = BPF_LDX | BPF_MEM | BPF_W, mov_k = BPF_ALU64 | BPF_MOV | BPF_K;
     const uint8_t mov_x = BPF_ALU64 | BPF_MOV | BPF_X;
     const int32_t loopback = (int32_t)htonl(0x7f000001), mapped = (int32_t)htonl(0x0000ffff);
     /* Port 0 is no port: nothing is exempt then. */
     const int32_t port = exempt_port == 0 ? -1 : (int32_t)htons(exempt_port);
-    /* An IPv4 destination: 127.0.0.1 at the exempt port goes on; any other is refused with
-       ENETUNREACH, as a device with no IPv4 route refuses it. */
-    struct bpf_insn ipv4[] = {
+    /* An IPv4 destination: 127.0.0.1 at the exempt port goes on; any other is refused, as a
+       device with no IPv4 route refuses it. */
+    struct bpf_insn ipv4[7 + 29] = {
         instruction(mov_x, 6, 1, 0, 0),                                            /* 0: r6 = ctx */
         instruction(ld_w, 2, 6, offsetof(struct bpf_sock_addr, user_ip4), 0),     /* 1 */
         instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 4, loopback),               /* 2: -> 7 */
@@ -753,41 +807,59 @@ int ncq_cage_refuse_ipv4(const char *cgroup_directory, uint16_t exempt_port, cha
         instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 2, port),                   /* 4: -> 7 */
         instruction(mov_k, 0, 0, 0, 1),                                            /* 5: r0 = 1 */
         instruction(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),                               /* 6 */
-        instruction(mov_k, 1, 0, 0, -ENETUNREACH),                                 /* 7 */
-        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_set_retval),             /* 8 */
-        instruction(mov_k, 0, 0, 0, 0),                                            /* 9: r0 = 0 */
-        instruction(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),                               /* 10 */
     };
+    uint32_t four = 7 + refusal_tail(ipv4 + 7, map_fd, offsetof(struct bpf_sock_addr, user_ip4));
     /* An IPv6 socket to an IPv4-mapped address (::ffff:a.b.c.d) is IPv4 on the wire: the same. */
-    struct bpf_insn ipv6[] = {
+    struct bpf_insn ipv6[13 + 29] = {
         instruction(mov_x, 6, 1, 0, 0),                                            /* 0: r6 = ctx */
         instruction(ld_w, 2, 6, offsetof(struct bpf_sock_addr, user_ip6[0]), 0),  /* 1 */
-        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 9, 0),                      /* 2: -> 12 */
+        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 8, 0),                      /* 2: -> 11 */
         instruction(ld_w, 2, 6, offsetof(struct bpf_sock_addr, user_ip6[1]), 0),  /* 3 */
-        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 7, 0),                      /* 4: -> 12 */
+        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 6, 0),                      /* 4: -> 11 */
         instruction(ld_w, 2, 6, offsetof(struct bpf_sock_addr, user_ip6[2]), 0),  /* 5 */
-        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 5, mapped),                 /* 6: -> 12 */
+        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 4, mapped),                 /* 6: -> 11 */
         instruction(ld_w, 2, 6, offsetof(struct bpf_sock_addr, user_ip6[3]), 0),  /* 7 */
-        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 5, loopback),               /* 8: -> 14 */
+        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 4, loopback),               /* 8: -> 13 */
         instruction(ld_w, 2, 6, offsetof(struct bpf_sock_addr, user_port), 0),     /* 9 */
-        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 3, port),                   /* 10: -> 14 */
-        instruction(BPF_JMP | BPF_JA, 0, 0, 0, 0),                                 /* 11: -> 12 (exempt) */
-        instruction(mov_k, 0, 0, 0, 1),                                            /* 12: r0 = 1 */
-        instruction(BPF_JMP | BPF_JA, 0, 0, 3, 0),                                 /* 13: -> 17 */
-        instruction(mov_k, 1, 0, 0, -ENETUNREACH),                                 /* 14 */
-        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_set_retval),             /* 15 */
-        instruction(mov_k, 0, 0, 0, 0),                                            /* 16: r0 = 0 */
-        instruction(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),                               /* 17 */
+        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 2, 0, 2, port),                   /* 10: -> 13 */
+        instruction(mov_k, 0, 0, 0, 1),                                            /* 11: r0 = 1 */
+        instruction(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),                               /* 12 */
     };
-    const enum bpf_attach_type four[] = {BPF_CGROUP_INET4_CONNECT, BPF_CGROUP_UDP4_SENDMSG};
-    const enum bpf_attach_type six[] = {BPF_CGROUP_INET6_CONNECT, BPF_CGROUP_UDP6_SENDMSG};
+    uint32_t six = 13 + refusal_tail(ipv6 + 13, map_fd, offsetof(struct bpf_sock_addr, user_ip6[3]));
+    const enum bpf_attach_type fours[] = {BPF_CGROUP_INET4_CONNECT, BPF_CGROUP_UDP4_SENDMSG};
+    const enum bpf_attach_type sixes[] = {BPF_CGROUP_INET6_CONNECT, BPF_CGROUP_UDP6_SENDMSG};
     for (int i = 0; i < 2; i++) {
-        int result = attach_sock_addr(cgroup_directory, ipv4, sizeof ipv4 / sizeof ipv4[0], four[i], log, log_length);
-        if (result != 0) return result;
-        result = attach_sock_addr(cgroup_directory, ipv6, sizeof ipv6 / sizeof ipv6[0], six[i], log, log_length);
-        if (result != 0) return result;
+        int result = attach_sock_addr(cgroup_directory, ipv4, four, fours[i], log, log_length);
+        if (result == 0) result = attach_sock_addr(cgroup_directory, ipv6, six, sixes[i], log, log_length);
+        if (result != 0) {
+            close(map_fd);
+            return result;
+        }
     }
+    *map = map_fd;
     return 0;
+}
+
+int ncq_cage_refusals(int map, ncq_refusal *out, int max) {
+    uint32_t key = 0;
+    uint8_t value[16];
+    union bpf_attr lookup;
+    memset(&lookup, 0, sizeof lookup);
+    lookup.map_fd = (uint32_t)map;
+    lookup.key = (uint64_t)(uintptr_t)&key;
+    lookup.value = (uint64_t)(uintptr_t)value;
+    if (bpf_call(BPF_MAP_LOOKUP_ELEM, &lookup) != 0) return -errno;
+    uint64_t count;
+    memcpy(&count, value, 8);
+    int kept = 0;
+    for (key = 1; key <= 32 && (uint64_t)key <= count && kept < max; key++) {
+        if (bpf_call(BPF_MAP_LOOKUP_ELEM, &lookup) != 0) continue;
+        memcpy(&out[kept].at, value, 8);
+        memcpy(out[kept].address, value + 8, 4);
+        out[kept].port = (uint16_t)(value[12] << 8 | value[13]);
+        kept++;
+    }
+    return count > 0x7fffffff ? 0x7fffffff : (int)count;
 }
 
 #else
@@ -846,8 +918,11 @@ int ncq_cage_path_mss(const char *cgroup_directory, uint16_t mss4, uint16_t mss6
     (void)cgroup_directory; (void)mss4; (void)mss6; (void)log; (void)log_length;
     return -ENOSYS;
 }
-int ncq_cage_refuse_ipv4(const char *cgroup_directory, uint16_t exempt_port, char *log, size_t log_length) {
+int ncq_cage_refuse_ipv4(const char *cgroup_directory, uint16_t exempt_port, int *map, char *log,
+                         size_t log_length) {
     (void)cgroup_directory; (void)exempt_port; (void)log; (void)log_length;
+    *map = -1;
     return -ENOSYS;
 }
+int ncq_cage_refusals(int map, ncq_refusal *out, int max) { (void)map; (void)out; (void)max; return -ENOSYS; }
 #endif

@@ -80,6 +80,8 @@ public final class PacketCage: @unchecked Sendable {
     /// 127.0.0.1's port the cage may reach whatever the link does (netcond's control API; 0: none).
     private var exemptPort: UInt16 = 0
     private var refusingIPv4 = false
+    /// The BPF map the refusals are noted in (-1: none), read by ``ipv4Refusals()``.
+    private var refusalMap: Int32 = -1
 
     /// The slot of the run's firewall mark (bits 8–23), unique among live runs.
     public var slot: UInt16 { UInt16(truncatingIfNeeded: self.mark >> 8) }
@@ -359,7 +361,8 @@ public final class PacketCage: @unchecked Sendable {
     public func refuseIPv4() throws(PacketEngineError) {
         guard self.ipv6Only, !self.refusingIPv4 else { return }
         var log = [CChar](repeating: 0, count: 4096)
-        let result = ncq_cage_refuse_ipv4(self.cgroupDirectory, self.exemptPort, &log, log.count)
+        var map: Int32 = -1
+        let result = ncq_cage_refuse_ipv4(self.cgroupDirectory, self.exemptPort, &map, &log, log.count)
         guard result == 0 else {
             let text = String(decoding: log.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             let verifier = text.split(separator: "\n").last.map { ": \($0)" } ?? ""
@@ -368,6 +371,29 @@ public final class PacketCage: @unchecked Sendable {
             )
         }
         self.refusingIPv4 = true
+        self.refusalMap = map
+    }
+
+    /// An IPv4 destination an IPv6-only cage's socket was refused: when (CLOCK_MONOTONIC
+    /// nanoseconds), which address and port.
+    public struct IPv4Refusal: Sendable, Equatable {
+        public var at: Int64
+        public var address: String
+        public var port: Int
+    }
+
+    /// The IPv4 destinations refused so far: how many in all, and the last 32 of them in time
+    /// order (empty for a cage that refuses none).
+    public func ipv4Refusals() -> (count: Int, recent: [IPv4Refusal]) {
+        guard self.refusalMap >= 0 else { return (0, []) }
+        var slots = [ncq_refusal](repeating: ncq_refusal(), count: 32)
+        let count = ncq_cage_refusals(self.refusalMap, &slots, 32)
+        guard count > 0 else { return (0, []) }
+        let recent = slots.prefix(min(Int(count), 32)).map { slot in
+            let address = withUnsafeBytes(of: slot.address) { Array($0) }
+            return IPv4Refusal(at: slot.at, address: AddressBlock.format(address), port: Int(slot.port))
+        }
+        return (Int(count), recent.sorted { $0.at < $1.at })
     }
 
     /// Opens the cgroup's `cgroup.procs` for a child to write itself into before it executes.
@@ -386,6 +412,10 @@ public final class PacketCage: @unchecked Sendable {
             _ = try? Self.run(rule.tool, ["-w", "5", "-t", "mangle", "-D", rule.chain] + rule.spec)
         }
         self.rules = []
+        if self.refusalMap >= 0 {
+            close(self.refusalMap)
+            self.refusalMap = -1
+        }
         if self.chainsAdded {
             let runID = self.runID
             _ = try? Self.withTableLock { () throws(PacketEngineError) in Self.removeRuns { $0 == runID } }

@@ -35,7 +35,8 @@ extension Checks {
         let ended = "after \(Self.seconds(evidence.duration))"
         guard exit == .exited(check.exit) else {
             return CheckResult(
-                name: name, passed: false, evidence: "\(Self.describe(exit)) \(ended) (need exit \(check.exit))")
+                name: name, passed: false,
+                evidence: "\(Self.describe(exit)) \(ended) (need exit \(check.exit))\(Self.askedForIPv4(evidence))")
         }
         var details: [String] = []
         var failure: String?
@@ -59,6 +60,23 @@ extension Checks {
         }
         let files = details.isEmpty ? "" : "; " + details.joined(separator: "; ")
         return CheckResult(name: name, passed: true, evidence: "exit \(check.exit) \(ended)\(files)", details: details)
+    }
+
+    /// On an IPv6-only network, what the client did that needed IPv4 (nothing: empty): its
+    /// lookups that asked for an IPv4 address alone, its connects to an IPv4 address.
+    static func askedForIPv4(_ evidence: RunEvidence) -> String {
+        var parts: [String] = []
+        for (outcome, what) in [
+            (AttemptOutcome.noIPv4Address, "asked only for an IPv4 address (an A record, which DNS64 does not give)"),
+            (.noIPv4Route, "connected to an IPv4 address (there is no IPv4 route)"),
+        ] {
+            let attempts = evidence.failedConnects.filter { $0.outcome == outcome }
+            guard let first = attempts.first else { continue }
+            let port = first.port > 0 ? ":\(first.port)" : ""
+            let times = attempts.count == 1 ? "" : " (×\(attempts.count))"
+            parts.append("\(what): \(first.host)\(port) at +\(Self.seconds(first.at))\(times)")
+        }
+        return parts.isEmpty ? "" : "; on this IPv6-only network it " + parts.joined(separator: "; it ")
     }
 
     /// What the client got for its last call to an endpoint: a success only when the origin

@@ -66,6 +66,9 @@ final class PacketDNSResponder: Sendable {
         guard question.class == 1, OriginHost.isOwn(question.name) else {
             return loop.makeSucceededFuture(question.reply(rcode: 5))
         }
+        if dns64 != nil, question.type == Self.a || question.type == Self.aaaa {
+            names.noteAsk(question.name, ipv4: question.type == Self.a)
+        }
         guard question.type == wanted else { return loop.makeSucceededFuture(question.reply(rcode: 0)) }
         return names.lookup(question.name).map { lookup in
             switch lookup {

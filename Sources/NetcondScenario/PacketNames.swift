@@ -36,6 +36,9 @@ final class PacketNames: Sendable {
         var reserved = 0
         var next: Int
         var limitNoted = false
+        /// An IPv6-only run's: the questions DNS64 was asked for its names, A (answered with no
+        /// address) and AAAA, with their moments (CLOCK_MONOTONIC nanoseconds), at most 1,000.
+        var asks: [(name: String, ipv4: Bool, at: Int64)] = []
     }
 
     private let state: NIOLockedValueBox<State>
@@ -51,6 +54,22 @@ final class PacketNames: Sendable {
         self.state = NIOLockedValueBox(State(known: fixed, next: Int.random(in: 0...0xffff)))
         self.loop = loop
         self.listen = listen
+    }
+
+    /// DNS64 was asked for `name`'s IPv4 address (A: it gives none) or its IPv6 one (AAAA).
+    func noteAsk(_ name: String, ipv4: Bool) {
+        let at = Int64(DispatchTime.now().uptimeNanoseconds)
+        self.state.withLockedValue { if $0.asks.count < 1000 { $0.asks.append((name, ipv4, at)) } }
+    }
+
+    /// The lookups that asked only for IPv4: each A question with no AAAA question for the same
+    /// name within a second either side (a dual-stack lookup asks both, and is no fault), in order.
+    func ipv4OnlyAsks() -> [(name: String, at: Int64)] {
+        let asks = self.state.withLockedValue { $0.asks }
+        let second: Int64 = 1_000_000_000
+        return asks.filter { ask in
+            ask.ipv4 && !asks.contains { !$0.ipv4 && $0.name == ask.name && abs($0.at - ask.at) <= second }
+        }.map { ($0.name, $0.at) }
     }
 
     /// Every name the session mapped and its address, in the order they were given: what the

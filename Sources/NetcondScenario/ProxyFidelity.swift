@@ -47,6 +47,8 @@ enum ProxyFidelity {
             case .timedOut: timedOut += 1
             case .noSuchName: names += 1
             case .unanswered, .noAnswer, .abandoned: silent += 1
+            // An IPv6-only network is the packet engine's alone.
+            case .noIPv4Address, .noIPv4Route: break
             }
         }
         var parts: [String] = []

@@ -185,7 +185,8 @@ extension PacketSession: RunSession {
         evidence.requests = assembler.requests(deliveries: deliveries, entries: entries, connections: connections)
         evidence.failedConnects =
             (assembled.failedConnects(records)
-            + assembled.failedLookups(await self.engine.lookupFailures())).sorted { $0.at < $1.at }
+            + assembled.failedLookups(await self.engine.lookupFailures()) + self.ipv4Attempts(since: clientStart))
+            .sorted { $0.at < $1.at }
         evidence.heldConnects = []
         evidence.portal = self.portal.events(clientStart: clientStart)
         evidence.bypasses = self.breaches().map { "at +\(Checks.seconds($0.at)) of the run, \($0.description)" }

@@ -115,6 +115,10 @@ import Testing
         let arpa = DNSAnswers.parse(try await ask("ipv4only.arpa", type: 28))
         #expect(arpa?.mappings.map(\.address) == ["64:ff9b::c000:aa", "64:ff9b::c000:ab"])
         #expect(try await ask("example.com", type: 28)[3] & 0x0f == 5)
+        // The A question asked beside an AAAA one (a dual-stack lookup) is no fault; one alone is.
+        #expect(names.ipv4OnlyAsks().isEmpty)
+        _ = try await ask("api.netcond.test", type: 1)
+        #expect(names.ipv4OnlyAsks().map(\.name) == ["api.netcond.test"])
     }
 
     @Test func anIPv6OnlyRunsResolvConfNamesTheDNS64AloneAndKeepsSearchAndOptions() {

@@ -72,9 +72,15 @@ def test_a_client_using_names_passes_and_one_asking_for_ipv4_or_with_a_literal_f
     ipv4_only = scenario('curl -4 -sS -o "$NETCOND_OUTPUT" "$NETCOND_URL"')
     assert ipv4_only.returncode == 1, ipv4_only.stdout + ipv4_only.stderr
     assert "exit 6" in completes(ipv4_only), ipv4_only.stdout
+    assert ("on this IPv6-only network it asked only for an IPv4 address (an A record, which DNS64 does not give): "
+            "origin.netcond.test at +") in completes(ipv4_only), ipv4_only.stdout
     literal = scenario(LITERAL)
     assert literal.returncode == 1, literal.stdout + literal.stderr
     assert "exit 7" in completes(literal), literal.stdout
+    assert ("on this IPv6-only network it connected to an IPv4 address (there is no IPv4 route): "
+            "origin.netcond.test (127.110.") in completes(literal), literal.stdout
+    # The client that passes asked for both families: its A question is no fault.
+    assert "IPv6-only network it" not in completes(good), good.stdout
 
 
 def test_the_proxy_refuses_an_ipv6_only_profile_naming_the_packet_engine(tmp_path):

@@ -139,8 +139,21 @@ int ncq_cage_path_mss(const char *cgroup_directory, uint16_t mss4, uint16_t mss6
 
 /* Refuses the cgroup's sockets every IPv4 destination (connect, and a UDP send without one), an
  * IPv4-mapped IPv6 one too, with ENETUNREACH, but 127.0.0.1 at `exempt_port` (0: none): an
- * IPv6-only device's. Returns 0, or -errno (the verifier's words in `log`). */
-int ncq_cage_refuse_ipv4(const char *cgroup_directory, uint16_t exempt_port, char *log, size_t log_length);
+ * IPv6-only device's. Each refusal is noted in a map (its descriptor in `map`, for
+ * ncq_cage_refusals; the caller closes it). Returns 0, or -errno (the verifier's words in `log`). */
+int ncq_cage_refuse_ipv4(const char *cgroup_directory, uint16_t exempt_port, int *map, char *log,
+                         size_t log_length);
+
+/* One refused IPv4 destination: when (CLOCK_MONOTONIC ns), where. */
+typedef struct {
+    int64_t at;
+    uint8_t address[4];
+    uint16_t port;
+} ncq_refusal;
+
+/* The refusals noted so far: returns how many there were in all (or -errno), and fills `out`
+ * with up to `max` of the last 32, in no order. */
+int ncq_cage_refusals(int map, ncq_refusal *out, int max);
 
 /// CLOCK_REALTIME in nanoseconds.
 int64_t ncq_wall_now(void);

@@ -16,6 +16,11 @@ public enum AttemptOutcome: String, Sendable, Equatable, Codable, CaseIterable {
     case noAnswer = "no answer"
     /// The client left while the connection was still being made.
     case abandoned
+    /// On an IPv6-only network: it asked for a name's IPv4 address (an A record), which DNS64
+    /// does not give.
+    case noIPv4Address = "no IPv4 address"
+    /// On an IPv6-only network: it connected (or sent) to an IPv4 address, which has no route.
+    case noIPv4Route = "no IPv4 route"
 
     /// The network refused it (as opposed to swallowing it or failing a lookup).
     public var isRefusal: Bool { self == .refused || self == .reset }
