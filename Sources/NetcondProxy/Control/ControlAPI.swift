@@ -21,6 +21,7 @@ import NetcondCore
 /// | `GET /events`        |                                          | the run's event log (faults hit, link changes) |
 /// | `POST /captive`      | `{"open": true}`                         | open (log in) or close the captive portal |
 /// | `POST /cut`          | none, or `{"mode": "close"}`             | cut every open connection once (reset, or close) |
+/// | `GET /metrics`       |                                          | the counters in Prometheus's text format (``ControlMetrics``) |
 ///
 /// Every answer is JSON: the status after the change, or `{"error": "…"}` with 400 (bad body),
 /// 404 (unknown path), 405 (wrong method) or 413 (body too large); a rejected request changes nothing.
@@ -52,7 +53,7 @@ public enum ControlAPI {
 
     static let paths = [
         "/status", "/history", "/profile", "/outage", "/stall", "/faults", "/events", "/captive", "/cut",
-        "/handover", "/routes", "/ (the dashboard)",
+        "/handover", "/routes", "/metrics", "/ (the dashboard)",
     ]
 
     /// What a request asks for. `target` may be origin-form (`/status`) or absolute-form
