@@ -137,9 +137,11 @@ def test_control_metrics_count_real_bytes_pass_promtool_and_reach_prometheus(pro
     assert value(after, "netcond_bytes_total", direction="down") - down_before >= 120 * 1024, after
     assert value(after, "netcond_route_bytes_total", route="cdn.netcond.test", direction="down") >= 20 * 1024, after
     assert value(after, "netcond_route_delay_seconds", route="cdn.netcond.test", direction="down") == 0.02, after
-    assert value(after, "netcond_packets_sent_total") > 100 * 1024 / 1460, after
+    assert value(after, "netcond_packets_sent_total", direction="down") > 100 * 1024 / 1460, after
+    assert value(after, "netcond_packets_sent_total", direction="up") > 0, after
     assert value(after, "netcond_connections_total") >= 2 and value(after, "netcond_connections_open") is not None
-    assert value(after, "netcond_dropped_packets_total", cause="queue_overflow") is not None
+    for cause in ("loss", "queue_overflow", "outage"):
+        assert value(after, "netcond_dropped_packets_total", cause=cause, direction="down") is not None, after
     assert value(after, "netcond_link_delay_seconds", direction="down") > 0
     assert value(after, "netcond_link_info", engine="proxy", phase="routed", profile="routed") == 1, after
     promtool_check(after)

@@ -341,6 +341,8 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     public var queueDelayMs: [Double]?
     /// Each direction's rate, delay and loss in force now, down then up (nil from a netcond that did not say).
     public var link: [ControlLinkNow]?
+    /// Each direction's packets and drops, down then up (nil from a netcond that did not say).
+    public var directions: [ControlDirectionCounters]?
 
     public init(
         profile: String, phase: String, outage: String?, stalled: [String], seed: UInt64, elapsedSeconds: Double,
@@ -349,9 +351,10 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         closes: Int, refusedConnections: Int, upstreamFailures: Int, faults: Int, faultsApplied: Int,
         captivePortal: String?, timerWakeups: Int, timerLateUs: [Double], engine: String = "proxy",
         queueDelayMs: [Double]? = nil, link: [ControlLinkNow]? = nil, linkBytesDown: Int64? = nil,
-        routes: Int? = nil
+        routes: Int? = nil, directions: [ControlDirectionCounters]? = nil
     ) {
         self.routes = routes
+        self.directions = directions
         self.linkBytesDown = linkBytesDown
         self.queueDelayMs = queueDelayMs
         self.link = link
@@ -384,7 +387,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case profile, phase, outage, stalled, seed, engine, link, routes
+        case profile, phase, outage, stalled, seed, engine, link, routes, directions
         case elapsedSeconds = "elapsed_seconds"
         case connectionsTotal = "connections_total"
         case connectionsOpen = "connections_open"
@@ -441,6 +444,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         try container.encodeIfPresent(self.link, forKey: .link)
         try container.encodeIfPresent(self.linkBytesDown, forKey: .linkBytesDown)
         try container.encodeIfPresent(self.routes, forKey: .routes)
+        try container.encodeIfPresent(self.directions, forKey: .directions)
     }
 
     public func json() -> [UInt8] { self.controlJSON() }

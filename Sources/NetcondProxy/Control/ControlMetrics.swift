@@ -40,8 +40,6 @@ enum ControlMetrics {
         let down = [Self.label("direction", "down")]
         let up = [Self.label("direction", "up")]
         let bytes = "Bytes carried to their end, each way (GET /status bytes_down, bytes_up)."
-        let drops =
-            "Packets (segments under the proxy engine) the link dropped, by cause: loss (the profile's loss process), queue_overflow (a full bottleneck queue or its AQM), outage (an outage or a blackhole)."
         return [
             Self.counter("bytes", "total", bytes, down, status.bytesDown),
             Self.counter("bytes", "total", bytes, up, status.bytesUp),
@@ -49,14 +47,6 @@ enum ControlMetrics {
                 "delivered_bytes", "total",
                 "Down bytes the link has delivered to the clients' sockets (GET /status bytes_delivered).", down,
                 status.bytesDelivered),
-            Self.counter(
-                "packets_sent", "total",
-                "Packets (segments under the proxy engine) put on the link, both ways, retransmissions included.", [],
-                Int64(status.segmentsSent)),
-            Self.counter("dropped_packets", "total", drops, [Self.label("cause", "loss")], Int64(status.segmentsLost)),
-            Self.counter(
-                "dropped_packets", "total", drops, [Self.label("cause", "queue_overflow")], Int64(status.queueDrops)),
-            Self.counter("dropped_packets", "total", drops, [Self.label("cause", "outage")], Int64(status.outageDrops)),
             Self.counter(
                 "retransmissions", "total", "Segments the emulated senders sent again (proxy engine).", [],
                 Int64(status.retransmissions)),
@@ -72,7 +62,27 @@ enum ControlMetrics {
                 Int64(status.upstreamFailures)),
             Self.counter(
                 "faults_applied", "total", "Requests an HTTP fault hit.", [], Int64(status.faultsApplied)),
-        ]
+        ] + Self.packets(status.directions ?? [])
+    }
+
+    /// Each direction's packets and drops by cause (`/status`'s `directions`).
+    static func packets(_ directions: [ControlDirectionCounters]) -> [MetricSample] {
+        let sent = "Packets (segments under the proxy engine) put on the link, retransmissions included."
+        let drops =
+            "Packets (segments under the proxy engine) the link dropped, by cause: loss (the profile's loss "
+            + "process), queue_overflow (a full bottleneck queue or its AQM), outage (an outage or a blackhole)."
+        var samples: [MetricSample] = []
+        for counts in directions {
+            let direction = Self.label("direction", counts.direction)
+            samples.append(Self.counter("packets_sent", "total", sent, [direction], Int64(counts.packets)))
+            let causes = [("loss", counts.lost), ("queue_overflow", counts.queueDrops), ("outage", counts.outageDrops)]
+            for (cause, count) in causes {
+                samples.append(
+                    Self.counter(
+                        "dropped_packets", "total", drops, [Self.label("cause", cause), direction], Int64(count)))
+            }
+        }
+        return samples
     }
 
     /// The conditions in force now: delay, rate, loss and queueing each way, and the outage.

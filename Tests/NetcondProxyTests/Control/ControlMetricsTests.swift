@@ -66,6 +66,11 @@ struct ScrapedMetrics {
                 ControlLinkNow(
                     .down, LinkMoment(rate: Bandwidth(bitsPerSecond: 8_000_000), delay: .milliseconds(150), loss: 0.01)),
                 ControlLinkNow(.up, LinkMoment(rate: nil, delay: .milliseconds(150), loss: 0)),
+            ],
+            directions: [
+                ControlDirectionCounters(
+                    direction: .down, packets: 30, lost: 2, queueDrops: queueDrops, outageDrops: 0),
+                ControlDirectionCounters(direction: .up, packets: 10, lost: 0, queueDrops: 0, outageDrops: 0),
             ])
     }
 
@@ -92,7 +97,10 @@ struct ScrapedMetrics {
         }
         #expect(scraped.value("netcond_bytes_total", ["direction": "down"]) == 5000)
         #expect(scraped.value("netcond_bytes_total", ["direction": "up"]) == 100)
-        #expect(scraped.value("netcond_dropped_packets_total", ["cause": "loss"]) == 2)
+        #expect(scraped.value("netcond_dropped_packets_total", ["cause": "loss", "direction": "down"]) == 2)
+        #expect(scraped.value("netcond_dropped_packets_total", ["cause": "loss", "direction": "up"]) == 0)
+        #expect(scraped.value("netcond_packets_sent_total", ["direction": "down"]) == 30)
+        #expect(scraped.value("netcond_packets_sent_total", ["direction": "up"]) == 10)
         #expect(scraped.value("netcond_route_bytes_total", ["route": "cdn", "direction": "down"]) == 700)
         #expect(scraped.value("netcond_link_delay_seconds", ["direction": "down"]) == 0.15)
         #expect(scraped.value("netcond_link_rate_bytes_per_second", ["direction": "down"]) == 1_000_000)
@@ -116,7 +124,8 @@ struct ScrapedMetrics {
                 ControlMetrics.samples(status: Self.status(bytesDown: 9000, queueDrops: 4), routes: [], checks: nil)))
         #expect(first.value("netcond_bytes_total", ["direction": "down"]) == 10)
         #expect(second.value("netcond_bytes_total", ["direction": "down"]) == 9000)
-        #expect(second.value("netcond_dropped_packets_total", ["cause": "queue_overflow"]) == 4)
+        #expect(first.value("netcond_dropped_packets_total", ["cause": "queue_overflow", "direction": "down"]) == 0)
+        #expect(second.value("netcond_dropped_packets_total", ["cause": "queue_overflow", "direction": "down"]) == 4)
         #expect(first.value("netcond_route_bytes_total", ["route": "cdn", "direction": "down"]) == 1)
         #expect(!second.samples.contains { $0.name.hasPrefix("netcond_route_") })
         #expect(second.value("netcond_scenario_checks", ["result": "passed"]) == nil)
