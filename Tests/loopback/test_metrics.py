@@ -3,6 +3,7 @@ real bytes pass, the exposition passes Prometheus's own `promtool check metrics`
 Prometheus server scraping it sees a counter that moved. promtool and prometheus come from Debian's
 `prometheus` package (scripts/test installs it); a test that needs one is skipped without it."""
 import contextlib
+import os
 import json
 import re
 import shutil
@@ -244,3 +245,63 @@ def test_toxiproxy_metrics_name_bytes_as_toxiproxy_and_reach_prometheus():
     finally:
         echo.close()
         stop_process(proc)
+
+
+FIRST = """\
+name: metrics-first
+profile: lte
+origin:
+  files:
+    a.bin: {size: 20KB, seed: 1}
+client:
+  command: sh -c 'curl -fsS -o "$NETCOND_OUTPUT" "$NETCOND_URL"'
+  url: /files/a.bin
+  output: a.bin
+  deadline: 30s
+checks:
+  completes: {}
+"""
+
+# The second scenario's client scrapes its own run's /metrics (to METRICS_OUT) after its download.
+SECOND = FIRST.replace("metrics-first", "metrics-second").replace(
+    """'curl -fsS -o "$NETCOND_OUTPUT" "$NETCOND_URL"'""",
+    """'curl -fsS -o "$NETCOND_OUTPUT" "$NETCOND_URL" && curl -fsS --noproxy "*" -o "$METRICS_OUT" "$NETCOND_CONTROL/metrics"'""")
+
+
+def test_a_suites_next_scenario_scrapes_how_the_last_ones_checks_went(tmp_path):
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    (folder / "a-first.yaml").write_text(FIRST)
+    (folder / "b-second.yaml").write_text(SECOND)
+    out = tmp_path / "metrics.txt"
+    result = subprocess.run([NETCOND, "test", str(folder), "--seed", "3"], capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "METRICS_OUT": str(out)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = out.read_text()
+    assert value(text, "netcond_scenario_check_passed", scenario="metrics-first", check="completes") == 1, text
+    assert value(text, "netcond_scenario_checks", result="passed") == 1, text
+    assert value(text, "netcond_scenario_checks", result="failed") == 0, text
+    # Its own run's bytes so far: the 20 KB it has just downloaded.
+    assert value(text, "netcond_bytes_total", direction="down") >= 20 * 1024, text
+    promtool_check(text)
+
+
+def test_the_packet_engines_control_api_serves_the_same_metrics(tmp_path):
+    from conftest import packet_engine_missing
+    missing = packet_engine_missing()
+    if missing:
+        pytest.skip(missing)
+    out = tmp_path / "metrics.txt"
+    script = ('curl -fsS -o /dev/null "$NETCOND_ORIGIN/bytes/200000" && '
+              f'curl -fsS --noproxy "*" -o {out} "$NETCOND_CONTROL/metrics"')
+    result = subprocess.run([NETCOND, "run", "--engine", "packet", "--seed", "3", "lte", "--", "sh", "-c", script],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    assert value(text, "netcond_link_info", engine="packet", phase="lte", profile="lte") == 1, text
+    assert value(text, "netcond_bytes_total", direction="down") >= 200_000, text
+    for direction in ("down", "up"):
+        assert value(text, "netcond_packets_sent_total", direction=direction) > 0, text
+        assert value(text, "netcond_dropped_packets_total", cause="loss", direction=direction) == 0, text
+    assert value(text, "netcond_link_rate_bytes_per_second", direction="down") > 0, text
+    promtool_check(text)
