@@ -11,7 +11,6 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 import urllib.parse
 import urllib.request
 
