@@ -213,8 +213,8 @@ public actor ToxiproxyServer {
         default:
             throw ToxiproxyError(
                 message:
-                    "not found: \(request.path); endpoints: /version, /reset, /populate, /metrics, /proxies, /proxies/{proxy}, "
-                    + "/proxies/{proxy}/toxics, /proxies/{proxy}/toxics/{toxic}", status: 404)
+                    "not found: \(request.path); endpoints: /version, /reset, /populate, /metrics, /proxies, "
+                    + "/proxies/{proxy}, /proxies/{proxy}/toxics, /proxies/{proxy}/toxics/{toxic}", status: 404)
         }
     }
 

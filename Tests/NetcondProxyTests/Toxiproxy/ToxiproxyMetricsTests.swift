@@ -1,6 +1,8 @@
 import Foundation
 import NIOCore
+import NIOEmbedded
 import NIOPosix
+import NetcondCore
 import Testing
 
 @testable import NetcondProxy
@@ -62,5 +64,25 @@ import Testing
         try await echo.close()
         // A proxy gone has no series left.
         #expect(try ScrapedMetrics(await server.metricsAnswer().json).samples.isEmpty)
+    }
+
+    /// `--netcond-link`: the connection sits in a netcond forward; what the client sent goes on up
+    /// the pipeline, what the link delivers comes down through the handler: each counted once.
+    @Test func aForwardsConnectionCountsEachStreamOnce() throws {
+        let handler = ToxicConnectionHandler(seed: SeedDeriver.derive(1, 1), wiring: .forward)
+        let channel = EmbeddedChannel(handler: handler)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        handler.update([])
+        try channel.writeInbound(ByteBuffer(string: "hello"))
+        try channel.writeOutbound(ByteBuffer(string: "welcome"))
+        channel.embeddedEventLoop.run()
+        #expect(try channel.readInbound(as: ByteBuffer.self) == ByteBuffer(string: "hello"))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "welcome"))
+        let totals = handler.wiring.streams.tally.now
+        #expect(
+            totals
+                == ToxicTally.Totals(
+                    receivedUpstream: 5, sentUpstream: 5, receivedDownstream: 7, sentDownstream: 7))
+        _ = try? channel.finish()
     }
 }
