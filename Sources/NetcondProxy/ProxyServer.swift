@@ -271,8 +271,7 @@ public final class ProxyServer: Sendable {
             bytesUp: s.stats.bytesUp,
             bytesDown: s.stats.bytesDown,
             bytesDelivered: s.stats.bytesDelivered,
-            segmentsSent: counters.segmentsSent,
-            segmentsLost: counters.segmentsLost,
+            segmentsSent: counters.segmentsSent, segmentsLost: counters.segmentsLost,
             queueDrops: counters.queueDrops,
             outageDrops: counters.outageDrops,
             retransmissions: counters.retransmissions,
@@ -298,7 +297,8 @@ public final class ProxyServer: Sendable {
             link: [Direction.down, .up].map { ControlLinkNow($0, self.linkMomentOnLoop($0)) },
             // Delivered, and what arrived but waits behind a hole: at the link's rate while it is busy.
             linkBytesDown: s.stats.bytesDelivered + max(0, counters.bytesArrivedDown - counters.bytesDown),
-            routes: s.driver.flatMap { $0.model.routes.isEmpty ? nil : $0.model.routes.count }
+            routes: s.driver.flatMap { $0.model.routes.isEmpty ? nil : $0.model.routes.count },
+            directions: [Direction.down, .up].map { ControlDirectionCounters($0, counters[$0]) }
         )
     }
 

@@ -98,7 +98,7 @@ public struct PacketControl: ControlTarget {
 
     /// The status in the control API's shape (segments are the link's packets here).
     static func status(_ summary: PacketSummary, seed: UInt64) -> ControlStatus {
-        ControlStatus(
+        var status = ControlStatus(
             profile: summary.profile,
             phase: summary.state.phase,
             outage: summary.state.outage?.rawValue,
@@ -129,5 +129,12 @@ public struct PacketControl: ControlTarget {
             linkBytesDown: summary.down.bytes,
             routes: summary.lanes.isEmpty ? nil : summary.lanes.count
         )
+        status.directions = [Direction.down, .up].map { direction in
+            let counts = direction == .down ? summary.down : summary.up
+            return ControlDirectionCounters(
+                direction: direction, packets: counts.packets, lost: counts.lost,
+                queueDrops: counts.queueDrops + counts.aqmDrops, outageDrops: counts.outageDrops)
+        }
+        return status
     }
 }

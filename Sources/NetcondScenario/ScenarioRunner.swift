@@ -190,6 +190,9 @@ public enum ScenarioRunner {
         evidence.linkRoundTrip = scenario.leastRoundTrip
         await Self.addSessionEvidence(session, to: &evidence, clientStart: clientStart, guarding: guarding)
         let results = scenario.checks.map { Checks.evaluate($0, evidence) }
+        ScenarioCheckBoard.shared.record(
+            ScenarioCheckBoard.Run(
+                scenario: scenario.name, checks: results.map { .init(name: $0.name, passed: $0.passed) }))
         let duration = (evidence.duration * 1000).rounded() / 1000
         let delivered =
             watched.delivered

@@ -325,28 +325,28 @@ public final class LinkModel {
 
     /// Puts a transmission of segment `seq` on the direction's path; a drop is repaired as TCP would.
     func transmit(_ flow: Flow, _ side: FlowSide, seq: UInt64) {
-        self.counters.segmentsSent += 1
+        self.counters[side.direction].segmentsSent += 1
         let index = self.index(side.direction)
         let record = side.record(seq)
         let unit = SegmentRef(flow: flow.id, seq: seq, generation: record.generation)
         let wireBytes = record.size + self.shapes[index].overhead
         if flow.stranded {  // the network it was on is gone: nothing of it is carried
-            self.counters.outageDrops += 1
+            self.counters[side.direction].outageDrops += 1
             return self.markLost(flow, side, seq: seq)
         }
         guard
             case .dropped(let why) = self.links.offer(
                 unit, side.direction, route: flow.route, bytes: wireBytes, connection: flow.id, at: self.now)
         else { return }
-        self.count(why)
+        self.count(why, side.direction)
         self.markLost(flow, side, seq: seq)
     }
 
-    private func count(_ drop: PathDrop) {
+    private func count(_ drop: PathDrop, _ direction: Direction) {
         switch drop {
-        case .outage: self.counters.outageDrops += 1
-        case .lost: self.counters.segmentsLost += 1
-        case .queueFull, .aqm, .connectionQueueFull: self.counters.queueDrops += 1
+        case .outage: self.counters[direction].outageDrops += 1
+        case .lost: self.counters[direction].segmentsLost += 1
+        case .queueFull, .aqm, .connectionQueueFull: self.counters[direction].queueDrops += 1
         }
     }
 
@@ -354,7 +354,7 @@ public final class LinkModel {
     /// link took it, down): lost, as a drop on the access link is, unless it was sent again since.
     private func droppedBeyond(_ segment: SegmentRef, _ direction: Direction, _ why: PathDrop) {
         self.onDropBeyond?(direction, segment)
-        self.count(why)
+        self.count(why, direction)
         guard !segment.isHandshake, let flow = self.flows[segment.flow] else { return }
         let side = flow.side(direction)
         guard side.hasRecord(segment.seq), side.record(segment.seq).state == .inFlight,
@@ -377,7 +377,7 @@ public final class LinkModel {
         guard side.hasRecord(segment.seq), side.record(segment.seq).state == .inFlight,
             side.record(segment.seq).generation == segment.generation
         else { return }
-        self.counters.segmentsLost += 1
+        self.counters[direction].segmentsLost += 1
         self.markLost(flow, side, seq: segment.seq)
     }
 

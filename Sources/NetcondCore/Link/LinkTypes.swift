@@ -95,12 +95,16 @@ public struct LinkCounters: Equatable, Sendable {
     public var connections = 0
     public var bytesUp: Int64 = 0
     public var bytesDown: Int64 = 0
+    /// Each direction's transmissions and drops, kept apart (`/metrics` says them per direction);
+    /// the totals below add the two.
+    public var up = LinkDirectionCounters()
+    public var down = LinkDirectionCounters()
     /// Transmissions put on the link, retransmissions included.
-    public var segmentsSent = 0
+    public var segmentsSent: Int { self.up.segmentsSent + self.down.segmentsSent }
     /// Transmissions lost on the wire (the profile's loss process).
-    public var segmentsLost = 0
+    public var segmentsLost: Int { self.up.segmentsLost + self.down.segmentsLost }
     /// Transmissions dropped because the bottleneck queue was full.
-    public var queueDrops = 0
+    public var queueDrops: Int { self.up.queueDrops + self.down.queueDrops }
     public var retransmissions = 0
     public var timeouts = 0
     /// Segments delivered later than they arrived (held behind a hole) or only after a repair.
@@ -111,7 +115,7 @@ public struct LinkCounters: Equatable, Sendable {
     public var bytesArrivedUp: Int64 = 0
     public var bytesArrivedDown: Int64 = 0
     /// Transmissions lost because an outage was in force.
-    public var outageDrops = 0
+    public var outageDrops: Int { self.up.outageDrops + self.down.outageDrops }
     /// Connections reset by a `reset` outage or a `reset` cut.
     public var resets = 0
     /// Connections closed early by a `close` cut.
@@ -120,6 +124,27 @@ public struct LinkCounters: Equatable, Sendable {
     public var setupFailures = 0
     /// Connection attempts refused by a `refuse` or `reset` outage.
     public var refusedConnections = 0
+
+    public init() {}
+
+    public subscript(_ direction: Direction) -> LinkDirectionCounters {
+        get { direction == .up ? self.up : self.down }
+        set {
+            if direction == .up { self.up = newValue } else { self.down = newValue }
+        }
+    }
+}
+
+/// One direction's transmissions on the link and its drops, by cause.
+public struct LinkDirectionCounters: Equatable, Sendable {
+    /// Transmissions put on the link, retransmissions included.
+    public var segmentsSent = 0
+    /// Lost on the wire (the profile's loss process, or a corrupted segment).
+    public var segmentsLost = 0
+    /// Dropped by a full bottleneck queue or its AQM.
+    public var queueDrops = 0
+    /// Lost because an outage was in force, or the connection was stranded by a handover.
+    public var outageDrops = 0
 
     public init() {}
 }

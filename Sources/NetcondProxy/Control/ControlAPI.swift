@@ -21,6 +21,7 @@ import NetcondCore
 /// | `GET /events`        |                                          | the run's event log (faults hit, link changes) |
 /// | `POST /captive`      | `{"open": true}`                         | open (log in) or close the captive portal |
 /// | `POST /cut`          | none, or `{"mode": "close"}`             | cut every open connection once (reset, or close) |
+/// | `GET /metrics`       |                                          | the counters in Prometheus's text format (``ControlMetrics``) |
 ///
 /// Every answer is JSON: the status after the change, or `{"error": "…"}` with 400 (bad body),
 /// 404 (unknown path), 405 (wrong method) or 413 (body too large); a rejected request changes nothing.
@@ -52,7 +53,7 @@ public enum ControlAPI {
 
     static let paths = [
         "/status", "/history", "/profile", "/outage", "/stall", "/faults", "/events", "/captive", "/cut",
-        "/handover", "/routes", "/ (the dashboard)",
+        "/handover", "/routes", "/metrics", "/ (the dashboard)",
     ]
 
     /// What a request asks for. `target` may be origin-form (`/status`) or absolute-form
@@ -340,6 +341,8 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     public var queueDelayMs: [Double]?
     /// Each direction's rate, delay and loss in force now, down then up (nil from a netcond that did not say).
     public var link: [ControlLinkNow]?
+    /// Each direction's packets and drops, down then up (nil from a netcond that did not say).
+    public var directions: [ControlDirectionCounters]?
 
     public init(
         profile: String, phase: String, outage: String?, stalled: [String], seed: UInt64, elapsedSeconds: Double,
@@ -348,9 +351,10 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         closes: Int, refusedConnections: Int, upstreamFailures: Int, faults: Int, faultsApplied: Int,
         captivePortal: String?, timerWakeups: Int, timerLateUs: [Double], engine: String = "proxy",
         queueDelayMs: [Double]? = nil, link: [ControlLinkNow]? = nil, linkBytesDown: Int64? = nil,
-        routes: Int? = nil
+        routes: Int? = nil, directions: [ControlDirectionCounters]? = nil
     ) {
         self.routes = routes
+        self.directions = directions
         self.linkBytesDown = linkBytesDown
         self.queueDelayMs = queueDelayMs
         self.link = link
@@ -383,7 +387,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case profile, phase, outage, stalled, seed, engine, link, routes
+        case profile, phase, outage, stalled, seed, engine, link, routes, directions
         case elapsedSeconds = "elapsed_seconds"
         case connectionsTotal = "connections_total"
         case connectionsOpen = "connections_open"
@@ -440,6 +444,7 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         try container.encodeIfPresent(self.link, forKey: .link)
         try container.encodeIfPresent(self.linkBytesDown, forKey: .linkBytesDown)
         try container.encodeIfPresent(self.routes, forKey: .routes)
+        try container.encodeIfPresent(self.directions, forKey: .directions)
     }
 
     public func json() -> [UInt8] { self.controlJSON() }

@@ -18,6 +18,13 @@ extension ControlTarget {
         guard answer.status == 200 else { return nil }
         return try? JSONDecoder().decode(ControlStatus.self, from: Data(answer.json))
     }
+
+    /// `GET /routes` as values (none when the target has none or could not answer).
+    func controlRoutes() async -> [ControlRoute] {
+        let answer = await self.controlAnswer(.routes)
+        guard answer.status == 200 else { return [] }
+        return (try? JSONDecoder().decode(ControlRoutes.self, from: Data(answer.json)).routes) ?? []
+    }
 }
 
 extension ProxyServer: ControlTarget {
@@ -44,6 +51,7 @@ public final class ControlServer: Sendable {
     private let server: NIOLockedValueBox<JSONHTTPServer?> = NIOLockedValueBox(nil)
     private let history = NIOLockedValueBox(ControlHistory())
     private let sampler: NIOLockedValueBox<Task<Void, Never>?> = NIOLockedValueBox(nil)
+    private let metrics = MetricsExposition()
 
     /// During a scenario: who may change the conditions (nil: anyone who can connect, as under
     /// `netcond run PROFILE` and `netcond proxy`).
@@ -66,6 +74,7 @@ public final class ControlServer: Sendable {
         let history = self.history
         let access = ControlAccess(listenHost: HostAddress.isIPLiteral(HostAddress.unbracketed(host)) ? nil : host)
         let guarding = self.guarding
+        let metrics = self.metrics
         let server = JSONHTTPServer(maxBodyBytes: ControlAPI.maxBodyBytes) { request in
             var route: Result<ControlAPI.Route, ControlAPI.Rejection>
             if let refusal = access.check(
@@ -75,6 +84,12 @@ public final class ControlServer: Sendable {
                 route = .failure(refusal)
             } else if request.tooLarge {
                 route = .failure(ControlAPI.tooLarge)
+            } else if ControlAPI.path(of: request.target) == "/metrics" {
+                guard request.method == "GET" else {
+                    let message = "\(request.method) /metrics is not supported; allowed: GET /metrics"
+                    return JSONHTTPResponse(status: 405, json: ControlError(error: message).controlJSON())
+                }
+                return await Self.metricsAnswer(target: target, exposition: metrics)
             } else {
                 route = ControlAPI.route(method: request.method, target: request.target, body: request.body)
             }
@@ -114,6 +129,18 @@ public final class ControlServer: Sendable {
         }
         self.sampler.withLockedValue { $0 = sampler }
         return address
+    }
+
+    /// `GET /metrics`: the counters `/status` and `/routes` answer now, and the checks of the last
+    /// scenario this process ran, in Prometheus's text format.
+    static func metricsAnswer(target: any ControlTarget, exposition: MetricsExposition) async -> JSONHTTPResponse {
+        guard let status = await target.controlStatus() else {
+            return JSONHTTPResponse(status: 503, json: ControlError(error: "the link has stopped").controlJSON())
+        }
+        let routes = await target.controlRoutes()
+        let samples = ControlMetrics.samples(
+            status: status, routes: routes, checks: ScenarioCheckBoard.shared.lastRun)
+        return .metrics(exposition.publish(samples))
     }
 
     /// A change's body, short, for the verdict's note (` {"name": "none"}`).

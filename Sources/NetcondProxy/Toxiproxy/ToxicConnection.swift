@@ -55,7 +55,9 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        self.wiring.clientRead(self.unwrapInboundIn(data), context: context)
+        let buffer = self.unwrapInboundIn(data)
+        self.wiring.streams.tally.received(.upstream, buffer.readableBytes)
+        self.wiring.clientRead(buffer, context: context)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -85,8 +87,9 @@ final class ToxicConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     /// Forward: the link's delivery to the client goes through the downstream toxics.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        self.wiring.streams.down?.push(
-            .data(self.unwrapOutboundIn(data), stamp: context.eventLoop.now, promise: promise))
+        let buffer = self.unwrapOutboundIn(data)
+        self.wiring.streams.tally.received(.downstream, buffer.readableBytes)
+        self.wiring.streams.down?.push(.data(buffer, stamp: context.eventLoop.now, promise: promise))
     }
 
     func flush(context: ChannelHandlerContext) {
@@ -122,9 +125,12 @@ final class ToxicStreams {
     private(set) var lingerZero = false
     private(set) var up: ToxicChain?
     private(set) var down: ToxicChain?
+    /// Where the connection counts its bytes (its proxy's totals; a lone one's own).
+    let tally: ToxicTally
 
-    init(seed: UInt64) {
+    init(seed: UInt64, tally: ToxicTally = ToxicTally()) {
         self.seed = seed
+        self.tally = tally
     }
 
     func update(_ toxics: [Toxic], opening: Bool = false) {

@@ -7,10 +7,13 @@ final class ToxicConnections {
     private var opened: UInt64 = 0
     private var handlers: [ObjectIdentifier: ToxicConnectionHandler] = [:]
     private var toxics: [Toxic]
+    /// The proxy's byte totals, which every connection adds to.
+    let tally: ToxicTally
 
-    init(seed: UInt64, toxics: [Toxic]) {
+    init(seed: UInt64, toxics: [Toxic], tally: ToxicTally = ToxicTally()) {
         self.seed = seed
         self.toxics = toxics
+        self.tally = tally
     }
 
     /// A new relayed connection (``ToxicRelay``): its wiring, to attach the upstream channel to.
@@ -33,7 +36,7 @@ final class ToxicConnections {
     /// The next connection's streams, with its own seed.
     private func nextStreams() -> ToxicStreams {
         self.opened += 1
-        return ToxicStreams(seed: SeedDeriver.derive(self.seed, self.opened))
+        return ToxicStreams(seed: SeedDeriver.derive(self.seed, self.opened), tally: self.tally)
     }
 
     /// The handler goes first in the connection's pipeline and meets the toxics in force.

@@ -94,6 +94,7 @@ final class ToxicForwardWiring: ToxicWiring {
         }
         switch item {
         case .data(let buffer, _, let promise):
+            self.streams.tally.sent(.downstream, buffer.readableBytes)
             context.writeAndFlush(NIOAny(buffer), promise: promise)
         case .end(let ending):
             let closing = self.downstream
@@ -118,6 +119,7 @@ final class ToxicForwardWiring: ToxicWiring {
         guard let context, !self.clientEnded else { return }
         switch item {
         case .data(let buffer, _, _):
+            self.streams.tally.sent(.upstream, buffer.readableBytes)
             context.fireChannelRead(NIOAny(buffer))
             context.fireChannelReadComplete()
         case .end(.eof): context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)

@@ -27,13 +27,17 @@ final class ToxicRelay: Sendable {
     private static let reads = FixedSizeRecvByteBufferAllocator(capacity: 32 * 1024)
 
     /// `seed`: the proxy's, for its connections' draws; `toxics`: those in force now.
-    init(name: String, upstream: (host: String, port: Int), seed: UInt64, toxics: [Toxic], eventLoop: EventLoop) {
+    /// `tally`: where its connections count their bytes.
+    init(
+        name: String, upstream: (host: String, port: Int), seed: UInt64, toxics: [Toxic], eventLoop: EventLoop,
+        tally: ToxicTally = ToxicTally()
+    ) {
         self.name = name
         self.upstreamHost = upstream.host
         self.upstreamPort = upstream.port
         self.eventLoop = eventLoop
         self.connections = NIOLoopBoundBox.makeBoxSendingValue(
-            ToxicConnections(seed: seed, toxics: toxics), eventLoop: eventLoop)
+            ToxicConnections(seed: seed, toxics: toxics, tally: tally), eventLoop: eventLoop)
     }
 
     /// Listens at `host:port` (0: any free port); returns where.

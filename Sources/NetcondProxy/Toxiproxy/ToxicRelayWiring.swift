@@ -113,6 +113,7 @@ final class ToxicRelayWiring: ToxicWiring {
         }
         switch item {
         case .data(let buffer, _, let promise):
+            self.streams.tally.sent(.downstream, buffer.readableBytes)
             context.writeAndFlush(NIOAny(buffer), promise: promise)
         case .end:
             // Toxiproxy's close is a reset only through SO_LINGER 0 (see `lingerZero`): a
@@ -125,6 +126,7 @@ final class ToxicRelayWiring: ToxicWiring {
         guard case .open(let upstream, let lastWrite) = self.upstream else { return }
         switch item {
         case .data(let buffer, _, _):
+            self.streams.tally.sent(.upstream, buffer.readableBytes)
             self.upstream = .open(upstream, lastWrite: upstream.writeAndFlush(buffer))
         case .end:
             // Toxiproxy closes the server's socket once what was written to it has gone.
@@ -155,6 +157,7 @@ final class ToxicRelayWiring: ToxicWiring {
 
     func upstreamRead(_ buffer: ByteBuffer) {
         guard let context else { return }
+        self.streams.tally.received(.downstream, buffer.readableBytes)
         self.streams.down?.push(.data(buffer, stamp: context.eventLoop.now, promise: nil))
     }
 

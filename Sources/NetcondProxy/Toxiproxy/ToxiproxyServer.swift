@@ -18,6 +18,7 @@ import NetcondCore
 /// | `GET`, `POST /proxies/{proxy}/toxics` | list, add (409 when the name is taken) |
 /// | `GET`, `POST`/`PATCH`, `DELETE /proxies/{proxy}/toxics/{toxic}` | show, update attributes/toxicity, remove (204) |
 /// | `POST /reset` | every proxy enabled, every toxic removed (204) |
+/// | `GET /metrics` | each open proxy's bytes in Prometheus's text format, named as Toxiproxy names them |
 ///
 /// Errors have Toxiproxy's shape (`{"error": "…", "status": N}`). Requests a web page could send
 /// are refused as the control API refuses them (a `Host` that is not an IP or localhost, an
@@ -40,6 +41,8 @@ public actor ToxiproxyServer {
         /// As Toxiproxy: a relay, each connection through the toxics on its own.
         var relay: ToxicRelay?
         var connections: NIOLoopBoundBox<ToxicConnections>?
+        /// Its bytes since it last opened (`/metrics`); nil while it is closed.
+        var tally: ToxicTally?
         var isOpen: Bool { self.server != nil || self.relay != nil }
         /// The proxy's number, for its seed.
         let index: UInt64
@@ -69,6 +72,7 @@ public actor ToxiproxyServer {
     private var created: UInt64 = 0
     private var stopped = false
     private let http: NIOLockedValueBox<JSONHTTPServer?> = NIOLockedValueBox(nil)
+    private let metrics = MetricsExposition()
     /// Requests are answered one at a time, in order: each sees the state the one before left,
     /// even across the awaits of starting and stopping proxies.
     private var busy = false
@@ -114,6 +118,9 @@ public actor ToxiproxyServer {
                     status: 503, json: ToxiproxyError(message: "netcond has stopped", status: 503).json)
             }
             var response = Self.refusal(request, access: access, anyHost: anyHost)
+            if response == nil, request.path == "/metrics", request.method == "GET" {
+                response = await self.metricsAnswer()
+            }
             if response == nil { response = await self.answer(request) }
             // As Toxiproxy's middleware: an id for every request.
             response?.headers.append(("X-Toxiproxy-Request-Id", Self.requestID()))
@@ -124,6 +131,14 @@ public actor ToxiproxyServer {
     }
 
     static let maxToxics = 1_000
+
+    /// `GET /metrics`: each open proxy's bytes, as Toxiproxy's `-proxy-metrics` names them.
+    func metricsAnswer() -> JSONHTTPResponse {
+        let samples = self.proxies.values.sorted { $0.index < $1.index }.flatMap { entry in
+            entry.tally?.samples(proxy: entry.name, listener: entry.listen, upstream: entry.upstream) ?? []
+        }
+        return .metrics(self.metrics.publish(samples))
+    }
 
     /// Stops the API and every proxy (their listeners and connections).
     public func stop() async {
@@ -198,8 +213,8 @@ public actor ToxiproxyServer {
         default:
             throw ToxiproxyError(
                 message:
-                    "not found: \(request.path); endpoints: /version, /reset, /populate, /proxies, /proxies/{proxy}, "
-                    + "/proxies/{proxy}/toxics, /proxies/{proxy}/toxics/{toxic}", status: 404)
+                    "not found: \(request.path); endpoints: /version, /reset, /populate, /metrics, /proxies, "
+                    + "/proxies/{proxy}, /proxies/{proxy}/toxics, /proxies/{proxy}/toxics/{toxic}", status: 404)
         }
     }
 
@@ -395,10 +410,11 @@ public actor ToxiproxyServer {
         // The proxy's loop, chosen here so that its connections' toxics can be bound to it.
         let loop = self.group.next()
         let seed = SeedDeriver.derive(self.seed, entry.index)
+        let tally = ToxicTally()
         let bound: SocketAddress
         if self.netcondLink {
             let box = NIOLoopBoundBox.makeBoxSendingValue(
-                ToxicConnections(seed: seed, toxics: entry.toxics), eventLoop: loop)
+                ToxicConnections(seed: seed, toxics: entry.toxics, tally: tally), eventLoop: loop)
             let conditions = ToxicConditions(toxics: entry.toxics, name: entry.name)
             var configuration = ProxyConfiguration(
                 profile: conditions.profile, seed: SeedDeriver.derive(self.seed, entry.index, 1),
@@ -430,7 +446,8 @@ public actor ToxiproxyServer {
             bound = first
         } else {
             let relay = ToxicRelay(
-                name: entry.name, upstream: (targetHost, targetPort), seed: seed, toxics: entry.toxics, eventLoop: loop)
+                name: entry.name, upstream: (targetHost, targetPort), seed: seed, toxics: entry.toxics, eventLoop: loop,
+                tally: tally)
             do {
                 bound = try await relay.start(host: host, port: port)
             } catch {
@@ -439,6 +456,7 @@ public actor ToxiproxyServer {
             entry.relay = relay
             entry.connections = relay.connections
         }
+        entry.tally = tally
         if let ip = bound.ipAddress, let boundPort = bound.port {
             entry.listen = ListenerExposure.display(ip, boundPort)
             if !HostAddress.isLoopback(ip) {
@@ -457,6 +475,7 @@ public actor ToxiproxyServer {
         entry.server = nil
         entry.relay = nil
         entry.connections = nil
+        entry.tally = nil
     }
 
     /// The proxy's toxics become `toxics`: its link and each open connection follow at once.
