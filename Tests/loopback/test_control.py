@@ -323,18 +323,18 @@ def raw(port, method, path, body=None, headers=None):
 
 def loopback_port_pair():
     """A port P with P and P + 1 both free on every interface (the proxy and its default control port)."""
+    import random
     import socket
-    for _ in range(50):
-        with socket.socket() as first:
-            first.bind(("0.0.0.0", 0))
-            port = first.getsockname()[1]
-            if port >= 65535:
-                continue
-            try:
-                with socket.socket() as second:
-                    second.bind(("0.0.0.0", port + 1))
-            except OSError:
-                continue
+    # Random ports, not the kernel's pick: bind(0) gives even ports, and P + 1 (odd) is where the
+    # kernel puts outgoing connections, which another job on the machine may hold by the thousand.
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        try:
+            with socket.socket() as first, socket.socket() as second:
+                first.bind(("0.0.0.0", port))
+                second.bind(("0.0.0.0", port + 1))
+        except OSError:
+            continue
         return port
     raise RuntimeError("no two free ports in a row")
 
