@@ -27,7 +27,7 @@ import Glibc
 /// for its latency would throttle the sender to 2 packets per latency, which no real network does.
 /// So a packet to a server on this host (loopback, the built-in origin) waits on input, after
 /// loopback has released it from its socket; only packets leaving for another host wait on output
-/// (see the README's limits). ICMP from the kernel waits on output, before receive time stamps
+/// (see Docs/engines.md, its limits). ICMP from the kernel waits on output, before receive time stamps
 /// are taken (`ping` measures with them). The conntrack mark finds packets that have no socket of
 /// the cage: ICMP replies, and a server's packets on input. The MSS clamp makes TCP's packets
 /// the 1,500 bytes of a real path (loopback's own MTU is 64 KB), and a sock_ops program on the

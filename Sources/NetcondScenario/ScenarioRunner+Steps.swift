@@ -241,7 +241,8 @@ struct RunWatchers {
             },
             apply: { action in
                 let note = await session.apply(action)
-                if case .handover(let profile, let gap) = action {
+                // A handover the session did not take (a note says why) stranded nothing to judge.
+                if note == nil, case .handover(let profile, let gap) = action {
                     let at = Double(NIODeadline.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
                     handovers.withLockedValue {
                         $0.append(RunEvidence.Handover(at: at, gap: Double(gap.nanoseconds) / 1e9, to: profile.name))

@@ -15,7 +15,7 @@ struct ToxiproxyCommand: AsyncParsableCommand {
             Toxiproxy's clients (Go, Ruby, Python, Java, .NET) create proxies and add toxics as they do \
             against toxiproxy-server, and each connection meets its toxics as in Toxiproxy (--netcond-link: \
             latency, bandwidth and timeout set a netcond link instead). Each toxic and what still differs: \
-            README, "Toxiproxy's API". Ctrl-C stops the API and every proxy.
+            Docs/toxiproxy.md. Ctrl-C stops the API and every proxy.
 
             Example:
               netcond toxiproxy &

@@ -25,7 +25,7 @@ import HeapModule
 /// 200 ms), doubling on each timeout of the same segment). Retransmissions cross the same path and
 /// can be lost again. A corrupted segment is discarded by its receiver: lost.
 ///
-/// Simplifications, documented in the README: acknowledgements cost no bandwidth and are never
+/// Simplifications, documented in Docs/link-model.md: acknowledgements cost no bandwidth and are never
 /// lost; they take the reverse direction's delay in force when they leave.
 public final class LinkModel {
     /// The profile in force: the one the model was made with, or the last one switched to.

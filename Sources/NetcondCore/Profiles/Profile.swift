@@ -84,7 +84,7 @@ public struct Profile: Sendable, Equatable {
     /// Payload of a full-sized segment on a 1500-byte MTU path with 40 bytes of IPv4 + TCP header.
     public static let defaultMSS = ByteCount(bytes: 1460)
 
-    /// Bytes of IPv4 + TCP header counted on the link for every segment (see README, "Rates").
+    /// Bytes of IPv4 + TCP header counted on the link for every segment (see Profiles/README.md, "Rates are link rates").
     public static let headerOverhead = ByteCount(bytes: 40)
 
     /// A profile that imposes nothing: no delay, no limit, no loss.

@@ -61,7 +61,7 @@ public struct SpanRange: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// How an outage treats connections (see README, "Outages").
+/// How an outage treats connections (see Profiles/README.md, "Outages").
 ///
 /// | behaviour   | open connections                        | new connections                 |
 /// | ----------- | --------------------------------------- | ------------------------------- |
