@@ -225,13 +225,12 @@ def one_round(client, upstream, port, n):
     done = upstream.read(max(1.0, WAIT - (time.monotonic() - started)), "all")
     if report is None:
         raise RuntimeError("the client did not report")
-    if done is None:
-        upstream.send("count")
-        seen = upstream.read(5, "accepted") or {}
-        elapsed = None
-        report["upstream_saw"] = seen.get("accepted")
-    else:
-        elapsed = done["at"] - report["t0"]
+    # Every connection through is held open by the forward (none closed at once, none left behind).
+    time.sleep(0.5)
+    upstream.send("count")
+    seen = upstream.read(5, "accepted") or {}
+    report["upstream_open"], report["upstream_saw"] = seen.get("open"), seen.get("accepted")
+    elapsed = None if done is None else done["at"] - report["t0"]
     client.send("close")
     client.read(20, "closed")
     upstream.send("drain")
@@ -265,6 +264,34 @@ def fd_count(pid):
         return len(os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return None
+
+
+TCP_STATES = {1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5: "FIN_WAIT2", 6: "TIME_WAIT",
+              7: "CLOSE", 8: "CLOSE_WAIT", 9: "LAST_ACK", 10: "LISTEN", 11: "CLOSING"}
+
+
+def socket_states(pid):
+    """What `pid`'s TCP sockets are, by state ("12 CLOSE_WAIT, 2 LISTEN"), for a leak's message."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    except OSError:
+        return "?"
+    counts = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                for line in f.readlines()[1:]:
+                    fields = line.split()
+                    if len(fields) > 9 and fields[9] in inodes:
+                        state = TCP_STATES.get(int(fields[3], 16), fields[3])
+                        counts[state] = counts.get(state, 0) + 1
+        except OSError:
+            pass
+    return ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "no TCP sockets"
 
 
 def median(values):
@@ -308,6 +335,9 @@ def item_accept_storm(h, t):
                     f"drained {drained['drained']}")
                 samples[label].append(elapsed)
                 resent[label].append(report["syn_resent"])
+                if elapsed is not None and report.get("upstream_open") != n:
+                    leaks.append(f"{label} round {rnd + 1}: {report.get('upstream_open')} of the {n} upstream "
+                                 "connections open before the client closed")
                 if not drained["drained"]:
                     leaks.append(f"{label} round {rnd + 1}: {drained['open']} upstream connections still open 40 s "
                                  "after the client closed")
@@ -320,9 +350,10 @@ def item_accept_storm(h, t):
                 time.sleep(0.2)
                 after = fd_count(forwards[label][2])
             if after is not None and after > before + 16:
-                leaks.append(f"{label}: {after} descriptors open 15 s after the rounds, {before} before")
-        t.add(f"{NAME}: every connection closed after each round (the upstream saw each close; descriptors back)",
-              "; ".join(leaks) or "all", "all", "FAIL" if leaks else "PASS")
+                leaks.append(f"{label}: {after} descriptors open 15 s after the rounds, {before} before "
+                             f"(TCP: {socket_states(forwards[label][2])})")
+        t.add(f"{NAME}: every connection held while open, and closed after each round (the upstream saw each "
+              "close; descriptors back)", "; ".join(leaks) or "all", "all", "FAIL" if leaks else "PASS")
         t.notes.append(
             f"17: {n} connections from one client process (non-blocking connects) through each forward, "
             f"{rounds} interleaved rounds (the order turned each round); the time from the first connect to the "

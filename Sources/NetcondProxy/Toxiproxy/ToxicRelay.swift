@@ -42,9 +42,7 @@ final class ToxicRelay: Sendable {
         let bootstrap = ServerBootstrap.proxyListener(on: loop)
             .childChannelOption(.autoRead, value: false)
             .childChannelOption(.recvAllocator, value: Self.reads)
-            .childChannelInitializer { [self] channel in
-                loop.makeCompletedFuture { try self.accepted(channel) }
-            }
+            .childChannelSetUp { [self] channel in try self.accepted(channel) }
         let channel: Channel
         do {
             channel = try await bootstrap.bind(host: host, port: port).get()
