@@ -44,18 +44,37 @@ final class AcceptFailureReporter: ChannelInboundHandler {
 }
 
 extension ServerBootstrap {
-    /// A listener as netcond's proxies and forwards have one: accepting pauses (and says so) when
-    /// descriptors run out, a long backlog, the address reusable at once, a client's half-close
-    /// seen as one, no Nagle delay on the client's side.
+    /// The listen queue asked for: the kernel gives `net.core.somaxconn` at most (4,096 by default
+    /// since Linux 5.4), as Go's listeners (Toxiproxy's) ask for. A shorter queue drops the SYNs of
+    /// thousands of clients connecting at once, and each waits out a one-second retransmission.
+    static let listenBacklog: Int32 = 65535
+
+    /// The loop a listener whose connections live on `loop` accepts on: another of the process's
+    /// shared loops when there is one, so that a burst of clients is taken off the listen queue
+    /// while `loop` sets up the connections before them (as Go's accept loop runs beside its
+    /// connections); `loop` itself on a machine with one core.
+    static func acceptLoop(besides loop: EventLoop) -> EventLoop {
+        for candidate in MultiThreadedEventLoopGroup.singleton.makeIterator() where candidate !== loop {
+            return candidate
+        }
+        return loop
+    }
+
+    /// A listener as netcond's proxies and forwards have one: its connections on `loop`, accepted
+    /// on a loop beside it (``acceptLoop(besides:)``); accepting pauses (and says so) when
+    /// descriptors run out; the longest listen queue the kernel allows, up to 256 connections
+    /// accepted per wake-up (NIO's default is 4), the address reusable at once, a client's
+    /// half-close seen as one, no Nagle delay on the client's side.
     static func proxyListener(on loop: EventLoop) -> ServerBootstrap {
-        ServerBootstrap(group: loop, childGroup: loop)
+        ServerBootstrap(group: Self.acceptLoop(besides: loop), childGroup: loop)
             .serverChannelInitializer { channel in
                 // Out of descriptors: pause accepting for a moment instead of spinning on EMFILE.
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandlers([AcceptFailureReporter(), AcceptBackoffHandler()])
                 }
             }
-            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.backlog, value: Self.listenBacklog)
+            .serverChannelOption(.maxMessagesPerRead, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)

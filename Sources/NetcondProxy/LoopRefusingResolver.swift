@@ -36,10 +36,34 @@ final class LoopRefusingResolver: Resolver, Sendable {
         self.v6 = loop.makePromise()
     }
 
-    /// The loop a failed connect through this resolver met, if that is why it failed.
+    /// The loop a failed connect through this resolver (or ``connect(_:host:port:refusing:on:)``)
+    /// met, if that is why it failed.
     static func loop(in error: Error) -> Loop? {
+        if let loop = error as? Loop { return loop }
         guard let error = error as? NIOConnectionError else { return nil }
         return (error.dnsAAAAError as? Loop) ?? (error.dnsAError as? Loop)
+    }
+
+    /// Connects `bootstrap` to `host:port` unless that is one of `listeners` (then it fails with
+    /// ``Loop``, no connection made). An address literal is checked here and connected to at once:
+    /// no lookup, no hop to another thread and back, which thousands of connections opened at once
+    /// would each pay. A name, or an address whose port a listener on every address has (this
+    /// host's addresses are needed then), goes through the resolver.
+    static func connect(
+        _ bootstrap: ClientBootstrap, host: String, port: Int, refusing listeners: [SocketAddress],
+        on loop: EventLoop
+    ) -> EventLoopFuture<Channel> {
+        let wildcard = listeners.contains { listener in
+            listener.port == port && (listener.ipAddress == "0.0.0.0" || listener.ipAddress == "::")
+        }
+        guard !wildcard, let address = try? SocketAddress(ipAddress: host, port: port) else {
+            return bootstrap.resolver(LoopRefusingResolver(loop: loop, listeners: listeners))
+                .connect(host: host, port: port)
+        }
+        if let listener = ProcessListeners.listener(reachedByAddress: address, hostAddresses: [], among: listeners) {
+            return loop.makeFailedFuture(Loop(listener: listener))
+        }
+        return bootstrap.connect(to: address)
     }
 
     /// Answered by the lookup `initiateAAAAQuery` starts (Happy Eyeballs asks for both).

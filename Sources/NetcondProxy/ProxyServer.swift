@@ -169,41 +169,39 @@ public final class ProxyServer: Sendable {
         let state = self.state
         let configuration = self.configuration
         let bootstrap = ServerBootstrap.proxyListener(on: loop)
-            .childChannelInitializer { channel in
-                loop.makeCompletedFuture {
-                    if ProcessListeners.arrivesFromLoop(channel) {
-                        // One of netcond's own connections, closed as it found it loops: reset.
-                        loop.execute { channel.resetConnection() }
-                        return
-                    }
-                    let state = state.value
-                    state.stats.connections += 1
-                    let id = ObjectIdentifier(channel)
-                    state.children[id] = channel
-                    let client = state.rules.beginClient(at: loop.now)
-                    let rules = state.rules
-                    channel.closeFuture.assumeIsolated().whenComplete { _ in
-                        state.children.removeValue(forKey: id)
-                        rules.finishClient(client, at: loop.now)
-                    }
-                    try channel.pipeline.syncOperations.addHandler(ClientByteCounter(record: client))
-                    var overrides = HostOverrides()
-                    overrides.netcondTest = configuration.originAddress
-                    if let origin = configuration.originAddress { overrides.exact[OriginHost.name] = origin }
-                    overrides.originTLS = configuration.originTLSAddress
-                    let connector = UpstreamConnector(
-                        eventLoop: loop,
-                        driver: state.driver,
-                        overrides: overrides,
-                        stats: state.stats,
-                        rules: state.rules,
-                        client: client,
-                        // Every proxy of this process (a loop) and, for a client from another
-                        // host, every API (the control API included: it registers itself).
-                        listeners: ProcessListeners.refused(to: channel.remoteAddress)
-                    )
-                    try configure(channel, state, connector)
+            .childChannelSetUp { channel in
+                if ProcessListeners.arrivesFromLoop(channel) {
+                    // One of netcond's own connections, closed as it found it loops: reset.
+                    loop.execute { channel.resetConnection() }
+                    return
                 }
+                let state = state.value
+                state.stats.connections += 1
+                let id = ObjectIdentifier(channel)
+                state.children[id] = channel
+                let client = state.rules.beginClient(at: loop.now)
+                let rules = state.rules
+                channel.closeFuture.assumeIsolated().whenComplete { _ in
+                    state.children.removeValue(forKey: id)
+                    rules.finishClient(client, at: loop.now)
+                }
+                try channel.pipeline.syncOperations.addHandler(ClientByteCounter(record: client))
+                var overrides = HostOverrides()
+                overrides.netcondTest = configuration.originAddress
+                if let origin = configuration.originAddress { overrides.exact[OriginHost.name] = origin }
+                overrides.originTLS = configuration.originTLSAddress
+                let connector = UpstreamConnector(
+                    eventLoop: loop,
+                    driver: state.driver,
+                    overrides: overrides,
+                    stats: state.stats,
+                    rules: state.rules,
+                    client: client,
+                    // Every proxy of this process (a loop) and, for a client from another
+                    // host, every API (the control API included: it registers itself).
+                    listeners: ProcessListeners.refused(to: channel.remoteAddress)
+                )
+                try configure(channel, state, connector)
             }
         let channel: Channel
         do {

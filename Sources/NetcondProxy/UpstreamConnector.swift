@@ -348,8 +348,8 @@ struct UpstreamConnector {
             return loop.makeFailedFuture(UpstreamError.nameNotResolved(target.host))
         case .none:
             // A name or address that is one of netcond's own listeners is not connected to.
-            return Self.bootstrap(loop).resolver(LoopRefusingResolver(loop: loop, listeners: self.listeners))
-                .connect(host: target.host, port: target.port)
+            return LoopRefusingResolver.connect(
+                Self.bootstrap(loop), host: target.host, port: target.port, refusing: self.listeners, on: loop)
         }
     }
 

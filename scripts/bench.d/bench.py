@@ -20,7 +20,8 @@ item_bandwidth.py (3), item_overhead.py (4), item_loss.py (5a, 5b, 5d), item_buf
 item_memory.py (6), item_startup.py (7), item_control.py (8), item_packet.py (9, 9a-9d),
 item_packet_udp.py (9e), item_packet_fidelity.py (9f), item_packet_quic.py (9g), html_report.py (10),
 item_engines.py (11), item_traces.py (12; its client trace_client.py), item_toxiproxy.py (13),
-item_cold_build.py (14, only when asked: --only 14), item_fuzz.py (15, only when asked: --only 15).
+item_cold_build.py (14, only when asked: --only 14), item_fuzz.py (15, only when asked: --only 15),
+item_routes.py (16, 16b), item_accept_storm.py (17; its client and upstream: the same file run as a script).
 """
 import argparse
 import os
@@ -33,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The sibling modules, importable whatever the working directory.
 import html_report  # noqa: E402  (item 10, a module of its own)
 from benchlib import Harness, Servers, Table, log  # noqa: E402
+from item_accept_storm import item_accept_storm  # noqa: E402
 from item_bandwidth import item_bandwidth  # noqa: E402
 from item_bufferbloat import item_bufferbloat  # noqa: E402
 from item_cold_build import item_cold_build  # noqa: E402
@@ -97,6 +99,7 @@ def run(args):
             ("15. fuzzing", lambda: item_fuzz(h, t)),
             ("16. routes", lambda: item_routes(h, t, srv)),
             ("16b. routes, packet engine", lambda: item_routes_packet(h, t)),
+            ("17. 5,000 connections at once", lambda: item_accept_storm(h, t)),
         ]
         only = set(args.only.split(",")) if args.only else None
         h.only = only
@@ -112,7 +115,8 @@ def run(args):
             try:
                 if srv is None and "throughput" not in label and "HTTP" not in label and "scenario" not in label \
                         and "Linux" not in label and "HTML" not in label and "engines" not in label \
-                        and "trace" not in label and "cold" not in label and "fuzz" not in label:
+                        and "trace" not in label and "cold" not in label and "fuzz" not in label \
+                        and "at once" not in label:
                     raise RuntimeError("test servers did not start")
                 fn()
             except KeyboardInterrupt:

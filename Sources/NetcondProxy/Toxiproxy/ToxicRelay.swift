@@ -46,9 +46,7 @@ final class ToxicRelay: Sendable {
         let bootstrap = ServerBootstrap.proxyListener(on: loop)
             .childChannelOption(.autoRead, value: false)
             .childChannelOption(.recvAllocator, value: Self.reads)
-            .childChannelInitializer { [self] channel in
-                loop.makeCompletedFuture { try self.accepted(channel) }
-            }
+            .childChannelSetUp { [self] channel in try self.accepted(channel) }
         let channel: Channel
         do {
             channel = try await bootstrap.bind(host: host, port: port).get()
@@ -93,15 +91,15 @@ final class ToxicRelay: Sendable {
         // Every listener of netcond's: a proxy's (a loop) and an API's (nothing a Toxiproxy proxy
         // is for, and from another host a way into the API).
         let refused = ProcessListeners.addresses(.proxy) + ProcessListeners.addresses(.api)
-        ClientBootstrap(group: self.eventLoop)
-            .resolver(LoopRefusingResolver(loop: self.eventLoop, listeners: refused))
+        let bootstrap = ClientBootstrap(group: self.eventLoop)
             .channelOption(.allowRemoteHalfClosure, value: true)
             .channelOption(.autoRead, value: false)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.recvAllocator, value: Self.reads)
             .connectTimeout(.seconds(30))
-            .connect(host: self.upstreamHost, port: self.upstreamPort)
-            .assumeIsolated()
+        let connecting = LoopRefusingResolver.connect(
+            bootstrap, host: self.upstreamHost, port: self.upstreamPort, refusing: refused, on: self.eventLoop)
+        connecting.assumeIsolated()
             .whenComplete { result in
                 switch result {
                 case .success(let upstream):
