@@ -9,7 +9,7 @@ import NetcondScenario
 import FoundationNetworking
 #endif
 
-/// A profile for ``Netcond/start(profile:seed:)``: a built-in one by name (`.edge`, `"3g"`), or a
+/// A profile for ``Netcond/start(profile:seed:tls:)``: a built-in one by name (`.edge`, `"3g"`), or a
 /// profile YAML file (`.file("Tests/slow-link.yaml")`).
 public struct NetworkProfile: Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
     enum Source: Sendable {
@@ -66,7 +66,7 @@ public struct NetworkProfile: Sendable, ExpressibleByStringLiteral, CustomString
 ///
 /// Clients reach servers through it in either of two ways:
 /// - a proxy: ``proxyURL`` (for clients that take one; on Apple platforms
-///   ``urlSessionConfiguration`` is set up with it);
+///   `urlSessionConfiguration` is set up with it);
 /// - a forward: ``originURL`` is the built-in origin through the link at a loopback port of its
 ///   own, and ``forward(to:port:)`` makes one to any server, for clients that cannot be given a
 ///   proxy (URLSession on Linux ignores proxy settings of its configuration).

@@ -35,7 +35,7 @@ extension Netcond {
         return try await Self.run(scenario: scenario, seed: seed, tls: tls, client: client)
     }
 
-    /// Runs a scenario already read (``ScenarioDecoder``) against `client`.
+    /// Runs a scenario already read (`ScenarioDecoder`, NetcondCore's) against `client`.
     public static func run(
         scenario: Scenario, seed: UInt64? = nil, tls: (any TLSProvider)? = nil,
         client: @escaping @Sendable (ScenarioClientContext) async throws -> Void
