@@ -55,6 +55,9 @@ public struct PacketControl: ControlTarget {
                     "profile \(profile.name) uses " + unsupported.joined(separator: ", ")
                         + ", which the packet engine does not emulate yet")
             }
+            if let problem = PacketSession.addressingProblem(run: self.session.profile, switchingTo: profile) {
+                return Self.refused(problem)
+            }
             if case .command(.handover(_, let gap)) = route {
                 command = .handover(profile, gap: gap)
             } else {

@@ -1,7 +1,26 @@
 import NetcondCore
 
-/// What an IPv6-only run saw of a client asking for IPv4, as attempts that reached no server.
+/// What an IPv6-only run saw of a client asking for IPv4, as attempts that reached no server; and
+/// what a run's addressing refuses of a profile switched to.
 extension PacketSession {
+    /// Why a run on `run`'s profile cannot switch to `profile` (nil: it can). The addressing holds
+    /// for the whole run (the cage refuses IPv4 from its first command on, the hosts file and the
+    /// resolver are the run's), and the captive portal catches IPv4 and `::1` connections, not
+    /// NAT64's: switching into or out of `ipv6_only`, or to a portal on an IPv6-only run, would
+    /// judge a client on a network the run is not.
+    static func addressingProblem(run: Profile, switchingTo profile: Profile) -> String? {
+        if (run.ipv6Only == nil) != (profile.ipv6Only == nil) {
+            return
+                "profile \(profile.name) \(profile.ipv6Only == nil ? "has IPv4" : "is ipv6_only") and the run's profile "
+                + "\(run.name) \(run.ipv6Only == nil ? "has IPv4" : "is ipv6_only"): a run's addressing holds from its start "
+                + "to its end; allowed: profiles that agree on ipv6_only"
+        }
+        if run.ipv6Only != nil, profile.captivePortal != nil {
+            return "profile \(profile.name) has a captive portal, which an IPv6-only run does not build yet"
+        }
+        return nil
+    }
+
     /// Since `clientStart` (CLOCK_MONOTONIC nanoseconds): each lookup of one of the run's names that
     /// asked for its IPv4 address alone (DNS64 gives none), and each connect or send to one of
     /// their IPv4 addresses (no route), as the cage's BPF program noted them (its last 32).

@@ -343,6 +343,11 @@ private func packetEvents(_ summary: PacketSummary) -> [String] {
     if summary.resetsNotSent > 0 {
         parts.append("\(summary.resetsNotSent) reset\(summary.resetsNotSent == 1 ? "" : "s") could not be sent")
     }
+    if summary.untranslated > 0 {
+        parts.append(
+            "\(summary.untranslated) packet\(summary.untranslated == 1 ? "" : "s") the NAT64 does not translate "
+                + "(an IPv4 fragment, an ICMP error, an IPv6 extension header), dropped")
+    }
     return parts
 }
 

@@ -248,6 +248,9 @@ public enum ScenarioRunner {
                 problems += PacketEngine.unsupportedFeatures(profile).map {
                     "a profile its timeline switches to uses \($0)"
                 }
+                if let problem = PacketSession.addressingProblem(run: scenario.profile, switchingTo: profile) {
+                    problems.append(problem)
+                }
             case .outage, .stall, .cut(.reset), .captive, .route:
                 break
             }

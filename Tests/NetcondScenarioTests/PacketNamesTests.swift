@@ -129,3 +129,27 @@ import Testing
         #expect(!PacketNames.resolvConf(responder: "64:ff9b::1", machine: "", ipv6Only: true).contains("127.0.0.1"))
     }
 }
+
+/// A run's addressing holds from start to end: a switch into or out of `ipv6_only`, or to a
+/// captive portal on an IPv6-only run, is refused with the reason (a scenario before it runs, the
+/// control API live).
+@Suite struct PacketAddressingTests {
+    @Test func aSwitchMustAgreeOnIPv6OnlyAndBringNoPortalToAnIPv6OnlyRun() throws {
+        var ipv6 = Profile(name: "v6")
+        ipv6.ipv6Only = IPv6OnlySpec()
+        let dual = Profile(name: "lte")
+        #expect(PacketSession.addressingProblem(run: dual, switchingTo: dual) == nil)
+        #expect(PacketSession.addressingProblem(run: ipv6, switchingTo: ipv6) == nil)
+        let into = try #require(PacketSession.addressingProblem(run: dual, switchingTo: ipv6))
+        #expect(into.contains("profile v6 is ipv6_only and the run's profile lte has IPv4"))
+        #expect(
+            PacketSession.addressingProblem(run: ipv6, switchingTo: dual)?.contains("allowed: profiles that agree")
+                == true)
+        var portal = ipv6
+        portal.name = "hotel"
+        portal.captivePortal = CaptivePortalSpec()
+        #expect(
+            PacketSession.addressingProblem(run: ipv6, switchingTo: portal)
+                == "profile hotel has a captive portal, which an IPv6-only run does not build yet")
+    }
+}
