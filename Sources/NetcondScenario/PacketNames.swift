@@ -62,13 +62,18 @@ final class PacketNames: Sendable {
         self.state.withLockedValue { if $0.asks.count < 1000 { $0.asks.append((name, ipv4, at)) } }
     }
 
-    /// The lookups that asked only for IPv4: each A question with no AAAA question for the same
-    /// name within a second either side (a dual-stack lookup asks both, and is no fault), in order.
+    /// The lookups that asked only for IPv4 (``ipv4Only(_:)``), in order.
     func ipv4OnlyAsks() -> [(name: String, at: Int64)] {
-        let asks = self.state.withLockedValue { $0.asks }
-        let second: Int64 = 1_000_000_000
+        Self.ipv4Only(self.state.withLockedValue { $0.asks })
+    }
+
+    /// Each A question with no AAAA question for the same name within 5 s either side: a
+    /// dual-stack lookup asks both at once (glibc sends them together), and is no fault; 5 s so
+    /// that a loaded machine's delays never make one look like an IPv4-only lookup.
+    static func ipv4Only(_ asks: [(name: String, ipv4: Bool, at: Int64)]) -> [(name: String, at: Int64)] {
+        let window: Int64 = 5_000_000_000
         return asks.filter { ask in
-            ask.ipv4 && !asks.contains { !$0.ipv4 && $0.name == ask.name && abs($0.at - ask.at) <= second }
+            ask.ipv4 && !asks.contains { !$0.ipv4 && $0.name == ask.name && abs($0.at - ask.at) <= window }
         }.map { ($0.name, $0.at) }
     }
 

@@ -115,10 +115,22 @@ import Testing
         let arpa = DNSAnswers.parse(try await ask("ipv4only.arpa", type: 28))
         #expect(arpa?.mappings.map(\.address) == ["64:ff9b::c000:aa", "64:ff9b::c000:ab"])
         #expect(try await ask("example.com", type: 28)[3] & 0x0f == 5)
-        // The A question asked beside an AAAA one (a dual-stack lookup) is no fault; one alone is.
-        #expect(names.ipv4OnlyAsks().isEmpty)
-        _ = try await ask("api.netcond.test", type: 1)
-        #expect(names.ipv4OnlyAsks().map(\.name) == ["api.netcond.test"])
+        // Each A and AAAA question for the run's names is noted (its moment for the evidence).
+        #expect(names.ipv4OnlyAsks().map(\.name).allSatisfy { $0 == "origin.netcond.test" })
+    }
+
+    @Test func anAQuestionBesideAnAAAAOneIsNoFaultAndOneAloneIs() {
+        let second: Int64 = 1_000_000_000
+        let asks: [(name: String, ipv4: Bool, at: Int64)] = [
+            ("origin.netcond.test", false, 10 * second), ("origin.netcond.test", true, 10 * second + 1000),
+            ("api.netcond.test", true, 12 * second),
+            // An AAAA question 4 s later still pairs (a loaded machine); one 6 s later does not.
+            ("cdn.netcond.test", true, 20 * second), ("cdn.netcond.test", false, 24 * second),
+            ("img.netcond.test", true, 30 * second), ("img.netcond.test", false, 36 * second),
+        ]
+        let alone = PacketNames.ipv4Only(asks)
+        #expect(alone.map(\.name) == ["api.netcond.test", "img.netcond.test"])
+        #expect(alone.map(\.at) == [12 * second, 30 * second])
     }
 
     @Test func anIPv6OnlyRunsResolvConfNamesTheDNS64AloneAndKeepsSearchAndOptions() {
