@@ -42,7 +42,8 @@ extension Checks {
         let windows = requests.map { request in (request.at, max(request.at, request.ended ?? end) + reach) }
         // Different resources (host and path): the same one asked for twice at once is no page
         // loaded in parallel.
-        let resources = requests.map { "\($0.host ?? "")\($0.path)" }
+        // The host as the origin tells names apart (case and a default port make no other resource).
+        let resources = requests.map { Self.resourceKey(host: $0.host, path: $0.path) }
         let inFlight = Self.mostAtOnce(windows, of: resources)
         let different = Set(resources).count
         let first = windows.map(\.0).min() ?? 0
@@ -103,6 +104,13 @@ extension Checks {
         return most
     }
 
+    /// A request's resource: its host without case or a default port, and its path.
+    static func resourceKey(host: String?, path: String) -> String {
+        var name = (host ?? "").lowercased()
+        for port in [":80", ":443"] where name.hasSuffix(port) { name.removeLast(port.count) }
+        return name + path
+    }
+
     /// `680 ms`.
     static func milliseconds(_ seconds: Double) -> String {
         "\(Int((seconds * 1000).rounded())) ms"
@@ -123,4 +131,5 @@ extension Scenario {
         }
         return (profiles.map(\.baseRTT.seconds) + phases).min() ?? 0
     }
+
 }

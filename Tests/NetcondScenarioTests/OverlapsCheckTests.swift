@@ -146,4 +146,19 @@ import Testing
         let requests = [self.get(0, at: 0.9), self.get(1, at: 1.6)]
         #expect(Checks.marks(.overlaps(Self.page), self.evidence(requests)) == [0.9, 0.95, 1.6, 1.65])
     }
+
+    @Test func oneResourceAskedUnderAnotherCaseOrItsDefaultPortIsNotASecond() {
+        #expect(Checks.resourceKey(host: "API.netcond.test:80", path: "/a") == "api.netcond.test/a")
+        #expect(Checks.resourceKey(host: "api.netcond.test:443", path: "/a") == "api.netcond.test/a")
+        #expect(Checks.resourceKey(host: "api.netcond.test:8080", path: "/a") == "api.netcond.test:8080/a")
+        // Two "different" hosts that are one name: one resource, one in flight.
+        var requests = [self.get(0, at: 0.9), self.get(0, at: 0.9)]
+        requests[0].host = "Origin.netcond.test"
+        requests[1].host = "origin.netcond.test:80"
+        var check = Self.page
+        check.minRequests = 1
+        check.minInFlight = 2
+        let result = Checks.overlaps(check, self.evidence(requests))
+        #expect(!result.passed, "\(result.evidence)")
+    }
 }
