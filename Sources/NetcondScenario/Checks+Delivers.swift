@@ -21,7 +21,7 @@ extension Checks {
     static func delivers(_ check: DeliversCheck, _ evidence: RunEvidence) -> CheckResult {
         let name = "delivers"
         let path = OriginAPI.path(of: check.api)
-        let back = check.returnsAt.seconds
+        let back = Self.returnMoment(nominal: check.returnsAt.seconds, evidence)
         let calls = evidence.requests.filter { $0.method == "POST" && $0.path == path }
         guard !calls.isEmpty else {
             return CheckResult(
@@ -115,5 +115,17 @@ extension Checks {
             }
         }
         return digits.count <= 9 ? Int(digits) : nil
+    }
+
+    /// When the network came back: the link's own change out of the outage, at or after the
+    /// timeline's moment for it (a loaded machine applies an event a little late, and the client
+    /// is judged from when its network was back, never before); the timeline's moment when the
+    /// link recorded none.
+    static func returnMoment(nominal: Double, _ evidence: RunEvidence) -> Double {
+        let change = evidence.linkEvents.first { event in
+            event.kind == .link && event.at >= nominal - 0.1 && event.detail.hasPrefix("link: ")
+                && !event.detail.contains("outage (")
+        }
+        return max(nominal, change?.at ?? nominal)
     }
 }

@@ -42,6 +42,25 @@ import Testing
         #expect(result.details[2] == "+6.30s created #3, response lost, key 'change-3'")
     }
 
+    @Test func theReturnIsWhenTheLinkCameBackNotBeforeTheTimelinesMoment() {
+        // The link came out of its outage 1.5 s after the timeline's moment (a loaded machine):
+        // the last change at +10.9 s is 3.4 s after that, inside the 5 s allowed.
+        var requests = self.queued
+        requests[5] = self.post(10.9, key: "change-5", .created(5))
+        var evidence = self.evidence(requests)
+        evidence.linkEvents = [
+            RunEvidence.LinkEvent(at: 2.0, kind: .link, detail: "link: lte, outage (refuse)"),
+            RunEvidence.LinkEvent(at: 7.5, kind: .link, detail: "link: lte"),
+        ]
+        let result = Checks.delivers(Self.five, evidence)
+        #expect(result.passed, "\(result.evidence)")
+        #expect(
+            result.evidence.hasSuffix("the last at +10.90s, 3.40s after the network came back at +7.50s (5 s allowed)"))
+        // A link change before the timeline's moment (another event) never moves the return earlier.
+        evidence.linkEvents = [RunEvidence.LinkEvent(at: 3.0, kind: .link, detail: "link: tunnel")]
+        #expect(Checks.returnMoment(nominal: 6, evidence) == 6)
+    }
+
     @Test func droppedChangesFail() {
         let result = Checks.delivers(Self.five, self.evidence([self.post(0.3, key: "change-1", .created(1))]))
         #expect(!result.passed)
