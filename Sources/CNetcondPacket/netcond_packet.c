@@ -637,6 +637,43 @@ static long bpf_call(int command, union bpf_attr *attr) {
     return syscall(__NR_bpf, command, attr, sizeof *attr);
 }
 
+/* Loads `program` (of `type`, for `attach_type`) and attaches it to the cgroup, beside any other
+   program there; the cgroup holds it while it is attached, and it goes with the cgroup. Returns 0
+   or -errno (the verifier's words in `log`). */
+static int load_and_attach(const char *cgroup_directory, enum bpf_prog_type type, struct bpf_insn *program,
+                           uint32_t count, enum bpf_attach_type attach_type, const char *name, char *log,
+                           size_t log_length) {
+    union bpf_attr load;
+    memset(&load, 0, sizeof load);
+    load.prog_type = type;
+    load.expected_attach_type = attach_type;
+    load.insn_cnt = count;
+    load.insns = (uint64_t)(uintptr_t)program;
+    load.license = (uint64_t)(uintptr_t)"GPL";
+    load.log_level = log_length > 0 ? 1 : 0;
+    load.log_size = (uint32_t)log_length;
+    load.log_buf = (uint64_t)(uintptr_t)log;
+    strncpy(load.prog_name, name, sizeof load.prog_name - 1);
+    int program_fd = (int)bpf_call(BPF_PROG_LOAD, &load);
+    if (program_fd < 0) return -errno;
+    int cgroup_fd = open(cgroup_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (cgroup_fd < 0) {
+        int error = errno;
+        close(program_fd);
+        return -error;
+    }
+    union bpf_attr attach;
+    memset(&attach, 0, sizeof attach);
+    attach.target_fd = (uint32_t)cgroup_fd;
+    attach.attach_bpf_fd = (uint32_t)program_fd;
+    attach.attach_type = attach_type;
+    attach.attach_flags = BPF_F_ALLOW_MULTI;
+    int result = bpf_call(BPF_PROG_ATTACH, &attach) == 0 ? 0 : -errno;
+    close(cgroup_fd);
+    close(program_fd);
+    return result;
+}
+
 int ncq_cage_path_mss(const char *cgroup_directory, uint16_t mss4, uint16_t mss6, char *log, size_t log_length) {
     if (log_length > 0) log[0] = 0;
     const uint8_t ld_w = BPF_LDX | BPF_MEM | BPF_W, st_w = BPF_STX | BPF_MEM | BPF_W;
@@ -671,69 +708,8 @@ int ncq_cage_path_mss(const char *cgroup_directory, uint16_t mss4, uint16_t mss6
         instruction(mov_k, 0, 0, 0, 1),                                               /* 24: r0 = 1 */
         instruction(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),                                  /* 25 */
     };
-    union bpf_attr load;
-    memset(&load, 0, sizeof load);
-    load.prog_type = BPF_PROG_TYPE_SOCK_OPS;
-    load.insn_cnt = sizeof program / sizeof program[0];
-    load.insns = (uint64_t)(uintptr_t)program;
-    load.license = (uint64_t)(uintptr_t)"GPL";
-    load.log_level = log_length > 0 ? 1 : 0;
-    load.log_size = (uint32_t)log_length;
-    load.log_buf = (uint64_t)(uintptr_t)log;
-    memcpy(load.prog_name, "netcond_mss", sizeof "netcond_mss");
-    int program_fd = (int)bpf_call(BPF_PROG_LOAD, &load);
-    if (program_fd < 0) return -errno;
-    int cgroup_fd = open(cgroup_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (cgroup_fd < 0) {
-        int error = errno;
-        close(program_fd);
-        return -error;
-    }
-    union bpf_attr attach;
-    memset(&attach, 0, sizeof attach);
-    attach.target_fd = (uint32_t)cgroup_fd;
-    attach.attach_bpf_fd = (uint32_t)program_fd;
-    attach.attach_type = BPF_CGROUP_SOCK_OPS;
-    attach.attach_flags = BPF_F_ALLOW_MULTI;
-    int result = bpf_call(BPF_PROG_ATTACH, &attach) == 0 ? 0 : -errno;
-    /* The cgroup holds the program while it is attached; it goes with the cgroup. */
-    close(cgroup_fd);
-    close(program_fd);
-    return result;
-}
-
-/* Loads `program` as a cgroup sock_addr program for `attach_type` and attaches it to the cgroup. */
-static int attach_sock_addr(const char *cgroup_directory, struct bpf_insn *program, uint32_t count,
-                            enum bpf_attach_type attach_type, char *log, size_t log_length) {
-    union bpf_attr load;
-    memset(&load, 0, sizeof load);
-    load.prog_type = BPF_PROG_TYPE_CGROUP_SOCK_ADDR;
-    load.expected_attach_type = attach_type;
-    load.insn_cnt = count;
-    load.insns = (uint64_t)(uintptr_t)program;
-    load.license = (uint64_t)(uintptr_t)"GPL";
-    load.log_level = log_length > 0 ? 1 : 0;
-    load.log_size = (uint32_t)log_length;
-    load.log_buf = (uint64_t)(uintptr_t)log;
-    memcpy(load.prog_name, "netcond_no_ipv4", sizeof "netcond_no_ipv4");
-    int program_fd = (int)bpf_call(BPF_PROG_LOAD, &load);
-    if (program_fd < 0) return -errno;
-    int cgroup_fd = open(cgroup_directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (cgroup_fd < 0) {
-        int error = errno;
-        close(program_fd);
-        return -error;
-    }
-    union bpf_attr attach;
-    memset(&attach, 0, sizeof attach);
-    attach.target_fd = (uint32_t)cgroup_fd;
-    attach.attach_bpf_fd = (uint32_t)program_fd;
-    attach.attach_type = attach_type;
-    attach.attach_flags = BPF_F_ALLOW_MULTI;
-    int result = bpf_call(BPF_PROG_ATTACH, &attach) == 0 ? 0 : -errno;
-    close(cgroup_fd);
-    close(program_fd);
-    return result;
+    return load_and_attach(cgroup_directory, BPF_PROG_TYPE_SOCK_OPS, program, sizeof program / sizeof program[0],
+                           BPF_CGROUP_SOCK_OPS, "netcond_mss", log, log_length);
 }
 
 /* The refusal's tail, at the end of each program: notes the refusal in the map (entry 0 counts
@@ -829,8 +805,11 @@ int ncq_cage_refuse_ipv4(const char *cgroup_directory, uint16_t exempt_port, int
     const enum bpf_attach_type fours[] = {BPF_CGROUP_INET4_CONNECT, BPF_CGROUP_UDP4_SENDMSG};
     const enum bpf_attach_type sixes[] = {BPF_CGROUP_INET6_CONNECT, BPF_CGROUP_UDP6_SENDMSG};
     for (int i = 0; i < 2; i++) {
-        int result = attach_sock_addr(cgroup_directory, ipv4, four, fours[i], log, log_length);
-        if (result == 0) result = attach_sock_addr(cgroup_directory, ipv6, six, sixes[i], log, log_length);
+        int result = load_and_attach(cgroup_directory, BPF_PROG_TYPE_CGROUP_SOCK_ADDR, ipv4, four, fours[i],
+                                     "netcond_no_ipv4", log, log_length);
+        if (result == 0)
+            result = load_and_attach(cgroup_directory, BPF_PROG_TYPE_CGROUP_SOCK_ADDR, ipv6, six, sixes[i],
+                                     "netcond_no_ipv4", log, log_length);
         if (result != 0) {
             close(map_fd);
             return result;

@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -324,3 +325,35 @@ def screenshot(browser, name):
         os.makedirs(folder, exist_ok=True)
         browser.save_screenshot(os.path.join(folder, name + ".png"))
 
+
+class EchoServer:
+    """A loopback TCP server that echoes everything and half-closes after the client does."""
+
+    def __init__(self):
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(16)
+        self.port = self.socket.getsockname()[1]
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.socket.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.echo, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def echo(conn):
+        with conn:
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    conn.shutdown(socket.SHUT_WR)
+                    return
+                conn.sendall(data)
+
+    def close(self):
+        self.socket.close()

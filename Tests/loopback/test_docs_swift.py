@@ -31,8 +31,9 @@ def make_package(folder):
         f.write('// swift-tools-version:6.0\nimport PackageDescription\n\nlet package = Package(\n'
                 '    name: "MyClient",\n    platforms: [.macOS(.v14)],\n' + body.rstrip().rstrip(",") + "\n)\n")
     os.makedirs(os.path.join(folder, "Sources", "MyClient"))
-    shutil.copy(os.path.join(ROOT, "Tests", "loopback", "docs_package", "MyClient.swift"),
-                os.path.join(folder, "Sources", "MyClient"))
+    for source in (os.path.join(ROOT, "Tests", "loopback", "docs_package", "MyClient.swift"),
+                   os.path.join(ROOT, "Examples", "ResumingClient", "Sources", "ResumingClient", "Downloader.swift")):
+        shutil.copy(source, os.path.join(folder, "Sources", "MyClient"))
     os.makedirs(os.path.join(folder, "Tests", "MyClientTests"))
     with open(os.path.join(folder, "Tests", "MyClientTests", "Example.swift"), "w") as f:
         f.write(tests)

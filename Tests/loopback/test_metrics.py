@@ -10,13 +10,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import urllib.parse
 import urllib.request
 
 import pytest
 
-from conftest import NETCOND, curl, free_port, stop_process, wait_until, write_profile
+from conftest import NETCOND, EchoServer, curl, free_port, stop_process, wait_until, write_profile
 
 ROUTED = """\
 extends: lte
@@ -167,35 +166,6 @@ def test_metrics_is_get_only_and_listed_among_the_endpoints(proxy_factory):
     assert missing.value.code == 404 and "/metrics" in json.loads(missing.value.read())["error"]
 
 
-class Echo:
-    """A loopback TCP server that sends back what it reads, on a thread; closed by the test."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen()
-        self.port = self.sock.getsockname()[1]
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-
-    def serve(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.echo, args=(conn,), daemon=True).start()
-
-    @staticmethod
-    def echo(conn):
-        with conn:
-            while data := conn.recv(65536):
-                conn.sendall(data)
-
-    def close(self):
-        self.sock.close()
-
-
 def toxiproxy_api(port, method, path, body=None):
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
@@ -207,7 +177,7 @@ def toxiproxy_api(port, method, path, body=None):
 def test_toxiproxy_metrics_name_bytes_as_toxiproxy_and_reach_prometheus():
     proc = subprocess.Popen([NETCOND, "toxiproxy", "--listen", "127.0.0.1:0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    echo = Echo()
+    echo = EchoServer()
     try:
         line = proc.stdout.readline()
         found = re.search(r"Toxiproxy API on http://127\.0\.0\.1:(\d+)", line)

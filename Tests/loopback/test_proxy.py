@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import (NETCOND, assert_descriptors_return, settled_descriptors, closed_port, curl, free_port, origin_bytes, read_to_eof, run, run_listening, listening_port, stop_process, wait_until,
+from conftest import (NETCOND, EchoServer, assert_descriptors_return, settled_descriptors, closed_port, curl, free_port, origin_bytes, read_to_eof, run, run_listening, listening_port, stop_process, wait_until,
                       write_profile)
 
 
@@ -124,39 +124,6 @@ def test_malformed_request_gets_400_and_the_proxy_keeps_serving(proxy_factory):
         assert s.recv(1024).startswith(b"HTTP/1.1 400")
     ok = curl(proxy, "http://origin.netcond.test/bytes/10")
     assert ok.stdout == origin_bytes(10)
-
-
-class EchoServer:
-    """A loopback TCP server that echoes everything and half-closes after the client does."""
-
-    def __init__(self):
-        self.socket = socket.socket()
-        self.socket.bind(("127.0.0.1", 0))
-        self.socket.listen(16)
-        self.port = self.socket.getsockname()[1]
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-
-    def serve(self):
-        while True:
-            try:
-                conn, _ = self.socket.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.echo, args=(conn,), daemon=True).start()
-
-    @staticmethod
-    def echo(conn):
-        with conn:
-            while True:
-                data = conn.recv(65536)
-                if not data:
-                    conn.shutdown(socket.SHUT_WR)
-                    return
-                conn.sendall(data)
-
-    def close(self):
-        self.socket.close()
 
 
 @pytest.mark.parametrize("profile", ["none", "lossy"])
