@@ -4,22 +4,7 @@ import Testing
 @testable import NetcondCore
 
 /// `ipv6_only:` in profiles: what decodes, where it may stand, and every error's text.
-@Suite struct IPv6OnlyDecodingTests {
-    static let file = "Profiles/x.yaml"
-
-    func decode(_ yaml: String) throws -> Profile {
-        try ProfileDecoder().decode(yaml: yaml, file: Self.file)
-    }
-
-    func error(_ yaml: String) -> String? {
-        do {
-            _ = try ProfileDecoder().decode(yaml: yaml, file: Self.file)
-            return nil
-        } catch {
-            return error.description
-        }
-    }
-
+@Suite struct IPv6OnlyDecodingTests: DecodesProfiles {
     @Test func trueIsTheWellKnownPrefixAndAMappingNamesAnother() throws {
         let spec = try #require(try self.decode("extends: lte\nipv6_only: true\n").ipv6Only)
         #expect(spec.prefix == IPv6OnlySpec.wellKnownPrefix && spec.prefixDescription == "64:ff9b::/96")

@@ -4,23 +4,7 @@ import Testing
 @testable import NetcondCore
 
 /// `radio:` in profiles and the `radio` check in scenarios: what decodes, and every error's text.
-@Suite struct RadioDecodingTests {
-    static let file = "Profiles/x.yaml"
-
-    func decode(_ yaml: String) throws -> Profile {
-        try ProfileDecoder().decode(yaml: yaml, file: Self.file)
-    }
-
-    /// The whole error text, or nil when it decodes.
-    func error(_ yaml: String) -> String? {
-        do {
-            _ = try ProfileDecoder().decode(yaml: yaml, file: Self.file)
-            return nil
-        } catch {
-            return error.description
-        }
-    }
-
+@Suite struct RadioDecodingTests: DecodesProfiles {
     @Test func aModelNameTakesItsPublishedConstants() throws {
         #expect(try self.decode("extends: lte\nradio: lte\n").radio == .defaults(.lte))
         #expect(try self.decode("radio: 3g\n").radio == .defaults(.threeG))
