@@ -2,12 +2,17 @@ import NIOCore
 import NIOPosix
 import NetcondCore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The DNS server a packet-engine run's command asks first (its /etc/resolv.conf names it): A
 /// queries for names under `netcond.test` get the name's own address (``PacketNames``), where the
 /// built-in origin listens; other queries for those names get "no error, no answer" (AAAA: clients
 /// go on with IPv4); a query for any other name is refused, and the resolver asks the machine's
 /// next nameserver. UDP and TCP, on port 53 of the origin's address; the queries cross the link as
-/// any DNS does (a `dns_fail` name's is answered there, by the engine, before it gets here).
+/// any DNS does (a `dns_fail` name's is answered there, by the engine, before it gets here). On an
+/// IPv6-only run it is the network's DNS64 instead, for every name (``answer(_:names:loop:dns64:)``).
 final class PacketDNSResponder: Sendable {
     private let channels: [Channel]
 
@@ -64,6 +69,9 @@ final class PacketDNSResponder: Sendable {
                 question.reply(rcode: 0, records: [Self.a, Self.aaaa].contains(question.type) ? records : []))
         }
         guard question.class == 1, OriginHost.isOwn(question.name) else {
+            if let dns64, question.class == 1, question.type == Self.a || question.type == Self.aaaa {
+                return Self.forwarded(question, dns64: dns64, loop: loop)
+            }
             return loop.makeSucceededFuture(question.reply(rcode: 5))
         }
         if dns64 != nil, question.type == Self.a || question.type == Self.aaaa {
@@ -80,6 +88,57 @@ final class PacketDNSResponder: Sendable {
             case .failed: return question.reply(rcode: 2)
             }
         }
+    }
+
+    /// A name that is not the run's, on an IPv6-only run, as a carrier's DNS64 answers it: its own
+    /// IPv6 addresses when it has some, else its IPv4 ones in the NAT64 prefix (AAAA); no A record
+    /// (the device has no IPv4); no such name when neither exists. Looked up as this machine
+    /// looks names up (its resolver, its hosts file), off the event loop.
+    static func forwarded(
+        _ question: Query, dns64: IPv6OnlySpec, loop: EventLoop,
+        lookUp: @escaping @Sendable (String, Int32) -> [[UInt8]]? = PacketDNSResponder.systemAddresses
+    ) -> EventLoopFuture<[UInt8]> {
+        NIOThreadPool.singleton.runIfActive(eventLoop: loop) { () -> [UInt8] in
+            let native = (lookUp(question.name, AF_INET6) ?? []).filter { !Self.isMapped($0) }
+            let ipv4 = lookUp(question.name, AF_INET) ?? []
+            if native.isEmpty && ipv4.isEmpty { return question.reply(rcode: 3) }
+            guard question.type == Self.aaaa else { return question.reply(rcode: 0) }
+            return question.reply(rcode: 0, records: native.isEmpty ? ipv4.map(dns64.synthesized) : native)
+        }
+    }
+
+    /// An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`): IPv4 written as IPv6, not IPv6.
+    static func isMapped(_ address: [UInt8]) -> Bool {
+        address.count == 16 && address.prefix(10).allSatisfy { $0 == 0 } && address[10] == 0xff && address[11] == 0xff
+    }
+
+    /// The addresses of one family (`AF_INET`, `AF_INET6`) getaddrinfo gives a name, at most 16,
+    /// each once (nil: none).
+    @Sendable static func systemAddresses(_ name: String, _ family: Int32) -> [[UInt8]]? {
+        var hints = addrinfo()
+        hints.ai_family = family
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(name, nil, &hints, &list) == 0, let first = list else { return nil }
+        defer { freeaddrinfo(first) }
+        var found: [[UInt8]] = []
+        var entry: UnsafeMutablePointer<addrinfo>? = first
+        while let current = entry, found.count < 16 {
+            defer { entry = current.pointee.ai_next }
+            guard let address = current.pointee.ai_addr else { continue }
+            let bytes: [UInt8]
+            if current.pointee.ai_family == AF_INET6 {
+                bytes = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                    withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) }
+                }
+            } else {
+                bytes = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                    withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) }
+                }
+            }
+            if !found.contains(bytes) { found.append(bytes) }
+        }
+        return found.isEmpty ? nil : found
     }
 
     static let a = 1

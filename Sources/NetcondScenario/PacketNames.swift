@@ -174,8 +174,8 @@ final class PacketNames: Sendable {
     static func resolvConf(responder: String, machine: String, ipv6Only: Bool = false) -> String {
         var text =
             ipv6Only
-            ? "# netcond: an IPv6-only network: this run's DNS64 answers names under \(OriginHost.domain) "
-                + "with addresses in its NAT64 prefix\nnameserver \(responder)\n"
+            ? "# netcond: an IPv6-only network: this run's DNS64 answers every name, IPv4 addresses in its "
+                + "NAT64 prefix\nnameserver \(responder)\n"
             : "# netcond: names under \(OriginHost.domain) are answered by this run's own DNS responder; "
                 + "it refuses the rest, which go to the machine's nameservers below\nnameserver \(responder)\n"
         var nameservers = 0

@@ -240,7 +240,8 @@ public final class PacketSession: Sendable {
     /// name the profile's `dns_fail` or a route's makes fail (its lookup then goes to DNS, which
     /// the engine answers "no such name"). Written in place: the command's mount sees every rewrite.
     static func writeHosts(_ file: String, origin: String, portal: String, profile: Profile) throws {
-        let system = (try? String(contentsOfFile: "/etc/hosts", encoding: .utf8)) ?? "127.0.0.1\tlocalhost\n"
+        var system = (try? String(contentsOfFile: "/etc/hosts", encoding: .utf8)) ?? "127.0.0.1\tlocalhost\n"
+        if let nat64 = profile.ipv6Only { system = Self.synthesizedHosts(system, nat64) }
         var text = system + (system.hasSuffix("\n") ? "" : "\n")
         let setups = [profile.setup] + profile.routes.map(\.profile.setup)
         for (address, names) in [(origin, [Session.originHost]), (portal, Self.portalNames)] {
@@ -250,6 +251,18 @@ public final class PacketSession: Sendable {
             if !kept.isEmpty { text += "\(given)\t\(kept.joined(separator: " "))\n" }
         }
         try text.write(toFile: file, atomically: false, encoding: .utf8)
+    }
+
+    /// The machine's hosts file as an IPv6-only device's DNS64 would give its names: an IPv4
+    /// address (but loopback's, the device's own) in the NAT64 prefix; the rest as it is.
+    static func synthesizedHosts(_ text: String, _ nat64: IPv6OnlySpec) -> String {
+        text.split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            guard let first = fields.first, !first.hasPrefix("#"), !first.hasPrefix("127."),
+                let synthesized = nat64.synthesized(text: String(first))
+            else { return String(line) }
+            return synthesized + line.dropFirst(line.distance(from: line.startIndex, to: first.endIndex))
+        }.joined(separator: "\n")
     }
 
     /// The names that lead to the portal: its own and the OS connectivity probes' hosts.

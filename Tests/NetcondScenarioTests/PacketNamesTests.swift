@@ -4,6 +4,10 @@ import NIOPosix
 import NetcondCore
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @testable import NetcondPacket
 @testable import NetcondScenario
 
@@ -114,9 +118,44 @@ import Testing
         // RFC 7050: ipv4only.arpa gives the prefix away.
         let arpa = DNSAnswers.parse(try await ask("ipv4only.arpa", type: 28))
         #expect(arpa?.mappings.map(\.address) == ["64:ff9b::c000:aa", "64:ff9b::c000:ab"])
-        #expect(try await ask("example.com", type: 28)[3] & 0x0f == 5)
+        // Another name is this machine's to look up (a name under .invalid never resolves).
+        #expect(try await ask("gone.invalid", type: 28)[3] & 0x0f == 3)
         // Each A and AAAA question for the run's names is noted (its moment for the evidence).
         #expect(names.ipv4OnlyAsks().map(\.name).allSatisfy { $0 == "origin.netcond.test" })
+    }
+
+    @Test func anIPv6OnlyRunsDNS64AnswersOtherNamesFromThisMachinesLookups() async throws {
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let dns64 = IPv6OnlySpec()
+        let lookUp: @Sendable (String, Int32) -> [[UInt8]]? = { name, family in
+            switch (name, family) {
+            case ("v4.example", AF_INET): return [[192, 0, 2, 7]]
+            case ("both.example", AF_INET): return [[192, 0, 2, 8]]
+            case ("both.example", AF_INET6): return [[0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 0, count: 11) + [1]]
+            // getaddrinfo's AF_INET6 answer for an IPv4-only name may be IPv4-mapped: not IPv6.
+            case ("v4.example", AF_INET6): return [[UInt8](repeating: 0, count: 10) + [0xff, 0xff, 192, 0, 2, 7]]
+            default: return nil
+            }
+        }
+        func ask(_ name: String, type: UInt8) async throws -> [UInt8] {
+            let query = try #require(PacketDNSResponder.Query(Self.query(name, type: type)))
+            return try await PacketDNSResponder.forwarded(query, dns64: dns64, loop: loop, lookUp: lookUp).get()
+        }
+        #expect(
+            DNSAnswers.parse(try await ask("v4.example", type: 28))?.mappings.map(\.address) == ["64:ff9b::c000:207"])
+        #expect(DNSAnswers.parse(try await ask("both.example", type: 28))?.mappings.map(\.address) == ["2001:db8::1"])
+        let a = try await ask("v4.example", type: 1)
+        #expect(a[3] & 0x0f == 0 && a[7] == 0, "no A record on an IPv6-only network")
+        #expect(try await ask("gone.invalid", type: 28)[3] & 0x0f == 3, "no such name")
+    }
+
+    @Test func anIPv6OnlyRunsHostsFileGivesTheMachinesIPv4NamesInThePrefix() {
+        let machine = "127.0.0.1 localhost\n# a comment 10.0.0.1\n192.0.2.10\tbuild-server build\n::1 ip6-localhost\n"
+        let synthesized = PacketSession.synthesizedHosts(machine, IPv6OnlySpec())
+        #expect(
+            synthesized
+                == "127.0.0.1 localhost\n# a comment 10.0.0.1\n64:ff9b::c000:20a\tbuild-server build\n::1 ip6-localhost\n"
+        )
     }
 
     @Test func anAQuestionBesideAnAAAAOneIsNoFaultAndOneAloneIs() {

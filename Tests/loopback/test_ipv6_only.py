@@ -9,6 +9,7 @@ process a test starts is stopped by netcond at the end of its run.
 """
 import errno
 import hashlib
+import ipaddress
 import json
 import os
 import socket
@@ -26,6 +27,20 @@ LITERAL = ('addr=$(python3 -c "import socket,ipaddress; a=socket.getaddrinfo(\'o
            'socket.AF_INET6)[0][4][0]; print(ipaddress.IPv6Address(a).packed[12:] and '
            'ipaddress.IPv4Address(ipaddress.IPv6Address(a).packed[12:]))"); '
            'curl -sS -o "$NETCOND_OUTPUT" "http://$addr/files/data.json"')
+
+
+def machines_dns64(name):
+    """What a DNS64 gives for `name` from this machine's own lookups (native IPv6, else synthesized)."""
+    def addresses(family):
+        try:
+            return list(dict.fromkeys(info[4][0] for info in socket.getaddrinfo(name, 80, family, socket.SOCK_STREAM)))
+        except socket.gaierror:
+            return []
+    native = [a for a in addresses(socket.AF_INET6) if not a.startswith("::ffff:")]
+    if native:
+        return native
+    return [str(ipaddress.IPv6Address(bytes.fromhex("0064ff9b" + "00" * 8) + socket.inet_aton(a)))
+            for a in addresses(socket.AF_INET)]
 
 
 def scenario(client=None):
@@ -55,6 +70,8 @@ def test_the_cage_has_no_ipv4_and_reaches_the_origin_by_name_through_nat64(tmp_p
     assert seen["aaaa"].startswith("64:ff9b::7f6e:"), seen
     assert all(a.startswith("64:ff9b::") for a in seen["origin"]), seen
     assert seen["prefix"] == ["64:ff9b::c000:aa", "64:ff9b::c000:ab"], seen
+    # Another name, as this machine looks it up: its own IPv6 addresses, else its IPv4 ones in the prefix.
+    assert seen["dns64_localhost"] == machines_dns64("localhost"), seen
     # The handshake crossed the link (80 ms round trip), and the peer is the synthesized address.
     assert 0.08 <= seen["connect_seconds"] < 0.08 * 10, seen
     assert seen["peer"].startswith("64:ff9b::"), seen
