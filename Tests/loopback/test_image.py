@@ -187,6 +187,42 @@ def test_the_sidecar_delays_the_app_and_changes_conditions_from_outside(image, p
         assert not podman(podman_env, "pod", "exists", pod).returncode == 0
 
 
+@needs_image
+def test_the_indexed_jobs_parts_and_merge_run_in_the_image(image, podman_env, tmp_path):
+    """The Job's own command lines, run as Kubernetes would run its pods (JOB_COMPLETION_INDEX 0..N-1,
+    one volume at /reports), over two quick scenarios mounted in place of the shipped ones."""
+    documents = list(yaml.safe_load_all(open(INDEXED_JOB)))
+    shards, merge = documents[1]["spec"], documents[2]["spec"]
+    scenarios, reports = tmp_path / "scenarios", tmp_path / "reports"
+    scenarios.mkdir()
+    reports.mkdir()
+    reports.chmod(0o777)  # the pods' user (uid 10001) writes there; Kubernetes' fsGroup does this
+    for name in ("revalidate-unchanged.yaml", "cdn-refuses-fallback.yaml"):
+        shutil.copy(os.path.join(ROOT, "Scenarios", name), scenarios / name)
+
+    def run_container(container, *env):
+        mounts = ["-v", f"{scenarios}:/usr/share/netcond/Scenarios:ro", "-v", f"{reports}:/reports"]
+        given = [f"{e['name']}={e['value']}" for e in container.get("env", [])] + list(env)
+        environment = [a for pair in (("-e", e) for e in given) for a in pair]
+        return podman(podman_env, "run", "--rm", "--network", "none", *mounts, *environment,
+                      "--entrypoint", container["command"][0], image, *container["command"][1:], *container["args"],
+                      timeout=300)
+
+    for index in range(shards["completions"]):
+        part = run_container(shards["template"]["spec"]["containers"][0], f"JOB_COMPLETION_INDEX={index}")
+        assert part.returncode == 0, part.stdout + part.stderr
+        assert f"part {index + 1}/{shards['completions']} holds" in part.stderr
+    assert sorted(os.listdir(reports)) == sorted(
+        f"shard-{i}.{kind}" for i in range(shards["completions"]) for kind in ("json", "xml"))
+    waited = run_container(merge["template"]["spec"]["initContainers"][0])  # every part is there: at once
+    assert waited.returncode == 0 and not waited.stderr, waited.stderr
+    merged = run_container(merge["template"]["spec"]["containers"][0])
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    report = json.loads((reports / "report.json").read_text())
+    assert sorted(s["name"] for s in report["scenarios"]) == ["cdn-refuses-fallback", "revalidate-unchanged"]
+    assert (reports / "report.html").stat().st_size > 0
+
+
 def test_the_manifests_parse_and_agree_on_the_number_of_parts():
     pod = yaml.safe_load(open(SIDECAR))
     assert pod["kind"] == "Pod" and [c["name"] for c in pod["spec"]["containers"]] == ["netcond", "app"]
