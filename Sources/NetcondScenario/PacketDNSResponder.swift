@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NetcondCore
@@ -96,16 +97,31 @@ final class PacketDNSResponder: Sendable {
     /// looks names up (its resolver, its hosts file), off the event loop.
     static func forwarded(
         _ question: Query, dns64: IPv6OnlySpec, loop: EventLoop,
-        lookUp: @escaping @Sendable (String, Int32) -> [[UInt8]]? = PacketDNSResponder.systemAddresses
+        lookUp: @escaping @Sendable (String, Int32) -> [[UInt8]]? = PacketDNSResponder.systemAddresses,
+        underWay: NIOLockedValueBox<Int> = PacketDNSResponder.lookupsUnderWay
     ) -> EventLoopFuture<[UInt8]> {
-        NIOThreadPool.singleton.runIfActive(eventLoop: loop) { () -> [UInt8] in
+        // Each lookup holds a thread until the resolver answers: a command asking for many names
+        // that never resolve gets "server failure" beyond the bound, as an overloaded resolver answers,
+        // rather than queueing work without end.
+        guard
+            underWay.withLockedValue({ count in
+                guard count < Self.lookupBound else { return false }
+                count += 1
+                return true
+            })
+        else { return loop.makeSucceededFuture(question.reply(rcode: 2)) }
+        return NIOThreadPool.singleton.runIfActive(eventLoop: loop) { () -> [UInt8] in
             let native = (lookUp(question.name, AF_INET6) ?? []).filter { !Self.isMapped($0) }
             let ipv4 = lookUp(question.name, AF_INET) ?? []
             if native.isEmpty && ipv4.isEmpty { return question.reply(rcode: 3) }
             guard question.type == Self.aaaa else { return question.reply(rcode: 0) }
             return question.reply(rcode: 0, records: native.isEmpty ? ipv4.map(dns64.synthesized) : native)
-        }
+        }.always { _ in underWay.withLockedValue { $0 -= 1 } }
     }
+
+    /// Lookups of other names under way in this process, and how many may be.
+    static let lookupsUnderWay = NIOLockedValueBox(0)
+    static let lookupBound = 32
 
     /// An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`): IPv4 written as IPv6, not IPv6.
     static func isMapped(_ address: [UInt8]) -> Bool {

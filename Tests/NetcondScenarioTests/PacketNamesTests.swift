@@ -147,6 +147,16 @@ import Glibc
         let a = try await ask("v4.example", type: 1)
         #expect(a[3] & 0x0f == 0 && a[7] == 0, "no A record on an IPv6-only network")
         #expect(try await ask("gone.invalid", type: 28)[3] & 0x0f == 3, "no such name")
+        // Beyond the bound of lookups under way: "server failure" at once, and the count kept.
+        let full = NIOLockedValueBox(PacketDNSResponder.lookupBound)
+        let query = try #require(PacketDNSResponder.Query(Self.query("v4.example", type: 28)))
+        let refused = try await PacketDNSResponder.forwarded(
+            query, dns64: dns64, loop: loop, lookUp: lookUp, underWay: full
+        ).get()
+        #expect(refused[3] & 0x0f == 2 && full.withLockedValue { $0 } == PacketDNSResponder.lookupBound)
+        let one = NIOLockedValueBox(0)
+        _ = try await PacketDNSResponder.forwarded(query, dns64: dns64, loop: loop, lookUp: lookUp, underWay: one).get()
+        #expect(one.withLockedValue { $0 } == 0, "a lookup done is no longer under way")
     }
 
     @Test func anIPv6OnlyRunsHostsFileGivesTheMachinesIPv4NamesInThePrefix() {

@@ -57,6 +57,25 @@ def say(obj):
     sys.stdout.flush()
 
 
+class Commands:
+    """The command lines the item sends a helper process on its stdin, read as they come."""
+
+    def __init__(self):
+        self.buf = b""
+
+    def read(self, fd):
+        """The whole lines read so far, each as its words; None once stdin has closed."""
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return None
+        self.buf += chunk
+        lines = []
+        while b"\n" in self.buf:
+            line, self.buf = self.buf.split(b"\n", 1)
+            lines.append(line.decode().split())
+        return lines
+
+
 def upstream_main():
     """Accepts every connection, keeps it open until its peer closes it; `expect N` starts a round:
     `{"all": N, "at": t}` once N more are accepted; `drain` answers once none is open (or after 30 s)."""
@@ -70,7 +89,7 @@ def upstream_main():
     ep.register(lsock.fileno(), select.EPOLLIN)
     ep.register(sys.stdin.fileno(), select.EPOLLIN)
     say({"port": lsock.getsockname()[1]})
-    conns, accepted, expect, drain_by, stdin_buf = {}, 0, None, None, b""
+    conns, accepted, expect, drain_by, commands = {}, 0, None, None, Commands()
     end = time.monotonic() + LIFETIME
     while time.monotonic() < end:
         for fd, ev in ep.poll(0.2):
@@ -88,13 +107,10 @@ def upstream_main():
                         say({"all": accepted, "at": time.monotonic()})
                         expect = None
             elif fd == sys.stdin.fileno():
-                chunk = os.read(fd, 4096)
-                if not chunk:
+                lines = commands.read(fd)
+                if lines is None:
                     return
-                stdin_buf += chunk
-                while b"\n" in stdin_buf:
-                    line, stdin_buf = stdin_buf.split(b"\n", 1)
-                    words = line.decode().split()
+                for words in lines:
                     if words[:1] == ["expect"]:
                         accepted, expect = 0, int(words[1])
                         say({"expecting": expect})
@@ -123,19 +139,16 @@ def client_main():
     raise_file_limit()
     ep = select.epoll()
     ep.register(sys.stdin.fileno(), select.EPOLLIN)
-    socks, pending, stdin_buf = [], {}, b""
+    socks, pending, commands = [], {}, Commands()
     result = None
     end = time.monotonic() + LIFETIME
     while time.monotonic() < end:
         for fd, ev in ep.poll(0.2):
             if fd == sys.stdin.fileno():
-                chunk = os.read(fd, 4096)
-                if not chunk:
+                lines = commands.read(fd)
+                if lines is None:
                     return
-                stdin_buf += chunk
-                while b"\n" in stdin_buf:
-                    line, stdin_buf = stdin_buf.split(b"\n", 1)
-                    words = line.decode().split()
+                for words in lines:
                     if words[:1] == ["open"]:
                         port, n = int(words[1]), int(words[2])
                         t0 = time.monotonic()
