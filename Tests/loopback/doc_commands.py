@@ -439,6 +439,77 @@ def marker_problems(block_list, max_not_run):
     return problems
 
 
+INLINE = re.compile(r"`((?:sudo )?(?:netcond|scripts/[\w.-]+)(?: [^`]*)?)`")
+
+
+def inline_commands(pages):
+    """The inline code spans of the pages' prose that are commands (`netcond …`, `scripts/…`):
+    [(page:line, span)]."""
+    found = []
+    for page in pages:
+        fence = False
+        for number, line in enumerate(open(os.path.join(ROOT, page), encoding="utf-8"), 1):
+            if line.lstrip().startswith("```"):
+                fence = not fence
+            elif not fence:
+                found += [(f"{page}:{number}", span) for span in INLINE.findall(line)]
+    return found
+
+
+class Helps:
+    """netcond's help texts, by subcommand path (each asked once)."""
+
+    def __init__(self):
+        self.texts = {}
+
+    def help(self, path):
+        if path not in self.texts:
+            result = subprocess.run([NETCOND, *path, "--help"], capture_output=True, text=True, timeout=60)
+            self.texts[path] = result.stdout + result.stderr if result.returncode == 0 else None
+        return self.texts[path]
+
+    def subcommands(self, path):
+        text = self.help(path) or ""
+        listed = text.split("SUBCOMMANDS:", 1)[1] if "SUBCOMMANDS:" in text else ""
+        return {m.group(1): bool(m.group(2)) for m in re.finditer(r"^  ([a-z][\w-]*)( \(default\))?", listed, re.M)}
+
+
+def inline_problems(spans, helps):
+    """What an inline command names that is not there: a netcond subcommand, an option netcond's
+    help for that command (or those above it, or below it when it names a group) does not list, a script,
+    or an option its source does not mention. What follows ` -- ` is the command's own."""
+    problems = []
+    for where, span in spans:
+        words = span.split(" -- ")[0].split()
+        if words[0] == "sudo":
+            words = words[1:]
+        options = [w.split("=")[0] for w in words if re.match(r"^--[a-z][a-z0-9-]*", w)]
+        options = [re.match(r"^--[a-z][a-z0-9-]*", o).group(0) for o in options]
+        if words[0].startswith("scripts/"):
+            path = os.path.join(ROOT, words[0])
+            if not os.path.exists(path):
+                problems.append(f"{where}: `{span}`: no {words[0]}")
+                continue
+            source = open(path, encoding="utf-8", errors="replace").read() if os.path.isfile(path) else ""
+            problems += [f"{where}: `{span}`: {words[0]} has no {o}" for o in options if os.path.isfile(path) and o not in source]
+            continue
+        path, texts = (), [helps.help(())]
+        for word in words[1:]:
+            subcommands = helps.subcommands(path)
+            if word in subcommands:
+                path += (word,)
+                texts.append(helps.help(path))
+            elif not word.startswith("-") and path == () and re.match(r"^[a-z]+$", word) and not options:
+                problems.append(f"{where}: `{span}`: netcond has no subcommand {word!r}")
+                break
+        below = helps.subcommands(path)  # a group's options are its subcommands' (`ctl --control URL status`)
+        texts += [helps.help(path + (name,)) for name in below]
+        help_text = "\n".join(t for t in texts if t)
+        problems += [f"{where}: `{span}`: `netcond {' '.join(path)} --help` lists no {o}"
+                     for o in options if not re.search(re.escape(o) + r"(?![a-z0-9-])", help_text)]
+    return problems
+
+
 def unused_expectations(expectations, commands):
     keys = {c.key for c in commands}
     return [k for k in expectations if k not in keys]

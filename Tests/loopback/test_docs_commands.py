@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from doc_commands import ROOT, Expect, Runner, marked_blocks, marker_problems, run_commands, unused_expectations
+from doc_commands import (ROOT, Expect, Helps, Runner, inline_commands, inline_problems, marked_blocks, marker_problems,
+                          run_commands, unused_expectations)
 
 PAGES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "Docs", "*.md")))
 CTL = r"^edge · \d+ connections? \(\d+ open\)"
@@ -115,3 +116,13 @@ def test_a_block_that_is_not_run_says_which_test_runs_it_or_why_none_can():
 
 def test_every_expectation_is_of_a_command_in_docs():
     assert not unused_expectations(EXPECT, COMMANDS)
+
+
+def test_every_inline_command_names_subcommands_and_options_that_exist():
+    """The commands in the prose of README and Docs (`netcond demo --show-scenario`, the headings'
+    synopses, `scripts/bench --only 2`) cannot all run as written (PROFILE, FILE, …), but every
+    subcommand and option they name must exist."""
+    spans = inline_commands(["README.md"] + PAGES)
+    assert len(spans) > 100, len(spans)
+    problems = inline_problems(spans, Helps())
+    assert not problems, "\n".join(problems)
