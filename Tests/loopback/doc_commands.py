@@ -198,7 +198,8 @@ STAND_INS = {
     "client.js": "fetch('http://origin.netcond.test/bytes/20KB').then(r => r.arrayBuffer())"
                  ".then(b => console.log('client.js fetched ' + b.byteLength + ' bytes'))"
                  ".catch(e => { console.error(e); process.exit(1) })\n",
-    "www/big.bin": None,  # 300 KB from the dev server engines.md names
+    "www/big.bin": None,
+    "zfunc/.keep": "",  # 300 KB from the dev server engines.md names
 }
 
 

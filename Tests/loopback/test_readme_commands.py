@@ -41,8 +41,12 @@ EXPECT = {
     "netcond --version": Expect(out=(r"^\d+\.\d+\.\d+ \(\w+",)),
     "netcond --generate-completion-script bash | sudo tee /etc/bash_completion.d/netcond > /dev/null": Expect(
         root=True, private=("/etc/bash_completion.d",), out=(r"^== /etc/bash_completion\.d/netcond$", r"complete .*netcond")),
-    'netcond --generate-completion-script zsh > "${fpath[1]}/_netcond"': Expect(shell="zsh", out=()),
-    "netcond --generate-completion-script fish > ~/.config/fish/completions/netcond.fish": Expect(shell="fish", out=()),
+    # zsh: a user whose fpath starts with a folder of theirs (the session's zfunc/); fish: HOME is the session's.
+    'netcond --generate-completion-script zsh > "${fpath[1]}/_netcond"': Expect(
+        shell="zsh", env={"FPATH": "zfunc"}, files={"zfunc/_netcond": r"^#compdef netcond$"}),
+    "mkdir -p ~/.config/fish/completions && netcond --generate-completion-script fish > ~/.config/fish/completions/netcond.fish":
+        Expect(shell="fish", files={".config/fish/completions/netcond.fish": r"^complete -c '?netcond'? "},
+               probe="""fish -c 'complete -C "netcond prof"'""", probe_out=(r"^profiles\b",)),
     # The transcript: its lines are checked as shown (timings aside).
     """netcond run Scenarios/resume-after-dropout.yaml -- sh -c 'curl -sS -o "$NETCOND_OUTPUT" "$NETCOND_URL"'""":
         Expect(code=1),
