@@ -171,6 +171,7 @@ class Expect:
     files: dict = field(default_factory=dict)
     root: bool = False            # needs root (sudo; the packet engine)
     shell: str = "sh"
+    needs: tuple = ()             # programs it runs (skipped, saying so, when one is not installed)
     private: tuple = ()           # folders it writes outside the session, given a private tmpfs (root)
     env: dict = field(default_factory=dict)
     timeout: float = 120
@@ -369,8 +370,9 @@ class Runner:
         expect = self.expect_for(command)
         if (expect.root or expect.private) and not IS_ROOT:
             pytest.skip("needs root (sudo, the packet engine, a private mount): these tests run as root")
-        if expect.shell != "sh" and not shutil.which(expect.shell):
-            pytest.skip(f"{expect.shell} is not installed")
+        for program in {expect.shell, *expect.needs}:
+            if not shutil.which(program):
+                pytest.skip(f"{program} is not installed (scripts/test installs it)")
         if self.session is None or self.session.page != command.page:
             self.close()
             self.session = Session(command.page, self.page_servers.get(command.page, ()),

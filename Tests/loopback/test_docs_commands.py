@@ -50,7 +50,7 @@ EXPECT = {
         root=True, out=(r"^netcond: edge \(packet engine\): [\d.]+ s, up .*, down 3\d\d(\.\d)? KB in \d+ packets",),
         files={"big.bin": 300 * 1024}, timeout=180),
     "sudo netcond run --engine packet --pcap run.pcap 3g -- node client.js": Expect(
-        root=True, out=(r"^client\.js fetched 20480 bytes$", r"^netcond: 3g \(packet engine\): "),
+        root=True, needs=("node",), out=(r"^client\.js fetched 20480 bytes$", r"^netcond: 3g \(packet engine\): "),
         files={"run.pcap": r"(?s).{100}"}),
     'sudo netcond run --engine packet --user "$USER" edge -- ./client': Expect(
         root=True, env={"USER": "nobody"}, out=(r"^client ran as nobody$", r"^netcond: edge \(packet engine\): ")),
@@ -59,10 +59,10 @@ EXPECT = {
         root=True, out=(r"^netcond: wifi-lossy \(packet engine\): .* \d+ packets lost",),
         files={"link.pcap": r"(?s).{1000}", "drops.pcap": r"(?s).{100}"}, timeout=180),
     "tcpdump -nn -S -tt -r drops.pcap 'src port 80' | awk '{print $1, $9}' > lost.txt": Expect(
-        root=True, files={"lost.txt": r"^\d+\.\d+ \d+:\d+,$"}),
+        root=True, needs=("tcpdump",), files={"lost.txt": r"^\d+\.\d+ \d+:\d+,$"}),
     "tcpdump -nn -S -tt -r link.pcap 'src port 80' | awk 'NR==FNR {lost[$2]=$1; next} ($9 in lost) "
     """{printf "%s lost at %.3f, back %.3f s later\\n", $9, lost[$9], $1-lost[$9]}' lost.txt -""": Expect(
-        root=True, out=(r"^\d+:\d+, lost at \d+\.\d{3}, back \d+\.\d{3} s later$",)),
+        root=True, needs=("tcpdump",), out=(r"^\d+:\d+, lost at \d+\.\d{3}, back \d+\.\d{3} s later$",)),
     # Docs/scenarios.md: the transcript (its lines are checked as shown, timings aside)
     """netcond run Scenarios/resume-after-dropout.yaml -- sh -c 'curl -sS -o "$NETCOND_OUTPUT" "$NETCOND_URL"'""":
         Expect(code=1),
