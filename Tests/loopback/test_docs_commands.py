@@ -1,9 +1,10 @@
-"""Every shell command of Docs/*.md runs as written (doc_commands.py says how): each with its exit
-code and what its output must say below, in page order, a page's commands in one session (a
-folder of stand-ins, a network namespace of its own as root, the servers a page starts). A block
-that cannot run here carries a marker: `<!-- run by: Tests/…py::test_name -->`, checked to name a
-test that exists, or `<!-- not run: REASON -->`, few and specific. A command with no Expect here
-fails: a new command in Docs comes with what it must do."""
+"""Every shell command of Docs/*.md (and of the pages in Profiles/, Scenarios/, Examples/) runs
+as written (doc_commands.py says how): each with its exit code and what its output must say below,
+in page order, a page's commands in one session (a folder of stand-ins, a network namespace of its
+own as root, the servers a page starts). A block that cannot run here carries a marker:
+`<!-- run by: Tests/…py::test_name -->`, checked to name a test that exists, or
+`<!-- not run: REASON -->`, few and specific. A command with no Expect here fails: a new command
+in Docs comes with what it must do."""
 import glob
 import os
 import sys
@@ -13,7 +14,9 @@ import pytest
 from doc_commands import (ROOT, Expect, Helps, Runner, inline_commands, inline_problems, marked_blocks, marker_problems,
                           run_commands, unused_expectations)
 
-PAGES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "Docs", "*.md")))
+# Docs/, then the other folders' pages (Profiles/, Scenarios/, Examples/); the README's: test_readme_commands.py.
+PAGES = [os.path.relpath(p, ROOT) for folder in ("Docs", "Profiles", "Scenarios", "Examples")
+         for p in sorted(glob.glob(os.path.join(ROOT, folder, "**", "*.md"), recursive=True))]
 CTL = r"^edge · \d+ connections? \(\d+ open\)"
 CAPTURE = f"{sys.executable} {os.path.join(ROOT, 'scripts', 'bench.d', 'capturegen.py')}"
 
@@ -79,6 +82,9 @@ EXPECT = {
     "netcond trace record train.pcap --from 5 --to 65": Expect(
         out=(r"^window:\s+5\.000 s to 65\.000 s", r"^wrote:\s+train\.trace .*, train\.yaml$"),
         files={"train.yaml": r"train\.trace"}),
+    # Profiles/measured/README.md
+    "netcond run Profiles/measured/akamai-loss-median.yaml -- ./client": Expect(
+        out=(r"^client fetched 10240 bytes$", r"^netcond: akamai-loss-median \(Profiles/measured/akamai-loss-median\.yaml\): ")),
     "netcond run train.yaml -- ./client": Expect(
         out=(r"^client ran as root$", r"^client fetched 10240 bytes$", r"^netcond: train \(train\.yaml\): [\d.]+ s, up .*, 1 connection, ")),
 }
