@@ -147,6 +147,23 @@ def commands_of(page, body, transcript):
     return commands
 
 
+def unlabelled_commands(pages):
+    """Lines of fenced blocks of no language that read as commands
+    (`netcond …`, `sudo …`, `scripts/…`): a block of commands must say it is one, or no test runs it."""
+    found = []
+    for page in pages:
+        fence = None
+        for number, line in enumerate(open(os.path.join(ROOT, page), encoding="utf-8"), 1):
+            opened = re.match(r"^\s*```(\w*)\s*$", line)
+            if opened and fence is None:
+                fence = opened.group(1)
+            elif line.strip().startswith("```"):
+                fence = None
+            elif fence == "" and re.match(r"^\s*(sudo |scripts/\w|netcond )", line):
+                found.append(f"{page}:{number}: {line.strip()}")
+    return found
+
+
 def run_commands(pages):
     """The commands of the pages' blocks without a marker, in order."""
     return [c for page in pages for b in blocks(page) if not b.markers for c in b.commands]

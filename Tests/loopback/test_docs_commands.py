@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from doc_commands import (ROOT, Expect, Helps, Runner, inline_commands, inline_problems, marked_blocks, marker_problems,
-                          run_commands, unused_expectations)
+                          run_commands, unlabelled_commands, unused_expectations)
 
 # Docs/, then the other folders' pages (Profiles/, Scenarios/, Examples/); the README's: test_readme_commands.py.
 PAGES = [os.path.relpath(p, ROOT) for folder in ("Docs", "Profiles", "Scenarios", "Examples")
@@ -122,6 +122,12 @@ def test_a_block_that_is_not_run_says_which_test_runs_it_or_why_none_can():
 
 def test_every_expectation_is_of_a_command_in_docs():
     assert not unused_expectations(EXPECT, COMMANDS)
+
+
+def test_commands_are_in_shell_blocks():
+    """A block of commands says so (```sh, or ```console for a transcript): unlabelled, no test would run it."""
+    found = unlabelled_commands(["README.md"] + PAGES)
+    assert not found, "\n".join(found)
 
 
 def test_every_inline_command_names_subcommands_and_options_that_exist():
