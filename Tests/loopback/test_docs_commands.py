@@ -82,6 +82,9 @@ EXPECT = {
     "netcond trace record train.pcap --from 5 --to 65": Expect(
         out=(r"^window:\s+5\.000 s to 65\.000 s", r"^wrote:\s+train\.trace .*, train\.yaml$"),
         files={"train.yaml": r"train\.trace"}),
+    # Scenarios/README.md (the wget line also in scenarios.md's transcript)
+    "netcond test Scenarios/ --filter 'backoff-*' -- ./client": Expect(
+        code=1, out=(r"^2 scenarios: 0 passed, 2 failed \(backoff-503-retry-after, backoff-connection-refused\)",)),
     # Profiles/measured/README.md
     "netcond run Profiles/measured/akamai-loss-median.yaml -- ./client": Expect(
         out=(r"^client fetched 10240 bytes$", r"^netcond: akamai-loss-median \(Profiles/measured/akamai-loss-median\.yaml\): ")),
