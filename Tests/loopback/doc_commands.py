@@ -210,8 +210,8 @@ STAND_INS = {
     "client.js": "fetch('http://origin.netcond.test/bytes/20KB').then(r => r.arrayBuffer())"
                  ".then(b => console.log('client.js fetched ' + b.byteLength + ' bytes'))"
                  ".catch(e => { console.error(e); process.exit(1) })\n",
-    "www/big.bin": None,
-    "zfunc/.keep": "",  # 300 KB from the dev server engines.md names
+    "www/big.bin": None,  # 300 KB from the dev server engines.md names
+    "zfunc/.keep": "",    # the first folder of a zsh user's fpath (FPATH=zfunc)
 }
 
 
@@ -243,13 +243,13 @@ class Session:
                      "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
             self.env.pop(name, None)
         self.namespace = None
-        if IS_ROOT and shutil.which("nsenter") and shutil.which("ip"):
-            name = f"netcond-docs-{os.getpid()}-{os.path.basename(self.folder)[-8:]}"
-            if subprocess.run(["ip", "netns", "add", name], capture_output=True).returncode == 0:
-                self.namespace = name
-                subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
         self.servers = []   # (Command, Popen, output file)
         try:
+            if IS_ROOT and shutil.which("nsenter") and shutil.which("ip"):
+                name = f"netcond-docs-{os.getpid()}-{os.path.basename(self.folder)[-8:]}"
+                if subprocess.run(["ip", "netns", "add", name], capture_output=True).returncode == 0:
+                    self.namespace = name
+                    subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
             for text in setup:
                 made = self.run(text, Expect())
                 assert made.returncode == 0, f"{page}'s set-up {text!r}: {made.stdout}{made.stderr}"
