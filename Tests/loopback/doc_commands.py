@@ -364,7 +364,8 @@ class Runner:
         if expect is None and command.shown:
             expect = Expect()
         assert expect is not None, (f"{command.where}: no Expect for {command.key!r}: say what it must do "
-                                    "(in the test's EXPECT), or mark its block <!-- not run: … --> / <!-- run by: … -->")
+                                    "(in the test's EXPECT), or mark its block <!-- not run: … --> / "
+                                    "<!-- run by: … -->")
         if command.shown:
             expect = Expect(**dict(expect.__dict__, out=tuple(expect.out) + shown_patterns(command.shown)))
         return expect
@@ -444,7 +445,8 @@ def marker_problems(block_list, max_not_run):
                         problems.append(f"{where}: run by {target!r}: no function {match.group(2)} in it")
             else:
                 not_run += 1
-                vague = re.search(r"\b(slow|flaky|todo|later|broken|cannot run here|can't run|does not work)\b", text, re.I)
+                vague = re.search(r"\b(slow|flaky|todo|later|broken|cannot run here|can't run|does not work)\b",
+                                  text, re.I)
                 if len(text.split()) < 5 or vague:
                     problems.append(f"{where}: not run: {text!r}: say what it needs that this machine has not")
     if not_run > max_not_run:
@@ -504,7 +506,8 @@ def inline_problems(spans, helps):
                 problems.append(f"{where}: `{span}`: no {words[0]}")
                 continue
             source = open(path, encoding="utf-8", errors="replace").read() if os.path.isfile(path) else ""
-            problems += [f"{where}: `{span}`: {words[0]} has no {o}" for o in options if os.path.isfile(path) and o not in source]
+            problems += [f"{where}: `{span}`: {words[0]} has no {o}" for o in options
+                         if os.path.isfile(path) and o not in source]
             continue
         path, texts = (), [helps.help(())]
         for word in words[1:]:
