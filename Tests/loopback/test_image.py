@@ -22,6 +22,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -186,6 +187,37 @@ def test_the_sidecar_delays_the_app_and_changes_conditions_from_outside(image, p
         down = podman(podman_env, "kube", "down", str(manifest))
         assert down.returncode == 0, down.stderr
         assert not podman(podman_env, "pod", "exists", pod).returncode == 0
+
+
+@needs_image
+def test_the_proxy_and_toxiproxy_lines_of_the_page_serve_on_a_port_published_on_loopback(image, podman_env):
+    """Docs/containers.md's `podman run … proxy` and `… toxiproxy` lines, as written but for the image
+    (this run's) and the host port (one free here: another job may hold 8080 or 8474), each started,
+    asked through its published port and stopped (the demo's line: test_the_demo_passes_in_the_image)."""
+    from doc_commands import blocks, without_comment
+    lines = [c.text for b in blocks("Docs/containers.md") for c in b.commands
+             if c.text.startswith("podman run --rm -p 127.0.0.1:")]
+    assert len(lines) == 2, lines
+    for line in lines:
+        port, name = free_host_port(), f"netcond-docs-{os.getpid()}-{random.randrange(1 << 30)}"
+        argv = shlex.split(without_comment(line).replace("netcond:latest", image))
+        argv = [re.sub(r"^127\.0\.0\.1:\d+:", f"127.0.0.1:{port}:", a) for a in argv]
+        server = subprocess.Popen([*argv[:2], "--name", name, *argv[2:]], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, env=podman_env)
+        try:
+            if " proxy " in line:
+                ask = ["curl", "-sS", "-m", "10", "-x", f"http://127.0.0.1:{port}", "-o", "/dev/null", "-w",
+                       "%{http_code} %{size_download}", "http://origin.netcond.test/bytes/1KB"]
+                want = "200 1024"
+            else:
+                ask, want = ["curl", "-sS", "-m", "10", f"http://127.0.0.1:{port}/version"], "."
+            answered = lambda: re.search(want, subprocess.run(ask, capture_output=True, text=True, timeout=20).stdout)
+            assert wait_until(answered, 60), (line, subprocess.run(ask, capture_output=True, text=True).stderr)
+        finally:
+            podman(podman_env, "stop", "-t", "10", name)
+            output = server.communicate(timeout=60)[0]
+        assert server.returncode in (0, 130, 143), (line, server.returncode, output)
+        assert "0.0.0.0:8080" in output or "8474" in output, output
 
 
 @needs_image
