@@ -5,8 +5,9 @@ runtime libraries copied beside it; a release build made with --static-swift-std
 tagged localhost/netcond-test:HASH, HASH from the binary and scripts/image. An image already there
 under that tag (NETCOND_IMAGE_KEEP=1 keeps the one a run made) is reused; one this run made is
 removed at the end. The build (mmdebstrap from the Debian mirror, then buildah) takes about 3
-minutes on a 2-core machine, the tests that use the image about 1 more; NETCOND_IMAGE_TESTS=0
-skips them.
+minutes on a 2-core machine, the tests that use the image about 1 more, the Containerfile's route
+(a bookworm-slim made from the mirror, then the build) about 3 more, the packet engine's two runs
+in the image 40 s; NETCOND_IMAGE_TESTS=0 skips them.
 
 What podman needs on this machine, found by trying:
 - `default_ulimits = []` in a containers.conf of the test's own (CONTAINERS_CONF): rootful podman
