@@ -411,8 +411,11 @@ def image_facts(env, image):
     inside = podman(env, "run", "--rm", "--network", "none", "--entrypoint", "sh", image, "-c", IMAGE_FACTS)
     assert inside.returncode == 0, inside.stderr
     files, packages = inside.stdout.split("packages:\n")
-    kept = ("User", "Entrypoint", "Cmd", "WorkingDir", "Labels")
-    return ({k: config.get(k) for k in kept}, sorted(config.get("Env") or []), files, packages.splitlines())
+    kept = {k: config.get(k) for k in ("User", "Entrypoint", "Cmd", "WorkingDir")}
+    # Every label but the commit: the mirror route's image may be one an earlier commit built from
+    # the same binary and scripts/image (NETCOND_IMAGE_KEEP), named by their hash.
+    kept["Labels"] = {k: v for k, v in config["Labels"].items() if k != "org.opencontainers.image.revision"}
+    return kept, sorted(config.get("Env") or []), files, packages.splitlines()
 
 
 @needs_image
