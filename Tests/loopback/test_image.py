@@ -567,3 +567,56 @@ def test_the_packet_engine_runs_in_the_image_with_capabilities_and_the_hosts_cgr
     # may have made one meanwhile: it holds its lock.)
     left = [d for d in runs() - before if unlocked(os.path.join(root, d))]
     assert not left, left
+
+
+def docs_yaml_blocks():
+    """The YAML blocks of Docs/containers.md."""
+    text = open(os.path.join(ROOT, "Docs", "containers.md"), encoding="utf-8").read()
+    return [yaml.safe_load(block) for block in re.findall(r"^```yaml\n(.*?)^```", text, re.M | re.S)]
+
+
+def test_the_docs_packet_engine_security_contexts_validate():
+    blocks = docs_yaml_blocks()
+    v2 = [b for b in blocks if "securityContext" in b]
+    hybrid = [b for b in blocks if "volumes" in b]
+    assert len(v2) == 1 and len(hybrid) == 1
+    assert v2[0]["securityContext"] == {"privileged": True, "runAsUser": 0, "runAsNonRoot": False}
+    context = hybrid[0]["containers"][0]["securityContext"]
+    assert context["capabilities"]["add"] == PACKET_CAPS.split(",") and context["runAsUser"] == 0
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    del kubernetes_validate
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "v2"},
+             "spec": {"containers": [{"name": "netcond", "image": "netcond", **v2[0]}]}},
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hybrid"}, "spec": hybrid[0]}]
+    result = subprocess.run(["kubernetes-validate", "--strict", "--quiet", "-k", "1.29.0", "-"],
+                            input=yaml.safe_dump_all(pods), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_packet_in_image
+def test_the_docs_hybrid_node_pod_runs_the_packet_engine(image, podman_env, tmp_path):
+    """Docs/containers.md's pod for hybrid nodes, as given (its command: `netcond run --engine packet
+    --user netcond edge -- curl …`), played by podman without a network (the origin is built in)."""
+    if host_cgroup2() != "/sys/fs/cgroup/unified":
+        pytest.skip(f"the pod is for hybrid cgroup hosts (cgroup2 at /sys/fs/cgroup/unified); here it is at {host_cgroup2()}")
+    spec = next(b for b in docs_yaml_blocks() if "volumes" in b)
+    name = f"netcond-packet-{os.getpid()}"
+    spec["restartPolicy"] = "Never"
+    spec["containers"][0]["image"] = image
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}))
+    container = name + "-" + spec["containers"][0]["name"]
+    played = podman(podman_env, "kube", "play", "--network", "none", str(manifest))
+    try:
+        assert played.returncode == 0, played.stdout + played.stderr
+        assert wait_until(lambda: podman(podman_env, "inspect", "--format", "{{.State.Status}}", container)
+                          .stdout.strip() == "exited", 120)
+        code = podman(podman_env, "inspect", "--format", "{{.State.ExitCode}}", container).stdout.strip()
+        logs = podman(podman_env, "logs", container)
+        assert code == "0", logs.stdout + logs.stderr
+        assert "/delay/{duration}" in logs.stdout  # the built-in origin's index, through the link
+        assert re.search(r"edge \(packet engine\): [\d.]+ s, up \d+ B in \d+ packets", logs.stderr), logs.stderr
+    finally:
+        down = podman(podman_env, "kube", "down", str(manifest))
+        assert down.returncode == 0, down.stderr
+        assert podman(podman_env, "pod", "exists", name).returncode != 0
