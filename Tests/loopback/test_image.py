@@ -475,8 +475,8 @@ def test_the_containerfile_gives_the_same_image_from_a_local_bookworm_slim(image
 #   2. a cgroup namespace of the container's own and the cgroup2 hierarchy mounted inside it, as a
 #      cgroup v2 host gives: --privileged --cgroupns=private --user 0, and `mount -t cgroup2` before
 #      netcond (the run's cgroup is under the container's, removed with it).
-# Without CAP_SYS_ADMIN the command cannot be started in its cgroup ("cannot start …: Operation not
-# permitted"); as the image's user (uid 10001), even with these capabilities, the cgroup cannot be
+# Without CAP_SYS_ADMIN the command cannot be started in the mount namespace of its own where
+# netcond's /etc/hosts names the built-in origin ("cannot start …: Operation not permitted"); as the image's user (uid 10001), even with these capabilities, the cgroup cannot be
 # made ("Permission denied").
 
 PACKET_CAPS = "NET_ADMIN,NET_RAW,BPF,SYS_ADMIN"
