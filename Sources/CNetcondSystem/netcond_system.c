@@ -79,6 +79,7 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
     if (child == 0) {
         /* Only async-signal-safe calls from here on. */
         int error = 0;
+        int step = NETCOND_SPAWN_SETUP;
 #ifdef __linux__
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) error = errno;
         if (getppid() != parent) _exit(127); /* netcond died before the prctl took effect */
@@ -101,24 +102,30 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
         sigemptyset(&empty);
         sigprocmask(SIG_SETMASK, &empty, NULL);
         /* Into the cgroup before anything runs, so that its first packet is already the cgroup's. */
-        if (error == 0 && cgroup_fd >= 0 && write(cgroup_fd, "0", 1) != 1) error = errno;
+        if (error == 0 && cgroup_fd >= 0 && write(cgroup_fd, "0", 1) != 1) {
+            error = errno;
+            step = NETCOND_SPAWN_CGROUP;
+        }
 #ifdef __linux__
         /* Names of netcond's own (the built-in origin, its DNS responder): a mount namespace of the
            child's own in which /etc/hosts and /etc/resolv.conf are netcond's copies. Nothing of it is
            visible outside, and it ends with the child's last process. */
         if (error == 0 && (hosts_file != NULL || resolv_file != NULL)) {
+            step = NETCOND_SPAWN_NAMES;
             if (unshare(CLONE_NEWNS) != 0) error = errno;
             if (error == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) error = errno;
             if (error == 0 && hosts_file != NULL && mount(hosts_file, "/etc/hosts", NULL, MS_BIND, NULL) != 0)
                 error = errno;
             if (error == 0 && resolv_file != NULL && mount(resolv_file, "/etc/resolv.conf", NULL, MS_BIND, NULL) != 0)
                 error = errno;
+            if (error == 0) step = NETCOND_SPAWN_SETUP;
         }
 #else
         (void)hosts_file;
         (void)resolv_file;
 #endif
         if (error == 0 && identity != NULL) {
+            step = NETCOND_SPAWN_IDENTITY;
             /* Captured output goes to pipes netcond made (its own, mode 0600): the user's program must be
                able to reopen them (/dev/stdout is /proc/self/fd/1). */
             if (stdout_fd >= 0 && stderr_fd >= 0 &&
@@ -132,8 +139,8 @@ int netcond_spawn(const char *path, char *const argv[], char *const envp[], cons
             if (error == 0 && prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) error = errno;
             if (getppid() != parent) _exit(127);
 #endif
+            if (error == 0) step = NETCOND_SPAWN_SETUP;
         }
-        int step = NETCOND_SPAWN_SETUP;
         if (error == 0 && directory != NULL && chdir(directory) != 0) {
             error = errno;
             step = NETCOND_SPAWN_DIRECTORY;

@@ -73,10 +73,21 @@ public final class ChildProcess: Sendable {
         guard result == 0 else {
             let reason = String(cString: strerror(result))
             let user = identity.map { " as user \($0.name)" } ?? ""
-            if let workingDirectory, step == Int32(NETCOND_SPAWN_DIRECTORY) {
-                throw .spawnFailed(program, "cannot enter \(workingDirectory)\(user): \(reason)")
+            switch Int(step) {
+            case Int(NETCOND_SPAWN_DIRECTORY):
+                throw .spawnFailed(program, "cannot enter \(workingDirectory ?? "its folder")\(user): \(reason)")
+            case Int(NETCOND_SPAWN_EXEC): throw .spawnFailed(program, reason + user)
+            case Int(NETCOND_SPAWN_CGROUP):
+                throw .spawnFailed(program, "cannot move it into the link's cgroup: \(reason)")
+            case Int(NETCOND_SPAWN_NAMES):
+                throw .spawnFailed(
+                    program,
+                    "cannot give it netcond's /etc/hosts and /etc/resolv.conf (a mount namespace of its own, "
+                        + "which needs CAP_SYS_ADMIN): \(reason)")
+            case Int(NETCOND_SPAWN_IDENTITY):
+                throw .spawnFailed(program, "cannot take on the identity\(user): \(reason)")
+            default: throw .spawnFailed(program, reason)
             }
-            throw .spawnFailed(program, reason + (step == Int32(NETCOND_SPAWN_EXEC) ? user : ""))
         }
         return ChildProcess(pid: reaper.pid, command: command, reaper: reaper)
     }

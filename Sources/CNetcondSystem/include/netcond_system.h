@@ -26,6 +26,9 @@ enum {
     NETCOND_SPAWN_SETUP = 0,
     NETCOND_SPAWN_DIRECTORY = 1,
     NETCOND_SPAWN_EXEC = 2,
+    NETCOND_SPAWN_CGROUP = 3,
+    NETCOND_SPAWN_NAMES = 4,
+    NETCOND_SPAWN_IDENTITY = 5,
 };
 struct netcond_identity {
     uid_t uid;
