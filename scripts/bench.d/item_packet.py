@@ -176,7 +176,7 @@ def packet_overhead(h, t, srv):
                 line = " ".join(map(str, ["exec", python, f"{scripts.path}/bench.py", "client", "pingpong",
                                           "--host", '"$MAHIMAHI_BASE"', "--port", echo.echo, *counts]))
                 mm = {"direct": ns.nobody([python, f"{scripts.path}/bench.py", "client", "pingpong",
-                                           "--port", echo.echo, *map(str, counts)]),
+                                           "--port", str(echo.echo), *map(str, counts)]),
                       "mm": ns.nobody([mm_delay, "0", "sh", "-c", line])}
             except Exception as e:
                 why_not_mm = f"error setting up its namespace: {e}"
@@ -236,11 +236,12 @@ def packet_overhead(h, t, srv):
             md = added[("mm", False)][0]
             ok = nd <= md / 2 and nd <= nl + 20
             t.add(metric, f"netcond {nd:.0f} us = {nd / md:.2f} x mahimahi's {md:.0f} us; --low-latency's {nl:.0f} us "
-                  f"(+{nd - nl:.0f} us)" if md > 0 else f"netcond {nd:.0f} us, mahimahi {md:.0f} us; --low-latency's "
+                  f"({nd - nl:+.0f} us)" if md > 0 else f"netcond {nd:.0f} us, mahimahi {md:.0f} us; --low-latency's "
                   f"{nl:.0f} us", target, "PASS" if ok else "FAIL")
         else:
-            t.add(metric, f"netcond {nd:.0f} us; --low-latency's {nl:.0f} us (+{nd - nl:.0f} us); mahimahi: skipped: "
-                  f"{why_not_mm} (scripts/build-mahimahi)", target + " (judged only with mahimahi built)", "INFO")
+            mm_text = f"skipped: {why_not_mm} (scripts/build-mahimahi)" if not mm else "no result (its error above)"
+            t.add(metric, f"netcond {nd:.0f} us; --low-latency's {nl:.0f} us ({nd - nl:+.0f} us); mahimahi: {mm_text}",
+                  target + " (judged only with mahimahi's result)", "INFO")
     t.notes.append("9b: `bench.py client pingpong` (100 bytes, TCP_NODELAY, 50 warm-up exchanges, 1000 counted) to "
                    "the bench's echo server, run directly and as the command of `netcond run --engine packet` with "
                    "`down/up: {latency: 0ms}`, alternating, three times each; the judged pass holds "
