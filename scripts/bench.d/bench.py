@@ -3,7 +3,7 @@
 
 Usage (normally called by scripts/bench):
   bench.py run --binary PATH --tmp DIR --pidfile FILE --out bench-results.md --command "..."
-  bench.py serve                       test servers (echo + bulk source) in their own process
+  bench.py serve [--bind ADDR]         test servers (echo + bulk source) in their own process
   bench.py client pingpong|download|udp  item 9's clients (run as the command of `netcond run --engine
                                        packet`, or directly): --port P ...; print one JSON object
   bench.py udpecho --n N               9e's UDP echo server: prints {"port": P}, its counts when stdin closes
@@ -14,6 +14,7 @@ a timeout and every loop a deadline. A failing item becomes ERROR/FAIL rows; the
 
 This file is the entry point (options, the items' loop, the subcommands); the rest, all in this
 folder: benchlib.py (what the items share), packetlib.py (what item 9's sub-items share),
+mahimahilib.py (9b's and 12's mahimahi columns: its tools, a network namespace of the bench's own),
 references.py (the issue's figures, tcp_reference.py's runs), workloads.py (the child processes:
 serve, timers, tcpserve, client), one module per item: item_throughput.py (1), item_latency.py (2),
 item_bandwidth.py (3), item_overhead.py (4), item_loss.py (5a, 5b, 5d), item_bufferbloat.py (5c),
@@ -142,7 +143,8 @@ def main():
         return
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("serve")
+    sv = sub.add_parser("serve")
+    sv.add_argument("--bind", default="127.0.0.1")
     ts = sub.add_parser("tcpserve")
     ts.add_argument("--bind", default="127.0.0.1")
     ts.add_argument("--port", type=int, default=0, help="the fresh port; source +1, echo +2 (0: free ports)")
@@ -180,7 +182,7 @@ def main():
     elif args.cmd == "serve":
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
-            serve()
+            serve(args.bind)
         except KeyboardInterrupt:
             pass
     else:

@@ -116,9 +116,10 @@ def wait_listening(port, timeout=5.0):
 class Servers:
     """The `serve` process."""
 
-    def __init__(self, h, name="servers"):
+    def __init__(self, h, name="servers", wrap=(), bind="127.0.0.1"):
+        """`wrap`: a prefix to run it with (9b: `ip netns exec NS`), `bind` its address."""
         self.h = h
-        self.proc = h.spawn([sys.executable, BENCH, "serve"], name,
+        self.proc = h.spawn([*wrap, sys.executable, BENCH, "serve", "--bind", bind], name,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         line = b""
         deadline = time.monotonic() + 10
@@ -131,7 +132,11 @@ class Servers:
                     break
                 line += chunk
         sel.close()
-        ports = json.loads(line.decode())
+        try:
+            ports = json.loads(line.decode())
+        except ValueError:
+            self.h.stop(self.proc)
+            raise RuntimeError(f"{name} did not start (printed {line[-200:]!r})")
         self.echo, self.source = ports["echo"], ports["source"]
 
     def close(self):

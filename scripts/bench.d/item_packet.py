@@ -8,10 +8,11 @@ import sys
 import time
 import traceback
 
-from benchlib import TimerProbe, free_port, log, pct, wait_listening
+from benchlib import Servers, TimerProbe, free_port, log, pct, wait_listening
 from item_packet_fidelity import packet_loss_fidelity
 from item_packet_quic import packet_quic
 from item_packet_udp import packet_udp
+from mahimahilib import Namespace, NobodyScripts, mm_missing, mm_tool, nobody_python
 from packetlib import (PacketRun, client_argv, client_direct, client_result, packet_missing,
                        packet_profile)
 
@@ -152,33 +153,108 @@ def packet_throughput(h, t, srv):
 def packet_overhead(h, t, srv):
     """Added RTT of the packet engine with a pass-through profile: the bench's ping-pong client
     (100 bytes, TCP_NODELAY) run directly and as CMD, alternating, 3 x 1000 round trips each; as the
-    machine comes (reported), then with /dev/cpu_dma_latency held at 0 (judged), as item 4."""
+    machine comes (reported), then with /dev/cpu_dma_latency held at 0 (judged), as item 4. When
+    mahimahi is built (scripts/build-mahimahi), the same client also runs under `mm-delay 0` in the
+    same rounds, against the same echo server run inside a namespace of the bench's own, next to
+    the client run directly in that namespace (each path is compared with the direct path of its
+    own place); netcond's default added RTT p50 is judged against mahimahi's of the same run."""
     prof = packet_profile(h, "pkt-pass-rtt", {"latency": "0ms"}, {"latency": "0ms"})
-    argv = client_argv("pingpong", "--port", srv.echo, "--n", 1000, "--warmup", 50, "--deadline", 30)
-    for low in (False, True):
-        label = "9b. packet engine added RTT (pass-through" + (", --low-latency)" if low else ")")
-        with CPULatencyHold() if low else contextlib.nullcontext() as hold:
-            if low and hold.f is None:
-                label += " (hold NOT in effect)"
-            direct, through, runs = [], [], []
-            for i in range(3):
-                direct += client_result(client_direct(h, argv, f"pp-direct-{int(low)}-{i}", 40), "direct")["rtts"]
-                run = PacketRun(h, prof, argv, f"pkt-pp-{int(low)}", timeout=45,
-                                extra=["--low-latency"] if low else [])
-                through += client_result(run.json_out(), "through netcond")["rtts"]
-                runs.append(run)
-        d50, n50 = pct(direct, 50) * 1e6, pct(through, 50) * 1e6
-        d99, n99 = pct(direct, 99) * 1e6, pct(through, 99) * 1e6
-        late = sum(r.late for r in runs)
-        t.add(f"{label}: added RTT p50", f"{n50 - d50:.0f} us (direct {d50:.0f} us, netcond {n50:.0f} us; "
-              f"{len(through)} samples, {late} packets released > 1 ms late)",
-              "<= 100 us" if low else "(report)", ("PASS" if n50 - d50 <= 100 else "FAIL") if low else "INFO")
-        t.add(f"{label}: added RTT p99", f"{n99 - d99:.0f} us (direct {d99:.0f} us, netcond {n99:.0f} us)",
-              "(report)", "INFO")
+    counts = ("--n", 1000, "--warmup", 50, "--deadline", 30)
+    argv = client_argv("pingpong", "--port", srv.echo, *counts)
+    mm_delay = mm_tool("mm-delay", "NETCOND_BENCH_MM_DELAY")
+    why_not_mm = mm_missing(mm_delay, "mm-delay", "NETCOND_BENCH_MM_DELAY")
+    added = {}  # (path, low) -> (p50, p99) added, us
+    with contextlib.ExitStack() as stack:
+        mm = None
+        if not why_not_mm:
+            try:
+                ns = stack.enter_context(Namespace(h, "9b"))
+                scripts = stack.enter_context(NobodyScripts(h, "9b"))
+                echo = Servers(h, "servers-9b-netns", wrap=ns.argv([]), bind="0.0.0.0")
+                stack.callback(echo.close)
+                python = nobody_python()
+                line = " ".join(map(str, ["exec", python, f"{scripts.path}/bench.py", "client", "pingpong",
+                                          "--host", '"$MAHIMAHI_BASE"', "--port", echo.echo, *counts]))
+                mm = {"direct": ns.nobody([python, f"{scripts.path}/bench.py", "client", "pingpong",
+                                           "--port", str(echo.echo), *map(str, counts)]),
+                      "mm": ns.nobody([mm_delay, "0", "sh", "-c", line])}
+            except Exception as e:
+                why_not_mm = f"error setting up its namespace: {e}"
+                log(f"    9b: mahimahi's column: {why_not_mm}")
+        for low in (False, True):
+            label = "9b. packet engine added RTT (pass-through" + (", --low-latency)" if low else ")")
+            with CPULatencyHold() if low else contextlib.nullcontext() as hold:
+                if low and hold.f is None:
+                    label += " (hold NOT in effect)"
+                direct, through, runs = [], [], []
+                ns_direct, mm_through, mm_errors = [], [], []
+                for i in range(3):
+                    direct += client_result(client_direct(h, argv, f"pp-direct-{int(low)}-{i}", 40), "direct")["rtts"]
+                    run = PacketRun(h, prof, argv, f"pkt-pp-{int(low)}", timeout=45,
+                                    extra=["--low-latency"] if low else [])
+                    through += client_result(run.json_out(), "through netcond")["rtts"]
+                    runs.append(run)
+                    if mm:
+                        try:
+                            ns_direct += client_result(client_direct(h, mm["direct"], f"pp-netns-direct-{int(low)}-{i}",
+                                                                     40), "direct in the namespace")["rtts"]
+                            mm_through += client_result(client_direct(h, mm["mm"], f"pp-mm-delay-{int(low)}-{i}", 45),
+                                                        "through mm-delay 0")["rtts"]
+                        except Exception as e:
+                            mm_errors.append(e)
+                            log(f"    9b: mahimahi round {i + 1}: {e}")
+            d50, n50 = pct(direct, 50) * 1e6, pct(through, 50) * 1e6
+            d99, n99 = pct(direct, 99) * 1e6, pct(through, 99) * 1e6
+            added[("netcond", low)] = (n50 - d50, n99 - d99)
+            late = sum(r.late for r in runs)
+            t.add(f"{label}: added RTT p50", f"{n50 - d50:.0f} us (direct {d50:.0f} us, netcond {n50:.0f} us; "
+                  f"{len(through)} samples, {late} packets released > 1 ms late)",
+                  "<= 100 us" if low else "(report)", ("PASS" if n50 - d50 <= 100 else "FAIL") if low else "INFO")
+            t.add(f"{label}: added RTT p99", f"{n99 - d99:.0f} us (direct {d99:.0f} us, netcond {n99:.0f} us)",
+                  "(report)", "INFO")
+            what = f"{label}: mahimahi `mm-delay 0`, same rounds, added RTT p50 / p99"
+            if not mm:
+                t.add(what, f"skipped: {why_not_mm} (scripts/build-mahimahi)", "-", "INFO")
+            elif not mm_through or not ns_direct:
+                t.error(what, mm_errors[0] if mm_errors else "no samples")
+            else:
+                m50, m99 = pct(mm_through, 50) * 1e6, pct(mm_through, 99) * 1e6
+                e50, e99 = pct(ns_direct, 50) * 1e6, pct(ns_direct, 99) * 1e6
+                added[("mm", low)] = (m50 - e50, m99 - e99)
+                ratio = lambda a, b: f"{a / b:.2f}" if b > 0 else "n/a"
+                t.add(what, f"{m50 - e50:.0f} / {m99 - e99:.0f} us (direct in the bench's namespace {e50:.0f} / "
+                      f"{e99:.0f} us, through mm-delay {m50:.0f} / {m99:.0f} us; {len(mm_through)} samples"
+                      + (f", {len(mm_errors)} round(s) failed" if mm_errors else "") + "); netcond / mahimahi added: "
+                      f"p50 {ratio(n50 - d50, m50 - e50)}, p99 {ratio(n99 - d99, m99 - e99)}", "(report)", "INFO")
+    # The issue's target: the default pass's added RTT p50 at most half of mahimahi's (same run, same
+    # pass) and at most --low-latency's + 20 us.
+    if ("netcond", False) in added and ("netcond", True) in added:
+        nd, nl = added[("netcond", False)][0], added[("netcond", True)][0]
+        metric = "9b. packet engine added RTT p50, default pass, against mahimahi's (same run) and --low-latency's"
+        target = "<= 1/2 of mahimahi's and <= --low-latency's + 20 us"
+        if ("mm", False) in added:
+            md = added[("mm", False)][0]
+            ok = nd <= md / 2 and nd <= nl + 20
+            t.add(metric, f"netcond {nd:.0f} us = {nd / md:.2f} x mahimahi's {md:.0f} us; --low-latency's {nl:.0f} us "
+                  f"({nd - nl:+.0f} us)" if md > 0 else f"netcond {nd:.0f} us, mahimahi {md:.0f} us; --low-latency's "
+                  f"{nl:.0f} us", target, "PASS" if ok else "FAIL")
+        else:
+            mm_text = f"skipped: {why_not_mm} (scripts/build-mahimahi)" if not mm else "no result (its error above)"
+            t.add(metric, f"netcond {nd:.0f} us; --low-latency's {nl:.0f} us ({nd - nl:+.0f} us); mahimahi: {mm_text}",
+                  target + " (judged only with mahimahi's result)", "INFO")
     t.notes.append("9b: `bench.py client pingpong` (100 bytes, TCP_NODELAY, 50 warm-up exchanges, 1000 counted) to "
                    "the bench's echo server, run directly and as the command of `netcond run --engine packet` with "
                    "`down/up: {latency: 0ms}`, alternating, three times each; the judged pass holds "
-                   "/dev/cpu_dma_latency at 0 in the bench for both paths and passes --low-latency to netcond.")
+                   "/dev/cpu_dma_latency at 0 in the bench for both paths and passes --low-latency to netcond. "
+                   "mahimahi's column (when scripts/build-mahimahi has built it): in the same rounds, the same client "
+                   "(as the user nobody, Debian's python3: mahimahi refuses a real uid 0) runs directly and as the "
+                   "command of `mm-delay 0` inside a network namespace of the bench's own (lo up, IPv4 forwarding on "
+                   "in it only, as mm-delay requires; no other interface, so nothing leaves it; removed after), "
+                   "against the same echo server program run in that namespace (reached at $MAHIMAHI_BASE from "
+                   "mm-delay's shell). Direct in that namespace and direct on the host may differ (interpreter, "
+                   "user), so each through-path's added RTT is against the direct path measured in the same place "
+                   "and rounds; the --low-latency pass's hold covers mahimahi too (it has no such option). "
+                   "Judged: netcond's default added RTT p50 <= half of mahimahi's and <= --low-latency's + 20 us.")
 
 
 def packet_latency(h, t, srv):

@@ -12,7 +12,9 @@ only free parameter). Target: each window within ±2 % (or one packet, where 2 %
 packet: 100 ms of a 2 Mbit/s link is 17 packets), for 95 % of the windows.
 
 The same mahimahi trace also runs through mahimahi's own mm-link (when it is built here:
-NETCOND_BENCH_MM_LINK or PATH), measured the same way; and a --pcap of the packet engine's download
+scripts/build-mahimahi; NETCOND_BENCH_MM_LINK, /opt/mahimahi/bin or PATH), measured the same way,
+inside a network namespace of the bench's own (mahimahilib.py; the host's IPv4 forwarding is not
+touched); and a --pcap of the packet engine's download
 through it, recorded by `netcond trace record`, must give back each second's capacity within ±5 %.
 
 The client is trace_client.py (run as netcond's child, or inside mahimahi's shell)."""
@@ -20,14 +22,15 @@ import bisect
 import math
 import os
 import re
+import select
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
+from mahimahilib import Namespace, mm_missing, mm_tool, nobody_python
 from packetlib import packet_missing
 
 WINDOW = 0.100
@@ -204,25 +207,19 @@ def run_one(h, engine, profile, arrivals, payload, lossy, log):
     return offset, summarize(rows, payload)
 
 
-def mm_link_binary():
-    """mahimahi's mm-link (NETCOND_BENCH_MM_LINK, else on PATH), or None."""
-    path = os.environ.get("NETCOND_BENCH_MM_LINK") or shutil.which("mm-link")
-    return path if path and os.access(path, os.X_OK) else None
-
-
-def serve_bulk(port, seconds, ready):
-    """A plain HTTP source on mahimahi's outer address (10.0.0.1, bound before mm-link creates it):
-    one connection, cubic (as the built-in origin sends under the profile's tcp: cubic), as fast
-    as the path takes, until the client closes or `seconds` pass."""
+def serve_bulk(port, seconds):
+    """A plain HTTP source on every address of its namespace (run inside the bench's own, where
+    mm-link's shell reaches it at $MAHIMAHI_BASE): one connection, cubic (as the built-in origin
+    sends under the profile's tcp: cubic), as fast as the path takes, until the client closes or
+    `seconds` pass. Prints "ready" once it listens. `python3 item_traces.py serve-bulk PORT SECONDS`."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.setsockopt(socket.SOL_IP, 15, 1)  # IP_FREEBIND
         listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"cubic")
-        listener.bind(("10.0.0.1", port))
+        listener.bind(("0.0.0.0", port))
         listener.listen(1)
         listener.settimeout(seconds)
-        ready.set()
+        print("ready", flush=True)
         connection, _ = listener.accept()
         with connection:
             connection.settimeout(seconds)
@@ -239,20 +236,17 @@ def serve_bulk(port, seconds, ready):
     except OSError:
         pass
     finally:
-        ready.set()
         listener.close()
 
 
 def run_mm_link(h, mm_link, times_ms, log):
-    """The mahimahi-format trace through mm-link (as the user nobody: mm-link refuses a real uid
-    of 0), the same client and the same comparison. mm-link needs the host to forward IPv4: when it
-    does not, this runs only with NETCOND_BENCH_MM_FORWARD=1 (the caller checks), which turns
-    forwarding on for the run and puts it back as it was."""
+    """The mahimahi-format trace through mm-link, the same client and the same comparison. mm-link
+    runs as the user nobody (it refuses a real uid of 0) inside a network namespace of the bench's
+    own (mahimahilib.Namespace: IPv4 forwarding on in it only, as mm-link requires; nothing leaves
+    it), with the bulk source run in that namespace too; the host's settings are not touched."""
     folder = tempfile.mkdtemp(prefix="netcond-bench-mm-")
-    forwarding = open("/proc/sys/net/ipv4/ip_forward").read().strip()
     port = 47000 + os.getpid() % 1000
-    ready = threading.Event()
-    server = threading.Thread(target=serve_bulk, args=(port, SECONDS + 30, ready), daemon=True)
+    server = None
     try:
         os.chmod(folder, 0o755)
         trace = os.path.join(folder, "link.trace")
@@ -261,28 +255,35 @@ def run_mm_link(h, mm_link, times_ms, log):
         os.chmod(trace, 0o644)
         out = os.path.join(folder, "stamps.txt")
         subprocess.run(["chown", "nobody", folder], check=True)
-        if forwarding != "1":
-            open("/proc/sys/net/ipv4/ip_forward", "w").write("1")
-        server.start()
-        ready.wait(5)
         shutil.copy(CLIENT, os.path.join(folder, "trace_client.py"))
         os.chmod(os.path.join(folder, "trace_client.py"), 0o644)
-        python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or "python3"  # one nobody may run
-        client = f'exec {python} {folder}/trace_client.py "http://$MAHIMAHI_BASE:{port}/bytes" {SECONDS} {out}'
-        argv = ["runuser", "-u", "nobody", "--", mm_link, trace, trace,
-                "--downlink-queue=droptail", "--downlink-queue-args=packets=10000", "--", "sh", "-c", client]
-        started = time.monotonic()
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=SECONDS + 60, start_new_session=True)
-        if done.returncode != 0 or not os.path.exists(out):
-            raise RuntimeError(f"mm-link: exit {done.returncode}: {done.stderr.strip()[-300:]}")
+        with Namespace(h, "12") as ns:
+            server = h.spawn(ns.argv([sys.executable, os.path.abspath(__file__), "serve-bulk", str(port),
+                                      str(SECONDS + 30)]), "mm-link-bulk-source", stdout=subprocess.PIPE)
+            ready = select.select([server.stdout], [], [], 10)[0] and server.stdout.readline()
+            if not ready or b"ready" not in ready:
+                raise RuntimeError(f"the bulk source in namespace {ns.name} did not start")
+            python = nobody_python()
+            client = f'exec {python} {folder}/trace_client.py "http://$MAHIMAHI_BASE:{port}/bytes" {SECONDS} {out}'
+            argv = ns.nobody([mm_link, trace, trace, "--downlink-queue=droptail", "--downlink-queue-args=packets=10000",
+                              "--", "sh", "-c", client])
+            started = time.monotonic()
+            proc = h.spawn(argv, "mm-link", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            try:
+                _, err = proc.communicate(timeout=SECONDS + 60)
+            except subprocess.TimeoutExpired:
+                h.stop(proc)
+                raise TimeoutError(f"mm-link did not finish in {SECONDS + 60:.0f} s")
+            h.stop(server)
+            if proc.returncode != 0 or not os.path.exists(out):
+                raise RuntimeError(f"mm-link: exit {proc.returncode}: {err.decode(errors='replace').strip()[-300:]}")
         stamps = [tuple(map(int, line.split())) for line in open(out) if line.strip()]
         log(f"  mm-link: {len(stamps)} reads, {sum(n for _, n in stamps) / 1e6:.1f} MB")
         offset, rows = compare(stamps, started, mahimahi_arrivals(times_ms, 0.0, SECONDS + SEARCH + 5), PAYLOAD["packet"], lambda m: [])
         return offset, summarize(rows, PAYLOAD["packet"])
     finally:
-        if forwarding != "1":
-            open("/proc/sys/net/ipv4/ip_forward", "w").write(forwarding)
-        server.join(SECONDS + 35)
+        if server is not None:
+            h.stop(server)
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -392,19 +393,11 @@ def item_traces(h, t, log):
         except Exception as e:
             t.error(f"{name}: round trip", e)
     # The peer: mahimahi's mm-link on the same mahimahi trace, measured the same way.
-    mm_link = mm_link_binary()
+    mm_link = mm_tool("mm-link", "NETCOND_BENCH_MM_LINK")
+    why_not = mm_missing(mm_link, "mm-link", "NETCOND_BENCH_MM_LINK")
     label = "akamai-experience-good as a mahimahi trace"
-    if not mm_link:
-        t.add(f"{name}: {label}, mahimahi's mm-link", "skipped: no mm-link (build mahimahi from its source and put "
-              "mm-link on PATH, or set NETCOND_BENCH_MM_LINK)", "-", "SKIP")
-    elif os.geteuid() != 0 or not shutil.which("runuser"):
-        t.add(f"{name}: {label}, mahimahi's mm-link", "skipped: needs root and runuser (mm-link runs as nobody)", "-", "SKIP")
-    elif open("/proc/sys/net/ipv4/ip_forward").read().strip() != "1" and os.environ.get("NETCOND_BENCH_MM_FORWARD") != "1":
-        # mm-link refuses to start unless the host forwards IPv4: a host setting the bench does not change unasked.
-        t.add(f"{name}: {label}, mahimahi's mm-link",
-              "skipped: mm-link needs the host's IPv4 forwarding on (net.ipv4.ip_forward is 0), and the bench changes "
-              "no host setting unasked; NETCOND_BENCH_MM_FORWARD=1 lets it turn forwarding on for mm-link's run and "
-              "back off after", "-", "SKIP")
+    if why_not:
+        t.add(f"{name}: {label}, mahimahi's mm-link", f"skipped: {why_not}", "-", "SKIP")
     elif h.remaining() >= 60:
         try:
             offset, s = run_mm_link(h, mm_link, times, log)
@@ -415,6 +408,16 @@ def item_traces(h, t, log):
                    "The expected bytes per 100 ms come from the trace file alone (this bench's own reading of it: the "
                    "rate integrated, each row's delay, FIFO; a mahimahi trace's opportunities of 1,500 bytes), counted "
                    "in full segments' payload (1460 B in the proxy's model, 1448 B the kernel's with timestamps); one "
-                   "clock offset is fitted; the first 6 s, and windows from a row with loss to 0.5 s after it (the client's reads then wait for TCP's repair, not for the link), are left out.")
+                   "clock offset is fitted; the first 6 s, and windows from a row with loss to 0.5 s after it (the client's reads then wait for TCP's repair, not for the link), are left out. "
+                   "mahimahi's mm-link (built by scripts/build-mahimahi) runs as the user nobody inside a network "
+                   "namespace of the bench's own (IPv4 forwarding on in it only, as mm-link requires; no route out; "
+                   "removed after), its bulk source in that namespace; the host's ip_forward is not touched.")
 
 
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["serve-bulk"] and len(sys.argv) == 4:  # mm-link's bulk source, in the bench's namespace
+        serve_bulk(int(sys.argv[2]), float(sys.argv[3]))
+    else:
+        sys.exit("usage: item_traces.py serve-bulk PORT SECONDS")

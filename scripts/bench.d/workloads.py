@@ -19,17 +19,18 @@ from item_packet_udp import udp_client
 # test servers (run as `bench.py serve`, a separate process so they do not share our GIL)
 
 
-def serve():
+def serve(bind="127.0.0.1"):
     """Echo server (selectors, one thread) and bulk source (a thread per connection that writes
-    as fast as it can until the peer goes away). Prints {"echo": port, "source": port}."""
+    as fast as it can until the peer goes away), on `bind` (9b's mahimahi column: 0.0.0.0 inside a
+    namespace of the bench's own). Prints {"echo": port, "source": port}."""
     echo = socket.socket()
     echo.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    echo.bind(("127.0.0.1", 0))
+    echo.bind((bind, 0))
     echo.listen(4096)
     echo.setblocking(False)
     source = socket.socket()
     source.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    source.bind(("127.0.0.1", 0))
+    source.bind((bind, 0))
     source.listen(512)
     print(json.dumps({"echo": echo.getsockname()[1], "source": source.getsockname()[1]}), flush=True)
 
@@ -277,7 +278,7 @@ def client(argv):
         if a.what == "pingpong":
             stats = {}
             rtts, first = pingpong(a.port, a.n, size=a.size, warmup=a.warmup,
-                                   deadline=time.monotonic() + a.deadline, stats=stats, gap=a.gap)
+                                   deadline=time.monotonic() + a.deadline, stats=stats, gap=a.gap, host=a.host)
             print(json.dumps({"rtts": rtts, "first": first, "client_retrans": stats.get("retrans")}), flush=True)
         elif a.what == "udp":
             print(json.dumps(udp_client(a.port, a.rate, a.seconds, a.drain, size=a.size)), flush=True)
