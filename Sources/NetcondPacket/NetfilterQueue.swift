@@ -104,11 +104,8 @@ final class NetfilterQueue {
     }
 
     /// Sends the verdicts gathered since the last flush.
-    /// Sends the verdicts batched so far; whether there were any.
-    @discardableResult
-    func flush() -> Bool {
-        guard self.batch.count > 0 else { return false }
+    func flush() {
+        guard self.batch.count > 0 else { return }
         _ = ncq_batch_flush(self.descriptor, &self.batch)
-        return true
     }
 }

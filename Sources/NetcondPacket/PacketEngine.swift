@@ -51,9 +51,9 @@ public final class PacketEngine: @unchecked Sendable {
     private var copyingWhole: Bool
     private var wholeGSO: [Bool]
     let capture: PacketCapture?
-    /// `--low-latency`: the CPUs are held out of deep idle as well, and the thread polls before a
-    /// moment due even on a busy machine (``EngineWake``).
+    /// Poll instead of sleeping in the last ``spinWindow`` before a verdict is due.
     private let precise: Bool
+    static let spinWindow: Int64 = 300_000
     /// When each packet reached the link (the kernel's stamps, on the engine's clock).
     private var arrivals: PacketArrivals
     /// An IPv6-only run's translator (nil: the device has IPv4).
@@ -230,17 +230,15 @@ public final class PacketEngine: @unchecked Sendable {
         ncq_precise_timers()
         defer { self.finished.signal() }
         var lastPublished = Instant.zero
-        var wake = EngineWake(precise: self.precise)
         while true {
             self.follow(to: self.now)
             self.release(upTo: self.now)
             // The verdicts first: a packet the link delivered at this moment reaches its socket
             // before a reset due now, as it would on a wire (and the reset's sequence number counts it).
-            let moved = self.queue.flush()
+            self.queue.flush()
             self.sendInjected(upTo: self.now)
             self.sendResets(upTo: self.now)
             let now = self.now
-            if moved { wake.moved(at: now.nanoseconds) }
             if now - lastPublished >= .milliseconds(50) {
                 self.publish()
                 lastPublished = now
@@ -250,18 +248,14 @@ public final class PacketEngine: @unchecked Sendable {
             let stopping = self.stopRequested
             self.lock.unlock()
             if stopping { break }
-            // Until the next moment something is due, at most 50 ms; polling while packets move or
-            // one is about to be due (``EngineWake``).
+            // Until the next moment something is due, at most 50 ms.
             let due = self.driver.nextMoment.map { max(0, ($0 - now).nanoseconds) }
-            let timeout = wake.timeout(at: now.nanoseconds, due: due)
-            let pollStart = timeout == 0 ? self.now.nanoseconds : 0
+            var timeout: Int64 = min(50_000_000, due ?? .max)
+            // Precise mode: sleep until ``spinWindow`` before the moment, then poll (a wake-up from
+            // sleep comes 0.1-0.5 ms late on a VM).
+            if self.precise, let due { timeout = due <= Self.spinWindow ? 0 : min(timeout, due - Self.spinWindow) }
             let ready = ncq_wait(self.queue.descriptor, self.wake, timeout)
-            if timeout == 0 {
-                // Another program waiting for this CPU runs first.
-                if ready == 0 { sched_yield() }
-                wake.polled(from: pollStart, to: self.now.nanoseconds)
-            }
-            if ready > 0 && ready & 1 != 0 && self.readAll() { wake.moved(at: self.now.nanoseconds) }
+            if ready > 0 && ready & 1 != 0 { self.readAll() }
         }
         self.publish()
         self.runCommands()
@@ -273,10 +267,8 @@ public final class PacketEngine: @unchecked Sendable {
         self.lock.unlock()
     }
 
-    /// Reads every packet waiting (bounded, so that due verdicts are not held up by a flood);
-    /// whether there was one.
-    private func readAll() -> Bool {
-        var any = false
+    /// Reads every packet waiting (bounded, so that due verdicts are not held up by a flood).
+    private func readAll() {
         for _ in 0..<64 {
             // The moment of the read, taken once it returned (a packet may have come during it).
             var read: (at: Instant, offset: Int64?)?
@@ -288,10 +280,8 @@ public final class PacketEngine: @unchecked Sendable {
                 self.driver.summary.kernelDrops += 1
                 continue
             }
-            if count <= 0 { return any }
-            any = true
+            if count <= 0 { return }
         }
-        return any
     }
 
     /// A packet read at `readAt` (with the read's clock `offset`) reaches the link.
