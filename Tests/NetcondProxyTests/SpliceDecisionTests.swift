@@ -56,8 +56,8 @@ import Glibc
         let (relayUpstream, server) = try Self.connectedPair()
         _ = fcntl(relayUpstream, F_SETFL, fcntl(relayUpstream, F_GETFL) | O_NONBLOCK)  // as the relay's are
         let totals = SpliceTotals()
-        let relay = try #require(
-            netcond_relay_start(relayClient, relayUpstream, totals.pointer, { _, _ in }, nil))
+        let started = netcond_relay_start(relayClient, relayUpstream, totals.pointer, { _, _ in }, nil)
+        let relay = try #require(started)
         try Self.send(Array("hello".utf8), on: client)
         #expect(try Self.receive(5, on: server) == Array("hello".utf8))
         try Self.send(Array("world".utf8), on: server)
@@ -100,8 +100,9 @@ import Glibc
                 guard connect(connecting, raw, length) == 0 else { throw SocketError() }
             }
         }
-        let accepted = accept4(listener, nil, nil, Int32(SOCK_NONBLOCK.rawValue))
+        let accepted = accept(listener, nil, nil)
         guard accepted >= 0 else { throw SocketError() }
+        _ = fcntl(accepted, F_SETFL, fcntl(accepted, F_GETFL) | O_NONBLOCK)
         return (connecting, accepted)
     }
 
