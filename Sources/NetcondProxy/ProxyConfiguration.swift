@@ -62,6 +62,10 @@ public struct ProxyConfiguration: Sendable {
     /// When a forward's upstream cannot be reached, close the client's connection (a FIN, as
     /// Toxiproxy does) instead of resetting it (as a refused connection would look).
     public var forwardClosesOnUpstreamFailure = false
+    /// Whether a forward's connections may be relayed by the kernel (splice(2)) while nothing needs
+    /// to see their bytes (see ``SpliceDecision``); they come back under the link when anything
+    /// changes. Off unless asked for: `netcond proxy` asks, a scenario (its evidence) does not.
+    public var splicesPassThrough = false
 
     public init(
         profile: Profile,
@@ -85,6 +89,15 @@ public struct ProxyConfiguration: Sendable {
         self.tls = tls
         self.controllable = controllable
         self.timerSpin = timerSpin
+    }
+}
+
+extension ProxyConfiguration {
+    /// This configuration with ``splicesPassThrough`` set to `splices`.
+    public func splicing(_ splices: Bool) -> ProxyConfiguration {
+        var configuration = self
+        configuration.splicesPassThrough = splices
+        return configuration
     }
 }
 

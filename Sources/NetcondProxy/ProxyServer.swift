@@ -12,12 +12,12 @@ import Glibc
 public final class ProxyServer: Sendable {
     public let configuration: ProxyConfiguration
     private let loop: EventLoop
-    private let state: NIOLoopBoundBox<State>
+    let state: NIOLoopBoundBox<State>
 
     /// The loop every proxied connection and the link model live on.
     public var eventLoop: EventLoop { self.loop }
 
-    private final class State {
+    final class State {
         var driver: LinkDriver?
         var profile: Profile
         var onStateChange: (@Sendable (LinkState, Span) -> Void)?
@@ -31,6 +31,10 @@ public final class ProxyServer: Sendable {
 
         var listeners: [Channel] = []
         var children: [ObjectIdentifier: Channel] = [:]
+        /// Connections a splice relay has (see ProxyServer+Splice), by id; none once stopping.
+        var relays: [Int: SplicedConnection] = [:]
+        var nextRelay = 0
+        var stopping = false
         /// This server's listeners (in ``ProcessListeners`` while it runs).
         var selfAddresses: [SocketAddress] = []
     }
@@ -112,13 +116,13 @@ public final class ProxyServer: Sendable {
         try await self.bindForward(forward)
     }
 
-    /// Listens for `forward`: each connection it accepts goes through the link to its target.
+    /// Listens for `forward`: each connection it accepts goes through the link to its target, or
+    /// through a splice relay while nothing needs to see its bytes (ProxyServer+Splice).
     private func bindForward(_ forward: PortForward) async throws -> SocketAddress {
         let hook = self.configuration.forwardConnectionHook
         let closes = self.configuration.forwardClosesOnUpstreamFailure
         let target = UpstreamTarget(host: forward.targetHost, port: forward.targetPort)
-        return try await self.bind(host: forward.listenHost, port: forward.listenPort) {
-            channel, state, connector in
+        let setUp: ClientSetUp = { channel, state, connector in
             let shaper = LinkShaper(driver: state.driver, stats: state.stats, record: connector.client)
             let (clientGlue, upstreamGlue) = GlueHandler.matchedPair()
             let attempt = NIOLoopBoundBox<ConnectAttempt?>(nil, eventLoop: channel.eventLoop)
@@ -158,51 +162,26 @@ public final class ProxyServer: Sendable {
                 }
             }
         }
+        return try await self.bind(
+            host: forward.listenHost, port: forward.listenPort,
+            takingOver: { channel in self.spliceIfAllowedOnLoop(channel, forward: forward, setUp: setUp) },
+            configure: setUp)
     }
 
     private func bind(
         host: String,
         port: Int,
-        configure: @escaping @Sendable (Channel, State, UpstreamConnector) throws -> Void
+        takingOver takeOver: (@Sendable (Channel) -> Bool)? = nil,
+        configure: @escaping ClientSetUp
     ) async throws -> SocketAddress {
         let loop = self.loop
         let state = self.state
-        let configuration = self.configuration
-        let bootstrap = ServerBootstrap.proxyListener(on: loop)
-            .childChannelSetUp { channel in
-                if ProcessListeners.arrivesFromLoop(channel) {
-                    // One of netcond's own connections, closed as it found it loops: reset.
-                    loop.execute { channel.resetConnection() }
-                    return
-                }
-                let state = state.value
-                state.stats.connections += 1
-                let id = ObjectIdentifier(channel)
-                state.children[id] = channel
-                let client = state.rules.beginClient(at: loop.now)
-                let rules = state.rules
-                channel.closeFuture.assumeIsolated().whenComplete { _ in
-                    state.children.removeValue(forKey: id)
-                    rules.finishClient(client, at: loop.now)
-                }
-                try channel.pipeline.syncOperations.addHandler(ClientByteCounter(record: client))
-                var overrides = HostOverrides()
-                overrides.netcondTest = configuration.originAddress
-                if let origin = configuration.originAddress { overrides.exact[OriginHost.name] = origin }
-                overrides.originTLS = configuration.originTLSAddress
-                let connector = UpstreamConnector(
-                    eventLoop: loop,
-                    driver: state.driver,
-                    overrides: overrides,
-                    stats: state.stats,
-                    rules: state.rules,
-                    client: client,
-                    // Every proxy of this process (a loop) and, for a client from another
-                    // host, every API (the control API included: it registers itself).
-                    listeners: ProcessListeners.refused(to: channel.remoteAddress)
-                )
-                try configure(channel, state, connector)
-            }
+        let listener = ServerBootstrap.proxyListener(on: loop)
+        let setUp: @Sendable (Channel) throws -> Void = { channel in
+            try self.setUpClientOnLoop(channel, record: nil, setUp: configure)
+        }
+        let bootstrap =
+            takeOver.map { listener.childChannelSetUp(takingOver: $0, setUp) } ?? listener.childChannelSetUp(setUp)
         let channel: Channel
         do {
             channel = try await bootstrap.bind(host: host, port: port).get()
@@ -239,6 +218,9 @@ public final class ProxyServer: Sendable {
         let state = self.state
         let loop = self.loop
         let closing: EventLoopFuture<Void> = self.loop.flatSubmit {
+            // Spliced connections close with the rest (their relays' threads end first).
+            state.value.stopping = true
+            self.reclaimAllRelaysOnLoop(adopt: false)
             let all = state.value.listeners + Array(state.value.children.values)
             state.value.listeners = []
             for address in state.value.selfAddresses { ProcessListeners.remove(address) }
@@ -265,10 +247,10 @@ public final class ProxyServer: Sendable {
             seed: self.configuration.seed,
             elapsedSeconds: s.rules.elapsed(at: self.loop.now).seconds,
             connectionsTotal: s.stats.connections,
-            connectionsOpen: s.children.count,
-            bytesUp: s.stats.bytesUp,
-            bytesDown: s.stats.bytesDown,
-            bytesDelivered: s.stats.bytesDelivered,
+            connectionsOpen: s.children.count + s.relays.count,
+            bytesUp: s.stats.upTotal,
+            bytesDown: s.stats.downTotal,
+            bytesDelivered: s.stats.deliveredTotal,
             segmentsSent: counters.segmentsSent, segmentsLost: counters.segmentsLost,
             queueDrops: counters.queueDrops,
             outageDrops: counters.outageDrops,
@@ -294,7 +276,7 @@ public final class ProxyServer: Sendable {
             },
             link: [Direction.down, .up].map { ControlLinkNow($0, self.linkMomentOnLoop($0)) },
             // Delivered, and what arrived but waits behind a hole: at the link's rate while it is busy.
-            linkBytesDown: s.stats.bytesDelivered + max(0, counters.bytesArrivedDown - counters.bytesDown),
+            linkBytesDown: s.stats.deliveredTotal + max(0, counters.bytesArrivedDown - counters.bytesDown),
             routes: s.driver.flatMap { $0.model.routes.isEmpty ? nil : $0.model.routes.count },
             directions: [Direction.down, .up].map { ControlDirectionCounters($0, counters[$0]) }
         )
@@ -404,6 +386,8 @@ public final class ProxyServer: Sendable {
 
     /// Applies a change to the running link; call on `eventLoop`. Returns the status after it.
     func applyOnLoop(_ command: ControlCommand) -> ControlStatus {
+        // Spliced connections come back under the link first: the change applies to them too.
+        self.reclaimAllRelaysOnLoop(adopt: true)
         let s = self.state.value
         switch command {
         case .switchProfile(let profile):
@@ -483,8 +467,8 @@ public final class ProxyServer: Sendable {
             let s = state.value
             return ProxySummary(
                 connections: s.stats.connections,
-                bytesUp: s.stats.bytesUp,
-                bytesDown: s.stats.bytesDown,
+                bytesUp: s.stats.upTotal,
+                bytesDown: s.stats.downTotal,
                 upstreamFailures: s.stats.upstreamFailures,
                 badRequests: s.stats.badRequests,
                 link: s.driver?.model.counters ?? LinkCounters(),

@@ -9,6 +9,13 @@ final class ProxyStats {
     var bytesDelivered: Int64 = 0
     var upstreamFailures = 0
     var badRequests = 0
+    /// What splice relays moved (ProxyServer+Splice), counted as it is moved: not in the above.
+    let spliced = SpliceTotals()
+
+    /// Every byte from clients, to clients, and delivered to them, spliced or not.
+    var upTotal: Int64 { self.bytesUp + self.spliced.up }
+    var downTotal: Int64 { self.bytesDown + self.spliced.down }
+    var deliveredTotal: Int64 { self.bytesDelivered + self.spliced.down }
 }
 
 /// A snapshot of a run's counters, for the summary line and status.

