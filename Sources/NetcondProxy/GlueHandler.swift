@@ -62,7 +62,11 @@ final class GlueHandler: ChannelDuplexHandler {
         } else if reset {
             context.channel.resetConnection()
         } else {
-            context.close(promise: nil)
+            // The client's bytes still in this channel's buffer (the server reading slowly) go
+            // first, as the client's kernel would send them before its FIN.
+            let written = context.eventLoop.makePromise(of: Void.self)
+            context.writeAndFlush(self.wrapOutboundOut(ByteBuffer()), promise: written)
+            written.futureResult.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
         }
     }
 

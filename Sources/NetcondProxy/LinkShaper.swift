@@ -228,7 +228,7 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
                 if reset {
                     context.channel.resetConnection()
                 } else {
-                    context.close(promise: nil)
+                    Self.closeAfterWrites(context: context)
                 }
             case .armCloseTimer(let deadline):
                 self.closeTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
@@ -243,6 +243,16 @@ final class LinkShaper: ChannelDuplexHandler, LinkEndpoint {
                 context.close(promise: nil)
             }
         }
+    }
+
+    /// Closes once the bytes already written have reached the socket: a close with writes still
+    /// in the channel's buffer (the client's receive window full) would throw them away, and a
+    /// server's close never loses the bytes it sent before it. An empty write completes after
+    /// every write before it.
+    private static func closeAfterWrites(context: ChannelHandlerContext) {
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(Self.wrapOutboundOut(ByteBuffer()), promise: written)
+        written.futureResult.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 
     /// Fails the promises of everything held (the connection is gone, or the link cut it).
