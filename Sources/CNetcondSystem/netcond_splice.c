@@ -14,6 +14,8 @@
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/eventfd.h>
 #endif
 
@@ -133,6 +135,27 @@ static void reset_socket(int fd) {
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, sizeof linger);
 }
 
+/* splice(2) stops at TCP's urgent mark: it reads nothing more there (0 once the FIN came), while
+   recv(2) reads on past it. So at the mark (SIOCATMARK), with the pipe empty, one page is read as
+   recv(2) reads it (the urgent byte itself stays out of band, as through netcond's own loop) and
+   written into the pipe. Returns the bytes moved, 0 while the pipe still holds bytes (its reader
+   empties it first) or nothing is there, -2 at the end of the stream, -1 with errno on a failure. */
+static ssize_t read_past_mark(struct netcond_relay *r, int d) {
+    if (r->in_pipe[d] > 0) return 0;
+    char buffer[4096];
+    ssize_t n = recv(r->fd[d], buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n == 0) return -2;
+    if (n < 0) return errno == EAGAIN || errno == EINTR ? 0 : -1;
+    /* An empty pipe has room for a page. */
+    ssize_t written = write(r->pipe_write[d], buffer, (size_t)n);
+    if (written != n) {
+        if (written >= 0) errno = EIO;
+        return -1;
+    }
+    r->in_pipe[d] += (size_t)n;
+    return n;
+}
+
 /* Moves what it can in direction d. Returns 0, or -1 with *failed the side (0 client, 1 upstream)
    whose socket failed and errno set. */
 static int pump(struct netcond_relay *r, int d, int *failed) {
@@ -144,12 +167,26 @@ static int pump(struct netcond_relay *r, int d, int *failed) {
             if (n > 0) {
                 r->in_pipe[d] += (size_t)n;
                 moved = 1;
-            } else if (n == 0) {
-                r->eof[d] = 1;
-                moved = 1;
-            } else if (errno != EAGAIN && errno != EINTR) {
+            } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
                 *failed = d;
                 return -1;
+            } else if (n == 0 || errno == EAGAIN) {
+                int at_mark = 0;
+                if (ioctl(r->fd[d], SIOCATMARK, &at_mark) == 0 && at_mark) {
+                    ssize_t past = read_past_mark(r, d);
+                    if (past > 0) moved = 1;
+                    if (past == -2) {
+                        r->eof[d] = 1;
+                        moved = 1;
+                    }
+                    if (past == -1) {
+                        *failed = d;
+                        return -1;
+                    }
+                } else if (n == 0) {
+                    r->eof[d] = 1;
+                    moved = 1;
+                }
             }
         }
         if (r->in_pipe[d] > 0) {

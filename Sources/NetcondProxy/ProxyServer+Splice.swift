@@ -52,7 +52,8 @@ extension ProxyServer {
             } ?? false
         conditions.accepting = !s.stopping && (channel.parent?.isActive ?? false)
         conditions.relays = s.relays.count
-        guard SpliceDecision.refusal(conditions) == nil, let target,
+        // A connection of netcond's own that came back to it is reset by the ordinary path.
+        guard SpliceDecision.refusal(conditions) == nil, !ProcessListeners.arrivesFromLoop(channel), let target,
             let local = channel.localAddress, let peer = channel.remoteAddress
         else { return false }
         let client = local.withSockAddr { local, _ in peer.withSockAddr { peer, _ in netcond_take_socket(local, peer) }

@@ -231,3 +231,34 @@ def test_stopping_netcond_closes_spliced_connections(proxy_factory):
         s.close()
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("splice", [True, False], ids=["splice", "no-splice"])
+def test_urgent_data_does_not_stop_the_stream(proxy_factory, splice):
+    """splice(2) stops at TCP's urgent mark; the relay reads past it as netcond's own loop does (the
+    urgent byte stays out of band): every byte after it arrives, and the answer comes back whole."""
+    down = os.urandom(200_000)
+    server = SinkSource(down)
+    try:
+        extra = ["--forward", f"127.0.0.1:0=127.0.0.1:{server.port}"] + ([] if splice else ["--no-splice"])
+        port = proxy_factory("none", extra).forward_ports[0]
+        after = os.urandom(300_000)
+        received = bytearray()
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(b"abc")
+            time.sleep(0.2)
+            s.send(b"!", socket.MSG_OOB)
+            time.sleep(0.2)
+            s.sendall(b"def" + after)
+            s.shutdown(socket.SHUT_WR)
+            while len(received) < len(down):
+                chunk = s.recv(MB)
+                if not chunk:
+                    break
+                received.extend(chunk)
+        assert bytes(received) == down, (len(received), len(down))
+        assert wait_until(lambda: len(server.received) >= 2, seconds=10), server.received
+        assert server.received[-1] == hashlib.sha256(b"abcdef" + after).hexdigest()
+        assert server.resets == 0
+    finally:
+        server.close()
