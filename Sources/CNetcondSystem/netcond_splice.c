@@ -255,6 +255,18 @@ static int relay_loop(struct netcond_relay *r, int *failed) {
         for (int i = 0; i < n; i++) {
             if (events[i].data.fd == r->control) return 1;
         }
+        /* A reset on a side whose input already ended (the client half-closed, then aborted) is
+           seen by no read and no write: its error is. */
+        for (int i = 0; i < n; i++) {
+            if (!(events[i].events & (EPOLLERR | EPOLLHUP))) continue;
+            int side = events[i].data.fd == r->fd[0] ? 0 : 1, error = 0;
+            socklen_t length = sizeof error;
+            if (getsockopt(r->fd[side], SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error != 0) {
+                *failed = side;
+                errno = error;
+                return -1;
+            }
+        }
     }
 }
 
