@@ -282,8 +282,11 @@ class Session:
         """Starts a server (`&` or one that serves until Ctrl-C) and waits until it says it serves."""
         text = without_comment(command.text).rstrip().rstrip("&").rstrip()
         log = open(os.path.join(self.folder, f".server-{len(self.servers)}.log"), "w+")
+        # Ctrl-C stops it, as in a terminal, even when this run inherited SIGINT ignored (started in
+        # the background by a script: CI), which a child would keep.
         process = subprocess.Popen(self.argv("exec " + text), cwd=self.folder, env=self.env, stdout=log,
-                                   stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                                   stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         self.servers.append((command, process, log))
         ready = expect.ready or r"(proxy|API) on http://"
         deadline = time.monotonic() + 30
