@@ -101,15 +101,14 @@ extension ProxyServer {
         record.bytesFromClient += up + Int64(handBack?.up.count ?? 0)
         record.downWritten += down
         if down > 0 { record.noteDelivered(Int(down), at: self.eventLoop.now) }
-        guard let handBack else {
-            record.upstreamAttempted = true
-            record.answered = record.answered || down > 0
-            s.rules.finishClient(record, at: self.eventLoop.now)
-            return
-        }
-        guard adopt else {
-            close(handBack.clientFD)
-            if handBack.upstreamFD >= 0 { close(handBack.upstreamFD) }
+        guard let handBack, adopt else {
+            // The relay ended, or netcond stops: the connection ends here.
+            if let handBack {
+                close(handBack.clientFD)
+                if handBack.upstreamFD >= 0 { close(handBack.upstreamFD) }
+            } else {
+                record.answered = record.answered || down > 0
+            }
             record.upstreamAttempted = true
             s.rules.finishClient(record, at: self.eventLoop.now)
             return
