@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/epoll.h>
@@ -93,6 +94,8 @@ struct netcond_relay {
     size_t in_pipe[2], pipe_capacity[2];
     int eof[2], shut[2];    /* direction d: its source's FIN seen; passed on (shutdown) */
     int control;            /* eventfd: a hand back is asked for */
+    int deferred;           /* asked back while connecting: it gives back once the connect is over */
+    int abandon;            /* (under the lock) give back now, connected or not: netcond stops */
     int poller;
     uint64_t moved[2];
     int how, connect_error;
@@ -111,12 +114,15 @@ static void close_if_open(int *fd) {
     *fd = -1;
 }
 
-/* The bytes still in a pipe, read out in order (the pipe is nonblocking). */
-static unsigned char *drain_pipe(int fd, size_t expected, size_t *length) {
+/* The bytes still in a pipe, read out in order (the pipe is nonblocking) into *bytes (malloc'd;
+   NULL when there are none). -1 when they cannot be held: the caller must not lose them silently. */
+static int drain_pipe(int fd, size_t expected, unsigned char **bytes_out, size_t *length) {
     *length = 0;
-    if (expected == 0) return NULL;
+    *bytes_out = NULL;
+    if (expected == 0) return 0;
     unsigned char *bytes = malloc(expected);
-    if (bytes == NULL) return NULL;
+    if (bytes == NULL) return -1;
+    *bytes_out = bytes;
     while (*length < expected) {
         ssize_t n = read(fd, bytes + *length, expected - *length);
         if (n > 0) {
@@ -127,7 +133,7 @@ static unsigned char *drain_pipe(int fd, size_t expected, size_t *length) {
             break;
         }
     }
-    return bytes;
+    return 0;
 }
 
 static void reset_socket(int fd) {
@@ -211,22 +217,46 @@ static int pump(struct netcond_relay *r, int d, int *failed) {
     }
 }
 
-/* Waits for the upstream's connect: 0 connected, -1 failed (connect_error set), 1 a hand back
-   was asked for meanwhile. */
+/* Clears the control eventfd; whether netcond stops (abandon) rather than asks a connection back. */
+static int take_control(struct netcond_relay *r) {
+    uint64_t value;
+    ssize_t n = read(r->control, &value, sizeof value);
+    (void)n;
+    pthread_mutex_lock(&r->lock);
+    int abandon = r->abandon;
+    pthread_mutex_unlock(&r->lock);
+    return abandon;
+}
+
+/* Waits for the upstream's connect: 0 connected, -1 failed (connect_error set), 1 netcond stops
+   meanwhile. Asked back meanwhile, it goes on waiting (deferred, so that the asker need not): a
+   connect abandoned there would reach the server as an empty connection and be made again. */
 static int await_connect(struct netcond_relay *r) {
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
-        struct pollfd fds[2] = {{r->fd[1], POLLOUT, 0}, {r->control, POLLIN, 0}};
-        int n = poll(fds, 2, 30000);
-        if (n < 0 && errno == EINTR) continue;
-        if (n == 0) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long long waited = (now.tv_sec - start.tv_sec) * 1000LL + (now.tv_nsec - start.tv_nsec) / 1000000;
+        if (waited >= NETCOND_RELAY_CONNECT_TIMEOUT_MS) {
             r->connect_error = ETIMEDOUT;
             return -1;
         }
+        struct pollfd fds[2] = {{r->fd[1], POLLOUT, 0}, {r->control, POLLIN, 0}};
+        int n = poll(fds, 2, (int)(NETCOND_RELAY_CONNECT_TIMEOUT_MS - waited));
+        if (n < 0 && errno == EINTR) continue;
         if (n < 0) {
             r->connect_error = errno;
             return -1;
         }
-        if (fds[1].revents & POLLIN) return 1;
+        if (n == 0) continue;
+        if (fds[1].revents & POLLIN) {
+            if (take_control(r)) return 1;
+            pthread_mutex_lock(&r->lock);
+            r->deferred = 1;
+            pthread_cond_broadcast(&r->changed);
+            pthread_mutex_unlock(&r->lock);
+        }
+        if (!(fds[0].revents & (POLLOUT | POLLERR | POLLHUP))) continue;
         int error = 0;
         socklen_t length = sizeof error;
         if (getsockopt(r->fd[1], SOL_SOCKET, SO_ERROR, &error, &length) != 0) error = errno;
@@ -270,13 +300,29 @@ static int relay_loop(struct netcond_relay *r, int *failed) {
     }
 }
 
+/* Gives the sockets back with the pipes' bytes; when those cannot be held, both sides are reset
+   instead (an honest failure, never a silent loss). */
 static void hand_back_locked(struct netcond_relay *r, int connected) {
-    r->handback.client_fd = r->fd[0];
-    r->handback.upstream_fd = connected ? r->fd[1] : -1;
-    if (!connected) close(r->fd[1]);
-    r->handback.up = drain_pipe(r->pipe_read[0], r->in_pipe[0], &r->handback.up_length);
-    r->handback.down = drain_pipe(r->pipe_read[1], r->in_pipe[1], &r->handback.down_length);
+    if (!connected) close_if_open(&r->fd[1]);
+    struct netcond_relay_handback *back = &r->handback;
+    if (drain_pipe(r->pipe_read[0], r->in_pipe[0], &back->up, &back->up_length) != 0 ||
+        drain_pipe(r->pipe_read[1], r->in_pipe[1], &back->down, &back->down_length) != 0) {
+        free(back->up);
+        free(back->down);
+        back->up = back->down = NULL;
+        back->up_length = back->down_length = 0;
+        for (int side = 0; side < 2; side++) {
+            if (r->fd[side] >= 0) reset_socket(r->fd[side]);
+            close_if_open(&r->fd[side]);
+        }
+        r->how = NETCOND_RELAY_RESET;
+        r->state = ENDED;
+        return;
+    }
+    back->client_fd = r->fd[0];
+    back->upstream_fd = r->fd[1];
     r->fd[0] = r->fd[1] = -1;
+    r->how = NETCOND_RELAY_HANDED_BACK;
     r->state = HANDED_BACK;
 }
 
@@ -286,11 +332,15 @@ static void *relay_main(void *argument) {
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL); /* SIGPIPE from a write to a closed peer stays here, unseen */
     int connected = await_connect(r);
-    int failed = 0, outcome = connected == 0 ? relay_loop(r, &failed) : connected;
+    int failed = 0, outcome;
+    if (connected == 0 && r->deferred) {
+        outcome = 1; /* asked back while connecting: nothing was relayed yet */
+    } else {
+        outcome = connected == 0 ? relay_loop(r, &failed) : connected;
+    }
     int error = errno;
     pthread_mutex_lock(&r->lock);
     if (outcome == 1) {
-        r->how = NETCOND_RELAY_HANDED_BACK;
         hand_back_locked(r, connected == 0);
     } else if (connected == -1) {
         r->how = NETCOND_RELAY_CONNECT_FAILED;
@@ -356,7 +406,11 @@ netcond_relay *netcond_relay_start(int client_fd, int upstream_fd, netcond_relay
     ok = ok && epoll_ctl(r->poller, EPOLL_CTL_ADD, r->control, &event) == 0;
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->changed, NULL);
-    if (ok) ok = pthread_create(&r->thread, NULL, relay_main, r) == 0;
+    if (ok) {
+        int created = pthread_create(&r->thread, NULL, relay_main, r);
+        if (created != 0) errno = created; /* pthread_create returns its error, errno is not set */
+        ok = created == 0;
+    }
     if (!ok) {
         int saved = errno;
         release_resources(r);
@@ -369,13 +423,28 @@ netcond_relay *netcond_relay_start(int client_fd, int upstream_fd, netcond_relay
     return r;
 }
 
-int netcond_relay_hand_back(netcond_relay *r, struct netcond_relay_handback *out) {
+void netcond_relay_ask_back(netcond_relay *r) {
     pthread_mutex_lock(&r->lock);
     if (r->state == RUNNING) {
         uint64_t one = 1;
         ssize_t written = write(r->control, &one, sizeof one);
         (void)written;
-        while (r->state == RUNNING) pthread_cond_wait(&r->changed, &r->lock);
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
+int netcond_relay_hand_back(netcond_relay *r, int wait_for_connect, struct netcond_relay_handback *out) {
+    pthread_mutex_lock(&r->lock);
+    if (r->state == RUNNING) {
+        if (!wait_for_connect) r->abandon = 1;
+        uint64_t one = 1;
+        ssize_t written = write(r->control, &one, sizeof one);
+        (void)written;
+        while (r->state == RUNNING && !(wait_for_connect && r->deferred)) pthread_cond_wait(&r->changed, &r->lock);
+        if (r->state == RUNNING) {
+            pthread_mutex_unlock(&r->lock);
+            return 2;
+        }
     }
     int given = 0;
     if (r->state == HANDED_BACK) {
@@ -423,8 +492,11 @@ netcond_relay *netcond_relay_start(int client_fd, int upstream_fd, netcond_relay
     return NULL;
 }
 
-int netcond_relay_hand_back(netcond_relay *r, struct netcond_relay_handback *out) {
+void netcond_relay_ask_back(netcond_relay *r) { (void)r; }
+
+int netcond_relay_hand_back(netcond_relay *r, int wait_for_connect, struct netcond_relay_handback *out) {
     (void)r;
+    (void)wait_for_connect;
     (void)out;
     return 0;
 }

@@ -25,8 +25,10 @@ import Glibc
 /// Taking the socket before registration matters: a registered NIO channel reads everything
 /// left on its socket once it sees the peer's FIN, whoever else reads it. Handing back before any
 /// command applies puts every connection under the new conditions (a cut or a handover reaches
-/// it too). A relay whose upstream's connect fails (or is still under way at a hand back) gives
-/// its client back to NIO's path, which connects anew and reports as it always does.
+/// it too). A relay asked back while its upstream's connect is under way finishes the connect
+/// first (relaying nothing meanwhile; the command does not wait for it), so the server sees one
+/// connection. A relay whose connect fails gives its client to NIO's path with that failure as its
+/// connect's outcome (not connected again), which reports and answers it as it always does.
 extension ProxyServer {
     /// Sets up an accepted client's connection (the forward's or the proxy's handlers).
     typealias ClientSetUp = @Sendable (Channel, State, UpstreamConnector) throws -> Void
@@ -87,20 +89,32 @@ extension ProxyServer {
     }
 
     /// Stops every relay and puts its connection under NIO (`adopt`), or closes it (the proxy stops).
+    /// Every relay is asked first, so that they stop together.
     func reclaimAllRelaysOnLoop(adopt: Bool) {
-        for id in self.state.value.relays.keys.sorted() { self.reclaimRelayOnLoop(id, adopt: adopt) }
+        let ids = self.state.value.relays.keys.sorted()
+        for id in ids { self.state.value.relays[id].map { netcond_relay_ask_back($0.relay) } }
+        for id in ids { self.reclaimRelayOnLoop(id, adopt: adopt) }
     }
 
     /// Takes relay `id` back (it ended, or is stopped now): its counts go to the client's record;
-    /// sockets it hands back become NIO channels (`adopt`) or are closed.
+    /// sockets it hands back become NIO channels (`adopt`) or are closed. A relay asked back while
+    /// its upstream's connect is under way stays until that is over (`adopt`; its `ended` call
+    /// comes back here): nothing was relayed meanwhile, and the server sees one connection.
     func reclaimRelayOnLoop(_ id: Int, adopt: Bool) {
         let s = self.state.value
-        guard let entry = s.relays.removeValue(forKey: id) else { return }
-        let (handBack, up, down) = RelayHandBack.reclaim(entry.relay)
+        guard let entry = s.relays[id] else { return }
+        guard case .done(let handBack, let up, let down) = RelayHandBack.reclaim(entry.relay, waitingForConnect: adopt)
+        else { return }
+        s.relays.removeValue(forKey: id)
         let record = entry.record
         record.bytesFromClient += up + Int64(handBack?.up.count ?? 0)
         record.downWritten += down
         if down > 0 { record.noteDelivered(Int(down), at: self.eventLoop.now) }
+        if handBack.map({ $0.upstreamFD >= 0 }) ?? true {
+            // Its connect was made: an attempt the link counts (`connect_hold`'s first N), as it
+            // counts those of the ordinary path. A failed one is counted there, where it goes.
+            s.driver?.model.noteConnectAttempt()
+        }
         guard let handBack, adopt else {
             // The relay ended, or netcond stops: the connection ends here.
             if let handBack {
@@ -117,7 +131,8 @@ extension ProxyServer {
             record.upstreamAttempted = true
             self.adoptPairOnLoop(handBack, record: record)
         } else {
-            self.adoptClientOnLoop(handBack.clientFD, record: record, setUp: entry.setUp)
+            self.adoptClientOnLoop(
+                handBack.clientFD, record: record, failedConnect: handBack.connectFailure, setUp: entry.setUp)
         }
     }
 
@@ -161,9 +176,12 @@ extension ProxyServer {
         }
     }
 
-    /// A client whose upstream was not made (its connect failed, or was under way at a hand back):
-    /// set up as its forward sets up every connection, which connects anew.
-    private func adoptClientOnLoop(_ fd: Int32, record: ClientConnectionRecord, setUp: @escaping ClientSetUp) {
+    /// A client whose upstream's connect failed: set up as its forward sets up every connection,
+    /// its connect's outcome that failure (`failedConnect`; not made again), so that the client
+    /// meets what the ordinary path does on such a failure, at the same time.
+    private func adoptClientOnLoop(
+        _ fd: Int32, record: ClientConnectionRecord, failedConnect: Error?, setUp: @escaping ClientSetUp
+    ) {
         let loop = self.eventLoop
         let boundRecord = NIOLoopBound(record, eventLoop: loop)
         let state = self.state
@@ -173,7 +191,8 @@ extension ProxyServer {
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(
                         SetUpWhenActive { channel in
-                            try self.setUpClientOnLoop(channel, record: boundRecord.value, setUp: setUp)
+                            try self.setUpClientOnLoop(
+                                channel, record: boundRecord.value, failedConnect: failedConnect, setUp: setUp)
                         })
                 }
             }
@@ -181,8 +200,11 @@ extension ProxyServer {
             .whenFailure { _ in state.value.rules.finishClient(boundRecord.value, at: loop.now) }
     }
 
-    /// Sets up an accepted client's connection (`record`: one a relay had, else a new one).
-    func setUpClientOnLoop(_ channel: Channel, record: ClientConnectionRecord?, setUp: ClientSetUp) throws {
+    /// Sets up an accepted client's connection (`record`: one a relay had, else a new one;
+    /// `failedConnect`: its relay's connect failed so, the real connect's outcome).
+    func setUpClientOnLoop(
+        _ channel: Channel, record: ClientConnectionRecord?, failedConnect: Error? = nil, setUp: ClientSetUp
+    ) throws {
         let loop = self.eventLoop
         let configuration = self.configuration
         if record == nil && ProcessListeners.arrivesFromLoop(channel) {
@@ -204,7 +226,7 @@ extension ProxyServer {
         overrides.netcondTest = configuration.originAddress
         if let origin = configuration.originAddress { overrides.exact[OriginHost.name] = origin }
         overrides.originTLS = configuration.originTLSAddress
-        let connector = UpstreamConnector(
+        var connector = UpstreamConnector(
             eventLoop: loop,
             driver: state.driver,
             overrides: overrides,
@@ -215,6 +237,9 @@ extension ProxyServer {
             // host, every API (the control API included: it registers itself).
             listeners: ProcessListeners.refused(to: channel.remoteAddress)
         )
+        if let failedConnect {
+            connector.connectOverride = { _ in loop.makeFailedFuture(failedConnect) }
+        }
         try setUp(channel, state, connector)
     }
 

@@ -106,23 +106,48 @@ final class SplicedConnection {
 /// What a relay handed back: its sockets and the bytes that were in its pipes.
 struct RelayHandBack {
     var clientFD: Int32
-    /// -1: the upstream's connect had not finished (or failed).
+    /// -1: the upstream's connect failed (``connectError``), or netcond stops.
     var upstreamFD: Int32
     var up: [UInt8]
     var down: [UInt8]
+    /// Why the upstream's connect failed (an errno; 0: it did not).
+    var connectError: Int32
 
-    /// Takes the relay's sockets and pipe bytes (nil: it had ended with both closed), then frees it.
-    static func reclaim(_ relay: OpaquePointer) -> (handBack: RelayHandBack?, up: Int64, down: Int64) {
+    enum Reclaimed {
+        /// Asked back while its upstream's connect is under way: the relay gives the connection
+        /// back once the connect is over (its `ended` call).
+        case deferred
+        /// The relay stopped and is freed: what it handed back (nil: it had ended, both sockets
+        /// closed), and the bytes it moved each way.
+        case done(RelayHandBack?, up: Int64, down: Int64)
+    }
+
+    /// Takes the relay's sockets and pipe bytes, then frees it; `waitingForConnect`: a connect
+    /// under way is waited for by the relay (deferred), else it is abandoned (netcond stops).
+    static func reclaim(_ relay: OpaquePointer, waitingForConnect: Bool) -> Reclaimed {
         var back = netcond_relay_handback()
-        let given = netcond_relay_hand_back(relay, &back) == 1
+        let given = netcond_relay_hand_back(relay, waitingForConnect ? 1 : 0, &back)
+        if given == 2 { return .deferred }
         let up = Int64(netcond_relay_moved(relay, 0))
         let down = Int64(netcond_relay_moved(relay, 1))
+        let connectError = netcond_relay_connect_error(relay)
         netcond_relay_free(relay)
-        guard given else { return (nil, up, down) }
+        guard given == 1 else { return .done(nil, up: up, down: down) }
         let handBack = RelayHandBack(
             clientFD: back.client_fd, upstreamFD: back.upstream_fd,
-            up: Self.take(back.up, back.up_length), down: Self.take(back.down, back.down_length))
-        return (handBack, up, down)
+            up: Self.take(back.up, back.up_length), down: Self.take(back.down, back.down_length),
+            connectError: back.upstream_fd < 0 ? connectError : 0)
+        return .done(handBack, up: up, down: down)
+    }
+
+    /// The failed connect as NIO's own connect reports it (the ordinary path then says and does
+    /// what it does for a connect of its own that failed so).
+    var connectFailure: Error? {
+        guard self.connectError != 0 else { return nil }
+        if self.connectError == ETIMEDOUT {
+            return ChannelError.connectTimeout(.milliseconds(Int64(NETCOND_RELAY_CONNECT_TIMEOUT_MS)))
+        }
+        return IOError(errnoCode: self.connectError, reason: "connect")
     }
 
     private static func take(_ bytes: UnsafeMutablePointer<UInt8>?, _ length: Int) -> [UInt8] {

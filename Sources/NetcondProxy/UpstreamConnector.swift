@@ -146,6 +146,9 @@ extension String {
 /// trip, SYN losses) are done, so a refusal is reported one emulated round trip after the SYN, as
 /// on a real link.
 struct UpstreamConnector {
+    /// How long a real connect may take (a splice relay's connect waits as long).
+    static let connectTimeout = TimeAmount.seconds(30)
+
     let eventLoop: EventLoop
     let driver: LinkDriver?
     let overrides: HostOverrides
@@ -289,7 +292,7 @@ struct UpstreamConnector {
             .channelOption(.allowRemoteHalfClosure, value: true)
             .channelOption(.autoRead, value: false)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .connectTimeout(.seconds(30))
+            .connectTimeout(Self.connectTimeout)
     }
 
     /// The real connection: started only once the first emulated SYN that reaches the server has left, so a

@@ -1,4 +1,5 @@
 import CNetcondSystem
+import Foundation
 import NIOCore
 import NetcondCore
 import Testing
@@ -62,7 +63,10 @@ import Glibc
         #expect(try Self.receive(5, on: server) == Array("hello".utf8))
         try Self.send(Array("world".utf8), on: server)
         #expect(try Self.receive(5, on: client) == Array("world".utf8))
-        let (handBack, up, down) = RelayHandBack.reclaim(relay)
+        guard case .done(let handBack, let up, let down) = RelayHandBack.reclaim(relay, waitingForConnect: true) else {
+            Issue.record("a connected relay was deferred")
+            return
+        }
         let back = try #require(handBack)
         #expect(up == 5 && down == 5 && totals.up == 5 && totals.down == 5)
         #expect(back.up.isEmpty && back.down.isEmpty)
@@ -75,7 +79,165 @@ import Glibc
         for fd in [client, server, back.clientFD, back.upstreamFD] { close(fd) }
     }
 
+    /// Asked back while its upstream's connect is under way, a relay does not abandon the connect
+    /// (the server would see an empty connection, then another): the hand back is deferred, nothing
+    /// is relayed meanwhile, and the relay gives the pair back once the connect is over.
+    @Test func aRelayAskedBackWhileConnectingGivesThePairBackOnceConnected() throws {
+        let (client, relayClient) = try Self.connectedPair()
+        let (relayUpstream, server) = try Self.connectedPair()
+        _ = fcntl(relayUpstream, F_SETFL, fcntl(relayUpstream, F_GETFL) | O_NONBLOCK)
+        // Not writable yet, as a socket whose connect is under way: its send buffer is full.
+        let filled = try Self.fill(relayUpstream)
+        try Self.send(Array("early".utf8), on: client)
+        let totals = SpliceTotals()
+        let ended = RelayEnded()
+        let started = netcond_relay_start(
+            relayClient, relayUpstream, totals.pointer,
+            { context, how in RelayEnded.from(context).end(how) }, ended.context)
+        let relay = try #require(started)
+        guard case .deferred = RelayHandBack.reclaim(relay, waitingForConnect: true) else {
+            Issue.record("a relay asked back while connecting did not defer")
+            return
+        }
+        #expect(ended.how == nil)
+        _ = try Self.receive(filled, on: server)  // the "connect" is over: writable again
+        #expect(ended.wait(seconds: 10) == Int32(NETCOND_RELAY_HANDED_BACK))
+        guard case .done(let handBack, let up, let down) = RelayHandBack.reclaim(relay, waitingForConnect: true) else {
+            Issue.record("an ended relay was deferred")
+            return
+        }
+        let back = try #require(handBack)
+        #expect(up == 0 && down == 0 && back.up.isEmpty && back.down.isEmpty)
+        #expect(back.upstreamFD >= 0 && back.connectError == 0 && back.connectFailure == nil)
+        // The client's early bytes are still in its socket, for the ordinary path to carry.
+        #expect(try Self.receive(5, on: back.clientFD) == Array("early".utf8))
+        try Self.send(Array("later".utf8), on: back.upstreamFD)
+        #expect(try Self.receive(5, on: server) == Array("later".utf8))
+        for fd in [client, server, back.clientFD, back.upstreamFD] { close(fd) }
+    }
+
+    /// When netcond stops, a connect under way is not waited for: the client comes back at once.
+    @Test func aRelayStoppedWhileConnectingGivesItsClientBackAtOnce() throws {
+        let (client, relayClient) = try Self.connectedPair()
+        let (relayUpstream, server) = try Self.connectedPair()
+        _ = fcntl(relayUpstream, F_SETFL, fcntl(relayUpstream, F_GETFL) | O_NONBLOCK)
+        _ = try Self.fill(relayUpstream)
+        let totals = SpliceTotals()
+        let ended = RelayEnded()
+        let started = netcond_relay_start(
+            relayClient, relayUpstream, totals.pointer,
+            { context, how in RelayEnded.from(context).end(how) }, ended.context)
+        let relay = try #require(started)
+        guard case .done(let handBack, _, _) = RelayHandBack.reclaim(relay, waitingForConnect: false) else {
+            Issue.record("a relay stopped while connecting was deferred")
+            return
+        }
+        let back = try #require(handBack)
+        #expect(back.clientFD >= 0 && back.upstreamFD == -1 && back.connectError == 0)
+        #expect(ended.how == Int32(NETCOND_RELAY_HANDED_BACK))
+        for fd in [client, server, back.clientFD] { close(fd) }
+    }
+
+    /// A relay whose connect is refused gives its client back with the failure, reported as the
+    /// ordinary path's own connect reports it (so it answers the client alike, without connecting
+    /// again).
+    @Test func aRelayWhoseConnectFailsGivesItsClientBackWithTheFailure() throws {
+        let (client, relayClient) = try Self.connectedPair()
+        var target = try Self.loopback(port: Self.closedPort())
+        let upstream = withUnsafePointer(to: &target) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                netcond_connect_socket($0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        try #require(upstream >= 0, "a loopback connect reports a refusal later, not at once")
+        let totals = SpliceTotals()
+        let ended = RelayEnded()
+        let started = netcond_relay_start(
+            relayClient, upstream, totals.pointer, { context, how in RelayEnded.from(context).end(how) },
+            ended.context)
+        let relay = try #require(started)
+        #expect(ended.wait(seconds: 10) == Int32(NETCOND_RELAY_CONNECT_FAILED))
+        guard case .done(let handBack, _, _) = RelayHandBack.reclaim(relay, waitingForConnect: true) else {
+            Issue.record("an ended relay was deferred")
+            return
+        }
+        let back = try #require(handBack)
+        #expect(back.upstreamFD == -1 && back.connectError == ECONNREFUSED)
+        let failure = try #require(back.connectFailure)
+        #expect(UpstreamConnector.reason(failure) == "connection refused")
+        for fd in [client, back.clientFD] { close(fd) }
+    }
+
+    @Test func aRelaysConnectWaitsAsLongAsNetcondsOwn() {
+        let timedOut = RelayHandBack(clientFD: -1, upstreamFD: -1, up: [], down: [], connectError: ETIMEDOUT)
+        #expect(UpstreamConnector.reason(timedOut.connectFailure!) == "connect timed out")
+        #expect(Int64(NETCOND_RELAY_CONNECT_TIMEOUT_MS) * 1_000_000 == UpstreamConnector.connectTimeout.nanoseconds)
+    }
+
     // MARK: Sockets
+
+    /// What a relay's `ended` call said (set on the relay's thread).
+    final class RelayEnded: @unchecked Sendable {
+        private let lock = NSLock()
+        private var said: Int32?
+        private let signal = DispatchSemaphore(value: 0)
+
+        var context: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+        static func from(_ context: UnsafeMutableRawPointer?) -> RelayEnded {
+            Unmanaged<RelayEnded>.fromOpaque(context!).takeUnretainedValue()
+        }
+
+        func end(_ how: Int32) {
+            self.lock.withLock { self.said = how }
+            self.signal.signal()
+        }
+
+        var how: Int32? { self.lock.withLock { self.said } }
+
+        func wait(seconds: Int) -> Int32? {
+            self.signal.wait(timeout: .now() + .seconds(seconds)) == .success ? self.how : nil
+        }
+    }
+
+    /// Writes to a nonblocking socket until its send buffer is full; the bytes written.
+    static func fill(_ fd: Int32) throws -> Int {
+        let chunk = [UInt8](repeating: 0x2a, count: 65536)
+        var total = 0
+        for _ in 0..<4096 {
+            let n = chunk.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if n > 0 {
+                total += n
+            } else if errno == EAGAIN {
+                return total
+            } else {
+                throw SocketError()
+            }
+        }
+        throw SocketError()
+    }
+
+    static func loopback(port: UInt16) throws -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = port.bigEndian
+        return address
+    }
+
+    /// A loopback port nothing listens on (bound, then closed).
+    static func closedPort() throws -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = try Self.loopback(port: 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try withUnsafeMutablePointer(to: &address) { pointer in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                guard bind(fd, raw, length) == 0, getsockname(fd, raw, &length) == 0 else { throw SocketError() }
+            }
+        }
+        return UInt16(bigEndian: address.sin_port)
+    }
 
     struct SocketError: Error {}
 

@@ -324,3 +324,118 @@ def test_a_reset_after_a_half_close_reaches_the_server(proxy_factory, splice):
     finally:
         listener.close()
         thread.join(timeout=10)
+
+
+@pytest.mark.parametrize("splice", [True, False], ids=["splice", "no-splice"])
+def test_a_refused_target_resets_the_client_once_and_is_counted_once(proxy_factory, splice):
+    """A forward's target refuses: the client is reset at once, and the failure is one upstream
+    failure in the status, whichever path had the connection (a relay's failed connect is the
+    ordinary path's outcome, not made again)."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    closed = probe.getsockname()[1]
+    probe.close()  # nothing listens there now
+    extra = ["--forward", f"127.0.0.1:0=127.0.0.1:{closed}"] + ([] if splice else ["--no-splice"])
+    proxy = proxy_factory("none", extra)
+    from conftest import status
+    before = status(proxy)["upstream_failures"]
+    with socket.create_connection(("127.0.0.1", proxy.forward_ports[0]), timeout=10) as s:
+        s.sendall(b"hello")
+        started = time.monotonic()
+        try:
+            assert s.recv(10) == b"", "a refused target's client got bytes"
+        except ConnectionResetError:
+            pass
+        assert time.monotonic() - started < 5  # at once, not after a connect time-out
+    assert wait_until(lambda: status(proxy)["upstream_failures"] == before + 1, seconds=10)
+    time.sleep(0.3)
+    assert status(proxy)["upstream_failures"] == before + 1
+
+
+def test_a_switch_while_a_spliced_connect_is_under_way_waits_for_it_not_the_command(proxy_factory, tmp):
+    """A control command comes while a spliced connection's upstream connect is still under way
+    (the target's listen queue is full, so its SYN waits for a retransmission): the command is not
+    held up, the connect is not abandoned and made again, and once it is made the connection
+    carries the client's early bytes under the new conditions; the server sees one connection."""
+    from conftest import write_profile
+    delay = write_profile(tmp, "delay", "link:\n  latency: 100ms\n")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)  # one connection fills the queue
+    filler = None
+    try:
+        proxy = proxy_factory("none", ["--forward", f"127.0.0.1:0=127.0.0.1:{server.getsockname()[1]}"])
+        server.settimeout(10)
+        probe, _ = server.accept()  # the fixture's readiness probe of the forward
+        probe.close()
+        from conftest import status
+        assert wait_until(lambda: status(proxy)["connections_open"] == 0, seconds=10)
+        filler = socket.create_connection(server.getsockname(), timeout=5)
+        pid = proxy.process.pid
+        base = threads(pid)
+        with socket.create_connection(("127.0.0.1", proxy.forward_ports[0]), timeout=30) as s:
+            s.sendall(b"early")
+            assert wait_until(lambda: threads(pid) >= base + 1, seconds=10)  # a relay has it, connecting
+            started = time.monotonic()
+            assert proxy.ctl("profile", delay).returncode == 0
+            assert time.monotonic() - started < 5  # the command did not wait for the connect
+            time.sleep(0.2)
+            assert threads(pid) >= base + 1  # nor was the connect abandoned: its relay still waits
+            server.settimeout(5)
+            first, peer = server.accept()  # the filler: room in the queue for the relay's next SYN
+            assert peer == filler.getsockname()  # the relay's SYN was not taken: it waits
+            first.close()
+            filler.close()
+            server.settimeout(20)
+            conn, _ = server.accept()
+            with conn:
+                conn.settimeout(10)
+                got = b""
+                while len(got) < 5:
+                    chunk = conn.recv(5 - len(got))
+                    assert chunk, got
+                    got += chunk
+                assert got == b"early"
+                # Under the link now: the answer takes 100 ms each way... at least the way back.
+                started = time.monotonic()
+                conn.sendall(b"answer")
+                got = b""
+                while len(got) < 6:
+                    chunk = s.recv(6 - len(got))
+                    assert chunk, got
+                    got += chunk
+                assert got == b"answer"
+                assert time.monotonic() - started >= 0.1
+                server.settimeout(1)
+                with pytest.raises(socket.timeout):
+                    server.accept()  # one connection, not a second one made after an abandoned first
+            # The relay handed it back: its thread is gone.
+            assert wait_until(lambda: threads(pid) <= base, seconds=10), (threads(pid), base)
+    finally:
+        if filler:
+            filler.close()
+        server.close()
+
+
+@pytest.mark.parametrize("splice", [True, False], ids=["splice", "no-splice"])
+def test_a_spliced_connection_counts_among_connect_holds_first_attempts(proxy_factory, tmp, splice):
+    """`connect_hold: {first: 2}` holds the link's first two connection attempts: after a switch to
+    it, the two made before (the fixture's readiness probe and one of the test's, spliced or not)
+    were those, so the next is not held."""
+    from conftest import EchoServer, write_profile
+    held = write_profile(tmp, "held", "connect_hold: {for: 3s, first: 2}\n")
+    server = EchoServer()
+    try:
+        extra = ["--forward", f"127.0.0.1:0=127.0.0.1:{server.port}"] + ([] if splice else ["--no-splice"])
+        proxy = proxy_factory("none", extra)
+        with socket.create_connection(("127.0.0.1", proxy.forward_ports[0]), timeout=10) as s:
+            s.sendall(b"one")
+            assert s.recv(3) == b"one"
+        assert proxy.ctl("profile", held).returncode == 0
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", proxy.forward_ports[0]), timeout=10) as s:
+            s.sendall(b"two")
+            assert s.recv(3) == b"two"
+        assert time.monotonic() - started < 2.5  # not held for 3 s
+    finally:
+        server.close()

@@ -32,7 +32,7 @@ uint64_t netcond_relay_total(const netcond_relay_totals *totals, int direction);
 
 /// What a relay gives back when asked (netcond_relay_hand_back): its two sockets, open, and the
 /// bytes that were in its pipes, in order (malloc'd; free them with free()). `upstream_fd` is -1
-/// when the upstream's connect was still under way (it is abandoned: the caller connects anew).
+/// when the upstream's connect failed, or was abandoned under way because netcond stops.
 struct netcond_relay_handback {
     int client_fd;
     int upstream_fd;
@@ -63,20 +63,32 @@ typedef void (*netcond_relay_ended)(void *context, int how);
 netcond_relay *netcond_relay_start(int client_fd, int upstream_fd, netcond_relay_totals *totals,
                                    netcond_relay_ended ended, void *context);
 
+/// How long a relay waits for its upstream's connect (as netcond's own connects: 30 s).
+#define NETCOND_RELAY_CONNECT_TIMEOUT_MS 30000
+
+/// Asks the relay to stop and give its sockets back, without waiting (a hand back then collects
+/// them): many relays stop at once.
+void netcond_relay_ask_back(netcond_relay *relay);
+
 /// Stops the relay and hands its sockets back (see struct netcond_relay_handback): returns 1 and
 /// fills *out. Returns 0 when the relay had already ended by itself with both sockets closed (its
-/// `ended` call is made or on its way); after NETCOND_RELAY_CONNECT_FAILED it gives the client's
-/// socket back. Waits for the relay's thread to stop, which takes no longer than one splice call.
-/// Call once; then netcond_relay_free.
-int netcond_relay_hand_back(netcond_relay *relay, struct netcond_relay_handback *out);
+/// `ended` call is made or on its way), or when the bytes in its pipes could not be held (both
+/// sides are then reset, nothing is lost silently); after NETCOND_RELAY_CONNECT_FAILED it gives the
+/// client's socket back (netcond_relay_connect_error says why). Waits for the relay's thread to
+/// stop, which takes no longer than one splice call; except with `wait_for_connect` while the
+/// upstream's connect is under way: it returns 2 at once, and the relay gives the connection back
+/// once the connect is over (its `ended` call, NETCOND_RELAY_HANDED_BACK or
+/// NETCOND_RELAY_CONNECT_FAILED; then call this again). Without `wait_for_connect` (netcond stops) a
+/// connect under way is abandoned. After a 0 or 1, call netcond_relay_free.
+int netcond_relay_hand_back(netcond_relay *relay, int wait_for_connect, struct netcond_relay_handback *out);
 
 /// After the relay ended, its `how`, the errno of a failed connect, and the bytes it moved each
 /// way (0: client to upstream, 1: upstream to client).
 int netcond_relay_connect_error(const netcond_relay *relay);
 uint64_t netcond_relay_moved(const netcond_relay *relay, int direction);
 
-/// Joins the relay's thread and frees it: after a hand back that returned 1, or in (or after) the
-/// `ended` call's aftermath, never on the relay's own thread.
+/// Joins the relay's thread and frees it: after a hand back that returned 0 or 1, never on the
+/// relay's own thread.
 void netcond_relay_free(netcond_relay *relay);
 
 #endif

@@ -28,6 +28,12 @@ extension LinkModel {
     /// the SYN leaves) after the SYN.
     /// `intercept` (a captive portal's) replaces the profile's verdict. Returns the verdict, so the
     /// caller knows whether a real connection is worth attempting.
+    /// A connection the link did not set up (a proxy's splice relay, while the link was
+    /// transparent) was made: it counts among the attempts `connect_hold`'s first N are taken from.
+    public func noteConnectAttempt() {
+        self.connectAttempts += 1
+    }
+
     @discardableResult
     public func connect(
         _ id: FlowID,
