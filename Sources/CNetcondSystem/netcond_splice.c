@@ -93,6 +93,10 @@ struct netcond_relay {
     int pipe_read[2], pipe_write[2];
     size_t in_pipe[2], pipe_capacity[2];
     int eof[2], shut[2];    /* direction d: its source's FIN seen; passed on (shutdown) */
+    /* Side s may have bytes to read / room to write: set by epoll (edge-triggered), cleared by
+       EAGAIN, so that no call is made that would only say EAGAIN. */
+    int can_read[2], can_write[2];
+    int urgent[2];          /* side s has had urgent data (EPOLLPRI): its mark is looked for */
     int control;            /* eventfd: a hand back is asked for */
     int deferred;           /* asked back while connecting: it gives back once the connect is over */
     int abandon;            /* (under the lock) give back now, connected or not: netcond stops */
@@ -167,7 +171,7 @@ static ssize_t read_past_mark(struct netcond_relay *r, int d) {
 static int pump(struct netcond_relay *r, int d, int *failed) {
     for (;;) {
         int moved = 0;
-        if (!r->eof[d] && r->in_pipe[d] < r->pipe_capacity[d]) {
+        if (!r->eof[d] && r->in_pipe[d] < r->pipe_capacity[d] && r->can_read[d]) {
             ssize_t n = splice(r->fd[d], NULL, r->pipe_write[d], NULL, r->pipe_capacity[d] - r->in_pipe[d],
                                SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
             if (n > 0) {
@@ -177,10 +181,14 @@ static int pump(struct netcond_relay *r, int d, int *failed) {
                 *failed = d;
                 return -1;
             } else if (n == 0 || errno == EAGAIN) {
+                if (n < 0) r->can_read[d] = 0;
                 int at_mark = 0;
-                if (ioctl(r->fd[d], SIOCATMARK, &at_mark) == 0 && at_mark) {
+                if (r->urgent[d] && ioctl(r->fd[d], SIOCATMARK, &at_mark) == 0 && at_mark) {
                     ssize_t past = read_past_mark(r, d);
-                    if (past > 0) moved = 1;
+                    if (past > 0) {
+                        r->can_read[d] = 1;
+                        moved = 1;
+                    }
                     if (past == -2) {
                         r->eof[d] = 1;
                         moved = 1;
@@ -195,7 +203,7 @@ static int pump(struct netcond_relay *r, int d, int *failed) {
                 }
             }
         }
-        if (r->in_pipe[d] > 0) {
+        if (r->in_pipe[d] > 0 && r->can_write[1 - d]) {
             ssize_t n = splice(r->pipe_read[d], NULL, r->fd[1 - d], NULL, r->in_pipe[d],
                                SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
             if (n > 0) {
@@ -206,6 +214,8 @@ static int pump(struct netcond_relay *r, int d, int *failed) {
             } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
                 *failed = 1 - d;
                 return -1;
+            } else if (n < 0 && errno == EAGAIN) {
+                r->can_write[1 - d] = 0;
             }
         }
         if (r->eof[d] && r->in_pipe[d] == 0 && !r->shut[d]) {
@@ -284,6 +294,11 @@ static int relay_loop(struct netcond_relay *r, int *failed) {
         }
         for (int i = 0; i < n; i++) {
             if (events[i].data.fd == r->control) return 1;
+            int side = events[i].data.fd == r->fd[0] ? 0 : 1;
+            uint32_t what = events[i].events;
+            if (what & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) r->can_read[side] = 1;
+            if (what & (EPOLLOUT | EPOLLHUP | EPOLLERR)) r->can_write[side] = 1;
+            if (what & EPOLLPRI) r->urgent[side] = 1;
         }
         /* A reset on a side whose input already ended (the client half-closed, then aborted) is
            seen by no read and no write: its error is. */
@@ -389,6 +404,7 @@ netcond_relay *netcond_relay_start(int client_fd, int upstream_fd, netcond_relay
     if (r == NULL) return NULL;
     r->fd[0] = client_fd;
     r->fd[1] = upstream_fd;
+    r->can_read[0] = r->can_read[1] = r->can_write[0] = r->can_write[1] = 1; /* tried once, then epoll says */
     r->pipe_read[0] = r->pipe_read[1] = r->pipe_write[0] = r->pipe_write[1] = -1;
     r->totals = totals;
     r->ended = ended;
@@ -396,7 +412,7 @@ netcond_relay *netcond_relay_start(int client_fd, int upstream_fd, netcond_relay
     r->control = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     r->poller = epoll_create1(EPOLL_CLOEXEC);
     int ok = r->control >= 0 && r->poller >= 0 && make_pipe(r, 0) == 0 && make_pipe(r, 1) == 0;
-    struct epoll_event event = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET};
+    struct epoll_event event = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET};
     for (int i = 0; ok && i < 2; i++) {
         event.data.fd = r->fd[i];
         ok = epoll_ctl(r->poller, EPOLL_CTL_ADD, r->fd[i], &event) == 0;
