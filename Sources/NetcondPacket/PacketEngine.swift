@@ -249,7 +249,7 @@ public final class PacketEngine: @unchecked Sendable {
             self.lock.unlock()
             if stopping { break }
             // Until the next moment something is due, at most 50 ms.
-            let due = self.driver.nextMoment.map { max(0, ($0 - now).nanoseconds) }
+            let due = self.driver.nextMomentInPlace().map { max(0, ($0 - now).nanoseconds) }
             var timeout: Int64 = min(50_000_000, due ?? .max)
             // Precise mode: sleep until ``spinWindow`` before the moment, then poll (a wake-up from
             // sleep comes 0.1-0.5 ms late on a VM).
@@ -312,7 +312,7 @@ public final class PacketEngine: @unchecked Sendable {
     /// Applies the timelines' changes due by `now` (the access link's, the routes'), carrying out
     /// before each what came before it.
     private func follow(to now: Instant) {
-        guard let next = self.driver.nextChange, next <= now else { return }
+        guard let next = self.driver.nextChangeInPlace(), next <= now else { return }
         var events: [NetworkEvent<HeldPacket>] = []
         self.driver.follow(to: now) { events.append($0) }
         for event in events { self.carryOut(event, at: now) }

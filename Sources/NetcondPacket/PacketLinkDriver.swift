@@ -245,6 +245,12 @@ struct PacketLinkDriver {
             Instant.earliest(self.resets.min?.at, self.injected.min?.at))
     }
 
+    /// ``nextMoment`` and ``nextChange`` read in place: the engine's loop asks through these,
+    /// since a non-mutating read of a struct held in a class's property copies the whole value
+    /// first (every table in it retained and released, once per turn of the loop).
+    mutating func nextMomentInPlace() -> Instant? { self.nextMoment }
+    mutating func nextChangeInPlace() -> Instant? { self.nextChange }
+
     // MARK: - Conditions
 
     /// When the access link's timeline or a route's next changes by itself.
