@@ -281,6 +281,12 @@ public final class PacketEngine: @unchecked Sendable {
                 continue
             }
             if count <= 0 { return }
+            // What is due already (a link that holds nothing back) goes before the next read,
+            // which most often only says that nothing more is waiting: its time is not the packet's.
+            let now = self.now
+            self.follow(to: now)
+            self.release(upTo: now)
+            self.queue.flush()
         }
     }
 

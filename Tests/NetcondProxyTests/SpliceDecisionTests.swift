@@ -83,18 +83,7 @@ import Glibc
     /// (the server would see an empty connection, then another): the hand back is deferred, nothing
     /// is relayed meanwhile, and the relay gives the pair back once the connect is over.
     @Test func aRelayAskedBackWhileConnectingGivesThePairBackOnceConnected() throws {
-        let (client, relayClient) = try Self.connectedPair()
-        let (relayUpstream, server) = try Self.connectedPair()
-        _ = fcntl(relayUpstream, F_SETFL, fcntl(relayUpstream, F_GETFL) | O_NONBLOCK)
-        // Not writable yet, as a socket whose connect is under way: its send buffer is full.
-        let filled = try Self.fill(relayUpstream)
-        try Self.send(Array("early".utf8), on: client)
-        let totals = SpliceTotals()
-        let ended = RelayEnded()
-        let started = netcond_relay_start(
-            relayClient, relayUpstream, totals.pointer,
-            { context, how in RelayEnded.from(context).end(how) }, ended.context)
-        let relay = try #require(started)
+        let (client, server, filled, relay, ended) = try Self.relayStillConnecting(clientSends: Array("early".utf8))
         guard case .deferred = RelayHandBack.reclaim(relay, waitingForConnect: true) else {
             Issue.record("a relay asked back while connecting did not defer")
             return
@@ -118,16 +107,7 @@ import Glibc
 
     /// When netcond stops, a connect under way is not waited for: the client comes back at once.
     @Test func aRelayStoppedWhileConnectingGivesItsClientBackAtOnce() throws {
-        let (client, relayClient) = try Self.connectedPair()
-        let (relayUpstream, server) = try Self.connectedPair()
-        _ = fcntl(relayUpstream, F_SETFL, fcntl(relayUpstream, F_GETFL) | O_NONBLOCK)
-        _ = try Self.fill(relayUpstream)
-        let totals = SpliceTotals()
-        let ended = RelayEnded()
-        let started = netcond_relay_start(
-            relayClient, relayUpstream, totals.pointer,
-            { context, how in RelayEnded.from(context).end(how) }, ended.context)
-        let relay = try #require(started)
+        let (client, server, _, relay, ended) = try Self.relayStillConnecting(clientSends: [])
         guard case .done(let handBack, _, _) = RelayHandBack.reclaim(relay, waitingForConnect: false) else {
             Issue.record("a relay stopped while connecting was deferred")
             return
@@ -175,6 +155,27 @@ import Glibc
     }
 
     // MARK: Sockets
+
+    /// The totals every test relay adds to (they live as long as the process).
+    static let totals = SpliceTotals()
+
+    /// A relay whose upstream socket is not writable yet, as one whose connect is under way (its
+    /// send buffer is full: `filled` bytes wait for the server to read), after the client sent
+    /// `clientSends`: (client, server, filled, relay, its `ended` call).
+    static func relayStillConnecting(
+        clientSends: [UInt8]
+    ) throws -> (Int32, Int32, Int, OpaquePointer, RelayEnded) {
+        let (client, relayClient) = try Self.connectedPair()
+        let (relayUpstream, server) = try Self.connectedPair()
+        _ = fcntl(relayUpstream, F_SETFL, fcntl(relayUpstream, F_GETFL) | O_NONBLOCK)
+        let filled = try Self.fill(relayUpstream)
+        if !clientSends.isEmpty { try Self.send(clientSends, on: client) }
+        let ended = RelayEnded()
+        let started = netcond_relay_start(
+            relayClient, relayUpstream, Self.totals.pointer,
+            { context, how in RelayEnded.from(context).end(how) }, ended.context)
+        return (client, server, filled, try #require(started), ended)
+    }
 
     /// What a relay's `ended` call said (set on the relay's thread).
     final class RelayEnded: @unchecked Sendable {

@@ -69,6 +69,16 @@ class SinkSource:
         self.socket.close()
 
 
+def receive_exactly(sock, count):
+    """`count` bytes from `sock` (fails at an early end)."""
+    got = b""
+    while len(got) < count:
+        chunk = sock.recv(count - len(got))
+        assert chunk, got
+        got += chunk
+    return got
+
+
 def transfer(port, up):
     """Sends `up`, half-closes, reads to EOF while sending; returns what came back."""
     received = bytearray()
@@ -390,21 +400,11 @@ def test_a_switch_while_a_spliced_connect_is_under_way_waits_for_it_not_the_comm
             conn, _ = server.accept()
             with conn:
                 conn.settimeout(10)
-                got = b""
-                while len(got) < 5:
-                    chunk = conn.recv(5 - len(got))
-                    assert chunk, got
-                    got += chunk
-                assert got == b"early"
+                assert receive_exactly(conn, 5) == b"early"
                 # Under the link now: the answer takes 100 ms each way... at least the way back.
                 started = time.monotonic()
                 conn.sendall(b"answer")
-                got = b""
-                while len(got) < 6:
-                    chunk = s.recv(6 - len(got))
-                    assert chunk, got
-                    got += chunk
-                assert got == b"answer"
+                assert receive_exactly(s, 6) == b"answer"
                 assert time.monotonic() - started >= 0.1
                 server.settimeout(1)
                 with pytest.raises(socket.timeout):
