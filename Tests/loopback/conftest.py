@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-NETCOND = os.environ.get("NETCOND_BIN") or shutil.which("netcond") or ".build/debug/netcond"
+NETCOND = os.environ.get("NETCOND_BIN") or shutil.which("netcond") or ".build/release/netcond"
 
 
 def origin_bytes(size, seed=0):
