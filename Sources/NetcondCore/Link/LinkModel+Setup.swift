@@ -15,6 +15,12 @@ extension LinkModel {
     /// Bytes on the wire of a SYN or a SYN-ACK (IPv4 and TCP headers with their options).
     static let handshakeBytes = 60
 
+    /// A connection the link did not set up (a proxy's splice relay, while the link was
+    /// transparent) was made: it counts among the attempts `connect_hold`'s first N are taken from.
+    public func noteConnectAttempt() {
+        self.connectAttempts += 1
+    }
+
     /// Emulates the connection set-up: DNS delay for names, the connect delay, then a SYN / SYN-ACK
     /// exchange across the link's paths, lost and retried after 1 s, 2 s, 4 … (6 retries, 127 s in
     /// all, as Linux does). Nothing is sent on the flow until it is established. The outcome
@@ -28,12 +34,6 @@ extension LinkModel {
     /// the SYN leaves) after the SYN.
     /// `intercept` (a captive portal's) replaces the profile's verdict. Returns the verdict, so the
     /// caller knows whether a real connection is worth attempting.
-    /// A connection the link did not set up (a proxy's splice relay, while the link was
-    /// transparent) was made: it counts among the attempts `connect_hold`'s first N are taken from.
-    public func noteConnectAttempt() {
-        self.connectAttempts += 1
-    }
-
     @discardableResult
     public func connect(
         _ id: FlowID,
