@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/time.h>
 #include <sys/prctl.h>
@@ -353,6 +354,22 @@ int ncq_wait(int fd, int wake, int64_t timeout_ns) {
         mask |= 2;
     }
     return mask;
+}
+
+int ncq_wait_spinning(int fd, int wake, int64_t spin_ns, int64_t timeout_ns) {
+    if (spin_ns <= 0 || timeout_ns == 0) return ncq_wait(fd, wake, timeout_ns);
+    if (timeout_ns > 0 && spin_ns > timeout_ns) spin_ns = timeout_ns;
+    int64_t start = ncq_now();
+    int64_t elapsed = 0;
+    while (elapsed < spin_ns) {
+        int ready = ncq_wait(fd, wake, 0);
+        if (ready != 0) return ready;
+        // Whatever else wants this CPU runs first (the packet's receiver, most often).
+        sched_yield();
+        elapsed = ncq_now() - start;
+    }
+    if (timeout_ns < 0) return ncq_wait(fd, wake, -1);
+    return ncq_wait(fd, wake, timeout_ns > elapsed ? timeout_ns - elapsed : 0);
 }
 
 int ncq_wake_open(void) {
@@ -866,6 +883,10 @@ int ncq_batch_flush(int fd, ncq_batch *batch) { (void)fd; (void)batch; return -E
 void ncq_batch_free(ncq_batch *batch) { (void)batch; }
 void ncq_precise_timers(void) {}
 int ncq_wait(int fd, int wake, int64_t timeout_ns) { (void)fd; (void)wake; (void)timeout_ns; return -ENOSYS; }
+int ncq_wait_spinning(int fd, int wake, int64_t spin_ns, int64_t timeout_ns) {
+    (void)fd; (void)wake; (void)spin_ns; (void)timeout_ns;
+    return -ENOSYS;
+}
 int ncq_wake_open(void) { return -ENOSYS; }
 void ncq_wake(int wake) { (void)wake; }
 int64_t ncq_now(void) { return 0; }

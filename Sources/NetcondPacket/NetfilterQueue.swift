@@ -103,9 +103,11 @@ final class NetfilterQueue {
         }
     }
 
-    /// Sends the verdicts gathered since the last flush.
-    func flush() {
-        guard self.batch.count > 0 else { return }
+    /// Sends the verdicts gathered since the last flush; whether there were any.
+    @discardableResult
+    func flush() -> Bool {
+        guard self.batch.count > 0 else { return false }
         _ = ncq_batch_flush(self.descriptor, &self.batch)
+        return true
     }
 }

@@ -87,6 +87,11 @@ void ncq_precise_timers(void);
 /// bit mask (1: `fd` readable, 2: `wake` readable; its count is consumed), 0 on time-out, -errno.
 int ncq_wait(int fd, int wake, int64_t timeout_ns);
 
+/// As `ncq_wait`, but polls without sleeping for the first `spin_ns` of the wait (at most
+/// `timeout_ns`), yielding the CPU between polls to whatever else wants it: a packet that comes
+/// meanwhile is seen at once, without a wake-up from idle. Then it sleeps the rest of the wait.
+int ncq_wait_spinning(int fd, int wake, int64_t spin_ns, int64_t timeout_ns);
+
 /// An eventfd (non-blocking, close-on-exec) that `ncq_wake` makes readable. Returns it or -errno.
 int ncq_wake_open(void);
 void ncq_wake(int wake);
