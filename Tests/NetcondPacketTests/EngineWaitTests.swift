@@ -45,32 +45,34 @@ import Glibc
         #expect(ncq_wait_spinning(fds.queue, fds.wake, 1_000_000, 1_000_000_000) & 1 == 1)
     }
 
-    @Test func somethingReadyDuringTheSpinEndsIt() throws {
+    /// Waits (`spin`, `timeout`) while another thread wakes the wait `after` microseconds.
+    static func waitWoken(after: UInt32, spin: Int64, timeout: Int64) throws -> (Int32, Int64) {
         let fds = Descriptors()
         try #require(fds.queue >= 0 && fds.wake >= 0)
         let wake = fds.wake
+        let woken = DispatchSemaphore(value: 0)
         let waker = Thread {
-            usleep(5_000)
+            usleep(after)
             ncq_wake(wake)
+            woken.signal()
         }
         waker.start()
+        let result = Self.elapsed { ncq_wait_spinning(fds.queue, fds.wake, spin, timeout) }
+        // The descriptors stay open until the waker has written.
+        woken.wait()
+        return result
+    }
+
+    @Test func somethingReadyDuringTheSpinEndsIt() throws {
         // A spin of 10 s, a time-out of 20 s: only seeing the wake while spinning ends it early.
-        let (ready, took) = Self.elapsed { ncq_wait_spinning(fds.queue, fds.wake, 10_000_000_000, 20_000_000_000) }
+        let (ready, took) = try Self.waitWoken(after: 5_000, spin: 10_000_000_000, timeout: 20_000_000_000)
         #expect(ready == 2)
         #expect(took >= 5_000_000)
         #expect(took < 9_000_000_000)
     }
 
     @Test func somethingReadyAfterTheSpinWakesTheSleep() throws {
-        let fds = Descriptors()
-        try #require(fds.queue >= 0 && fds.wake >= 0)
-        let wake = fds.wake
-        let waker = Thread {
-            usleep(50_000)
-            ncq_wake(wake)
-        }
-        waker.start()
-        let (ready, took) = Self.elapsed { ncq_wait_spinning(fds.queue, fds.wake, 1_000_000, 20_000_000_000) }
+        let (ready, took) = try Self.waitWoken(after: 50_000, spin: 1_000_000, timeout: 20_000_000_000)
         #expect(ready == 2)
         #expect(took >= 50_000_000)
         #expect(took < 10_000_000_000)
