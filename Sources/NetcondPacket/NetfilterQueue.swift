@@ -81,14 +81,15 @@ final class NetfilterQueue {
     /// Packets the kernel may hold waiting for verdicts; more are dropped, as by a full queue.
     static let maxQueued: UInt32 = 131_072
 
-    /// Reads what is waiting (one datagram, many packets) and calls `body` for each. Returns the
+    /// Reads what is waiting (one datagram, many packets) and calls `body` with them, in the
+    /// order the kernel queued them (their payloads are valid until the next read). Returns the
     /// number of packets, 0 when none were waiting, or -errno (-ENOBUFS: the kernel dropped packets
     /// it could not hand over).
-    func receive(_ body: (ncq_packet) -> Void) -> Int {
+    func receive(_ body: (UnsafeBufferPointer<ncq_packet>) -> Void) -> Int {
         let count = ncq_receive(
             self.descriptor, self.buffer, self.bufferSize, self.packets, Int32(self.packetCapacity), &self.errorReplies)
         guard count > 0 else { return Int(count) }
-        for index in 0..<Int(count) { body(self.packets[index]) }
+        body(UnsafeBufferPointer(start: self.packets, count: Int(count)))
         return Int(count)
     }
 

@@ -50,6 +50,9 @@ public final class PacketEngine: @unchecked Sendable {
     /// Whether the queues hand over whole packets (a capture, a duplicate or a corruption needs them).
     private var copyingWhole: Bool
     private var wholeGSO: [Bool]
+    /// The configuration part of ``PacketLinkDriver/passesAtOnce(_:)`` for each direction, as
+    /// ``reconsiderAtOnce()`` last read it.
+    var configurationAtOnce = (up: false, down: false)
     let capture: PacketCapture?
     /// Poll instead of sleeping in the last ``spinWindow`` before a verdict is due.
     private let precise: Bool
@@ -105,6 +108,7 @@ public final class PacketEngine: @unchecked Sendable {
         self.published.state = self.driver.timeline.state
         self.published.conditions = self.driver.timeline.conditions
         onStateChange?(self.driver.timeline.state, .zero)
+        self.reconsiderAtOnce()
     }
 
     /// Stops the thread and unbinds the queues (packets still held are dropped), then removes the
@@ -210,6 +214,7 @@ public final class PacketEngine: @unchecked Sendable {
         self.commands = []
         self.lock.unlock()
         for command in commands { command() }
+        if !commands.isEmpty { self.reconsiderAtOnce() }
     }
 
     /// What crossed the link so far.
@@ -282,11 +287,15 @@ public final class PacketEngine: @unchecked Sendable {
     private func readAll() -> Bool {
         var any = false
         for _ in 0..<64 {
-            // The moment of the read, taken once it returned (a packet may have come during it).
-            var read: (at: Instant, offset: Int64?)?
-            let count = self.queue.receive { packet in
-                if read == nil { read = (self.now, self.arrivals.read(offset: self.wallToEngine)) }
-                self.admit(packet, readAt: read!.at, offset: read!.offset)
+            let count = self.queue.receive { packets in
+                // The moment of the read, taken once it returned (a packet may have come during it).
+                let readAt = self.now
+                let letGo = self.letGoAtOnce(packets)
+                // The clocks' difference (for the kernel's stamps) does not change in a few µs.
+                let offset = self.arrivals.read(offset: self.wallToEngine)
+                for index in packets.indices {
+                    self.admit(packets[index], readAt: readAt, offset: offset, letGoAt: index < letGo ? readAt : nil)
+                }
             }
             if count == -Int(ENOBUFS) {
                 self.driver.summary.kernelDrops += 1
@@ -304,8 +313,9 @@ public final class PacketEngine: @unchecked Sendable {
         return any
     }
 
-    /// A packet read at `readAt` (with the read's clock `offset`) reaches the link.
-    private func admit(_ packet: ncq_packet, readAt: Instant, offset: Int64?) {
+    /// A packet read at `readAt` (with the read's clock `offset`) reaches the link; `letGoAt`: when
+    /// its verdict went out, if it was let go at once (the link then only counts it).
+    private func admit(_ packet: ncq_packet, readAt: Instant, offset: Int64?, letGoAt: Instant? = nil) {
         let up = packet.queue == self.upQueue
         let now = self.arrivals.arrival(direction: up ? 0 : 1, stamp: packet.stamp, readAt: readAt, offset: offset)
         if self.nat64 != nil, let translated = self.translating(packet, up: up) {
@@ -316,10 +326,14 @@ public final class PacketEngine: @unchecked Sendable {
         let tcp = packet.payload.flatMap { TCPHeader($0, copied: copied, length: Int(packet.length)) }
         let bytes =
             self.capture == nil ? nil : packet.payload.map { Array(UnsafeBufferPointer(start: $0, count: copied)) }
+        var held = HeldPacket(packet, tcp: tcp)
+        held.letGoAt = letGoAt
         let taken = self.driver.admit(
-            HeldPacket(packet, tcp: tcp), up: up, wireLength: Int(packet.wire_length), segments: Int(packet.segments),
+            held, up: up, wireLength: Int(packet.wire_length), segments: Int(packet.segments),
             payload: packet.payload, copied: copied, bytes: bytes, at: now)
-        if !taken {
+        if !taken && letGoAt != nil {
+            self.driver.summary.letGoTooSoon += 1
+        } else if !taken {
             self.queue.verdict(queue: packet.queue, id: packet.id, accept: false, mark: 0)
             if let capture = self.capture, capture.wantsDrops, let bytes {
                 capture.write(bytes, length: packet.length, delivered: false, atMonotonic: ncq_now())
@@ -351,6 +365,10 @@ public final class PacketEngine: @unchecked Sendable {
         case .delivered(let direction, let delivery):
             self.accept(delivery, direction, at: now)
         case .dropped(_, let packet, _):
+            if packet.letGoAt != nil {
+                self.driver.summary.letGoTooSoon += 1
+                return
+            }
             self.queue.verdict(queue: packet.queue, id: packet.id, accept: false, mark: 0)
             if let capture = self.capture, capture.wantsDrops, let bytes = packet.bytes {
                 capture.write(bytes, length: packet.length, delivered: false, atMonotonic: ncq_now())
@@ -361,9 +379,18 @@ public final class PacketEngine: @unchecked Sendable {
     /// Lets a packet go: the link has delivered it (with a byte changed, or as a copy, when the
     /// link said so).
     private func accept(_ delivery: PathDelivery<HeldPacket>, _ direction: Direction, at now: Instant) {
-        let late = now - delivery.at
+        // A packet let go at once had its verdict then.
+        let late = (delivery.unit.letGoAt ?? now) - delivery.at
         if late > self.driver.summary.maximumLateness { self.driver.summary.maximumLateness = late }
         if late > .milliseconds(1) { self.driver.summary.lateOverMillisecond += 1 }
+        if let letGoAt = delivery.unit.letGoAt {
+            // Its verdict is out: what the link decided only counts, unless it was not what was certain.
+            if delivery.isCopy || delivery.corruptByte != nil || delivery.at > letGoAt {
+                self.driver.summary.letGoTooSoon += 1
+            }
+            if !delivery.isCopy { self.driver.delivered(delivery, direction, corrupted: false) }
+            return
+        }
         let packet = delivery.unit
         if packet.nat64 != 0 {
             self.deliverTranslated(delivery, direction)
@@ -400,47 +427,11 @@ public final class PacketEngine: @unchecked Sendable {
         bytes[at] ^= UInt8(1) << UInt8(offset % 8)
     }
 
-    /// Sends the packets netcond answers with in a server's place, when they are due, and the copies.
-    private func sendInjected(upTo now: Instant) {
-        while let bytes = self.driver.dueInjected(upTo: now) { self.copies.append(bytes) }
-        for var bytes in self.copies {
-            let length = UInt32(bytes.count)
-            let result = bytes.withUnsafeMutableBufferPointer { buffer -> Int32 in
-                _ = ncq_fix_checksum(buffer.baseAddress!, length)
-                return ncq_send_copy(
-                    buffer.first.map { $0 >> 4 == 6 } == true ? self.raw6 : self.raw4, buffer.baseAddress!, length)
-            }
-            if result != 0 {
-                self.driver.summary.copiesNotSent += 1
-            } else if let capture = self.capture {
-                capture.write(bytes, length: length, delivered: true, atMonotonic: ncq_now())
-            }
-        }
-        self.copies.removeAll(keepingCapacity: true)
-    }
-
-    private func sendResets(upTo now: Instant) {
-        while var reset = self.driver.dueReset(upTo: now) {
-            if self.nat64 != nil { reset = self.translated(reset) }
-            var copy = [UInt8](repeating: 0, count: 60)
-            var copied: UInt32 = 0
-            let result = ncq_send_rst(
-                reset.version == 6 ? self.raw6 : self.raw4, Int32(reset.version), reset.source, reset.sourcePort,
-                reset.destination, reset.destinationPort, reset.seq, reset.ack, reset.answersSYN ? 1 : 0, &copy, &copied
-            )
-            if result != 0 {
-                self.driver.summary.resetsNotSent += 1
-            } else if let capture = self.capture {
-                // The reset crossed the link (it was timed as if it had): it is in the capture.
-                capture.write(Array(copy.prefix(Int(copied))), length: copied, delivered: true, atMonotonic: ncq_now())
-            }
-        }
-    }
-
     /// Sets the queues up for the conditions in force (the access link's and the routes'): whole
     /// packets when a duplicate, a corruption or `dns_fail` needs them; GSO packets whole where no
     /// path decides anything per packet.
     private func setUpQueues() {
+        self.reconsiderAtOnce()
         if !self.copyingWhole && self.driver.needsWholePackets {
             self.copyingWhole = true
             for number in [self.upQueue, self.upQueue &+ 1] {

@@ -20,6 +20,9 @@ struct HeldPacket {
     /// prefix, sent on as IPv4 when delivered; ``translatedIn``: a server's IPv4 packet, already
     /// IPv6 in `bytes`, which go to the cage when delivered. The original is dropped either way.
     var nat64: UInt8 = 0
+    /// When the engine let it go before the link decided (``PacketLinkDriver/passesAtOnce(_:)``):
+    /// its verdict is out, and the link's decision only counts it (nil: the verdict waits for it).
+    var letGoAt: Instant? = nil
     static let translateOut: UInt8 = 1
     static let translatedIn: UInt8 = 2
 
@@ -95,6 +98,11 @@ public struct PacketSummary: Sendable, Equatable {
     public var copiesNotSent = 0
     /// Resets the raw socket could not send.
     public var resetsNotSent = 0
+    /// Packets let go before the link decided, as certain to pass at once, that the link then
+    /// dropped, delayed, changed or copied: netcond's own error (the client met a better link than
+    /// the profile's for them), said with the run's summary. Zero unless a change broke
+    /// ``PacketLinkDriver/passesAtOnce(_:)``.
+    public var letGoTooSoon = 0
     /// The latest a verdict was sent after its moment, and how many were over 1 ms late.
     public var maximumLateness = Span.zero
     public var lateOverMillisecond = 0

@@ -370,6 +370,12 @@ private func packetWarnings(_ summary: PacketSummary) -> [String] {
             "the command's TCP sockets kept loopback's 64 KB MSS (\(problem)): downloads from servers on this host "
                 + "open their receive window later than on a real 1,500-byte path")
     }
+    if summary.letGoTooSoon > 0 {
+        parts.append(
+            "\(summary.letGoTooSoon) packet\(summary.letGoTooSoon == 1 ? " was" : "s were") let go at once, as the "
+                + "link passed everything then, and the link then held, dropped or changed \(summary.letGoTooSoon == 1 ? "it" : "them"): "
+                + "netcond's own error, the client met a better link than the profile's (please report it)")
+    }
     if summary.lateOverMillisecond > 0 {
         parts.append(
             "\(summary.lateOverMillisecond) packet\(summary.lateOverMillisecond == 1 ? " was" : "s were") "
