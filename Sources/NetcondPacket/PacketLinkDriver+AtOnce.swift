@@ -17,10 +17,11 @@ extension PacketLinkDriver {
     ///   no latency, no DNS or connect delay), and no outage, stall or handover is in force;
     /// - no set-up rules (firewall, `connect_hold`, `dns_fail`), no closed portal, nothing stranded
     ///   and no connection held.
-    /// Any change to ``admit``, to the network or to what can change the configuration part that
-    /// can drop, delay or change a packet under such conditions must make this false for them: the engine counts a packet it let go that
-    /// the link then did not deliver at once (``PacketSummary/letGoTooSoon``), and a test checks
-    /// these conditions against ``admit`` (PacketAtOnceTests).
+    /// Any change to ``admit``, to the network or to what changes the configuration part that can
+    /// drop, delay or change a packet under such conditions must make this false for them: the
+    /// engine counts a packet it let go that the link then did not deliver at once
+    /// (``PacketSummary/letGoTooSoon``), and a test checks these conditions against ``admit``
+    /// (PacketAtOnceTests).
     func passesAtOnce(_ direction: Direction) -> Bool {
         self.configurationPassesAtOnce(direction) && self.nothingIsAheadAtOnce
     }
