@@ -15,18 +15,6 @@ import Testing
         PacketLinkDriver(profile: try T.profile(yaml), seed: 7)
     }
 
-    /// Offers `bytes` at `now` (the timelines followed up to then by the caller); true when taken.
-    static func admit(_ driver: inout PacketLinkDriver, _ bytes: [UInt8], up: Bool, id: UInt32, at now: Instant) -> Bool
-    {
-        bytes.withUnsafeBufferPointer { buffer in
-            let tcp = TCPHeader(buffer.baseAddress!, copied: buffer.count, length: buffer.count)
-            return driver.admit(
-                HeldPacket(queue: up ? 0 : 1, id: id, mark: 0, tcp: tcp, length: UInt32(buffer.count)), up: up,
-                wireLength: buffer.count, segments: 1, payload: buffer.baseAddress!, copied: buffer.count, bytes: nil,
-                at: now)
-        }
-    }
-
     @Test func aLinkThatHoldsNothingBackPassesAtOnceUntilSomethingIsOnIt() throws {
         var driver = try Self.driver("link: {latency: 0ms}")
         #expect(driver.passesAtOnce(.up) && driver.passesAtOnce(.down))
@@ -138,7 +126,7 @@ import Testing
                     seq: UInt32(truncatingIfNeeded: random.next()))
             }
             let atOnce = driver.passesAtOnce(up ? .up : .down)
-            let taken = Self.admit(&driver, bytes, up: up, id: id, at: now)
+            let taken = T.admit(&driver, bytes, up: up, id: id, at: now)
             if atOnce {
                 certain += 1
                 #expect(taken, "packet \(id) was certain to pass")

@@ -31,7 +31,12 @@ import Testing
 
     /// Offers `bytes` at `at` (in milliseconds); true when the link took it.
     static func admit(_ driver: inout PacketLinkDriver, _ bytes: [UInt8], up: Bool, id: UInt32 = 1, at: Int64) -> Bool {
-        let now = Instant(nanoseconds: at * 1_000_000)
+        Self.admit(&driver, bytes, up: up, id: id, at: Instant(nanoseconds: at * 1_000_000))
+    }
+
+    /// Offers `bytes` at `now`, following the timelines up to then; true when the link took it.
+    static func admit(_ driver: inout PacketLinkDriver, _ bytes: [UInt8], up: Bool, id: UInt32, at now: Instant) -> Bool
+    {
         driver.follow(to: now) { _ in }
         return bytes.withUnsafeBufferPointer { buffer in
             let tcp = TCPHeader(buffer.baseAddress!, copied: buffer.count, length: buffer.count)

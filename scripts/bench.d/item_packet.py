@@ -208,13 +208,13 @@ def packet_overhead(h, t, srv):
                     runs.append(run)
                     if mm:
                         try:
-                            e = client_result(client_direct(h, mm["direct"], f"pp-netns-direct-{int(low)}-{i}", 40),
-                                              "direct in the namespace")["rtts"]
+                            ns_d = client_result(client_direct(h, mm["direct"], f"pp-netns-direct-{int(low)}-{i}", 40),
+                                                 "direct in the namespace")["rtts"]
                             m = client_result(client_direct(h, mm["mm"], f"pp-mm-delay-{int(low)}-{i}", 45),
                                               "through mm-delay 0")["rtts"]
-                            ns_direct += e
+                            ns_direct += ns_d
                             mm_through += m
-                            mm_round_added.append((pct(m, 50) - pct(e, 50)) * 1e6)
+                            mm_round_added.append((pct(m, 50) - pct(ns_d, 50)) * 1e6)
                         except Exception as e:
                             mm_errors.append(e)
                             log(f"    9b: mahimahi round {i + 1}: {e}")
