@@ -11,7 +11,9 @@
 #include <arpa/inet.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_log.h>
 #include <linux/netfilter/nfnetlink_queue.h>
+#include <linux/netfilter/nf_tables.h>
 #include <linux/netlink.h>
 #include <netinet/tcp.h>
 #include <linux/bpf.h>
@@ -39,27 +41,44 @@ static void put_attribute(struct nlmsghdr *message, uint16_t type, const void *d
     message->nlmsg_len = NLMSG_ALIGN(message->nlmsg_len) + NLA_ALIGN(attribute->nla_len);
 }
 
-static struct nlmsghdr *start_message(uint8_t *buffer, uint16_t type, uint16_t flags, uint16_t queue, uint32_t seq) {
+/* Starts a netfilter message of `subsystem` at `buffer`: `resource` is the queue's or the log group's
+   number (the nfgenmsg's res_id), `family` the nf_tables family (AF_UNSPEC elsewhere). */
+static struct nlmsghdr *start_subsystem_message(uint8_t *buffer, uint16_t subsystem, uint16_t type, uint16_t flags,
+                                                uint16_t resource, uint8_t family, uint32_t seq) {
     struct nlmsghdr *message = (struct nlmsghdr *)buffer;
     message->nlmsg_len = NLMSG_LENGTH(sizeof(struct nfgenmsg));
-    message->nlmsg_type = (uint16_t)((NFNL_SUBSYS_QUEUE << 8) | type);
+    message->nlmsg_type = (uint16_t)((subsystem << 8) | type);
     message->nlmsg_flags = (uint16_t)(NLM_F_REQUEST | flags);
     message->nlmsg_seq = seq;
     message->nlmsg_pid = 0;
     struct nfgenmsg *header = (struct nfgenmsg *)NLMSG_DATA(message);
-    header->nfgen_family = AF_UNSPEC;
+    header->nfgen_family = family;
     header->version = NFNETLINK_V0;
-    header->res_id = htons(queue);
+    header->res_id = htons(resource);
     return message;
 }
 
-/* Sends a config message and waits for its acknowledgement (skipping queued packets, of which there
-   are none before the bind's rules exist). */
-static int config_request(int fd, struct nlmsghdr *message) {
-    static uint32_t sequence = 1;
-    message->nlmsg_seq = __atomic_add_fetch(&sequence, 1, __ATOMIC_RELAXED);
-    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
-    if (sendto(fd, message, message->nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) return -errno;
+static struct nlmsghdr *start_message(uint8_t *buffer, uint16_t type, uint16_t flags, uint16_t queue, uint32_t seq) {
+    return start_subsystem_message(buffer, NFNL_SUBSYS_QUEUE, type, flags, queue, AF_UNSPEC, seq);
+}
+
+/* Opens a nested attribute (closed by nest_end, which sets its length). */
+static struct nlattr *nest_start(struct nlmsghdr *message, uint16_t type) {
+    struct nlattr *attribute = (struct nlattr *)((uint8_t *)message + NLMSG_ALIGN(message->nlmsg_len));
+    attribute->nla_type = (uint16_t)(type | NLA_F_NESTED);
+    attribute->nla_len = NLA_HDRLEN;
+    message->nlmsg_len = NLMSG_ALIGN(message->nlmsg_len) + NLA_HDRLEN;
+    return attribute;
+}
+
+static void nest_end(struct nlmsghdr *message, struct nlattr *attribute) {
+    attribute->nla_len = (uint16_t)((uint8_t *)message + message->nlmsg_len - (uint8_t *)attribute);
+}
+
+/* Waits for the kernel's answer to message `wanted` (the error code in its acknowledgement: 0 or
+   -errno), skipping other messages (queued packets: there are none before the bind's rules exist).
+   An error for any message from `first` to `last` (a transaction's other messages) ends it too. */
+static int await_answer(int fd, uint32_t wanted, uint32_t first, uint32_t last) {
     uint8_t reply[8192] __attribute__((aligned(4)));
     for (int attempt = 0; attempt < 64; attempt++) {
         struct pollfd wait = {.fd = fd, .events = POLLIN};
@@ -74,15 +93,25 @@ static int config_request(int fd, struct nlmsghdr *message) {
             if (errno == EINTR || errno == EAGAIN) continue;
             return -errno;
         }
-        for (struct nlmsghdr *answer = (struct nlmsghdr *)reply; NLMSG_OK(answer, (size_t)got);
-             answer = NLMSG_NEXT(answer, got)) {
-            if (answer->nlmsg_type == NLMSG_ERROR && answer->nlmsg_seq == message->nlmsg_seq) {
-                struct nlmsgerr *error = (struct nlmsgerr *)NLMSG_DATA(answer);
-                return error->error; /* 0 or -errno */
-            }
+        int remaining = (int)got;
+        for (struct nlmsghdr *answer = (struct nlmsghdr *)reply; NLMSG_OK(answer, remaining);
+             answer = NLMSG_NEXT(answer, remaining)) {
+            if (answer->nlmsg_type != NLMSG_ERROR) continue;
+            int error = ((struct nlmsgerr *)NLMSG_DATA(answer))->error;
+            if (answer->nlmsg_seq == wanted) return error;
+            if (error != 0 && answer->nlmsg_seq >= first && answer->nlmsg_seq <= last) return error;
         }
     }
     return -ETIMEDOUT;
+}
+
+/* Sends a config message and waits for its acknowledgement. */
+static int config_request(int fd, struct nlmsghdr *message) {
+    static uint32_t sequence = 1;
+    message->nlmsg_seq = __atomic_add_fetch(&sequence, 1, __ATOMIC_RELAXED);
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    if (sendto(fd, message, message->nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) return -errno;
+    return await_answer(fd, message->nlmsg_seq, message->nlmsg_seq, message->nlmsg_seq);
 }
 
 int ncq_open(void) {
@@ -153,6 +182,92 @@ int ncq_unbind(int fd, uint16_t queue) {
     return config_request(fd, message);
 }
 
+int ncq_log_bind(int fd, uint16_t group, uint32_t copy_range) {
+    uint8_t buffer[256] __attribute__((aligned(4)));
+    memset(buffer, 0, sizeof buffer);
+    struct nlmsghdr *message =
+        start_subsystem_message(buffer, NFNL_SUBSYS_ULOG, NFULNL_MSG_CONFIG, NLM_F_ACK, group, AF_UNSPEC, 0);
+    struct nfulnl_msg_config_cmd command = {.command = NFULNL_CFG_CMD_BIND};
+    put_attribute(message, NFULA_CFG_CMD, &command, sizeof command);
+    int result = config_request(fd, message);
+    if (result != 0) return result;
+
+    memset(buffer, 0, sizeof buffer);
+    message = start_subsystem_message(buffer, NFNL_SUBSYS_ULOG, NFULNL_MSG_CONFIG, NLM_F_ACK, group, AF_UNSPEC, 0);
+    struct nfulnl_msg_config_mode mode = {.copy_range = htonl(copy_range), .copy_mode = NFULNL_COPY_PACKET};
+    put_attribute(message, NFULA_CFG_MODE, &mode, sizeof mode);
+    /* Each copy sent as it is made (none waits for others to fill a datagram; the kernel sizes
+       each datagram for its copy). */
+    uint32_t threshold = htonl(1);
+    put_attribute(message, NFULA_CFG_QTHRESH, &threshold, sizeof threshold);
+    uint16_t flags = htons(NFULNL_CFG_F_SEQ);
+    put_attribute(message, NFULA_CFG_FLAGS, &flags, sizeof flags);
+    result = config_request(fd, message);
+    if (result != 0) (void)ncq_log_unbind(fd, group);
+    return result;
+}
+
+int ncq_log_unbind(int fd, uint16_t group) {
+    uint8_t buffer[128] __attribute__((aligned(4)));
+    memset(buffer, 0, sizeof buffer);
+    struct nlmsghdr *message =
+        start_subsystem_message(buffer, NFNL_SUBSYS_ULOG, NFULNL_MSG_CONFIG, NLM_F_ACK, group, AF_UNSPEC, 0);
+    struct nfulnl_msg_config_cmd command = {.command = NFULNL_CFG_CMD_UNBIND};
+    put_attribute(message, NFULA_CFG_CMD, &command, sizeof command);
+    return config_request(fd, message);
+}
+
+int ncq_nft_open(void) {
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+    if (fd < 0) return -errno;
+    struct sockaddr_nl local = {.nl_family = AF_NETLINK};
+    if (bind(fd, (struct sockaddr *)&local, sizeof local) != 0) {
+        int error = errno;
+        close(fd);
+        return -error;
+    }
+    return fd;
+}
+
+int ncq_nft_set_elements(int fd, const char *table, const char *set, const uint32_t *keys, int count, int add) {
+    size_t table_length = strlen(table) + 1, set_length = strlen(set) + 1;
+    if (table_length > 256 || set_length > 256 || count < 1 || count > 16) return -EINVAL;
+    uint8_t buffer[2048] __attribute__((aligned(4)));
+    memset(buffer, 0, sizeof buffer);
+    static uint32_t sequence = 1;
+    uint32_t first = __atomic_add_fetch(&sequence, 3, __ATOMIC_RELAXED);
+    /* A transaction: begin, the change (the only message acknowledged), end. */
+    struct nlmsghdr *begin =
+        start_subsystem_message(buffer, 0, NFNL_MSG_BATCH_BEGIN, 0, NFNL_SUBSYS_NFTABLES, AF_UNSPEC, first);
+    size_t used = NLMSG_ALIGN(begin->nlmsg_len);
+    struct nlmsghdr *change = start_subsystem_message(
+        buffer + used, NFNL_SUBSYS_NFTABLES, add ? NFT_MSG_NEWSETELEM : NFT_MSG_DELSETELEM,
+        (uint16_t)(NLM_F_ACK | (add ? NLM_F_CREATE : 0)), 0, NFPROTO_INET, first + 1);
+    put_attribute(change, NFTA_SET_ELEM_LIST_TABLE, table, (uint16_t)table_length);
+    put_attribute(change, NFTA_SET_ELEM_LIST_SET, set, (uint16_t)set_length);
+    struct nlattr *elements = nest_start(change, NFTA_SET_ELEM_LIST_ELEMENTS);
+    for (int index = 0; index < count; index++) {
+        struct nlattr *element = nest_start(change, NFTA_LIST_ELEM);
+        struct nlattr *key = nest_start(change, NFTA_SET_ELEM_KEY);
+        put_attribute(change, NFTA_DATA_VALUE, &keys[index], sizeof keys[index]); /* a mark: host order */
+        nest_end(change, key);
+        nest_end(change, element);
+    }
+    nest_end(change, elements);
+    used += NLMSG_ALIGN(change->nlmsg_len);
+    struct nlmsghdr *end =
+        start_subsystem_message(buffer + used, 0, NFNL_MSG_BATCH_END, 0, NFNL_SUBSYS_NFTABLES, AF_UNSPEC, first + 2);
+    used += NLMSG_ALIGN(end->nlmsg_len);
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    ssize_t sent;
+    do {
+        sent = sendto(fd, buffer, used, 0, (struct sockaddr *)&kernel, sizeof kernel);
+    } while (sent < 0 && errno == EINTR);
+    if (sent < 0) return -errno;
+    int result = await_answer(fd, first + 1, first, first + 2);
+    return (result == -ENOENT && !add) ? 0 : result;
+}
+
 /* How many wire packets a GSO packet stands for: its transport payload over what one 1,500-byte
    packet with the same headers carries (the link's MSS clamp makes every segment but the last that
    size). */
@@ -179,6 +294,76 @@ static uint32_t segments_of(ncq_packet *packet) {
     return segments;
 }
 
+/* A kernel stamp attribute (seconds and microseconds, big-endian, as NFQUEUE and NFLOG both send
+   it) in CLOCK_REALTIME nanoseconds; 0 when short or impossible. */
+static int64_t stamp_of(const uint8_t *data, uint16_t length) {
+    struct nfqnl_msg_packet_timestamp stamp;
+    if (length < sizeof stamp) return 0;
+    memcpy(&stamp, data, sizeof stamp);
+    uint64_t seconds = be64toh(stamp.sec), microseconds = be64toh(stamp.usec);
+    if (seconds == 0 || seconds >= (uint64_t)INT64_MAX / 1000000000 - 1 || microseconds >= 1000000) return 0;
+    return (int64_t)seconds * 1000000000 + (int64_t)microseconds * 1000;
+}
+
+/* Parses an NFLOG copy (a packet the kernel passed on): its length from its IP header (the copy
+   may be cut short), a GSO packet's segments as for a queued one. Returns whether it is one. */
+static int parse_logged(struct nlmsghdr *message, ncq_packet *out) {
+    struct nfgenmsg *header = (struct nfgenmsg *)NLMSG_DATA(message);
+    ncq_packet packet = {0};
+    packet.queue = ntohs(header->res_id);
+    packet.logged = 1;
+    int have_header = 0;
+    uint8_t *attributes = (uint8_t *)header + NLMSG_ALIGN(sizeof *header);
+    uint8_t *end = (uint8_t *)message + message->nlmsg_len;
+    while (attributes + NLA_HDRLEN <= end) {
+        struct nlattr *attribute = (struct nlattr *)attributes;
+        if (attribute->nla_len < NLA_HDRLEN || attributes + attribute->nla_len > end) break;
+        uint8_t *data = attributes + NLA_HDRLEN;
+        uint16_t length = (uint16_t)(attribute->nla_len - NLA_HDRLEN);
+        uint32_t value = 0;
+        if (length >= 4) memcpy(&value, data, 4);
+        switch (attribute->nla_type & NLA_TYPE_MASK) {
+        case NFULA_PACKET_HDR:
+            if (length >= sizeof(struct nfulnl_msg_packet_hdr)) {
+                packet.hook = ((struct nfulnl_msg_packet_hdr *)data)->hook;
+                have_header = 1;
+            }
+            break;
+        case NFULA_PAYLOAD:
+            packet.payload = data;
+            packet.payload_length = length;
+            break;
+        case NFULA_MARK:
+            if (length >= 4) packet.mark = ntohl(value);
+            break;
+        case NFULA_SEQ:
+            if (length >= 4) packet.log_sequence = ntohl(value);
+            break;
+        case NFULA_TIMESTAMP:
+            packet.stamp = stamp_of(data, length);
+            break;
+        default:
+            break;
+        }
+        attributes += NLA_ALIGN(attribute->nla_len);
+    }
+    if (!have_header || packet.payload_length < 1) return 0;
+    const uint8_t *p = packet.payload;
+    packet.ip_version = (uint8_t)(p[0] >> 4);
+    packet.length = packet.payload_length;
+    if (packet.ip_version == 4 && packet.payload_length >= 20) {
+        uint32_t total = (uint32_t)(p[2] << 8 | p[3]);
+        if (total >= packet.payload_length) packet.length = total;
+    } else if (packet.ip_version == 6 && packet.payload_length >= 40) {
+        uint32_t total = 40u + (uint32_t)(p[4] << 8 | p[5]);
+        if (total >= packet.payload_length) packet.length = total;
+    }
+    packet.wire_length = packet.length;
+    packet.segments = packet.length > 1500 ? segments_of(&packet) : 1;
+    *out = packet;
+    return 1;
+}
+
 int ncq_receive(int fd, uint8_t *buffer, size_t capacity, ncq_packet *out, int max, int *errors) {
     ssize_t got;
     do {
@@ -193,6 +378,10 @@ int ncq_receive(int fd, uint8_t *buffer, size_t capacity, ncq_packet *out, int m
         if (message->nlmsg_type == NLMSG_ERROR) {
             struct nlmsgerr *error = (struct nlmsgerr *)NLMSG_DATA(message);
             if (error->error != 0 && errors != NULL) (*errors)++;
+            continue;
+        }
+        if (message->nlmsg_type == ((NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_PACKET)) {
+            if (parse_logged(message, &out[count])) count++;
             continue;
         }
         if (message->nlmsg_type != ((NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET)) continue;
@@ -237,14 +426,7 @@ int ncq_receive(int fd, uint8_t *buffer, size_t capacity, ncq_packet *out, int m
                 }
                 break;
             case NFQA_TIMESTAMP:
-                if (length >= sizeof(struct nfqnl_msg_packet_timestamp)) {
-                    struct nfqnl_msg_packet_timestamp stamp;
-                    memcpy(&stamp, data, sizeof stamp);
-                    uint64_t seconds = be64toh(stamp.sec), microseconds = be64toh(stamp.usec);
-                    if (seconds > 0 && seconds < (uint64_t)INT64_MAX / 1000000000 - 1 && microseconds < 1000000) {
-                        packet.stamp = (int64_t)seconds * 1000000000 + (int64_t)microseconds * 1000;
-                    }
-                }
+                packet.stamp = stamp_of(data, length);
                 break;
             case NFQA_CAP_LEN:
                 if (length >= 4) {
@@ -866,6 +1048,16 @@ int ncq_bind(int fd, uint16_t queue, uint32_t copy_range, uint32_t max_length) {
     return -ENOSYS;
 }
 int ncq_unbind(int fd, uint16_t queue) { (void)fd; (void)queue; return -ENOSYS; }
+int ncq_log_bind(int fd, uint16_t group, uint32_t copy_range) {
+    (void)fd; (void)group; (void)copy_range;
+    return -ENOSYS;
+}
+int ncq_log_unbind(int fd, uint16_t group) { (void)fd; (void)group; return -ENOSYS; }
+int ncq_nft_open(void) { return -ENOSYS; }
+int ncq_nft_set_elements(int fd, const char *table, const char *set, const uint32_t *keys, int count, int add) {
+    (void)fd; (void)table; (void)set; (void)keys; (void)count; (void)add;
+    return -ENOSYS;
+}
 int ncq_set_gso(int fd, uint16_t queue, int whole, int wait) {
     (void)fd; (void)queue; (void)whole; (void)wait;
     return -ENOSYS;

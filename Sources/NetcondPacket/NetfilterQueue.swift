@@ -10,6 +10,8 @@ import Glibc
 final class NetfilterQueue {
     let descriptor: Int32
     private(set) var bound: [UInt16] = []
+    /// The NFLOG groups bound on the same socket (``bindLogGroups(_:copyRange:)``).
+    private(set) var logGroups: [UInt16] = []
     private var batch = ncq_batch()
     private let buffer: UnsafeMutablePointer<UInt8>
     private let bufferSize = 4 << 20
@@ -41,7 +43,9 @@ final class NetfilterQueue {
         guard !self.closed else { return }
         self.closed = true
         for queue in self.bound { _ = ncq_unbind(self.descriptor, queue) }
+        for group in self.logGroups { _ = ncq_log_unbind(self.descriptor, group) }
         self.bound = []
+        self.logGroups = []
         Glibc.close(self.descriptor)
     }
 
@@ -69,6 +73,21 @@ final class NetfilterQueue {
             if candidate < 2 { candidate = 2 }
         }
         throw .system("no free netfilter queue numbers near \(start)", EBUSY)
+    }
+
+    /// Binds NFLOG groups `first` and `first + 1` on this socket: the copies of the packets the
+    /// cage's rules pass in the kernel (``PacketCage``'s passing set) arrive in order with the
+    /// queues' packets, as ``ncq_packet``s marked `logged` whose `queue` is the group. Returns
+    /// whether both are bound (another program may hold a group: the engine then never passes in
+    /// the kernel).
+    func bindLogGroups(_ first: UInt16, copyRange: UInt32) -> Bool {
+        guard ncq_log_bind(self.descriptor, first, copyRange) == 0 else { return false }
+        guard ncq_log_bind(self.descriptor, first &+ 1, copyRange) == 0 else {
+            _ = ncq_log_unbind(self.descriptor, first)
+            return false
+        }
+        self.logGroups = [first, first &+ 1]
+        return true
     }
 
     /// Whether a queue's GSO packets reach it whole (one verdict for many segments) or segmented.

@@ -122,11 +122,18 @@ extension PacketCage {
         guard let listing = try? Self.run("nft", ["-a", "list", "table", "inet", Self.table]) else { return [] }
         var script = ""
         var chains: [String] = []
+        var sets: [String] = []
         var removedRuns = Set<String>()
         var runsLeft = Set<String>()
         var chain = ""
         for line in listing.split(separator: "\n") {
             let text = line.trimmingCharacters(in: .whitespaces)
+            if text.hasPrefix("set run_") {
+                // A run's passing set (``passInKernel(_:)``): it goes after the chains that look it up.
+                let set = String(text.dropFirst("set ".count).prefix { $0 != " " })
+                if matches(String(set.dropFirst(4).prefix { $0 != "_" })) { sets.append(set) }
+                continue
+            }
             if text.hasPrefix("chain ") {
                 chain = String(text.dropFirst("chain ".count).prefix { $0 != " " })
                 if chain.hasPrefix("run_") {
@@ -151,6 +158,7 @@ extension PacketCage {
         for suffix in order {
             for chain in chains where chain.hasSuffix(suffix) { script += "delete chain inet \(Self.table) \(chain)\n" }
         }
+        for set in sets { script += "delete set inet \(Self.table) \(set)\n" }
         if !script.isEmpty { _ = try? Self.run("nft", ["-f", "-"], input: script) }
         if runsLeft.isEmpty {
             // No run holds packets now, and none has rules in the mangle tables (a run adds its

@@ -87,7 +87,8 @@ extension PacketCage {
 
     /// The lines of an nft listing that are this run's: every rule of its chains, and the rules
     /// elsewhere that lead to them, each with its chain's name. The captive portal's chain is left
-    /// out: netcond fills and flushes it during the run (``setCaptive(_:)``).
+    /// out: netcond fills and flushes it during the run (``setCaptive(_:)``), and so are the
+    /// passing set's elements (``passInKernel(_:)``).
     static func ownLines(in listing: String, chainPrefix: String) -> [String] {
         var lines: [String] = []
         var chain = ""
@@ -97,7 +98,11 @@ extension PacketCage {
                 chain = String(line.dropFirst("chain ".count).dropLast()).trimmingCharacters(in: .whitespaces)
                 continue
             }
-            if line == "}" || line.isEmpty || line.hasPrefix("type ") || chain == chainPrefix + "_captive" { continue }
+            if line == "}" || line.isEmpty || line.hasPrefix("type ") || line.hasPrefix("elements = ")
+                || chain == chainPrefix + "_captive"
+            {
+                continue
+            }
             if chain.hasPrefix(chainPrefix + "_") || line.contains(chainPrefix + "_") {
                 lines.append("nft \(chain): \(line)")
             }

@@ -86,9 +86,24 @@ public final class PacketCage: @unchecked Sendable {
     /// The slot of the run's firewall mark (bits 8–23), unique among live runs.
     public var slot: UInt16 { UInt16(truncatingIfNeeded: self.mark >> 8) }
 
-    /// Creates the cgroup and the rules sending its packets to queues `up` and `up + 1`.
-    public init(queue up: UInt16, ipv6Only: Bool = false) throws(PacketEngineError) {
+    /// The NFLOG groups (`logGroup`, `logGroup + 1`) the passing set's rules copy packets to, up
+    /// to `logCopyRange` bytes (nil: the cage never passes in the kernel).
+    let logGroup: UInt16?
+    let logCopyRange: UInt32
+    /// The nf_tables socket ``passInKernel(_:)`` changes the passing set on (-1: none).
+    var nftSocket: Int32 = -1
+    /// Whether the passing set holds the run's marks now.
+    public internal(set) var passingInKernel = false
+
+    /// Creates the cgroup and the rules sending its packets to queues `up` and `up + 1`; with a
+    /// `logGroup` (bound on the engine's socket), also the rules that pass them in the kernel
+    /// instead while ``passInKernel(_:)`` says so.
+    public init(
+        queue up: UInt16, logGroup: UInt16? = nil, logCopyRange: UInt32 = 128, ipv6Only: Bool = false
+    ) throws(PacketEngineError) {
         self.ipv6Only = ipv6Only
+        self.logGroup = logGroup
+        self.logCopyRange = logCopyRange
         guard let root = Self.cgroup2Root() else {
             throw .unsupported(
                 "this system has no cgroup2 hierarchy mounted (the packet engine puts the command in a cgroup of its own)"
@@ -105,6 +120,11 @@ public final class PacketCage: @unchecked Sendable {
         do throws(PacketEngineError) {
             self.pathMSSProblem = Self.givePathMSS(self.cgroupDirectory)
             try self.addChains(root: root)
+            if logGroup != nil {
+                let fd = ncq_nft_open()
+                guard fd >= 0 else { throw .system("cannot open an nf_tables netlink socket", -fd) }
+                self.nftSocket = fd
+            }
             let upMark = String(format: "0x%08x/0x%08x", self.mark, Self.markMask)
             let downMark = String(format: "0x%08x/0x%08x", self.mark | Self.downBit, Self.markMask)
             for tool in ["iptables", "ip6tables"] {
@@ -253,18 +273,22 @@ public final class PacketCage: @unchecked Sendable {
             self.ipv6Only
             ? "    ip daddr \(AddressBlock.format(NAT64.pool(slot: self.slot)))/26 goto \(self.chainPrefix)_down" : ""
         let comment = "comment \"\(self.name)\""
+        let passingSet = self.logGroup == nil ? "" : "  set \(p)_passing { type mark; }"
         let ruleset =
             Self.baseChains + """
                 table inet \(t) {
+                \(passingSet)
                   chain \(p)_up {
                     meta mark & \(passed) == \(passed) return
                 \(clamp)
                     meta mark set \(mark)
+                \(self.passingRule(group: 0))
                   }
                   chain \(p)_down {
                     meta mark & \(passed) == \(passed) return
                 \(clamp)
                     meta mark set \(down)
+                \(self.passingRule(group: 1))
                   }
                   chain \(p)_output {
                 \(ipv4Refused)
@@ -412,6 +436,10 @@ public final class PacketCage: @unchecked Sendable {
             _ = try? Self.run(rule.tool, ["-w", "5", "-t", "mangle", "-D", rule.chain] + rule.spec)
         }
         self.rules = []
+        if self.nftSocket >= 0 {
+            close(self.nftSocket)
+            self.nftSocket = -1
+        }
         if self.refusalMap >= 0 {
             close(self.refusalMap)
             self.refusalMap = -1

@@ -14,6 +14,11 @@ extension PacketEngine {
         let (up, down) = self.configurationAtOnce
         var count = 0
         for packet in packets {
+            // The kernel passed a logged copy's packet already: it holds up nothing.
+            if packet.logged != 0 {
+                count += 1
+                continue
+            }
             guard packet.queue == self.upQueue ? up : down else { break }
             self.queue.verdict(
                 queue: packet.queue, id: packet.id, accept: true, mark: packet.mark | PacketCage.passedBit)

@@ -40,4 +40,16 @@ extension PacketEngine {
             }
         }
     }
+
+    /// Changes one bit of a whole packet past its IP header, after making its transport checksum
+    /// right for the original: its receiver's checksum check then discards it, as it would a packet
+    /// corrupted on a real path (the kernel counts it in `InCsumErrors`).
+    static func corrupt(_ bytes: inout [UInt8], offset: Int) {
+        let length = bytes.count
+        var start = Int(bytes.withUnsafeMutableBufferPointer { ncq_fix_checksum($0.baseAddress!, UInt32(length)) })
+        if start < 0 { start = bytes.first.map { $0 >> 4 == 6 ? 40 : Int($0 & 0x0f) * 4 } ?? 0 }
+        guard length > start, start >= 0 else { return }
+        let at = start + offset % (length - start)
+        bytes[at] ^= UInt8(1) << UInt8(offset % 8)
+    }
 }

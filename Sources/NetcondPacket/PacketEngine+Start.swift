@@ -41,11 +41,19 @@ extension PacketEngine {
             let result = ncq_set_copy(queue.descriptor, up &+ 1, Self.wholePacket)
             guard result == 0 else { throw .system("cannot configure netfilter queue \(up &+ 1)", -result) }
         }
+        // The kernel may pass packets itself while the link holds nothing back, copying them to
+        // log groups of the same numbers (never with a capture or NAT64, which need every packet
+        // in the engine's hands; nor when another program holds the groups).
+        let passes = capture == nil && profile.ipv6Only == nil
+        let logGroup =
+            passes && queue.bindLogGroups(up, copyRange: whole ? Self.wholePacket : Self.headOnly) ? up : nil
         let wake = ncq_wake_open()
         guard wake >= 0 else { throw .system("cannot make an eventfd", -wake) }
         let cage: PacketCage
         do {
-            cage = try PacketCage(queue: up, ipv6Only: profile.ipv6Only != nil)
+            cage = try PacketCage(
+                queue: up, logGroup: logGroup, logCopyRange: whole ? Self.wholePacket : Self.headOnly,
+                ipv6Only: profile.ipv6Only != nil)
         } catch {
             close(wake)
             throw error

@@ -53,6 +53,8 @@ public final class PacketEngine: @unchecked Sendable {
     /// The configuration part of ``PacketLinkDriver/passesAtOnce(_:)`` for each direction, as
     /// ``reconsiderAtOnce()`` last read it.
     var configurationAtOnce = (up: false, down: false)
+    /// The number each log group's next copy should have (nil: none seen yet).
+    var nextCopyNumbers: [UInt32?] = [nil, nil]
     let capture: PacketCapture?
     /// Poll instead of sleeping in the last ``spinWindow`` before a verdict is due.
     private let precise: Bool
@@ -75,8 +77,9 @@ public final class PacketEngine: @unchecked Sendable {
     private var recordsAtStop: [PacketFlowRecord] = []
     private var lookupsAtStop: [PacketLookupFailure] = []
     private var radioAtStop: RadioModel?
-    /// Work for the engine's thread (live commands, reads of its state), in order.
-    private var commands: [() -> Void] = []
+    /// Work for the engine's thread (live commands, reads of its state), in order; `changes`: it
+    /// may change the link (the kernel must not pass packets meanwhile).
+    private var commands: [(changes: Bool, body: () -> Void)] = []
 
     init(
         profile: Profile, seed: UInt64, queue: NetfilterQueue, upQueue: UInt16, cage: PacketCage, wake: Int32,
@@ -134,7 +137,7 @@ public final class PacketEngine: @unchecked Sendable {
     /// Applies a change on the engine's thread (in order with the packets) and returns the summary
     /// after it; nil only reads it.
     public func control(_ command: PacketCommand?) async -> PacketSummary {
-        await self.onEngineThread { () -> PacketSummary in
+        await self.onEngineThread(changes: command != nil) { () -> PacketSummary in
             let now = self.now
             self.follow(to: now)
             // What was due before the change goes first (it met the old conditions).
@@ -153,7 +156,7 @@ public final class PacketEngine: @unchecked Sendable {
     public func setCaptiveGate(_ gate: PacketCaptiveGate?) {
         self.lock.lock()
         let stopped = self.stopRequested
-        if !stopped { self.commands.append { self.driver.captiveGate = gate } }
+        if !stopped { self.commands.append((true, { self.driver.captiveGate = gate })) }
         self.lock.unlock()
         if !stopped { ncq_wake(self.wake) }
     }
@@ -165,7 +168,10 @@ public final class PacketEngine: @unchecked Sendable {
         guard let bytes = AddressBlock.parseAddress(address) else { return }
         self.lock.lock()
         let stopped = self.stopRequested
-        if !stopped { self.commands.append { for name in names { self.driver.learn(name: name, addresses: [bytes]) } } }
+        if !stopped {
+            // Names only route connections (none while the kernel passes): not a change of the link.
+            self.commands.append((false, { for name in names { self.driver.learn(name: name, addresses: [bytes]) } }))
+        }
         self.lock.unlock()
         if !stopped { ncq_wake(self.wake) }
     }
@@ -194,7 +200,7 @@ public final class PacketEngine: @unchecked Sendable {
     }
 
     /// Runs `body` on the engine's thread; nil once the engine has stopped.
-    private func onEngineThread<T: Sendable>(_ body: @escaping () -> T) async -> T? {
+    private func onEngineThread<T: Sendable>(changes: Bool = false, _ body: @escaping () -> T) async -> T? {
         await withCheckedContinuation { (continuation: CheckedContinuation<T?, Never>) in
             self.lock.lock()
             if self.stopRequested {
@@ -202,7 +208,7 @@ public final class PacketEngine: @unchecked Sendable {
                 continuation.resume(returning: nil)
                 return
             }
-            self.commands.append { continuation.resume(returning: body()) }
+            self.commands.append((changes, { continuation.resume(returning: body()) }))
             self.lock.unlock()
             ncq_wake(self.wake)
         }
@@ -213,8 +219,13 @@ public final class PacketEngine: @unchecked Sendable {
         let commands = self.commands
         self.commands = []
         self.lock.unlock()
-        for command in commands { command() }
-        if !commands.isEmpty { self.reconsiderAtOnce() }
+        guard !commands.isEmpty else { return }
+        // What the kernel passed so far is counted first; a change stops it passing (Docs/engines.md).
+        if self.cage.passingInKernel {
+            if commands.contains(where: \.changes) { self.stopPassingInKernel() } else { _ = self.readAll() }
+        }
+        for command in commands { command.body() }
+        self.reconsiderAtOnce()
     }
 
     /// What crossed the link so far.
@@ -232,7 +243,7 @@ public final class PacketEngine: @unchecked Sendable {
         return summary
     }
 
-    private var now: Instant { Instant(nanoseconds: ncq_now() - self.startedAt) }
+    var now: Instant { Instant(nanoseconds: ncq_now() - self.startedAt) }
 
     /// The engine's clock less the wall clock (the kernel's stamps are on the wall clock), now.
     private var wallToEngine: Int64 { ncq_now() - ncq_wall_now() - self.startedAt }
@@ -241,8 +252,10 @@ public final class PacketEngine: @unchecked Sendable {
         ncq_precise_timers()
         defer { self.finished.signal() }
         var lastPublished = Instant.zero
-        var lastMoved = Instant(nanoseconds: -Self.awakeAfterPacket)
+        // As if the last packet moved long ago: not awake, and quiet enough for the kernel to pass.
+        var lastMoved = Instant(nanoseconds: -max(Self.awakeAfterPacket, Self.quietBeforePassing))
         while true {
+            self.considerPassingInKernel(lastMoved: lastMoved)
             self.follow(to: self.now)
             self.release(upTo: self.now)
             // The verdicts first: a packet the link delivered at this moment reaches its socket
@@ -262,16 +275,25 @@ public final class PacketEngine: @unchecked Sendable {
             self.lock.unlock()
             if stopping { break }
             // Until the next moment something is due, at most 50 ms.
-            let due = self.driver.nextMomentInPlace().map { max(0, ($0 - now).nanoseconds) }
+            var due = self.driver.nextMomentInPlace().map { max(0, ($0 - now).nanoseconds) }
+            if let leave = self.passingEnds() { due = min(due ?? .max, max(0, (leave - now).nanoseconds)) }
             var timeout: Int64 = min(50_000_000, due ?? .max)
             // Precise mode: sleep until ``spinWindow`` before the moment, then poll (a wake-up from
             // sleep comes 0.1-0.5 ms late on a VM).
             if self.precise, let due { timeout = due <= Self.spinWindow ? 0 : min(timeout, due - Self.spinWindow) }
+            if self.cage.passingInKernel {
+                // No packet waits for the thread: it reads the copies now and then, not woken by each.
+                _ = ncq_wait(-1, self.wake, min(timeout, Self.passingReadInterval))
+                if self.readAll() { lastMoved = self.now }
+                continue
+            }
             // Awake for a while after a packet moved: its answer usually follows within tens of µs.
             let awake = max(0, Self.awakeAfterPacket - (now - lastMoved).nanoseconds)
             let ready = ncq_wait_spinning(self.queue.descriptor, self.wake, awake, timeout)
             if ready > 0 && ready & 1 != 0 && self.readAll() { lastMoved = self.now }
         }
+        // The copies of what the kernel passed last.
+        if self.cage.passingInKernel { _ = self.readAll() }
         self.publish()
         self.runCommands()
         let records = self.driver.flows.records
@@ -284,7 +306,7 @@ public final class PacketEngine: @unchecked Sendable {
 
     /// Reads every packet waiting (bounded, so that due verdicts are not held up by a flood);
     /// whether there was any.
-    private func readAll() -> Bool {
+    func readAll() -> Bool {
         var any = false
         for _ in 0..<64 {
             let count = self.queue.receive { packets in
@@ -298,7 +320,8 @@ public final class PacketEngine: @unchecked Sendable {
                 }
             }
             if count == -Int(ENOBUFS) {
-                self.driver.summary.kernelDrops += 1
+                // Copies of passed packets the socket had no room for are counted by their numbers.
+                if !self.cage.passingInKernel { self.driver.summary.kernelDrops += 1 }
                 continue
             }
             if count <= 0 { return any }
@@ -314,10 +337,18 @@ public final class PacketEngine: @unchecked Sendable {
     }
 
     /// A packet read at `readAt` (with the read's clock `offset`) reaches the link; `letGoAt`: when
-    /// its verdict went out, if it was let go at once (the link then only counts it).
+    /// its verdict went out, if it was let go at once (the link then only counts it). A copy of a
+    /// packet the kernel passed was let go as it arrived.
     private func admit(_ packet: ncq_packet, readAt: Instant, offset: Int64?, letGoAt: Instant? = nil) {
         let up = packet.queue == self.upQueue
         let now = self.arrivals.arrival(direction: up ? 0 : 1, stamp: packet.stamp, readAt: readAt, offset: offset)
+        var letGoAt = letGoAt
+        if packet.logged != 0 {
+            // A change due before it came applies first: the link holds it if the kernel passed it too late.
+            self.follow(to: now)
+            self.countPassed(packet)
+            letGoAt = now
+        }
         if self.nat64 != nil, let translated = self.translating(packet, up: up) {
             self.admitTranslated(packet, translated, up: up, at: now)
             return
@@ -345,7 +376,7 @@ public final class PacketEngine: @unchecked Sendable {
 
     /// Applies the timelines' changes due by `now` (the access link's, the routes'), carrying out
     /// before each what came before it.
-    private func follow(to now: Instant) {
+    func follow(to now: Instant) {
         guard let next = self.driver.nextChangeInPlace(), next <= now else { return }
         var events: [NetworkEvent<HeldPacket>] = []
         self.driver.follow(to: now) { events.append($0) }
@@ -413,18 +444,6 @@ public final class PacketEngine: @unchecked Sendable {
         if let capture = self.capture, let bytes = payload ?? packet.bytes {
             capture.write(bytes, length: packet.length, delivered: true, atMonotonic: ncq_now())
         }
-    }
-
-    /// Changes one bit of a whole packet past its IP header, after making its transport checksum
-    /// right for the original: its receiver's checksum check then discards it, as it would a packet
-    /// corrupted on a real path (the kernel counts it in `InCsumErrors`).
-    static func corrupt(_ bytes: inout [UInt8], offset: Int) {
-        let length = bytes.count
-        var start = Int(bytes.withUnsafeMutableBufferPointer { ncq_fix_checksum($0.baseAddress!, UInt32(length)) })
-        if start < 0 { start = bytes.first.map { $0 >> 4 == 6 ? 40 : Int($0 & 0x0f) * 4 } ?? 0 }
-        guard length > start, start >= 0 else { return }
-        let at = start + offset % (length - start)
-        bytes[at] ^= UInt8(1) << UInt8(offset % 8)
     }
 
     /// Sets the queues up for the conditions in force (the access link's and the routes'): whole

@@ -103,6 +103,12 @@ public struct PacketSummary: Sendable, Equatable {
     /// the profile's for them), said with the run's summary. Zero unless a change broke
     /// ``PacketLinkDriver/passesAtOnce(_:)``.
     public var letGoTooSoon = 0
+    /// Wire packets the kernel passed at once while the link held nothing back, a copy of each
+    /// counted here afterwards (Docs/engines.md, "Passing in the kernel").
+    public var passedInKernel = 0
+    /// Packets the kernel passed whose copies netcond never read (its socket was full): the counts,
+    /// the flow table and the radio miss them.
+    public var passedUnseen = 0
     /// The latest a verdict was sent after its moment, and how many were over 1 ms late.
     public var maximumLateness = Span.zero
     public var lateOverMillisecond = 0

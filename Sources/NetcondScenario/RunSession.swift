@@ -325,6 +325,11 @@ private func packetEvents(_ summary: PacketSummary) -> [String] {
             "\(summary.lookupsFailed) DNS quer\(summary.lookupsFailed == 1 ? "y" : "ies") answered no such name (dns_fail)"
         )
     }
+    if summary.passedInKernel > 0 {
+        parts.append(
+            "\(summary.passedInKernel) packet\(summary.passedInKernel == 1 ? "" : "s") passed at once by the kernel "
+                + "while the link held nothing back")
+    }
     let duplicated = summary.up.duplicated + summary.down.duplicated
     if duplicated > 0 { parts.append("\(duplicated) packet\(duplicated == 1 ? "" : "s") duplicated") }
     let corrupted = summary.up.corrupted + summary.down.corrupted
@@ -369,6 +374,12 @@ private func packetWarnings(_ summary: PacketSummary) -> [String] {
         parts.append(
             "the command's TCP sockets kept loopback's 64 KB MSS (\(problem)): downloads from servers on this host "
                 + "open their receive window later than on a real 1,500-byte path")
+    }
+    if summary.passedUnseen > 0 {
+        parts.append(
+            "netcond did not see \(summary.passedUnseen) packet\(summary.passedUnseen == 1 ? "" : "s") the kernel "
+                + "passed while the link held nothing back (their copies did not fit its socket): the counts and "
+                + "the evidence miss them")
     }
     if summary.letGoTooSoon > 0 {
         parts.append(

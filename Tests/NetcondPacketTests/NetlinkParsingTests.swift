@@ -125,6 +125,54 @@ import Glibc
         #expect(Self.parse(bad + good).count == 1)
     }
 
+    /// An NFULNL_MSG_PACKET message (a copy NFLOG sends of a packet the kernel passed) for `group`.
+    static func logged(group: UInt16, hook: UInt8 = 1, sequence: UInt32, mark: UInt32, _ payload: [UInt8]) -> [UInt8] {
+        Self.message(
+            queue: group, type: (4 << 8) | 0,
+            Self.attribute(1, [0x08, 0x00, hook, 0]) + Self.attribute(2, Self.be32(mark))
+                + Self.attribute(9, payload) + Self.attribute(12, Self.be32(sequence)))
+    }
+
+    @Test func aLoggedCopyIsReadInOrderWithQueuedPacketsWithItsLengthFromItsIPHeader() {
+        // A copy of a 1,500-byte packet cut to 60 bytes, a queued packet, a copy of a GSO packet.
+        let gso = 52 + 14_480
+        let queued = Self.message(queue: 7, Self.attribute(1, Self.be32(5) + [0x08, 0x00, 3]))
+        let result = Self.parse(
+            Self.logged(group: 7, sequence: 40, mark: 0x6e00_1200, Self.ipv4TCP(length: 1500)) + queued
+                + Self.logged(group: 8, hook: 3, sequence: 9, mark: 0x6e00_1240, Self.ipv4TCP(length: gso)))
+        #expect(result.count == 3)
+        let first = result.packets[0]
+        #expect(first.logged == 1 && first.queue == 7 && first.log_sequence == 40 && first.hook == 1)
+        #expect(first.length == 1500 && first.payload_length == 60 && first.mark == 0x6e00_1200)
+        #expect(first.segments == 1 && first.wire_length == 1500 && first.id == 0)
+        #expect(result.packets[1].logged == 0 && result.packets[1].id == 5)
+        let last = result.packets[2]
+        #expect(last.logged == 1 && last.queue == 8 && last.log_sequence == 9 && last.hook == 3)
+        #expect(last.length == UInt32(gso) && last.segments == 10 && last.wire_length == 15_000)
+        // IPv6: 40 bytes of header and the payload length.
+        var six = [UInt8](repeating: 0, count: 60)
+        six[0] = 0x60
+        six[4] = 0x05
+        six[5] = 0xdc  // 1,500 bytes of payload
+        let v6 = Self.parse(Self.logged(group: 7, sequence: 1, mark: 1, six))
+        #expect(v6.count == 1 && v6.packets[0].ip_version == 6 && v6.packets[0].length == 1540)
+    }
+
+    @Test func aMalformedLoggedCopyIsSkipped() {
+        let good = Self.logged(group: 7, sequence: 1, mark: 1, Self.ipv4TCP(length: 60))
+        // No packet header; no payload; an IPv4 header whose length is shorter than the copy.
+        let headless = Self.message(queue: 7, type: (4 << 8) | 0, Self.attribute(9, Self.ipv4TCP(length: 60)))
+        let empty = Self.message(queue: 7, type: (4 << 8) | 0, Self.attribute(1, [0x08, 0x00, 1, 0]))
+        let short = Self.logged(group: 7, sequence: 2, mark: 1, Self.ipv4TCP(length: 20))
+        #expect(Self.parse(headless + good).count == 1)
+        #expect(Self.parse(empty).count == 0)
+        let parsed = Self.parse(short)
+        #expect(parsed.count == 1 && parsed.packets[0].length == 60)
+        for cut in [4, 16, 20, 30] {
+            #expect(Self.parse(Array(good.prefix(cut))).count == 0)
+        }
+    }
+
     static func be64(_ value: UInt64) -> [UInt8] {
         (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * UInt64($0))) }
     }

@@ -77,6 +77,9 @@ def _leftovers(include_live):
         shared = subprocess.run(["nft", "list", "table", "inet", "netcond"], capture_output=True, text=True).stdout
         runs = re.findall(r"chain (run_(" + RUN_ID + r")_\w+)", shared)
         found += [f"nft chain {chain} (netcond-{run_id})" for chain, run_id in runs]
+        sets = re.findall(r"set (run_(" + RUN_ID + r")_\w+)", shared)
+        found += [f"nft set {name} (netcond-{run_id})" for name, run_id in sets]
+        runs += sets
         if not runs:
             found.append("nft table inet netcond (no run in it)")
     for tool in ("iptables", "ip6tables"):

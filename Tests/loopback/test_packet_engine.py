@@ -159,6 +159,150 @@ schedule:
     assert "link: slow" in result.stderr and "link: stuck" in result.stderr and "link: open" in result.stderr
 
 
+PING_CLIENT = r"""
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    start = time.monotonic()
+    s.sendall(b"x" * 64)
+    got = b""
+    while len(got) < 64:
+        got += s.recv(64 - len(got))
+    print(round((time.monotonic() - start) * 1000, 2), flush=True)
+    time.sleep(0.02)
+"""
+
+
+@contextlib.contextmanager
+def tcp_echo():
+    """A TCP echo server on 127.0.0.1 (each connection served by a thread of its own); yields its port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.settimeout(0.2)
+    stop = threading.Event()
+    threads = []
+
+    def serve(connection):
+        with connection:
+            connection.settimeout(30)
+            try:
+                while data := connection.recv(4096):
+                    connection.sendall(data)
+            except OSError:
+                pass
+
+    def accept():
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except (socket.timeout, OSError):
+                continue
+            thread = threading.Thread(target=serve, args=(connection,), daemon=True)
+            thread.start()
+            threads.append(thread)
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        acceptor.join(2)
+        listener.close()
+        for thread in threads:
+            thread.join(2)
+
+
+def passed_in_kernel(stderr):
+    found = re.search(r"(\d+) packets? passed at once by the kernel", stderr)
+    return int(found.group(1)) if found else 0
+
+
+def test_a_link_that_holds_nothing_back_is_passed_by_the_kernel_and_every_packet_is_counted(tmp):
+    # Nothing on the link: the kernel passes every packet (no verdict waits for netcond), and the
+    # copies still give the summary every packet, both ways.
+    profile = write_profile(tmp, "open", "name: open\nlink: {latency: 0ms}\n")
+    client = os.path.join(tmp, "ping.py")
+    with open(client, "w") as f:
+        f.write(PING_CLIENT)
+    with tcp_echo() as port:
+        result = packet_run(profile, ["python3", client, str(port), "1.5"])
+    assert result.returncode == 0, result.stderr
+    rtts = [float(x) for x in result.stdout.split()]
+    assert len(rtts) >= 10, result.stdout
+    summary = re.search(r"up .* in (\d+) packets, down .* in (\d+) packets", result.stderr)
+    assert summary, result.stderr
+    total = int(summary.group(1)) + int(summary.group(2))
+    # The handshake's first packets may come before the kernel passes (it waits for 2 ms of quiet).
+    assert total >= 2 * len(rtts) and passed_in_kernel(result.stderr) >= total - 8, result.stderr
+    assert "did not see" not in result.stderr, result.stderr
+
+
+def test_the_kernel_stops_passing_before_each_change_and_every_change_meets_the_packets(tmp):
+    # Open phases (the kernel passes) between a slow one and a stall, and live changes: every slow
+    # round trip takes the phase's latency, the stall holds the echo, nothing passes too soon.
+    profile = write_profile(tmp, "phases", """
+name: phases
+link: {latency: 0ms}
+schedule:
+  phases:
+    - {name: open, for: 700ms}
+    - {name: slow, for: 500ms, link: {latency: 40ms}}
+    - {name: open-again, for: 700ms}
+    - {name: stuck, for: 300ms, stall: down}
+""")
+    client = os.path.join(tmp, "ping.py")
+    with open(client, "w") as f:
+        f.write(PING_CLIENT)
+    with tcp_echo() as port:
+        result = packet_run(profile, ["python3", client, str(port), "4.5"])
+    assert result.returncode == 0, result.stderr
+    rtts = [float(x) for x in result.stdout.split()]
+    assert passed_in_kernel(result.stderr) > 20, result.stderr
+    # Each phase came twice: round trips at loopback speed, at 80 ms or more, and held by the stall.
+    fast = [r for r in rtts if r < 20]
+    slow = [r for r in rtts if 80 <= r < 200]
+    stalled = [r for r in rtts if r >= 200]
+    assert len(fast) >= 20 and len(slow) >= 5 and stalled, rtts
+    # Never between: a round trip in a slow phase that took less than its latency passed too soon
+    # (one that straddles a phase's start or end may take part of it).
+    assert len([r for r in rtts if 20 <= r < 80]) <= 4, rtts
+    assert "link: slow" in result.stderr and "link: stuck" in result.stderr
+
+
+def test_live_changes_stop_the_kernel_passing_at_once(tmp):
+    """Each live change (a slower profile, an outage) meets the very next connection, made while
+    the kernel passed packets a moment before; once the link is empty again the kernel passes
+    again."""
+    profile = write_profile(tmp, "open", "name: open\nlink: {latency: 0ms}\n")
+    slower = write_profile(tmp, "slower", "name: slower\nup:\n  latency: 300ms\ndown:\n  latency: 300ms\n")
+    script = f"""
+curl -sS -o /dev/null -w "before: %{{time_connect}}\\n" http://origin.netcond.test/bytes/10
+{NETCOND} ctl profile {slower} > /dev/null
+curl -sS -o /dev/null -w "switched: %{{time_connect}}\\n" http://origin.netcond.test/bytes/10
+{NETCOND} ctl profile {profile} > /dev/null
+sleep 0.8
+curl -sS -o /dev/null -w "open: %{{time_connect}}\\n" http://origin.netcond.test/bytes/10
+{NETCOND} ctl outage blackhole > /dev/null
+curl -sS -m 1 -o /dev/null http://origin.netcond.test/bytes/10; echo "during: $?"
+{NETCOND} ctl outage end > /dev/null
+sleep 0.3
+curl -sS -o /dev/null -w "after: %{{http_code}}\\n" http://origin.netcond.test/bytes/10
+"""
+    result = packet_run(profile, ["sh", "-c", script])
+    assert result.returncode == 0, result.stderr
+    values = dict(line.split(": ") for line in result.stdout.splitlines() if ": " in line)
+    assert float(values["before"]) < 0.3 and float(values["open"]) < 0.3, result.stdout
+    assert 0.6 <= float(values["switched"]) < 2.0, result.stdout
+    assert values["during"] == "28" and values["after"] == "200", result.stdout
+    # The kernel passed again once what the slow link and the outage held had left it (the
+    # first, third and last connections: about 10 packets each).
+    assert passed_in_kernel(result.stderr) >= 25, result.stderr
+
+
 def test_tcp_to_a_server_on_this_host_crosses_the_link_both_ways_and_arrives_intact(tmp):
     profile = delay_profile(tmp, 100)
     with http_server() as url:

@@ -5,16 +5,14 @@ Every destination is on 127.0.0.1. Needs root (or CAP_NET_ADMIN), nft and iptabl
 the reason, without them. Each test stops every server it starts, and checks that netcond leaves
 nothing of its run behind.
 """
-import contextlib
 import os
 import socket
-import threading
 
 import pytest
 
 from conftest import packet_engine_missing, wait_until, write_profile
 from packet_state import leftovers
-from test_packet_engine import packet_run
+from test_packet_engine import packet_run, tcp_echo
 
 pytestmark = pytest.mark.skipif(packet_engine_missing() is not None, reason=packet_engine_missing() or "")
 
@@ -25,47 +23,6 @@ def clean_host():
     before = set(leftovers())
     yield
     assert wait_until(lambda: not set(leftovers()) - before, seconds=5), sorted(set(leftovers()) - before)
-
-
-@contextlib.contextmanager
-def tcp_echo():
-    """A TCP echo server on 127.0.0.1 (each connection served by a thread of its own); yields its port."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    listener.settimeout(0.2)
-    stop = threading.Event()
-    threads = []
-
-    def serve(connection):
-        with connection:
-            connection.settimeout(30)
-            try:
-                while data := connection.recv(4096):
-                    connection.sendall(data)
-            except OSError:
-                pass
-
-    def accept():
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except (socket.timeout, OSError):
-                continue
-            thread = threading.Thread(target=serve, args=(connection,), daemon=True)
-            thread.start()
-            threads.append(thread)
-
-    acceptor = threading.Thread(target=accept, daemon=True)
-    acceptor.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stop.set()
-        acceptor.join(2)
-        listener.close()
-        for thread in threads:
-            thread.join(2)
 
 
 # For each port given: the time from connect() to the echo of one byte read back, in seconds.

@@ -28,6 +28,24 @@ int ncq_set_gso(int fd, uint16_t queue, int whole, int wait);
 /// Unbinds `queue` (its waiting packets are dropped by the kernel). Returns 0 or -errno.
 int ncq_unbind(int fd, uint16_t queue);
 
+/// Binds NFLOG `group` on the same socket, so that the copies of the packets a rule logs arrive in
+/// order with the queues' packets: each copy up to `copy_range` bytes, sent at once (a threshold
+/// of one), numbered. Returns 0 or -errno (EBUSY: another socket has the group).
+int ncq_log_bind(int fd, uint16_t group, uint32_t copy_range);
+
+/// Unbinds NFLOG `group`. Returns 0 or -errno.
+int ncq_log_unbind(int fd, uint16_t group);
+
+/// Opens a blocking NETLINK_NETFILTER socket for nf_tables requests (``ncq_nft_set_element``).
+/// Returns the descriptor (close-on-exec) or -errno.
+int ncq_nft_open(void);
+
+/// Adds (`add` 1) or deletes (0) the `count` elements of type `mark` in the set `set` of the
+/// `inet` table `table`, in one transaction, and waits for the kernel's answer: on return 0 the
+/// rules that look the set up see the change. Deleting an element that is not there is no error.
+/// Returns 0 or -errno.
+int ncq_nft_set_elements(int fd, const char *table, const char *set, const uint32_t *keys, int count, int add);
+
 /// One packet handed to user space.
 typedef struct {
     uint32_t id;
@@ -51,6 +69,12 @@ typedef struct {
     /// microsecond resolution), or 0 when it gave no stamp (it stamps packets it receives, as
     /// loopback's, and hands the stamp over on the input hooks only).
     int64_t stamp;
+    /// 1: a copy NFLOG handed over of a packet the kernel passed on at once (`ncq_log_bind`): it has
+    /// no id and takes no verdict; `queue` is the log group's number.
+    uint8_t logged;
+    /// A logged copy's number in its group (the kernel counts from 0 per group; a gap is copies the
+    /// socket had no room for).
+    uint32_t log_sequence;
 } ncq_packet;
 
 /// Reads one datagram (it may hold many packets) into `buffer` and parses up to `max` packets into
