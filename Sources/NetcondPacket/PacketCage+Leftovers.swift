@@ -131,13 +131,13 @@ extension PacketCage {
             if text.hasPrefix("set run_") {
                 // A run's passing set (``passInKernel(_:)``): it goes after the chains that look it up.
                 let set = String(text.dropFirst("set ".count).prefix { $0 != " " })
-                if matches(String(set.dropFirst(4).prefix { $0 != "_" })) { sets.append(set) }
+                if matches(Self.runID(ofName: set)) { sets.append(set) }
                 continue
             }
             if text.hasPrefix("chain ") {
                 chain = String(text.dropFirst("chain ".count).prefix { $0 != " " })
                 if chain.hasPrefix("run_") {
-                    let id = String(chain.dropFirst(4).prefix { $0 != "_" })
+                    let id = Self.runID(ofName: chain)
                     if matches(id) {
                         chains.append(chain)
                         removedRuns.insert(id)
@@ -169,6 +169,9 @@ extension PacketCage {
         }
         return removedRuns
     }
+
+    /// The run id in the name of a run's chain or set (`run_ID_output`: ID).
+    static func runID(ofName name: String) -> String { String(name.dropFirst(4).prefix { $0 != "_" }) }
 
     /// iptables-nft makes the `ip mangle` and `ip6 mangle` tables for a run's NFQUEUE rules and
     /// leaves them, empty, when the rules go. Removes each one a run saw missing as it started (its

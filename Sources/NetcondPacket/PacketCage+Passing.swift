@@ -17,6 +17,10 @@ extension PacketCage {
             + "queue-threshold 1 meta mark set meta mark | \(String(format: "0x%08x", Self.passedBit))"
     }
 
+    /// Whether the cage can pass packets in the kernel: it has log groups, and the kernel has not
+    /// refused a start (``passInKernel(_:)``).
+    var canPassInKernel: Bool { self.nftSocket >= 0 }
+
     /// Makes the kernel pass the cage's packets at once, with a copy to the log groups (`true`),
     /// or send them to the queues again (`false`), by putting the run's two marks in its passing
     /// set or taking them out: one nf_tables transaction, in force for every packet after it when

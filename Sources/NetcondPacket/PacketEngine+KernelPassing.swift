@@ -20,7 +20,7 @@ extension PacketEngine {
     /// change of the timelines is near and no packet moved for a while; stops it when a change
     /// is near. Run by the thread before it follows the timelines.
     func considerPassingInKernel(lastMoved: Instant) {
-        guard self.cage.logGroup != nil else { return }
+        guard self.cage.passingInKernel || self.cage.canPassInKernel else { return }
         let now = self.now
         let next = self.driver.nextChangeInPlace()
         if self.cage.passingInKernel {

@@ -28,7 +28,8 @@ extension PacketEngine {
             + profile.routes.map { ($0.timeline(seed: seed).conditions, $0.profile.setup) }
         // NAT64 translates whole packets, one segment at a time.
         let whole = capture != nil || profile.ipv6Only != nil || first.contains { Self.needsWholePackets($0.0, $0.1) }
-        let up = try queue.bindPair(from: start, copyRange: whole ? Self.wholePacket : Self.headOnly)
+        let copyRange = whole ? Self.wholePacket : Self.headOnly
+        let up = try queue.bindPair(from: start, copyRange: copyRange)
         let wholeGSO = Direction.allCases.map { direction in
             capture == nil && profile.ipv6Only == nil
                 && first.allSatisfy { Self.decidesNothingPerPacket($0.0.direction(direction)) }
@@ -45,15 +46,13 @@ extension PacketEngine {
         // log groups of the same numbers (never with a capture or NAT64, which need every packet
         // in the engine's hands; nor when another program holds the groups).
         let passes = capture == nil && profile.ipv6Only == nil
-        let logGroup =
-            passes && queue.bindLogGroups(up, copyRange: whole ? Self.wholePacket : Self.headOnly) ? up : nil
+        let logGroup = passes && queue.bindLogGroups(up, copyRange: copyRange) ? up : nil
         let wake = ncq_wake_open()
         guard wake >= 0 else { throw .system("cannot make an eventfd", -wake) }
         let cage: PacketCage
         do {
             cage = try PacketCage(
-                queue: up, logGroup: logGroup, logCopyRange: whole ? Self.wholePacket : Self.headOnly,
-                ipv6Only: profile.ipv6Only != nil)
+                queue: up, logGroup: logGroup, logCopyRange: copyRange, ipv6Only: profile.ipv6Only != nil)
         } catch {
             close(wake)
             throw error
