@@ -33,7 +33,7 @@ public enum Checks {
     public static func evaluate(_ spec: CheckSpec, _ evidence: RunEvidence) -> CheckResult {
         var result = self.verdict(spec, evidence)
         // Most serious first: conditions changed from outside, conditions the client slipped past,
-        // then what the proxy could not show faithfully.
+        // where netcond's own link fell short, then what the proxy could not show faithfully.
         let caveats = [
             evidence.interventions.isEmpty
                 ? nil
@@ -43,6 +43,9 @@ public enum Checks {
                 ? nil
                 : "the link's conditions did not hold for the client: " + evidence.bypasses.joined(separator: "; ")
                     + " (run the client with --user to hold it in)",
+            evidence.shortfalls.isEmpty
+                ? nil
+                : "netcond's link fell short of the profile: " + evidence.shortfalls.joined(separator: "; "),
             ProxyFidelity.caveat(for: spec, evidence),
         ].compactMap { $0 }
         result.caveat = caveats.isEmpty ? nil : caveats.joined(separator: "; ")

@@ -264,6 +264,12 @@ public struct RunEvidence: Sendable {
     /// changed the rules; connections that reached the origin without crossing the link): the
     /// profile's conditions did not hold for it, and every verdict says so.
     public var bypasses: [String] = []
+    /// Where the packet engine's link fell short of the profile, by the engine's own count: packets
+    /// the kernel dropped while netcond held them or before it could read them (the client met more
+    /// loss than the profile's), packets let go before the link decided (a better link), packets
+    /// the kernel passed whose copies netcond never read (the evidence misses them). Every verdict
+    /// says so.
+    public var shortfalls: [String] = []
     /// Changes made to the conditions from outside the scenario while it ran (through the control
     /// API, with the run's token): the verdicts rest on conditions the scenario did not set, and say so.
     public var interventions: [String] = []

@@ -201,6 +201,8 @@ extension PacketSession: RunSession {
                 "\(around.count) connection\(around.count == 1 ? "" : "s") reached the origin without crossing the link (from port\(around.count == 1 ? "" : "s") \(around.prefix(5).map { String($0.peerPort ?? 0) }.joined(separator: ", ")))"
             )
         }
+        // After the flow records: reading them read every copy the kernel had passed on.
+        evidence.shortfalls = packetShortfalls(self.summary())
         let engineStart = self.engine.clockOrigin
         if let radio = await self.engine.radio() {
             evidence.radio = radioReport(
@@ -352,6 +354,31 @@ private func packetEvents(_ summary: PacketSummary) -> [String] {
         parts.append(
             "\(summary.untranslated) packet\(summary.untranslated == 1 ? "" : "s") the NAT64 does not translate "
                 + "(an IPv4 fragment, an ICMP error, an IPv6 extension header), dropped")
+    }
+    return parts
+}
+
+/// Where the link fell short of the profile, for the verdicts (``RunEvidence/shortfalls``): the
+/// counts of ``packetWarnings(_:)`` that change what the client met or what netcond saw of it.
+/// Lateness is not one: each verdict that rests on timing allows for a loaded machine.
+func packetShortfalls(_ summary: PacketSummary) -> [String] {
+    func packets(_ count: Int) -> String { "\(count) packet\(count == 1 ? "" : "s")" }
+    var parts: [String] = []
+    if summary.vanished > 0 {
+        parts.append(
+            "\(packets(summary.vanished)) dropped by the kernel while netcond held them (the client met more loss)")
+    }
+    if summary.kernelDrops > 0 {
+        parts.append(
+            "the kernel dropped packets netcond could not read in time, \(summary.kernelDrops) time\(summary.kernelDrops == 1 ? "" : "s") (the client met more loss)"
+        )
+    }
+    if summary.letGoTooSoon > 0 {
+        parts.append("\(packets(summary.letGoTooSoon)) let go before the link decided (the client met a better link)")
+    }
+    if summary.passedUnseen > 0 {
+        parts.append(
+            "\(packets(summary.passedUnseen)) the kernel passed that netcond never saw (the evidence misses them)")
     }
     return parts
 }

@@ -32,9 +32,11 @@ public enum ScenarioReport {
             ? ""
             : !outcome.evidence.interventions.isEmpty
                 ? "; the conditions were changed from outside, see ⚠"
-                : outcome.evidence.bypasses.isEmpty
-                    ? "; \(inexact) not exact through the proxy, see ⚠"
-                    : "; the link's conditions did not hold for the client, see ⚠"
+                : !outcome.evidence.bypasses.isEmpty
+                    ? "; the link's conditions did not hold for the client, see ⚠"
+                    : !outcome.evidence.shortfalls.isEmpty
+                        ? "; netcond's link fell short of the profile, see ⚠"
+                        : "; \(inexact) not exact through the proxy, see ⚠"
         if outcome.results.isEmpty {
             return "netcond: \(outcome.scenario.name) FAILED (\(ScenarioOutcome.nothingJudged))"
         }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import NetcondCore
+@testable import NetcondPacket
 @testable import NetcondScenario
 
 /// The checks on hand-made evidence: each passes for a client that behaves and fails, with the
@@ -693,6 +694,46 @@ enum DeterministicBytesReference {
         // The packet engine shows the client these failures itself: no caveat there.
         evidence.engine = .packet
         #expect(Checks.evaluate(.backsOff(BacksOffCheck()), evidence).caveat == nil)
+    }
+
+    @Test func whereThePacketEnginesLinkFellShortEveryVerdictSaysSo() {
+        var summary = PacketSummary()
+        #expect(packetShortfalls(summary).isEmpty)
+        summary.kernelDrops = 2
+        summary.passedUnseen = 1
+        summary.letGoTooSoon = 3
+        summary.lateOverMillisecond = 40
+        let shortfalls = packetShortfalls(summary)
+        // Lateness is not a shortfall: timed checks allow for a loaded machine.
+        #expect(
+            shortfalls == [
+                "the kernel dropped packets netcond could not read in time, 2 times (the client met more loss)",
+                "3 packets let go before the link decided (the client met a better link)",
+                "1 packet the kernel passed that netcond never saw (the evidence misses them)",
+            ], "\(shortfalls)")
+        var evidence = self.evidence([Request(at: 7, path: "/files/x")])
+        evidence.engine = .packet
+        #expect(Checks.evaluate(.completes(CompletesCheck()), evidence).caveat == nil)
+        evidence.shortfalls = shortfalls
+        // Every check, passed or failed, carries it: none judged the link the profile describes.
+        for spec in [CheckSpec.completes(CompletesCheck()), .resumes(ResumesCheck(file: "x"))] {
+            let result = Checks.evaluate(spec, evidence)
+            #expect(
+                result.caveat
+                    == "netcond's link fell short of the profile: " + shortfalls.joined(separator: "; "),
+                "\(result.caveat ?? "")")
+        }
+        let scenario = Scenario(
+            name: "s", description: "", file: "Scenarios/s.yaml", profile: Profile(name: "lte"), timeline: [],
+            origin: OriginContent(), client: ClientSpec(command: ["wget", "x"]), checks: [])
+        let outcome = ScenarioOutcome(
+            scenario: scenario, seed: 1, command: ["wget", "x"], evidence: evidence,
+            results: [Checks.evaluate(.completes(CompletesCheck()), evidence)], applied: [], startup: 0,
+            linkSummary: "", clientOutput: ClientOutput(tail: "", stderrTail: ""))
+        let line = ScenarioReport.verdictLine(outcome, scenarioArgument: "s.yaml")
+        #expect(line.hasSuffix("; netcond's link fell short of the profile, see ⚠)"), "\(line)")
+        #expect(
+            ScenarioReport.checkLines(outcome).contains { $0.hasPrefix("  ⚠ not exact: netcond's link fell short") })
     }
 
     @Test func aPOSTThatReachedTheOriginAfterItsClientHadClosedIsNamed() {
