@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/time.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -1040,6 +1041,202 @@ int ncq_cage_refusals(int map, ncq_refusal *out, int max) {
     return count > 0x7fffffff ? 0x7fffffff : (int)count;
 }
 
+/* Copies of the packets the kernel passes at once (passing in the kernel), through a BPF ring
+ * buffer: a cgroup_skb program on each side of the cage's cgroup (egress: its sockets' packets
+ * going up; ingress: the packets delivered to them) reserves a record for each packet whose mark
+ * is the run's passed-by-the-kernel mark of its direction, and fills it without waking anyone.
+ * The engine reads the ring now and then. A record the ring has no room for is counted in a map. */
+enum { RING_HEAD = 128, RING_RECORD = 32 + RING_HEAD };
+
+struct ncq_ring {
+    int ring_map;
+    int lost_map;
+    uint8_t *consumer;
+    uint8_t *producer;
+    uint64_t size;
+    long page;
+    /* The position after the last record ncq_ring_peek handed over. */
+    uint64_t peeked;
+};
+
+/* The program for one side: records the packets marked `mark` ({u64 CLOCK_MONOTONIC ns, u32 length,
+   u32 mark, u32 GSO segments, u32 bytes copied, u32 side, u32 0, the packet's first 128 bytes}). */
+static uint32_t ring_program(struct bpf_insn *out, int ring_map, int lost_map, uint32_t mark, int32_t side) {
+    const uint8_t ld_w = BPF_LDX | BPF_MEM | BPF_W, st_w = BPF_STX | BPF_MEM | BPF_W;
+    const uint8_t mov_k = BPF_ALU64 | BPF_MOV | BPF_K, mov_x = BPF_ALU64 | BPF_MOV | BPF_X;
+    const uint8_t add_k = BPF_ALU64 | BPF_ADD | BPF_K, ld_map = BPF_LD | BPF_DW | BPF_IMM;
+    struct bpf_insn program[] = {
+        instruction(mov_x, 6, 1, 0, 0),                                              /* 0: r6 = ctx */
+        instruction(ld_w, 7, 6, offsetof(struct __sk_buff, mark), 0),                /* 1: r7 = mark */
+        instruction(BPF_JMP32 | BPF_JNE | BPF_K, 7, 0, 29, (int32_t)mark),           /* 2: -> 32 */
+        instruction(ld_map, 1, BPF_PSEUDO_MAP_FD, 0, ring_map),                      /* 3: r1 = ring */
+        instruction(0, 0, 0, 0, 0),                                                  /* 4 */
+        instruction(mov_k, 2, 0, 0, RING_RECORD),                                    /* 5 */
+        instruction(mov_k, 3, 0, 0, 0),                                              /* 6 */
+        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_ringbuf_reserve),          /* 7 */
+        instruction(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 25, 0),                         /* 8: -> 34 */
+        instruction(mov_x, 8, 0, 0, 0),                                              /* 9: r8 = record */
+        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_ktime_get_ns),             /* 10 */
+        instruction(BPF_STX | BPF_MEM | BPF_DW, 8, 0, 0, 0),                         /* 11: its moment */
+        instruction(ld_w, 4, 6, offsetof(struct __sk_buff, len), 0),                 /* 12: r4 = length */
+        instruction(st_w, 8, 4, 8, 0),                                               /* 13 */
+        instruction(st_w, 8, 7, 12, 0),                                              /* 14: its mark */
+        instruction(ld_w, 3, 6, offsetof(struct __sk_buff, gso_segs), 0),            /* 15 */
+        instruction(st_w, 8, 3, 16, 0),                                              /* 16: its segments */
+        instruction(BPF_ST | BPF_MEM | BPF_W, 8, 0, 24, side),                       /* 17: its side */
+        instruction(BPF_JMP | BPF_JLE | BPF_K, 4, 0, 1, RING_HEAD),                  /* 18: -> 20 */
+        instruction(mov_k, 4, 0, 0, RING_HEAD),                                      /* 19 */
+        instruction(st_w, 8, 4, 20, 0),                                              /* 20: bytes copied */
+        instruction(BPF_JMP | BPF_JEQ | BPF_K, 4, 0, 7, 0),                          /* 21: -> 29 */
+        instruction(mov_x, 1, 6, 0, 0),                                              /* 22 */
+        instruction(mov_k, 2, 0, 0, 0),                                              /* 23: from offset 0 */
+        instruction(mov_x, 3, 8, 0, 0),                                              /* 24 */
+        instruction(add_k, 3, 0, 0, 32),                                             /* 25: to the head */
+        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_skb_load_bytes),           /* 26: r4 bytes */
+        instruction(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1, 0),                          /* 27: -> 29 */
+        instruction(BPF_ST | BPF_MEM | BPF_W, 8, 0, 20, 0),                          /* 28: none copied */
+        instruction(mov_x, 1, 8, 0, 0),                                              /* 29 */
+        instruction(mov_k, 2, 0, 0, BPF_RB_NO_WAKEUP),                               /* 30 */
+        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_ringbuf_submit),           /* 31 */
+        instruction(mov_k, 0, 0, 0, 1),                                              /* 32: r0 = 1 (pass) */
+        instruction(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),                                 /* 33 */
+        instruction(BPF_ST | BPF_MEM | BPF_W, 10, 0, -4, 0),                         /* 34: key = 0 */
+        instruction(ld_map, 1, BPF_PSEUDO_MAP_FD, 0, lost_map),                      /* 35: r1 = lost */
+        instruction(0, 0, 0, 0, 0),                                                  /* 36 */
+        instruction(mov_x, 2, 10, 0, 0),                                             /* 37 */
+        instruction(add_k, 2, 0, 0, -4),                                             /* 38 */
+        instruction(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_map_lookup_elem),          /* 39 */
+        instruction(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, -9, 0),                         /* 40: -> 32 */
+        instruction(mov_k, 1, 0, 0, 1),                                              /* 41 */
+        instruction(BPF_STX | BPF_ATOMIC | BPF_DW, 0, 1, 0, BPF_ADD),                /* 42: lost++ */
+        instruction(BPF_JMP | BPF_JA, 0, 0, -12, 0),                                 /* 43: -> 32 */
+    };
+    memcpy(out, program, sizeof program);
+    return sizeof program / sizeof program[0];
+}
+
+void ncq_ring_close(ncq_ring *ring) {
+    if (ring == NULL) return;
+    if (ring->consumer != NULL && ring->consumer != MAP_FAILED) munmap(ring->consumer, (size_t)ring->page);
+    if (ring->producer != NULL && ring->producer != MAP_FAILED)
+        munmap(ring->producer, (size_t)ring->page + 2 * ring->size);
+    if (ring->ring_map >= 0) close(ring->ring_map);
+    if (ring->lost_map >= 0) close(ring->lost_map);
+    free(ring);
+}
+
+ncq_ring *ncq_ring_open(const char *cgroup_directory, uint32_t up_mark, uint32_t down_mark, uint32_t size, int *error,
+                        char *log, size_t log_length) {
+    if (log_length > 0) log[0] = 0;
+    ncq_ring *ring = calloc(1, sizeof *ring);
+    if (ring == NULL) {
+        *error = -ENOMEM;
+        return NULL;
+    }
+    ring->ring_map = ring->lost_map = -1;
+    ring->size = size;
+    ring->page = sysconf(_SC_PAGESIZE);
+    union bpf_attr create;
+    memset(&create, 0, sizeof create);
+    create.map_type = BPF_MAP_TYPE_RINGBUF;
+    create.max_entries = size;
+    memcpy(create.map_name, "netcond_passed", sizeof "netcond_passed");
+    ring->ring_map = (int)bpf_call(BPF_MAP_CREATE, &create);
+    memset(&create, 0, sizeof create);
+    create.map_type = BPF_MAP_TYPE_ARRAY;
+    create.key_size = 4;
+    create.value_size = 8;
+    create.max_entries = 1;
+    memcpy(create.map_name, "netcond_unseen", sizeof "netcond_unseen");
+    if (ring->ring_map >= 0) ring->lost_map = (int)bpf_call(BPF_MAP_CREATE, &create);
+    if (ring->ring_map < 0 || ring->lost_map < 0) {
+        *error = -errno;
+        ncq_ring_close(ring);
+        return NULL;
+    }
+    ring->consumer = mmap(NULL, (size_t)ring->page, PROT_READ | PROT_WRITE, MAP_SHARED, ring->ring_map, 0);
+    ring->producer = mmap(NULL, (size_t)ring->page + 2 * ring->size, PROT_READ, MAP_SHARED, ring->ring_map,
+                          ring->page);
+    if (ring->consumer == MAP_FAILED || ring->producer == MAP_FAILED) {
+        *error = -errno;
+        ncq_ring_close(ring);
+        return NULL;
+    }
+    struct bpf_insn program[44];
+    const uint32_t marks[2] = {up_mark, down_mark};
+    const enum bpf_attach_type sides[2] = {BPF_CGROUP_INET_EGRESS, BPF_CGROUP_INET_INGRESS};
+    for (int side = 0; side < 2; side++) {
+        uint32_t count = ring_program(program, ring->ring_map, ring->lost_map, marks[side], side);
+        int result = load_and_attach(cgroup_directory, BPF_PROG_TYPE_CGROUP_SKB, program, count, sides[side],
+                                     "netcond_passed", log, log_length);
+        if (result != 0) {
+            /* An egress program already attached goes with the cgroup; it records into a ring
+               nobody reads, which only fills. */
+            *error = result;
+            ncq_ring_close(ring);
+            return NULL;
+        }
+    }
+    return ring;
+}
+
+int ncq_ring_peek(ncq_ring *ring, ncq_packet *out, int max, uint16_t up_queue) {
+    uint64_t *consumer = (uint64_t *)ring->consumer;
+    uint64_t position = __atomic_load_n(consumer, __ATOMIC_RELAXED);
+    uint64_t end = __atomic_load_n((uint64_t *)ring->producer, __ATOMIC_ACQUIRE);
+    uint8_t *data = ring->producer + ring->page;
+    struct timespec real, monotonic;
+    clock_gettime(CLOCK_REALTIME, &real);
+    clock_gettime(CLOCK_MONOTONIC, &monotonic);
+    int64_t to_real = ((int64_t)real.tv_sec - (int64_t)monotonic.tv_sec) * 1000000000
+                      + ((int64_t)real.tv_nsec - (int64_t)monotonic.tv_nsec);
+    int count = 0;
+    while (position < end && count < max) {
+        uint8_t *at = data + (position & (ring->size - 1));
+        uint32_t header = __atomic_load_n((uint32_t *)at, __ATOMIC_ACQUIRE);
+        if (header & BPF_RINGBUF_BUSY_BIT) break;
+        uint32_t length = header & ~(uint32_t)(BPF_RINGBUF_BUSY_BIT | BPF_RINGBUF_DISCARD_BIT);
+        if (!(header & BPF_RINGBUF_DISCARD_BIT) && length >= RING_RECORD) {
+            const uint8_t *record = at + BPF_RINGBUF_HDR_SZ;
+            uint64_t moment;
+            uint32_t fields[5];
+            memcpy(&moment, record, 8);
+            memcpy(fields, record + 8, sizeof fields);
+            ncq_packet packet = {0};
+            packet.logged = 2;
+            packet.queue = (uint16_t)(up_queue + (fields[4] ? 1 : 0));
+            packet.hook = fields[4] ? NF_INET_LOCAL_IN : NF_INET_LOCAL_OUT;
+            packet.length = fields[0];
+            packet.mark = fields[1];
+            packet.payload = record + 32;
+            packet.payload_length = fields[3] <= RING_HEAD ? fields[3] : RING_HEAD;
+            packet.stamp = (int64_t)moment + to_real;
+            packet.ip_version = packet.payload_length > 0 ? (uint8_t)(packet.payload[0] >> 4) : 0;
+            packet.wire_length = packet.length;
+            packet.segments = packet.length > 1500 ? segments_of(&packet) : 1;
+            if (packet.payload_length > 0) out[count++] = packet;
+        }
+        position += (length + BPF_RINGBUF_HDR_SZ + 7) & ~(uint64_t)7;
+    }
+    ring->peeked = position;
+    return count;
+}
+
+void ncq_ring_release(ncq_ring *ring) {
+    __atomic_store_n((uint64_t *)ring->consumer, ring->peeked, __ATOMIC_RELEASE);
+}
+
+uint64_t ncq_ring_unseen(ncq_ring *ring) {
+    uint32_t key = 0;
+    uint64_t value = 0;
+    union bpf_attr lookup;
+    memset(&lookup, 0, sizeof lookup);
+    lookup.map_fd = (uint32_t)ring->lost_map;
+    lookup.key = (uint64_t)(uintptr_t)&key;
+    lookup.value = (uint64_t)(uintptr_t)&value;
+    return bpf_call(BPF_MAP_LOOKUP_ELEM, &lookup) == 0 ? value : 0;
+}
+
 #else
 
 int ncq_open(void) { return -ENOSYS; }
@@ -1117,4 +1314,18 @@ int ncq_cage_refuse_ipv4(const char *cgroup_directory, uint16_t exempt_port, int
     return -ENOSYS;
 }
 int ncq_cage_refusals(int map, ncq_refusal *out, int max) { (void)map; (void)out; (void)max; return -ENOSYS; }
+ncq_ring *ncq_ring_open(const char *cgroup_directory, uint32_t up_mark, uint32_t down_mark, uint32_t size, int *error,
+                        char *log, size_t log_length) {
+    (void)cgroup_directory; (void)up_mark; (void)down_mark; (void)size; (void)log; (void)log_length;
+    *error = -ENOSYS;
+    return NULL;
+}
+int ncq_ring_peek(ncq_ring *ring, ncq_packet *out, int max, uint16_t up_queue) {
+    (void)ring; (void)out; (void)max; (void)up_queue;
+    return 0;
+}
+void ncq_ring_release(ncq_ring *ring) { (void)ring; }
+uint64_t ncq_ring_unseen(ncq_ring *ring) { (void)ring; return 0; }
+void ncq_ring_close(ncq_ring *ring) { (void)ring; }
+
 #endif

@@ -153,10 +153,11 @@ extension PacketCage {
             let id = String(text[range.upperBound...].prefix { $0 != "\"" })
             if matches(id) { script += "delete rule inet \(Self.table) \(chain) handle \(handle)\n" }
         }
-        // The chains that jump or go to others first.
-        let order = ["_output", "_input", "_captive", "_up", "_down"]
-        for suffix in order {
-            for chain in chains where chain.hasSuffix(suffix) { script += "delete chain inet \(Self.table) \(chain)\n" }
+        // The chains that jump or go to others first, then the link's.
+        let leading = ["_output", "_input", "_captive"]
+        let leads = { (chain: String) in leading.contains { chain.hasSuffix($0) } }
+        for chain in chains.filter(leads) + chains.filter({ !leads($0) }) {
+            script += "delete chain inet \(Self.table) \(chain)\n"
         }
         for set in sets { script += "delete set inet \(Self.table) \(set)\n" }
         if !script.isEmpty { _ = try? Self.run("nft", ["-f", "-"], input: script) }

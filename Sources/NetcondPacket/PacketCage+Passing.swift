@@ -8,13 +8,16 @@ import Glibc
 /// Passing in the kernel (Docs/engines.md): the run's passing set, and the rules that pass the
 /// packets whose marks it holds at once, with a copy to the engine's log groups.
 extension PacketCage {
-    /// The rule that passes a packet whose mark the passing set holds at once, in the kernel, with
-    /// a copy to the log group of its direction (0 up, 1 down) for the engine's bookkeeping, and
-    /// marks it as having crossed the link (empty: no log group).
-    func passingRule(group offset: UInt16) -> String {
+    /// The rule that passes a packet whose mark the passing set holds at once, in the kernel, and
+    /// marks it as having crossed the link: with a copy to the log group of its direction (0 up,
+    /// 1 down), or, with `ring`, with the ring's bit (the cgroup's programs copy it). Empty: no log
+    /// group, the cage never passes.
+    func passingRule(group offset: UInt16, ring: Bool) -> String {
         guard let group = self.logGroup else { return "" }
-        return "    meta mark @\(self.chainPrefix)_passing log group \(group &+ offset) snaplen \(self.logCopyRange) "
-            + "queue-threshold 1 meta mark set meta mark | \(String(format: "0x%08x", Self.passedBit))"
+        let set = "    meta mark @\(self.chainPrefix)_passing"
+        if ring { return set + " meta mark set meta mark | \(Self.hex(Self.passedBit | Self.ringBit))" }
+        return set + " log group \(group &+ offset) snaplen \(self.logCopyRange) "
+            + "queue-threshold 1 meta mark set meta mark | \(Self.hex(Self.passedBit))"
     }
 
     /// Whether the cage can pass packets in the kernel: it has log groups, and the kernel has not

@@ -20,7 +20,12 @@ import Glibc
 ///           mark M ─▶ NFQUEUE up;  mark M|0x40 ─▶ NFQUEUE down
 /// ```
 /// A packet the engine accepts gets the mark's bit 0x80 ("passed") and is not queued again: a
-/// packet between two processes of the cage crosses the link once.
+/// packet between two processes of the cage crosses the link once. While the kernel passes the
+/// packets itself (``passInKernel(_:)``, the run's marks in its set `run_ID_passing`), the link
+/// chains give them 0x80 at once; with the ring (``openRing()``) also 0x01, which the cgroup's BPF
+/// programs copy, and a packet to this host is then decided on output (`up_local`; else left to
+/// input as above), while what has no socket of the cage (`up_in` on input, `down_out` for ICMP)
+/// is copied by NFLOG.
 ///
 /// Where a packet waits matters to the sender. A packet held on output still belongs to its
 /// socket, and TCP Small Queues lets a socket have only ~2 packets below it: a link holding them
@@ -94,6 +99,9 @@ public final class PacketCage: @unchecked Sendable {
     var nftSocket: Int32 = -1
     /// Whether the passing set holds the run's marks now.
     public internal(set) var passingInKernel = false
+    /// The ring the cage's BPF programs copy the packets the kernel passes into (nil: the log
+    /// groups get every copy; see ``openRing()``).
+    var ring: OpaquePointer?
 
     /// Creates the cgroup and the rules sending its packets to queues `up` and `up + 1`; with a
     /// `logGroup` (bound on the engine's socket), also the rules that pass them in the kernel
@@ -221,6 +229,7 @@ public final class PacketCage: @unchecked Sendable {
                     "every one of the 65,536 firewall marks netcond uses is held by a live run")
             }
             self.mark = 0x6e00_0000 | (UInt32(slot) << 8)
+            if self.logGroup != nil { self.ring = self.openRing() }
             let tables = (try? Self.run("nft", ["list", "tables"]))?.split(separator: "\n").map(String.init) ?? []
             var script = self.ruleset(root: root)
             for family in ["ip", "ip6"] where !tables.contains("table \(family) mangle") {
@@ -249,68 +258,6 @@ public final class PacketCage: @unchecked Sendable {
             if !taken.contains(slot) { return slot }
         }
         return nil
-    }
-
-    /// This run's chains, and the rules in the base chains that lead to them.
-    private func ruleset(root: String) -> String {
-        let relative = root.hasPrefix("/sys/fs/cgroup/") ? String(root.dropFirst("/sys/fs/cgroup/".count)) + "/" : ""
-        // Level 1: the cgroup is a child of the hierarchy's root.
-        let mark = String(format: "0x%08x", self.mark)
-        let down = String(format: "0x%08x", self.mark | Self.downBit)
-        let passed = String(format: "0x%08x", Self.passedBit)
-        let cgroup = "socket cgroupv2 level 1 \"\(relative)\(self.name)\""
-        let clamp = """
-                meta nfproto ipv4 tcp flags syn tcp option maxseg size > 1460 tcp option maxseg size set 1460
-                meta nfproto ipv6 tcp flags syn tcp option maxseg size > 1440 tcp option maxseg size set 1440
-            """
-        let t = Self.table
-        let p = self.chainPrefix
-        // IPv6-only: what slips past the sockets' refusal (``refuseIPv4()``: a ping, a raw
-        // socket) meets no route; a server's answer to the run's NAT64 pool goes down the link.
-        let ipv4Refused =
-            self.ipv6Only ? "    \(cgroup) meta nfproto ipv4 reject with icmp type net-unreachable" : ""
-        let poolDown =
-            self.ipv6Only
-            ? "    ip daddr \(AddressBlock.format(NAT64.pool(slot: self.slot)))/26 goto \(self.chainPrefix)_down" : ""
-        let comment = "comment \"\(self.name)\""
-        let passingSet = self.logGroup == nil ? "" : "  set \(p)_passing { type mark; }"
-        let ruleset =
-            Self.baseChains + """
-                table inet \(t) {
-                \(passingSet)
-                  chain \(p)_up {
-                    meta mark & \(passed) == \(passed) return
-                \(clamp)
-                    meta mark set \(mark)
-                \(self.passingRule(group: 0))
-                  }
-                  chain \(p)_down {
-                    meta mark & \(passed) == \(passed) return
-                \(clamp)
-                    meta mark set \(down)
-                \(self.passingRule(group: 1))
-                  }
-                  chain \(p)_output {
-                \(ipv4Refused)
-                    \(cgroup) ct mark set \(mark)
-                    \(cgroup) fib daddr type local return
-                    \(cgroup) goto \(p)_up
-                    ct mark \(mark) meta l4proto { icmp, ipv6-icmp } goto \(p)_down
-                  }
-                  chain \(p)_input {
-                \(poolDown)
-                    \(cgroup) goto \(p)_down
-                    ct mark \(mark) goto \(p)_up
-                  }
-                  chain \(p)_captive {
-                  }
-                }
-                add rule inet \(t) output jump \(p)_output \(comment)
-                add rule inet \(t) input jump \(p)_input \(comment)
-                add rule inet \(t) captive_nat ct mark \(mark) jump \(p)_captive \(comment)
-
-                """
-        return ruleset
     }
 
     /// Lets TCP to and from `127.0.0.1:port` bypass the link: netcond's own control API, which a
@@ -443,6 +390,10 @@ public final class PacketCage: @unchecked Sendable {
         if self.refusalMap >= 0 {
             close(self.refusalMap)
             self.refusalMap = -1
+        }
+        if let ring = self.ring {
+            ncq_ring_close(ring)
+            self.ring = nil
         }
         if self.chainsAdded {
             let runID = self.runID

@@ -50,14 +50,43 @@ extension PacketEngine {
         _ = self.readAll()
     }
 
-    /// Counts a copy of a packet the kernel passed, and the copies missing before it.
+    /// Reads the copies waiting in the cage's ring (``PacketCage/ring``), in order: each as let go
+    /// when the cage's program saw it. Whether there was any.
+    func readRing() -> Bool {
+        guard let ring = self.cage.ring else { return false }
+        var any = false
+        for _ in 0..<64 {
+            let count = Int(ncq_ring_peek(ring, self.ringCopies, Int32(Self.ringBatch), self.upQueue))
+            guard count > 0 else { break }
+            any = true
+            let readAt = self.now
+            let offset = self.arrivals.read(offset: self.wallToEngine)
+            for index in 0..<count { self.admit(self.ringCopies[index], readAt: readAt, offset: offset) }
+            ncq_ring_release(ring)
+            if count < Self.ringBatch { break }
+        }
+        if any {
+            // The copies the ring had no room for, counted by its programs.
+            let unseen = Int(clamping: ncq_ring_unseen(ring))
+            self.driver.summary.passedUnseen += max(0, unseen - self.ringUnseen)
+            self.ringUnseen = max(self.ringUnseen, unseen)
+        }
+        return any
+    }
+
+    /// How many of the ring's copies ``readRing()`` reads at a time.
+    static let ringBatch = 256
+
+    /// Counts a copy of a packet the kernel passed, and the copies missing before it (the log
+    /// groups number theirs; the ring counts its own, ``readRing()``).
     func countPassed(_ packet: ncq_packet) {
+        self.driver.summary.passedInKernel += Int(packet.segments)
+        guard packet.logged == 1 else { return }
         let group = packet.queue == self.upQueue ? 0 : 1
         if let expected = self.nextCopyNumbers[group], packet.log_sequence != expected {
             let missing = packet.log_sequence &- expected
             if missing < 1 << 31 { self.driver.summary.passedUnseen += Int(missing) }
         }
         self.nextCopyNumbers[group] = packet.log_sequence &+ 1
-        self.driver.summary.passedInKernel += Int(packet.segments)
     }
 }

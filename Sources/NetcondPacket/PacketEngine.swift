@@ -55,6 +55,9 @@ public final class PacketEngine: @unchecked Sendable {
     var configurationAtOnce = (up: false, down: false)
     /// The number each log group's next copy should have (nil: none seen yet).
     var nextCopyNumbers: [UInt32?] = [nil, nil]
+    /// Where ``readRing()`` parses the ring's copies, and how many the ring has said it lost.
+    let ringCopies = UnsafeMutablePointer<ncq_packet>.allocate(capacity: PacketEngine.ringBatch)
+    var ringUnseen = 0
     let capture: PacketCapture?
     /// Poll instead of sleeping in the last ``spinWindow`` before a verdict is due.
     private let precise: Bool
@@ -66,7 +69,7 @@ public final class PacketEngine: @unchecked Sendable {
     /// An idle link costs nothing: the thread sleeps once this has passed since the last packet.
     static let awakeAfterPacket: Int64 = 100_000
     /// When each packet reached the link (the kernel's stamps, on the engine's clock).
-    private var arrivals: PacketArrivals
+    var arrivals: PacketArrivals
     /// An IPv6-only run's translator (nil: the device has IPv4).
     var nat64: NAT64?
 
@@ -113,6 +116,8 @@ public final class PacketEngine: @unchecked Sendable {
         onStateChange?(self.driver.timeline.state, .zero)
         self.reconsiderAtOnce()
     }
+
+    deinit { self.ringCopies.deallocate() }
 
     /// Stops the thread and unbinds the queues (packets still held are dropped), then removes the
     /// cage (killing what still runs in it). Safe to call twice.
@@ -246,7 +251,7 @@ public final class PacketEngine: @unchecked Sendable {
     var now: Instant { Instant(nanoseconds: ncq_now() - self.startedAt) }
 
     /// The engine's clock less the wall clock (the kernel's stamps are on the wall clock), now.
-    private var wallToEngine: Int64 { ncq_now() - ncq_wall_now() - self.startedAt }
+    var wallToEngine: Int64 { ncq_now() - ncq_wall_now() - self.startedAt }
 
     func run() {
         ncq_precise_timers()
@@ -307,7 +312,8 @@ public final class PacketEngine: @unchecked Sendable {
     /// Reads every packet waiting (bounded, so that due verdicts are not held up by a flood);
     /// whether there was any.
     func readAll() -> Bool {
-        var any = false
+        // The ring's copies first: the kernel passed them before anything the queues got since.
+        var any = self.readRing()
         for _ in 0..<64 {
             let count = self.queue.receive { packets in
                 // The moment of the read, taken once it returned (a packet may have come during it).
@@ -339,7 +345,7 @@ public final class PacketEngine: @unchecked Sendable {
     /// A packet read at `readAt` (with the read's clock `offset`) reaches the link; `letGoAt`: when
     /// its verdict went out, if it was let go at once (the link then only counts it). A copy of a
     /// packet the kernel passed was let go as it arrived.
-    private func admit(_ packet: ncq_packet, readAt: Instant, offset: Int64?, letGoAt: Instant? = nil) {
+    func admit(_ packet: ncq_packet, readAt: Instant, offset: Int64?, letGoAt: Instant? = nil) {
         let up = packet.queue == self.upQueue
         let now = self.arrivals.arrival(direction: up ? 0 : 1, stamp: packet.stamp, readAt: readAt, offset: offset)
         var letGoAt = letGoAt

@@ -241,6 +241,42 @@ def test_a_link_that_holds_nothing_back_is_passed_by_the_kernel_and_every_packet
     assert "did not see" not in result.stderr, result.stderr
 
 
+def test_what_the_kernel_passes_is_counted_whichever_way_its_copy_comes(tmp):
+    # While the kernel passes, the cgroup's programs copy what the cage's sockets send and get;
+    # what has no socket of the cage takes the log: a ping's echo replies (the kernel's own ICMP),
+    # and the packets between two processes of the cage (counted once each, not twice). Every one
+    # is in the summary, and none is missed.
+    profile = write_profile(tmp, "open", "name: open\nlink: {latency: 0ms}\n")
+    pinged = packet_run(profile, ["ping", "-n", "-c", "8", "-i", "0.2", "127.0.0.1"])
+    assert pinged.returncode == 0, pinged.stdout + pinged.stderr
+    assert re.search(r"up .* in 8 packets, down .* in 8 packets", pinged.stderr), pinged.stderr
+    assert passed_in_kernel(pinged.stderr) >= 14, pinged.stderr  # the first may come before it passes
+    assert "did not see" not in pinged.stderr, pinged.stderr
+    client = os.path.join(tmp, "ping.py")
+    with open(client, "w") as f:
+        f.write(PING_CLIENT)
+    # An echo server of the cage's own, and the ping-pong client beside it.
+    inner = ("import socket, threading\n"
+             "l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(1)\n"
+             "print(l.getsockname()[1], flush=True)\n"
+             "c, _ = l.accept()\n"
+             "while d := c.recv(4096): c.sendall(d)\n")
+    server = os.path.join(tmp, "inner.py")
+    with open(server, "w") as f:
+        f.write(inner)
+    script = f"python3 {server} > {tmp}/port & sleep 0.5; python3 {client} $(cat {tmp}/port) 1.0; wait"
+    both = packet_run(profile, ["sh", "-c", script])
+    assert both.returncode == 0, both.stdout + both.stderr
+    rtts = [float(x) for x in both.stdout.split()]
+    assert len(rtts) >= 10, both.stdout
+    summary = re.search(r"up .* in (\d+) packets?, down .* in (\d+) packets?", both.stderr)
+    assert summary, both.stderr
+    total = int(summary.group(1)) + int(summary.group(2))
+    # Each exchange's two packets once (TCP may add a few ACKs), the handshake and the close.
+    assert 2 * len(rtts) <= total <= 2 * len(rtts) + 12, both.stderr
+    assert passed_in_kernel(both.stderr) >= total - 8 and "did not see" not in both.stderr, both.stderr
+
+
 def test_the_kernel_stops_passing_before_each_change_and_every_change_meets_the_packets(tmp):
     # Open phases (the kernel passes) between a slow one and a stall, and live changes: every slow
     # round trip takes the phase's latency, the stall holds the echo, nothing passes too soon.

@@ -70,7 +70,8 @@ typedef struct {
     /// loopback's, and hands the stamp over on the input hooks only).
     int64_t stamp;
     /// 1: a copy NFLOG handed over of a packet the kernel passed on at once (`ncq_log_bind`): it has
-    /// no id and takes no verdict; `queue` is the log group's number.
+    /// no id and takes no verdict; `queue` is the log group's number. 2: such a copy from the ring
+    /// (`ncq_ring_peek`), which numbers none.
     uint8_t logged;
     /// A logged copy's number in its group (the kernel counts from 0 per group; a gap is copies the
     /// socket had no room for).
@@ -143,6 +144,30 @@ int ncq_set_copy(int fd, uint16_t queue, uint32_t copy_range);
 int ncq_send_rst(int fd, int version, const uint8_t *source, uint16_t source_port, const uint8_t *destination,
                  uint16_t destination_port, uint32_t seq, uint32_t ack, int with_ack, uint8_t *copy,
                  uint32_t *copy_length);
+
+/// The copies of the packets the kernel passes at once while the link holds nothing back, read
+/// from a BPF ring buffer that programs on the cage's cgroup fill (egress: packets its sockets
+/// send, marked `up_mark`; ingress: packets delivered to them, marked `down_mark`), waking no one.
+typedef struct ncq_ring ncq_ring;
+
+/// Makes a ring of `size` bytes (a power of two, a multiple of the page size) and attaches its
+/// programs to the cgroup (they go with it). Returns the ring, or NULL with `*error` (-errno; the
+/// verifier's words in `log`).
+ncq_ring *ncq_ring_open(const char *cgroup_directory, uint32_t up_mark, uint32_t down_mark, uint32_t size, int *error,
+                        char *log, size_t log_length);
+
+/// Parses up to `max` waiting copies into `out` (`logged` 2, `queue` `up_queue` or the next for
+/// down, `stamp` when the program saw the packet, the payload pointing into the ring: valid until
+/// `ncq_ring_release`). Returns how many.
+int ncq_ring_peek(ncq_ring *ring, ncq_packet *out, int max, uint16_t up_queue);
+
+/// Gives the copies the last `ncq_ring_peek` handed over back to the ring.
+void ncq_ring_release(ncq_ring *ring);
+
+/// How many copies the ring had no room for, since it was made.
+uint64_t ncq_ring_unseen(ncq_ring *ring);
+
+void ncq_ring_close(ncq_ring *ring);
 
 /// A capture file written through libpcap, which is loaded when the first one is opened (no build
 /// dependency: libpcap.so.0.8 or libpcap.so.1 at run time). Raw IP link type (IPv4 and IPv6).
