@@ -837,6 +837,20 @@ static long bpf_call(int command, union bpf_attr *attr) {
     return syscall(__NR_bpf, command, attr, sizeof *attr);
 }
 
+/* A BPF map (`name` at most 15 characters). Returns its descriptor or -errno. */
+static int create_map(enum bpf_map_type type, uint32_t key_size, uint32_t value_size, uint32_t entries,
+                      const char *name) {
+    union bpf_attr create;
+    memset(&create, 0, sizeof create);
+    create.map_type = type;
+    create.key_size = key_size;
+    create.value_size = value_size;
+    create.max_entries = entries;
+    strncpy(create.map_name, name, sizeof create.map_name - 1);
+    int fd = (int)bpf_call(BPF_MAP_CREATE, &create);
+    return fd < 0 ? -errno : fd;
+}
+
 /* Loads `program` (of `type`, for `attach_type`) and attaches it to the cgroup, beside any other
    program there; the cgroup holds it while it is attached, and it goes with the cgroup. Returns 0
    or -errno (the verifier's words in `log`). */
@@ -959,15 +973,8 @@ int ncq_cage_refuse_ipv4(const char *cgroup_directory, uint16_t exempt_port, int
                          size_t log_length) {
     if (log_length > 0) log[0] = 0;
     *map = -1;
-    union bpf_attr create;
-    memset(&create, 0, sizeof create);
-    create.map_type = BPF_MAP_TYPE_ARRAY;
-    create.key_size = 4;
-    create.value_size = 16;
-    create.max_entries = 33;
-    memcpy(create.map_name, "netcond_no_ipv4", sizeof "netcond_no_ipv4");
-    int map_fd = (int)bpf_call(BPF_MAP_CREATE, &create);
-    if (map_fd < 0) return -errno;
+    int map_fd = create_map(BPF_MAP_TYPE_ARRAY, 4, 16, 33, "netcond_no_ipv4");
+    if (map_fd < 0) return map_fd;
     const uint8_t ld_w = BPF_LDX | BPF_MEM | BPF_W, mov_k = BPF_ALU64 | BPF_MOV | BPF_K;
     const uint8_t mov_x = BPF_ALU64 | BPF_MOV | BPF_X;
     const int32_t loopback = (int32_t)htonl(0x7f000001), mapped = (int32_t)htonl(0x0000ffff);
@@ -1136,21 +1143,10 @@ ncq_ring *ncq_ring_open(const char *cgroup_directory, uint32_t up_mark, uint32_t
     ring->ring_map = ring->lost_map = -1;
     ring->size = size;
     ring->page = sysconf(_SC_PAGESIZE);
-    union bpf_attr create;
-    memset(&create, 0, sizeof create);
-    create.map_type = BPF_MAP_TYPE_RINGBUF;
-    create.max_entries = size;
-    memcpy(create.map_name, "netcond_passed", sizeof "netcond_passed");
-    ring->ring_map = (int)bpf_call(BPF_MAP_CREATE, &create);
-    memset(&create, 0, sizeof create);
-    create.map_type = BPF_MAP_TYPE_ARRAY;
-    create.key_size = 4;
-    create.value_size = 8;
-    create.max_entries = 1;
-    memcpy(create.map_name, "netcond_unseen", sizeof "netcond_unseen");
-    if (ring->ring_map >= 0) ring->lost_map = (int)bpf_call(BPF_MAP_CREATE, &create);
+    ring->ring_map = create_map(BPF_MAP_TYPE_RINGBUF, 0, 0, size, "netcond_passed");
+    if (ring->ring_map >= 0) ring->lost_map = create_map(BPF_MAP_TYPE_ARRAY, 4, 8, 1, "netcond_unseen");
     if (ring->ring_map < 0 || ring->lost_map < 0) {
-        *error = -errno;
+        *error = ring->ring_map < 0 ? ring->ring_map : ring->lost_map;
         ncq_ring_close(ring);
         return NULL;
     }
@@ -1184,6 +1180,8 @@ int ncq_ring_peek(ncq_ring *ring, ncq_packet *out, int max, uint16_t up_queue) {
     uint64_t *consumer = (uint64_t *)ring->consumer;
     uint64_t position = __atomic_load_n(consumer, __ATOMIC_RELAXED);
     uint64_t end = __atomic_load_n((uint64_t *)ring->producer, __ATOMIC_ACQUIRE);
+    ring->peeked = position;
+    if (position >= end) return 0;
     uint8_t *data = ring->producer + ring->page;
     struct timespec real, monotonic;
     clock_gettime(CLOCK_REALTIME, &real);
