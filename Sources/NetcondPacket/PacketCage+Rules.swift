@@ -13,9 +13,9 @@ extension PacketCage {
     func ruleset(root: String) -> String {
         let relative = root.hasPrefix("/sys/fs/cgroup/") ? String(root.dropFirst("/sys/fs/cgroup/".count)) + "/" : ""
         // Level 1: the cgroup is a child of the hierarchy's root.
-        let mark = String(format: "0x%08x", self.mark)
-        let down = String(format: "0x%08x", self.mark | Self.downBit)
-        let passed = String(format: "0x%08x", Self.passedBit)
+        let mark = Self.hex(self.mark)
+        let down = Self.hex(self.mark | Self.downBit)
+        let passed = Self.hex(Self.passedBit)
         let cgroup = "socket cgroupv2 level 1 \"\(relative)\(self.name)\""
         let clamp = """
                 meta nfproto ipv4 tcp flags syn tcp option maxseg size > 1460 tcp option maxseg size set 1460
@@ -29,7 +29,7 @@ extension PacketCage {
             self.ipv6Only ? "    \(cgroup) meta nfproto ipv4 reject with icmp type net-unreachable" : ""
         let poolDown =
             self.ipv6Only
-            ? "    ip daddr \(AddressBlock.format(NAT64.pool(slot: self.slot)))/26 goto \(self.chainPrefix)_down" : ""
+            ? "    ip daddr \(AddressBlock.format(NAT64.pool(slot: self.slot)))/26 goto \(p)_down" : ""
         let comment = "comment \"\(self.name)\""
         let passingSet = self.logGroup == nil ? "" : "  set \(p)_passing { type mark; }"
         // A link chain: a packet that has crossed already goes on; else its SYN's MSS clamped,
@@ -57,7 +57,7 @@ extension PacketCage {
                   chain \(p)_up_local {
                 \(clamp)
                     meta mark set \(mark)
-                    meta mark @\(p)_passing meta mark set meta mark | \(Self.hex(Self.passedBit | Self.ringBit)) return
+                \(self.passingRule(group: 0, ring: true)) return
                     meta mark set 0x00000000
                   }
                 """
