@@ -7,8 +7,9 @@ extension PacketEngine {
     /// once, unchanged (``PacketLinkDriver/passesAtOnce(_:)``: a link that holds nothing back, with
     /// nothing on it): their verdicts go out before the link's bookkeeping, which still follows
     /// for each in order (``admit(_:readAt:offset:letGoAt:)``). The first packet that may be held
-    /// ends the run of them, so that none overtakes it. Returns how many were let go.
-    func letGoAtOnce(_ packets: UnsafeBufferPointer<ncq_packet>) -> Int {
+    /// ends the run of them, so that none overtakes it. Their verdicts go out now when `flush`
+    /// (else with the next flush of the queue's verdicts). Returns how many were let go.
+    func letGoAtOnce(_ packets: UnsafeBufferPointer<ncq_packet>, flush: Bool) -> Int {
         guard self.configurationAtOnce.up || self.configurationAtOnce.down, self.driver.nothingIsAheadAtOnceInPlace()
         else { return 0 }
         let (up, down) = self.configurationAtOnce
@@ -24,7 +25,7 @@ extension PacketEngine {
                 queue: packet.queue, id: packet.id, accept: true, mark: packet.mark | PacketCage.passedBit)
             count += 1
         }
-        if count > 0 { self.queue.flush() }
+        if count > 0 && flush { self.queue.flush() }
         return count
     }
 
