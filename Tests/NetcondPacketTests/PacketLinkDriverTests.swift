@@ -152,6 +152,36 @@ import Testing
         let taken13 = driver.dueReset(upTo: Self.ms(140))
         #expect(try #require(taken13).destination == [127, 0, 0, 1])
     }
+
+    /// The engine warms its caches before a precise moment by taking what is due off a copy of the
+    /// network: the driver itself must deliver exactly what it would have.
+    @Test func warmingUpBeforeAMomentChangesNothingTheDriverDelivers() throws {
+        let profile = try Self.profile("link: {latency: 100ms, jitter: 20ms, loss: 20%, duplicate: 20%}")
+        var warmed = PacketLinkDriver(profile: profile, seed: 7)
+        var untouched = PacketLinkDriver(profile: profile, seed: 7)
+        for id in 0..<40 {
+            let bytes = Self.tcp(up: id % 2 == 0, flags: TCPHeader.ackFlag, seq: UInt32(1000 + id))
+            let at = Instant(nanoseconds: Int64(id) * 3_000_000)
+            let taken = Self.admit(&warmed, bytes, up: id % 2 == 0, id: UInt32(id), at: at)
+            #expect(taken == Self.admit(&untouched, bytes, up: id % 2 == 0, id: UInt32(id), at: at))
+        }
+        func described(_ event: NetworkEvent<HeldPacket>) -> String {
+            switch event {
+            case .delivered(let direction, let delivery):
+                "\(direction) \(delivery.unit.id) at \(delivery.at.nanoseconds) copy \(delivery.isCopy)"
+            case .dropped(let direction, let packet, _): "\(direction) \(packet.id) dropped"
+            }
+        }
+        var seen: [[String]] = [[], []]
+        for step in 1...30 {
+            let now = Self.ms(Int64(step) * 10)
+            warmed.warmUp(upTo: now + .milliseconds(5))
+            while let event = warmed.popEvent(upTo: now) { seen[0].append(described(event)) }
+            while let event = untouched.popEvent(upTo: now) { seen[1].append(described(event)) }
+        }
+        #expect(seen[0].count >= 30, "most of the 40 packets, and some copies, are delivered")
+        #expect(seen[0] == seen[1])
+    }
 }
 
 extension PacketLinkDriver {

@@ -297,28 +297,39 @@ def packet_latency(h, t, srv):
         ex = [(r - 0.2) * 1000 for r in data["rtts"]]
         judged = low
         # The endpoints' own share: the same ping-pong directly, idle 200 ms before each exchange as
-        # through the link (a client and a server waking from an idle CPU; a real path has it too).
+        # through the link (a client and a server waking from an idle CPU; a real path has it too),
+        # under the CPU idle policy --low-latency sets.
         own = None
         if low:
             try:
                 paced = client_argv("pingpong", "--port", srv.echo, "--n", 100, "--warmup", 1, "--gap", 0.2,
                                     "--deadline", 60)
-                own = [r * 1000 for r in client_result(client_direct(h, paced, "pp-direct-paced", 90), "direct")["rtts"]]
+                with CPULatencyHold():
+                    own = [r * 1000
+                           for r in client_result(client_direct(h, paced, "pp-direct-paced", 90), "direct")["rtts"]]
             except Exception as e:
                 log(f"    9c: the direct control failed: {e}")
 
         def verdict(ok):
             return ("PASS" if ok else "FAIL") if judged else "INFO"
         p50, p99 = pct(ex, 50), pct(ex, 99)
-        t.add(f"{label}: RTT-200ms p50", f"{p50:.3f} ms ({len(ex)} samples)",
-              "<= 0.3 ms" if judged else "(report)", verdict(p50 <= 0.3))
+        # Judged: netcond's own share of the error (the error less the control's, same run). The
+        # whole error is reported: it holds the endpoints' wake-ups, which are this machine's.
+        t.add(f"{label}: RTT-200ms p50", f"{p50:.3f} ms ({len(ex)} samples)", "(report: with the endpoints' own)",
+              "INFO")
+        if judged and own:
+            share = p50 - pct(own, 50)
+            t.add(f"{label}: RTT-200ms p50 less the control's RTT p50 (netcond's share)",
+                  f"{share:.3f} ms ({p50:.3f} - {pct(own, 50):.3f})", "<= 0.3 ms", verdict(share <= 0.3))
+        elif judged:
+            t.add(f"{label}: netcond's share of the RTT error", "no control (see the log)", "<= 0.3 ms", "FAIL")
         t.add(f"{label}: RTT-200ms p99", f"{p99:.3f} ms", "<= 1 ms" if judged else "(report)", verdict(p99 <= 1.0))
         t.add(f"{label}: RTT-200ms max / min", f"{max(ex):.3f} / {min(ex):.3f} ms", "min >= 0 ms",
               "PASS" if min(ex) >= 0 else "FAIL")
         if own:
             t.add(f"{label}: control, the same ping-pong directly, 200 ms idle before each exchange: RTT p50 / p99",
-                  f"{pct(own, 50):.3f} / {pct(own, 99):.3f} ms ({len(own)} samples); RTT-200ms less it: "
-                  f"p50 {p50 - pct(own, 50):.3f} ms", "(the endpoints' own wake-ups)", "INFO")
+                  f"{pct(own, 50):.3f} / {pct(own, 99):.3f} ms ({len(own)} samples)",
+                  "(the endpoints' own wake-ups)", "INFO")
         slow = [x for x in ex if x > 10]
         t.add(f"{label}: netcond's summary; the client's TCP retransmissions; round trips over 10 ms late",
               f"{run.evidence()}; client retransmitted {data.get('client_retrans')} segments; "
@@ -331,8 +342,10 @@ def packet_latency(h, t, srv):
     t.notes.append("9c: `bench.py client pingpong` (100 bytes, one warm-up exchange not counted) as the command of "
                    "`netcond run --engine packet` with `down/up: {latency: 100ms}`; 100 round trips as the machine "
                    "comes, 200 with --low-latency (judged); RTT error = measured RTT - 200 ms; the control row runs the "
-                   "same client directly with 200 ms idle before each exchange (what the endpoints' own wake-ups cost "
-                   "without any link). Evidence row: the "
+                   "same client directly with 200 ms idle before each exchange, /dev/cpu_dma_latency held at 0 as "
+                   "--low-latency holds it (what the endpoints' own wake-ups cost without any link). Judged: netcond's "
+                   "share, the error's p50 less the control's RTT p50 (the whole error holds the endpoints' wake-ups, "
+                   "which on this 2-core VM alone reach 0.26-0.33 ms p50), and the error's p99. Evidence row: the "
                    "client socket's TCP retransmissions (TCP_INFO tcpi_total_retrans); retransmissions while netcond's "
                    "summary says no packet lost mean packets vanished outside netcond's link model (the kernel drops "
                    "every queued packet when a netfilter hook is unregistered, e.g. another program deleting an nft "
