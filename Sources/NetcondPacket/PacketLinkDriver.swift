@@ -249,16 +249,17 @@ struct PacketLinkDriver {
     /// since a non-mutating read of a struct held in a class's property copies the whole value
     /// first (every table in it retained and released, once per turn of the loop).
     mutating func nextMomentInPlace() -> Instant? { self.nextMoment }
+    mutating func nextChangeInPlace() -> Instant? { self.nextChange }
 
     /// Takes what is due by `moment` off a copy of the network, thrown away: the code and memory
     /// of the pop the engine's precise mode makes at that moment are in the CPU's caches by then.
     /// After 100 ms asleep on a VM, that pop alone took 15-25 µs (0.6 µs warm), added to the delay
-    /// (Docs/benchmarks.md, 9c). Mutating only so that the engine's driver is not copied whole.
+    /// (Docs/benchmarks.md, 9c). The network is values throughout (its generators too), so the
+    /// copy changes nothing of it. Mutating only so that the engine's driver is not copied whole.
     mutating func warmUp(upTo moment: Instant) {
         var copy = self.network
         while copy.popEvent(upTo: moment) != nil {}
     }
-    mutating func nextChangeInPlace() -> Instant? { self.nextChange }
 
     // MARK: - Conditions
 
