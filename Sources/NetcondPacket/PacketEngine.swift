@@ -63,7 +63,13 @@ public final class PacketEngine: @unchecked Sendable {
     let capture: PacketCapture?
     /// Poll instead of sleeping in the last ``spinWindow`` before a verdict is due.
     private let precise: Bool
-    static let spinWindow: Int64 = 300_000
+    /// How long before a verdict's moment `--low-latency` stops sleeping and polls. On a 2-core VM
+    /// (`scripts/bench --only 9c`, interleaved runs) a 300 µs window left 1 in 100 verdicts 0.5-2.7
+    /// ms late (the round trip's p99 1.0-1.8 ms); 1 ms: p99 0.18 ms late; 2 ms: 0.03-0.08 ms. A
+    /// window set from how late the thread's own timed sleeps ended (their 99.9th percentile) did
+    /// no better than 0.15-0.35 ms: the sleep's own lateness is not all of it. Polling costs CPU
+    /// only in the window before a moment, and only under `--low-latency`.
+    static let spinWindow: Int64 = 2_000_000
     /// How long the thread stays awake after a packet moved (read, or let go), polling the queue
     /// and yielding the CPU between polls, before it sleeps: the next packet of an exchange (the
     /// answer to the one just let go) usually comes within tens of microseconds, and is then read
@@ -286,8 +292,7 @@ public final class PacketEngine: @unchecked Sendable {
             var due = self.driver.nextMomentInPlace().map { max(0, ($0 - now).nanoseconds) }
             if let leave = self.passingEnds() { due = min(due ?? .max, max(0, (leave - now).nanoseconds)) }
             var timeout: Int64 = min(50_000_000, due ?? .max)
-            // Precise mode: sleep until ``spinWindow`` before the moment, then poll (a wake-up from
-            // sleep comes 0.1-0.5 ms late on a VM).
+            // Precise mode: sleep until ``spinWindow`` before the moment, then poll.
             if self.precise, let due { timeout = due <= Self.spinWindow ? 0 : min(timeout, due - Self.spinWindow) }
             // Precise mode, polling after a sleep of over 1 ms: the pop at the moment would find the
             // CPU's caches cold (a VM's idle CPU loses them), so a copy of it is made first.
@@ -362,8 +367,7 @@ public final class PacketEngine: @unchecked Sendable {
     private func accept(_ delivery: PathDelivery<HeldPacket>, _ direction: Direction, at now: Instant) {
         // A packet let go at once had its verdict then.
         let late = (delivery.unit.letGoAt ?? now) - delivery.at
-        if late > self.driver.summary.maximumLateness { self.driver.summary.maximumLateness = late }
-        if late > .milliseconds(1) { self.driver.summary.lateOverMillisecond += 1 }
+        self.driver.summary.lateness.record(late)
         if let letGoAt = delivery.unit.letGoAt {
             // Its verdict is out: what the link decided only counts, unless it was not what was certain.
             if delivery.isCopy || delivery.corruptByte != nil || delivery.at > letGoAt {

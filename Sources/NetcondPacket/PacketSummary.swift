@@ -109,9 +109,14 @@ public struct PacketSummary: Sendable, Equatable {
     /// Packets the kernel passed whose copies netcond never read (its socket was full): the counts,
     /// the flow table and the radio miss them.
     public var passedUnseen = 0
-    /// The latest a verdict was sent after its moment, and how many were over 1 ms late.
-    public var maximumLateness = Span.zero
-    public var lateOverMillisecond = 0
+    /// How late each packet's verdict was sent after the moment the link delivered it (one entry
+    /// per packet let through; a packet let go at once is 0 late): netcond's own share of a
+    /// latency's error, apart from the endpoints' (`GET /status`'s `timer_late_us_p50_p99_max`).
+    public var lateness = LatenessHistogram()
+    /// How many verdicts were sent 1 ms or more after their moment.
+    public var lateOverMillisecond: Int { self.lateness.count(atLeast: .milliseconds(1)) }
+    /// The latest a verdict was sent after its moment.
+    public var maximumLateness: Span { self.lateness.maximum }
     public var elapsed = Span.zero
     /// Why the command's TCP sockets kept loopback's MSS (``PacketCage/pathMSSProblem``), or nil.
     public var pathMSSProblem: String?

@@ -125,8 +125,9 @@ public struct PacketControl: ControlTarget {
             faults: 0,
             faultsApplied: 0,
             captivePortal: nil,
-            timerWakeups: 0,
-            timerLateUs: [],
+            timerWakeups: summary.lateness.count,
+            timerLateUs: [summary.lateness.percentile(50), summary.lateness.percentile(99), summary.lateness.maximum]
+                .map { Double($0.nanoseconds) / 1000 },
             engine: "packet",
             link: [Direction.down, .up].map { ControlLinkNow($0, summary.moment($0)) },
             linkBytesDown: summary.down.bytes,

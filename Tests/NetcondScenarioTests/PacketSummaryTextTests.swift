@@ -26,8 +26,7 @@ import Testing
     @Test func whatNetcondCouldNotMakeExactIsSaidWithItsCause() {
         var summary = PacketSummary()
         summary.pathMSSProblem = "cannot attach a BPF program to the cgroup: bpf: Operation not permitted"
-        summary.lateOverMillisecond = 3
-        summary.maximumLateness = .milliseconds(4)
+        for late: Int64 in [200, 1_500, 2_000, 4_000] { summary.lateness.record(.microseconds(late)) }
         let text = packetSummaryText(profile: "edge", seed: 1, summary)
         #expect(
             text.contains(

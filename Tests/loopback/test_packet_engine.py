@@ -652,6 +652,10 @@ curl -sS -o /dev/null -w "after: %{{http_code}}\\n" http://origin.netcond.test/b
     import json
     status = json.loads(result.stdout[result.stdout.index("{"):result.stdout.rindex("}") + 1])
     assert status["engine"] == "packet" and status["outage"] is None and status["outage_drops"] >= 1
+    # netcond's own timing: a verdict for each packet let through (the second curl's connection at
+    # least: SYN, SYN-ACK, ACK, request, response), how late against the link's moment, in order.
+    late = status["timer_late_us_p50_p99_max"]
+    assert status["timer_wakeups"] >= 5 and len(late) == 3 and 0 <= late[0] <= late[1] <= late[2], status
     assert "fault: 2" in result.stdout and "need a proxy that reads HTTP" in result.stderr
     assert "cut close: 2" in result.stdout and "resets only" in result.stderr
     assert "link: delay, outage (blackhole)" in result.stderr

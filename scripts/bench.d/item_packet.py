@@ -330,6 +330,10 @@ def packet_latency(h, t, srv):
             t.add(f"{label}: control, the same ping-pong directly, 200 ms idle before each exchange: RTT p50 / p99",
                   f"{pct(own, 50):.3f} / {pct(own, 99):.3f} ms ({len(own)} samples)",
                   "(the endpoints' own wake-ups)", "INFO")
+        late = data.get("netcond_late_us")
+        t.add(f"{label}: netcond's verdicts after their moment, its own clock: p50 / p99 / max",
+              " / ".join(f"{x / 1000:.3f}" for x in late) + " ms" if isinstance(late, list) and len(late) == 3
+              else f"not read ({late})", "(netcond's own share, 10 us buckets)", "INFO")
         slow = [x for x in ex if x > 10]
         t.add(f"{label}: netcond's summary; the client's TCP retransmissions; round trips over 10 ms late",
               f"{run.evidence()}; client retransmitted {data.get('client_retrans')} segments; "
@@ -345,7 +349,9 @@ def packet_latency(h, t, srv):
                    "same client directly with 200 ms idle before each exchange, /dev/cpu_dma_latency held at 0 as "
                    "--low-latency holds it (what the endpoints' own wake-ups cost without any link). Judged: netcond's "
                    "share, the error's p50 less the control's RTT p50 (the whole error holds the endpoints' wake-ups, "
-                   "which on this 2-core VM alone reach 0.26-0.33 ms p50), and the error's p99. Evidence row: the "
+                   "which on this 2-core VM alone reach 0.26-0.33 ms p50), and the error's p99. 'Verdicts after their "
+                   "moment': the run's `GET /status` timer_late_us_p50_p99_max, read by the client at its end (how "
+                   "late netcond sent each packet the link delivered, on its own clock). Evidence row: the "
                    "client socket's TCP retransmissions (TCP_INFO tcpi_total_retrans); retransmissions while netcond's "
                    "summary says no packet lost mean packets vanished outside netcond's link model (the kernel drops "
                    "every queued packet when a netfilter hook is unregistered, e.g. another program deleting an nft "

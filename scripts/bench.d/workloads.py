@@ -10,6 +10,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.request
 
 from benchlib import download, pingpong
 from item_packet_udp import udp_client
@@ -249,6 +250,20 @@ def bloat_client(host, echo_port, source_port, src_base, idle=20, loaded=40, tot
             "bulk_error": None if isinstance(bulk, (int, float)) else str(bulk)}
 
 
+def netcond_lateness():
+    """Under `netcond run`: how late netcond's link sent what was due (its control API's
+    `timer_late_us_p50_p99_max`: 50th, 99th percentile, maximum in µs), else None."""
+    url = os.environ.get("NETCOND_CONTROL")
+    if not url:
+        return None
+    try:
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with direct.open(url.rstrip("/") + "/status", timeout=10) as answer:
+            return json.load(answer).get("timer_late_us_p50_p99_max")
+    except (OSError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"
+
+
 def client(argv):
     """`bench.py client pingpong|download|udp|fresh|bloat ...`: the clients of item 9, run as the
     command of `netcond run --engine packet` (or directly, or in tcp_reference.py's client namespace);
@@ -279,7 +294,8 @@ def client(argv):
             stats = {}
             rtts, first = pingpong(a.port, a.n, size=a.size, warmup=a.warmup,
                                    deadline=time.monotonic() + a.deadline, stats=stats, gap=a.gap, host=a.host)
-            print(json.dumps({"rtts": rtts, "first": first, "client_retrans": stats.get("retrans")}), flush=True)
+            print(json.dumps({"rtts": rtts, "first": first, "client_retrans": stats.get("retrans"),
+                              "netcond_late_us": netcond_lateness()}), flush=True)
         elif a.what == "udp":
             print(json.dumps(udp_client(a.port, a.rate, a.seconds, a.drain, size=a.size)), flush=True)
         elif a.what == "fresh":

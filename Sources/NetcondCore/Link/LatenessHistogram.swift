@@ -24,8 +24,15 @@ public struct LatenessHistogram: Sendable, Equatable {
         if late > self.maximum { self.maximum = late }
     }
 
-    /// The upper edge of the bucket holding the `p`-th percentile (0 < p ≤ 100); zero when empty,
-    /// `maximum` when it falls beyond the last bucket.
+    /// How many were at least `span` late (to the bucket: `span` is rounded down to 10 µs; a span
+    /// past ``range`` counts all those beyond it).
+    public func count(atLeast span: Span) -> Int {
+        let first = min(max(0, Int(span.nanoseconds / Self.bucket.nanoseconds)), Self.buckets)
+        return self.counts[first...].reduce(0, +)
+    }
+
+    /// The upper edge of the bucket holding the `p`-th percentile (0 < p ≤ 100), never over the
+    /// maximum; zero when empty, `maximum` when it falls beyond the last bucket.
     public func percentile(_ p: Double) -> Span {
         guard self.count > 0 else { return .zero }
         let rank = Int((p / 100 * Double(self.count)).rounded(.up))
@@ -33,7 +40,7 @@ public struct LatenessHistogram: Sendable, Equatable {
         for (index, count) in self.counts.enumerated() {
             seen += count
             if seen >= max(1, rank) {
-                return index == Self.buckets ? self.maximum : Self.bucket * Int64(index + 1)
+                return index == Self.buckets ? self.maximum : min(self.maximum, Self.bucket * Int64(index + 1))
             }
         }
         return self.maximum
