@@ -54,6 +54,17 @@ extension ProxyServer {
             } ?? false
         conditions.accepting = !s.stopping && (channel.parent?.isActive ?? false)
         conditions.relays = s.relays.count
+        conditions.connections = s.children.count
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(Int.max) {
+            conditions.descriptorLimit = Int(limit.rlim_cur)
+        }
+        if !s.relays.isEmpty && SpliceDecision.descriptorsShort(conditions) {
+            // Near the limit: the relays' descriptors go back to the connections that need them.
+            self.reclaimAllRelaysOnLoop(adopt: true)
+            conditions.relays = 0
+            conditions.connections = self.state.value.children.count
+        }
         // A connection of netcond's own that came back to it is reset by the ordinary path.
         guard SpliceDecision.refusal(conditions) == nil, !ProcessListeners.arrivesFromLoop(channel), let target,
             let local = channel.localAddress, let peer = channel.remoteAddress

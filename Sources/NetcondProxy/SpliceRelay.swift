@@ -27,6 +27,24 @@ enum SpliceDecision {
         var targetIsOwnListener = false
         var accepting = true
         var relays = 0
+        /// Connections open under NIO (two descriptors each), and the process's descriptor limit.
+        var connections = 0
+        var descriptorLimit = Int.max
+    }
+
+    /// Descriptors a relay holds beyond its two sockets: two pipes, an eventfd, an epoll.
+    static let extraDescriptors = 6
+    /// Descriptors kept free for everything else (listeners, the control API, files, a burst).
+    static let descriptorReserve = 512
+
+    /// Whether the relays' extra descriptors would take what connections need: true once the open
+    /// connections (two each, one more arriving), the relays' extra and the reserve reach the
+    /// limit. Then every relay goes back to NIO and no new one starts: near the limit a spliced
+    /// connection (8 descriptors) would cost other connections theirs (2 each).
+    static func descriptorsShort(_ c: Conditions) -> Bool {
+        let needed =
+            2 * (c.connections + c.relays + 1) + Self.extraDescriptors * (c.relays + 1) + Self.descriptorReserve
+        return needed > c.descriptorLimit
     }
 
     /// At most this many connections are spliced at once (each has a thread); the rest go
@@ -44,6 +62,7 @@ enum SpliceDecision {
         if c.targetIsOwnListener { return "the target is one of netcond's listeners" }
         if !c.accepting { return "the forward is closing" }
         if c.relays >= Self.limit { return "\(Self.limit) connections are spliced already" }
+        if Self.descriptorsShort(c) { return "descriptors are short" }
         return nil
     }
 

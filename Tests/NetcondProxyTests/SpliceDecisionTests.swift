@@ -28,12 +28,35 @@ import Glibc
             { $0.targetIsOwnListener = true },
             { $0.accepting = false },
             { $0.relays = SpliceDecision.limit },
+            { $0.descriptorLimit = 400 },
         ]
         for change in changes {
             var conditions = SpliceDecision.Conditions()
             change(&conditions)
             #expect(SpliceDecision.refusal(conditions) != nil, "\(conditions)")
         }
+    }
+
+    /// A relay holds 8 descriptors, a connection under NIO 2: near the limit the relays go back
+    /// and none starts (bench item 6: 9,900 connections at once under a limit of 20,000, the first
+    /// 64 spliced, refused 106 connections their descriptors).
+    @Test func nearTheDescriptorLimitNoRelayStartsAndThoseRunningGoBack() {
+        var conditions = SpliceDecision.Conditions()
+        conditions.descriptorLimit = 20_000
+        conditions.relays = 63
+        conditions.connections = 9_000
+        #expect(!SpliceDecision.descriptorsShort(conditions))  // 18,128 + 384 + 512 = 19,024
+        conditions.connections = 9_600
+        #expect(SpliceDecision.descriptorsShort(conditions))  // 19,328 + 384 + 512 = 20,224
+        #expect(SpliceDecision.refusal(conditions) == "descriptors are short")
+        // With the relays back under NIO: 2 each, the reserve kept.
+        conditions.connections = 9_663
+        conditions.relays = 0
+        #expect(!SpliceDecision.descriptorsShort(conditions))  // 19,328 + 6 + 512 = 19,846
+        conditions.connections = 9_800
+        #expect(SpliceDecision.descriptorsShort(conditions))
+        // No limit known: never short.
+        #expect(!SpliceDecision.descriptorsShort(SpliceDecision.Conditions()))
     }
 
     @Test func aTargetOnAPortNetcondListensOnIsTakenForItsOwn() throws {
