@@ -21,10 +21,8 @@ final class AcceptFailureReporter: ChannelInboundHandler {
             if let last = self.lastReport, now - last < Self.interval {
                 self.missed += 1
             } else {
-                var limit = rlimit()
-                getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-                let which =
-                    error.errnoCode == EMFILE ? "this process's limit of \(limit.rlim_cur)" : "the system's limit"
+                let limit = SpliceDecision.processDescriptorLimit().map { "\($0)" } ?? "unknown"
+                let which = error.errnoCode == EMFILE ? "this process's limit of \(limit)" : "the system's limit"
                 let address =
                     context.channel.localAddress.flatMap { local in
                         local.ipAddress.map { " on \($0.contains(":") ? "[\($0)]" : $0):\(local.port ?? 0)" }

@@ -55,10 +55,7 @@ extension ProxyServer {
         conditions.accepting = !s.stopping && (channel.parent?.isActive ?? false)
         conditions.relays = s.relays.count
         conditions.connections = s.children.count
-        var limit = rlimit()
-        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(Int.max) {
-            conditions.descriptorLimit = Int(limit.rlim_cur)
-        }
+        conditions.descriptorLimit = SpliceDecision.processDescriptorLimit() ?? Int.max
         if !s.relays.isEmpty && SpliceDecision.descriptorsShort(conditions) {
             // Near the limit: the relays' descriptors go back to the connections that need them.
             self.reclaimAllRelaysOnLoop(adopt: true)

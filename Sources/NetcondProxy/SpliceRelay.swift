@@ -47,6 +47,15 @@ enum SpliceDecision {
         return needed > c.descriptorLimit
     }
 
+    /// This process's descriptor limit (`ulimit -n`, the soft one), nil when unlimited or unknown.
+    static func processDescriptorLimit() -> Int? {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(Int.max) else {
+            return nil
+        }
+        return Int(limit.rlim_cur)
+    }
+
     /// At most this many connections are spliced at once (each has a thread); the rest go
     /// through NIO.
     static let limit = 64
