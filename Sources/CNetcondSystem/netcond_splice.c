@@ -1,7 +1,6 @@
 #define _GNU_SOURCE
 #include "netcond_splice.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -34,36 +33,16 @@ static int same_address(const struct sockaddr_storage *a, const struct sockaddr 
     return 0;
 }
 
-int netcond_take_socket(const struct sockaddr *local, const struct sockaddr *peer) {
-#ifdef __linux__
-    DIR *dir = opendir("/proc/self/fd");
-    if (dir == NULL) return -1;
-    int own = dirfd(dir), found = -1, matches = 0, loop = 0;
-    struct dirent *entry;
-    while ((entry = readdir(dir)) != NULL) {
-        if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-        int fd = atoi(entry->d_name);
-        if (fd == own) continue;
-        struct sockaddr_storage mine, theirs;
-        socklen_t mine_length = sizeof mine, theirs_length = sizeof theirs;
-        if (getsockname(fd, (struct sockaddr *)&mine, &mine_length) != 0) continue;
-        if (getpeername(fd, (struct sockaddr *)&theirs, &theirs_length) != 0) continue;
-        if (same_address(&mine, local) && same_address(&theirs, peer)) {
-            found = fd;
-            matches += 1;
-        } else if (same_address(&mine, peer) && same_address(&theirs, local)) {
-            loop = 1;
-        }
+int netcond_take_socket(int fd, const struct sockaddr *local, const struct sockaddr *peer) {
+    struct sockaddr_storage mine, theirs;
+    socklen_t mine_length = sizeof mine, theirs_length = sizeof theirs;
+    if (fd < 0 || getsockname(fd, (struct sockaddr *)&mine, &mine_length) != 0
+        || getpeername(fd, (struct sockaddr *)&theirs, &theirs_length) != 0
+        || !same_address(&mine, local) || !same_address(&theirs, peer)) {
+        errno = ENOTCONN;
+        return -1;
     }
-    closedir(dir);
-    if (matches != 1 || loop) return -1;
-    return fcntl(found, F_DUPFD_CLOEXEC, 0);
-#else
-    (void)local;
-    (void)peer;
-    errno = ENOSYS;
-    return -1;
-#endif
+    return fcntl(fd, F_DUPFD_CLOEXEC, 0);
 }
 
 int netcond_connect_socket(const struct sockaddr *target, socklen_t length) {

@@ -15,9 +15,9 @@ import Glibc
 ///  accept (NIO) ─▶ child initializer, before NIO registers the socket:
 ///                   splice allowed? ─no─▶ NIO's path: LinkShaper, GlueHandler, UpstreamConnector
 ///                        │yes
-///                   dup the socket (found by its addresses in /proc/self/fd: NIO has no API for
-///                   its descriptor), connect the target, start the relay; the initializer fails,
-///                   so NIO closes its own descriptor without ever having registered it
+///                   dup the socket (its descriptor read from NIO's channel: AcceptedDescriptor),
+///                   connect the target, start the relay; the initializer fails, so NIO closes
+///                   its own descriptor without ever having registered it
 ///  any control command (and stop) ─▶ every relay stops and hands back its sockets and the bytes
 ///                   still in its pipes; both sockets become NIO channels (withConnectedSocket)
 ///                   under the link, the pipes' bytes written first, in order
@@ -54,19 +54,22 @@ extension ProxyServer {
             } ?? false
         conditions.accepting = !s.stopping && (channel.parent?.isActive ?? false)
         conditions.relays = s.relays.count
-        conditions.connections = s.children.count
+        conditions.connections = s.children.count + s.adopting
         conditions.descriptorLimit = SpliceDecision.processDescriptorLimit() ?? Int.max
         if !s.relays.isEmpty && SpliceDecision.descriptorsShort(conditions) {
-            // Near the limit: the relays' descriptors go back to the connections that need them.
+            // Near the limit: the relays' descriptors go back to the connections that need them
+            // (one whose connect is under way stays until it is made: still counted as a relay).
             self.reclaimAllRelaysOnLoop(adopt: true)
-            conditions.relays = 0
-            conditions.connections = self.state.value.children.count
+            conditions.relays = s.relays.count
+            conditions.connections = s.children.count + s.adopting
         }
         // A connection of netcond's own that came back to it is reset by the ordinary path.
         guard SpliceDecision.refusal(conditions) == nil, !ProcessListeners.arrivesFromLoop(channel), let target,
             let local = channel.localAddress, let peer = channel.remoteAddress
         else { return false }
-        let client = local.withSockAddr { local, _ in peer.withSockAddr { peer, _ in netcond_take_socket(local, peer) }
+        guard let descriptor = AcceptedDescriptor.of(channel) else { return false }
+        let client = local.withSockAddr { local, _ in
+            peer.withSockAddr { peer, _ in netcond_take_socket(descriptor, local, peer) }
         }
         guard client >= 0 else { return false }
         let upstream = target.withSockAddr { address, length in netcond_connect_socket(address, socklen_t(length)) }
@@ -91,6 +94,7 @@ extension ProxyServer {
             return false
         }
         s.stats.connections += 1
+        s.stats.splicedConnections += 1
         let record = s.rules.beginClient(at: self.eventLoop.now)
         s.relays[notice.id] = SplicedConnection(relay: relay, record: record, setUp: setUp)
         return true
@@ -164,7 +168,9 @@ extension ProxyServer {
             }
         }.withConnectedSocket(handBack.clientFD)
         let state = self.state
+        s.adopting += 1
         upstreamFuture.and(clientFuture).assumeIsolated().whenComplete { result in
+            state.value.adopting -= 1
             guard case .success(let (upstream, client)) = result else {
                 upstreamFuture.whenSuccess { $0.close(promise: nil) }
                 clientFuture.whenSuccess { $0.close(promise: nil) }
@@ -193,6 +199,7 @@ extension ProxyServer {
         let loop = self.eventLoop
         let boundRecord = NIOLoopBound(record, eventLoop: loop)
         let state = self.state
+        state.value.adopting += 1
         ClientBootstrap(group: loop)
             .channelOption(.allowRemoteHalfClosure, value: true)
             .channelInitializer { channel in
@@ -205,7 +212,11 @@ extension ProxyServer {
                 }
             }
             .withConnectedSocket(fd)
-            .whenFailure { _ in state.value.rules.finishClient(boundRecord.value, at: loop.now) }
+            .assumeIsolated()
+            .whenComplete { result in
+                state.value.adopting -= 1
+                if case .failure = result { state.value.rules.finishClient(boundRecord.value, at: loop.now) }
+            }
     }
 
     /// Sets up an accepted client's connection (`record`: one a relay had, else a new one;

@@ -33,7 +33,10 @@ public final class ProxyServer: Sendable {
         var children: [ObjectIdentifier: Channel] = [:]
         /// Connections a splice relay has (see ProxyServer+Splice), by id; none once stopping.
         var relays: [Int: SplicedConnection] = [:]
+        /// Relays started so far (the last one's id).
         var nextRelay = 0
+        /// Connections a relay handed back that are not yet NIO channels in `children` (open all the same).
+        var adopting = 0
         var stopping = false
         /// This server's listeners (in ``ProcessListeners`` while it runs).
         var selfAddresses: [SocketAddress] = []
@@ -247,7 +250,7 @@ public final class ProxyServer: Sendable {
             seed: self.configuration.seed,
             elapsedSeconds: s.rules.elapsed(at: self.loop.now).seconds,
             connectionsTotal: s.stats.connections,
-            connectionsOpen: s.children.count + s.relays.count,
+            connectionsOpen: s.children.count + s.relays.count + s.adopting,
             bytesUp: s.stats.upTotal,
             bytesDown: s.stats.downTotal,
             bytesDelivered: s.stats.deliveredTotal,
@@ -278,7 +281,9 @@ public final class ProxyServer: Sendable {
             // Delivered, and what arrived but waits behind a hole: at the link's rate while it is busy.
             linkBytesDown: s.stats.deliveredTotal + max(0, counters.bytesArrivedDown - counters.bytesDown),
             routes: s.driver.flatMap { $0.model.routes.isEmpty ? nil : $0.model.routes.count },
-            directions: [Direction.down, .up].map { ControlDirectionCounters($0, counters[$0]) }
+            directions: [Direction.down, .up].map { ControlDirectionCounters($0, counters[$0]) },
+            splicedOpen: s.relays.count,
+            splicedTotal: s.stats.splicedConnections
         )
     }
 

@@ -11,6 +11,8 @@ final class ProxyStats {
     var badRequests = 0
     /// What splice relays moved (ProxyServer+Splice), counted as it is moved: not in the above.
     let spliced = SpliceTotals()
+    /// Connections a splice relay took (among `connections`); some may have gone back to NIO since.
+    var splicedConnections = 0
 
     /// Every byte from clients, to clients, and delivered to them, spliced or not.
     var upTotal: Int64 { self.bytesUp + self.spliced.up }

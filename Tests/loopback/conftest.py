@@ -192,7 +192,9 @@ class PortTaken(RuntimeError):
 class Proxy:
     """`netcond proxy` in the background; stopped (SIGINT) by the test that started it."""
 
-    def __init__(self, profile, extra=()):
+    def __init__(self, profile, extra=(), descriptors=None):
+        # `descriptors`: netcond's descriptor limit (RLIMIT_NOFILE, soft and hard), else this process's.
+        self.descriptors = descriptors
         # A port free_port() found can be taken before netcond binds it (by another connection's
         # ephemeral source port): then the ports this fixture picked are picked again, up to 3 times.
         for attempt in range(3):
@@ -226,6 +228,7 @@ class Proxy:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=None if self.descriptors is None else self.limit_descriptors,
         )
         # Ready when every listener accepts: the proxy port, then each forward (bound after it), then
         # the control API (bound last).
@@ -251,6 +254,10 @@ class Proxy:
                 time.sleep(0.05)
         self.stop()
         raise RuntimeError("netcond proxy did not start listening")
+
+    def limit_descriptors(self):
+        import resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.descriptors, self.descriptors))
 
     @property
     def url(self):
@@ -280,8 +287,8 @@ class Proxy:
 def proxy_factory():
     started = []
 
-    def start(profile, extra=()):
-        p = Proxy(profile, extra)
+    def start(profile, extra=(), descriptors=None):
+        p = Proxy(profile, extra, descriptors)
         started.append(p)
         return p
 

@@ -139,6 +139,9 @@ def test_control_metrics_count_real_bytes_pass_promtool_and_reach_prometheus(pro
     assert value(after, "netcond_packets_sent_total", direction="down") > 100 * 1024 / 1460, after
     assert value(after, "netcond_packets_sent_total", direction="up") > 0, after
     assert value(after, "netcond_connections_total") >= 2 and value(after, "netcond_connections_open") is not None
+    # Nothing of a routed link is spliced (the kernel relays only forwards with nothing to shape).
+    assert value(after, "netcond_spliced_connections_total") == 0, after
+    assert value(after, "netcond_spliced_connections_open") == 0, after
     for cause in ("loss", "queue_overflow", "outage"):
         assert value(after, "netcond_dropped_packets_total", cause=cause, direction="down") is not None, after
     assert value(after, "netcond_link_delay_seconds", direction="down") > 0

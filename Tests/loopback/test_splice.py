@@ -439,3 +439,116 @@ def test_a_spliced_connection_counts_among_connect_holds_first_attempts(proxy_fa
         assert time.monotonic() - started < 2.5  # not held for 3 s
     finally:
         server.close()
+
+
+class ManyEcho:
+    """A loopback echo server for many connections at once, on one thread (selectors): each
+    connection's bytes come back as they arrive."""
+
+    def __init__(self):
+        import selectors
+        self.selector = selectors.DefaultSelector()
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(1024)
+        self.socket.setblocking(False)
+        self.port = self.socket.getsockname()[1]
+        self.selector.register(self.socket, selectors.EVENT_READ)
+        self.running = True
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        import selectors
+        while self.running:
+            for key, _ in self.selector.select(timeout=0.2):
+                if key.fileobj is self.socket:
+                    try:
+                        conn, _ = self.socket.accept()
+                    except OSError:
+                        continue
+                    conn.setblocking(True)
+                    conn.settimeout(5)
+                    self.selector.register(conn, selectors.EVENT_READ)
+                    continue
+                try:
+                    data = key.fileobj.recv(65536)
+                    if data:
+                        key.fileobj.sendall(data)
+                        continue
+                except OSError:
+                    pass
+                self.selector.unregister(key.fileobj)
+                key.fileobj.close()
+        for key in list(self.selector.get_map().values()):
+            key.fileobj.close()
+        self.selector.close()
+
+    def close(self):
+        self.running = False
+        self.thread.join(timeout=10)
+
+
+def test_near_the_descriptor_limit_spliced_connections_go_back_and_no_more_are_spliced(proxy_factory):
+    """Under a descriptor limit of 1,200, 500 connections held at once through a forward. A spliced
+    connection holds 8 descriptors, one on netcond's loop 2: the first 64 are spliced, and once the
+    open connections (with 64 relays' extra and 512 spare) near the limit those go back to the loop
+    and no other is spliced (not one spliced at each arrival only to go back at the next). Every
+    connection echoes, before and after; once they close, new ones are spliced again. Without the
+    hand-back the 500 need 1,384 descriptors and some are refused."""
+    import resource
+    from conftest import status
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = 1400  # both ends of 500 connections, and pytest's own
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.skip(f"this test's process may hold only {hard} descriptors; it needs {needed}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, needed), hard))
+    server = ManyEcho()
+    held = []
+    try:
+        proxy = proxy_factory("none", ["--forward", f"127.0.0.1:0=127.0.0.1:{server.port}"], descriptors=1200)
+        port = proxy.forward_ports[0]
+        assert wait_until(lambda: status(proxy)["connections_open"] == 0, seconds=10)
+        before = status(proxy)
+        assert before["spliced_open"] == 0, before
+        for index in range(500):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            held.append(s)
+            message = b"first %d\n" % index
+            s.sendall(message)
+            assert receive_exactly(s, len(message)) == message
+            if index == 99:
+                middle = status(proxy)
+                assert middle["spliced_open"] == 64, middle  # at most 64 at once, far from the limit
+        now = status(proxy)
+        assert now["connections_open"] == 500, now
+        assert now["spliced_total"] - before["spliced_total"] == 64, (before, now)
+        assert wait_until(lambda: status(proxy)["spliced_open"] == 0, seconds=10), status(proxy)
+        for index, s in enumerate(held):
+            message = b"again %d\n" % index
+            s.sendall(message)
+            assert receive_exactly(s, len(message)) == message
+        for s in held:
+            s.close()
+        held.clear()
+        assert wait_until(lambda: status(proxy)["connections_open"] == 0, seconds=20), status(proxy)
+        total = status(proxy)["spliced_total"]
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"later")
+            assert receive_exactly(s, 5) == b"later"
+            assert status(proxy)["spliced_open"] == 1
+        assert status(proxy)["spliced_total"] == total + 1
+        assert wait_until(lambda: status(proxy)["spliced_open"] == 0, seconds=10), status(proxy)
+        # /metrics says the same.
+        import urllib.request
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(proxy.control_url + "/metrics", timeout=10) as response:
+            metrics = response.read().decode()
+        values = dict(line.split(" ", 1) for line in metrics.splitlines() if line.startswith("netcond_spliced_"))
+        assert float(values["netcond_spliced_connections_total"]) == total + 1, values
+        assert float(values["netcond_spliced_connections_open"]) == 0, values
+    finally:
+        for s in held:
+            s.close()
+        server.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

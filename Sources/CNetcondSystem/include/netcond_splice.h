@@ -5,11 +5,11 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-/// The socket of this process whose local address is `local` and whose peer is `peer`, duplicated
-/// (close-on-exec): how a connection NIO accepted is found before NIO registers it. -1 when there
-/// is none, more than one, or when the peer's end is a socket of this process too (a connection
-/// netcond made to itself). Linux (/proc/self/fd).
-int netcond_take_socket(const struct sockaddr *local, const struct sockaddr *peer);
+/// Descriptor `fd`, duplicated (close-on-exec), when it is a socket whose local address is `local`
+/// and whose peer is `peer` (an established TCP connection is the only one with its two
+/// addresses): how a connection NIO accepted is taken before NIO registers it, its descriptor read
+/// from NIO's channel. -1 (errno ENOTCONN) when `fd` is not that socket.
+int netcond_take_socket(int fd, const struct sockaddr *local, const struct sockaddr *peer);
 
 /// A nonblocking, close-on-exec TCP socket with TCP_NODELAY, connecting to `target` (the connect
 /// is under way, or done, when it returns). -1 and errno on failure.

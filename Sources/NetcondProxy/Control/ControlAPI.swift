@@ -343,6 +343,11 @@ public struct ControlStatus: Codable, Equatable, Sendable {
     public var link: [ControlLinkNow]?
     /// Each direction's packets and drops, down then up (nil from a netcond that did not say).
     public var directions: [ControlDirectionCounters]?
+    /// Forward connections the kernel relays now (splice, no copy through netcond; among
+    /// `connectionsOpen`), and those it took so far (among `connectionsTotal`); nil where nothing
+    /// is spliced (the packet engine).
+    public var splicedOpen: Int?
+    public var splicedTotal: Int?
 
     public init(
         profile: String, phase: String, outage: String?, stalled: [String], seed: UInt64, elapsedSeconds: Double,
@@ -351,8 +356,11 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         closes: Int, refusedConnections: Int, upstreamFailures: Int, faults: Int, faultsApplied: Int,
         captivePortal: String?, timerWakeups: Int, timerLateUs: [Double], engine: String = "proxy",
         queueDelayMs: [Double]? = nil, link: [ControlLinkNow]? = nil, linkBytesDown: Int64? = nil,
-        routes: Int? = nil, directions: [ControlDirectionCounters]? = nil
+        routes: Int? = nil, directions: [ControlDirectionCounters]? = nil, splicedOpen: Int? = nil,
+        splicedTotal: Int? = nil
     ) {
+        self.splicedOpen = splicedOpen
+        self.splicedTotal = splicedTotal
         self.routes = routes
         self.directions = directions
         self.linkBytesDown = linkBytesDown
@@ -410,6 +418,8 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         case timerWakeups = "timer_wakeups"
         case timerLateUs = "timer_late_us_p50_p99_max"
         case queueDelayMs = "queue_delay_ms_up_down"
+        case splicedOpen = "spliced_open"
+        case splicedTotal = "spliced_total"
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -445,6 +455,8 @@ public struct ControlStatus: Codable, Equatable, Sendable {
         try container.encodeIfPresent(self.linkBytesDown, forKey: .linkBytesDown)
         try container.encodeIfPresent(self.routes, forKey: .routes)
         try container.encodeIfPresent(self.directions, forKey: .directions)
+        try container.encodeIfPresent(self.splicedOpen, forKey: .splicedOpen)
+        try container.encodeIfPresent(self.splicedTotal, forKey: .splicedTotal)
     }
 
     public func json() -> [UInt8] { self.controlJSON() }

@@ -62,7 +62,21 @@ enum ControlMetrics {
                 Int64(status.upstreamFailures)),
             Self.counter(
                 "faults_applied", "total", "Requests an HTTP fault hit.", [], Int64(status.faultsApplied)),
-        ] + Self.packets(status.directions ?? [])
+        ] + Self.spliced(status) + Self.packets(status.directions ?? [])
+    }
+
+    /// The forward connections the kernel relays (`/status`'s `spliced_open`, `spliced_total`;
+    /// none where nothing is spliced).
+    static func spliced(_ status: ControlStatus) -> [MetricSample] {
+        guard let open = status.splicedOpen, let total = status.splicedTotal else { return [] }
+        return [
+            Self.counter(
+                "spliced_connections", "total",
+                "Forward connections the kernel relayed (splice), some back on netcond's loop since.", [],
+                Int64(total)),
+            Self.gauge(
+                "spliced_connections", "open", "Forward connections the kernel relays now (splice).", [], Double(open)),
+        ]
     }
 
     /// Each direction's packets and drops by cause (`/status`'s `directions`).
