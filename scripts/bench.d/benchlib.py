@@ -412,6 +412,26 @@ def low_latency_mode(t, nc, low, what):
     return held, ", machine defaults" if not low else ", --low-latency" if held else ", --low-latency (NOT in effect)"
 
 
+class CPULatencyHold:
+    """/dev/cpu_dma_latency held at 0 by the bench itself (as `--low-latency` does in netcond), so
+    that a direct path measured next to netcond runs under the same CPU idle policy."""
+
+    def __enter__(self):
+        self.f = None
+        try:
+            self.f = open("/dev/cpu_dma_latency", "wb", buffering=0)
+            self.f.write((0).to_bytes(4, sys.byteorder))
+        except OSError:
+            if self.f:
+                self.f.close()
+            self.f = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.f:
+            self.f.close()
+
+
 class TimerProbe:
     def __init__(self, h, hop=0.1):
         self.h = h

@@ -23,8 +23,10 @@ MAX_BYTES = 5_000_000
 MAX_SECONDS = 2.0
 
 
-def browser():
-    """A headless chromium through selenium, or the reason there is none."""
+def browser(profile):
+    """A headless chromium through selenium, or the reason there is none. `profile`: its profile
+    folder, in the bench's own temporary folder (left to itself, chromium leaves an
+    org.chromium.Chromium.* folder in /tmp for each browser started)."""
     try:
         from selenium import webdriver
     except ImportError:
@@ -34,7 +36,8 @@ def browser():
         return None, "chromium and chromedriver are not installed (apt-get install chromium chromium-driver)"
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     f"--user-data-dir={profile}"):
         options.add_argument(argument)
     return webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver)), None
 
@@ -42,7 +45,7 @@ def browser():
 def load_times(page, timelines):
     """Opens `page` LOADS times in the headless browser: the seconds from navigationStart to
     loadEventEnd of each (or None and why there is no browser); checks it drew `timelines`."""
-    chrome, why = browser()
+    chrome, why = browser(os.path.join(os.path.dirname(page), "chromium-profile"))
     if chrome is None:
         return None, why
     try:

@@ -9,7 +9,7 @@ import sys
 import time
 import traceback
 
-from benchlib import Servers, TimerProbe, free_port, log, pct, wait_listening
+from benchlib import CPULatencyHold, Servers, TimerProbe, free_port, log, pct, wait_listening
 from item_packet_fidelity import packet_loss_fidelity
 from item_packet_quic import packet_quic
 from item_packet_udp import packet_udp
@@ -48,26 +48,6 @@ def item_packet(h, t, srv):
 
 
 PACKET_PAYLOAD_SHARE = 1448 / 1500  # TCP payload of a 1,500-byte packet: MSS clamped to 1460, minus 12 of timestamps
-
-
-class CPULatencyHold:
-    """/dev/cpu_dma_latency held at 0 by the bench itself (as `--low-latency` does in netcond), so
-    that a direct path measured next to netcond runs under the same CPU idle policy."""
-
-    def __enter__(self):
-        self.f = None
-        try:
-            self.f = open("/dev/cpu_dma_latency", "wb", buffering=0)
-            self.f.write((0).to_bytes(4, sys.byteorder))
-        except OSError:
-            if self.f:
-                self.f.close()
-            self.f = None
-        return self
-
-    def __exit__(self, *exc):
-        if self.f:
-            self.f.close()
 
 
 def iperf3_client(port, seconds=5):
