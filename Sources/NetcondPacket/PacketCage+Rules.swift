@@ -100,12 +100,25 @@ extension PacketCage {
     /// packets (the engine reads it every 2 ms).
     static let ringSize: UInt32 = 1 << 22
 
-    /// The ring and its programs on the cage's cgroup (nil when the kernel refuses them: the log
-    /// groups then get every copy, as before the ring).
-    func openRing() -> OpaquePointer? {
+    /// The ring and its programs on the cage's cgroup, or why the kernel refused them (the log
+    /// groups then get every copy, as before the ring: the same link, more of the machine's time).
+    /// No verifier log is asked for: with one, a load whose log overflows it fails.
+    func openRing() -> Result<OpaquePointer, RingRefusal> {
         var error: Int32 = 0
-        return ncq_ring_open(
+        let ring = ncq_ring_open(
             self.cgroupDirectory, self.mark | Self.passedBit | Self.ringBit,
             self.mark | Self.downBit | Self.passedBit | Self.ringBit, Self.ringSize, &error, nil, 0)
+        if let ring { return .success(ring) }
+        return .failure(RingRefusal(errno: -error))
+    }
+
+    /// Why the kernel refused the ring: the error of the call that failed (creating the ring,
+    /// loading or attaching a program).
+    struct RingRefusal: Error, CustomStringConvertible {
+        var errno: Int32
+
+        var description: String {
+            self.errno > 0 ? String(cString: strerror(self.errno)) : "no reason given"
+        }
     }
 }

@@ -73,6 +73,8 @@ public final class PacketCage: @unchecked Sendable {
     let chainPrefix: String
     /// Why the cage's TCP sockets could not be given a 1,500-byte path's MSS (nil: they have it).
     public private(set) var pathMSSProblem: String?
+    /// Why the kernel refused the ring of passed packets' copies (nil: the run has it, or needs none).
+    public private(set) var ringProblem: String?
 
     /// The MSS a socket on a 1,500-byte path advertises (IPv4, IPv6).
     static let pathMSS: (v4: UInt16, v6: UInt16) = (1460, 1440)
@@ -229,7 +231,12 @@ public final class PacketCage: @unchecked Sendable {
                     "every one of the 65,536 firewall marks netcond uses is held by a live run")
             }
             self.mark = 0x6e00_0000 | (UInt32(slot) << 8)
-            if self.logGroup != nil { self.ring = self.openRing() }
+            if self.logGroup != nil {
+                switch self.openRing() {
+                case .success(let ring): self.ring = ring
+                case .failure(let refusal): self.ringProblem = refusal.description
+                }
+            }
             let tables = (try? Self.run("nft", ["list", "tables"]))?.split(separator: "\n").map(String.init) ?? []
             var script = self.ruleset(root: root)
             for family in ["ip", "ip6"] where !tables.contains("table \(family) mangle") {

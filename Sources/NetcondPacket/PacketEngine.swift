@@ -115,6 +115,7 @@ public final class PacketEngine: @unchecked Sendable {
         self.wholeGSO = wholeGSO
         self.copyingWhole = capture != nil || profile.ipv6Only != nil || self.driver.needsWholePackets
         self.driver.summary.pathMSSProblem = cage.pathMSSProblem
+        self.driver.summary.ringProblem = cage.ringProblem
         self.nat64 = profile.ipv6Only.map { NAT64(spec: $0, slot: cage.slot) }
         self.driver.nat64 = profile.ipv6Only
         // Until the thread first publishes, a summary says what the link starts as.

@@ -120,6 +120,9 @@ public struct PacketSummary: Sendable, Equatable {
     public var elapsed = Span.zero
     /// Why the command's TCP sockets kept loopback's MSS (``PacketCage/pathMSSProblem``), or nil.
     public var pathMSSProblem: String?
+    /// Why the packets the kernel passed at once were copied to netcond through log groups, not the
+    /// ring (``PacketCage/ringProblem``), or nil.
+    public var ringProblem: String?
     /// The link's state and the profile in force (live control can switch it).
     public var state = LinkState(phase: "")
     public var profile = ""

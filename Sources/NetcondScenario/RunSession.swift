@@ -402,6 +402,11 @@ private func packetWarnings(_ summary: PacketSummary) -> [String] {
             "the command's TCP sockets kept loopback's 64 KB MSS (\(problem)): downloads from servers on this host "
                 + "open their receive window later than on a real 1,500-byte path")
     }
+    if let problem = summary.ringProblem {
+        parts.append(
+            "the kernel refused netcond's ring for the copies of the packets it passes (\(problem)): they came "
+                + "through log groups instead, which costs the machine more time per packet (the link is the same)")
+    }
     if summary.passedUnseen > 0 {
         parts.append(
             "netcond did not see \(summary.passedUnseen) packet\(summary.passedUnseen == 1 ? "" : "s") the kernel "

@@ -39,6 +39,19 @@ import Testing
         #expect(text.contains("--low-latency helps"), "\(text)")
     }
 
+    /// A refused ring changes nothing the client meets (the copies come the slower way): the line
+    /// says it, the verdicts do not count it.
+    @Test func aRefusedRingIsSaidButIsNoShortfall() {
+        var summary = PacketSummary()
+        summary.ringProblem = "Operation not permitted"
+        let text = packetSummaryText(profile: "none", seed: 1, summary)
+        #expect(
+            text.contains(
+                "the kernel refused netcond's ring for the copies of the packets it passes (Operation not permitted): "
+                    + "they came through log groups instead"), "\(text)")
+        #expect(packetShortfalls(summary).allSatisfy { !$0.contains("ring") })
+    }
+
     @Test func theLineSaysWhichSenderTheServersUsed() {
         let same = SenderReport(wanted: "cubic", origin: "cubic", hostDefault: "bbr")
         let text = packetSummaryText(profile: "very-bad", seed: 2, PacketSummary(), sender: same)
