@@ -16,16 +16,24 @@ def item_bufferbloat(h, t, srv):
         th = threading.Thread(target=download, args=(src_port, 22.0, 1.0, res, "bulk"), daemon=True)
         th.start()
         time.sleep(5)
-        loaded, _ = pingpong(echo_port, 40, warmup=0, deadline=time.monotonic() + 16)
+        # The first exchange on the new connection is not a round trip of the loaded link alone: under
+        # the proxy engine the client's connect returns at once and its handshake's round trip through
+        # the loaded queue (since git 97d5751 the handshake crosses the link) comes before the first
+        # answer. Reported apart; the judged samples are the round trips after it, as a ping's are.
+        loaded, first = pingpong(echo_port, 40, warmup=1, deadline=time.monotonic() + 16)
         th.join(30)
         i50 = pct(idle, 50) * 1000
         l50, lmax = pct(loaded, 50) * 1000, max(loaded) * 1000
         t.add(f"{name}: idle RTT p50", f"{i50:.1f} ms", "104 ms ±30 %", "PASS" if within(i50, 104, 0.3) else "FAIL")
         t.add(f"{name}: loaded RTT p50", f"{l50:.1f} ms", "314 ms ±30 %", "PASS" if within(l50, 314, 0.3) else "FAIL")
         t.add(f"{name}: loaded RTT max", f"{lmax:.1f} ms", "362 ms ±30 %", "PASS" if within(lmax, 362, 0.3) else "FAIL")
+        if first is not None:
+            t.add(f"{name}: loaded, the first exchange on a new connection (its handshake's round trip included)",
+                  f"{first * 1000:.1f} ms", "(report)", "INFO")
         bulk = res.get("bulk")
         if isinstance(bulk, (int, float)):
             t.notes.append(f"Bufferbloat: the bulk download ran at {bulk * 8 / 1e3:.0f} kbit/s of payload while loaded; "
-                           "20 idle samples, then 40 loaded samples starting 5 s after the download began.")
+                           "20 idle samples, then 40 loaded samples starting 5 s after the download began, each on its own "
+                           "connection after one exchange not counted (its handshake's round trip).")
     finally:
         nc.stop()

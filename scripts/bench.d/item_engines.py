@@ -18,6 +18,10 @@ from packetlib import packet_missing
 
 PROFILES = ["3g", "edge", "satellite-geo", "very-bad", "wifi-lossy"]
 SEEDS = [1, 2, 3]
+# A download of well under a second with bursts of loss: one retransmission time-out (200 ms or
+# more) is a third of it, so three seeds decide little (0.72 × on one day, 0.59 × on another, by
+# which segments the bursts hit); ten seeds, each still a few seconds.
+SEEDS_FOR = {"wifi-lossy": list(range(1, 11))}
 SIZE = 1_000_000
 TOLERANCE = 0.30
 TIMEOUT = 400
@@ -53,7 +57,8 @@ def item_engines(h, t, log):
         times = {"proxy": [], "packet": []}
         senders = set()
         failures = []
-        for seed in SEEDS:
+        seeds = SEEDS_FOR.get(profile, SEEDS)
+        for seed in seeds:
             for engine in ("proxy", "packet"):  # interleaved: the machine's state is shared fairly
                 started = time.monotonic()
                 seconds, summary = download(h.binary, engine, profile, seed)
@@ -72,7 +77,7 @@ def item_engines(h, t, log):
         ratio = stream / packet
         each = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(times["proxy"], times["packet"]))
         verdict = "PASS" if abs(ratio - 1) <= TOLERANCE else "FAIL"
-        t.add(f"{name}: {profile}, 1 MB with curl, seeds {SEEDS[0]}-{SEEDS[-1]}",
+        t.add(f"{name}: {profile}, 1 MB with curl, seeds {seeds[0]}-{seeds[-1]}",
               f"stream {stream:.2f} s, packet {packet:.2f} s: {ratio:.2f} × (per seed, stream/packet: {each})",
               f"within ±{TOLERANCE:.0%}", verdict)
         for sender in sorted(senders):
