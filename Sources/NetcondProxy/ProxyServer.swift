@@ -33,7 +33,8 @@ public final class ProxyServer: Sendable {
         var children: [ObjectIdentifier: Channel] = [:]
         /// Connections a splice relay has (see ProxyServer+Splice), by id; none once stopping.
         var relays: [Int: SplicedConnection] = [:]
-        /// Relays started so far (the last one's id).
+        /// The last relay id given (one per relay the proxy tried to start; those started are
+        /// `stats.splicedConnections`).
         var nextRelay = 0
         /// Connections a relay handed back that are not yet NIO channels in `children` (open all the same).
         var adopting = 0

@@ -33,7 +33,7 @@ def item_bufferbloat(h, t, srv):
         bulk = res.get("bulk")
         if isinstance(bulk, (int, float)):
             t.notes.append(f"Bufferbloat: the bulk download ran at {bulk * 8 / 1e3:.0f} kbit/s of payload while loaded; "
-                           "20 idle samples, then 40 loaded samples starting 5 s after the download began, each on its own "
+                           "20 idle samples, then 40 loaded samples starting 5 s after the download began, on one new "
                            "connection after one exchange not counted (its handshake's round trip).")
     finally:
         nc.stop()
