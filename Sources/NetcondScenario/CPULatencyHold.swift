@@ -46,6 +46,39 @@ public final class CPULatencyHold: @unchecked Sendable {
     deinit { self.release() }
 }
 
+/// The kernel's cpuidle driver, which `/dev/cpu_dma_latency` steers. Without one (a virtual
+/// machine booted without `cpuidle_haltpoll`, say) an idle CPU halts whatever the hold asks, and each
+/// wake-up still costs what it costs: `--low-latency` then says so instead of promising polling.
+public enum CPUIdleDriver: Sendable, Equatable {
+    /// The driver's name (`haltpoll`, `intel_idle`, `acpi_idle` …): the hold works.
+    case present(String)
+    /// The kernel has cpuidle but no driver (`current_driver` reads `none`): the hold changes nothing.
+    case none
+    /// Unreadable (no sysfs, or a kernel without cpuidle): nothing is said.
+    case unknown
+
+    /// Read from `sysfs` (default `/sys`): `devices/system/cpu/cpuidle/current_driver`.
+    public static func current(sysfs: String = "/sys") -> CPUIdleDriver {
+        guard let file = fopen(sysfs + "/devices/system/cpu/cpuidle/current_driver", "r") else { return .unknown }
+        defer { fclose(file) }
+        var buffer = [CChar](repeating: 0, count: 64)
+        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return .unknown }
+        let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        guard let name = String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isWhitespace).first else {
+            return .unknown
+        }
+        return name == "none" ? .none : .present(String(name))
+    }
+
+    /// Why a hold changes nothing here (nil when it works or nothing is known), for a one-line notice.
+    public var withoutEffect: String? {
+        guard self == .none else { return nil }
+        return "this machine has no cpuidle driver (/sys/devices/system/cpu/cpuidle/current_driver reads none), "
+            + "so an idle CPU halts whatever /dev/cpu_dma_latency asks and each wake-up from idle still costs "
+            + "0.1-0.5 ms; a KVM guest gets a driver that polls with the kernel option cpuidle_haltpoll.force=1"
+    }
+}
+
 public struct CPULatencyHoldError: Error, CustomStringConvertible {
     public let reason: String
     public var description: String { self.reason }

@@ -276,9 +276,13 @@ struct PacketEvidence {
 }
 
 /// `edge (packet engine): 3.2 s, up 616 B in 9 packets, down 20.7 KB in 17 packets, no packet lost (seed 5)`.
-public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSummary, sender: SenderReport? = nil)
-    -> String
-{
+///
+/// `idleDriver`: this machine's cpuidle driver, which decides whether `--low-latency` can help a run
+/// whose packets left late.
+public func packetSummaryText(
+    profile: String, seed: UInt64, _ summary: PacketSummary, sender: SenderReport? = nil,
+    idleDriver: CPUIdleDriver = .current()
+) -> String {
     func direction(_ name: String, _ d: PacketSummary.Direction) -> String {
         "\(name) \(formatBytes(d.bytes)) in \(d.packets) packet\(d.packets == 1 ? "" : "s")"
     }
@@ -300,7 +304,7 @@ public func packetSummaryText(profile: String, seed: UInt64, _ summary: PacketSu
         parts.append(text)
     }
     parts += packetEvents(summary)
-    parts += packetWarnings(summary)
+    parts += packetWarnings(summary, idleDriver: idleDriver)
     if let sender { parts.append(sender.description) }
     return "\(profile) (packet engine): " + parts.joined(separator: ", ") + " (seed \(seed))"
 }
@@ -359,7 +363,7 @@ private func packetEvents(_ summary: PacketSummary) -> [String] {
 }
 
 /// Where the link fell short of the profile, for the verdicts (``RunEvidence/shortfalls``): the
-/// counts of ``packetWarnings(_:)`` that change what the client met or what netcond saw of it.
+/// counts of ``packetWarnings(_:idleDriver:)`` that change what the client met or what netcond saw of it.
 /// Lateness is not one: each verdict that rests on timing allows for a loaded machine.
 func packetShortfalls(_ summary: PacketSummary) -> [String] {
     func packets(_ count: Int) -> String { "\(count) packet\(count == 1 ? "" : "s")" }
@@ -384,7 +388,7 @@ func packetShortfalls(_ summary: PacketSummary) -> [String] {
 }
 
 /// What went wrong outside the emulated link, which the summary must not hide.
-private func packetWarnings(_ summary: PacketSummary) -> [String] {
+private func packetWarnings(_ summary: PacketSummary, idleDriver: CPUIdleDriver) -> [String] {
     var parts: [String] = []
     if summary.vanished > 0 {
         parts.append(
@@ -423,7 +427,11 @@ private func packetWarnings(_ summary: PacketSummary) -> [String] {
         parts.append(
             "\(summary.lateOverMillisecond) packet\(summary.lateOverMillisecond == 1 ? " was" : "s were") "
                 + "released over 1 ms late (longest \(summary.maximumLateness.nanoseconds / 1_000_000) ms): "
-                + "netcond's thread woke late (a busy machine, or a virtual machine's idle CPUs: --low-latency helps) "
+                + "netcond's thread woke late ("
+                + (idleDriver == .none
+                    ? "a busy machine, or idle CPUs halting: this machine has no cpuidle driver, so --low-latency "
+                        + "cannot keep them polling) "
+                    : "a busy machine, or a virtual machine's idle CPUs: --low-latency helps) ")
                 + "and the link's timing was off by as much")
     }
     return parts

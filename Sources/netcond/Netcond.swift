@@ -214,16 +214,22 @@ struct LowLatencyOption: ParsableArguments {
         help: """
             Keep the CPUs out of deep idle states while netcond runs (/dev/cpu_dma_latency, needs root): \
             removes the 0.1-0.5 ms each wake-up from idle costs on a VM or laptop, for sub-millisecond \
-            latency accuracy. Idle CPUs poll meanwhile.
+            latency accuracy. Idle CPUs poll meanwhile (through the kernel's cpuidle driver: netcond says when \
+            the machine has none, as some virtual machines do, and the hold changes nothing).
             """
     )
     var lowLatency = false
 
-    /// Takes the hold when asked; without it netcond still runs, with a warning saying why.
-    func hold() -> CPULatencyHold? {
+    /// Takes the hold when asked; without it netcond still runs, with a warning saying why. A hold
+    /// that changes nothing on this machine (no cpuidle driver) is kept, and said.
+    func hold(idleDriver: CPUIdleDriver = .current()) -> CPULatencyHold? {
         guard self.lowLatency else { return nil }
         do {
-            return try CPULatencyHold()
+            let hold = try CPULatencyHold()
+            if let reason = idleDriver.withoutEffect {
+                printError("netcond: --low-latency cannot keep idle CPUs polling: \(reason)")
+            }
+            return hold
         } catch {
             printError("netcond: --low-latency not in effect: \(error.description)")
             return nil

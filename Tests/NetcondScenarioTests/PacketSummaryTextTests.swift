@@ -27,7 +27,7 @@ import Testing
         var summary = PacketSummary()
         summary.pathMSSProblem = "cannot attach a BPF program to the cgroup: bpf: Operation not permitted"
         for late: Int64 in [200, 1_500, 2_000, 4_000] { summary.lateness.record(.microseconds(late)) }
-        let text = packetSummaryText(profile: "edge", seed: 1, summary)
+        let text = packetSummaryText(profile: "edge", seed: 1, summary, idleDriver: .present("haltpoll"))
         #expect(
             text.contains(
                 "the command's TCP sockets kept loopback's 64 KB MSS (cannot attach a BPF program to the cgroup: "
@@ -37,6 +37,20 @@ import Testing
             text.contains("3 packets were released over 1 ms late (longest 4 ms): netcond's thread woke late"),
             "\(text)")
         #expect(text.contains("--low-latency helps"), "\(text)")
+    }
+
+    /// Where idle CPUs halt whatever `/dev/cpu_dma_latency` says, the line does not offer
+    /// `--low-latency` as the cure.
+    @Test func lateReleasesOnAMachineWithoutACPUIdleDriverDoNotPromiseLowLatency() {
+        var summary = PacketSummary()
+        summary.lateness.record(.microseconds(2_500))
+        let text = packetSummaryText(profile: "edge", seed: 1, summary, idleDriver: .none)
+        #expect(
+            text.contains(
+                "1 packet was released over 1 ms late (longest 2 ms): netcond's thread woke late (a busy machine, or idle "
+                    + "CPUs halting: this machine has no cpuidle driver, so --low-latency cannot keep them polling)"),
+            "\(text)")
+        #expect(!text.contains("--low-latency helps"), "\(text)")
     }
 
     /// A refused ring changes nothing the client meets (the copies come the slower way): the line

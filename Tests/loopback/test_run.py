@@ -211,6 +211,36 @@ def test_low_latency_holds_cpu_dma_latency_while_running_and_releases_it():
     assert plain.returncode == 0 and plain.stdout.strip() == "0", (plain.stdout, plain.stderr)
 
 
+CPUIDLE_DRIVER = "/sys/devices/system/cpu/cpuidle/current_driver"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(CPUIDLE_DRIVER) or not shutil.which("unshare"),
+                    reason="needs root, unshare and a kernel with cpuidle to show netcond another driver")
+@pytest.mark.parametrize("driver", ["none", "haltpoll"])
+def test_low_latency_says_when_the_machine_has_no_cpuidle_driver_for_the_hold_to_steer(tmp_path, driver):
+    """/dev/cpu_dma_latency steers the cpuidle driver; a VM booted without one halts its idle CPUs
+    whatever the hold says, and netcond says so (with the kernel option that gives one) instead of
+    promising polling CPUs. The driver netcond reads is the test's own, bound over sysfs's in a
+    mount namespace of this run only."""
+    with open(CPUIDLE_DRIVER) as f:
+        host_driver = f.read()
+    fake = tmp_path / "current_driver"
+    fake.write_text(driver + "\n")
+    script = (f"mount --bind {fake} {CPUIDLE_DRIVER} && exec {NETCOND} run none --low-latency --quiet "
+              "-- sh -c 'ls -l /proc/$PPID/fd | grep -c cpu_dma_latency || true'")
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "1", (r.stdout, r.stderr)  # held either way: harmless, and a driver may come
+    said = "netcond: --low-latency cannot keep idle CPUs polling: this machine has no cpuidle driver"
+    if driver == "none":
+        assert said in r.stderr and "cpuidle_haltpoll.force=1" in r.stderr, r.stderr
+    else:
+        assert "cpuidle" not in r.stderr, r.stderr
+    with open(CPUIDLE_DRIVER) as f:  # the host's own was never touched
+        assert f.read() == host_driver
+
+
 # --- What a child holds ------------------------------------------------------------------------------
 
 def pids(pattern):

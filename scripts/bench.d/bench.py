@@ -34,7 +34,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The sibling modules, importable whatever the working directory.
 import html_report  # noqa: E402  (item 10, a module of its own)
-from benchlib import Harness, Servers, Table, log  # noqa: E402
+from benchlib import Harness, Servers, Table, cpuidle_driver, log  # noqa: E402
 from item_accept_storm import item_accept_storm  # noqa: E402
 from item_bandwidth import item_bandwidth  # noqa: E402
 from item_bufferbloat import item_bufferbloat  # noqa: E402
@@ -63,7 +63,8 @@ def run(args):
         "",
         f"Command: `{args.command}`",
         "",
-        f"Date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; host: {os.cpu_count()} CPUs, {os.uname().release}; "
+        f"Date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; host: {os.cpu_count()} CPUs, {os.uname().release}, "
+        f"cpuidle driver {cpuidle_driver()} (`--low-latency` changes nothing without one); "
         f"{args.describe}; load average at start {os.getloadavg()[0]:.2f}",
     ]
     t = Table(args.out, header)

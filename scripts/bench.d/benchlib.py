@@ -405,11 +405,27 @@ class Table:
 def low_latency_mode(t, nc, low, what):
     """(held, label suffix) of a pass run with `--low-latency` (`low`) or as the machine comes; a
     judged pass whose hold is not in effect (no root) says so in the notes and is judged as is."""
-    held = low and "--low-latency not in effect" not in nc._read(".err")
+    err = nc._read(".err")
+    held = low and "--low-latency not in effect" not in err
     if low and not held:
         t.notes.append(f"{what}: --low-latency was NOT in effect, so the judged rows ran on the machine's "
-                       "defaults (" + nc._read(".err").strip()[-200:] + ")")
+                       "defaults (" + err.strip()[-200:] + ")")
+    if low and held and "--low-latency cannot keep idle CPUs polling" in err:
+        # Held, but this machine has no cpuidle driver: its idle CPUs halt anyway (netcond said so).
+        t.notes.append(f"{what}: --low-latency was held but changes nothing here: the machine has no cpuidle "
+                       "driver, so idle CPUs halted as without it; the judged rows carry the wake-ups it removes "
+                       "elsewhere")
+        return held, ", --low-latency (no cpuidle driver: idle CPUs halt)"
     return held, ", machine defaults" if not low else ", --low-latency" if held else ", --low-latency (NOT in effect)"
+
+
+def cpuidle_driver():
+    """The kernel's cpuidle driver (what /dev/cpu_dma_latency steers): its name, 'none', or '?'."""
+    try:
+        with open("/sys/devices/system/cpu/cpuidle/current_driver") as f:
+            return f.read().strip() or "?"
+    except OSError:
+        return "?"
 
 
 class CPULatencyHold:
