@@ -24,6 +24,10 @@ FIDELITY_QUEUE = 1000  # packets, both sides: the reference's FIFO (5a's 1500KB 
 FIDELITY_STEADY = {100: 30.0, 500: 45.0}  # seconds per steady cell (5a: 45 and 65), counted from FIDELITY_SKIP
 FIDELITY_SKIP = 5.0
 FIDELITY_STEADY_SEEDS = (201, 202, 203)  # both sides; the first alone where TCP is not loss-bound
+# BBR under loss: the kernel's own goodput moves from run to run on the very same losses (500 ms, 5 %,
+# seed 201, the reference alone twice on 2026-11-30: 17,677 and 32,980 packets down, ~4.8 and ~9 Mbit/s),
+# so those cells take the reference this many times and netcond is judged against the kernel's spread.
+FIDELITY_BBR_REPEATS = 3
 FIDELITY_FRESH = {100: (40, 260.0), 500: (24, 420.0)}  # rtt: netcond downloads (a run and a seed each), seconds at most
 FIDELITY_FRESH_SEED = 301
 # Reference instances at once for the fresh cells: five at once on two cores beside netcond's runs
@@ -85,6 +89,12 @@ def packet_loss_fidelity(h, t, srv):
     def fresh_seeds(c):
         return range(FIDELITY_FRESH_SEED, FIDELITY_FRESH_SEED + FIDELITY_FRESH[c[0]][0])
 
+    def repeats(c):  # the reference's runs per seed: BBR's outcome under loss is the kernel's own lottery
+        return FIDELITY_BBR_REPEATS if c[2] == "bbr" and c[1] > 0 else 1
+
+    def steady_key(c, seed, run):
+        return ("steady", *c, seed) if run == 0 else ("steady", *c, seed, run)
+
     # The reference's work, all of it started now in its own thread. Every lossy job draws its losses
     # from netcond's streams for the same seed (--netcond-draws): the two sides lose the same packets.
     ref, tags = {}, []
@@ -106,7 +116,9 @@ def packet_loss_fidelity(h, t, srv):
             common = ["--mode", "steady", "--rtt", f"{c[0]}ms", "--loss", f"{c[1]}%", "--cc", c[2],
                       "--queue", FIDELITY_QUEUE, "--seconds", FIDELITY_STEADY[c[0]], "--skip", FIDELITY_SKIP]
             for seed in steady_seeds(c):
-                steady[("steady", *c, seed)] = ([*common, "--seed", seed, "--netcond-draws"], FIDELITY_STEADY[c[0]] + 60)
+                for run in range(repeats(c)):
+                    steady[steady_key(c, seed, run)] = ([*common, "--seed", seed, "--netcond-draws"],
+                                                        FIDELITY_STEADY[c[0]] + 60)
             if c[2] == "bbr" and c[1] == 5:  # where the loss strikes matters when the link is full: informational
                 steady[("steady-wire", *c)] = ([*common, "--seed", steady_seeds(c)[0]], FIDELITY_STEADY[c[0]] + 60)
         fresh = {("fresh", *c, seed): (["--rtt", f"{c[0]}ms", "--loss", f"{c[1]}%", "--cc", c[2], "--runs", 1,
@@ -235,10 +247,24 @@ def packet_loss_fidelity(h, t, srv):
             seeds = sorted(measured)
             a = [measured[s][0] for s in seeds]
             b = [reference_json(kernel(("steady", *c, s)))["bps"] for s in seeds]
-            r = sum(a) / sum(b)
             mbit = lambda v: f"{v * 8 / 1e6:.2f}"
             pairs = (f" (seed by seed, netcond/kernel: {', '.join(f'{mbit(x)}/{mbit(y)}' for x, y in zip(a, b))})"
                      if len(seeds) > 1 else "")
+            # Repeated cells (one seed): the kernel's runs on the same losses; netcond passes inside their
+            # spread (± the tolerance), and the row shows every run.
+            runs = [b[0]]
+            for run in range(1, repeats(c) if len(seeds) == 1 else 1):
+                try:
+                    runs.append(reference_json(kernel(steady_key(c, seeds[0], run)))["bps"])
+                except Exception as e:
+                    log(f"    9f: reference run {run + 1} of {c}: {e}")
+            if len(runs) > 1:
+                b = [statistics.mean(runs)]
+                pairs = (f" (the kernel's {len(runs)} runs on the same losses: "
+                         f"{', '.join(mbit(v) for v in runs)} Mbit/s; judged against their spread)")
+            r = sum(a) / sum(b)
+            inside = (min(runs) * (1 - FIDELITY_TOLERANCE) <= a[0] <= max(runs) * (1 + FIDELITY_TOLERANCE)
+                      if len(runs) > 1 else within(sum(a), sum(b), FIDELITY_TOLERANCE))
             wire = ""
             if ("steady-wire", *c) in ref and not isinstance(ref[("steady-wire", *c)], Exception):
                 kw = reference_json(ref[("steady-wire", *c)])["bps"]
@@ -248,7 +274,7 @@ def packet_loss_fidelity(h, t, srv):
             t.add(label, f"netcond {mbit(statistics.mean(a))} Mbit/s vs kernel {mbit(statistics.mean(b))} Mbit/s"
                          f"{' (means of the seeds)' if len(seeds) > 1 else ''} = {r:.2f}x{pairs}{wire}; "
                          f"{run.evidence()}{disturbed_text(disturbed)}", target,
-                  "PASS" if within(sum(a), sum(b), FIDELITY_TOLERANCE) else "FAIL")
+                  "PASS" if inside else "FAIL")
         except Exception as e:
             t.error(label, e)
 
@@ -328,7 +354,9 @@ def packet_loss_fidelity(h, t, srv):
         f"{FIDELITY_QUEUE}-packet queue on both sides, {FIDELITY_STEADY[100]:.0f} s at 100 ms and "
         f"{FIDELITY_STEADY[500]:.0f} s at 500 ms (shorter than 5a's 45/65 s), goodput from {FIDELITY_SKIP:.0f} s; "
         f"the loss-bound cubic cells take seeds {', '.join(map(str, FIDELITY_STEADY_SEEDS))} on both sides, "
-        f"the others {FIDELITY_STEADY_SEEDS[0]}; judged on the means. 1 MB: one download per netcond run, seeds "
+        f"the others {FIDELITY_STEADY_SEEDS[0]}; judged on the means. The lossy BBR cells take the reference "
+        f"{FIDELITY_BBR_REPEATS} times on the same losses (the kernel's BBR itself lands far apart from run to run "
+        "there) and pass inside the spread of those runs, ± the tolerance. 1 MB: one download per netcond run, seeds "
         f"{FIDELITY_FRESH_SEED} on, {FIDELITY_FRESH[100][0]} at 100 ms and {FIDELITY_FRESH[500][0]} at 500 ms (fewer if "
         f"their {FIDELITY_FRESH[100][1]:.0f}/{FIDELITY_FRESH[500][1]:.0f} s run out), the reference one download per "
         "seed; judged on the mean over the seeds both sides measured, with the interval of the paired ratio. "

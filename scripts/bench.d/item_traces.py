@@ -310,7 +310,8 @@ def round_trip(h, profile, times_ms, log):
             sys.executable, CLIENT, "http://origin.netcond.test/bytes/2000000000", str(SECONDS), out]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=SECONDS + 60)
     if done.returncode != 0:
-        raise RuntimeError(f"run: exit {done.returncode}: {done.stderr.strip()[-300:]}")
+        # The last line is netcond's error (a root warning may come before it).
+        raise RuntimeError(f"run: exit {done.returncode}: {done.stderr.strip().splitlines()[-1][-300:] if done.stderr.strip() else ''}")
     recorded = subprocess.run([h.binary, "trace", "record", capture, "-o", prefix], capture_output=True, text=True, timeout=120)
     if recorded.returncode != 0:
         raise RuntimeError(f"trace record: exit {recorded.returncode}: {recorded.stderr.strip()[-300:]}")

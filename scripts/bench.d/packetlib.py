@@ -148,6 +148,23 @@ def own_cpu_seconds(pid):
         return None
 
 
+def threads_cpu_ns(pid):
+    """{thread id: ns it has run} of process `pid`'s live threads (/proc/PID/task/*/schedstat: the
+    scheduler's own nanoseconds, where /proc/PID/stat counts 10 ms ticks)."""
+    found = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                found[int(tid)] = int(f.read().split()[0])
+        except (OSError, IndexError, ValueError):
+            pass
+    return found
+
+
 def nfqueue_users():
     """{queue number: peer port id} of the host's NFQUEUEs now (/proc/net/netfilter/nfnetlink_queue)."""
     try:
@@ -176,6 +193,9 @@ class PacketRun:
         self.run_id = None  # the cage's name (netcond-<id>), read from netcond's descriptors once made
         ours = set()  # this run's NFQUEUE numbers (netcond picks them at random)
         self.cpu = None
+        # Each thread's CPU as last sampled (ns): `cpu_threads`, to the nanosecond but blind to what a
+        # thread ran after its last sample (a 50 ms poll); `cpu` counts every thread, in 10 ms ticks.
+        threads = {}
         queues = {}  # NFQUEUE number -> peer port id, every queue seen while this run went on
         timed_out = False
         try:
@@ -196,6 +216,7 @@ class PacketRun:
                 cpu = own_cpu_seconds(proc.pid)
                 if cpu is not None:
                     self.cpu = cpu
+                threads.update(threads_cpu_ns(proc.pid))
                 if exited is not None:
                     break
                 if time.monotonic() > deadline:
@@ -208,6 +229,7 @@ class PacketRun:
                 h.stop(proc, sig=signal.SIGINT, wait=15)
             left = packet_leftovers(self.run_id) if self.run_id is not None else []
         self.wall = time.monotonic() - started
+        self.cpu_threads = sum(threads.values()) / 1e9 if threads else None
         self.rc = proc.returncode
         # Another NFQUEUE user (another packet engine) at the same time: its start and end change
         # the host's netfilter hooks, and the kernel drops every queued packet when a hook goes
