@@ -222,11 +222,11 @@ struct LowLatencyOption: ParsableArguments {
 
     /// Takes the hold when asked; without it netcond still runs, with a warning saying why. A hold
     /// that changes nothing on this machine (no cpuidle driver) is kept, and said.
-    func hold(idleDriver: CPUIdleDriver = .current()) -> CPULatencyHold? {
+    func hold() -> CPULatencyHold? {
         guard self.lowLatency else { return nil }
         do {
             let hold = try CPULatencyHold()
-            if let reason = idleDriver.withoutEffect {
+            if let reason = CPUIdleDriver.current().withoutEffect {
                 printError("netcond: --low-latency cannot keep idle CPUs polling: \(reason)")
             }
             return hold
