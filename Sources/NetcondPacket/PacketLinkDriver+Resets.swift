@@ -17,7 +17,7 @@ extension PacketLinkDriver {
             self.flows.markCut(key)
             self.scheduleReset(key, towardCage: true, at: now + self.network.delay(.down, route: on, at: now))
             self.scheduleReset(key, towardCage: false, at: now + self.network.delay(.up, route: on, at: now))
-            if let on { self.summary.lanes[on].connectionsCut += 1 }
+            if let on { self.summary.laneCounts[on].connectionsCut += 1 }
             cut += 1
         }
         self.summary.connectionsCut += cut

@@ -53,8 +53,8 @@ extension PacketLinkDriver {
     /// its own, a path whose route is gone keeps its connections (``LinkNetwork/replaceRoutes(with:at:)``).
     mutating func replaceRoutes(with routes: [Route], at now: Instant) {
         for route in self.network.replaceRoutes(with: routes, at: now) { self.cutConnections(route: route, at: now) }
-        for route in self.network.pathRoutes.dropFirst(self.summary.lanes.count) {
-            self.summary.lanes.append(PacketSummary.Lane(name: route.name, match: route.match.description))
+        for route in self.network.pathRoutes.dropFirst(self.summary.laneCounts.count) {
+            self.summary.addLane(name: route.name, match: route.match.description)
         }
         self.routesFailNames = self.network.routeTimelines.contains { !$0.profile.setup.dnsFail.isEmpty }
         self.routesByName = self.routesByName || routes.contains { !$0.match.hosts.isEmpty }

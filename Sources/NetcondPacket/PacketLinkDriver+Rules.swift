@@ -26,7 +26,7 @@ extension PacketLinkDriver {
         }
         guard let action else { return false }
         self.summary.firewallStopped += segments
-        if let route { self.summary.lanes[route].firewallStopped += segments }
+        if let route { self.summary.laneCounts[route].firewallStopped += segments }
         self.stopAttempt(tcp, reset: action == .refuse, route: route, refusedBy: refusedBy, at: now)
         return true
     }
@@ -64,7 +64,7 @@ extension PacketLinkDriver {
         }
         guard self.flows.offered(tcp, up: true, at: now) else { return false }
         self.summary.connections += 1
-        if let route { self.summary.lanes[route].connections += 1 }
+        if let route { self.summary.laneCounts[route].connections += 1 }
         return true
     }
 
@@ -98,7 +98,7 @@ extension PacketLinkDriver {
         guard hold > .zero else { return }
         self.holdUntil[FlowKey(tcp, up: true)] = now + hold
         self.summary.connectsHeld += 1
-        if let route { self.summary.lanes[route].connectsHeld += 1 }
+        if let route { self.summary.laneCounts[route].connectsHeld += 1 }
     }
 
     /// A DNS query for a name `dns_fail` names (the profile's or any route's): answered NXDOMAIN in

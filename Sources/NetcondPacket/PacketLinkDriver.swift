@@ -70,7 +70,7 @@ struct PacketLinkDriver {
         self.onStateChange = onStateChange
         self.routesByName = profile.routes.contains { !$0.match.hosts.isEmpty }
         self.routesFailNames = profile.routes.contains { !$0.profile.setup.dnsFail.isEmpty }
-        self.summary.lanes = profile.routes.map { PacketSummary.Lane(name: $0.name, match: $0.match.description) }
+        for route in profile.routes { self.summary.addLane(name: route.name, match: route.match.description) }
     }
 
     /// The access link's conditions.
@@ -107,7 +107,7 @@ struct PacketLinkDriver {
             }
         }
         self.summary.directions[index].packets += segments
-        if let route { self.summary.lanes[route].directions[index].packets += segments }
+        if let route { self.summary.laneCounts[route][index].packets += segments }
         if self.network.access[up ? .up : .down].blackholed {
             // Followed all the same: an attempt the blackhole swallows is evidence too.
             if let tcp, self.flows.offered(tcp, up: up, at: now) { self.countConnection(route) }
@@ -127,7 +127,7 @@ struct PacketLinkDriver {
             if up && tcp.isSYN, let refusing = self.refusingOutage(route) {
                 // The far end turns the connection away: a reset one round trip (in force) after the SYN.
                 self.summary.refusedConnections += 1
-                if let route { self.summary.lanes[route].refusedConnections += 1 }
+                if let route { self.summary.laneCounts[route].refusedConnections += 1 }
                 self.flows.refusedByLink(tcp, at: now)
                 self.refuse(tcp, route: refusing, at: now)
                 return false
@@ -165,7 +165,7 @@ struct PacketLinkDriver {
             return false
         case .delivers, .held:
             self.summary.directions[up ? 0 : 1].bytes += Int64(held.wireLength)
-            if let route { self.summary.lanes[route].directions[up ? 0 : 1].bytes += Int64(held.wireLength) }
+            if let route { self.summary.laneCounts[route][up ? 0 : 1].bytes += Int64(held.wireLength) }
             return true
         }
     }
@@ -181,14 +181,14 @@ struct PacketLinkDriver {
 
     private mutating func countConnection(_ route: Int?) {
         self.summary.connections += 1
-        if let route { self.summary.lanes[route].connections += 1 }
+        if let route { self.summary.laneCounts[route].connections += 1 }
     }
 
     /// A drop, by cause, in the summary and in the route's lane.
     mutating func countDrop(_ why: PathDrop, _ direction: Direction, route: Int?, segments: Int) {
         let index = direction == .up ? 0 : 1
         Self.add(why, segments, to: &self.summary.directions[index])
-        if let route { Self.add(why, segments, to: &self.summary.lanes[route].directions[index]) }
+        if let route { Self.add(why, segments, to: &self.summary.laneCounts[route][index]) }
     }
 
     private static func add(_ why: PathDrop, _ segments: Int, to counts: inout PacketSummary.Direction) {
@@ -212,7 +212,7 @@ struct PacketLinkDriver {
             // Counted as delivered bytes when its first path took it.
             let index = direction == .up ? 0 : 1
             self.summary.directions[index].bytes -= Int64(packet.wireLength)
-            if let route { self.summary.lanes[route].directions[index].bytes -= Int64(packet.wireLength) }
+            if let route { self.summary.laneCounts[route][index].bytes -= Int64(packet.wireLength) }
         }
         return event
     }
@@ -224,14 +224,14 @@ struct PacketLinkDriver {
         let route = delivery.unit.route < 0 ? nil : Int(delivery.unit.route)
         if delivery.isCopy {
             self.summary.directions[index].duplicated += 1
-            if let route { self.summary.lanes[route].directions[index].duplicated += 1 }
+            if let route { self.summary.laneCounts[route][index].duplicated += 1 }
             return
         }
         // Counted here, not when decided: a packet still held when the run ends never reaches its
         // receiver corrupted, and the summary says what receivers' checksums discarded.
         if corrupted {
             self.summary.directions[index].corrupted += 1
-            if let route { self.summary.lanes[route].directions[index].corrupted += 1 }
+            if let route { self.summary.laneCounts[route][index].corrupted += 1 }
         }
         if let tcp = delivery.unit.tcp, !corrupted { self.flows.delivered(tcp, up: direction == .up) }
     }

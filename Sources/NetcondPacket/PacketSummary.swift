@@ -130,26 +130,61 @@ public struct PacketSummary: Sendable, Equatable {
     public var conditions = LinkConditions()
     /// Each route's lane, in the order of the profile's `routes:` (empty: no routes). The fields
     /// above count every packet; a lane counts those of the connections on its route.
-    public var lanes: [Lane] = []
+    public var lanes: [Lane] {
+        zip(self.laneLabels, self.laneCounts).map { Lane(name: $0.name, match: $0.match, counts: $1) }
+    }
+    /// Each lane's route name and match: they change only when a profile switch adds a route.
+    private var laneLabels: [LaneLabel] = []
+    /// Each lane's counters, apart from its labels and holding no reference: the engine publishes a
+    /// copy of the summary every 50 ms, and the next packet's count then copies this array whole —
+    /// one copy of memory, where lanes holding strings took a retain and a release per route (with
+    /// 1,000 routes, 0.9 µs more per packet; `scripts/bench --only 16b`).
+    var laneCounts: [LaneCounts] = []
+
+    /// Adds a lane for a route the summary had none for.
+    mutating func addLane(name: String, match: String) {
+        self.laneLabels.append(LaneLabel(name: name, match: match))
+        self.laneCounts.append(LaneCounts())
+    }
+
+    private struct LaneLabel: Sendable, Equatable {
+        var name: String
+        var match: String
+    }
+
     /// What crossed the link to one destination (a ``Route``): its packets, whatever path of the two
     /// (the access link, the route's own) dropped them, and its connections.
     public struct Lane: Sendable, Equatable {
         /// The route's name and its match, as a profile writes it.
         public var name: String
         public var match: String
-        /// As the summary's: offered, delivered bytes, and drops by cause, on either path.
-        public var directions = [Direction(), Direction()]
-        public var up: Direction { self.directions[0] }
-        public var down: Direction { self.directions[1] }
+        public var counts: LaneCounts
+        public var up: Direction { self.counts.up }
+        public var down: Direction { self.counts.down }
+        public var connections: Int { self.counts.connections }
+        public var refusedConnections: Int { self.counts.refusedConnections }
+        public var connectionsCut: Int { self.counts.connectionsCut }
+        public var firewallStopped: Int { self.counts.firewallStopped }
+        public var connectsHeld: Int { self.counts.connectsHeld }
+    }
+
+    /// A lane's counters. As the summary's: offered, delivered bytes, and drops by cause, on either
+    /// path; its connections.
+    public struct LaneCounts: Sendable, Equatable {
+        public var up = Direction()
+        public var down = Direction()
         public var connections = 0
         public var refusedConnections = 0
         public var connectionsCut = 0
         public var firewallStopped = 0
         public var connectsHeld = 0
 
-        public init(name: String, match: String) {
-            self.name = name
-            self.match = match
+        /// A direction by index: 0 up, 1 down (as the summary's `directions`).
+        subscript(index: Int) -> Direction {
+            get { index == 0 ? self.up : self.down }
+            set {
+                if index == 0 { self.up = newValue } else { self.down = newValue }
+            }
         }
     }
 
