@@ -18,9 +18,9 @@ extension LinkModel {
 
         // Data sent after a lost transmission arriving produces (selective) acknowledgements that
         // reveal the hole: three of them and the sender retransmits (SACK / RACK loss detection,
-        // which also finds lost retransmissions). They take the reverse delay in force now.
-        let reverseLatency = self.conditions.direction(side.direction.reversed).delay(at: self.now)
-        side.lastAckAt = self.now + reverseLatency
+        // which also finds lost retransmissions). They take the reverse path back.
+        let ackAt = self.ackArrival(flow, side)
+        side.lastAckAt = ackAt
         for lostSeq in side.lostSeqs {
             var lost = side.record(lostSeq)
             guard lost.sentAt < record.sentAt, case .lost(let dupacks, let detectable) = lost.state, detectable
@@ -30,15 +30,29 @@ extension LinkModel {
             if dupacks + 1 == 3 {
                 self.schedule(
                     .lossDetected(flow.id, side.direction, seq: lostSeq, generation: lost.generation),
-                    at: self.now + reverseLatency
+                    at: ackAt
                 )
             }
         }
 
-        let ackAt = self.now + reverseLatency
         let sample: Span? = record.retransmitted ? nil : ackAt - record.sentAt
         self.schedule(.ack(flow.id, side.direction, seq: seq, bytes: record.size, rttSample: sample), at: ackAt)
         self.deliverInOrder(flow, side)
+    }
+
+    /// When an acknowledgement the receiver sends now reaches the sender: the reverse direction's
+    /// delay in force on the connection's path (the access link's and its route's), plus each
+    /// path's jitter drawn as its delay line draws it, and never before an earlier one (the
+    /// kernel's senders under the packet engine meet jitter both ways, and CUBIC's HyStart reads
+    /// the round trips it makes: `scripts/bench --only 11`, `wifi-lossy`).
+    func ackArrival(_ flow: Flow, _ side: FlowSide) -> Instant {
+        let reverse = side.direction.reversed
+        let jitter = self.links.jitter(reverse, route: flow.route)
+        var arrival = self.now + self.links.delay(reverse, route: flow.route, at: self.now)
+        arrival = arrival + side.drawAckJitter(jitter.access) + side.drawAckJitter(jitter.route)
+        arrival = max(arrival, side.latestAckArrival)
+        side.latestAckArrival = arrival
+        return arrival
     }
 
     func deliverInOrder(_ flow: Flow, _ side: FlowSide) {
@@ -121,7 +135,8 @@ extension LinkModel {
         if let end = side.recoveryEnd, seq > end { side.recoveryEnd = nil }
         if side.recoveryEnd == nil {
             side.window.onAck(
-                bytes: bytes, now: self.now, rtt: side.smoothedRTT ?? self.conditions.roundTrip(from: self.now),
+                bytes: bytes, now: self.now,
+                rtt: side.smoothedRTT ?? self.links.roundTrip(route: flow.route, from: self.now),
                 seq: seq, nextSeq: side.nextSeq, sample: rttSample)
         }
         self.trySend(flow, side)

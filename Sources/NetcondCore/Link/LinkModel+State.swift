@@ -87,14 +87,20 @@ final class FlowSide {
     var rttVariance = Span.zero
     /// When the sender last received an acknowledgement (restarts the retransmission timer).
     var lastAckAt: Instant?
+    /// The acknowledgements' way back: the reverse direction's jitter, drawn from a stream of the
+    /// side's own, and when the latest one reaches the sender (one never overtakes another).
+    var ackJitter: SeededRandom
+    var latestAckArrival = Instant.zero
 
     init(
         direction: Direction,
         window: SenderWindow,
         capRate: Bandwidth?,
         tcp: CongestionControl,
-        readyAt: Instant
+        readyAt: Instant,
+        ackSeed: UInt64
     ) {
+        self.ackJitter = SeededRandom(seed: ackSeed)
         self.direction = direction
         self.window = window
         self.capRate = capRate
@@ -112,6 +118,13 @@ final class FlowSide {
 
     func setRecord(_ seq: UInt64, _ record: SegmentRecord) {
         self.records[Int(seq - self.baseSeq)] = record
+    }
+
+    /// Up to `jitter` more on an acknowledgement's way back (none drawn without jitter: a link
+    /// without it keeps its timing whatever the stream).
+    func drawAckJitter(_ jitter: Span) -> Span {
+        guard jitter > .zero else { return .zero }
+        return Span(nanoseconds: Int64(self.ackJitter.nextUnit() * Double(jitter.nanoseconds)))
     }
 
     /// RFC 6298 estimator.

@@ -397,7 +397,8 @@ public final class LinkModel {
             window: window,
             capRate: self.capRate(for: spec, tcp: self.profile.tcp),
             tcp: self.profile.tcp,
-            readyAt: now
+            readyAt: now,
+            ackSeed: SeedDeriver.derive(self.seed, 0x4143_4B4A, flowIndex, direction == .up ? 0 : 1)
         )
     }
 

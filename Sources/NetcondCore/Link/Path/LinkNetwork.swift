@@ -356,6 +356,14 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
         return access + self.routePaths[route].conditions.roundTrip(from: now)
     }
 
+    /// One direction's jitter for a connection on `route`: the access link's and the route's (zero
+    /// without one); each path draws its own on top of its delay.
+    public func jitter(_ direction: Direction, route: Int?) -> (access: Span, route: Span) {
+        let access = self.access.conditions.direction(direction).jitter
+        guard let route else { return (access, .zero) }
+        return (access, self.routePaths[route].conditions.direction(direction).jitter)
+    }
+
     /// One direction's delay in force at `now` for a connection on `route`.
     public func delay(_ direction: Direction, route: Int?, at now: Instant) -> Span {
         let access = self.access.conditions.direction(direction).delay(at: now)
