@@ -1,11 +1,43 @@
 """Bench item 1: pass-through throughput (iperf3 direct, through socat, through netcond: its forward
 relayed in the kernel, splice(2), as it is by default while nothing shapes it, and with --no-splice,
-through netcond's own loop, the path before issue 43, in the same run)."""
+through netcond's own loop, the path before issue 43, in the same run). Two references bound what a
+forward can reach on the machine: the least a relay in user space does (`relays/splice_relay.c`:
+two threads splicing, nothing counted) and a forward the kernel does itself (`relays/sockmap_relay.c`,
+an sk_skb verdict program redirecting between the two sockets; root)."""
 import json
+import os
+import shutil
 import subprocess
 import time
 
 from benchlib import Netcond, free_port, log, wait_listening
+
+RELAYS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "relays")
+
+
+def start_relay(h, name, target_port):
+    """A reference relay from `relays/NAME.c`, built with the host's C compiler and listening on a
+    free port towards `target_port`: (process, port), or (None, why not)."""
+    compiler = shutil.which("cc") or shutil.which("clang")
+    if compiler is None:
+        return None, "no C compiler (cc, clang)"
+    if name == "sockmap_relay" and os.geteuid() != 0:
+        return None, "needs root (BPF)"
+    binary = os.path.join(h.tmp, name)
+    built = subprocess.run([compiler, "-O2", "-pthread", "-o", binary, os.path.join(RELAYS, f"{name}.c")],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        return None, f"did not build: {built.stderr.strip()[-200:]}"
+    port = free_port()
+    process = h.spawn([binary, str(port), str(target_port)], name)
+    if not wait_listening(port):
+        h.stop(process)
+        return None, "did not start (see its log)"
+    return process, port
+
+
+def name_row(relay):
+    return "1. pass-through ceiling" if relay == "splice_relay" else "1. pass-through, kernel forward"
 
 
 def item_throughput(h, t):
@@ -13,6 +45,7 @@ def item_throughput(h, t):
     iperf_port = free_port()
     server = h.spawn(["iperf3", "-s", "-B", "127.0.0.1", "-p", str(iperf_port)], "iperf3-server")
     socat = nc = nio = None
+    relays = {}
     try:
         if not wait_listening(iperf_port):
             raise RuntimeError("iperf3 server did not start")
@@ -25,6 +58,14 @@ def item_throughput(h, t):
         nio = Netcond(h, "none", [iperf_port], seed=1, name="none-iperf-no-splice", extra=["--no-splice"])
         ports = {"direct": iperf_port, "socat": socat_port, "netcond": nc.forwards[0],
                  "no-splice": nio.forwards[0]}
+        missing = {}
+        for name in ("splice_relay", "sockmap_relay"):
+            process, port = start_relay(h, name, iperf_port)
+            if process is None:
+                missing[name] = port
+            else:
+                relays[name] = process
+                ports[name] = port
         best = {k: None for k in ports}
         errors = {}
         for rnd in range(2):  # two alternating rounds, best of two per path
@@ -54,6 +95,15 @@ def item_throughput(h, t):
             t.add(f"{name}: netcond --no-splice / direct (NIO relay, before issue 43)",
                   f"{g(best['no-splice'])} = {best['no-splice'] / best['direct']:.2f}x direct "
                   f"(splice: {best['netcond'] / best['no-splice']:.2f}x it)", "info", "INFO")
+        for name, label in (("splice_relay", "the least relay in user space (relays/splice_relay.c)"),
+                            ("sockmap_relay", "a forward in the kernel (relays/sockmap_relay.c, sockmap)")):
+            if best.get(name):
+                t.add(f"{name_row(name)}: {label} / direct",
+                      f"{g(best[name])} = {best[name] / best['direct']:.2f}x direct; netcond "
+                      f"{best['netcond'] / best[name]:.2f}x it", "reference", "INFO")
+            else:
+                t.add(f"{name_row(name)}: {label}",
+                      f"not measured: {missing.get(name) or errors.get(name)}", "reference", "INFO")
         if best["socat"]:
             t.add(f"{name}: netcond vs socat", f"{g(best['netcond'])} vs {g(best['socat'])} "
                   f"({best['netcond'] / best['socat']:.2f}x)", ">= socat",
@@ -62,12 +112,12 @@ def item_throughput(h, t):
             t.add(f"{name}: netcond vs socat", f"socat failed: {errors.get('socat')}", ">= socat", "ERROR")
         t.notes.append("Throughput: iperf3 one stream, 5 s, two alternating rounds (direct, socat, netcond, "
                        "netcond --no-splice), "
-                       "best of two per path; socat run as `socat TCP-LISTEN:P,reuseaddr,fork,bind=127.0.0.1 "
+                       "best of two per path; the references (relays/*.c) in the same rounds; socat run as `socat TCP-LISTEN:P,reuseaddr,fork,bind=127.0.0.1 "
                        "TCP:127.0.0.1:S` (bind added to stay on loopback).")
     finally:
         for n in (nc, nio):
             if n:
                 n.stop()
-        for p in (socat, server):
+        for p in (socat, *relays.values(), server):
             if p:
                 h.stop(p)
