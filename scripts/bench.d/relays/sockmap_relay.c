@@ -7,19 +7,12 @@
  *
  * Usage: sockmap_relay LISTEN_PORT TARGET_PORT   (both on 127.0.0.1; runs until killed) */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <linux/bpf.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <signal.h>
 #include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
-#include <unistd.h>
+
+#include "relay.h"
 
 static long bpf(int command, union bpf_attr *attributes) {
     return syscall(__NR_bpf, command, attributes, sizeof *attributes);
@@ -94,11 +87,7 @@ static int load(int map) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s LISTEN_PORT TARGET_PORT\n", argv[0]);
-        return 2;
-    }
-    signal(SIGPIPE, SIG_IGN);
+    struct relay relay = relay_listen(argc, argv);
     union bpf_attr attributes;
     memset(&attributes, 0, sizeof attributes);
     attributes.map_type = BPF_MAP_TYPE_SOCKHASH;
@@ -111,27 +100,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (load(map) != 0) return 1;
-    struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1]))};
-    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-    struct sockaddr_in target = address;
-    target.sin_port = htons((uint16_t)atoi(argv[2]));
-    int listener = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(listener, (struct sockaddr *)&address, sizeof address) != 0 || listen(listener, 128) != 0) {
-        perror("sockmap_relay: listen");
-        return 1;
-    }
     for (;;) {
-        int client = accept(listener, NULL, NULL);
-        if (client < 0) continue;
-        int upstream = socket(AF_INET, SOCK_STREAM, 0);
-        if (connect(upstream, (struct sockaddr *)&target, sizeof target) != 0) {
-            close(client);
-            close(upstream);
-            continue;
-        }
-        setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        setsockopt(upstream, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        int client, upstream;
+        relay_accept(&relay, &client, &upstream);
         /* A socket the map refuses (one already closing: a probe that connected and left) ends
            its connection. */
         if (put(map, client, upstream) != 0 || put(map, upstream, client) != 0) {

@@ -5,16 +5,10 @@
  *
  * Usage: splice_relay LISTEN_PORT TARGET_PORT   (both on 127.0.0.1; runs until killed) */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/socket.h>
-#include <unistd.h>
+
+#include "relay.h"
 
 struct direction {
     int from, to;
@@ -42,32 +36,10 @@ done:
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s LISTEN_PORT TARGET_PORT\n", argv[0]);
-        return 2;
-    }
-    signal(SIGPIPE, SIG_IGN);
-    struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1]))};
-    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-    struct sockaddr_in target = address;
-    target.sin_port = htons((uint16_t)atoi(argv[2]));
-    int listener = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(listener, (struct sockaddr *)&address, sizeof address) != 0 || listen(listener, 128) != 0) {
-        perror("splice_relay: listen");
-        return 1;
-    }
+    struct relay relay = relay_listen(argc, argv);
     for (;;) {
-        int client = accept(listener, NULL, NULL);
-        if (client < 0) continue;
-        int upstream = socket(AF_INET, SOCK_STREAM, 0);
-        if (connect(upstream, (struct sockaddr *)&target, sizeof target) != 0) {
-            close(client);
-            close(upstream);
-            continue;
-        }
-        setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        setsockopt(upstream, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        int client, upstream;
+        relay_accept(&relay, &client, &upstream);
         /* A bench's few connections: their threads and sockets are not reclaimed. */
         struct direction *up = malloc(sizeof *up), *down = malloc(sizeof *down);
         *up = (struct direction){client, upstream};
