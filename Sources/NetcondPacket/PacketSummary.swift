@@ -179,11 +179,11 @@ public struct PacketSummary: Sendable, Equatable {
         public var firewallStopped = 0
         public var connectsHeld = 0
 
-        /// A direction by index: 0 up, 1 down (as the summary's `directions`).
+        /// A direction by index: 0 up, 1 down (as the summary's `directions`), changed in place.
         subscript(index: Int) -> Direction {
             get { index == 0 ? self.up : self.down }
-            set {
-                if index == 0 { self.up = newValue } else { self.down = newValue }
+            _modify {
+                if index == 0 { yield &self.up } else { yield &self.down }
             }
         }
     }

@@ -46,10 +46,8 @@ extension LinkModel {
     /// kernel's senders under the packet engine meet jitter both ways, and CUBIC's HyStart reads
     /// the round trips it makes: `scripts/bench --only 11`, `wifi-lossy`).
     func ackArrival(_ flow: Flow, _ side: FlowSide) -> Instant {
-        let reverse = side.direction.reversed
-        let jitter = self.links.jitter(reverse, route: flow.route)
-        var arrival = self.now + self.links.delay(reverse, route: flow.route, at: self.now)
-        arrival = arrival + side.drawAckJitter(jitter.access) + side.drawAckJitter(jitter.route)
+        let way = self.links.way(side.direction.reversed, route: flow.route, at: self.now)
+        var arrival = self.now + way.delay + side.drawAckJitter(way.accessJitter) + side.drawAckJitter(way.routeJitter)
         arrival = max(arrival, side.latestAckArrival)
         side.latestAckArrival = arrival
         return arrival

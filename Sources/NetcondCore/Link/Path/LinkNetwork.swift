@@ -356,12 +356,16 @@ public struct LinkNetwork<Unit, Connection: Hashable> {
         return access + self.routePaths[route].conditions.roundTrip(from: now)
     }
 
-    /// One direction's jitter for a connection on `route`: the access link's and the route's (zero
-    /// without one); each path draws its own on top of its delay.
-    public func jitter(_ direction: Direction, route: Int?) -> (access: Span, route: Span) {
-        let access = self.access.conditions.direction(direction).jitter
-        guard let route else { return (access, .zero) }
-        return (access, self.routePaths[route].conditions.direction(direction).jitter)
+    /// One direction's way for a connection on `route`: its delay in force at `now` (as ``delay(_:route:at:)``)
+    /// and each path's jitter, the access link's and the route's (zero without one), which each path
+    /// draws on top of its delay. Each path's conditions are read once (this is per segment).
+    public func way(_ direction: Direction, route: Int?, at now: Instant) -> (
+        delay: Span, accessJitter: Span, routeJitter: Span
+    ) {
+        let access = self.access.conditions.direction(direction)
+        guard let route else { return (access.delay(at: now), access.jitter, .zero) }
+        let beyond = self.routePaths[route].conditions.direction(direction)
+        return (access.delay(at: now) + beyond.delay(at: now), access.jitter, beyond.jitter)
     }
 
     /// One direction's delay in force at `now` for a connection on `route`.
