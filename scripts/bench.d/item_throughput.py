@@ -35,9 +35,10 @@ def start_relay(h, name, target_port):
         return None, "did not start (see its log)"
     return process, port
 
-
-def name_row(relay):
-    return "1. pass-through ceiling" if relay == "splice_relay" else "1. pass-through, kernel forward"
+# The references' rows: the relay, the row's name, what it is.
+REFERENCES = (("splice_relay", "1. pass-through ceiling", "the least relay in user space (relays/splice_relay.c)"),
+              ("sockmap_relay", "1. pass-through, kernel forward",
+               "a forward in the kernel (relays/sockmap_relay.c, sockmap)"))
 
 
 def item_throughput(h, t):
@@ -59,13 +60,13 @@ def item_throughput(h, t):
         ports = {"direct": iperf_port, "socat": socat_port, "netcond": nc.forwards[0],
                  "no-splice": nio.forwards[0]}
         missing = {}
-        for name in ("splice_relay", "sockmap_relay"):
-            process, port = start_relay(h, name, iperf_port)
+        for relay, _, _ in REFERENCES:  # not `name`: the item's rows are named by it
+            process, port = start_relay(h, relay, iperf_port)
             if process is None:
-                missing[name] = port
+                missing[relay] = port
             else:
-                relays[name] = process
-                ports[name] = port
+                relays[relay] = process
+                ports[relay] = port
         best = {k: None for k in ports}
         errors = {}
         for rnd in range(2):  # two alternating rounds, best of two per path
@@ -95,15 +96,14 @@ def item_throughput(h, t):
             t.add(f"{name}: netcond --no-splice / direct (NIO relay, before issue 43)",
                   f"{g(best['no-splice'])} = {best['no-splice'] / best['direct']:.2f}x direct "
                   f"(splice: {best['netcond'] / best['no-splice']:.2f}x it)", "info", "INFO")
-        for name, label in (("splice_relay", "the least relay in user space (relays/splice_relay.c)"),
-                            ("sockmap_relay", "a forward in the kernel (relays/sockmap_relay.c, sockmap)")):
-            if best.get(name):
-                t.add(f"{name_row(name)}: {label} / direct",
-                      f"{g(best[name])} = {best[name] / best['direct']:.2f}x direct; netcond "
-                      f"{best['netcond'] / best[name]:.2f}x it", "reference", "INFO")
+        for relay, row, label in REFERENCES:
+            if best.get(relay):
+                t.add(f"{row}: {label} / direct",
+                      f"{g(best[relay])} = {best[relay] / best['direct']:.2f}x direct; netcond "
+                      f"{best['netcond'] / best[relay]:.2f}x it", "reference", "INFO")
             else:
-                t.add(f"{name_row(name)}: {label}",
-                      f"not measured: {missing.get(name) or errors.get(name)}", "reference", "INFO")
+                t.add(f"{row}: {label}", f"not measured: {missing.get(relay) or errors.get(relay)}", "reference",
+                      "INFO")
         if best["socat"]:
             t.add(f"{name}: netcond vs socat", f"{g(best['netcond'])} vs {g(best['socat'])} "
                   f"({best['netcond'] / best['socat']:.2f}x)", ">= socat",
